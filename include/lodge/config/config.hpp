@@ -1,0 +1,74 @@
+#pragma once
+// The effective configuration: defaults < JSON file < LODGE_* environment < flags.
+// Core code never reads the environment itself; the CLI hands it in as ConfigInputs.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace lodge::config {
+
+struct Policy {
+  std::string name;
+  uint64_t max_size = 5ULL << 30;
+  std::vector<std::string> extensions;  // lowercase, no dot; empty: any
+  std::vector<std::string> media_types; // empty: any
+  std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
+  int64_t deadline_ms = 15 * 60'000;
+  int64_t grace_ms = 5 * 60'000;
+};
+
+struct SweepSettings {
+  int64_t lease_ms = 2 * 60'000;
+  int max_retries = 8;
+  int64_t backoff_base_ms = 30'000;
+  int64_t backoff_max_ms = 3'600'000;
+};
+
+struct Config {
+  std::string config_file; // the file read, or empty
+  std::string ledger;
+  std::string store;
+  std::string endpoint;
+  std::string region = "us-east-1";
+  std::string default_owner;
+  std::string ca_bundle;
+  std::string profile;
+  std::string credentials_file;
+  bool verify_tls = true;
+  bool force_network_fs = false;
+  int64_t busy_timeout_ms = 10'000;
+  uint64_t multipart_threshold = 64ULL << 20;
+  uint64_t part_size = 16ULL << 20;
+  int jobs = 8;
+  int64_t sweep_max_age_ms = 3'600'000; // status --check: a sweep must have run this recently
+  std::map<std::string, Policy> policies;
+  SweepSettings sweep;
+
+  // The named policy; throws LodgeError(config_invalid) naming the known ones.
+  [[nodiscard]] const Policy& policy(const std::string& name) const;
+};
+
+struct ConfigInputs {
+  std::optional<std::string> config_flag;     // --config
+  std::map<std::string, std::string> env;     // the process environment
+  std::map<std::string, std::string> flags;   // keys: ledger store endpoint region owner ca_bundle
+  bool no_verify_ssl = false;
+  bool force_network_fs = false;
+};
+
+// Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
+// what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".
+[[nodiscard]] Config load(const ConfigInputs& inputs);
+
+// Parses one JSON document over defaults (exposed for tests and fuzzing).
+[[nodiscard]] Config parse_json(const std::string& text, const std::string& source, Config base);
+
+// The effective configuration as JSON (nothing secret is part of it).
+[[nodiscard]] nlohmann::json to_json(const Config& c);
+
+} // namespace lodge::config

@@ -1,0 +1,83 @@
+#pragma once
+// Plain records read from and written to the ledger.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace lodge::ledger {
+
+// file_upload.upload_status values, exactly as stored.
+inline constexpr const char* k_uploading = "UPLOADING";
+inline constexpr const char* k_active = "ACTIVE";
+inline constexpr const char* k_upload_failed = "UPLOAD_FAILED";
+
+struct FileRecord {
+  int64_t id = 0;
+  std::string owner_id;
+  std::string original_name;
+  std::string object_key;
+  std::string media_type;
+  std::string sha256;
+  int64_t size = 0;
+  std::string policy;
+  std::string upload_status;
+  std::optional<std::string> failure_reason;
+  bool is_deleted = false;
+  std::optional<std::string> idempotency_key;
+  std::optional<std::string> etag;
+  std::optional<std::string> version_id;
+  std::optional<std::string> multipart_upload_id;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  std::optional<int64_t> activated_at;
+  std::optional<int64_t> deleted_at;
+  int64_t upload_deadline_at = 0;
+};
+
+struct TaskRecord {
+  int64_t id = 0;
+  int64_t record_id = 0;
+  std::string task_type;
+  std::string object_key;
+  std::string status;
+  int64_t next_retry_at = 0;
+  int64_t retry_count = 0;
+  int64_t max_retries = 0;
+  std::optional<std::string> lease_owner;
+  std::optional<int64_t> lease_until;
+  int64_t lease_version = 0;
+  std::optional<std::string> last_error;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+};
+
+struct JobRun {
+  std::string job;
+  std::string worker_id;
+  int64_t started_at = 0;
+  int64_t finished_at = 0;
+  std::string outcome;
+  std::string counts_json;
+};
+
+struct StatusReport {
+  std::string ledger_uuid;
+  int schema_version = 0;
+  int64_t ledger_created_at = 0;
+  int64_t now = 0;
+  int64_t files_uploading = 0;     // alive UPLOADING
+  int64_t files_active = 0;        // alive ACTIVE
+  int64_t files_failed = 0;        // UPLOAD_FAILED
+  int64_t files_deleted = 0;       // ACTIVE and deleted by the user
+  std::map<std::string, int64_t> tasks; // by status, every status present (0 when none)
+  int64_t overdue_uploading = 0;
+  int64_t expired_leases = 0;
+  int64_t dead_letters = 0;
+  int64_t tasks_due = 0;
+  std::optional<int64_t> oldest_uploading_age_ms;
+  std::map<std::string, std::optional<JobRun>> last_runs; // sweep, repair, reconcile
+};
+
+} // namespace lodge::ledger

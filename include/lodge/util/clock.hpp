@@ -1,0 +1,27 @@
+#pragma once
+// Time as a parameter: code that decides by time (leases, deadlines, signing) takes a
+// Clock so tests control it.
+
+#include <cstdint>
+
+namespace lodge::util {
+
+class Clock {
+public:
+  virtual ~Clock() = default;
+  // Wall-clock milliseconds since the Unix epoch (UTC).
+  [[nodiscard]] virtual int64_t now_ms() const = 0;
+};
+
+class SystemClock final : public Clock {
+public:
+  [[nodiscard]] int64_t now_ms() const override;
+};
+
+// The process-wide system clock.
+[[nodiscard]] const Clock& system_clock();
+
+// Monotonic milliseconds, for measuring elapsed time only.
+[[nodiscard]] int64_t steady_ms();
+
+} // namespace lodge::util

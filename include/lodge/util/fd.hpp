@@ -1,0 +1,31 @@
+#pragma once
+// RAII owner of a POSIX file descriptor. Move-only.
+
+#include <utility>
+
+namespace lodge::util {
+
+class Fd {
+public:
+  Fd() = default;
+  explicit Fd(int fd) : m_fd(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      m_fd = std::exchange(o.m_fd, -1);
+    }
+    return *this;
+  }
+  ~Fd() { reset(); }
+  [[nodiscard]] int get() const { return m_fd; }
+  [[nodiscard]] bool valid() const { return m_fd >= 0; }
+  void reset(int fd = -1);
+
+private:
+  int m_fd = -1;
+};
+
+} // namespace lodge::util

@@ -1,0 +1,28 @@
+#pragma once
+// Small string helpers. Knows nothing of lodge.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lodge::util {
+
+[[nodiscard]] std::string to_lower(std::string_view s);
+[[nodiscard]] std::string trim(std::string_view s);
+[[nodiscard]] bool starts_with_ci(std::string_view s, std::string_view prefix);
+[[nodiscard]] std::vector<std::string> split(std::string_view s, char sep);
+[[nodiscard]] std::string hex_encode(const unsigned char* data, size_t len);
+[[nodiscard]] std::string hex_encode(std::string_view bytes);
+// Decodes lowercase or uppercase hex; nullopt on odd length or a non-hex digit.
+[[nodiscard]] std::optional<std::string> hex_decode(std::string_view hex);
+[[nodiscard]] std::string base64_encode(std::string_view bytes);
+[[nodiscard]] std::optional<std::string> base64_decode(std::string_view text);
+// Makes any bytes safe to print on a terminal: control characters, bidi overrides
+// and invalid UTF-8 become \xNN / \u{NNNN} escapes; printable UTF-8 stays.
+[[nodiscard]] std::string escape_for_terminal(std::string_view s);
+// Parses a decimal integer that must fill the whole string.
+[[nodiscard]] std::optional<int64_t> parse_int(std::string_view s);
+
+} // namespace lodge::util

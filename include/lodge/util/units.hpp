@@ -1,0 +1,19 @@
+#pragma once
+// Human sizes ("10MiB") and durations ("15m", "500ms"). Knows nothing of lodge.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lodge::util {
+
+// Accepts an integer with an optional unit B, KiB, MiB, GiB, TiB (also KB/MB/GB/TB as
+// powers of 1000). nullopt on anything else or on overflow.
+[[nodiscard]] std::optional<uint64_t> parse_size(std::string_view text);
+// Accepts an integer with a unit ms, s, m, h or d; a bare "0" is zero. Returns ms.
+[[nodiscard]] std::optional<int64_t> parse_duration_ms(std::string_view text);
+[[nodiscard]] std::string format_size(uint64_t bytes);
+[[nodiscard]] std::string format_duration_ms(int64_t ms);
+
+} // namespace lodge::util

@@ -1,0 +1,64 @@
+#pragma once
+// The command line: parses arguments, builds the configuration from flags, environment
+// and file, calls the core, prints. Only this layer reads argv and the environment.
+
+#include <lodge/config/config.hpp>
+#include <lodge/error.hpp>
+#include <lodge/ledger/ledger.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace lodge::cli {
+
+struct Globals {
+  std::string db, config, store, endpoint, region, ca_bundle, owner;
+  bool no_verify_ssl = false;
+  bool force_network_fs = false;
+  bool json = false;
+  bool quiet = false;
+  int verbose = 0;
+};
+
+// What every command gets: the parsed global options and the environment.
+class Context {
+public:
+  Globals g;
+  std::map<std::string, std::string> env;
+  bool stdout_tty = false;
+  bool stderr_tty = false;
+
+  // The effective configuration (loaded once, on first use).
+  const config::Config& cfg();
+  // The ledger (opened, created and migrated once, on first use).
+  ledger::Ledger& ledger();
+  // Prints one JSON value as a line on stdout.
+  void print_json(const std::string& line) const;
+
+private:
+  std::unique_ptr<config::Config> m_cfg;
+  std::unique_ptr<ledger::Ledger> m_ledger;
+};
+
+using Action = std::function<int(Context&)>;
+
+struct Command {
+  CLI::App* app;
+  Action run;
+};
+
+// Each command adds its subcommand to the app and returns what runs it.
+Command add_init(CLI::App& app);
+Command add_status(CLI::App& app);
+Command add_config(CLI::App& app);
+
+int main(int argc, char** argv);
+
+} // namespace lodge::cli

@@ -1,0 +1,186 @@
+#include "cli.hpp"
+
+#include <lodge/failpoint.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace lodge::cli {
+
+const config::Config& Context::cfg() {
+  if (!m_cfg) {
+    config::ConfigInputs in;
+    if (!g.config.empty()) in.config_flag = g.config;
+    in.env = env;
+    auto flag = [&](const char* k, const std::string& v) {
+      if (!v.empty()) in.flags[k] = v;
+    };
+    flag("ledger", g.db);
+    flag("store", g.store);
+    flag("endpoint", g.endpoint);
+    flag("region", g.region);
+    flag("ca_bundle", g.ca_bundle);
+    flag("owner", g.owner);
+    in.no_verify_ssl = g.no_verify_ssl;
+    in.force_network_fs = g.force_network_fs;
+    m_cfg = std::make_unique<config::Config>(config::load(in));
+  }
+  return *m_cfg;
+}
+
+ledger::Ledger& Context::ledger() {
+  if (!m_ledger) {
+    ledger::OpenOptions o;
+    o.path = cfg().ledger;
+    o.busy_timeout_ms = cfg().busy_timeout_ms;
+    o.force_network_fs = cfg().force_network_fs;
+    m_ledger = ledger::open_sqlite_ledger(o);
+  }
+  return *m_ledger;
+}
+
+void Context::print_json(const std::string& line) const {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::map<std::string, std::string> read_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv(*e);
+    auto eq = kv.find('=');
+    if (eq != std::string::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+int report(const Context& ctx, const Error& e) {
+  std::string msg = util::escape_for_terminal(e.message);
+  std::fprintf(stderr, "lodge: error: %s (%s)\n", msg.c_str(), std::string(e.name()).c_str());
+  if (ctx.g.json) {
+    nlohmann::json j;
+    j["error"] = {{"code", e.name()}, {"message", e.message}};
+    ctx.print_json(j.dump());
+  }
+  return e.exit_code();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  ::umask(077);
+  Context ctx;
+  ctx.env = read_environment();
+  ctx.stdout_tty = ::isatty(STDOUT_FILENO) != 0;
+  ctx.stderr_tty = ::isatty(STDERR_FILENO) != 0;
+
+  CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
+  app.name("lodge");
+  app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  auto& g = ctx.g;
+  app.add_option("--db", g.db, "Ledger file (env LODGE_DB)")->group("Global options");
+  app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
+  app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")->group("Global options");
+  app.add_option("--endpoint", g.endpoint, "S3 endpoint URL (env AWS_ENDPOINT_URL)")->group("Global options");
+  app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
+  app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")->group("Global options");
+  app.add_flag("--no-verify-ssl", g.no_verify_ssl, "Do not verify TLS certificates (unsafe)")->group("Global options");
+  app.add_flag("--force-network-fs", g.force_network_fs, "Allow a ledger on a network filesystem")->group("Global options");
+  app.add_flag("--json", g.json, "Print JSON Lines on stdout")->group("Global options");
+  app.add_flag("-q,--quiet", g.quiet, "Print only errors")->group("Global options");
+  app.add_flag("-v,--verbose", g.verbose, "More diagnostics on stderr (-vv: debug)")->group("Global options");
+
+  std::vector<Command> commands{add_init(app), add_status(app), add_config(app)};
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
+      // A misspelled command: say which one was meant.
+      if (argc > 1) {
+        // The first word that is neither an option nor a global option's value.
+        std::string first;
+        for (int i = 1; i < argc; ++i) {
+          std::string a = argv[i];
+          if (a.empty() || a[0] != '-') {
+            first = a;
+            break;
+          }
+          auto* opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
+          if (opt && opt->get_expected_min() > 0) ++i;
+        }
+        bool is_command = false;
+        std::string best;
+        size_t best_d = 3;
+        for (const auto& c : commands) {
+          if (c.app->get_name() == first) is_command = true;
+          size_t d = edit_distance(first, c.app->get_name());
+          if (d < best_d) {
+            best_d = d;
+            best = c.app->get_name();
+          }
+        }
+        if (!first.empty() && !is_command && app.get_subcommands().empty()) {
+          std::string msg = "unknown command '" + util::escape_for_terminal(first) + "'";
+          if (!best.empty()) msg += "; did you mean '" + best + "'?";
+          throw LodgeError(Errc::usage, msg + " (see lodge --help)");
+        }
+      }
+      throw LodgeError(Errc::usage, e.what() + std::string(" (see lodge --help)"));
+    }
+
+    util::log::set_level(g.quiet ? util::log::Level::error
+                         : g.verbose >= 2 ? util::log::Level::debug
+                         : g.verbose == 1 ? util::log::Level::info
+                                          : util::log::Level::warn);
+    util::log::set_sink([](util::log::Level lvl, std::string_view line) {
+      const char* tag = lvl == util::log::Level::error  ? "error: "
+                        : lvl == util::log::Level::warn ? "warning: "
+                                                        : "";
+      std::string s = "lodge: " + std::string(tag) + std::string(line) + "\n";
+      std::fwrite(s.data(), 1, s.size(), stderr);
+    });
+    if (auto it = ctx.env.find("LODGE_FAILPOINTS"); it != ctx.env.end() && !it->second.empty()) {
+      auto log = ctx.env.find("LODGE_FAILPOINTS_LOG");
+      failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
+    }
+
+    for (auto& c : commands)
+      if (c.app->parsed()) return c.run(ctx);
+    throw LodgeError(Errc::usage, "no command given (see lodge --help)");
+  } catch (const LodgeError& e) {
+    return report(ctx, e.error());
+  } catch (const std::exception& e) {
+    return report(ctx, Error(Errc::internal, e.what()));
+  }
+}
+
+} // namespace lodge::cli

@@ -1,0 +1,39 @@
+#include "sqlite_ledger.hpp"
+
+#include <lodge/ledger/schema.hpp>
+
+#include <array>
+#include <string_view>
+
+namespace lodge::ledger {
+namespace {
+// Step i brings a ledger from version k_oldest_schema_version + i to the next one.
+// Version 1 had no job_run table: status could not tell whether cron ran the jobs.
+constexpr std::array<std::string_view, k_schema_version - k_oldest_schema_version> k_steps{
+    R"sql(
+CREATE TABLE job_run (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile')),
+  worker_id   TEXT    NOT NULL,
+  started_at  INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('ok', 'failed')),
+  counts      TEXT    NOT NULL DEFAULT '{}'
+) STRICT;
+CREATE INDEX job_run_latest ON job_run (job, started_at);
+)sql",
+};
+} // namespace
+
+void migrate(Db& db, int from) {
+  if (from < k_oldest_schema_version || from > k_schema_version)
+    throw LodgeError(Errc::ledger_unusable,
+                     db.path() + ": ledger schema version " + std::to_string(from) +
+                         " cannot be migrated (this lodge reads versions " +
+                         std::to_string(k_oldest_schema_version) + " to " +
+                         std::to_string(k_schema_version) + ")");
+  for (int v = from; v < k_schema_version; ++v) db.exec(k_steps.at(static_cast<size_t>(v - k_oldest_schema_version)));
+  db.exec("PRAGMA user_version = " + std::to_string(k_schema_version));
+}
+
+} // namespace lodge::ledger

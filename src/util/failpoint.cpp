@@ -1,0 +1,127 @@
+#include <lodge/error.hpp>
+#include <lodge/failpoint.hpp>
+#include <lodge/util/strings.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace lodge::failpoint {
+namespace {
+
+constexpr std::array<std::string_view, 16> k_names{
+    "upload.after_reserve", "upload.before_put",   "upload.after_put",  "upload.before_confirm",
+    "upload.confirm",       "upload.mark_failed",  "upload.between_parts", "sweep.after_claim",
+    "sweep.after_delete",   "sweep.before_finish", "repair.before_commit", "reconcile.before_apply",
+    "store.put",            "store.delete",        "store.head",           "store.list"};
+
+enum class Kind { crash, error, sleep, pause };
+struct Armed {
+  Kind kind;
+  std::string arg; // ms for sleep, path for pause
+  std::string text;
+};
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, Armed, std::less<>> armed;
+  std::string log_path;
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+void log_firing(const std::string& path, std::string_view name, std::string_view action) {
+  if (path.empty()) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  std::string line = std::to_string(::getpid()) + " " + std::string(name) + " " +
+                     std::string(action) + "\n";
+  // One write(2) per line keeps lines from concurrent processes whole (O_APPEND).
+  [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+} // namespace
+
+std::span<const std::string_view> known_names() { return k_names; }
+
+void configure(std::string_view spec, const std::string& log_path) {
+  auto& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.armed.clear();
+  r.log_path = log_path;
+  for (const auto& item : util::split(spec, ';')) {
+    auto entry = util::trim(item);
+    if (entry.empty()) continue;
+    auto eq = entry.find('=');
+    if (eq == std::string::npos)
+      throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: '" + entry + "' is not name=action");
+    std::string name = entry.substr(0, eq);
+    std::string action = entry.substr(eq + 1);
+    bool known = false;
+    for (auto n : k_names) known = known || n == name;
+    if (!known) throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: unknown failpoint '" + name + "'");
+    Armed a{Kind::error, "", action};
+    if (action == "crash") a.kind = Kind::crash;
+    else if (action == "error") a.kind = Kind::error;
+    else if (action.rfind("sleep:", 0) == 0 && util::parse_int(action.substr(6))) {
+      a.kind = Kind::sleep;
+      a.arg = action.substr(6);
+    } else if (action.rfind("pause:", 0) == 0 && action.size() > 6) {
+      a.kind = Kind::pause;
+      a.arg = action.substr(6);
+    } else {
+      throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: bad action '" + action + "' for " + name +
+                                        " (crash, error, sleep:MS, pause:PATH)");
+    }
+    r.armed.insert_or_assign(name, std::move(a));
+  }
+}
+
+bool hit(std::string_view name) {
+#ifndef LODGE_WITH_FAILPOINTS
+  (void)name;
+  return false;
+#else
+  auto& r = registry();
+  Armed a;
+  std::string log_path;
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.armed.empty()) return false;
+    auto it = r.armed.find(name);
+    if (it == r.armed.end()) return false;
+    a = it->second;
+    log_path = r.log_path;
+  }
+  log_firing(log_path, name, a.text);
+  switch (a.kind) {
+  case Kind::crash:
+    ::kill(::getpid(), SIGKILL);
+    break;
+  case Kind::error:
+    return true;
+  case Kind::sleep:
+    std::this_thread::sleep_for(std::chrono::milliseconds(*util::parse_int(a.arg)));
+    break;
+  case Kind::pause: {
+    struct stat st {};
+    while (::stat(a.arg.c_str(), &st) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    break;
+  }
+  }
+  return false;
+#endif
+}
+
+} // namespace lodge::failpoint

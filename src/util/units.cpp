@@ -1,0 +1,78 @@
+#include <lodge/util/units.hpp>
+
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <limits>
+#include <utility>
+
+namespace lodge::util {
+namespace {
+// Splits "123unit" into the number and the unit; nullopt when no digits lead.
+std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string_view text) {
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p == text.data()) return std::nullopt;
+  return std::pair{v, text.substr(static_cast<size_t>(p - text.data()))};
+}
+
+std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
+  if (b != 0 && a > std::numeric_limits<uint64_t>::max() / b) return std::nullopt;
+  return a * b;
+}
+} // namespace
+
+std::optional<uint64_t> parse_size(std::string_view text) {
+  auto nu = number_and_unit(text);
+  if (!nu) return std::nullopt;
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 10> k_units{{
+      {"", 1}, {"B", 1}, {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30},
+      {"TiB", 1ULL << 40}, {"KB", 1000ULL}, {"MB", 1000ULL * 1000}, {"GB", 1000ULL * 1000 * 1000},
+      {"TB", 1000ULL * 1000 * 1000 * 1000}}};
+  for (const auto& [unit, mult] : k_units)
+    if (nu->second == unit) return checked_mul(nu->first, mult);
+  return std::nullopt;
+}
+
+std::optional<int64_t> parse_duration_ms(std::string_view text) {
+  auto nu = number_and_unit(text);
+  if (!nu) return std::nullopt;
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 5> k_units{{
+      {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}}};
+  if (nu->second.empty() && nu->first == 0) return 0;
+  for (const auto& [unit, mult] : k_units) {
+    if (nu->second == unit) {
+      auto v = checked_mul(nu->first, mult);
+      if (!v || *v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+      return static_cast<int64_t>(*v);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string format_size(uint64_t bytes) {
+  static constexpr std::array<std::string_view, 5> k_units{"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  size_t u = 0;
+  while (v >= 1024 && u + 1 < k_units.size()) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, k_units[u].data());
+  return buf;
+}
+
+std::string format_duration_ms(int64_t ms) {
+  char buf[32];
+  if (ms < 1000) std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ms));
+  else if (ms < 60'000) std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
+  else if (ms < 3'600'000) std::snprintf(buf, sizeof buf, "%lldm%llds", static_cast<long long>(ms / 60'000), static_cast<long long>(ms % 60'000 / 1000));
+  else std::snprintf(buf, sizeof buf, "%lldh%lldm", static_cast<long long>(ms / 3'600'000), static_cast<long long>(ms % 3'600'000 / 60'000));
+  return buf;
+}
+
+} // namespace lodge::util

@@ -1,0 +1,167 @@
+"""Shared helpers for lodge's integration tests: run the real binary, make temp dirs,
+start a moto_server on a free loopback port, read the ledger with sqlite3."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+LODGE = os.environ.get("LODGE_BIN", "")
+SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, timeout=20.0, what="condition"):
+    """Polls predicate until true; fails the test with `what` after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Result:
+    def __init__(self, proc):
+        self.rc = proc.returncode
+        self.out = proc.stdout
+        self.err = proc.stderr
+
+    def json_lines(self):
+        return [json.loads(line) for line in self.out.splitlines() if line.strip()]
+
+    def json(self):
+        lines = self.json_lines()
+        assert len(lines) == 1, f"expected one JSON line, got {self.out!r}"
+        return lines[0]
+
+    def __repr__(self):
+        return f"<rc={self.rc} out={self.out[-2000:]!r} err={self.err[-2000:]!r}>"
+
+
+class Moto:
+    """A moto_server on 127.0.0.1, started and stopped by PID."""
+
+    def __init__(self, extra_env=None):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.update(extra_env or {})
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise AssertionError("moto_server exited at start")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            except OSError:
+                return False
+        wait_until(up, 30, "moto_server to listen")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log.close()
+
+
+AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+
+
+def aws(endpoint, *args, check=True):
+    """Runs the real aws CLI against endpoint; returns parsed JSON output (or None)."""
+    env = dict(os.environ)
+    env.update(AWS_ENV)
+    env.pop("AWS_ENDPOINT_URL", None)
+    p = subprocess.run(["aws", "--endpoint-url", endpoint, "--output", "json", *args],
+                       capture_output=True, text=True, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError(f"aws {' '.join(args)} failed: {p.stderr}")
+    if p.returncode != 0:
+        return None
+    return json.loads(p.stdout) if p.stdout.strip() else None
+
+
+class LodgeTestCase(unittest.TestCase):
+    """A temp dir per test (kept when the test fails) and a way to run lodge in it."""
+
+    moto = None  # set by subclasses that need S3 (class-wide server)
+
+    def setUp(self):
+        self.assertTrue(LODGE and os.access(LODGE, os.X_OK), "LODGE_BIN must name the built lodge binary")
+        self.dir = tempfile.mkdtemp(prefix="lodge-it-")
+        self.db = os.path.join(self.dir, "ledger.db")
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith("LODGE_") and not k.startswith("AWS_")}
+        self.env.update({"HOME": self.dir, "XDG_CONFIG_HOME": os.path.join(self.dir, ".config"),
+                         "XDG_DATA_HOME": os.path.join(self.dir, ".local/share")})
+        self.env.update(AWS_ENV)
+
+    def tearDown(self):
+        failed = False
+        outcome = getattr(self, "_outcome", None)
+        if outcome is not None:
+            result = getattr(outcome, "result", None)
+            errors = list(getattr(result, "errors", [])) + list(getattr(result, "failures", []))
+            failed = any(t is self for t, _ in errors)
+        if failed:
+            sys.stderr.write(f"kept test directory: {self.dir}\n")
+        else:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def lodge(self, *args, env=None, stdin=None, timeout=120, db=True, umask=None):
+        cmd = [LODGE] + (["--db", self.db] if db else []) + [str(a) for a in args]
+        e = dict(self.env)
+        e.update(env or {})
+        pre = (lambda: os.umask(umask)) if umask is not None else None
+        p = subprocess.run(cmd, capture_output=True, text=True, env=e, input=stdin,
+                           timeout=timeout, preexec_fn=pre)
+        return Result(p)
+
+    def sql(self, query, params=()):
+        con = sqlite3.connect(self.db, timeout=30)
+        try:
+            return con.execute(query, params).fetchall()
+        finally:
+            con.close()
+
+    def sql_exec(self, statements):
+        con = sqlite3.connect(self.db, timeout=30)
+        try:
+            con.executescript(statements)
+            con.commit()
+        finally:
+            con.close()
+
+    def write(self, name, data):
+        path = os.path.join(self.dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+        return path
+
+
+def main():
+    unittest.main(verbosity=2)

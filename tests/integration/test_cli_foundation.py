@@ -1,0 +1,174 @@
+"""The binary's foundation: init, status, config, exit codes, ledger hygiene, man page."""
+
+import os
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import LodgeTestCase, SOURCE_DIR, main  # noqa: E402
+
+
+class Foundation(LodgeTestCase):
+    def test_status_json_on_a_new_path_is_all_zero(self):
+        r = self.lodge("status", "--json")
+        self.assertEqual(r.rc, 0, r)
+        j = r.json()
+        self.assertEqual(j["files"], {"uploading": 0, "active": 0, "failed": 0, "deleted": 0, "alive": 0})
+        self.assertTrue(all(v == 0 for v in j["tasks"].values()), j)
+        for k in ("overdue_uploading", "expired_leases", "dead_letters", "tasks_due"):
+            self.assertEqual(j[k], 0)
+        self.assertIsNone(j["oldest_uploading_age_ms"])
+        self.assertEqual(j["last_runs"], {"sweep": None, "repair": None, "reconcile": None})
+        self.assertTrue(j["healthy"])
+
+    def test_new_ledger_is_0600_even_under_umask_000(self):
+        r = self.lodge("init", umask=0)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(stat.S_IMODE(os.stat(self.db).st_mode), 0o600)
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(self.db + suffix):
+                self.assertEqual(stat.S_IMODE(os.stat(self.db + suffix).st_mode), 0o600)
+
+    def test_init_is_idempotent_and_keeps_the_uuid(self):
+        a = self.lodge("init", "--json").json()
+        b = self.lodge("init", "--json").json()
+        self.assertEqual(a["ledger_uuid"], b["ledger_uuid"])
+        self.assertEqual(a["schema_version"], 2)
+
+    def test_status_check_exit_codes(self):
+        self.assertEqual(self.lodge("status", "--check", "-q").rc, 0)
+        self.lodge("init")
+        self.sql_exec("""
+          INSERT INTO file_upload (id, owner_id, original_name, object_key, media_type, sha256, size, policy,
+            upload_status, is_deleted, created_at, updated_at, upload_deadline_at)
+            VALUES (1, 'o', 'a', 'k', 't', printf('%064d', 1), 1, 'default', 'UPLOAD_FAILED', 1, 1, 1, 1);
+          INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,
+            created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k', 'FAILED', 0, 3, 0, 0);""")
+        r = self.lodge("status", "--check")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("UNHEALTHY", r.out)
+        self.assertIn("dead-lettered", r.out)
+        j = self.lodge("status", "--json").json()
+        self.assertEqual(j["dead_letters"], 1)
+        self.assertFalse(j["healthy"])
+
+    def test_status_prometheus_textfile(self):
+        out = os.path.join(self.dir, "lodge.prom")
+        self.assertEqual(self.lodge("status", "-q", "--prometheus", out).rc, 0)
+        text = open(out).read()
+        self.assertIn('lodge_files{state="active"} 0', text)
+        self.assertIn("lodge_healthy 1", text)
+
+    def test_usage_errors_exit_2(self):
+        r = self.lodge("status", "--no-such-flag")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("USAGE", r.err)
+        r = self.lodge("stauts")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("did you mean 'status'", r.err)
+        r = self.lodge(db=False)
+        self.assertEqual(r.rc, 2, r)
+        r = self.lodge("status", env={"LODGE_FAILPOINTS": "no.such.point=crash"})
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("unknown failpoint", r.err)
+
+    def test_bad_config_exits_2_naming_the_key(self):
+        cfg = self.write("bad.json", '{"policies": {"resume": {"max_size": "ten"}}}')
+        r = self.lodge("--config", cfg, "status")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("policies.resume.max_size: expected a size like 10MiB", r.err)
+        r = self.lodge("status", env={"LODGE_CONFIG": os.path.join(self.dir, "nope.json")})
+        self.assertEqual(r.rc, 2, r)
+
+    def test_corrupt_ledger_exits_3_naming_the_file(self):
+        with open(self.db, "wb") as f:
+            f.write(os.urandom(8192))
+        r = self.lodge("status")
+        self.assertEqual(r.rc, 3, r)
+        self.assertIn(self.db, r.err)
+        self.assertIn("LEDGER_UNUSABLE", r.err)
+        r = self.lodge("status", "--json")
+        self.assertEqual(r.json()["error"]["code"], "LEDGER_UNUSABLE")
+
+    def test_newer_ledger_exits_3(self):
+        self.lodge("init")
+        self.sql_exec("PRAGMA user_version = 99")
+        r = self.lodge("status")
+        self.assertEqual(r.rc, 3, r)
+        self.assertIn("LEDGER_TOO_NEW", r.err)
+
+    def test_locked_ledger_exits_3(self):
+        # A version-1 ledger must be migrated (a write) while another process holds the lock.
+        self.lodge("init")
+        self.sql_exec("DROP TABLE job_run; PRAGMA user_version = 1;")
+        cfg = self.write("c.json", '{"busy_timeout": "200ms"}')
+        import sqlite3
+        con = sqlite3.connect(self.db, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            r = self.lodge("--config", cfg, "init")
+        finally:
+            con.execute("ROLLBACK")
+            con.close()
+        self.assertEqual(r.rc, 3, r)
+        self.assertIn("LEDGER_LOCKED", r.err)
+        r = self.lodge("--config", cfg, "init", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.json()["schema_version"], 2)
+
+    def test_symlinked_ledger_is_refused(self):
+        real = os.path.join(self.dir, "real.db")
+        os.symlink(real, self.db)
+        r = self.lodge("status")
+        self.assertEqual(r.rc, 3, r)
+        self.assertIn("symbolic link", r.err)
+        self.assertFalse(os.path.exists(real))
+
+    def test_config_prints_effective_configuration(self):
+        cfg = self.write("c.json", '{"region": "eu-west-3", "policies": {"small": {"max_files": 2}}}')
+        r = self.lodge("--config", cfg, "--json", "config", env={"AWS_REGION": "", "AWS_DEFAULT_REGION": ""})
+        self.assertEqual(r.rc, 0, r)
+        j = r.json()
+        self.assertEqual(j["region"], "eu-west-3")
+        self.assertEqual(j["policies"]["small"]["max_files"], 2)
+        self.assertEqual(j["ledger"], self.db)
+
+    def test_help_and_version(self):
+        r = self.lodge("--version", db=False)
+        self.assertEqual(r.rc, 0)
+        self.assertRegex(r.out, r"^lodge \d+\.\d+\.\d+")
+        for cmd in ("init", "status", "config"):
+            r = self.lodge(cmd, "--help", db=False)
+            self.assertEqual(r.rc, 0, r)
+            self.assertIn("Usage", r.out)
+
+    def test_man_page_renders_without_warnings(self):
+        page = os.path.join(SOURCE_DIR, "man", "lodge.1")
+        p = subprocess.run(["groff", "-ww", "-z", "-man", page], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "")
+        p = subprocess.run(["man", "-l", "-P", "cat", page], capture_output=True, text=True,
+                           env=dict(os.environ, MANWIDTH="80"))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for section in ("SYNOPSIS", "EXIT STATUS", "ENVIRONMENT", "FILES"):
+            self.assertIn(section, p.stdout)
+
+    def test_man_page_lists_every_error_code_and_command(self):
+        page = open(os.path.join(SOURCE_DIR, "man", "lodge.1")).read()
+        src = open(os.path.join(SOURCE_DIR, "src", "util", "error.cpp")).read()
+        import re
+        codes = re.findall(r'ErrcInfo\{Errc::\w+, "([A-Z_]+)"', src)
+        self.assertGreater(len(codes), 20)
+        for code in codes:
+            self.assertIn(code, page.replace("\\_", "_"), code)
+        help_out = self.lodge("--help", db=False).out
+        import re as _re
+        commands = _re.findall(r"^  (\w+)\s{2,}", help_out.split("Subcommands:")[1], _re.M)
+        self.assertIn("status", commands)
+        for c in commands:
+            self.assertIn(f".B lodge {c}", page.replace("\\-", "-").replace(".SS ", ".B "), c)
+
+
+if __name__ == "__main__":
+    main()

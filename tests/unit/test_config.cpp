@@ -1,0 +1,111 @@
+#include "support.hpp"
+
+#include <lodge/config/config.hpp>
+#include <lodge/error.hpp>
+
+using namespace lodge;
+
+namespace {
+config::ConfigInputs inputs_with(const test::TempDir& dir, const std::string& json) {
+  config::ConfigInputs in;
+  test::write_file(dir.file("config.json"), json);
+  in.config_flag = dir.file("config.json");
+  in.env["HOME"] = dir.path().string();
+  return in;
+}
+
+std::string error_of(const config::ConfigInputs& in) {
+  try {
+    (void)config::load(in);
+  } catch (const LodgeError& e) {
+    CHECK(e.error().code == Errc::config_invalid);
+    CHECK(e.error().exit_code() == 2);
+    return e.error().message;
+  }
+  return "(no error)";
+}
+} // namespace
+
+TEST_CASE("the design's example configuration parses") {
+  test::TempDir dir;
+  auto in = inputs_with(dir, R"({
+    "ledger": "/var/lib/lodge/ledger.db", "store": "s3://artifacts/lodge",
+    "endpoint": "http://127.0.0.1:9000", "region": "us-east-1", "default_owner": "ci",
+    "policies": {
+      "default": { "max_size": "5GiB", "deadline": "15m", "grace": "5m" },
+      "resume": { "max_size": "10MiB", "extensions": ["pdf", "doc", "docx"],
+                  "media_types": ["application/pdf"], "max_files": 5, "deadline": "2m", "grace": "1m" } },
+    "sweep": { "lease": "2m", "max_retries": 8, "backoff_base": "30s", "backoff_max": "1h" } })");
+  auto c = config::load(in);
+  CHECK(c.ledger == "/var/lib/lodge/ledger.db");
+  CHECK(c.default_owner == "ci");
+  const auto& r = c.policy("resume");
+  CHECK(r.max_size == 10ULL << 20);
+  CHECK(r.max_files == 5);
+  CHECK(r.deadline_ms == 120'000);
+  CHECK(r.extensions == std::vector<std::string>{"pdf", "doc", "docx"});
+  CHECK(c.sweep.lease_ms == 120'000);
+  CHECK_THROWS_AS((void)c.policy("nope"), LodgeError);
+}
+
+TEST_CASE("precedence: flags over environment over file over defaults") {
+  test::TempDir dir;
+  auto in = inputs_with(dir, R"({"ledger": "/from/file.db", "region": "eu-west-1", "default_owner": "file"})");
+  auto c = config::load(in);
+  CHECK(c.ledger == "/from/file.db");
+  CHECK(c.region == "eu-west-1");
+  CHECK(c.store.rfind("file://" + dir.path().string(), 0) == 0); // default under $HOME
+
+  in.env["LODGE_DB"] = "/from/env.db";
+  in.env["AWS_REGION"] = "ap-south-1";
+  in.env["LODGE_OWNER"] = "env";
+  c = config::load(in);
+  CHECK(c.ledger == "/from/env.db");
+  CHECK(c.region == "ap-south-1");
+  CHECK(c.default_owner == "env");
+
+  in.flags["ledger"] = "/from/flag.db";
+  in.flags["owner"] = "flag";
+  c = config::load(in);
+  CHECK(c.ledger == "/from/flag.db");
+  CHECK(c.default_owner == "flag");
+  CHECK(c.region == "ap-south-1");
+}
+
+TEST_CASE("LODGE_CONFIG names the file when --config is absent; a missing explicit file is an error") {
+  test::TempDir dir;
+  test::write_file(dir.file("c.json"), R"({"region": "x-1"})");
+  config::ConfigInputs in;
+  in.env["HOME"] = dir.path().string();
+  in.env["LODGE_CONFIG"] = dir.file("c.json");
+  CHECK(config::load(in).region == "x-1");
+  in.config_flag = dir.file("missing.json");
+  CHECK(error_of(in).find("missing.json") != std::string::npos);
+}
+
+TEST_CASE("each validation error names its key path") {
+  test::TempDir dir;
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"resume": {"max_size": "10 megs"}}})")) ==
+        "policies.resume.max_size: expected a size like 10MiB, got '10 megs'");
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"resume": {"deadline": "soon"}}})"))
+            .rfind("policies.resume.deadline: expected a duration", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"polices": {}})")).rfind("polices: unknown key", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_file": 3}}})")).rfind("policies.p.max_file: unknown key", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_files": -1}}})")).rfind("policies.p.max_files:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"extensions": "pdf"}}})")).rfind("policies.p.extensions:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"max_retries": "8"}})")).rfind("sweep.max_retries:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"leese": "1m"}})")).rfind("sweep.leese: unknown key", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"default_owner": "../etc"})")).rfind("default_owner:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"store": "ftp://x"})")).rfind("store:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"part_size": "1MiB"})")).rfind("part_size:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"([1, 2])")).find("expected a JSON object") != std::string::npos);
+  CHECK(error_of(inputs_with(dir, R"({"ledger": )")).find("not valid JSON") != std::string::npos);
+}
+
+TEST_CASE("a policy named in the file inherits defaults for what it leaves out") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"policies": {"small": {"max_files": 2}}})"));
+  CHECK(c.policy("small").max_size == 5ULL << 30);
+  CHECK(c.policy("small").deadline_ms == 15 * 60'000);
+  CHECK(c.policy("default").max_files == std::nullopt);
+}

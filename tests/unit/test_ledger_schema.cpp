@@ -1,0 +1,185 @@
+#include "support.hpp"
+
+#include <lodge/error.hpp>
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ledger/schema.hpp>
+#include <lodge/ledger/sqlite.hpp>
+#include <lodge/ops/status.hpp>
+
+#include <sys/stat.h>
+
+using namespace lodge;
+
+namespace {
+class FixedClock : public util::Clock {
+public:
+  explicit FixedClock(int64_t t) : m_t(t) {}
+  [[nodiscard]] int64_t now_ms() const override { return m_t; }
+  int64_t m_t;
+};
+
+std::unique_ptr<ledger::Ledger> open_at(const std::string& path, const util::Clock* clock = &util::system_clock()) {
+  ledger::OpenOptions o;
+  o.path = path;
+  o.clock = clock;
+  return ledger::open_sqlite_ledger(o);
+}
+
+Errc open_error(const std::string& path) {
+  try {
+    (void)open_at(path);
+  } catch (const LodgeError& e) {
+    return e.error().code;
+  }
+  return Errc::ok;
+}
+} // namespace
+
+TEST_CASE("a new ledger is created 0600 at the current version with WAL and FULL sync") {
+  test::TempDir dir;
+  auto path = dir.file("sub/ledger.db");
+  auto l = open_at(path);
+  CHECK(l->schema_version() == ledger::k_schema_version);
+  CHECK(l->uuid().size() == 36);
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  ledger::Db db(path, 1000);
+  CHECK(db.query_text("PRAGMA journal_mode") == "wal");
+  // Opening is idempotent and keeps the uuid.
+  CHECK(open_at(path)->uuid() == l->uuid());
+}
+
+TEST_CASE("an older ledger is migrated on open and keeps its rows") {
+  test::TempDir dir;
+  auto path = dir.file("old.db");
+  {
+    auto l = open_at(path);
+  }
+  {
+    // Turn it into a version-1 ledger: version 1 had no job_run table.
+    ledger::Db db(path, 1000);
+    db.exec("DROP TABLE job_run; PRAGMA user_version = 1;");
+    db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+            " upload_status, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1', 'text/plain',"
+            " printf('%064d', 1), 3, 'default', 'ACTIVE', 1, 1, 2)");
+  }
+  auto l = open_at(path);
+  CHECK(l->schema_version() == ledger::k_schema_version);
+  auto r = l->status(10);
+  CHECK(r.files_active == 1);
+  l->record_job_run({"sweep", "w", 1, 2, "ok", "{}"});
+  CHECK(l->status(10).last_runs.at("sweep").has_value());
+}
+
+TEST_CASE("a newer ledger is refused with LEDGER_TOO_NEW; garbage with LEDGER_UNUSABLE") {
+  test::TempDir dir;
+  auto path = dir.file("new.db");
+  { auto l = open_at(path); }
+  {
+    ledger::Db db(path, 1000);
+    db.exec("PRAGMA user_version = " + std::to_string(ledger::k_schema_version + 1));
+  }
+  CHECK(open_error(path) == Errc::ledger_too_new);
+
+  auto junk = dir.file("junk.db");
+  test::write_file(junk, std::string(4096, 'x'));
+  CHECK(open_error(junk) == Errc::ledger_unusable);
+
+  auto foreign = dir.file("foreign.db");
+  test::write_file(foreign, "");
+  {
+    ledger::Db db(foreign, 1000);
+    db.exec("CREATE TABLE t (x)");
+  }
+  CHECK(open_error(foreign) == Errc::ledger_unusable);
+}
+
+TEST_CASE("a ledger path that is a symlink is refused") {
+  test::TempDir dir;
+  { auto l = open_at(dir.file("real.db")); }
+  REQUIRE(::symlink(dir.file("real.db").c_str(), dir.file("link.db").c_str()) == 0);
+  CHECK(open_error(dir.file("link.db")) == Errc::ledger_unusable);
+}
+
+TEST_CASE("the schema rejects invalid state strings and enforces one alive row per digest") {
+  test::TempDir dir;
+  auto path = dir.file("l.db");
+  { auto l = open_at(path); }
+  ledger::Db db(path, 1000);
+  db.exec("PRAGMA foreign_keys = ON");
+  auto insert = [&](const std::string& status, const std::string& key, int deleted) {
+    db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+            " upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a', '" + key +
+            "', 't', printf('%064d', 7), 1, 'default', '" + status + "', " + std::to_string(deleted) + ", 1, 1, 1)");
+  };
+  CHECK_THROWS_AS(insert("DONE", "k0", 0), LodgeError);
+  CHECK_THROWS_AS(insert("UPLOAD_FAILED", "k0", 0), LodgeError); // failed rows never hold quota
+  insert("ACTIVE", "k1", 0);
+  CHECK_THROWS_AS(insert("UPLOADING", "k2", 0), LodgeError); // I4
+  insert("UPLOAD_FAILED", "k3", 1);                          // dead rows may share the digest
+  CHECK_THROWS_AS(db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
+                          " max_retries, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'WAITING', 0, 3, 0, 0)"),
+                  LodgeError);
+  CHECK_THROWS_AS(db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
+                          " max_retries, created_at, updated_at) VALUES (999, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 0, 0)"),
+                  LodgeError); // foreign key
+  db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+          " lease_version, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 5, 0, 0)");
+  CHECK_THROWS_AS(db.exec("UPDATE cleanup_task SET lease_version = 4"), LodgeError); // fencing never goes back
+}
+
+TEST_CASE("status figures on a hand-built ledger") {
+  test::TempDir dir;
+  auto path = dir.file("s.db");
+  FixedClock clock(1'000'000);
+  { auto l = open_at(path, &clock); }
+  {
+    ledger::Db db(path, 1000);
+    db.exec(R"sql(
+      INSERT INTO file_upload (id, owner_id, original_name, object_key, media_type, sha256, size, policy,
+        upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES
+        (1, 'o', 'a', 'k1', 't', printf('%064d', 1), 1, 'default', 'ACTIVE', 0, 1, 1, 10),
+        (2, 'o', 'b', 'k2', 't', printf('%064d', 2), 1, 'default', 'ACTIVE', 1, 1, 1, 10),
+        (3, 'o', 'c', 'k3', 't', printf('%064d', 3), 1, 'default', 'UPLOAD_FAILED', 1, 1, 1, 10),
+        (4, 'o', 'd', 'k4', 't', printf('%064d', 4), 1, 'default', 'UPLOADING', 0, 900000, 900000, 950000),
+        (5, 'o', 'e', 'k5', 't', printf('%064d', 5), 1, 'default', 'UPLOADING', 0, 990000, 990000, 2000000);
+      INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,
+        lease_until, created_at, updated_at) VALUES
+        (1, 'DELETE_OBJECT', 'k1', 'IGNORED', 0, 3, NULL, 0, 0),
+        (2, 'DELETE_OBJECT', 'k2', 'PROCESSING', 0, 3, 999000, 0, 0),
+        (3, 'DELETE_OBJECT', 'k3', 'FAILED', 0, 3, NULL, 0, 0),
+        (4, 'DELETE_OBJECT', 'k4', 'PENDING', 500, 3, NULL, 0, 0),
+        (5, 'DELETE_OBJECT', 'k5', 'PENDING', 3000000, 3, NULL, 0, 0);
+      INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome, counts) VALUES
+        ('sweep', 'w1', 100, 200, 'ok', '{"deleted":1}'), ('sweep', 'w2', 300, 400, 'failed', '{}');
+    )sql");
+  }
+  auto l = open_at(path, &clock);
+  auto r = l->status(1'000'000);
+  CHECK(r.files_active == 1);
+  CHECK(r.files_deleted == 1);
+  CHECK(r.files_failed == 1);
+  CHECK(r.files_uploading == 2);
+  CHECK(r.tasks["IGNORED"] == 1);
+  CHECK(r.tasks["PENDING"] == 2);
+  CHECK(r.tasks["SUCCESS"] == 0);
+  CHECK(r.dead_letters == 1);
+  CHECK(r.expired_leases == 1);
+  CHECK(r.overdue_uploading == 1);
+  CHECK(r.tasks_due == 1);
+  CHECK(r.oldest_uploading_age_ms == 100'000);
+  REQUIRE(r.last_runs.at("sweep").has_value());
+  CHECK(r.last_runs.at("sweep")->worker_id == "w2");
+  CHECK_FALSE(r.last_runs.at("repair").has_value());
+
+  auto h = ops::evaluate(r, 3'600'000);
+  CHECK_FALSE(h.healthy);
+  CHECK(h.problems.size() == 3);
+  auto clean = ledger::StatusReport{};
+  clean.now = 10;
+  clean.ledger_created_at = 5;
+  CHECK(ops::evaluate(clean, 1000).healthy);       // a young ledger gets time for its first sweep
+  clean.now = 5000;
+  CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
+}

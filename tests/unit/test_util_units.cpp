@@ -1,0 +1,81 @@
+#include "support.hpp"
+
+#include <lodge/error.hpp>
+#include <lodge/failpoint.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
+
+using namespace lodge;
+
+TEST_CASE("sizes parse with binary and decimal units and reject junk") {
+  CHECK(util::parse_size("10MiB") == 10ULL << 20);
+  CHECK(util::parse_size("5GiB") == 5ULL << 30);
+  CHECK(util::parse_size("512") == 512U);
+  CHECK(util::parse_size("1KB") == 1000U);
+  CHECK_FALSE(util::parse_size("10 MiB"));
+  CHECK_FALSE(util::parse_size("MiB"));
+  CHECK_FALSE(util::parse_size("-1B"));
+  CHECK_FALSE(util::parse_size("10mib"));
+  CHECK_FALSE(util::parse_size("99999999999999999999TiB"));
+}
+
+TEST_CASE("durations parse ms s m h d") {
+  CHECK(util::parse_duration_ms("500ms") == 500);
+  CHECK(util::parse_duration_ms("15m") == 900'000);
+  CHECK(util::parse_duration_ms("2h") == 7'200'000);
+  CHECK(util::parse_duration_ms("1d") == 86'400'000);
+  CHECK(util::parse_duration_ms("0") == 0);
+  CHECK_FALSE(util::parse_duration_ms("15"));
+  CHECK_FALSE(util::parse_duration_ms("1w"));
+  CHECK_FALSE(util::parse_duration_ms(""));
+}
+
+TEST_CASE("terminal escaping neutralises control and bidi characters") {
+  CHECK(util::escape_for_terminal("plain.pdf") == "plain.pdf");
+  CHECK(util::escape_for_terminal("a\x1b[31mb") == "a\\x1B[31mb");
+  CHECK(util::escape_for_terminal("evil\xE2\x80\xAEpdf.exe") == "evil\\u{202E}pdf.exe");
+  CHECK(util::escape_for_terminal("caf\xC3\xA9") == "caf\xC3\xA9");
+  CHECK(util::escape_for_terminal("bad\xFF") == "bad\\xFF");
+}
+
+TEST_CASE("hex and base64 round-trip") {
+  CHECK(util::hex_encode(std::string("\x01\xab", 2)) == "01ab");
+  CHECK(util::hex_decode("01AB") == std::string("\x01\xab", 2));
+  CHECK_FALSE(util::hex_decode("0g"));
+  for (std::string s : {"", "a", "ab", "abc", "abcd"}) CHECK(util::base64_decode(util::base64_encode(s)) == s);
+  CHECK(util::base64_encode("hello") == "aGVsbG8=");
+}
+
+TEST_CASE("every error code has a distinct UPPER_SNAKE name and round-trips") {
+  for (const auto& e : all_errcs()) {
+    CHECK(errc_from_name(e.name) == e.code);
+    CHECK(&errc_info(e.code) == &e);
+    for (char c : e.name) CHECK(((c >= 'A' && c <= 'Z') || c == '_'));
+  }
+  CHECK(errc_info(Errc::quota_exceeded).exit_code == 1);
+  CHECK(errc_info(Errc::usage).exit_code == 2);
+  CHECK(errc_info(Errc::ledger_unusable).exit_code == 3);
+  CHECK(errc_info(Errc::storage_unavailable).exit_code == 4);
+  CHECK(errc_info(Errc::duplicate).exit_code == 0);
+}
+
+TEST_CASE("secrets are redacted from log lines") {
+  auto s = util::log::redact("GET /?X-Amz-Signature=abcdef0123&x=1\nAuthorization: AWS4-HMAC-SHA256 Credential=AKID/x, Signature=0123456789abcdef0123\nx-amz-security-token: SECRET");
+  CHECK(s.find("abcdef0123") == std::string::npos);
+  CHECK(s.find("AKID") == std::string::npos);
+  CHECK(s.find("SECRET") == std::string::npos);
+  CHECK(s.find("x=1") != std::string::npos);
+}
+
+TEST_CASE("failpoint specs: unknown names and bad actions are usage errors") {
+  CHECK_THROWS_AS(failpoint::configure("upload.after_reserv=crash", ""), LodgeError);
+  CHECK_THROWS_AS(failpoint::configure("store.put=explode", ""), LodgeError);
+  CHECK_THROWS_AS(failpoint::configure("store.put", ""), LodgeError);
+  failpoint::configure("store.put=error; store.delete=sleep:1", "");
+  CHECK(failpoint::hit("store.put"));
+  CHECK_FALSE(failpoint::hit("store.delete"));
+  CHECK_FALSE(failpoint::hit("store.head"));
+  failpoint::configure("", "");
+  CHECK_FALSE(failpoint::hit("store.put"));
+}
