@@ -2,6 +2,7 @@
 // One error type for all of lodge: a stable code, a message for people, and details
 // for programs. One table (error.cpp) maps each code to its UPPER_SNAKE name and exit code.
 
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <span>
@@ -70,6 +71,7 @@ struct ErrorDetails {
   // A transfer whose whole body left but whose answer never came: the server may
   // still store it. Decides whether compensation may run at once.
   bool ambiguous = false;
+  int64_t retry_after_ms = 0; // a server's Retry-After, when it sent one
 };
 
 struct Error {

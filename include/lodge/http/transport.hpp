@@ -1,0 +1,81 @@
+#pragma once
+// HTTP over libcurl: one CURL handle per transport (per worker), reused for keep-alive.
+// Bodies are streamed (CURLOPT_UPLOAD, explicit Content-Type), re-read from the start on
+// each attempt; a caller-given deadline aborts the transfer.
+
+#include <lodge/error.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lodge::http {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A request body that can be read from its start again (for retries).
+class BodySource {
+public:
+  virtual ~BodySource() = default;
+  [[nodiscard]] virtual uint64_t size() const = 0;
+  // Back to the first byte. Called before every attempt.
+  virtual void rewind() = 0;
+  // Fills up to n bytes; returns the count (0 at the end) or -1 on a read error.
+  virtual int64_t read(char* buf, size_t n) = 0;
+};
+
+class StringBody final : public BodySource {
+public:
+  explicit StringBody(std::string s) : m_data(std::move(s)) {}
+  [[nodiscard]] uint64_t size() const override { return m_data.size(); }
+  void rewind() override { m_pos = 0; }
+  int64_t read(char* buf, size_t n) override;
+
+private:
+  std::string m_data;
+  size_t m_pos = 0;
+};
+
+struct Request {
+  std::string method;
+  std::string url; // fully encoded
+  Headers headers;
+  BodySource* body = nullptr;                                  // not owned
+  std::function<bool(const char*, size_t)> sink;               // streams the response body when set
+  int64_t deadline_steady_ms = 0;                              // 0: no deadline beyond the timeouts
+};
+
+struct Response {
+  long status = 0;
+  Headers headers; // names lowercased
+  std::string body;
+  [[nodiscard]] std::string header(std::string_view lower_name) const;
+};
+
+struct TransportOptions {
+  int64_t connect_timeout_ms = 10'000;
+  int64_t low_speed_bytes_per_s = 1024; // abort when slower than this ...
+  int64_t low_speed_time_s = 30;        // ... for this long
+  int64_t total_timeout_ms = 0;         // 0: none (the deadline still applies)
+  std::string ca_bundle;
+  bool verify_tls = true;
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+  // Performs one attempt. Network failures come back as STORAGE_UNAVAILABLE with the
+  // curl code in details; details.ambiguous is set when the whole body left and no
+  // response arrived (the server may have acted). HTTP error statuses are responses.
+  virtual Result<Response> perform(const Request& req) = 0;
+};
+
+[[nodiscard]] std::unique_ptr<Transport> make_curl_transport(const TransportOptions& opts);
+
+// Global libcurl initialisation; call once from main before threads start.
+void global_init();
+
+} // namespace lodge::http

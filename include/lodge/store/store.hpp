@@ -1,0 +1,113 @@
+#pragma once
+// The object store as the pipeline sees it: keys, bodies, digests, metadata and typed
+// errors; nothing S3-specific leaks out. Backends: S3 (s3://bucket/prefix) and a local
+// directory (file:///dir) with the same contract.
+
+#include <lodge/error.hpp>
+#include <lodge/s3/signer.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lodge::store {
+
+using Metadata = std::map<std::string, std::string>; // lowercase names
+
+// A byte range of an open file, to be sent as an object or a part.
+struct Body {
+  int fd = -1;
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  std::string sha256_hex; // the digest the bytes must have
+};
+
+struct PutRequest {
+  std::string key;
+  Body body;
+  std::string content_type;
+  Metadata metadata;
+  int64_t deadline_steady_ms = 0; // the transfer is aborted at this monotonic time (0: none)
+};
+
+struct PutResult {
+  std::string etag;
+  std::string version_id;
+};
+
+struct ObjectInfo {
+  std::string key;
+  uint64_t size = 0;
+  std::string etag;
+  std::string content_type;
+  Metadata metadata;              // filled by head(), not by list()
+  int64_t last_modified_ms = 0;
+  std::string sha256_hex;         // when the store keeps one
+};
+
+struct UploadInfo {
+  std::string key;
+  std::string upload_id;
+  int64_t initiated_ms = 0;
+};
+
+struct Part {
+  int number = 0;
+  std::string etag;
+  std::string sha256_hex;
+};
+
+class ObjectStore {
+public:
+  virtual ~ObjectStore() = default;
+  // The URL it was opened from, for messages.
+  [[nodiscard]] virtual std::string describe() const = 0;
+  // Every key lodge writes starts with this ("" or "prefix/").
+  [[nodiscard]] virtual const std::string& key_prefix() const = 0;
+
+  // Create-only: PRECONDITION_FAILED when the key exists. Sends exactly body.size bytes
+  // and fails with FILE_CHANGED if they do not hash to body.sha256_hex.
+  virtual Result<PutResult> put(const PutRequest& req) = 0;
+  virtual Result<ObjectInfo> head(const std::string& key) = 0;
+  // Writes the object's bytes to fd.
+  virtual Status get(const std::string& key, int fd) = 0;
+  // Removes every version, delete marker and incomplete multipart upload of the key.
+  // A missing key is success.
+  virtual Status remove_all(const std::string& key) = 0;
+  // Visits objects under prefix in ascending byte order of key; visit returns false to stop.
+  virtual Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) = 0;
+
+  virtual Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
+                                              const Metadata& metadata) = 0;
+  virtual Result<Part> put_part(const std::string& key, const std::string& upload_id, int number, const Body& body,
+                                int64_t deadline_steady_ms) = 0;
+  // Create-only, like put().
+  virtual Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
+                                               const std::vector<Part>& parts, int64_t deadline_steady_ms) = 0;
+  virtual Status abort_multipart(const std::string& key, const std::string& upload_id) = 0;
+  virtual Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) = 0;
+};
+
+struct StoreOptions {
+  std::string url; // s3://bucket/prefix or file:///dir
+  std::string endpoint;
+  std::string region = "us-east-1";
+  s3::Credentials credentials;
+  std::string ca_bundle;
+  bool verify_tls = true;
+  int64_t connect_timeout_ms = 10'000;
+  int64_t low_speed_time_s = 30;
+  int max_attempts = 4;
+};
+
+// Opens the store the URL names, wrapped so the store.* failpoints apply. Throws
+// LodgeError(CONFIG_INVALID) on a bad URL.
+[[nodiscard]] std::unique_ptr<ObjectStore> open_store(const StoreOptions& opts);
+
+// Whether a URL names an S3 store (and so needs credentials).
+[[nodiscard]] bool is_s3_url(const std::string& url);
+
+} // namespace lodge::store

@@ -1,0 +1,198 @@
+#include <lodge/http/transport.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include <curl/curl.h>
+
+namespace lodge::http {
+
+int64_t StringBody::read(char* buf, size_t n) {
+  size_t k = std::min(n, m_data.size() - m_pos);
+  std::memcpy(buf, m_data.data() + m_pos, k);
+  m_pos += k;
+  return static_cast<int64_t>(k);
+}
+
+std::string Response::header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers)
+    if (k == lower_name) return v;
+  return {};
+}
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+namespace {
+struct CurlEasyCleanup {
+  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
+};
+struct SlistFree {
+  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
+};
+using CurlHandle = std::unique_ptr<CURL, CurlEasyCleanup>;
+using SlistHandle = std::unique_ptr<curl_slist, SlistFree>;
+
+struct Exchange {
+  const Request* req = nullptr;
+  Response* resp = nullptr;
+  uint64_t sent = 0;
+  bool read_error = false;
+  bool got_headers = false;
+  bool sink_failed = false;
+};
+
+size_t on_read(char* buf, size_t size, size_t nitems, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  int64_t n = ex->req->body->read(buf, size * nitems);
+  if (n < 0) {
+    ex->read_error = true;
+    return CURL_READFUNC_ABORT;
+  }
+  ex->sent += static_cast<uint64_t>(n);
+  return static_cast<size_t>(n);
+}
+
+size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  size_t n = size * nmemb;
+  if (ex->req->sink && ex->resp->status >= 200 && ex->resp->status < 300) {
+    if (!ex->req->sink(data, n)) {
+      ex->sink_failed = true;
+      return 0;
+    }
+    return n;
+  }
+  // Error bodies are small XML documents; cap what we keep.
+  if (ex->resp->body.size() < (1U << 20)) ex->resp->body.append(data, n);
+  return n;
+}
+
+size_t on_header(char* data, size_t size, size_t nitems, void* user) {
+  auto* ex = static_cast<Exchange*>(user);
+  size_t n = size * nitems;
+  std::string_view line(data, n);
+  ex->got_headers = true;
+  if (line.rfind("HTTP/", 0) == 0) {
+    // A new status line (after 100-continue): start over.
+    ex->resp->headers.clear();
+    auto sp = line.find(' ');
+    if (sp != std::string_view::npos) ex->resp->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    return n;
+  }
+  auto colon = line.find(':');
+  if (colon != std::string_view::npos)
+    ex->resp->headers.emplace_back(util::to_lower(util::trim(line.substr(0, colon))), util::trim(line.substr(colon + 1)));
+  return n;
+}
+
+class CurlTransport final : public Transport {
+public:
+  explicit CurlTransport(TransportOptions opts) : m_opts(std::move(opts)), m_curl(curl_easy_init()) {
+    if (!m_curl) throw LodgeError(Errc::internal, "curl_easy_init failed");
+  }
+
+  Result<Response> perform(const Request& req) override {
+    CURL* c = m_curl.get();
+    curl_easy_reset(c);
+    Response resp;
+    Exchange ex{&req, &resp};
+    SlistHandle headers;
+    auto add_header = [&](const std::string& h) {
+      curl_slist* l = curl_slist_append(headers.get(), h.c_str());
+      if (!l) throw LodgeError(Errc::internal, "curl_slist_append failed");
+      (void)headers.release();
+      headers.reset(l);
+    };
+    for (const auto& [k, v] : req.headers) add_header(v.empty() ? k + ";" : k + ": " + v);
+    // libcurl adds these unless told not to; S3 wants neither.
+    add_header("Expect:");
+    if (!req.body) add_header("Transfer-Encoding:");
+
+    bool ok = true;
+    auto set = [&](CURLoption o, auto v) { ok = ok && curl_easy_setopt(c, o, v) == CURLE_OK; };
+    set(CURLOPT_URL, req.url.c_str());
+    set(CURLOPT_HTTPHEADER, headers.get());
+    set(CURLOPT_NOSIGNAL, 1L);
+    set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_opts.connect_timeout_ms));
+    set(CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(m_opts.low_speed_bytes_per_s));
+    set(CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_opts.low_speed_time_s));
+    set(CURLOPT_SSL_VERIFYPEER, m_opts.verify_tls ? 1L : 0L);
+    set(CURLOPT_SSL_VERIFYHOST, m_opts.verify_tls ? 2L : 0L);
+    if (!m_opts.ca_bundle.empty()) set(CURLOPT_CAINFO, m_opts.ca_bundle.c_str());
+    set(CURLOPT_PROTOCOLS_STR, "http,https");
+    set(CURLOPT_FOLLOWLOCATION, 0L);
+    set(CURLOPT_HEADERFUNCTION, on_header);
+    set(CURLOPT_HEADERDATA, &ex);
+    set(CURLOPT_WRITEFUNCTION, on_write);
+    set(CURLOPT_WRITEDATA, &ex);
+    int64_t timeout = m_opts.total_timeout_ms;
+    if (req.deadline_steady_ms > 0) {
+      int64_t left = req.deadline_steady_ms - util::steady_ms();
+      if (left <= 0) return Error(Errc::deadline_exceeded, "deadline passed before the request started");
+      timeout = timeout > 0 ? std::min(timeout, left) : left;
+    }
+    if (timeout > 0) set(CURLOPT_TIMEOUT_MS, static_cast<long>(timeout));
+    if (req.method == "HEAD") {
+      set(CURLOPT_NOBODY, 1L);
+    } else if (req.body && req.method == "PUT") {
+      req.body->rewind();
+      set(CURLOPT_UPLOAD, 1L);
+      set(CURLOPT_READFUNCTION, on_read);
+      set(CURLOPT_READDATA, &ex);
+      set(CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body->size()));
+    } else if (req.body && req.method == "POST") {
+      req.body->rewind();
+      set(CURLOPT_POST, 1L);
+      set(CURLOPT_READFUNCTION, on_read);
+      set(CURLOPT_READDATA, &ex);
+      set(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body->size()));
+    } else if (req.method == "POST") {
+      set(CURLOPT_POST, 1L);
+      set(CURLOPT_POSTFIELDSIZE, 0L);
+      set(CURLOPT_POSTFIELDS, "");
+    } else if (req.method != "GET") {
+      set(CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    }
+    if (!ok) return Error(Errc::internal, "curl_easy_setopt failed");
+
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK) {
+      long status = 0;
+      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+      resp.status = status;
+      return resp;
+    }
+    if (ex.read_error) return Error(Errc::unreadable, "reading the request body failed");
+    if (ex.sink_failed) return Error(Errc::internal, "writing the response body failed");
+    ErrorDetails d;
+    d.curl_code = static_cast<int>(rc);
+    uint64_t size = req.body ? req.body->size() : 0;
+    // Whole body sent, no status line back: the server may still have acted on it.
+    d.ambiguous = req.method != "GET" && req.method != "HEAD" && ex.sent >= size && !ex.got_headers;
+    Errc code = Errc::storage_unavailable;
+    if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 && util::steady_ms() >= req.deadline_steady_ms - 5)
+      code = Errc::deadline_exceeded;
+    return Error(code, std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + redact_url(req.url) + ")", d);
+  }
+
+private:
+  static std::string redact_url(const std::string& url) { return util::log::redact(url); }
+
+  TransportOptions m_opts;
+  CurlHandle m_curl;
+};
+} // namespace
+
+std::unique_ptr<Transport> make_curl_transport(const TransportOptions& opts) {
+  global_init();
+  return std::make_unique<CurlTransport>(opts);
+}
+
+} // namespace lodge::http

@@ -1,0 +1,379 @@
+// file:///dir — the embedded store that needs no server. The same contract as S3:
+// create-only via link(2) of a fully written, fsynced temporary file (EEXIST means the
+// key exists); idempotent delete; listing in byte order of key; metadata kept beside.
+#include "stores.hpp"
+
+#include <lodge/crypto/random.hpp>
+#include <lodge/crypto/sha256.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/fd.hpp>
+#include <lodge/util/strings.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+namespace lodge::store {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr const char* k_meta_dir = ".lodge-meta";
+constexpr const char* k_tmp_dir = ".lodge-tmp";
+constexpr const char* k_mpu_dir = ".lodge-mpu";
+
+Error io_error(const std::string& what, int err) {
+  return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
+}
+
+void fsync_dir(const fs::path& dir) {
+  util::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (d.valid()) ::fsync(d.get());
+}
+
+class FileStore final : public ObjectStore {
+public:
+  FileStore(std::string url, fs::path root) : m_url(std::move(url)), m_root(std::move(root)) {}
+
+  [[nodiscard]] std::string describe() const override { return m_url; }
+  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
+
+  Result<PutResult> put(const PutRequest& req) override {
+    if (auto v = check_key(req.key); !v) return v.error();
+    auto tmp = write_temp(req.body, req.deadline_steady_ms);
+    if (!tmp) return tmp.error();
+    auto r = publish(tmp.value(), req.key, req.content_type, req.metadata, req.body.sha256_hex);
+    return r;
+  }
+
+  Result<ObjectInfo> head(const std::string& key) override {
+    if (auto v = check_key(key); !v) return v.error();
+    struct stat st {};
+    if (::lstat(obj(key).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      if (errno == ENOENT || errno == ENOTDIR || (::lstat(obj(key).c_str(), &st) == 0 && !S_ISREG(st.st_mode)))
+        return Error(Errc::not_found, "HEAD " + key + ": no such object");
+      return io_error("HEAD " + key, errno);
+    }
+    ObjectInfo i;
+    i.key = key;
+    i.size = static_cast<uint64_t>(st.st_size);
+    i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+    std::ifstream f(meta(key));
+    if (f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+      if (j.is_object()) {
+        i.content_type = j.value("content_type", "");
+        i.sha256_hex = j.value("sha256", "");
+        i.etag = i.sha256_hex;
+        if (j.contains("metadata") && j["metadata"].is_object())
+          for (const auto& [k, v] : j["metadata"].items())
+            if (v.is_string()) i.metadata[k] = v.get<std::string>();
+      }
+    }
+    return i;
+  }
+
+  Status get(const std::string& key, int fd) override {
+    if (auto v = check_key(key); !v) return v.error();
+    util::Fd in(::open(obj(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!in.valid()) {
+      if (errno == ENOENT) return Error(Errc::not_found, "GET " + key + ": no such object");
+      return io_error("GET " + key, errno);
+    }
+    char buf[1 << 16];
+    while (true) {
+      ssize_t n = ::read(in.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return io_error("GET " + key, errno);
+      if (n == 0) return ok_status();
+      if (!write_all(fd, buf, static_cast<size_t>(n))) return io_error("GET " + key + " (writing)", errno);
+    }
+  }
+
+  Status remove_all(const std::string& key) override {
+    if (auto v = check_key(key); !v) return v.error();
+    if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) return io_error("DELETE " + key, errno);
+    if (::unlink(meta(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) return io_error("DELETE " + key, errno);
+    fsync_dir(obj(key).parent_path());
+    std::vector<std::string> ids;
+    auto s = list_multipart(key, [&](const UploadInfo& u) {
+      if (u.key == key) ids.push_back(u.upload_id);
+      return true;
+    });
+    if (!s) return s.error();
+    for (const auto& id : ids)
+      if (auto a = abort_multipart(key, id); !a) return a.error();
+    return ok_status();
+  }
+
+  Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) override {
+    std::vector<ObjectInfo> all;
+    std::error_code ec;
+    if (!fs::exists(m_root, ec)) return ok_status();
+    fs::recursive_directory_iterator it(m_root, fs::directory_options::none, ec), end;
+    if (ec) return io_error("LIST " + m_root.string(), ec.value());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("LIST " + m_root.string(), ec.value());
+      if (it.depth() == 0 && it->path().filename().string().rfind(".lodge-", 0) == 0) {
+        if (it->is_directory(ec)) it.disable_recursion_pending();
+        continue;
+      }
+      if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
+      std::string key = fs::relative(it->path(), m_root, ec).string();
+      if (key.compare(0, prefix.size(), prefix) != 0) continue;
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0) continue;
+      ObjectInfo i;
+      i.key = key;
+      i.size = static_cast<uint64_t>(st.st_size);
+      i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+      all.push_back(std::move(i));
+    }
+    // Byte order of the whole key, as S3 lists: a plain directory walk would put
+    // "a/b" before "a-c".
+    std::sort(all.begin(), all.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
+    for (const auto& i : all)
+      if (!visit(i)) break;
+    return ok_status();
+  }
+
+  Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
+                                      const Metadata& metadata) override {
+    if (auto v = check_key(key); !v) return v.error();
+    std::string id = crypto::random_uuid();
+    fs::path dir = m_root / k_mpu_dir / id;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return io_error("CREATE MULTIPART " + key, ec.value());
+    nlohmann::json j{{"key", key}, {"content_type", content_type}, {"metadata", metadata},
+                     {"initiated_ms", util::system_clock().now_ms()}};
+    if (auto w = write_small(dir / "upload.json", j.dump()); !w) return w.error();
+    return id;
+  }
+
+  Result<Part> put_part(const std::string& key, const std::string& upload_id, int number, const Body& body,
+                        int64_t deadline_steady_ms) override {
+    auto up = load_upload(key, upload_id);
+    if (!up) return up.error();
+    auto tmp = write_temp(body, deadline_steady_ms);
+    if (!tmp) return tmp.error();
+    char name[32];
+    std::snprintf(name, sizeof name, "part-%05d", number);
+    fs::path dest = m_root / k_mpu_dir / upload_id / name;
+    if (::rename(tmp.value().c_str(), dest.c_str()) != 0) {
+      int e = errno;
+      ::unlink(tmp.value().c_str());
+      return io_error("PUT PART " + key, e);
+    }
+    return Part{number, body.sha256_hex, body.sha256_hex};
+  }
+
+  Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
+                                       const std::vector<Part>& parts, int64_t deadline_steady_ms) override {
+    auto up = load_upload(key, upload_id);
+    if (!up) return up.error();
+    fs::path dir = m_root / k_mpu_dir / upload_id;
+    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
+    util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out.valid()) return io_error("COMPLETE MULTIPART " + key, errno);
+    crypto::Sha256 whole;
+    for (const auto& p : parts) {
+      char name[32];
+      std::snprintf(name, sizeof name, "part-%05d", p.number);
+      std::ifstream in(dir / name, std::ios::binary);
+      if (!in) {
+        ::unlink(tmp.c_str());
+        return Error(Errc::storage_error, "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
+      }
+      char buf[1 << 16];
+      while (in) {
+        in.read(buf, sizeof buf);
+        auto n = static_cast<size_t>(in.gcount());
+        whole.update(buf, n);
+        if (!write_all(out.get(), buf, n)) {
+          ::unlink(tmp.c_str());
+          return io_error("COMPLETE MULTIPART " + key, errno);
+        }
+      }
+    }
+    ::fsync(out.get());
+    out.reset();
+    if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms) {
+      ::unlink(tmp.c_str());
+      return Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed");
+    }
+    const auto& j = up.value();
+    Metadata m;
+    for (const auto& [k, v] : j["metadata"].items()) m[k] = v.get<std::string>();
+    auto r = publish(tmp, key, j.value("content_type", ""), m, crypto::to_hex(whole.finish()));
+    if (r) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+    return r;
+  }
+
+  Status abort_multipart(const std::string& key, const std::string& upload_id) override {
+    auto up = load_upload(key, upload_id);
+    if (!up) return up.error().code == Errc::not_found ? ok_status() : Status(up.error());
+    std::error_code ec;
+    fs::remove_all(m_root / k_mpu_dir / upload_id, ec);
+    if (ec) return io_error("ABORT MULTIPART " + key, ec.value());
+    return ok_status();
+  }
+
+  Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) override {
+    std::vector<UploadInfo> all;
+    std::error_code ec;
+    fs::path base = m_root / k_mpu_dir;
+    if (!fs::exists(base, ec)) return ok_status();
+    for (const auto& e : fs::directory_iterator(base, ec)) {
+      std::ifstream f(e.path() / "upload.json");
+      std::stringstream ss;
+      ss << f.rdbuf();
+      auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+      if (!j.is_object()) continue;
+      std::string key = j.value("key", "");
+      if (key.compare(0, prefix.size(), prefix) != 0) continue;
+      all.push_back({key, e.path().filename().string(), j.value("initiated_ms", int64_t{0})});
+    }
+    std::sort(all.begin(), all.end(), [](const UploadInfo& a, const UploadInfo& b) {
+      return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
+    });
+    for (const auto& u : all)
+      if (!visit(u)) break;
+    return ok_status();
+  }
+
+private:
+  [[nodiscard]] fs::path obj(const std::string& key) const { return m_root / key; }
+  [[nodiscard]] fs::path meta(const std::string& key) const { return m_root / k_meta_dir / (key + ".json"); }
+
+  // Keys that could escape the root, or land in lodge's own folders, are refused.
+  static Status check_key(const std::string& key) {
+    auto bad = [&](const char* why) {
+      return Error(Errc::storage_error, "invalid object key '" + util::escape_for_terminal(key) + "': " + why);
+    };
+    if (key.empty() || key.size() > 1024) return bad("empty or too long");
+    if (key.front() == '/') return bad("absolute");
+    if (key.find('\0') != std::string::npos) return bad("NUL byte");
+    for (const auto& seg : util::split(key, '/')) {
+      if (seg.empty() || seg == "." || seg == "..") return bad("empty, '.' or '..' path segment");
+    }
+    if (key.rfind(".lodge-", 0) == 0) return bad("reserved name");
+    return ok_status();
+  }
+
+  // Copies the body's range into a new temporary file, verifying its digest; fsynced.
+  Result<fs::path> write_temp(const Body& body, int64_t deadline_steady_ms) {
+    std::error_code ec;
+    fs::create_directories(m_root / k_tmp_dir, ec);
+    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
+    util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!out.valid()) return io_error("PUT", errno);
+    crypto::Sha256 h;
+    char buf[1 << 16];
+    uint64_t done = 0;
+    auto fail = [&](Error e) -> Result<fs::path> {
+      ::unlink(tmp.c_str());
+      return e;
+    };
+    while (done < body.size) {
+      if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
+        return fail(Error(Errc::deadline_exceeded, "PUT: deadline passed during the transfer"));
+      size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
+      ssize_t n = ::pread(body.fd, buf, want, static_cast<off_t>(body.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
+      if (n == 0) return fail(Error(Errc::file_changed, "the file shrank while it was being stored"));
+      h.update(buf, static_cast<size_t>(n));
+      if (!write_all(out.get(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
+      done += static_cast<uint64_t>(n);
+    }
+    if (::fsync(out.get()) != 0) return fail(io_error("PUT (fsync)", errno));
+    if (!body.sha256_hex.empty() && crypto::to_hex(h.finish()) != body.sha256_hex)
+      return fail(Error(Errc::file_changed, "the file changed while it was being stored"));
+    return tmp;
+  }
+
+  // Links a complete temporary file to its key (create-only), then writes its metadata.
+  Result<PutResult> publish(const fs::path& tmp, const std::string& key, const std::string& content_type,
+                            const Metadata& metadata, const std::string& sha256_hex) {
+    std::error_code ec;
+    fs::path dest = obj(key);
+    fs::create_directories(dest.parent_path(), ec);
+    if (ec) {
+      ::unlink(tmp.c_str());
+      return io_error("PUT " + key, ec.value());
+    }
+    if (::link(tmp.c_str(), dest.c_str()) != 0) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      if (e == EEXIST) {
+        ErrorDetails d;
+        d.http_status = 412;
+        return Error(Errc::precondition_failed, "PUT " + key + ": the key already exists", d);
+      }
+      return io_error("PUT " + key, e);
+    }
+    ::unlink(tmp.c_str());
+    fsync_dir(dest.parent_path());
+    nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
+    fs::create_directories(meta(key).parent_path(), ec);
+    if (auto w = write_small(meta(key), j.dump()); !w) return w.error();
+    return PutResult{sha256_hex, ""};
+  }
+
+  Status write_small(const fs::path& path, const std::string& text) {
+    fs::path tmp = path;
+    tmp += ".tmp-" + crypto::random_uuid();
+    util::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!f.valid()) return io_error("write " + path.string(), errno);
+    if (!write_all(f.get(), text.data(), text.size()) || ::fsync(f.get()) != 0) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      return io_error("write " + path.string(), e);
+    }
+    f.reset();
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      return io_error("write " + path.string(), e);
+    }
+    return ok_status();
+  }
+
+  Result<nlohmann::json> load_upload(const std::string& key, const std::string& upload_id) {
+    if (upload_id.empty() || upload_id.find('/') != std::string::npos || upload_id.find("..") != std::string::npos)
+      return Error(Errc::not_found, "no such multipart upload");
+    std::ifstream f(m_root / k_mpu_dir / upload_id / "upload.json");
+    if (!f) return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+    if (!j.is_object() || j.value("key", "") != key)
+      return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
+    return j;
+  }
+
+  std::string m_url;
+  fs::path m_root;
+  std::string m_prefix;
+};
+} // namespace
+
+std::unique_ptr<ObjectStore> make_file_store(const std::string& url, const std::string& root) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + root + ": " + ec.message());
+  return std::make_unique<FileStore>(url, fs::path(root));
+}
+
+} // namespace lodge::store

@@ -1,0 +1,177 @@
+#include "support.hpp"
+
+#include <lodge/s3/client.hpp>
+
+using namespace lodge;
+
+namespace {
+// Records every attempt and answers from a script.
+class ScriptedTransport final : public http::Transport {
+public:
+  struct Step {
+    long status = 200;
+    std::string body;
+    http::Headers headers;
+    int curl_error = 0; // when set, a transport failure
+    bool ambiguous = false;
+  };
+  std::vector<Step> script;
+  std::vector<http::Request> seen;
+  std::vector<std::string> bodies_sent;
+
+  Result<http::Response> perform(const http::Request& req) override {
+    seen.push_back(req);
+    std::string sent;
+    if (req.body) {
+      req.body->rewind();
+      char buf[7];
+      int64_t n;
+      while ((n = req.body->read(buf, sizeof buf)) > 0) sent.append(buf, static_cast<size_t>(n));
+    }
+    bodies_sent.push_back(sent);
+    Step s = script.at(seen.size() - 1);
+    if (s.curl_error) {
+      ErrorDetails d;
+      d.curl_code = s.curl_error;
+      d.ambiguous = s.ambiguous;
+      return Error(Errc::storage_unavailable, "transport failure", d);
+    }
+    http::Response r;
+    r.status = s.status;
+    r.body = s.body;
+    r.headers = s.headers;
+    return r;
+  }
+};
+
+class RecordingSleeper final : public s3::Sleeper {
+public:
+  std::vector<int64_t> delays;
+  void sleep_ms(int64_t ms) override { delays.push_back(ms); }
+};
+
+class FixedClock final : public util::Clock {
+public:
+  [[nodiscard]] int64_t now_ms() const override { return 1'440'938'160'000; }
+};
+
+struct Harness {
+  ScriptedTransport* transport;
+  RecordingSleeper sleeper;
+  FixedClock clock;
+  std::unique_ptr<s3::Client> client;
+  explicit Harness(std::vector<ScriptedTransport::Step> script, int attempts = 4) {
+    auto t = std::make_unique<ScriptedTransport>();
+    t->script = std::move(script);
+    transport = t.get();
+    s3::ClientConfig cfg;
+    cfg.endpoint = "http://127.0.0.1:9";
+    cfg.bucket = "b";
+    cfg.credentials = {"AKID", "SECRET", "", "test"};
+    cfg.retry.max_attempts = attempts;
+    client = std::make_unique<s3::Client>(cfg, std::move(t), clock, sleeper);
+  }
+};
+
+const char* k_slowdown = "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>";
+} // namespace
+
+TEST_CASE("a PUT that meets two 503s succeeds on the third attempt, body re-sent whole") {
+  Harness h({{503, k_slowdown, {}}, {503, k_slowdown, {}}, {200, "", {{"etag", "\"e\""}}}});
+  http::StringBody body("hello, world");
+  s3::PutOptions o;
+  o.sha256_hex = crypto::sha256_hex("hello, world");
+  auto r = h.client->put_object("k", body, o);
+  REQUIRE(r.ok());
+  CHECK(r->etag == "\"e\"");
+  REQUIRE(h.transport->seen.size() == 3);
+  for (const auto& b : h.transport->bodies_sent) CHECK(b == "hello, world");
+  CHECK(h.sleeper.delays.size() == 2);
+  for (auto d : h.sleeper.delays) CHECK(d <= 10'000);
+}
+
+TEST_CASE("retries are bounded and the last error is typed") {
+  Harness h({{503, k_slowdown, {{"x-amz-request-id", "R1"}}}, {503, k_slowdown, {}}, {503, k_slowdown, {}}}, 3);
+  auto r = h.client->head_object("k");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::throttled);
+  CHECK(r.error().details.http_status == 503);
+  CHECK(r.error().details.s3_code == "SlowDown");
+  CHECK(h.transport->seen.size() == 3);
+  CHECK(h.sleeper.delays.size() == 2);
+}
+
+TEST_CASE("permanent answers are not retried") {
+  Harness h({{403, "<Error><Code>AccessDenied</Code><Message>no</Message><RequestId>Q</RequestId></Error>", {}}});
+  auto r = h.client->head_object("k");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::access_denied);
+  CHECK(r.error().details.request_id == "Q");
+  CHECK(h.transport->seen.size() == 1);
+  Harness p({{412, "", {}}});
+  http::StringBody body("x");
+  CHECK(p.client->put_object("k", body, {}).error().code == Errc::precondition_failed);
+  CHECK(p.transport->seen.size() == 1);
+}
+
+TEST_CASE("transport failures are retried; ambiguity is remembered across attempts") {
+  Harness h({{0, "", {}, 56, true}, {0, "", {}, 7, false}, {0, "", {}, 7, false}, {0, "", {}, 7, false}});
+  http::StringBody body("x");
+  auto r = h.client->put_object("k", body, {});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::storage_unavailable);
+  CHECK(r.error().details.ambiguous);
+  CHECK(h.transport->seen.size() == 4);
+  Harness tls({{0, "", {}, 60, false}});
+  CHECK_FALSE(tls.client->head_object("k").ok());
+  CHECK(tls.transport->seen.size() == 1); // certificate problems do not heal
+}
+
+TEST_CASE("Retry-After is honoured within the cap") {
+  Harness h({{503, k_slowdown, {{"retry-after", "3"}}}, {200, "", {}}});
+  REQUIRE(h.client->head_object("k").ok());
+  REQUIRE(h.sleeper.delays.size() == 1);
+  CHECK(h.sleeper.delays[0] == 3000);
+}
+
+TEST_CASE("backoff is full jitter under an exponential cap") {
+  s3::RetryPolicy p;
+  p.base_delay_ms = 100;
+  p.max_delay_ms = 1000;
+  CHECK(p.delay_ms(1, UINT64_MAX) <= 100);
+  CHECK(p.delay_ms(2, 200) == 200);
+  CHECK(p.delay_ms(3, 401) == 0);
+  CHECK(p.delay_ms(10, 1000) == 1000);
+  CHECK(p.delay_ms(10, 1001) == 0);
+}
+
+TEST_CASE("requests are signed path-style with the payload hash and checksum") {
+  Harness h({{200, "", {}}});
+  http::StringBody body("abc");
+  s3::PutOptions o;
+  o.sha256_hex = crypto::sha256_hex("abc");
+  o.content_type = "text/plain";
+  o.metadata["lodge-record-id"] = "7";
+  REQUIRE(h.client->put_object("own er/ü+x.txt", body, o).ok());
+  const auto& req = h.transport->seen.at(0);
+  CHECK(req.url == "http://127.0.0.1:9/b/own%20er/%C3%BC%2Bx.txt");
+  auto header = [&](const std::string& n) {
+    for (const auto& [k, v] : req.headers)
+      if (k == n) return v;
+    return std::string{};
+  };
+  CHECK(header("x-amz-content-sha256") == o.sha256_hex);
+  CHECK(header("x-amz-checksum-sha256") == "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
+  CHECK(header("if-none-match") == "*");
+  CHECK(header("x-amz-meta-lodge-record-id") == "7");
+  CHECK(header("authorization").rfind("AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/s3/aws4_request", 0) == 0);
+}
+
+TEST_CASE("a missing key deletes fine; a missing bucket does not") {
+  Harness h({{404, "<Error><Code>NoSuchKey</Code><Message>m</Message></Error>", {}},
+             {404, "<Error><Code>NoSuchBucket</Code><Message>m</Message></Error>", {}}});
+  CHECK(h.client->delete_object("k").ok());
+  auto r = h.client->delete_object("k");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::not_found);
+}
