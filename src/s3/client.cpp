@@ -329,7 +329,9 @@ Result<PutResult> Client::complete_multipart(const std::string& key, const std::
   auto r = send(std::move(c));
   if (!r) return r.error();
   auto res = parse_complete_multipart(r->body);
-  if (!res) return Error(Errc::storage_error, "COMPLETE MULTIPART " + key + ": unreadable answer");
+  if (!res)
+    return Error(Errc::storage_error, "COMPLETE MULTIPART " + key + ": unreadable answer: " +
+                                          util::escape_for_terminal(r->body.substr(0, 300)));
   if (res->error) {
     http::Response fake;
     fake.status = 500;

@@ -120,7 +120,8 @@ std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
     r.error = S3ErrorBody{text(root, "Code"), text(root, "Message"), text(root, "RequestId")};
     return r;
   }
-  if (name != "CompleteMultipartUploadResult") return std::nullopt;
+  // AWS answers CompleteMultipartUploadResult; some servers (moto) ...Response.
+  if (name != "CompleteMultipartUploadResult" && name != "CompleteMultipartUploadResponse") return std::nullopt;
   r.etag = unquote(text(root, "ETag"));
   return r;
 }

@@ -165,3 +165,44 @@ class LodgeTestCase(unittest.TestCase):
 
 def main():
     unittest.main(verbosity=2)
+
+
+class FaultProxy:
+    """tests/harness/faultproxy.py between a client and `upstream_port`."""
+
+    def __init__(self, upstream_port, workdir):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.rules = os.path.join(workdir, "proxy-rules.json")
+        self.log = os.path.join(workdir, "proxy-log.jsonl")
+        with open(self.rules, "w") as f:
+            f.write("[]")
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(here, "faultproxy.py"), str(self.port), str(upstream_port),
+             self.rules, self.log], start_new_session=True)
+
+        def up():
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return True
+            except OSError:
+                return False
+        wait_until(up, 10, "the fault proxy to listen")
+
+    def set_rules(self, rules):
+        tmp = self.rules + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(rules, f)
+        os.replace(tmp, self.rules)
+
+    def entries(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(10)

@@ -175,3 +175,57 @@ TEST_CASE("a missing key deletes fine; a missing bucket does not") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::not_found);
 }
+
+#include <lodge/util/log.hpp>
+
+TEST_CASE("at debug level the canonical request is logged; secrets and signatures never are") {
+  std::vector<std::string> lines;
+  util::log::set_level(util::log::Level::debug);
+  util::log::set_sink([&](util::log::Level, std::string_view l) { lines.emplace_back(l); });
+  ScriptedTransport::Step ok{200, "", {}};
+  auto t = std::make_unique<ScriptedTransport>();
+  t->script = {ok};
+  auto* seen = t.get();
+  RecordingSleeper sleeper;
+  FixedClock clock;
+  s3::ClientConfig cfg;
+  cfg.endpoint = "http://127.0.0.1:9";
+  cfg.bucket = "b";
+  cfg.credentials = {"AKIDLOG", "TOPSECRETKEY", "SESSIONTOKENVALUE", "test"};
+  s3::Client client(cfg, std::move(t), clock, sleeper);
+  REQUIRE(client.head_object("k").ok());
+  util::log::set_sink({});
+  util::log::set_level(util::log::Level::warn);
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  CHECK(all.find("canonical request:\nHEAD\n/b/k") != std::string::npos);
+  CHECK(all.find("string to sign:\nAWS4-HMAC-SHA256") != std::string::npos);
+  CHECK(all.find("TOPSECRETKEY") == std::string::npos);
+  CHECK(all.find("SESSIONTOKENVALUE") == std::string::npos);
+  std::string auth;
+  for (const auto& [k, v] : seen->seen.at(0).headers)
+    if (k == "authorization") auth = v;
+  REQUIRE(auth.size() > 64);
+  CHECK(all.find(auth.substr(auth.size() - 64)) == std::string::npos);
+}
+
+TEST_CASE("credentials: environment first, then the shared file's profile") {
+  test::TempDir dir;
+  test::write_file(dir.file("credentials"), "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
+                                            "[ci]\naws_access_key_id=CIKEY\naws_secret_access_key=cisecret\naws_session_token=tok\n");
+  std::map<std::string, std::string> env;
+  auto c = s3::resolve_credentials(env, dir.file("credentials"), "");
+  REQUIRE(c.ok());
+  CHECK(c->access_key_id == "DEF");
+  c = s3::resolve_credentials(env, dir.file("credentials"), "ci");
+  REQUIRE(c.ok());
+  CHECK(c->session_token == "tok");
+  env["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  env["AWS_SECRET_ACCESS_KEY"] = "envsecret";
+  c = s3::resolve_credentials(env, dir.file("credentials"), "ci");
+  CHECK(c->access_key_id == "ENVKEY");
+  CHECK(c->source == "environment");
+  auto none = s3::resolve_credentials({}, dir.file("missing"), "nope");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == Errc::config_invalid);
+}

@@ -1,0 +1,74 @@
+"""The object-store contract suite (tests/store) against a real moto_server on loopback,
+through the fault-injecting proxy, and against a moto that checks signatures."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import FaultProxy, Moto, aws, main  # noqa: E402
+
+STORE_TESTS = os.environ.get("LODGE_STORE_TESTS_BIN", "")
+
+
+def run_suite(suites, extra_env):
+    env = dict(os.environ)
+    env.update(extra_env)
+    return subprocess.run([STORE_TESTS, "-ts=" + suites], capture_output=True, text=True, env=env, timeout=600)
+
+
+class StoreAgainstMoto(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.moto = Moto()
+        cls.tmp = tempfile.mkdtemp(prefix="lodge-proxy-")
+        cls.proxy = FaultProxy(cls.moto.port, cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.proxy.stop()
+        cls.moto.stop()
+
+    def test_contract_suite_passes_against_moto(self):
+        p = run_suite("contract,s3only", {"LODGE_TEST_STORE": "s3", "LODGE_TEST_S3_ENDPOINT": self.moto.endpoint})
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("Status: SUCCESS", p.stdout)
+        self.assertRegex(p.stdout, r"test cases:\s+1[0-9] \|\s+1[0-9] passed")
+
+    def test_fault_suite_passes_through_the_proxy(self):
+        p = run_suite("faults", {
+            "LODGE_TEST_STORE": "s3", "LODGE_TEST_S3_ENDPOINT": self.moto.endpoint,
+            "LODGE_TEST_PROXY_ENDPOINT": self.proxy.endpoint, "LODGE_TEST_PROXY_RULES": self.proxy.rules,
+            "LODGE_TEST_PROXY_LOG": self.proxy.log})
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("test cases: 3 | 3 passed", " ".join(p.stdout.split()))
+
+
+class StoreAgainstSignatureCheckingMoto(unittest.TestCase):
+    def test_wrong_secret_is_rejected(self):
+        # Four free actions set up a user with a key and a bucket; from then on moto
+        # checks every signature.
+        moto = Moto({"INITIAL_NO_AUTH_ACTION_COUNT": "4"})
+        try:
+            aws(moto.endpoint, "iam", "create-user", "--user-name", "lodge")
+            key = aws(moto.endpoint, "iam", "create-access-key", "--user-name", "lodge")["AccessKey"]
+            aws(moto.endpoint, "iam", "put-user-policy", "--user-name", "lodge", "--policy-name", "all",
+                "--policy-document",
+                '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"*"}]}')
+            env = dict(os.environ, AWS_ACCESS_KEY_ID=key["AccessKeyId"], AWS_SECRET_ACCESS_KEY=key["SecretAccessKey"],
+                       AWS_DEFAULT_REGION="us-east-1")
+            subprocess.run(["aws", "--endpoint-url", moto.endpoint, "s3api", "create-bucket", "--bucket", "signed"],
+                           check=True, capture_output=True, env=env)
+            p = run_suite("auth", {
+                "LODGE_TEST_AUTH_ENDPOINT": moto.endpoint, "LODGE_TEST_AUTH_BUCKET": "signed",
+                "LODGE_TEST_AUTH_KEY_ID": key["AccessKeyId"], "LODGE_TEST_AUTH_SECRET": key["SecretAccessKey"]})
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertIn("test cases: 1 | 1 passed", " ".join(p.stdout.split()))
+        finally:
+            moto.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,450 @@
+// The object-store contract, run against whichever store the environment names:
+//   LODGE_TEST_STORE=file                       a fresh directory per test
+//   LODGE_TEST_STORE=s3 LODGE_TEST_S3_ENDPOINT=  a fresh bucket per test on that endpoint
+// Fault cases (suite "faults") need LODGE_TEST_PROXY_ENDPOINT, _RULES and _LOG (the
+// fault-injecting proxy in tests/harness); suite "auth" needs LODGE_TEST_AUTH_*.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <lodge/crypto/random.hpp>
+#include <lodge/crypto/sha256.hpp>
+#include <lodge/s3/client.hpp>
+#include <lodge/store/store.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/fd.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+using namespace lodge;
+namespace fs = std::filesystem;
+
+namespace {
+std::string env(const char* k) {
+  const char* v = std::getenv(k);
+  return v ? v : "";
+}
+
+bool is_s3() { return env("LODGE_TEST_STORE") == "s3"; }
+
+s3::Credentials test_creds() { return {"testing", "testing", "", "test"}; }
+
+// A scratch file holding `content`, removed at the end of the test.
+struct Source {
+  std::string path;
+  util::Fd fd;
+  std::string sha;
+  explicit Source(const std::string& content) {
+    char tmpl[] = "/tmp/lodge-src-XXXXXX";
+    int f = ::mkstemp(tmpl);
+    REQUIRE(f >= 0);
+    path = tmpl;
+    fd.reset(f);
+    REQUIRE(::write(f, content.data(), content.size()) == static_cast<ssize_t>(content.size()));
+    sha = crypto::sha256_hex(content);
+  }
+  ~Source() { ::unlink(path.c_str()); }
+  [[nodiscard]] store::Body body() const { return {fd.get(), 0, static_cast<uint64_t>(::lseek(fd.get(), 0, SEEK_END)), sha}; }
+};
+
+struct Fixture {
+  std::string bucket;
+  fs::path dir;
+  store::StoreOptions opts;
+
+  Fixture() {
+    if (is_s3()) {
+      bucket = "t-" + crypto::random_uuid().substr(0, 18);
+      opts.url = "s3://" + bucket + "/pre";
+      opts.endpoint = env("LODGE_TEST_S3_ENDPOINT");
+      REQUIRE_MESSAGE(!opts.endpoint.empty(), "LODGE_TEST_S3_ENDPOINT must be set");
+      opts.credentials = test_creds();
+      REQUIRE(admin().create_bucket().ok());
+    } else {
+      REQUIRE_MESSAGE(env("LODGE_TEST_STORE") == "file", "set LODGE_TEST_STORE=file or s3");
+      char tmpl[] = "/tmp/lodge-store-XXXXXX";
+      REQUIRE(::mkdtemp(tmpl) != nullptr);
+      dir = tmpl;
+      opts.url = "file://" + dir.string();
+    }
+  }
+  ~Fixture() {
+    if (!dir.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  }
+  [[nodiscard]] std::unique_ptr<store::ObjectStore> open() const { return store::open_store(opts); }
+  [[nodiscard]] s3::Client admin() const {
+    s3::ClientConfig c;
+    c.endpoint = opts.endpoint;
+    c.bucket = bucket;
+    c.credentials = test_creds();
+    return s3::Client(c, http::make_curl_transport({}), util::system_clock());
+  }
+  [[nodiscard]] std::string key(const std::string& k) const { return (is_s3() ? "pre/" : "") + k; }
+};
+
+std::string get_all(store::ObjectStore& s, const std::string& key) {
+  char tmpl[] = "/tmp/lodge-get-XXXXXX";
+  util::Fd fd(::mkstemp(tmpl));
+  ::unlink(tmpl);
+  auto r = s.get(key, fd.get());
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  std::string out;
+  ::lseek(fd.get(), 0, SEEK_SET);
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+store::PutRequest put_req(const std::string& key, const Source& src) {
+  store::PutRequest r;
+  r.key = key;
+  r.body = src.body();
+  r.content_type = "text/plain";
+  r.metadata = {{"lodge-record-id", "42"}, {"lodge-sha256", src.sha}};
+  return r;
+}
+} // namespace
+
+TEST_SUITE("contract") {
+  TEST_CASE("put, head and get round-trip bytes, type and metadata") {
+    Fixture f;
+    auto s = f.open();
+    Source src("the quick brown fox\n");
+    auto p = s->put(put_req(f.key("o/1.txt"), src));
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+    auto h = s->head(f.key("o/1.txt"));
+    REQUIRE(h.ok());
+    CHECK(h->size == 20);
+    CHECK(h->content_type == "text/plain");
+    CHECK(h->metadata["lodge-record-id"] == "42");
+    CHECK(h->metadata["lodge-sha256"] == src.sha);
+    CHECK(get_all(*s, f.key("o/1.txt")) == "the quick brown fox\n");
+    CHECK(s->head(f.key("o/none")).error().code == Errc::not_found);
+  }
+
+  TEST_CASE("put is create-only") {
+    Fixture f;
+    auto s = f.open();
+    Source a("first"), b("second");
+    REQUIRE(s->put(put_req(f.key("k"), a)).ok());
+    auto again = s->put(put_req(f.key("k"), b));
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().code == Errc::precondition_failed);
+    CHECK(get_all(*s, f.key("k")) == "first");
+  }
+
+  TEST_CASE("five concurrent conditional creates: exactly one wins") {
+    Fixture f;
+    std::atomic<int> ok{0}, pre{0}, other{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 5; ++i) {
+      ts.emplace_back([&, i] {
+        auto s = f.open();
+        Source src("writer " + std::to_string(i));
+        auto r = s->put(put_req(f.key("race"), src));
+        if (r.ok()) ++ok;
+        else if (r.error().code == Errc::precondition_failed) ++pre;
+        else ++other;
+      });
+    }
+    for (auto& t : ts) t.join();
+    CHECK(ok == 1);
+    CHECK(pre == 4);
+    CHECK(other == 0);
+  }
+
+  TEST_CASE("deleting is idempotent; a missing key is success") {
+    Fixture f;
+    auto s = f.open();
+    CHECK(s->remove_all(f.key("never/was")).ok());
+    Source src("x");
+    REQUIRE(s->put(put_req(f.key("gone"), src)).ok());
+    CHECK(s->remove_all(f.key("gone")).ok());
+    CHECK(s->head(f.key("gone")).error().code == Errc::not_found);
+    CHECK(s->remove_all(f.key("gone")).ok());
+  }
+
+  TEST_CASE("a 1,500-key listing comes back whole, across pages, in byte order") {
+    Fixture f;
+    std::vector<std::string> keys;
+    for (int i = 0; i < 1500; ++i) keys.push_back(f.key("l/" + std::to_string(i * 7919 % 1500) + (i % 3 ? "-x" : "/y")));
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 6; ++t) {
+      ts.emplace_back([&] {
+        auto s = f.open();
+        Source src("v");
+        for (size_t i; (i = next++) < keys.size();) REQUIRE(s->put(put_req(keys[i], src)).ok());
+      });
+    }
+    for (auto& t : ts) t.join();
+    auto s = f.open();
+    Source other("o");
+    REQUIRE(s->put(put_req(f.key("m/outside"), other)).ok());
+    std::vector<std::string> listed;
+    REQUIRE(s->list(f.key("l/"), [&](const store::ObjectInfo& o) {
+      listed.push_back(o.key);
+      CHECK(o.size == 1);
+      return true;
+    }).ok());
+    std::sort(keys.begin(), keys.end());
+    CHECK(listed == keys);
+  }
+
+  TEST_CASE("keys with spaces, unicode and + = & : % ~ round-trip") {
+    Fixture f;
+    auto s = f.open();
+    for (std::string k : {"sp ace/a b.txt", "uni/caf\xC3\xA9-\xE2\x9C\x93.txt", "sym/a+b=c&d:e%f~g.txt"}) {
+      CAPTURE(k);
+      Source src("payload of " + k);
+      auto p = s->put(put_req(f.key(k), src));
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      CHECK(get_all(*s, f.key(k)) == "payload of " + k);
+      bool seen = false;
+      REQUIRE(s->list(f.key(k.substr(0, 3)), [&](const store::ObjectInfo& o) {
+        seen = seen || o.key == f.key(k);
+        return true;
+      }).ok());
+      CHECK(seen);
+      CHECK(s->remove_all(f.key(k)).ok());
+      CHECK(s->head(f.key(k)).error().code == Errc::not_found);
+    }
+  }
+
+  TEST_CASE("bytes that do not match the digest are refused as FILE_CHANGED") {
+    Fixture f;
+    auto s = f.open();
+    Source src("actual bytes");
+    auto req = put_req(f.key("changed"), src);
+    req.body.sha256_hex = crypto::sha256_hex("reserved bytes");
+    auto r = s->put(req);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::file_changed);
+  }
+
+  TEST_CASE("a 3-part multipart upload lands whole; an aborted one leaves nothing listed") {
+    Fixture f;
+    auto s = f.open();
+    std::string content;
+    content.reserve((10 << 20) + 1000);
+    for (size_t i = 0; content.size() < (10U << 20) + 1000; ++i) content += std::to_string(i) + ",";
+    Source src(content);
+    const uint64_t part = 5 << 20;
+    std::vector<store::Body> bodies;
+    for (uint64_t off = 0; off < content.size(); off += part) {
+      uint64_t n = std::min<uint64_t>(part, content.size() - off);
+      bodies.push_back({src.fd.get(), off, n, crypto::sha256_hex(std::string_view(content).substr(off, n))});
+    }
+    REQUIRE(bodies.size() == 3);
+    auto id = s->begin_multipart(f.key("mp/big"), "application/octet-stream", {{"lodge-record-id", "9"}});
+    REQUIRE(id.ok());
+    std::vector<store::Part> parts;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      auto p = s->put_part(f.key("mp/big"), id.value(), static_cast<int>(i + 1), bodies[i], 0);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      parts.push_back(p.value());
+    }
+    auto done = s->complete_multipart(f.key("mp/big"), id.value(), parts, 0);
+    REQUIRE_MESSAGE(done.ok(), (done.ok() ? "" : done.error().message));
+    CHECK(crypto::sha256_hex(get_all(*s, f.key("mp/big"))) == src.sha);
+    CHECK(s->head(f.key("mp/big"))->metadata["lodge-record-id"] == "9");
+
+    auto id2 = s->begin_multipart(f.key("mp/abandoned"), "application/octet-stream", {});
+    REQUIRE(id2.ok());
+    for (size_t i = 0; i < bodies.size(); ++i)
+      REQUIRE(s->put_part(f.key("mp/abandoned"), id2.value(), static_cast<int>(i + 1), bodies[i], 0).ok());
+    int listed = 0;
+    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo& u) {
+      CHECK(u.key == f.key("mp/abandoned"));
+      ++listed;
+      return true;
+    }).ok());
+    CHECK(listed == 1);
+    REQUIRE(s->abort_multipart(f.key("mp/abandoned"), id2.value()).ok());
+    listed = 0;
+    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo&) {
+      ++listed;
+      return true;
+    }).ok());
+    CHECK(listed == 0);
+    CHECK(s->head(f.key("mp/abandoned")).error().code == Errc::not_found);
+  }
+
+  TEST_CASE("remove_all also aborts the key's incomplete multipart uploads") {
+    Fixture f;
+    auto s = f.open();
+    auto id = s->begin_multipart(f.key("mp2/k"), "application/octet-stream", {});
+    REQUIRE(id.ok());
+    auto other = s->begin_multipart(f.key("mp2/k2"), "application/octet-stream", {});
+    REQUIRE(other.ok());
+    REQUIRE(s->remove_all(f.key("mp2/k")).ok());
+    std::vector<std::string> left;
+    REQUIRE(s->list_multipart(f.key("mp2/"), [&](const store::UploadInfo& u) {
+      left.push_back(u.key);
+      return true;
+    }).ok());
+    CHECK(left == std::vector<std::string>{f.key("mp2/k2")});
+  }
+
+}
+
+// S3 alone: a file:// store has no versions.
+TEST_SUITE("s3only") {
+  TEST_CASE("on a versioned bucket, remove_all leaves no version and no delete marker") {
+    Fixture f;
+    REQUIRE(f.admin().set_versioning(true).ok());
+    auto s = f.open();
+    Source a("v1"), b("v2");
+    REQUIRE(s->put(put_req(f.key("ver/k"), a)).ok());
+    auto admin = f.admin();
+    REQUIRE(admin.delete_object(f.key("ver/k")).ok()); // leaves a delete marker
+    REQUIRE(s->put(put_req(f.key("ver/k"), b)).ok());
+    int before = 0;
+    REQUIRE(admin.list_versions(f.key("ver/"), [&](const s3::ListedVersion&) {
+      ++before;
+      return true;
+    }).ok());
+    CHECK(before == 3);
+    REQUIRE(s->remove_all(f.key("ver/k")).ok());
+    int after = 0;
+    REQUIRE(admin.list_versions(f.key("ver/"), [&](const s3::ListedVersion&) {
+      ++after;
+      return true;
+    }).ok());
+    CHECK(after == 0);
+  }
+}
+
+// file:// alone: escaping the root is a file-system notion; S3 keys are opaque.
+TEST_SUITE("fileonly") {
+  TEST_CASE("file:// refuses keys that would escape its root") {
+    Fixture f;
+    auto s = f.open();
+    Source src("x");
+    for (std::string k : {"../escape", "a/../../b", "/abs", "a//b", ".lodge-meta/x", ""}) {
+      CAPTURE(k);
+      auto r = s->put(put_req(k, src));
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code == Errc::storage_error);
+    }
+    CHECK_FALSE(fs::exists(f.dir.parent_path() / "escape"));
+  }
+}
+
+namespace {
+// Rules for the proxy: a JSON list it re-reads whenever the file changes.
+void set_rules(const std::string& rules_json) {
+  std::string path = env("LODGE_TEST_PROXY_RULES");
+  REQUIRE(!path.empty());
+  std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << rules_json;
+  REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0);
+}
+
+std::vector<nlohmann::json> proxy_log() {
+  std::ifstream f(env("LODGE_TEST_PROXY_LOG"));
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+int count_log(const std::vector<nlohmann::json>& log, const std::string& method, const std::string& key_part) {
+  int n = 0;
+  for (const auto& e : log)
+    if (e["method"] == method && e["path"].get<std::string>().find(key_part) != std::string::npos) ++n;
+  return n;
+}
+
+struct ProxyFixture : Fixture {
+  store::StoreOptions via_proxy;
+  ProxyFixture() {
+    via_proxy = opts;
+    via_proxy.endpoint = env("LODGE_TEST_PROXY_ENDPOINT");
+    REQUIRE(!via_proxy.endpoint.empty());
+  }
+};
+} // namespace
+
+TEST_SUITE("faults") {
+  TEST_CASE("a PUT that meets two 503s succeeds on the third attempt") {
+    ProxyFixture f;
+    std::string key = f.key("f503/" + crypto::random_uuid());
+    set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) + R"(", "action": "503", "times": 2}])");
+    auto s = store::open_store(f.via_proxy);
+    Source src("retried bytes");
+    auto r = s->put(put_req(key, src));
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    CHECK(count_log(proxy_log(), "PUT", key.substr(4)) == 3);
+    CHECK(get_all(*f.open(), key) == "retried bytes");
+    set_rules("[]");
+  }
+
+  TEST_CASE("a black-holed connection ends within the configured timeout") {
+    ProxyFixture f;
+    set_rules(R"([{"method": "HEAD", "path_contains": "hole", "action": "blackhole", "times": 10}])");
+    auto o = f.via_proxy;
+    o.low_speed_time_s = 2;
+    o.max_attempts = 1;
+    auto s = store::open_store(o);
+    int64_t start = util::steady_ms();
+    auto r = s->head(f.key("hole/k"));
+    int64_t took = util::steady_ms() - start;
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::storage_unavailable);
+    CHECK(r.error().details.curl_code == 28);
+    CHECK(took >= 1500);
+    CHECK(took < 6000);
+    set_rules("[]");
+  }
+
+  TEST_CASE("a reset mid-body is retried from offset 0 and the stored bytes hash to the source") {
+    ProxyFixture f;
+    std::string key = f.key("reset/" + crypto::random_uuid());
+    set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) +
+              R"(", "action": "reset_mid_body", "bytes": 100000, "times": 1}])");
+    std::string content(300000, '\0');
+    for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 % 251);
+    Source src(content);
+    auto s = store::open_store(f.via_proxy);
+    auto r = s->put(put_req(key, src));
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    auto log = proxy_log();
+    CHECK(count_log(log, "PUT", key.substr(4)) == 2);
+    CHECK(crypto::sha256_hex(get_all(*f.open(), key)) == src.sha);
+    set_rules("[]");
+  }
+}
+
+TEST_SUITE("auth") {
+  TEST_CASE("a wrong secret is rejected when the server checks signatures; the right one works") {
+    store::StoreOptions o;
+    o.endpoint = env("LODGE_TEST_AUTH_ENDPOINT");
+    o.url = "s3://" + env("LODGE_TEST_AUTH_BUCKET") + "/p";
+    o.credentials = {env("LODGE_TEST_AUTH_KEY_ID"), env("LODGE_TEST_AUTH_SECRET"), "", "test"};
+    REQUIRE(!o.endpoint.empty());
+    Source src("signed");
+    auto good = store::open_store(o)->put(put_req("p/plain-key.txt", src));
+    REQUIRE_MESSAGE(good.ok(), (good.ok() ? "" : good.error().message));
+    o.credentials.secret_access_key = "not-the-secret";
+    auto bad = store::open_store(o)->put(put_req("p/other-key.txt", src));
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == Errc::access_denied);
+    CHECK(bad.error().details.http_status == 403);
+    CHECK(bad.error().details.s3_code == "SignatureDoesNotMatch");
+    CHECK(bad.error().message.find("not-the-secret") == std::string::npos);
+  }
+}
