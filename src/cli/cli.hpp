@@ -5,6 +5,7 @@
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/store/store.hpp>
 
 #include <functional>
 #include <map>
@@ -39,6 +40,12 @@ public:
   const config::Config& cfg();
   // The ledger (opened, created and migrated once, on first use).
   ledger::Ledger& ledger();
+  // A new ledger connection (for worker threads; each needs its own).
+  std::unique_ptr<ledger::Ledger> open_ledger();
+  // A new store connection (credentials resolved when the store is S3).
+  std::unique_ptr<store::ObjectStore> open_store();
+  // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
+  std::string owner();
   // Prints one JSON value as a line on stdout.
   void print_json(const std::string& line) const;
 
@@ -58,6 +65,12 @@ struct Command {
 Command add_init(CLI::App& app);
 Command add_status(CLI::App& app);
 Command add_config(CLI::App& app);
+Command add_upload(CLI::App& app);
+Command add_list(CLI::App& app);
+
+// Set by SIGINT/SIGTERM: stop starting new work.
+bool interrupted();
+void install_interrupt_handlers();
 
 int main(int argc, char** argv);
 

@@ -4,7 +4,12 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 
+#include <lodge/http/transport.hpp>
+#include <lodge/s3/client.hpp>
+
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -39,14 +44,50 @@ const config::Config& Context::cfg() {
 }
 
 ledger::Ledger& Context::ledger() {
-  if (!m_ledger) {
-    ledger::OpenOptions o;
-    o.path = cfg().ledger;
-    o.busy_timeout_ms = cfg().busy_timeout_ms;
-    o.force_network_fs = cfg().force_network_fs;
-    m_ledger = ledger::open_sqlite_ledger(o);
-  }
+  if (!m_ledger) m_ledger = open_ledger();
   return *m_ledger;
+}
+
+std::unique_ptr<ledger::Ledger> Context::open_ledger() {
+  ledger::OpenOptions o;
+  o.path = cfg().ledger;
+  o.busy_timeout_ms = cfg().busy_timeout_ms;
+  o.force_network_fs = cfg().force_network_fs;
+  return ledger::open_sqlite_ledger(o);
+}
+
+std::unique_ptr<store::ObjectStore> Context::open_store() {
+  const auto& c = cfg();
+  store::StoreOptions o;
+  o.url = c.store;
+  o.endpoint = c.endpoint;
+  o.region = c.region;
+  o.ca_bundle = c.ca_bundle;
+  o.verify_tls = c.verify_tls;
+  if (store::is_s3_url(c.store)) o.credentials = s3::resolve_credentials(env, c.credentials_file, c.profile).take();
+  return store::open_store(o);
+}
+
+std::string Context::owner() {
+  const auto& o = cfg().default_owner;
+  if (o.empty())
+    throw LodgeError(Errc::usage, "no owner: pass --owner, set LODGE_OWNER, or set default_owner in the config");
+  return o;
+}
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+} // namespace
+
+bool interrupted() { return g_interrupted.load(); }
+
+void install_interrupt_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 void Context::print_json(const std::string& line) const {
@@ -94,6 +135,7 @@ int report(const Context& ctx, const Error& e) {
 
 int main(int argc, char** argv) {
   ::umask(077);
+  http::global_init();
   Context ctx;
   ctx.env = read_environment();
   ctx.stdout_tty = ::isatty(STDOUT_FILENO) != 0;
@@ -108,6 +150,7 @@ int main(int argc, char** argv) {
   app.add_option("--db", g.db, "Ledger file (env LODGE_DB)")->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
   app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")->group("Global options");
+  app.add_option("--owner", g.owner, "Owner of the files (env LODGE_OWNER)")->group("Global options");
   app.add_option("--endpoint", g.endpoint, "S3 endpoint URL (env AWS_ENDPOINT_URL)")->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
   app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")->group("Global options");
@@ -117,7 +160,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", g.quiet, "Print only errors")->group("Global options");
   app.add_flag("-v,--verbose", g.verbose, "More diagnostics on stderr (-vv: debug)")->group("Global options");
 
-  std::vector<Command> commands{add_init(app), add_status(app), add_config(app)};
+  std::vector<Command> commands{add_init(app), add_status(app), add_config(app), add_upload(app), add_list(app)};
 
   try {
     try {

@@ -16,7 +16,24 @@ public:
   [[nodiscard]] StatusReport status(int64_t now) override;
   void record_job_run(const JobRun& run) override;
 
+  [[nodiscard]] ReserveResult reserve(const ReserveRequest& req, int64_t now) override;
+  [[nodiscard]] bool set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) override;
+  [[nodiscard]] bool confirm(int64_t id, const std::string& etag, const std::string& version_id, int64_t now) override;
+  [[nodiscard]] bool mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) override;
+  [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
+  [[nodiscard]] std::vector<FileRecord> list_files(const std::string& owner, bool include_dead) override;
+  [[nodiscard]] std::optional<TaskRecord> find_task_for(int64_t record_id) override;
+  [[nodiscard]] std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string& worker,
+                                                  int64_t lease_ms) override;
+  [[nodiscard]] std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string& worker,
+                                                     int64_t lease_ms) override;
+  [[nodiscard]] TaskDecision decide(const TaskRecord& t, int64_t now, int64_t grace_ms) override;
+  [[nodiscard]] TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
+                                  int64_t next_retry_at, int64_t now) override;
+
 private:
+  std::optional<FileRecord> file_where(const std::string& where, const std::function<void(Stmt&)>& bind);
+  std::optional<TaskRecord> task_by_id(int64_t id);
   void initialise_or_migrate();
 
   Db m_db;

@@ -17,8 +17,8 @@
 namespace lodge::failpoint {
 namespace {
 
-constexpr std::array<std::string_view, 16> k_names{
-    "upload.after_reserve", "upload.before_put",   "upload.after_put",  "upload.before_confirm",
+constexpr std::array<std::string_view, 17> k_names{
+    "upload.before_reserve", "upload.after_reserve", "upload.before_put",   "upload.after_put",  "upload.before_confirm",
     "upload.confirm",       "upload.mark_failed",  "upload.between_parts", "sweep.after_claim",
     "sweep.after_delete",   "sweep.before_finish", "repair.before_commit", "reconcile.before_apply",
     "store.put",            "store.delete",        "store.head",           "store.list"};

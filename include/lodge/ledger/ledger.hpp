@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+
 namespace lodge::ledger {
 
 struct OpenOptions {
@@ -23,6 +24,34 @@ struct OpenOptions {
   bool force_network_fs = false;
   const util::Clock* clock = &util::system_clock();
 };
+
+struct ReserveRequest {
+  std::string owner_id;
+  std::string original_name;
+  std::string extension; // sanitized, lowercase; may be empty
+  std::string key_prefix;
+  std::string media_type;
+  std::string sha256;
+  int64_t size = 0;
+  std::string policy;
+  std::optional<int64_t> max_files;
+  int64_t deadline_ms = 0;
+  int64_t grace_ms = 0;
+  int max_retries = 8;
+  std::optional<std::string> idempotency_key;
+};
+
+enum class ReserveOutcome { reserved, duplicate, replayed, quota_exceeded, key_reused, in_progress };
+
+struct ReserveResult {
+  ReserveOutcome outcome = ReserveOutcome::reserved;
+  FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress
+};
+
+// What a cleanup worker may do with its task, decided in a transaction under its lease.
+enum class TaskDecision { allowed, ignored, postponed, lease_lost };
+
+enum class TaskFinish { success, retry, lease_lost, dead_letter };
 
 class Ledger {
 public:
@@ -34,6 +63,38 @@ public:
   [[nodiscard]] virtual int schema_version() = 0;
   [[nodiscard]] virtual StatusReport status(int64_t now) = 0;
   virtual void record_job_run(const JobRun& run) = 0;
+
+  // --- uploads ---
+  // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
+  // and its cleanup task (due at deadline + grace). The key is made here.
+  [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest& req, int64_t now) = 0;
+  // Records the multipart upload id on an UPLOADING row; false if the row moved on.
+  [[nodiscard]] virtual bool set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) = 0;
+  // UPLOADING -> ACTIVE and its task -> IGNORED, together; false (nothing changed) when
+  // the row or the task is no longer where an upload in progress leaves them.
+  [[nodiscard]] virtual bool confirm(int64_t id, const std::string& etag, const std::string& version_id,
+                                     int64_t now) = 0;
+  // UPLOADING -> UPLOAD_FAILED (+ deleted); when run_now, the task becomes due at once.
+  // False when the row was not UPLOADING any more.
+  [[nodiscard]] virtual bool mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) = 0;
+  [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
+  [[nodiscard]] virtual std::vector<FileRecord> list_files(const std::string& owner, bool include_dead) = 0;
+  [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
+
+  // --- cleanup tasks ---
+  // Claims up to `limit` due tasks (PENDING/RETRY due, PROCESSING with an expired lease)
+  // in one transaction, each under a new lease_version.
+  [[nodiscard]] virtual std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string& worker,
+                                                          int64_t lease_ms) = 0;
+  // Claims one task by id if it is due (or its lease expired).
+  [[nodiscard]] virtual std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string& worker,
+                                                             int64_t lease_ms) = 0;
+  // Re-checks lease and row in a transaction. postponed moves the task back to PENDING
+  // due at row deadline + grace; ignored finishes it as IGNORED.
+  [[nodiscard]] virtual TaskDecision decide(const TaskRecord& t, int64_t now, int64_t grace_ms) = 0;
+  // Finishes a task only if its lease is still ours (status PROCESSING, same version).
+  [[nodiscard]] virtual TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
+                                          int64_t next_retry_at, int64_t now) = 0;
 };
 
 // Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at

@@ -1,0 +1,60 @@
+#pragma once
+// Validation of a file before anything is reserved: name, extension, media type detected
+// from the bytes (libmagic), and the digests one read pass produces.
+
+#include <lodge/config/config.hpp>
+#include <lodge/error.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct magic_set;
+
+namespace lodge::ops {
+
+inline constexpr size_t k_max_name_bytes = 255;
+
+// The display name from a path's last component: no path parts, no control or bidi
+// characters, valid UTF-8, at most k_max_name_bytes. BAD_NAME otherwise.
+[[nodiscard]] Result<std::string> sanitize_display_name(std::string_view path);
+
+// Lowercase extension after the last dot ("" for none, for dotfiles, or when it is not
+// 1-16 ASCII letters and digits).
+[[nodiscard]] std::string extension_of(std::string_view name);
+
+// EXTENSION_NOT_ALLOWED when the policy lists extensions and this is not one.
+[[nodiscard]] Status check_extension(const config::Policy& p, const std::string& ext);
+
+// TYPE_NOT_ALLOWED when the policy lists media types and this is not one; TYPE_MISMATCH
+// when the extension claims a type (pdf, png, docx, ...) and the content is another.
+[[nodiscard]] Status check_media_type(const config::Policy& p, const std::string& ext, const std::string& media_type);
+
+struct MagicClose {
+  void operator()(magic_set* m) const noexcept;
+};
+
+// libmagic detection; one per thread (a magic_t is not thread-safe).
+class MediaTypeDetector {
+public:
+  MediaTypeDetector();
+  // The MIME type of the given leading bytes of a file.
+  [[nodiscard]] std::string detect(const char* data, size_t n);
+
+private:
+  std::unique_ptr<magic_set, MagicClose> m_magic;
+};
+
+struct Digests {
+  std::string sha256;              // of the whole file
+  std::vector<std::string> parts;  // of each part_size range, when part_size > 0
+  std::string head;                // the first bytes, for type detection
+};
+
+// Reads fd from offset 0 to `size` once. FILE_CHANGED when the file ends early or grows
+// past size; UNREADABLE on a read error.
+[[nodiscard]] Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes);
+
+} // namespace lodge::ops

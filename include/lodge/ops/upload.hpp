@@ -1,0 +1,72 @@
+#pragma once
+// `lodge upload`, per file: validate, digest, reserve, PUT (single or multipart) before the
+// deadline, confirm — or mark failed and compensate. One Uploader per worker thread,
+// each with its own ledger connection, store connection and type detector.
+
+#include <lodge/config/config.hpp>
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/cleanup.hpp>
+#include <lodge/ops/inspect.hpp>
+#include <lodge/store/store.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lodge::ops {
+
+enum class UploadOutcome { active, duplicate, replayed, rejected, failed };
+[[nodiscard]] const char* to_string(UploadOutcome o);
+
+struct UploadSettings {
+  config::Policy policy;
+  std::string owner;
+  std::optional<std::string> idempotency_key;
+  uint64_t multipart_threshold = 64ULL << 20;
+  uint64_t part_size = 16ULL << 20;
+  int max_retries = 8;
+  int64_t lease_ms = 120'000;
+  CleanupSettings cleanup;
+  bool follow_symlinks = false;
+  std::string worker_id;
+};
+
+struct FileResult {
+  std::string file;
+  UploadOutcome outcome = UploadOutcome::failed;
+  std::optional<int64_t> id;
+  std::string object_key;
+  std::string sha256;
+  uint64_t size = 0;
+  std::string media_type;
+  std::optional<Error> error;
+  bool compensated = false; // the cleanup ran at once
+};
+
+class Uploader {
+public:
+  Uploader(ledger::Ledger& ledger, store::ObjectStore& store, UploadSettings settings, const util::Clock& clock);
+  // Never throws for a per-file problem: every failure is in the result.
+  [[nodiscard]] FileResult upload(const std::string& path);
+
+private:
+  FileResult upload_unguarded(const std::string& path);
+  // The PUT (single or multipart); returns its etag and version id.
+  Result<store::PutResult> transfer(int fd, const ledger::FileRecord& rec, const Digests& d, int64_t steady_deadline);
+  void fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite);
+
+  ledger::Ledger& m_ledger;
+  store::ObjectStore& m_store;
+  UploadSettings m_s;
+  const util::Clock& m_clock;
+  MediaTypeDetector m_detector;
+};
+
+// Walks inputs: regular files as given; directories recursively in sorted order,
+// never following symlinks unless asked and never opening FIFOs, sockets or devices
+// (those are reported to `visit` with an error). Visit returns false to stop.
+void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,
+                 const std::function<bool(const std::string& path, const std::optional<Error>& error)>& visit);
+
+} // namespace lodge::ops

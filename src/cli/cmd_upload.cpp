@@ -1,0 +1,328 @@
+// lodge upload, lodge list.
+#include "cli.hpp"
+
+#include <lodge/ops/upload.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace lodge::cli {
+namespace {
+
+struct UploadOptions {
+  std::vector<std::string> paths;
+  std::string files_from;
+  bool null_separated = false;
+  std::string policy = "default";
+  int jobs = 0;
+  std::string idempotency_key;
+  bool follow_symlinks = false;
+  bool no_progress = false;
+};
+
+struct Tally {
+  int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0;
+  int64_t storage_failures = 0;
+  uint64_t bytes = 0;
+};
+
+// A bounded queue between the input walker and the workers.
+class WorkQueue {
+public:
+  explicit WorkQueue(size_t cap) : m_cap(cap) {}
+  bool push(std::string item) {
+    std::unique_lock lock(m_mutex);
+    m_not_full.wait(lock, [&] { return m_items.size() < m_cap || m_closed; });
+    if (m_closed) return false;
+    m_items.push_back(std::move(item));
+    m_not_empty.notify_one();
+    return true;
+  }
+  std::optional<std::string> pop() {
+    std::unique_lock lock(m_mutex);
+    m_not_empty.wait(lock, [&] { return !m_items.empty() || m_closed; });
+    if (m_items.empty()) return std::nullopt;
+    auto v = std::move(m_items.front());
+    m_items.pop_front();
+    m_not_full.notify_one();
+    return v;
+  }
+  void close() {
+    std::lock_guard lock(m_mutex);
+    m_closed = true;
+    m_not_empty.notify_all();
+    m_not_full.notify_all();
+  }
+  // Drops what is waiting (after an interrupt: nothing new starts).
+  void clear() {
+    std::lock_guard lock(m_mutex);
+    m_items.clear();
+    m_not_full.notify_all();
+  }
+
+private:
+  size_t m_cap;
+  std::mutex m_mutex;
+  std::condition_variable m_not_empty, m_not_full;
+  std::deque<std::string> m_items;
+  bool m_closed = false;
+};
+
+nlohmann::json result_json(const ops::FileResult& r) {
+  nlohmann::json j;
+  j["file"] = r.file;
+  j["outcome"] = ops::to_string(r.outcome);
+  j["id"] = r.id ? nlohmann::json(*r.id) : nlohmann::json(nullptr);
+  j["object_key"] = r.object_key.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.object_key);
+  j["sha256"] = r.sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sha256);
+  j["size"] = r.size;
+  j["media_type"] = r.media_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.media_type);
+  if (r.error && r.outcome != ops::UploadOutcome::duplicate)
+    j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
+  else
+    j["error"] = nullptr;
+  return j;
+}
+
+std::string result_line(const ops::FileResult& r) {
+  std::string name = util::escape_for_terminal(r.file);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%-9s ", ops::to_string(r.outcome));
+  std::string s = buf;
+  switch (r.outcome) {
+  case ops::UploadOutcome::active:
+  case ops::UploadOutcome::replayed:
+    s += "#" + std::to_string(*r.id) + " " + util::escape_for_terminal(r.object_key) + " " + name;
+    break;
+  case ops::UploadOutcome::duplicate:
+    s += "#" + std::to_string(*r.id) + " " + name + " (same content as #" + std::to_string(*r.id) + ")";
+    break;
+  default:
+    s += name + ": " + std::string(r.error ? r.error->name() : "?") + ": " +
+         (r.error ? util::escape_for_terminal(r.error->message) : "");
+  }
+  return s;
+}
+
+bool is_storage_failure(const ops::FileResult& r) {
+  if (r.outcome != ops::UploadOutcome::failed || !r.error) return false;
+  auto c = r.error->code;
+  return c == Errc::storage_unavailable || c == Errc::access_denied || c == Errc::throttled;
+}
+
+// Reads newline- or NUL-separated paths.
+void read_list(std::istream& in, bool nul, const std::function<bool(const std::string&)>& each) {
+  std::string item;
+  while (std::getline(in, item, nul ? '\0' : '\n')) {
+    if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
+    if (item.empty()) continue;
+    if (!each(item)) return;
+  }
+}
+} // namespace
+
+Command add_upload(CLI::App& app) {
+  auto o = std::make_shared<UploadOptions>();
+  auto* sub = app.add_subcommand("upload", "Upload files and directories (recursively) to the store");
+  sub->add_option("paths", o->paths, "Files and directories to upload");
+  sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line");
+  sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
+  sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
+  sub->add_option("-j,--jobs", o->jobs, "Parallel uploads (default: config jobs, 8)")->check(CLI::Range(1, 256));
+  sub->add_option("--idempotency-key", o->idempotency_key, "Make a retry of this single upload return the first result");
+  sub->add_flag("--follow-symlinks", o->follow_symlinks, "Follow symbolic links (never followed by default)");
+  sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
+  return {sub, [o](Context& ctx) {
+            const auto& cfg = ctx.cfg();
+            if (o->paths.empty() && o->files_from.empty())
+              throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
+            if (!o->idempotency_key.empty() && (o->paths.size() != 1 || !o->files_from.empty()))
+              throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file");
+            ops::UploadSettings s;
+            s.policy = cfg.policy(o->policy);
+            s.owner = ctx.owner();
+            if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
+            s.multipart_threshold = cfg.multipart_threshold;
+            s.part_size = cfg.part_size;
+            s.max_retries = cfg.sweep.max_retries;
+            s.lease_ms = cfg.sweep.lease_ms;
+            s.cleanup = {s.policy.grace_ms, cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
+            s.follow_symlinks = o->follow_symlinks;
+            s.worker_id = "upload-" + std::to_string(::getpid());
+            int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
+            (void)ctx.ledger(); // create/migrate once, before the workers race to
+
+            install_interrupt_handlers();
+            bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+            std::mutex out_mutex;
+            Tally t;
+            int64_t started = util::steady_ms();
+            auto show_progress = [&] {
+              double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
+              double rate = secs > 0 ? static_cast<double>(t.bytes) / secs : 0;
+              std::fprintf(stderr, "\r\033[K%lld files, %s, %s/s", static_cast<long long>(t.files),
+                           util::format_size(t.bytes).c_str(), util::format_size(static_cast<uint64_t>(rate)).c_str());
+              std::fflush(stderr);
+            };
+            auto report = [&](const ops::FileResult& r) {
+              std::lock_guard lock(out_mutex);
+              ++t.files;
+              switch (r.outcome) {
+              case ops::UploadOutcome::active: ++t.active; t.bytes += r.size; break;
+              case ops::UploadOutcome::duplicate: ++t.duplicate; break;
+              case ops::UploadOutcome::replayed: ++t.replayed; break;
+              case ops::UploadOutcome::rejected: ++t.rejected; break;
+              case ops::UploadOutcome::failed: ++t.failed; break;
+              }
+              if (is_storage_failure(r)) ++t.storage_failures;
+              if (progress) std::fprintf(stderr, "\r\033[K");
+              if (ctx.g.json) {
+                ctx.print_json(result_json(r).dump());
+              } else {
+                bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
+                if (!ctx.g.quiet || bad) {
+                  auto line = result_line(r);
+                  std::fprintf(stdout, "%s\n", line.c_str());
+                  std::fflush(stdout);
+                }
+              }
+              if (progress) show_progress();
+            };
+
+            WorkQueue queue(1024);
+            std::vector<std::thread> workers;
+            std::mutex setup_mutex;
+            std::optional<LodgeError> setup_error;
+            for (int i = 0; i < jobs; ++i) {
+              workers.emplace_back([&, i] {
+                std::unique_ptr<ledger::Ledger> l;
+                std::unique_ptr<store::ObjectStore> st;
+                std::unique_ptr<ops::Uploader> up;
+                try {
+                  l = ctx.open_ledger();
+                  st = ctx.open_store();
+                  auto ws = s;
+                  ws.worker_id += "-" + std::to_string(i);
+                  up = std::make_unique<ops::Uploader>(*l, *st, ws, util::system_clock());
+                } catch (const LodgeError& e) {
+                  std::lock_guard lock(setup_mutex);
+                  if (!setup_error) setup_error = e;
+                  queue.close();
+                  queue.clear();
+                  return;
+                }
+                while (auto path = queue.pop()) {
+                  if (interrupted()) {
+                    queue.clear();
+                    break;
+                  }
+                  report(up->upload(*path));
+                }
+              });
+            }
+            auto feed = [&](const std::string& p) {
+              if (interrupted()) return false;
+              bool go_on = true;
+              ops::walk_inputs({p}, o->follow_symlinks, [&](const std::string& path, const std::optional<Error>& err) {
+                if (interrupted()) return go_on = false;
+                if (err) {
+                  ops::FileResult r;
+                  r.file = path;
+                  r.outcome = ops::UploadOutcome::rejected;
+                  r.error = *err;
+                  report(r);
+                  return true;
+                }
+                return go_on = queue.push(path);
+              });
+              return go_on;
+            };
+            bool fed = true;
+            for (const auto& p : o->paths)
+              if (!(fed = feed(p))) break;
+            if (fed && !o->files_from.empty()) {
+              if (o->files_from == "-") {
+                read_list(std::cin, o->null_separated, feed);
+              } else {
+                std::ifstream f(o->files_from, std::ios::binary);
+                if (!f) {
+                  queue.close();
+                  for (auto& w : workers) w.join();
+                  throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
+                }
+                read_list(f, o->null_separated, feed);
+              }
+            }
+            queue.close();
+            for (auto& w : workers) w.join();
+            if (setup_error) throw *setup_error;
+            if (progress) std::fprintf(stderr, "\r\033[K");
+
+            double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
+            if (ctx.g.json) {
+              nlohmann::json sum{{"files", t.files}, {"active", t.active}, {"duplicate", t.duplicate},
+                                 {"replayed", t.replayed}, {"rejected", t.rejected}, {"failed", t.failed},
+                                 {"bytes", t.bytes}, {"seconds", secs}, {"interrupted", interrupted()}};
+              ctx.print_json(nlohmann::json{{"summary", sum}}.dump());
+            } else if (!ctx.g.quiet) {
+              std::fprintf(stderr, "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld failed (%s in %.1fs)\n",
+                           static_cast<long long>(t.files), static_cast<long long>(t.active),
+                           static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                           static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
+                           util::format_size(t.bytes).c_str(), secs);
+            }
+            if (interrupted()) return 130;
+            if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
+                t.rejected == 0)
+              return 4;
+            return (t.rejected + t.failed) > 0 ? 1 : 0;
+          }};
+}
+
+Command add_list(CLI::App& app) {
+  auto all = std::make_shared<bool>(false);
+  auto* sub = app.add_subcommand("list", "List an owner's files (alive ones; --all adds failed and deleted)");
+  sub->add_flag("--all", *all, "Include failed and deleted files, with their reasons");
+  return {sub, [all](Context& ctx) {
+            auto owner = ctx.owner();
+            auto files = ctx.ledger().list_files(owner, *all);
+            for (const auto& f : files) {
+              if (ctx.g.json) {
+                nlohmann::json j{{"id", f.id},
+                                 {"owner", f.owner_id},
+                                 {"name", f.original_name},
+                                 {"object_key", f.object_key},
+                                 {"status", f.upload_status},
+                                 {"deleted", f.is_deleted},
+                                 {"sha256", f.sha256},
+                                 {"size", f.size},
+                                 {"media_type", f.media_type},
+                                 {"created_at", f.created_at},
+                                 {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason) : nlohmann::json(nullptr)}};
+                ctx.print_json(j.dump());
+              } else {
+                std::string state = f.is_deleted && f.upload_status == "ACTIVE" ? "DELETED" : f.upload_status;
+                std::printf("%-6lld %-13s %10s  %-40s %s%s\n", static_cast<long long>(f.id), state.c_str(),
+                            util::format_size(static_cast<uint64_t>(f.size)).c_str(),
+                            util::escape_for_terminal(f.original_name).c_str(),
+                            util::escape_for_terminal(f.object_key).c_str(),
+                            f.failure_reason ? ("  (" + util::escape_for_terminal(*f.failure_reason) + ")").c_str() : "");
+              }
+            }
+            return 0;
+          }};
+}
+
+} // namespace lodge::cli

@@ -1,0 +1,291 @@
+// The SQLite ledger's upload and cleanup-task transitions. Every write is one
+// BEGIN IMMEDIATE transaction; every transition names the state it expects and checks
+// that exactly the expected rows changed.
+#include "sqlite_ledger.hpp"
+
+#include <lodge/crypto/random.hpp>
+
+namespace lodge::ledger {
+namespace {
+
+constexpr const char* k_file_cols =
+    "id, owner_id, original_name, object_key, media_type, sha256, size, policy, upload_status, failure_reason,"
+    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, created_at, updated_at, activated_at,"
+    " deleted_at, upload_deadline_at";
+
+constexpr const char* k_task_cols =
+    "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
+    " lease_until, lease_version, last_error, created_at, updated_at";
+
+FileRecord read_file(const Stmt& st) {
+  FileRecord r;
+  r.id = st.col_int(0);
+  r.owner_id = st.col_text(1);
+  r.original_name = st.col_text(2);
+  r.object_key = st.col_text(3);
+  r.media_type = st.col_text(4);
+  r.sha256 = st.col_text(5);
+  r.size = st.col_int(6);
+  r.policy = st.col_text(7);
+  r.upload_status = st.col_text(8);
+  r.failure_reason = st.col_opt_text(9);
+  r.is_deleted = st.col_int(10) != 0;
+  r.idempotency_key = st.col_opt_text(11);
+  r.etag = st.col_opt_text(12);
+  r.version_id = st.col_opt_text(13);
+  r.multipart_upload_id = st.col_opt_text(14);
+  r.created_at = st.col_int(15);
+  r.updated_at = st.col_int(16);
+  r.activated_at = st.col_opt_int(17);
+  r.deleted_at = st.col_opt_int(18);
+  r.upload_deadline_at = st.col_int(19);
+  return r;
+}
+
+TaskRecord read_task(const Stmt& st) {
+  TaskRecord t;
+  t.id = st.col_int(0);
+  t.record_id = st.col_int(1);
+  t.task_type = st.col_text(2);
+  t.object_key = st.col_text(3);
+  t.status = st.col_text(4);
+  t.next_retry_at = st.col_int(5);
+  t.retry_count = st.col_int(6);
+  t.max_retries = st.col_int(7);
+  t.lease_owner = st.col_opt_text(8);
+  t.lease_until = st.col_opt_int(9);
+  t.lease_version = st.col_int(10);
+  t.last_error = st.col_opt_text(11);
+  t.created_at = st.col_int(12);
+  t.updated_at = st.col_int(13);
+  return t;
+}
+
+// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
+constexpr const char* k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
+                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
+} // namespace
+
+std::optional<FileRecord> SqliteLedger::file_where(const std::string& where, const std::function<void(Stmt&)>& bind) {
+  Stmt st(m_db, std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE " + where);
+  bind(st);
+  if (!st.step()) return std::nullopt;
+  return read_file(st);
+}
+
+std::optional<TaskRecord> SqliteLedger::task_by_id(int64_t id) {
+  Stmt st(m_db, std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE id = ?1");
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return read_task(st);
+}
+
+ReserveResult SqliteLedger::reserve(const ReserveRequest& req, int64_t now) {
+  Transaction tx(m_db);
+  ReserveResult res;
+  if (req.idempotency_key) {
+    auto prior = file_where("owner_id = ?1 AND idempotency_key = ?2", [&](Stmt& s) {
+      s.bind(1, req.owner_id).bind(2, *req.idempotency_key);
+    });
+    if (prior) {
+      res.record = *prior;
+      if (prior->sha256 != req.sha256) {
+        res.outcome = ReserveOutcome::key_reused;
+        return res;
+      }
+      if (!prior->is_deleted && prior->upload_status == k_active) {
+        res.outcome = ReserveOutcome::replayed;
+        return res;
+      }
+      if (!prior->is_deleted && prior->upload_status == k_uploading) {
+        res.outcome = ReserveOutcome::in_progress;
+        return res;
+      }
+      // The earlier attempt failed or its file was deleted: this one starts afresh and
+      // takes the key over.
+      Stmt clear(m_db, "UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND is_deleted = 1");
+      if (clear.bind(1, prior->id).bind(2, now).exec() != 1)
+        throw LodgeError(Errc::internal, "idempotency key release changed no row");
+    }
+  }
+  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0", [&](Stmt& s) {
+    s.bind(1, req.owner_id).bind(2, req.sha256);
+  });
+  if (alive) {
+    res.record = *alive;
+    res.outcome = alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
+    return res;
+  }
+  if (req.max_files) {
+    Stmt cnt(m_db, "SELECT count(*) FROM file_upload WHERE owner_id = ?1 AND is_deleted = 0");
+    cnt.bind(1, req.owner_id).step();
+    if (cnt.col_int(0) >= *req.max_files) {
+      res.outcome = ReserveOutcome::quota_exceeded;
+      return res;
+    }
+  }
+  std::string key = req.key_prefix + req.owner_id + "/" + crypto::random_uuid();
+  if (!req.extension.empty()) key += "." + req.extension;
+  int64_t deadline = now + req.deadline_ms;
+  Stmt ins(m_db, "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+                 " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10)");
+  ins.bind(1, req.owner_id).bind(2, req.original_name).bind(3, key).bind(4, req.media_type).bind(5, req.sha256)
+      .bind(6, req.size).bind(7, req.policy).bind(8, req.idempotency_key).bind(9, now).bind(10, deadline).exec();
+  int64_t id = m_db.last_insert_rowid();
+  Stmt task(m_db, "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+                  " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
+  task.bind(1, id).bind(2, key).bind(3, deadline + req.grace_ms).bind(4, static_cast<int64_t>(req.max_retries))
+      .bind(5, now).exec();
+  res.record = *file_where("id = ?1", [&](Stmt& s) { s.bind(1, id); });
+  tx.commit();
+  return res;
+}
+
+bool SqliteLedger::set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) {
+  Transaction tx(m_db);
+  Stmt st(m_db, "UPDATE file_upload SET multipart_upload_id = ?2, updated_at = ?3"
+                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+  if (st.bind(1, id).bind(2, upload_id).bind(3, now).exec() != 1) return false;
+  tx.commit();
+  return true;
+}
+
+bool SqliteLedger::confirm(int64_t id, const std::string& etag, const std::string& version_id, int64_t now) {
+  Transaction tx(m_db);
+  Stmt row(m_db, "UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
+                 " etag = ?3, version_id = NULLIF(?4, '')"
+                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+  if (row.bind(1, id).bind(2, now).bind(3, etag).bind(4, version_id).exec() != 1) return false;
+  // A task a sweep already holds (PROCESSING) means the cleanup may be under way:
+  // then the upload must not become ACTIVE. Rolling back keeps the row UPLOADING.
+  Stmt task(m_db, "UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
+                  " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+  if (task.bind(1, id).bind(2, now).exec() != 1) return false;
+  tx.commit();
+  return true;
+}
+
+bool SqliteLedger::mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) {
+  Transaction tx(m_db);
+  Stmt row(m_db, "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
+                 " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING'");
+  if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return false;
+  if (run_now) {
+    Stmt task(m_db, "UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?2"
+                    " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    task.bind(1, id).bind(2, now).exec();
+  }
+  tx.commit();
+  return true;
+}
+
+std::optional<FileRecord> SqliteLedger::find_file(int64_t id) {
+  return file_where("id = ?1", [&](Stmt& s) { s.bind(1, id); });
+}
+
+std::vector<FileRecord> SqliteLedger::list_files(const std::string& owner, bool include_dead) {
+  std::string sql = std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE owner_id = ?1" +
+                    (include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
+  Stmt st(m_db, sql);
+  st.bind(1, owner);
+  std::vector<FileRecord> out;
+  while (st.step()) out.push_back(read_file(st));
+  return out;
+}
+
+std::optional<TaskRecord> SqliteLedger::find_task_for(int64_t record_id) {
+  Stmt st(m_db, std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE record_id = ?1");
+  st.bind(1, record_id);
+  if (!st.step()) return std::nullopt;
+  return read_task(st);
+}
+
+std::vector<TaskRecord> SqliteLedger::claim_due(int64_t now, int limit, const std::string& worker, int64_t lease_ms) {
+  Transaction tx(m_db);
+  std::vector<int64_t> ids;
+  {
+    Stmt sel(m_db, std::string("SELECT id FROM cleanup_task WHERE ") + k_due + " ORDER BY next_retry_at, id LIMIT ?2");
+    sel.bind(1, now).bind(2, static_cast<int64_t>(limit));
+    while (sel.step()) ids.push_back(sel.col_int(0));
+  }
+  std::vector<TaskRecord> out;
+  Stmt upd(m_db, std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                             " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") + k_due);
+  for (auto id : ids) {
+    upd.reset();
+    if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, id).exec() != 1)
+      throw LodgeError(Errc::internal, "claim changed no row inside its own transaction");
+    out.push_back(*task_by_id(id));
+  }
+  tx.commit();
+  return out;
+}
+
+std::optional<TaskRecord> SqliteLedger::claim_task(int64_t task_id, int64_t now, const std::string& worker,
+                                                   int64_t lease_ms) {
+  Transaction tx(m_db);
+  Stmt upd(m_db, std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                             " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") + k_due);
+  if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).exec() != 1) return std::nullopt;
+  auto t = task_by_id(task_id);
+  tx.commit();
+  return t;
+}
+
+TaskDecision SqliteLedger::decide(const TaskRecord& t, int64_t now, int64_t grace_ms) {
+  Transaction tx(m_db);
+  auto cur = task_by_id(t.id);
+  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version) return TaskDecision::lease_lost;
+  auto row = find_file(t.record_id);
+  // Any alive row using the key (there can be at most this one: keys are unique)
+  // means the object is in use.
+  Stmt alive(m_db, "SELECT count(*) FROM file_upload WHERE object_key = ?1 AND is_deleted = 0");
+  alive.bind(1, t.object_key).step();
+  bool in_use = alive.col_int(0) > 0;
+  if (row && !row->is_deleted && row->upload_status == k_uploading) {
+    Stmt back(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
+                    " lease_until = NULL, updated_at = ?4 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (back.bind(1, t.id).bind(2, t.lease_version).bind(3, std::max(now, row->upload_deadline_at + grace_ms))
+            .bind(4, now).exec() != 1)
+      return TaskDecision::lease_lost;
+    tx.commit();
+    return TaskDecision::postponed;
+  }
+  if (in_use) {
+    Stmt ign(m_db, "UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
+                   " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1) return TaskDecision::lease_lost;
+    tx.commit();
+    return TaskDecision::ignored;
+  }
+  tx.commit();
+  return TaskDecision::allowed;
+}
+
+TaskFinish SqliteLedger::finish(const TaskRecord& t, bool succeeded, const std::string& error, int64_t next_retry_at,
+                                int64_t now) {
+  Transaction tx(m_db);
+  auto cur = task_by_id(t.id);
+  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version) return TaskFinish::lease_lost;
+  TaskFinish result = TaskFinish::success;
+  int changed = 0;
+  if (succeeded) {
+    Stmt st(m_db, "UPDATE cleanup_task SET status = 'SUCCESS', lease_owner = NULL, lease_until = NULL,"
+                  " last_error = NULL, updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec();
+  } else {
+    bool dead = cur->retry_count + 1 > cur->max_retries;
+    result = dead ? TaskFinish::dead_letter : TaskFinish::retry;
+    Stmt st(m_db, "UPDATE cleanup_task SET status = ?4, retry_count = retry_count + 1, next_retry_at = ?5,"
+                  " last_error = ?6, lease_owner = NULL, lease_until = NULL, updated_at = ?3"
+                  " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, dead ? "FAILED" : "RETRY")
+                  .bind(5, next_retry_at).bind(6, error).exec();
+  }
+  if (changed != 1) return TaskFinish::lease_lost;
+  tx.commit();
+  return result;
+}
+
+} // namespace lodge::ledger

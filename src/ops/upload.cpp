@@ -1,0 +1,313 @@
+#include <lodge/failpoint.hpp>
+#include <lodge/ops/upload.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/fd.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace lodge::ops {
+
+const char* to_string(UploadOutcome o) {
+  switch (o) {
+  case UploadOutcome::active: return "active";
+  case UploadOutcome::duplicate: return "duplicate";
+  case UploadOutcome::replayed: return "replayed";
+  case UploadOutcome::rejected: return "rejected";
+  case UploadOutcome::failed: return "failed";
+  }
+  return "?";
+}
+
+Uploader::Uploader(ledger::Ledger& ledger, store::ObjectStore& store, UploadSettings settings,
+                   const util::Clock& clock)
+    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
+
+FileResult Uploader::upload(const std::string& path) {
+  try {
+    return upload_unguarded(path);
+  } catch (const LodgeError& e) {
+    FileResult r;
+    r.file = path;
+    r.outcome = UploadOutcome::failed;
+    r.error = e.error();
+    return r;
+  }
+}
+
+namespace {
+FileResult rejected(FileResult r, Error e) {
+  r.outcome = UploadOutcome::rejected;
+  r.error = std::move(e);
+  return r;
+}
+
+// Whether the file at fd is a regular file; the error names why not.
+Status regular_file(const std::string& path, int fd, struct stat& st) {
+  if (::fstat(fd, &st) != 0) return Error(Errc::unreadable, path + ": " + std::strerror(errno));
+  if (S_ISREG(st.st_mode)) return ok_status();
+  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                  : "not a regular file";
+  return Error(Errc::not_regular_file, util::escape_for_terminal(path) + " is " + what);
+}
+} // namespace
+
+FileResult Uploader::upload_unguarded(const std::string& path) {
+  FileResult r;
+  r.file = path;
+  // O_NONBLOCK: opening a FIFO must not hang; we refuse it right after fstat anyway.
+  int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (m_s.follow_symlinks ? 0 : O_NOFOLLOW);
+  util::Fd fd(::open(path.c_str(), flags));
+  if (!fd.valid()) {
+    int e = errno;
+    if (e == ELOOP)
+      return rejected(r, Error(Errc::not_regular_file, util::escape_for_terminal(path) +
+                                                           " is a symbolic link (use --follow-symlinks to follow it)"));
+    return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": " + std::strerror(e)));
+  }
+  struct stat st {};
+  if (auto s = regular_file(path, fd.get(), st); !s) return rejected(r, s.error());
+  r.size = static_cast<uint64_t>(st.st_size);
+  if (r.size == 0) return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty"));
+  if (r.size > m_s.policy.max_size)
+    return rejected(r, Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
+                                                  " bytes; policy " + m_s.policy.name + " allows " +
+                                                  std::to_string(m_s.policy.max_size)));
+  auto name = sanitize_display_name(path);
+  if (!name) return rejected(r, name.error());
+  std::string ext = extension_of(name.value());
+  if (auto s = check_extension(m_s.policy, ext); !s) return rejected(r, s.error());
+
+  bool multipart = r.size > m_s.multipart_threshold;
+  auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 1 << 20);
+  if (!digests) return rejected(r, digests.error());
+  r.sha256 = digests->sha256;
+  r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
+  if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
+
+  ledger::ReserveRequest req;
+  req.owner_id = m_s.owner;
+  req.original_name = name.value();
+  req.extension = ext;
+  req.key_prefix = m_store.key_prefix();
+  req.media_type = r.media_type;
+  req.sha256 = r.sha256;
+  req.size = static_cast<int64_t>(r.size);
+  req.policy = m_s.policy.name;
+  req.max_files = m_s.policy.max_files;
+  req.deadline_ms = m_s.policy.deadline_ms;
+  req.grace_ms = m_s.policy.grace_ms;
+  req.max_retries = m_s.max_retries;
+  req.idempotency_key = m_s.idempotency_key;
+  (void)failpoint::hit("upload.before_reserve");
+  int64_t wall_at_reserve = m_clock.now_ms();
+  int64_t steady_at_reserve = util::steady_ms();
+  auto res = m_ledger.reserve(req, wall_at_reserve);
+  const auto& rec = res.record;
+  switch (res.outcome) {
+  case ledger::ReserveOutcome::duplicate:
+    r.outcome = UploadOutcome::duplicate;
+    r.id = rec.id;
+    r.object_key = rec.object_key;
+    r.error = Error(Errc::duplicate, "same content as file #" + std::to_string(rec.id) + " of owner " + m_s.owner);
+    return r;
+  case ledger::ReserveOutcome::replayed:
+    r.outcome = UploadOutcome::replayed;
+    r.id = rec.id;
+    r.object_key = rec.object_key;
+    return r;
+  case ledger::ReserveOutcome::quota_exceeded:
+    return rejected(r, Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
+                                                       std::to_string(m_s.policy.max_files.value_or(0)) +
+                                                       " files, the most policy " + m_s.policy.name + " allows"));
+  case ledger::ReserveOutcome::key_reused:
+    r.id = rec.id;
+    return rejected(r, Error(Errc::idempotency_key_reused, "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
+                                                               "' was used for other content (file #" +
+                                                               std::to_string(rec.id) + ")"));
+  case ledger::ReserveOutcome::in_progress:
+    r.outcome = UploadOutcome::failed;
+    r.id = rec.id;
+    r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
+                                          ") is still in progress; retry later");
+    return r;
+  case ledger::ReserveOutcome::reserved:
+    break;
+  }
+  r.id = rec.id;
+  r.object_key = rec.object_key;
+  (void)failpoint::hit("upload.after_reserve");
+
+  // Abort our own transfer before the row's deadline, with a margin, so no PUT can land
+  // after repair and sweep have acted on the row.
+  int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
+  int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
+
+  if (failpoint::hit("upload.before_put")) {
+    fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
+    return r;
+  }
+  auto put = transfer(fd.get(), rec, digests.value(), steady_deadline);
+  if (put) {
+    // The bytes sent were checked against the digest; a file that grew or was rewritten
+    // since we measured it is still not the file the user meant.
+    struct stat now_st {};
+    if (::fstat(fd.get(), &now_st) != 0 || now_st.st_size != st.st_size || now_st.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+        now_st.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
+      put = Error(Errc::file_changed, util::escape_for_terminal(path) + " changed while it was being uploaded");
+  }
+  if (!put) {
+    const auto& e = put.error();
+    fail(r, rec, e, !e.details.ambiguous);
+    return r;
+  }
+  (void)failpoint::hit("upload.after_put");
+  (void)failpoint::hit("upload.before_confirm");
+  if (failpoint::hit("upload.confirm")) {
+    // The confirmation itself failed: the row stays UPLOADING with its task pending;
+    // repair and sweep take it from here. Never reported as success.
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
+    return r;
+  }
+  if (!m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms())) {
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
+                                             " changed state during the upload (past its deadline?); not stored");
+    return r;
+  }
+  r.outcome = UploadOutcome::active;
+  return r;
+}
+
+Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& rec, const Digests& d,
+                                            int64_t steady_deadline) {
+  store::Metadata meta{{"lodge-record-id", std::to_string(rec.id)},
+                       {"lodge-sha256", rec.sha256},
+                       {"lodge-ledger", m_ledger.uuid()},
+                       {"lodge-owner", rec.owner_id}};
+  Result<store::PutResult> put = Error(Errc::internal, "no transfer");
+  if (d.parts.empty()) {
+    store::PutRequest req;
+    req.key = rec.object_key;
+    req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256};
+    req.content_type = rec.media_type;
+    req.metadata = meta;
+    req.deadline_steady_ms = steady_deadline;
+    put = m_store.put(req);
+  } else {
+    auto id = m_store.begin_multipart(rec.object_key, rec.media_type, meta);
+    if (!id) return id.error();
+    // The upload id is on the row before the first part, so cleanup can find it.
+    if (!m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms())) {
+      (void)m_store.abort_multipart(rec.object_key, id.value());
+      return Error(Errc::state_changed, "file #" + std::to_string(rec.id) + " changed state before its first part");
+    }
+    std::vector<store::Part> parts;
+    uint64_t off = 0;
+    for (size_t i = 0; i < d.parts.size(); ++i) {
+      uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
+      auto p = m_store.put_part(rec.object_key, id.value(), static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
+                                steady_deadline);
+      if (p && i == 0 && failpoint::hit("upload.between_parts"))
+        p = Error(Errc::storage_unavailable, "injected failure between parts");
+      if (!p) {
+        (void)m_store.abort_multipart(rec.object_key, id.value());
+        Error e = p.error();
+        e.details.ambiguous = false; // a part never becomes an object by itself
+        return e;
+      }
+      parts.push_back(p.value());
+      off += n;
+    }
+    put = m_store.complete_multipart(rec.object_key, id.value(), parts, steady_deadline);
+    if (!put && !put.error().details.ambiguous) (void)m_store.abort_multipart(rec.object_key, id.value());
+  }
+  if (!put && put.error().code == Errc::precondition_failed) {
+    // Our own earlier attempt may have landed (a retry after a lost answer): it is ours
+    // only if the object carries our record id and digest.
+    auto h = m_store.head(rec.object_key);
+    if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) && h->metadata["lodge-sha256"] == rec.sha256)
+      return store::PutResult{h->etag, ""};
+    Error e = put.error();
+    e.details.ambiguous = true; // not ours to delete at once
+    return e;
+  }
+  return put;
+}
+
+void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite) {
+  r.outcome = UploadOutcome::failed;
+  r.error = e;
+  if (failpoint::hit("upload.mark_failed")) {
+    util::log::error("could not mark file #" + std::to_string(rec.id) + " failed (injected); repair will");
+    return;
+  }
+  bool marked = false;
+  try {
+    marked = m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite, m_clock.now_ms());
+  } catch (const LodgeError& le) {
+    util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
+                     "; repair will");
+    return;
+  }
+  if (!marked || !definite) return;
+  // A definite failure: nothing more can land, so compensate now, through sweep's path.
+  auto task = m_ledger.find_task_for(rec.id);
+  if (!task) return;
+  auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
+  if (!claimed) return;
+  auto done = run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
+  r.compensated = done.outcome == CleanupOutcome::deleted;
+}
+
+void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,
+                 const std::function<bool(const std::string&, const std::optional<Error>&)>& visit) {
+  namespace fs = std::filesystem;
+  std::function<bool(const std::string&, bool)> walk = [&](const std::string& p, bool top) -> bool {
+    struct stat st {};
+    int rc = (follow_symlinks || top) ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
+    if (rc != 0) {
+      if (top && ::lstat(p.c_str(), &st) == 0) return visit(p, std::nullopt); // dangling link: upload says why
+      return visit(p, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(errno)));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (!top && !follow_symlinks) {
+        struct stat lst {};
+        if (::lstat(p.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) return true;
+      }
+      std::vector<std::string> names;
+      std::error_code ec;
+      for (fs::directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+        names.push_back(it->path().filename().string());
+      if (ec) return visit(p, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + ec.message()));
+      std::sort(names.begin(), names.end());
+      for (const auto& n : names)
+        if (!walk(p + (p.back() == '/' ? "" : "/") + n, false)) return false;
+      return true;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      util::log::info("skipping symbolic link " + util::escape_for_terminal(p) + " (use --follow-symlinks)");
+      return true;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      const char* what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+      return visit(p, Error(Errc::not_regular_file, util::escape_for_terminal(p) + " is " + what + "; skipped"));
+    }
+    return visit(p, std::nullopt);
+  };
+  for (const auto& p : paths)
+    if (!walk(p, true)) return;
+}
+
+} // namespace lodge::ops
