@@ -100,13 +100,14 @@ bool matches(const std::set<std::string>& allowed, const std::string& type) {
 } // namespace
 
 Status check_media_type(const config::Policy& p, const std::string& ext, const std::string& media_type) {
+  // A spoofed name is the sharper diagnosis, so it is checked first.
+  auto it = claims().find(ext);
+  if (it != claims().end() && !matches(it->second, media_type))
+    return Error(Errc::type_mismatch, "the name says ." + ext + " but the content is " + media_type);
   if (!p.media_types.empty() &&
       std::find(p.media_types.begin(), p.media_types.end(), util::to_lower(media_type)) == p.media_types.end())
     return Error(Errc::type_not_allowed,
                  "content is " + media_type + ", which policy " + p.name + " does not allow");
-  auto it = claims().find(ext);
-  if (it != claims().end() && !matches(it->second, media_type))
-    return Error(Errc::type_mismatch, "the name says ." + ext + " but the content is " + media_type);
   return ok_status();
 }
 
