@@ -67,6 +67,12 @@ Command add_status(CLI::App& app);
 Command add_config(CLI::App& app);
 Command add_upload(CLI::App& app);
 Command add_list(CLI::App& app);
+Command add_sweep(CLI::App& app);
+Command add_repair(CLI::App& app);
+Command add_reconcile(CLI::App& app);
+Command add_delete(CLI::App& app);
+Command add_tasks(CLI::App& app);
+Command add_retry(CLI::App& app);
 
 // Set by SIGINT/SIGTERM: stop starting new work.
 bool interrupted();

@@ -31,7 +31,23 @@ public:
   [[nodiscard]] TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
                                   int64_t next_retry_at, int64_t now) override;
 
+  [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;
+  [[nodiscard]] std::vector<TaskRecord> list_tasks(const std::string& status) override;
+  [[nodiscard]] bool retry_task(int64_t task_id, int64_t now) override;
+  [[nodiscard]] std::vector<FileRecord> overdue_uploads(int64_t now, int limit) override;
+  [[nodiscard]] bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
+                                          int max_retries) override;
+  void rows_by_key(const std::string& prefix, const std::string& after,
+                           const std::function<bool(const FileRecord&)>& visit) override;
+  [[nodiscard]] int64_t max_record_id() override;
+  void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) override;
+  [[nodiscard]] bool requeue_task_for(int64_t record_id, int64_t now) override;
+
 private:
+  // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
+  // worker holds it; resets a finished one.
+  void ensure_pending_task(int64_t record_id, const std::string& key, int64_t due, int max_retries, int64_t now);
   std::optional<FileRecord> file_where(const std::string& where, const std::function<void(Stmt&)>& bind);
   std::optional<TaskRecord> task_by_id(int64_t id);
   void initialise_or_migrate();

@@ -4,6 +4,9 @@
 #include "sqlite_ledger.hpp"
 
 #include <lodge/crypto/random.hpp>
+#include <lodge/failpoint.hpp>
+
+#include <algorithm>
 
 namespace lodge::ledger {
 namespace {
@@ -286,6 +289,150 @@ TaskFinish SqliteLedger::finish(const TaskRecord& t, bool succeeded, const std::
   if (changed != 1) return TaskFinish::lease_lost;
   tx.commit();
   return result;
+}
+
+} // namespace lodge::ledger
+
+namespace lodge::ledger {
+
+std::vector<TaskRecord> SqliteLedger::due_tasks(int64_t now, int limit) {
+  Stmt st(m_db, std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE " + k_due +
+                    " ORDER BY next_retry_at, id LIMIT ?2");
+  st.bind(1, now).bind(2, static_cast<int64_t>(limit));
+  std::vector<TaskRecord> out;
+  while (st.step()) out.push_back(read_task(st));
+  return out;
+}
+
+std::vector<TaskRecord> SqliteLedger::list_tasks(const std::string& status) {
+  Stmt st(m_db, std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
+  st.bind(1, status);
+  std::vector<TaskRecord> out;
+  while (st.step()) out.push_back(read_task(st));
+  return out;
+}
+
+bool SqliteLedger::retry_task(int64_t task_id, int64_t now) {
+  Transaction tx(m_db);
+  Stmt st(m_db, "UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
+                " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
+  if (st.bind(1, task_id).bind(2, now).exec() != 1) return false;
+  tx.commit();
+  return true;
+}
+
+std::vector<FileRecord> SqliteLedger::overdue_uploads(int64_t now, int limit) {
+  Stmt st(m_db, std::string("SELECT ") + k_file_cols +
+                    " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1"
+                    " ORDER BY upload_deadline_at LIMIT ?2");
+  st.bind(1, now).bind(2, static_cast<int64_t>(limit));
+  std::vector<FileRecord> out;
+  while (st.step()) out.push_back(read_file(st));
+  return out;
+}
+
+void SqliteLedger::ensure_pending_task(int64_t record_id, const std::string& key, int64_t due, int max_retries,
+                                       int64_t now) {
+  auto t = find_task_for(record_id);
+  if (!t) {
+    Stmt ins(m_db, "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+                   " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
+    ins.bind(1, record_id).bind(2, key).bind(3, due).bind(4, static_cast<int64_t>(max_retries)).bind(5, now).exec();
+    return;
+  }
+  if (t->status == "PROCESSING") return; // a worker holds it; its own checks decide
+  if (t->status == "PENDING" || t->status == "RETRY") {
+    // Never earlier than the grace allows: a PUT may still be landing.
+    Stmt st(m_db, "UPDATE cleanup_task SET next_retry_at = max(next_retry_at, ?2), updated_at = ?3 WHERE id = ?1");
+    st.bind(1, t->id).bind(2, due).bind(3, now).exec();
+    return;
+  }
+  Stmt st(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
+                " lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE id = ?1");
+  st.bind(1, t->id).bind(2, due).bind(3, now).exec();
+}
+
+bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
+  Transaction tx(m_db);
+  auto row = find_file(id);
+  if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now) return false;
+  Stmt st(m_db, "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
+                " updated_at = ?2, failure_reason = 'DEADLINE_EXCEEDED: not confirmed before its deadline (repair)'"
+                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+  if (st.bind(1, id).bind(2, now).exec() != 1) return false;
+  ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms), max_retries, now);
+  if (failpoint::hit("repair.before_commit")) throw LodgeError(Errc::internal, "injected failure before repair commit");
+  tx.commit();
+  return true;
+}
+
+DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
+                                        int max_retries) {
+  Transaction tx(m_db);
+  auto row = find_file(id);
+  if (!row || row->owner_id != owner) return DeleteOutcome::not_found;
+  if (row->is_deleted || row->upload_status != k_active) return DeleteOutcome::not_active;
+  Stmt st(m_db, "UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
+                " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+  if (st.bind(1, id).bind(2, now).exec() != 1) return DeleteOutcome::not_active;
+  ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, now);
+  tx.commit();
+  return DeleteOutcome::deleted;
+}
+
+void SqliteLedger::rows_by_key(const std::string& prefix, const std::string& after,
+                               const std::function<bool(const FileRecord&)>& visit) {
+  // BINARY collation compares bytes, as S3 lists keys. A range scan on the UNIQUE index.
+  std::string upper = prefix;
+  bool bounded = false;
+  while (!upper.empty()) {
+    auto& c = upper.back();
+    if (static_cast<unsigned char>(c) < 0xFF) {
+      c = static_cast<char>(static_cast<unsigned char>(c) + 1);
+      bounded = true;
+      break;
+    }
+    upper.pop_back();
+  }
+  Stmt st(m_db, std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE object_key >= ?1 AND object_key > ?3" +
+                    (bounded ? " AND object_key < ?2" : "") + " ORDER BY object_key");
+  st.bind(1, prefix).bind(3, after);
+  if (bounded) st.bind(2, upper);
+  while (st.step())
+    if (!visit(read_file(st))) return;
+}
+
+int64_t SqliteLedger::max_record_id() {
+  Stmt st(m_db, "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'file_upload'), 0)");
+  st.step();
+  return st.col_int(0);
+}
+
+void SqliteLedger::adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) {
+  Transaction tx(m_db);
+  if (file_where("object_key = ?1", [&](Stmt& s) { s.bind(1, key); })) return; // a row appeared meanwhile
+  auto slash = key.find_last_of('/');
+  auto prev = slash == std::string::npos || slash == 0 ? std::string::npos : key.find_last_of('/', slash - 1);
+  std::string owner = slash == std::string::npos ? "orphan" : key.substr(prev == std::string::npos ? 0 : prev + 1,
+                                                                      slash - (prev == std::string::npos ? 0 : prev + 1));
+  if (owner.empty() || owner.size() > 128) owner = "orphan";
+  Stmt ins(m_db, "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+                 " upload_status, failure_reason, is_deleted, created_at, updated_at, deleted_at, upload_deadline_at)"
+                 " VALUES (?1, ?2, ?2, 'application/octet-stream', printf('%064d', 0), ?3, '', 'UPLOAD_FAILED',"
+                 " 'ORPHAN: object found by reconcile with no record', 1, ?4, ?4, ?4, ?4)");
+  ins.bind(1, owner).bind(2, key).bind(3, size).bind(4, now).exec();
+  int64_t id = m_db.last_insert_rowid();
+  ensure_pending_task(id, key, now, max_retries, now);
+  tx.commit();
+}
+
+bool SqliteLedger::requeue_task_for(int64_t record_id, int64_t now) {
+  Transaction tx(m_db);
+  auto row = find_file(record_id);
+  if (!row || !row->is_deleted) return false; // only dead rows' objects may go
+  ensure_pending_task(record_id, row->object_key, now, 8, now);
+  tx.commit();
+  return true;
 }
 
 } // namespace lodge::ledger

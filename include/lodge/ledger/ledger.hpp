@@ -53,6 +53,8 @@ enum class TaskDecision { allowed, ignored, postponed, lease_lost };
 
 enum class TaskFinish { success, retry, lease_lost, dead_letter };
 
+enum class DeleteOutcome { deleted, not_found, not_active };
+
 class Ledger {
 public:
   virtual ~Ledger() = default;
@@ -95,6 +97,38 @@ public:
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
   [[nodiscard]] virtual TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
                                           int64_t next_retry_at, int64_t now) = 0;
+  // Tasks that would be claimed now (for --dry-run), oldest first.
+  [[nodiscard]] virtual std::vector<TaskRecord> due_tasks(int64_t now, int limit) = 0;
+  // Tasks in one status (all when empty), by id.
+  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(const std::string& status) = 0;
+  // FAILED (dead letter) -> PENDING, due now, retry count reset. False if not FAILED.
+  [[nodiscard]] virtual bool retry_task(int64_t task_id, int64_t now) = 0;
+
+  // --- repair ---
+  // Alive UPLOADING rows past their deadline, oldest deadline first.
+  [[nodiscard]] virtual std::vector<FileRecord> overdue_uploads(int64_t now, int limit) = 0;
+  // One transaction: re-checks the row is alive, UPLOADING and overdue; marks it
+  // UPLOAD_FAILED + deleted; makes sure its task is pending, due no sooner than
+  // deadline + grace. False when the row had moved on.
+  [[nodiscard]] virtual bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) = 0;
+
+  // --- delete ---
+  // Soft-deletes an alive ACTIVE row of the owner (quota freed at once) and makes its
+  // task pending, due after the grace.
+  [[nodiscard]] virtual DeleteOutcome soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
+                                                  int max_retries) = 0;
+
+  // --- reconcile ---
+  // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte
+  // order of key (the store's listing order).
+  virtual void rows_by_key(const std::string& prefix, const std::string& after,
+                           const std::function<bool(const FileRecord&)>& visit) = 0;
+  // The highest record id this ledger ever issued.
+  [[nodiscard]] virtual int64_t max_record_id() = 0;
+  // Records an orphan object as a dead row with a task due now, so sweep's guards apply.
+  virtual void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) = 0;
+  // Makes a dead row's finished task pending again, due now (a leftover object).
+  [[nodiscard]] virtual bool requeue_task_for(int64_t record_id, int64_t now) = 0;
 };
 
 // Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at

@@ -24,6 +24,7 @@ enum class CleanupOutcome { deleted, ignored, postponed, retried, dead_lettered,
 struct CleanupResult {
   CleanupOutcome outcome = CleanupOutcome::deleted;
   std::string error; // the store's error, when it failed
+  bool unreachable = false; // the store gave no answer at all, or refused our credentials
 };
 
 // The delay before retry number `retry_count + 1`: full jitter under
