@@ -34,6 +34,27 @@ def wait_until(predicate, timeout=20.0, what="condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _libfaketime():
+    p = subprocess.run(["dpkg", "-L", "libfaketime"], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.endswith("/libfaketime.so.1"):
+            return line
+    return ""
+
+
+LIBFAKETIME = _libfaketime()
+
+
+def faketime_env(later):
+    """Environment that runs lodge itself (no wrapper process, so a SIGKILL is seen as
+    such) with its wall clock `later` ("+90s") ahead. The monotonic clock is left real."""
+    if not later:
+        return {}
+    assert LIBFAKETIME, "libfaketime is not installed (scripts/packages.txt lists faketime)"
+    return {"LD_PRELOAD": LIBFAKETIME, "FAKETIME": later, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_DONT_RESET": "1"}
+
+
 class Result:
     def __init__(self, proc):
         self.rc = proc.returncode
@@ -131,10 +152,20 @@ class LodgeTestCase(unittest.TestCase):
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
 
-    def lodge(self, *args, env=None, stdin=None, timeout=120, db=True, umask=None):
+    def spawn(self, *args, env=None, later=None):
+        """Starts lodge in the background (for races and pauses); returns the Popen."""
+        cmd = [LODGE, "--db", self.db] + [str(a) for a in args]
+        e = dict(self.env)
+        e.update(env or {})
+        e.update(faketime_env(later))
+        return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def lodge(self, *args, env=None, stdin=None, timeout=120, db=True, umask=None, later=None):
+        """Runs lodge; `later` ("+90s") runs it under faketime, that far in the future."""
         cmd = [LODGE] + (["--db", self.db] if db else []) + [str(a) for a in args]
         e = dict(self.env)
         e.update(env or {})
+        e.update(faketime_env(later))
         pre = (lambda: os.umask(umask)) if umask is not None else None
         p = subprocess.run(cmd, capture_output=True, text=True, env=e, input=stdin,
                            timeout=timeout, preexec_fn=pre)
@@ -272,3 +303,20 @@ def check_invariants(tc, objects, max_files=None):
     tc.assertEqual(dup, [], "I4")
     orphans = tc.sql("SELECT f.id FROM file_upload f LEFT JOIN cleanup_task t ON t.record_id = f.id WHERE t.id IS NULL")
     tc.assertEqual(orphans, [], "every row has its cleanup task")
+
+
+def converge(tc, later="+1h"):
+    """I7: with storage reachable, after deadline + grace and one run each of repair then
+    sweep, no UPLOADING row is overdue, no task is due, and reconcile finds nothing."""
+    r = tc.lodge("repair", "--json", later=later)
+    tc.assertEqual(r.rc, 0, r)
+    s = tc.lodge("sweep", "--json", later=later)
+    tc.assertEqual(s.rc, 0, s)
+    st = tc.lodge("status", "--json", later=later).json()
+    tc.assertEqual(st["overdue_uploading"], 0, "I7: overdue uploads remain")
+    tc.assertEqual(st["tasks_due"], 0, "I7: tasks still due")
+    tc.assertEqual(st["expired_leases"], 0, "I7: expired leases remain")
+    rec = tc.lodge("reconcile", "--json", later=later)
+    tc.assertEqual(rec.rc, 0, rec)
+    tc.assertTrue(rec.json()["clean"], rec)
+    return st

@@ -60,7 +60,8 @@ class UploadMixin:
         path = os.path.join(self.dir, "fp.log")
         if not os.path.exists(path):
             return []
-        return [l.split()[1] for l in open(path) if l.strip()]
+        with open(path) as f:
+            return [l.split()[1] for l in f if l.strip()]
 
 
 class UploadS3(UploadMixin, S3TestCase):

@@ -1,0 +1,444 @@
+"""The verification table: each scenario of recovery (sweep, repair, reconcile, delete),
+run against moto_server with failpoints, real SIGKILL, real processes and faketime for
+"later". Every scenario ends with the invariant checker (I1-I7)."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import samples  # noqa: E402
+from lodgetest import FaultProxy, S3TestCase, check_invariants, converge, main, wait_until  # noqa: E402
+
+CONFIG = {
+    "policies": {
+        "default": {"max_size": "64MiB", "deadline": "2s", "grace": "1s"},
+        "five": {"max_files": 5, "deadline": "2s", "grace": "1s"},
+    },
+    "multipart_threshold": "6MiB", "part_size": "5MiB",
+    "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
+    "status": {"sweep_max_age": "1d"},
+}
+
+AFTER_DEADLINE = "+5s"   # past deadline (2s) + grace (1s)
+
+
+class Recovery(S3TestCase):
+    def setUp(self):
+        super().setUp()
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        self.fplog = os.path.join(self.dir, "fp.log")
+
+    def fp(self, spec):
+        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self.fplog}
+
+    def fired(self):
+        if not os.path.exists(self.fplog):
+            return []
+        with open(self.fplog) as f:
+            return [l.split()[1] for l in f if l.strip()]
+
+    def upload(self, name, data, *args, env=None, later=None):
+        path = self.write(name, data)
+        r = self.lodge("upload", "--json", *args, path, env=env, later=later)
+        lines = r.json_lines() if r.out.strip() else []
+        return r, (lines[0] if lines and "summary" not in lines[0] else None)
+
+    def row(self, rid):
+        return self.sql("SELECT upload_status, is_deleted, object_key FROM file_upload WHERE id = ?", (rid,))[0]
+
+    def task(self, rid):
+        return self.sql("SELECT id, status, next_retry_at, retry_count, lease_version, lease_owner FROM cleanup_task"
+                        " WHERE record_id = ?", (rid,))[0]
+
+    def last_row(self):
+        return self.sql("SELECT id, upload_status, is_deleted, object_key FROM file_upload ORDER BY id DESC LIMIT 1")[0]
+
+    def check(self, max_files=None):
+        check_invariants(self, self.objects(), max_files=max_files)
+
+    # --- the table ---
+
+    def test_normal_upload(self):
+        r, res = self.upload("a.txt", "normal\n")
+        self.assertEqual(res["outcome"], "active")
+        self.assertEqual(self.row(res["id"])[:2], ("ACTIVE", 0))
+        self.assertEqual(self.task(res["id"])[1], "IGNORED")
+        self.check()
+        converge(self)
+        self.assertIn(self.row(res["id"])[2], self.objects())
+
+    def test_spoofed_type(self):
+        r, res = self.upload("invoice.pdf", samples.shell_script())
+        self.assertEqual(r.rc, 1)
+        self.assertEqual(res["error"]["code"], "TYPE_MISMATCH")
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload"), [(0,)])
+        self.assertEqual(self.objects(), {})
+
+    def test_duplicate(self):
+        self.upload("a.txt", "same\n")
+        r, res = self.upload("b.txt", "same\n")
+        self.assertEqual((r.rc, res["outcome"]), (0, "duplicate"))
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE is_deleted = 0"), [(1,)])
+        self.check()
+
+    def test_quota_race(self):
+        for i in range(4):
+            self.assertEqual(self.upload(f"u{i}.txt", f"used {i}\n", "--policy", "five")[1]["outcome"], "active")
+        gate = os.path.join(self.dir, "gate")
+        procs = [self.spawn("upload", "--json", "--policy", "five", self.write(f"r{i}.txt", f"racer {i}\n"),
+                            env=self.fp(f"upload.before_reserve=pause:{gate}")) for i in range(2)]
+        wait_until(lambda: self.fired().count("upload.before_reserve") == 2, what="both racers at the gate")
+        open(gate, "w").close()
+        outcomes = sorted(json.loads(p.communicate(timeout=60)[0].splitlines()[0])["outcome"] for p in procs)
+        self.assertEqual(outcomes, ["active", "rejected"])
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE is_deleted = 0"), [(5,)])
+        self.check(max_files=5)
+
+    def test_storage_put_fails(self):
+        r, res = self.upload("a.txt", "put fails\n", env=self.fp("store.put=error"))
+        self.assertEqual((r.rc, res["outcome"]), (1, "failed"))
+        self.assertEqual(self.row(res["id"])[:2], ("UPLOAD_FAILED", 1))
+        # The task was kept until the delete was done: it ran at once and succeeded.
+        self.assertEqual(self.task(res["id"])[1], "SUCCESS")
+        self.check()
+        converge(self)
+
+    def test_mark_failed_also_fails(self):
+        r, res = self.upload("a.txt", "both fail\n", env=self.fp("store.put=error;upload.mark_failed=error"))
+        self.assertEqual(res["outcome"], "failed")
+        self.assertEqual(self.row(res["id"])[:2], ("UPLOADING", 0))
+        self.assertEqual(self.task(res["id"])[1], "PENDING")
+        rep = self.lodge("repair", "--json", later=AFTER_DEADLINE)
+        self.assertEqual(rep.json()["repaired"], 1, rep)
+        self.assertEqual(self.row(res["id"])[:2], ("UPLOAD_FAILED", 1))
+        self.assertEqual(self.task(res["id"])[1], "PENDING")
+        sw = self.lodge("sweep", "--json", later=AFTER_DEADLINE)
+        self.assertEqual(sw.json()["deleted"], 1, sw)
+        self.assertEqual(self.task(res["id"])[1], "SUCCESS")
+        self.check()
+        converge(self)
+
+    def test_confirm_fails(self):
+        r, res = self.upload("a.txt", "confirm fails\n", env=self.fp("upload.confirm=error"))
+        self.assertEqual(res["outcome"], "failed")
+        key = self.row(res["id"])[2]
+        self.assertIn(key, self.objects())
+        # Before the deadline nothing may touch it.
+        self.assertEqual(self.lodge("sweep", "--json").json()["claimed"], 0)
+        self.assertIn(key, self.objects())
+        converge(self, later=AFTER_DEADLINE)
+        self.assertNotIn(key, self.objects())
+        self.assertEqual(self.row(res["id"])[:2], ("UPLOAD_FAILED", 1))
+        self.check()
+
+    def test_process_crash(self):
+        r, _ = self.upload("a.txt", "crash after put\n", "--policy", "five", env=self.fp("upload.after_put=crash"))
+        self.assertEqual(r.rc, -9)
+        self.assertEqual(self.fired(), ["upload.after_put"])
+        rid, status, deleted, key = self.last_row()
+        self.assertEqual(status, "UPLOADING")
+        self.assertIn(key, self.objects())
+        self.assertEqual(self.lodge("repair", "--json", later=AFTER_DEADLINE).json()["repaired"], 1)
+        self.assertEqual(self.lodge("sweep", "--json", later=AFTER_DEADLINE).json()["deleted"], 1)
+        self.assertNotIn(key, self.objects())
+        self.assertEqual(self.row(rid)[:2], ("UPLOAD_FAILED", 1))
+        # Quota is free: the same content uploads again.
+        self.assertEqual(self.upload("b.txt", "crash after put\n", "--policy", "five")[1]["outcome"], "active")
+        self.check(max_files=5)
+        converge(self)
+
+    def test_compensation_fails(self):
+        r, res = self.upload("a.txt", "delete fails twice\n", env=self.fp("upload.confirm=error"))
+        rid = res["id"]
+        self.lodge("repair", later=AFTER_DEADLINE)
+        seen = []
+        clock = 5
+        for attempt in range(2):
+            sw = self.lodge("sweep", "--json", later=f"+{clock}s", env=self.fp("store.delete=error"))
+            self.assertEqual(sw.rc, 0, sw)
+            self.assertEqual(sw.json()["retried"], 1, sw)
+            _, status, next_at, retries, _, _ = self.task(rid)
+            self.assertEqual((status, retries), ("RETRY", attempt + 1))
+            seen.append(next_at)
+            clock += 10
+        self.assertLess(seen[0], seen[1], "next_retry_at grows")
+        sw = self.lodge("sweep", "--json", later=f"+{clock}s")
+        self.assertEqual(sw.json()["deleted"], 1, sw)
+        self.assertEqual(self.task(rid)[1], "SUCCESS")
+        self.check()
+
+    def test_dead_letter(self):
+        r, res = self.upload("a.txt", "never deletable\n", env=self.fp("upload.confirm=error"))
+        rid = res["id"]
+        self.lodge("repair", later=AFTER_DEADLINE)
+        codes = []
+        for i in range(4):  # max_retries 3: the 4th failure dead-letters
+            sw = self.lodge("sweep", "--json", later=f"+{5 + 20 * i}s", env=self.fp("store.delete=error"))
+            codes.append(sw.rc)
+        self.assertEqual(codes, [0, 0, 0, 1])
+        self.assertEqual(self.task(rid)[1], "FAILED")
+        st = self.lodge("status", "--check")
+        self.assertEqual(st.rc, 1, st)
+        self.assertIn("dead-lettered", st.out)
+        tasks = self.lodge("tasks", "--json").json_lines()
+        self.assertEqual([t["record_id"] for t in tasks], [rid])
+        self.assertIn("injected failure", tasks[0]["last_error"])
+        rt = self.lodge("retry", str(tasks[0]["id"]))
+        self.assertEqual(rt.rc, 0, rt)
+        self.assertEqual(self.task(rid)[1], "PENDING")
+        self.assertEqual(self.lodge("sweep", "--json", later="+200s").json()["deleted"], 1)
+        self.assertEqual(self.lodge("status", "--check", "-q").rc, 0)
+        self.check()
+
+    def test_expired_lease(self):
+        r, res = self.upload("a.txt", "sweeper dies\n", env=self.fp("upload.confirm=error"))
+        rid = res["id"]
+        key = self.row(rid)[2]
+        self.lodge("repair", later=AFTER_DEADLINE)
+        sw = self.lodge("sweep", later=AFTER_DEADLINE, env=self.fp("sweep.after_claim=crash"))
+        self.assertEqual(sw.rc, -9)
+        _, status, _, _, version, owner = self.task(rid)
+        self.assertEqual((status, version), ("PROCESSING", 1))
+        # Within the lease nobody else may take it.
+        self.assertEqual(self.lodge("sweep", "--json", later="+10s").json()["claimed"], 0)
+        self.assertIn(key, self.objects())
+        st = self.lodge("status", "--json", later="+60s").json()
+        self.assertEqual(st["expired_leases"], 1)
+        sw = self.lodge("sweep", "--json", "--worker-id", "second", later="+60s")
+        self.assertEqual(sw.json()["deleted"], 1, sw)
+        _, status, _, _, version, _ = self.task(rid)
+        self.assertEqual((status, version), ("SUCCESS", 2))
+        self.assertNotIn(key, self.objects())
+        self.check()
+
+    def test_stale_worker(self):
+        r, res = self.upload("a.txt", "stale worker\n", env=self.fp("upload.confirm=error"))
+        rid = res["id"]
+        self.lodge("repair", later=AFTER_DEADLINE)
+        gate = os.path.join(self.dir, "gate")
+        a = self.spawn("sweep", "--json", "--worker-id", "A", later=AFTER_DEADLINE,
+                       env=self.fp(f"sweep.after_delete=pause:{gate}"))
+        wait_until(lambda: "sweep.after_delete" in self.fired(), what="worker A to delete and stall")
+        b = self.lodge("sweep", "--json", "--worker-id", "B", later="+60s")  # A's lease (30s) has expired
+        self.assertEqual(b.json()["deleted"], 1, b)
+        _, status, _, _, version_b, owner = self.task(rid)
+        self.assertEqual((status, version_b), ("SUCCESS", 2))
+        open(gate, "w").close()
+        out, err = a.communicate(timeout=60)
+        self.assertEqual(a.returncode, 0, err)
+        self.assertEqual(json.loads(out)["lease_lost"], 1)
+        self.assertEqual(json.loads(out)["deleted"], 0)
+        _, status, _, _, version, _ = self.task(rid)
+        self.assertEqual((status, version), ("SUCCESS", 2), "A's finish changed nothing")
+        runs = self.sql("SELECT worker_id FROM job_run WHERE job = 'sweep' ORDER BY id")
+        self.assertEqual([w for (w,) in runs], ["B", "A"])
+        self.check()
+
+    def test_late_confirm(self):
+        gate = os.path.join(self.dir, "gate")
+        p = self.spawn("upload", "--json", self.write("a.txt", "late confirm\n"),
+                       env=self.fp(f"upload.before_confirm=pause:{gate}"))
+        wait_until(lambda: "upload.before_confirm" in self.fired(), what="the upload to reach confirm")
+        rid, status, _, key = self.last_row()
+        self.assertEqual(status, "UPLOADING")
+        self.assertEqual(self.lodge("repair", "--json", later=AFTER_DEADLINE).json()["repaired"], 1)
+        open(gate, "w").close()
+        out, err = p.communicate(timeout=60)
+        res = json.loads(out.splitlines()[0])
+        self.assertEqual(res["outcome"], "failed")
+        self.assertEqual(res["error"]["code"], "STATE_CHANGED")
+        self.assertEqual(self.row(rid)[:2], ("UPLOAD_FAILED", 1))
+        self.assertEqual(self.lodge("sweep", "--json", later=AFTER_DEADLINE).json()["deleted"], 1)
+        self.assertNotIn(key, self.objects())
+        self.check()
+
+    def test_duplicate_execution(self):
+        ids = []
+        for i in range(12):
+            ids.append(self.upload(f"f{i}.txt", f"doomed {i}\n", env=self.fp("upload.confirm=error"))[1]["id"])
+        self.lodge("repair", later=AFTER_DEADLINE)
+        gate = os.path.join(self.dir, "gate")
+        sweeps = [self.spawn("sweep", "--json", "--worker-id", f"w{i}", later=AFTER_DEADLINE,
+                             env=self.fp(f"sweep.after_claim=pause:{gate}")) for i in range(2)]
+        wait_until(lambda: self.fired().count("sweep.after_claim") >= 1, what="a sweep to claim")
+        open(gate, "w").close()
+        results = [json.loads(p.communicate(timeout=60)[0]) for p in sweeps]
+        self.assertEqual(sum(r["deleted"] for r in results), 12, results)
+        self.assertEqual(sum(r["lease_lost"] for r in results), 0)
+        self.assertEqual(self.sql("SELECT count(*) FROM cleanup_task WHERE status = 'SUCCESS'"), [(12,)])
+        # Executing a finished task's delete again is harmless: the key is simply gone.
+        again = self.lodge("sweep", "--json", later="+1h")
+        self.assertEqual(again.json()["claimed"], 0)
+        self.assertEqual(self.objects(), {})
+        self.check()
+
+    def test_versioned_bucket(self):
+        self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+        r, res = self.upload("a.txt", "versioned\n", env=self.fp("upload.confirm=error"))
+        key = self.row(res["id"])[2]
+        converge(self, later=AFTER_DEADLINE)
+        v = self.s3.list_object_versions(Bucket=self.bucket, Prefix=key)
+        self.assertEqual(v.get("Versions", []), [])
+        self.assertEqual(v.get("DeleteMarkers", []), [])
+        self.check()
+
+    def test_orphan(self):
+        key = f"{self.prefix}/ci/{uuid.uuid4()}.txt"
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"nobody's")
+        young = self.lodge("reconcile", "--json")
+        self.assertEqual(young.json()["found"]["orphan"], 0, "younger than the grace: maybe in flight")
+        rep = self.lodge("reconcile", "--json", later="+1h")
+        self.assertEqual(rep.rc, 1)
+        self.assertEqual(rep.json()["found"]["orphan"], 1)
+        self.assertEqual(rep.json()["items"][0]["key"], key)
+        self.assertIn(key, self.objects(), "report-only by default")
+        ap = self.lodge("reconcile", "--apply", "--json", later="+1h")
+        self.assertEqual(ap.json()["applied"], 1)
+        self.assertEqual(self.lodge("sweep", "--json", later="+1h").json()["deleted"], 1)
+        self.assertNotIn(key, self.objects())
+        self.assertEqual(self.lodge("reconcile", later="+1h").rc, 0)
+        self.check()
+
+    def test_dangling(self):
+        r, res = self.upload("a.txt", "will vanish\n")
+        key = self.row(res["id"])[2]
+        self.s3.delete_object(Bucket=self.bucket, Key=key)
+        rep = self.lodge("reconcile", "--json")
+        self.assertEqual(rep.rc, 1)
+        self.assertEqual(rep.json()["found"]["dangling"], 1)
+        self.assertEqual(self.lodge("reconcile", "--apply", "--json").rc, 1)
+        self.assertEqual(self.row(res["id"])[:2], ("ACTIVE", 0), "the row stays")
+        human = self.lodge("reconcile")
+        self.assertIn("dangling", human.out)
+
+    def test_corrupt_is_found_by_size_and_by_verify(self):
+        r, res = self.upload("a.txt", "original bytes\n")
+        key = self.row(res["id"])[2]
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"original bytez\n")  # same size, other content
+        self.assertEqual(self.lodge("reconcile").rc, 0)
+        v = self.lodge("reconcile", "--verify", "--json")
+        self.assertEqual(v.json()["found"]["corrupt"], 1, v)
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"short\n")
+        self.assertEqual(self.lodge("reconcile", "--json").json()["found"]["corrupt"], 1)
+
+    def test_stale_multipart(self):
+        big = samples.blob(11 * 1024 * 1024, seed=9)
+        r, _ = self.upload("big.bin", big, env=self.fp("upload.between_parts=crash"))
+        self.assertEqual(r.rc, -9)
+        self.assertEqual(len(self.uploads_in_progress()), 1)
+        converge(self, later=AFTER_DEADLINE)  # repair then sweep: the task aborts it
+        self.assertEqual(self.uploads_in_progress(), [])
+        # And reconcile --apply aborts one no task knows about.
+        self.s3.create_multipart_upload(Bucket=self.bucket, Key=f"{self.prefix}/ci/abandoned.bin")
+        rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
+        self.assertEqual(rep.json()["found"]["stale_multipart"], 1)
+        self.assertEqual(self.uploads_in_progress(), [])
+        self.check()
+
+    def test_user_delete(self):
+        ids = [self.upload(f"f{i}.txt", f"keep {i}\n", "--policy", "five")[1]["id"] for i in range(5)]
+        r, res = self.upload("extra.txt", "one too many\n", "--policy", "five")
+        self.assertEqual(res["error"]["code"], "QUOTA_EXCEEDED")
+        key = self.row(ids[0])[2]
+        d = self.lodge("delete", str(ids[0]))
+        self.assertEqual(d.rc, 0, d)
+        self.assertEqual(self.lodge("delete", str(ids[0])).rc, 1, "not active any more")
+        self.assertEqual(self.lodge("delete", "9999").rc, 1)
+        self.assertEqual(self.upload("extra.txt", "one too many\n", "--policy", "five")[1]["outcome"], "active")
+        self.assertIn(key, self.objects(), "the object waits for the grace")
+        self.assertEqual(self.lodge("sweep", "--json").json()["claimed"], 0)
+        self.assertEqual(self.lodge("sweep", "--json", later="+5s").json()["deleted"], 1)
+        self.assertNotIn(key, self.objects())
+        self.check(max_files=5)
+        converge(self)
+
+    def test_foreign_object(self):
+        key = f"{self.prefix}/ci/{uuid.uuid4()}.txt"
+        self.lodge("init")
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"theirs",
+                           Metadata={"lodge-ledger": str(uuid.uuid4()), "lodge-record-id": "1"})
+        rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
+        self.assertEqual(rep.rc, 1)
+        self.assertEqual(rep.json()["found"]["foreign"], 1)
+        self.assertEqual(rep.json()["applied"], 0)
+        self.lodge("sweep", later="+1h")
+        self.assertIn(key, self.objects(), "never touched")
+
+    def test_restored_ledger(self):
+        self.upload("a.txt", "before the backup\n")
+        backup = os.path.join(self.dir, "backup.db")
+        src = sqlite3.connect(self.db)
+        dst = sqlite3.connect(backup)
+        src.backup(dst)
+        src.close()
+        dst.close()
+        r, res = self.upload("b.txt", "after the backup\n")
+        newer_key = self.row(res["id"])[2]
+        os.replace(backup, self.db)
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(self.db + suffix):
+                os.remove(self.db + suffix)
+        rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
+        self.assertEqual(rep.rc, 1)
+        self.assertEqual(rep.json()["found"]["beyond_history"], 1, rep)
+        self.assertEqual(rep.json()["found"]["orphan"], 0)
+        self.lodge("sweep", later="+1h")
+        self.assertIn(newer_key, self.objects(), "never touched")
+        self.assertIn("restored", self.lodge("reconcile", later="+1h").out)
+
+    def test_ambiguous_put(self):
+        proxy = FaultProxy(self.moto.port, self.dir)
+        try:
+            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/",
+                              "action": "forward_then_reset", "times": 20}])
+            r, res = self.upload("a.txt", "did it land?\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            self.assertNotEqual(res["outcome"], "active")
+            self.assertEqual(res["outcome"], "failed")
+            rid = res["id"]
+            key = self.row(rid)[2]
+            self.assertIn(key, self.objects(), "the server stored it although the client never heard")
+            self.assertEqual(self.row(rid)[:2], ("UPLOAD_FAILED", 1))
+            self.assertEqual(self.task(rid)[1], "PENDING", "an ambiguous failure waits for the grace")
+            self.assertGreater(sum(1 for e in proxy.entries() if e["method"] == "PUT"), 1)
+        finally:
+            proxy.stop()
+        self.assertEqual(self.lodge("sweep", "--json").json()["claimed"], 0, "not before deadline + grace")
+        converge(self, later=AFTER_DEADLINE)
+        self.assertNotIn(key, self.objects())
+        self.check()
+
+    def test_convergence_after_a_mix_of_crashes(self):
+        self.upload("ok.txt", "fine\n")
+        self.upload("c1.txt", "crash 1\n", env=self.fp("upload.after_reserve=crash"))
+        self.upload("c2.txt", "crash 2\n", env=self.fp("upload.after_put=crash"))
+        self.upload("c3.txt", "confirm\n", env=self.fp("upload.confirm=error"))
+        self.upload("c4.txt", "put\n", env=self.fp("store.put=error;upload.mark_failed=error"))
+        self.lodge("repair", later=AFTER_DEADLINE, env=self.fp("repair.before_commit=crash"))
+        self.lodge("sweep", later=AFTER_DEADLINE, env=self.fp("sweep.after_claim=crash"))
+        st = converge(self, later="+2m")  # past the crashed sweep's lease
+        self.assertEqual(st["files"]["active"], 1)
+        self.assertEqual(st["files"]["uploading"], 0)
+        self.assertEqual(len(self.objects()), 1)
+        self.check()
+
+    def test_jobs_are_quiet_under_cron_and_exit_codes_match(self):
+        for cmd in ("sweep", "repair", "reconcile"):
+            r = self.lodge(cmd)
+            self.assertEqual((r.rc, r.out, r.err), (0, "", ""), cmd)
+            v = self.lodge(cmd, "-v")
+            self.assertRegex(v.out, rf"^{cmd}: ", cmd)
+            self.assertEqual(self.lodge(cmd, "--bogus").rc, 2)
+        self.assertEqual(self.lodge("sweep", "--lease", "soon").rc, 2)
+        st = self.lodge("status", "--json").json()
+        self.assertEqual(sorted(k for k, v in st["last_runs"].items() if v), ["reconcile", "repair", "sweep"])
+        self.assertEqual(self.lodge("sweep", "--dry-run").out.strip(), "sweep: 0 tasks due")
+        down = self.lodge("reconcile", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+        self.assertEqual(down.rc, 4, down)
+
+
+if __name__ == "__main__":
+    main()
