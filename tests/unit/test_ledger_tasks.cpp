@@ -1,0 +1,204 @@
+// The ledger's transitions and the cleanup path, with a fake store that records what it
+// was asked to delete (no network, a ledger in a temp dir).
+#include "support.hpp"
+
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/cleanup.hpp>
+#include <lodge/ops/jobs.hpp>
+
+using namespace lodge;
+
+namespace {
+class ManualClock final : public util::Clock {
+public:
+  int64_t t = 1'000'000;
+  [[nodiscard]] int64_t now_ms() const override { return t; }
+};
+
+// Records removals; fails them while `failing` is set.
+class RecordingStore final : public store::ObjectStore {
+public:
+  std::vector<std::string> removed;
+  bool failing = false;
+  std::string m_prefix;
+  [[nodiscard]] std::string describe() const override { return "fake://"; }
+  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
+  Result<store::PutResult> put(const store::PutRequest&) override { return store::PutResult{}; }
+  Result<store::ObjectInfo> head(const std::string& k) override { return Error(Errc::not_found, k); }
+  Status get(const std::string&, int) override { return ok_status(); }
+  Status remove_all(const std::string& key) override {
+    if (failing) return Error(Errc::storage_unavailable, "fake outage");
+    removed.push_back(key);
+    return ok_status();
+  }
+  Status list(const std::string&, const std::function<bool(const store::ObjectInfo&)>&) override { return ok_status(); }
+  Result<std::string> begin_multipart(const std::string&, const std::string&, const store::Metadata&) override {
+    return std::string("id");
+  }
+  Result<store::Part> put_part(const std::string&, const std::string&, int, const store::Body&, int64_t) override {
+    return store::Part{};
+  }
+  Result<store::PutResult> complete_multipart(const std::string&, const std::string&, const std::vector<store::Part>&,
+                                              int64_t) override {
+    return store::PutResult{};
+  }
+  Status abort_multipart(const std::string&, const std::string&) override { return ok_status(); }
+  Status list_multipart(const std::string&, const std::function<bool(const store::UploadInfo&)>&) override {
+    return ok_status();
+  }
+};
+
+struct Env {
+  test::TempDir dir;
+  ManualClock clock;
+  std::unique_ptr<ledger::Ledger> l;
+  RecordingStore store;
+  ops::CleanupSettings cs{1000, 100, 1000};
+  Env() {
+    ledger::OpenOptions o;
+    o.path = dir.file("l.db");
+    o.clock = &clock;
+    l = ledger::open_sqlite_ledger(o);
+  }
+  ledger::FileRecord reserve(const std::string& sha_seed, std::optional<int64_t> max_files = std::nullopt) {
+    ledger::ReserveRequest r;
+    r.owner_id = "o";
+    r.original_name = "f.txt";
+    r.extension = "txt";
+    r.media_type = "text/plain";
+    r.sha256 = std::string(64 - sha_seed.size(), '0') + sha_seed;
+    r.size = 1;
+    r.policy = "default";
+    r.max_files = max_files;
+    r.deadline_ms = 10'000;
+    r.grace_ms = 1'000;
+    r.max_retries = 2;
+    auto res = l->reserve(r, clock.t);
+    REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+    return res.record;
+  }
+};
+} // namespace
+
+TEST_CASE("reserve: duplicate, quota and a task due at deadline + grace") {
+  Env e;
+  auto a = e.reserve("a", 2);
+  CHECK(a.upload_status == "UPLOADING");
+  auto t = e.l->find_task_for(a.id);
+  REQUIRE(t);
+  CHECK(t->status == "PENDING");
+  CHECK(t->next_retry_at == e.clock.t + 11'000);
+  ledger::ReserveRequest dup;
+  dup.owner_id = "o";
+  dup.sha256 = a.sha256;
+  dup.original_name = "x";
+  dup.media_type = "t";
+  dup.policy = "default";
+  CHECK(e.l->reserve(dup, e.clock.t).outcome == ledger::ReserveOutcome::in_progress);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.clock.t));
+  CHECK(e.l->find_task_for(a.id)->status == "IGNORED");
+  CHECK(e.l->reserve(dup, e.clock.t).outcome == ledger::ReserveOutcome::duplicate);
+  e.reserve("b", 2);
+  ledger::ReserveRequest third = dup;
+  third.sha256 = std::string(63, '0') + "c";
+  third.max_files = 2;
+  CHECK(e.l->reserve(third, e.clock.t).outcome == ledger::ReserveOutcome::quota_exceeded);
+}
+
+TEST_CASE("confirm after repair changed the row is refused and changes nothing") {
+  Env e;
+  auto a = e.reserve("a");
+  e.clock.t += 20'000;
+  REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));
+  CHECK_FALSE(e.l->repair_row(a.id, e.clock.t, 1'000, 3)); // idempotent
+  CHECK_FALSE(e.l->confirm(a.id, "etag", "", e.clock.t));
+  auto row = e.l->find_file(a.id);
+  CHECK(row->upload_status == "UPLOAD_FAILED");
+  CHECK(row->is_deleted);
+}
+
+TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once") {
+  Env e;
+  auto a = e.reserve("a");
+  e.clock.t += 12'000; // task due, row still UPLOADING (repair has not run)
+  auto claimed = e.l->claim_due(e.clock.t, 10, "w", 5'000);
+  REQUIRE(claimed.size() == 1);
+  auto r = ops::run_claimed_task(*e.l, e.store, claimed[0], e.cs, e.clock);
+  CHECK(r.outcome == ops::CleanupOutcome::postponed);
+  CHECK(e.store.removed.empty());
+  REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));
+  auto again = e.l->claim_due(e.clock.t + 2'000, 10, "w", 5'000);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].lease_version == 2);
+  CHECK(ops::run_claimed_task(*e.l, e.store, again[0], e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK(e.store.removed == std::vector<std::string>{a.object_key});
+  CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
+}
+
+TEST_CASE("I6: a worker with a stale lease_version changes nothing") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  auto first = e.l->claim_due(e.clock.t, 1, "A", 1'000);
+  REQUIRE(first.size() == 1);
+  e.clock.t += 5'000; // A's lease expired
+  auto second = e.l->claim_due(e.clock.t, 1, "B", 1'000);
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].lease_version == first[0].lease_version + 1);
+  CHECK(e.l->decide(first[0], e.clock.t, 1'000) == ledger::TaskDecision::lease_lost);
+  CHECK(e.l->finish(first[0], true, "", 0, e.clock.t) == ledger::TaskFinish::lease_lost);
+  CHECK(e.l->finish(first[0], false, "err", 0, e.clock.t) == ledger::TaskFinish::lease_lost);
+  CHECK(ops::run_claimed_task(*e.l, e.store, first[0], e.cs, e.clock).outcome == ops::CleanupOutcome::lease_lost);
+  CHECK(e.store.removed.empty());
+  CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+}
+
+TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  e.store.failing = true;
+  std::vector<ops::CleanupOutcome> seen;
+  for (int i = 0; i < 3; ++i) {
+    auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock);
+    seen.push_back(s.dead_lettered ? ops::CleanupOutcome::dead_lettered : ops::CleanupOutcome::retried);
+    auto t = e.l->find_task_for(a.id);
+    if (t->status == "RETRY") {
+      CHECK(t->next_retry_at >= e.clock.t + 50); // at least half the base
+      e.clock.t = t->next_retry_at;
+    }
+  }
+  CHECK(seen == std::vector<ops::CleanupOutcome>{ops::CleanupOutcome::retried, ops::CleanupOutcome::retried,
+                                                 ops::CleanupOutcome::dead_lettered});
+  auto t = e.l->find_task_for(a.id);
+  CHECK(t->status == "FAILED");
+  CHECK(t->last_error == "fake outage");
+  CHECK(e.l->status(e.clock.t).dead_letters == 1);
+  REQUIRE(e.l->retry_task(t->id, e.clock.t));
+  CHECK_FALSE(e.l->retry_task(t->id, e.clock.t));
+  e.store.failing = false;
+  CHECK(ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock).deleted == 1);
+}
+
+TEST_CASE("user delete frees the quota at once and schedules the object after the grace") {
+  Env e;
+  auto a = e.reserve("a", 1);
+  REQUIRE(e.l->confirm(a.id, "e", "", e.clock.t));
+  CHECK(e.l->soft_delete(a.id, "someone-else", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::not_found);
+  CHECK(e.l->soft_delete(a.id, "o", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::deleted);
+  CHECK(e.l->soft_delete(a.id, "o", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::not_active);
+  e.reserve("b", 1); // the slot is free
+  auto t = e.l->find_task_for(a.id);
+  CHECK(t->status == "PENDING");
+  CHECK(t->next_retry_at == e.clock.t + 5'000);
+  CHECK(e.l->claim_due(e.clock.t + 4'999, 10, "w", 1'000).empty());
+}
+
+TEST_CASE("backoff is bounded and grows") {
+  ops::CleanupSettings s{0, 1000, 8000};
+  CHECK(ops::cleanup_backoff_ms(s, 0, 0) == 500);
+  CHECK(ops::cleanup_backoff_ms(s, 0, UINT64_MAX) <= 1000);
+  CHECK(ops::cleanup_backoff_ms(s, 10, 7500) == 8000);
+  CHECK(ops::cleanup_backoff_ms(s, 2, 3500) == 4000);
+}
