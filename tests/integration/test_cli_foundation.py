@@ -138,7 +138,7 @@ class Foundation(LodgeTestCase):
         r = self.lodge("--version", db=False)
         self.assertEqual(r.rc, 0)
         self.assertRegex(r.out, r"^lodge \d+\.\d+\.\d+")
-        for cmd in ("init", "status", "config", "upload", "list"):
+        for cmd in ("init", "status", "config", "upload", "list", "delete", "sweep", "repair", "reconcile", "tasks", "retry"):
             r = self.lodge(cmd, "--help", db=False)
             self.assertEqual(r.rc, 0, r)
             self.assertIn("Usage", r.out)
