@@ -6,6 +6,7 @@
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -35,6 +36,7 @@ struct UploadOptions {
 struct Tally {
   int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0;
   int64_t storage_failures = 0;
+  int64_t queued_done = 0; // results of files that went through the queue
   uint64_t bytes = 0;
 };
 
@@ -171,16 +173,29 @@ Command add_upload(CLI::App& app) {
             std::mutex out_mutex;
             Tally t;
             int64_t started = util::steady_ms();
+            std::atomic<int64_t> queued{0};
+            std::atomic<bool> walked{false};
             auto show_progress = [&] {
               double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
               double rate = secs > 0 ? static_cast<double>(t.bytes) / secs : 0;
-              std::fprintf(stderr, "\r\033[K%lld files, %s, %s/s", static_cast<long long>(t.files),
-                           util::format_size(t.bytes).c_str(), util::format_size(static_cast<uint64_t>(rate)).c_str());
+              std::string files = std::to_string(t.files);
+              std::string eta;
+              if (walked) {
+                // Every input is known once the walk is over: say how many and how long.
+                files += "/" + std::to_string(queued.load() + (t.files - t.queued_done));
+                double per_file = t.files > 0 ? secs / static_cast<double>(t.files) : 0;
+                int64_t left = queued.load() - t.queued_done;
+                if (left > 0 && per_file > 0)
+                  eta = ", ETA " + util::format_duration_ms(static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
+              }
+              std::fprintf(stderr, "\r\033[K%s files, %s, %s/s%s", files.c_str(), util::format_size(t.bytes).c_str(),
+                           util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
               std::fflush(stderr);
             };
-            auto report = [&](const ops::FileResult& r) {
+            auto report = [&](const ops::FileResult& r, bool from_queue) {
               std::lock_guard lock(out_mutex);
               ++t.files;
+              if (from_queue) ++t.queued_done;
               switch (r.outcome) {
               case ops::UploadOutcome::active: ++t.active; t.bytes += r.size; break;
               case ops::UploadOutcome::duplicate: ++t.duplicate; break;
@@ -230,7 +245,7 @@ Command add_upload(CLI::App& app) {
                     queue.clear();
                     break;
                   }
-                  report(up->upload(*path));
+                  report(up->upload(*path), true);
                 }
               });
             }
@@ -244,9 +259,10 @@ Command add_upload(CLI::App& app) {
                   r.file = path;
                   r.outcome = ops::UploadOutcome::rejected;
                   r.error = *err;
-                  report(r);
+                  report(r, false);
                   return true;
                 }
+                ++queued;
                 return go_on = queue.push(path);
               });
               return go_on;
@@ -267,6 +283,7 @@ Command add_upload(CLI::App& app) {
                 read_list(f, o->null_separated, feed);
               }
             }
+            walked = true;
             queue.close();
             for (auto& w : workers) w.join();
             if (setup_error) throw *setup_error;

@@ -24,6 +24,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def port_open(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def wait_until(predicate, timeout=20.0, what="condition"):
     """Polls predicate until true; fails the test with `what` after timeout seconds."""
     deadline = time.monotonic() + timeout
@@ -89,11 +97,7 @@ class Moto:
         def up():
             if self.proc.poll() is not None:
                 raise AssertionError("moto_server exited at start")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return True
-            except OSError:
-                return False
+            return port_open(self.port)
         wait_until(up, 30, "moto_server to listen")
 
     def stop(self):
@@ -213,13 +217,7 @@ class FaultProxy:
             [sys.executable, os.path.join(here, "faultproxy.py"), str(self.port), str(upstream_port),
              self.rules, self.log], start_new_session=True)
 
-        def up():
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return True
-            except OSError:
-                return False
-        wait_until(up, 10, "the fault proxy to listen")
+        wait_until(lambda: port_open(self.port), 10, "the fault proxy to listen")
 
     def set_rules(self, rules):
         tmp = self.rules + ".tmp"

@@ -322,6 +322,24 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(len(self.objects()), 1000)
         check_invariants(self, self.objects())
 
+    def test_interrupt_finishes_in_flight_files_and_exits_130(self):
+        names = [self.write(f"int/{i:02d}.txt", f"interrupt me {i}\n") for i in range(30)]
+        e = dict(self.env, **self.failpoints("store.put=sleep:300"))
+        p = subprocess.Popen([LODGE, "--db", self.db, "upload", "--json", "--jobs", "2", *names], env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: self.fired().count("store.put") >= 2, what="uploads in flight")
+        p.send_signal(2)  # SIGINT, as Ctrl-C sends
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        lines = [json.loads(l) for l in out.splitlines()]
+        self.assertTrue(lines[-1]["summary"]["interrupted"])
+        done = lines[:-1]
+        self.assertGreaterEqual(len(done), 2)
+        self.assertLess(len(done), 30, "no new file starts after the interrupt")
+        self.assertTrue(all(x["outcome"] == "active" for x in done), done)
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE upload_status = 'UPLOADING'"), [(0,)])
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload"), [(len(done),)])
+
     def test_storage_unreachable_exits_4(self):
         f = self.write("x.txt", "nowhere\n")
         r = self.up(f, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
