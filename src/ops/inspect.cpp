@@ -125,10 +125,10 @@ std::string MediaTypeDetector::detect(const char* data, size_t n) {
   return t ? t : "application/octet-stream";
 }
 
-Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes) {
+Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes, std::vector<char>& buf) {
   Digests d;
   crypto::Sha256 whole, part;
-  std::vector<char> buf(1 << 20);
+  if (buf.size() < (1U << 20)) buf.resize(1U << 20);
   uint64_t done = 0;
   uint64_t in_part = 0;
   while (done < size) {

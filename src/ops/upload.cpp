@@ -89,7 +89,7 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
   if (auto s = check_extension(m_s.policy, ext); !s) return rejected(r, s.error());
 
   bool multipart = r.size > m_s.multipart_threshold;
-  auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 1 << 20);
+  auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 256 << 10, m_buf);
   if (!digests) return rejected(r, digests.error());
   r.sha256 = digests->sha256;
   r.media_type = m_detector.detect(digests->head.data(), digests->head.size());

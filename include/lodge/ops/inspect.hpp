@@ -53,8 +53,10 @@ struct Digests {
   std::string head;                // the first bytes, for type detection
 };
 
-// Reads fd from offset 0 to `size` once. FILE_CHANGED when the file ends early or grows
-// past size; UNREADABLE on a read error.
-[[nodiscard]] Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes);
+// Reads fd from offset 0 to `size` once, through `buf` (reused across files so no
+// per-file allocation). FILE_CHANGED when the file ends early or grows past size;
+// UNREADABLE on a read error.
+[[nodiscard]] Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes,
+                                          std::vector<char>& buf);
 
 } // namespace lodge::ops

@@ -61,6 +61,7 @@ private:
   UploadSettings m_s;
   const util::Clock& m_clock;
   MediaTypeDetector m_detector;
+  std::vector<char> m_buf; // the read buffer, reused for every file
 };
 
 // Walks inputs: regular files as given; directories recursively in sorted order,
