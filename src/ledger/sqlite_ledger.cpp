@@ -126,6 +126,10 @@ StatusReport SqliteLedger::status(int64_t now) {
   r.now = now;
   r.ledger_uuid = m_uuid;
   r.schema_version = schema_version();
+  r.journal_mode = m_db.query_text("PRAGMA journal_mode");
+  static constexpr const char* k_sync[] = {"OFF", "NORMAL", "FULL", "EXTRA"};
+  auto sync = m_db.query_int("PRAGMA synchronous");
+  r.synchronous = sync >= 0 && sync < 4 ? k_sync[sync] : std::to_string(sync);
   r.ledger_created_at = util::parse_int(m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'created_at'")).value_or(0);
   {
     Stmt st(m_db, "SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");

@@ -41,6 +41,7 @@ nlohmann::json status_json(const ledger::StatusReport& r, const Health& h, const
   j["ledger"] = ledger_path;
   j["ledger_uuid"] = r.ledger_uuid;
   j["schema_version"] = r.schema_version;
+  j["sqlite"] = {{"journal_mode", r.journal_mode}, {"synchronous", r.synchronous}};
   j["files"] = {{"uploading", r.files_uploading}, {"active", r.files_active},
                 {"failed", r.files_failed},       {"deleted", r.files_deleted},
                 {"alive", r.files_uploading + r.files_active}};

@@ -113,35 +113,12 @@ public:
     return ok_status();
   }
 
+  // Streams keys in byte order holding one directory's names at a time: siblings are
+  // sorted as "name/" for directories and "name" for files, which is exactly where their
+  // keys fall in the order of the whole key ("a-c" < "a/b" because '-' < '/').
   Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) override {
-    std::vector<ObjectInfo> all;
-    std::error_code ec;
-    if (!fs::exists(m_root, ec)) return ok_status();
-    fs::recursive_directory_iterator it(m_root, fs::directory_options::none, ec), end;
-    if (ec) return io_error("LIST " + m_root.string(), ec.value());
-    for (; it != end; it.increment(ec)) {
-      if (ec) return io_error("LIST " + m_root.string(), ec.value());
-      if (it.depth() == 0 && it->path().filename().string().rfind(".lodge-", 0) == 0) {
-        if (it->is_directory(ec)) it.disable_recursion_pending();
-        continue;
-      }
-      if (!it->is_regular_file(ec) || it->is_symlink(ec)) continue;
-      std::string key = fs::relative(it->path(), m_root, ec).string();
-      if (key.compare(0, prefix.size(), prefix) != 0) continue;
-      struct stat st {};
-      if (::lstat(it->path().c_str(), &st) != 0) continue;
-      ObjectInfo i;
-      i.key = key;
-      i.size = static_cast<uint64_t>(st.st_size);
-      i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
-      all.push_back(std::move(i));
-    }
-    // Byte order of the whole key, as S3 lists: a plain directory walk would put
-    // "a/b" before "a-c".
-    std::sort(all.begin(), all.end(), [](const ObjectInfo& a, const ObjectInfo& b) { return a.key < b.key; });
-    for (const auto& i : all)
-      if (!visit(i)) break;
-    return ok_status();
+    bool stopped = false;
+    return walk_sorted(m_root, "", prefix, visit, stopped);
   }
 
   Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
@@ -253,6 +230,50 @@ public:
   }
 
 private:
+  Status walk_sorted(const fs::path& dir, const std::string& rel, const std::string& prefix,
+                     const std::function<bool(const ObjectInfo&)>& visit, bool& stopped) {
+    struct Entry {
+      std::string sort_key; // name, plus '/' for a directory
+      std::string name;
+      bool is_dir;
+    };
+    std::vector<Entry> entries;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) return ec == std::errc::no_such_file_or_directory ? ok_status() : io_error("LIST " + dir.string(), ec.value());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("LIST " + dir.string(), ec.value());
+      std::string name = it->path().filename().string();
+      if (rel.empty() && name.rfind(".lodge-", 0) == 0) continue;
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0) continue;
+      bool is_dir = S_ISDIR(st.st_mode);
+      if (!is_dir && !S_ISREG(st.st_mode)) continue; // never follow links out of the root
+      std::string key = rel + name + (is_dir ? "/" : "");
+      // Prune what cannot hold a key with the prefix.
+      size_t n = std::min(key.size(), prefix.size());
+      if (key.compare(0, n, prefix, 0, n) != 0) continue;
+      entries.push_back({name + (is_dir ? "/" : ""), name, is_dir});
+    }
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.sort_key < b.sort_key; });
+    for (const auto& e : entries) {
+      if (stopped) break;
+      if (e.is_dir) {
+        if (auto r = walk_sorted(dir / e.name, rel + e.name + "/", prefix, visit, stopped); !r) return r;
+        continue;
+      }
+      struct stat st {};
+      if (::lstat((dir / e.name).c_str(), &st) != 0) continue;
+      ObjectInfo i;
+      i.key = rel + e.name;
+      if (i.key.compare(0, prefix.size(), prefix) != 0) continue;
+      i.size = static_cast<uint64_t>(st.st_size);
+      i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+      if (!visit(i)) stopped = true;
+    }
+    return ok_status();
+  }
+
   [[nodiscard]] fs::path obj(const std::string& key) const { return m_root / key; }
   [[nodiscard]] fs::path meta(const std::string& key) const { return m_root / k_meta_dir / (key + ".json"); }
 

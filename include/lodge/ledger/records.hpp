@@ -65,6 +65,8 @@ struct JobRun {
 struct StatusReport {
   std::string ledger_uuid;
   int schema_version = 0;
+  std::string journal_mode; // of the connection that read the report: "wal"
+  std::string synchronous;  // "FULL": a reservation is durable before its PUT starts
   int64_t ledger_created_at = 0;
   int64_t now = 0;
   int64_t files_uploading = 0;     // alive UPLOADING
