@@ -2,6 +2,7 @@
 #include "cli.hpp"
 
 #include <lodge/ops/status.hpp>
+#include <lodge/s3/client.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/units.hpp>
 
@@ -99,6 +100,22 @@ Command add_config(CLI::App& app) {
   auto* sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted)");
   return {sub, [](Context& ctx) {
             auto j = config::to_json(ctx.cfg());
+            j["credentials"] = nullptr;
+            if (store::is_s3_url(ctx.cfg().store)) {
+              // Which credentials an S3 store would use, never what they are.
+              auto c = s3::resolve_credentials(ctx.env, ctx.cfg().credentials_file, ctx.cfg().profile);
+              if (c) {
+                const auto& id = c->access_key_id;
+                std::string shown = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
+                j["credentials"] = {{"source", c->source},
+                                    {"access_key_id", shown},
+                                    {"secret_access_key", "(redacted)"},
+                                    {"session_token", c->session_token.empty() ? nlohmann::json(nullptr)
+                                                                               : nlohmann::json("(redacted)")}};
+              } else {
+                j["credentials"] = {{"error", c.error().message}};
+              }
+            }
             ctx.print_json(ctx.g.json ? j.dump() : j.dump(2));
             return 0;
           }};

@@ -136,6 +136,33 @@ class Foundation(LodgeTestCase):
         self.assertEqual(j["policies"]["small"]["max_files"], 2)
         self.assertEqual(j["ledger"], self.db)
 
+    def test_config_names_the_credentials_but_never_shows_the_secret(self):
+        env = {"LODGE_STORE": "s3://bucket/prefix", "AWS_ACCESS_KEY_ID": "AKIAEXAMPLEKEYID1234",
+               "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/SECRET/bPxRfiCYEXAMPLEKEY", "AWS_SESSION_TOKEN": "TOKEN-SECRET"}
+        r = self.lodge("--json", "config", env=env)
+        self.assertEqual(r.rc, 0, r)
+        creds = r.json()["credentials"]
+        self.assertEqual(creds["source"], "environment")
+        self.assertEqual(creds["access_key_id"], "AKIA...1234")
+        for secret in ("SECRET", "EXAMPLEKEYID"):
+            self.assertNotIn(secret, r.out + r.err)
+
+    def test_deps_without_root_prints_the_install_line(self):
+        if os.getuid() != 0:
+            self.skipTest("needs root to drop to an unprivileged user")
+        scripts = os.path.join(self.dir, "scripts")
+        os.makedirs(scripts)
+        import shutil
+        shutil.copy(os.path.join(SOURCE_DIR, "scripts", "deps"), scripts)
+        with open(os.path.join(scripts, "packages.txt"), "w") as f:
+            f.write("# test\nbash\nlodge-no-such-package\n")
+        os.chmod(self.dir, 0o755)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            os.path.join(scripts, "deps")], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 1, p)
+        self.assertIn("apt-get install -y lodge-no-such-package", p.stderr)
+        self.assertNotIn(" bash", p.stderr.split("missing packages:")[1].splitlines()[0])
+
     def test_help_and_version(self):
         r = self.lodge("--version", db=False)
         self.assertEqual(r.rc, 0)
