@@ -150,7 +150,7 @@ StatusReport SqliteLedger::status(int64_t now) {
   }
   r.dead_letters = r.tasks["FAILED"];
   {
-    Stmt st(m_db, "SELECT count(*), min(created_at) FROM file_upload "
+    Stmt st(m_db, "SELECT count(*) FROM file_upload "
                   "WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1");
     st.bind(1, now).step();
     r.overdue_uploading = st.col_int(0);

@@ -42,7 +42,7 @@ public:
                            const std::function<bool(const FileRecord&)>& visit) override;
   [[nodiscard]] int64_t max_record_id() override;
   void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) override;
-  [[nodiscard]] bool requeue_task_for(int64_t record_id, int64_t now) override;
+  [[nodiscard]] bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
 
 private:
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a

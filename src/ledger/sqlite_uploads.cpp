@@ -426,11 +426,11 @@ void SqliteLedger::adopt_orphan(const std::string& key, int64_t size, int64_t no
   tx.commit();
 }
 
-bool SqliteLedger::requeue_task_for(int64_t record_id, int64_t now) {
+bool SqliteLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
   Transaction tx(m_db);
   auto row = find_file(record_id);
   if (!row || !row->is_deleted) return false; // only dead rows' objects may go
-  ensure_pending_task(record_id, row->object_key, now, 8, now);
+  ensure_pending_task(record_id, row->object_key, now, max_retries, now);
   tx.commit();
   return true;
 }

@@ -175,7 +175,7 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
       Finding f{"leftover", r.object_key, r.id, "record #" + std::to_string(r.id) + " is dead but its object remains",
                 false};
-      if (o.apply) f.applied = l.requeue_task_for(r.id, now);
+      if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries);
       found(f);
     }
   };

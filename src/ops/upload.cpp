@@ -267,8 +267,7 @@ void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e
   if (!task) return;
   auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
   if (!claimed) return;
-  auto done = run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
-  r.compensated = done.outcome == CleanupOutcome::deleted;
+  (void)run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
 }
 
 void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,

@@ -128,7 +128,7 @@ public:
   // Records an orphan object as a dead row with a task due now, so sweep's guards apply.
   virtual void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) = 0;
   // Makes a dead row's finished task pending again, due now (a leftover object).
-  [[nodiscard]] virtual bool requeue_task_for(int64_t record_id, int64_t now) = 0;
+  [[nodiscard]] virtual bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
 };
 
 // Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at

@@ -56,8 +56,6 @@ private:
   StmtHandle m_stmt;
 };
 
-enum class Create { no, yes };
-
 class Db {
 public:
   // Opens path with SQLITE_OPEN_NOFOLLOW. Throws LodgeError(LEDGER_UNUSABLE) naming path.

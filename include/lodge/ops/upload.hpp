@@ -41,7 +41,6 @@ struct FileResult {
   uint64_t size = 0;
   std::string media_type;
   std::optional<Error> error;
-  bool compensated = false; // the cleanup ran at once
 };
 
 class Uploader {
