@@ -15,15 +15,15 @@ from lodgetest import FaultProxy, S3TestCase, check_invariants, converge, main, 
 
 CONFIG = {
     "policies": {
-        "default": {"max_size": "64MiB", "deadline": "2s", "grace": "1s"},
-        "five": {"max_files": 5, "deadline": "2s", "grace": "1s"},
+        "default": {"max_size": "64MiB", "deadline": "10s", "grace": "5s"},
+        "five": {"max_files": 5, "deadline": "10s", "grace": "5s"},
     },
     "multipart_threshold": "6MiB", "part_size": "5MiB",
     "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
     "status": {"sweep_max_age": "1d"},
 }
 
-AFTER_DEADLINE = "+5s"   # past deadline (2s) + grace (1s)
+AFTER_DEADLINE = "+20s"   # past deadline (10s) + grace (5s), with room for a slow machine
 
 
 class Recovery(S3TestCase):
@@ -156,7 +156,7 @@ class Recovery(S3TestCase):
         rid = res["id"]
         self.lodge("repair", later=AFTER_DEADLINE)
         seen = []
-        clock = 5
+        clock = 20
         for attempt in range(2):
             sw = self.lodge("sweep", "--json", later=f"+{clock}s", env=self.fp("store.delete=error"))
             self.assertEqual(sw.rc, 0, sw)
@@ -177,7 +177,7 @@ class Recovery(S3TestCase):
         self.lodge("repair", later=AFTER_DEADLINE)
         codes = []
         for i in range(4):  # max_retries 3: the 4th failure dead-letters
-            sw = self.lodge("sweep", "--json", later=f"+{5 + 20 * i}s", env=self.fp("store.delete=error"))
+            sw = self.lodge("sweep", "--json", later=f"+{20 + 20 * i}s", env=self.fp("store.delete=error"))
             codes.append(sw.rc)
         self.assertEqual(codes, [0, 0, 0, 1])
         self.assertEqual(self.task(rid)[1], "FAILED")
@@ -289,7 +289,7 @@ class Recovery(S3TestCase):
     def test_orphan(self):
         key = f"{self.prefix}/ci/{uuid.uuid4()}.txt"
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"nobody's")
-        young = self.lodge("reconcile", "--json")
+        young = self.lodge("reconcile", "--json", "--older-than", "1h")
         self.assertEqual(young.json()["found"]["orphan"], 0, "younger than the grace: maybe in flight")
         rep = self.lodge("reconcile", "--json", later="+1h")
         self.assertEqual(rep.rc, 1)
@@ -351,7 +351,7 @@ class Recovery(S3TestCase):
         self.assertEqual(self.upload("extra.txt", "one too many\n", "--policy", "five")[1]["outcome"], "active")
         self.assertIn(key, self.objects(), "the object waits for the grace")
         self.assertEqual(self.lodge("sweep", "--json").json()["claimed"], 0)
-        self.assertEqual(self.lodge("sweep", "--json", later="+5s").json()["deleted"], 1)
+        self.assertEqual(self.lodge("sweep", "--json", later="+10s").json()["deleted"], 1)
         self.assertNotIn(key, self.objects())
         self.check(max_files=5)
         converge(self)
