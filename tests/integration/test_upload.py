@@ -362,6 +362,21 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    def test_ledger_and_its_wal_are_0600_under_umask_000(self):
+        gate = os.path.join(self.dir, "go")
+        e = dict(self.env, **self.failpoints(f"upload.after_reserve=pause:{gate}"))
+        p = subprocess.Popen([LODGE, "--db", self.db, "upload", self.write("a.txt", "modes\n")], env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=lambda: os.umask(0))
+        wait_until(lambda: "upload.after_reserve" in self.fired(), what="the upload to hold the ledger open")
+        try:
+            for suffix in ("", "-wal", "-shm"):
+                self.assertTrue(os.path.exists(self.db + suffix), suffix)
+                self.assertEqual(os.stat(self.db + suffix).st_mode & 0o777, 0o600, suffix)
+        finally:
+            open(gate, "w").close()
+            p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0)
+
     def test_happy_path_duplicate_and_crash_give_the_same_ledger_states(self):
         f = self.write("a.pdf", samples.pdf("file store"))
         res = self.one(self.up(f))
