@@ -129,7 +129,7 @@ Config parse_json(const std::string& text, const std::string& source, Config c) 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) { // parse errors, and out_of_range for numbers like 3e388
     throw LodgeError(Errc::config_invalid, source + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object()) bad(source, "expected a JSON object at the top");

@@ -100,6 +100,8 @@ TEST_CASE("each validation error names its key path") {
   CHECK(error_of(inputs_with(dir, R"({"part_size": "1MiB"})")).rfind("part_size:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"([1, 2])")).find("expected a JSON object") != std::string::npos);
   CHECK(error_of(inputs_with(dir, R"({"ledger": )")).find("not valid JSON") != std::string::npos);
+  // Found by fuzzing: a number too large for a double is a parse error too, not a crash.
+  CHECK(error_of(inputs_with(dir, R"({"jobs": 3e388})")).find("not valid JSON") != std::string::npos);
 }
 
 TEST_CASE("a policy named in the file inherits defaults for what it leaves out") {
