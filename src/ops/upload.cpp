@@ -39,6 +39,13 @@ FileResult Uploader::upload(const std::string& path) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
     return r;
+  } catch (const std::exception& e) {
+    // A worker thread must never die of one file: report it and go on.
+    FileResult r;
+    r.file = path;
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::internal, e.what());
+    return r;
   }
 }
 

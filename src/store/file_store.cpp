@@ -188,7 +188,9 @@ public:
     }
     const auto& j = up.value();
     Metadata m;
-    for (const auto& [k, v] : j["metadata"].items()) m[k] = v.get<std::string>();
+    if (j.contains("metadata") && j["metadata"].is_object())
+      for (const auto& [k, v] : j["metadata"].items())
+        if (v.is_string()) m[k] = v.get<std::string>();
     auto r = publish(tmp, key, j.value("content_type", ""), m, crypto::to_hex(whole.finish()));
     if (r) {
       std::error_code ec;
