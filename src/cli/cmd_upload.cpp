@@ -36,6 +36,7 @@ struct UploadOptions {
 struct Tally {
   int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0;
   int64_t storage_failures = 0;
+  int64_t ledger_failures = 0; // the ledger was locked past the timeout, or unusable
   int64_t queued_done = 0; // results of files that went through the queue
   uint64_t bytes = 0;
 };
@@ -204,6 +205,7 @@ Command add_upload(CLI::App& app) {
               case ops::UploadOutcome::failed: ++t.failed; break;
               }
               if (is_storage_failure(r)) ++t.storage_failures;
+              if (r.outcome == ops::UploadOutcome::failed && r.error && r.error->exit_code() == 3) ++t.ledger_failures;
               if (progress) std::fprintf(stderr, "\r\033[K");
               if (ctx.g.json) {
                 ctx.print_json(result_json(r).dump());
@@ -303,6 +305,9 @@ Command add_upload(CLI::App& app) {
                            util::format_size(t.bytes).c_str(), secs);
             }
             if (interrupted()) return 130;
+            // Whole-run failures get their own exit status, as DESIGN.md's table says.
+            bool none_done = t.active + t.replayed + t.duplicate == 0 && t.rejected == 0;
+            if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed) return 3;
             if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
                 t.rejected == 0)
               return 4;

@@ -340,6 +340,22 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE upload_status = 'UPLOADING'"), [(0,)])
         self.assertEqual(self.sql("SELECT count(*) FROM file_upload"), [(len(done),)])
 
+    def test_ledger_locked_for_the_whole_run_exits_3(self):
+        self.lodge("init")
+        cfg = dict(CONFIG, busy_timeout="200ms")
+        self.env["LODGE_CONFIG"] = self.write("locked.json", json.dumps(cfg))
+        import sqlite3
+        con = sqlite3.connect(self.db, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            r = self.up(self.write("x.txt", "locked out\n"))
+        finally:
+            con.execute("ROLLBACK")
+            con.close()
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(self.one(r)["error"]["code"], "LEDGER_LOCKED")
+        self.assertEqual(self.objects(), {})
+
     def test_storage_unreachable_exits_4(self):
         f = self.write("x.txt", "nowhere\n")
         r = self.up(f, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
