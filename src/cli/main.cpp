@@ -133,7 +133,21 @@ int report(const Context& ctx, const Error& e) {
 
 } // namespace
 
+// The whole command; main() only makes sure nothing escapes it.
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lodge: error: %s (INTERNAL)\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "lodge: error: unknown failure (INTERNAL)\n");
+  }
+  return 1;
+}
+
+int run(int argc, char** argv) {
   ::umask(077);
   http::global_init();
   Context ctx;

@@ -99,7 +99,7 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
   const std::string& prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
   const int64_t max_id = l.max_record_id();
-  auto found = [&](Finding f) {
+  auto found = [&](const Finding& f) {
     ++sum.counts[f.kind];
     if (f.applied) ++sum.applied;
     report(f);

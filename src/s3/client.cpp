@@ -162,7 +162,7 @@ Result<http::Response> Client::send_once(const Call& call) {
   return r;
 }
 
-Result<http::Response> Client::send(Call call) {
+Result<http::Response> Client::send(const Call& call) {
   bool ambiguous = false;
   for (int attempt = 1;; ++attempt) {
     auto r = send_once(call);

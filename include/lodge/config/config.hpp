@@ -18,12 +18,12 @@ struct Policy {
   std::vector<std::string> extensions;  // lowercase, no dot; empty: any
   std::vector<std::string> media_types; // empty: any
   std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
-  int64_t deadline_ms = 15 * 60'000;
-  int64_t grace_ms = 5 * 60'000;
+  int64_t deadline_ms = 900'000; // 15m
+  int64_t grace_ms = 300'000; // 5m
 };
 
 struct SweepSettings {
-  int64_t lease_ms = 2 * 60'000;
+  int64_t lease_ms = 120'000; // 2m
   int max_retries = 8;
   int64_t backoff_base_ms = 30'000;
   int64_t backoff_max_ms = 3'600'000;

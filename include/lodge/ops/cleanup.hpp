@@ -12,7 +12,7 @@
 namespace lodge::ops {
 
 struct CleanupSettings {
-  int64_t grace_ms = 5 * 60'000;
+  int64_t grace_ms = 300'000; // 5m
   int64_t backoff_base_ms = 30'000;
   int64_t backoff_max_ms = 3'600'000;
 };

@@ -123,7 +123,7 @@ private:
     int64_t deadline_steady_ms = 0;
     std::string what; // for messages: "PUT key"
   };
-  Result<http::Response> send(Call call);
+  Result<http::Response> send(const Call& call);
   Result<http::Response> send_once(const Call& call);
   [[nodiscard]] Error error_from(const http::Response& r, const std::string& what) const;
 

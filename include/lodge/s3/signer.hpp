@@ -58,11 +58,11 @@ struct SignInput {
 [[nodiscard]] std::string amz_date(int64_t epoch_ms);
 [[nodiscard]] std::string credential_scope(std::string_view date8, std::string_view region,
                                            std::string_view service);
-[[nodiscard]] std::string string_to_sign(std::string_view amz_date, std::string_view scope,
-                                         std::string_view canonical_request);
+[[nodiscard]] std::string string_to_sign(std::string_view date, std::string_view scope,
+                                         std::string_view creq);
 [[nodiscard]] crypto::Digest signing_key(std::string_view secret, std::string_view date8,
                                          std::string_view region, std::string_view service);
-[[nodiscard]] std::string signature(const crypto::Digest& key, std::string_view string_to_sign);
+[[nodiscard]] std::string signature(const crypto::Digest& key, std::string_view sts);
 
 // Derives signing keys once per (secret, day, region, service); thread-safe.
 class SigningKeyCache {
