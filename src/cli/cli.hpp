@@ -8,6 +8,8 @@
 #include <lodge/store/store.hpp>
 
 #include <functional>
+
+#include <nlohmann/json.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,8 +48,9 @@ public:
   std::unique_ptr<store::ObjectStore> open_store();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
-  // Prints one JSON value as a line on stdout.
-  void print_json(const std::string& line) const;
+  // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
+  // valid UTF-8 (file names can be any bytes) are printed with U+FFFD, never refused.
+  void print_json(const nlohmann::json& value, int indent = -1) const;
 
 private:
   std::unique_ptr<config::Config> m_cfg;

@@ -20,7 +20,7 @@ Command add_init(CLI::App& app) {
             auto& l = ctx.ledger();
             if (ctx.g.json) {
               nlohmann::json j{{"ledger", l.path()}, {"ledger_uuid", l.uuid()}, {"schema_version", l.schema_version()}};
-              ctx.print_json(j.dump());
+              ctx.print_json(j);
             } else if (!ctx.g.quiet) {
               std::printf("ledger %s ready (schema %d, uuid %s)\n", l.path().c_str(), l.schema_version(), l.uuid().c_str());
             }
@@ -84,7 +84,7 @@ Command add_status(CLI::App& app) {
             if (!opts->prometheus.empty())
               ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health));
             if (ctx.g.json)
-              ctx.print_json(ops::status_json(report, health, l.path()).dump());
+              ctx.print_json(ops::status_json(report, health, l.path()));
             else if (!ctx.g.quiet)
               print_status_table(report, health, l.path());
             if (opts->check && !health.healthy) {
@@ -116,7 +116,7 @@ Command add_config(CLI::App& app) {
                 j["credentials"] = {{"error", c.error().message}};
               }
             }
-            ctx.print_json(ctx.g.json ? j.dump() : j.dump(2));
+            ctx.print_json(j, ctx.g.json ? -1 : 2);
             return 0;
           }};
 }

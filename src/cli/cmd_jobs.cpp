@@ -80,7 +80,7 @@ Command add_sweep(CLI::App& app) {
             bool ok = sum.dead_lettered == 0 && sum.retried == 0;
             if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
             for (const auto& e : sum.errors) std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
-            if (ctx.g.json) ctx.print_json(j.dump());
+            if (ctx.g.json) ctx.print_json(j);
             else if (speak(ctx) || o->dry_run) {
               if (o->dry_run) std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
               else
@@ -120,7 +120,7 @@ Command add_repair(CLI::App& app) {
             nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
             if (*dry) j = {{"overdue", sum.examined}, {"dry_run", true}};
             else record(ctx, "repair", default_worker(), started, true, j);
-            if (ctx.g.json) ctx.print_json(j.dump());
+            if (ctx.g.json) ctx.print_json(j);
             else if (speak(ctx) || *dry)
               std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
                           static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
@@ -164,7 +164,7 @@ Command add_reconcile(CLI::App& app) {
             record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
             if (ctx.g.json) {
               j["items"] = items;
-              ctx.print_json(j.dump());
+              ctx.print_json(j);
             } else if (speak(ctx) || !sum.clean()) {
               std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " + std::to_string(sum.rows) + " records";
               for (const auto& [k, v] : sum.counts) line += ", " + k + " " + std::to_string(v);
@@ -191,7 +191,7 @@ Command add_delete(CLI::App& app) {
                                     : r == ledger::DeleteOutcome::not_found ? "not_found"
                                                                             : "not_active";
               if (r != ledger::DeleteOutcome::deleted) ++bad;
-              if (ctx.g.json) ctx.print_json(nlohmann::json{{"id", id}, {"outcome", outcome}}.dump());
+              if (ctx.g.json) ctx.print_json(nlohmann::json{{"id", id}, {"outcome", outcome}});
               else if (!ctx.g.quiet || r != ledger::DeleteOutcome::deleted)
                 std::printf("%-10s #%lld%s\n", outcome, static_cast<long long>(id),
                             r == ledger::DeleteOutcome::not_found ? " (no such file of this owner)"
@@ -215,7 +215,7 @@ Command add_tasks(CLI::App& app) {
                                               {"status", t.status}, {"retry_count", t.retry_count},
                                               {"next_retry_at", t.next_retry_at}, {"lease_version", t.lease_version},
                                               {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}}
-                                   .dump());
+                                   );
               } else {
                 std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id), t.status.c_str(),
                             static_cast<long long>(t.retry_count), util::escape_for_terminal(t.object_key).c_str(),
@@ -235,7 +235,7 @@ Command add_retry(CLI::App& app) {
             for (auto id : *ids) {
               bool ok = ctx.ledger().retry_task(id, util::system_clock().now_ms());
               if (!ok) ++bad;
-              if (ctx.g.json) ctx.print_json(nlohmann::json{{"task_id", id}, {"outcome", ok ? "pending" : "not_failed"}}.dump());
+              if (ctx.g.json) ctx.print_json(nlohmann::json{{"task_id", id}, {"outcome", ok ? "pending" : "not_failed"}});
               else if (!ctx.g.quiet || !ok)
                 std::printf("%s task %lld\n", ok ? "requeued" : "not a dead letter:", static_cast<long long>(id));
             }

@@ -208,7 +208,7 @@ Command add_upload(CLI::App& app) {
               if (r.outcome == ops::UploadOutcome::failed && r.error && r.error->exit_code() == 3) ++t.ledger_failures;
               if (progress) std::fprintf(stderr, "\r\033[K");
               if (ctx.g.json) {
-                ctx.print_json(result_json(r).dump());
+                ctx.print_json(result_json(r));
               } else {
                 bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
                 if (!ctx.g.quiet || bad) {
@@ -296,7 +296,7 @@ Command add_upload(CLI::App& app) {
               nlohmann::json sum{{"files", t.files}, {"active", t.active}, {"duplicate", t.duplicate},
                                  {"replayed", t.replayed}, {"rejected", t.rejected}, {"failed", t.failed},
                                  {"bytes", t.bytes}, {"seconds", secs}, {"interrupted", interrupted()}};
-              ctx.print_json(nlohmann::json{{"summary", sum}}.dump());
+              ctx.print_json(nlohmann::json{{"summary", sum}});
             } else if (!ctx.g.quiet) {
               std::fprintf(stderr, "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld failed (%s in %.1fs)\n",
                            static_cast<long long>(t.files), static_cast<long long>(t.active),
@@ -335,7 +335,7 @@ Command add_list(CLI::App& app) {
                                  {"media_type", f.media_type},
                                  {"created_at", f.created_at},
                                  {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason) : nlohmann::json(nullptr)}};
-                ctx.print_json(j.dump());
+                ctx.print_json(j);
               } else {
                 std::string state = f.is_deleted && f.upload_status == "ACTIVE" ? "DELETED" : f.upload_status;
                 std::printf("%-6lld %-13s %10s  %-40s %s%s\n", static_cast<long long>(f.id), state.c_str(),

@@ -90,7 +90,8 @@ void install_interrupt_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-void Context::print_json(const std::string& line) const {
+void Context::print_json(const nlohmann::json& value, int indent) const {
+  std::string line = value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -126,7 +127,7 @@ int report(const Context& ctx, const Error& e) {
   if (ctx.g.json) {
     nlohmann::json j;
     j["error"] = {{"code", e.name()}, {"message", e.message}};
-    ctx.print_json(j.dump());
+    ctx.print_json(j);
   }
   return e.exit_code();
 }

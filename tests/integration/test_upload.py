@@ -151,6 +151,18 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(got, {"in2.fifo": "NOT_REGULAR_FILE", "link.pdf": "NOT_REGULAR_FILE",
                                "missing.pdf": "UNREADABLE"})
 
+    def test_a_name_that_is_not_utf8_is_rejected_with_valid_json(self):
+        raw = os.path.join(os.fsencode(self.dir), b"caf\xe9-latin1.txt")
+        with open(raw, "wb") as f:
+            f.write(b"latin-1 name\n")
+        r = self.up(os.fsdecode(raw))
+        self.assertEqual(r.rc, 1, r)
+        res = self.one(r)  # parses: the line is valid JSON
+        self.assertEqual(res["error"]["code"], "BAD_NAME")
+        self.assertIn("\ufffd", res["file"])
+        human = self.lodge("upload", os.fsdecode(raw))
+        self.assertIn("caf\\xE9-latin1.txt", human.out)
+
     def test_quota_race_eight_processes_two_slots(self):
         self.lodge("init")
         for i in range(3):  # 3 used of... tight allows 2: make room for exactly 2 by using none
