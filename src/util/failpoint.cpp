@@ -41,7 +41,7 @@ Registry& registry() {
   return r;
 }
 
-void log_firing(const std::string& path, std::string_view name, std::string_view action) {
+[[maybe_unused]] void log_firing(const std::string& path, std::string_view name, std::string_view action) {
   if (path.empty()) return;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
@@ -60,6 +60,11 @@ void configure(std::string_view spec, const std::string& log_path) {
   std::lock_guard lock(r.mutex);
   r.armed.clear();
   r.log_path = log_path;
+#ifndef LODGE_WITH_FAILPOINTS
+  // A test that sets failpoints on a build without them would silently test nothing.
+  if (!util::trim(spec).empty())
+    throw LodgeError(Errc::usage, "LODGE_FAILPOINTS is set but this lodge was built without failpoints");
+#endif
   for (const auto& item : util::split(spec, ';')) {
     auto entry = util::trim(item);
     if (entry.empty()) continue;
