@@ -390,6 +390,36 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    def test_disk_full_leaves_the_ledger_intact(self):
+        # The ledger on a 256 KiB tmpfs in a private mount namespace: it fills after a
+        # few uploads. Every later file must fail cleanly, and the ledger stay whole.
+        if os.getuid() != 0:
+            self.skipTest("needs root for a private tmpfs mount")
+        names = [self.write(f"full/{i:03d}.txt", f"{i} " + "x" * 300 + "\n") for i in range(200)]
+        mnt = os.path.join(self.dir, "mnt")
+        os.makedirs(mnt)
+        db = os.path.join(mnt, "l.db")
+        script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && "
+                  f"{LODGE} --db {db} --json upload -j 4 {os.path.dirname(names[0])} > {self.dir}/out.jsonl; "
+                  f"echo rc=$?; sqlite3 {db} 'PRAGMA integrity_check' "
+                  f"'SELECT count(*) FROM file_upload f LEFT JOIN cleanup_task t ON t.record_id = f.id WHERE t.id IS NULL'"
+                  f" \"SELECT count(*) FROM file_upload WHERE upload_status = 'ACTIVE'\"")
+        p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=self.env)
+        lines = p.stdout.split()
+        self.assertEqual(lines[1], "ok", "integrity_check")
+        self.assertEqual(lines[2], "0", "a row without its task")
+        active = int(lines[3])
+        # Some files may fit before the disk fills; if none did, the whole run failed
+        # on the ledger (exit 3), otherwise some files failed (exit 1).
+        self.assertEqual(lines[0], "rc=1" if active else "rc=3", p)
+        results = [json.loads(l) for l in open(os.path.join(self.dir, "out.jsonl"))]
+        self.assertEqual(results[-1]["summary"]["files"], 200)
+        self.assertEqual(results[-1]["summary"]["active"], active)
+        codes = {r["error"]["code"] for r in results[:-1] if r["outcome"] == "failed"}
+        self.assertEqual(codes, {"LEDGER_UNUSABLE"})
+        self.assertTrue(any("full" in r["error"]["message"] for r in results[:-1] if r["outcome"] == "failed"))
+        self.assertEqual(len(self.objects()), active, "no object without an ACTIVE row")
+
     def test_ledger_and_its_wal_are_0600_under_umask_000(self):
         gate = os.path.join(self.dir, "go")
         e = dict(self.env, **self.failpoints(f"upload.after_reserve=pause:{gate}"))
