@@ -12,12 +12,14 @@ matched on method and a substring of its path, and the first rule with times lef
   delay            wait `ms` milliseconds, then forward
 Every request is logged as one JSON line: time, method, path, action, body bytes seen.
 
-usage: faultproxy.py LISTEN_PORT UPSTREAM_PORT RULES_FILE LOG_FILE
+usage: faultproxy.py LISTEN_PORT UPSTREAM_PORT RULES_FILE LOG_FILE [CERT_PEM KEY_PEM]
+With a certificate and key it speaks TLS to its clients (plain HTTP upstream).
 """
 
 import json
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -25,6 +27,10 @@ import time
 
 LISTEN_PORT, UPSTREAM_PORT = int(sys.argv[1]), int(sys.argv[2])
 RULES_FILE, LOG_FILE = sys.argv[3], sys.argv[4]
+TLS = None
+if len(sys.argv) > 6:
+    TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    TLS.load_cert_chain(sys.argv[5], sys.argv[6])
 
 lock = threading.Lock()
 state = {"mtime": None, "rules": []}
@@ -93,6 +99,12 @@ def read_exact(sock, n, have):
 
 def handle(client):
     try:
+        if TLS is not None:
+            try:
+                client = TLS.wrap_socket(client, server_side=True)
+            except (ssl.SSLError, OSError):
+                client.close()  # a client that refused our certificate
+                return
         head, rest = read_head(client)
         if head is None:
             client.close()

@@ -205,9 +205,10 @@ def main():
 class FaultProxy:
     """tests/harness/faultproxy.py between a client and `upstream_port`."""
 
-    def __init__(self, upstream_port, workdir):
+    def __init__(self, upstream_port, workdir, tls=None):
+        """tls: (cert_pem, key_pem) to serve HTTPS."""
         self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.endpoint = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.rules = os.path.join(workdir, "proxy-rules.json")
         self.log = os.path.join(workdir, "proxy-log.jsonl")
         with open(self.rules, "w") as f:
@@ -215,7 +216,7 @@ class FaultProxy:
         here = os.path.dirname(os.path.abspath(__file__))
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(here, "faultproxy.py"), str(self.port), str(upstream_port),
-             self.rules, self.log], start_new_session=True)
+             self.rules, self.log] + (list(tls) if tls else []), start_new_session=True)
 
         wait_until(lambda: port_open(self.port), 10, "the fault proxy to listen")
 

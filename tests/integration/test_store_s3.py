@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import FaultProxy, Moto, aws, main  # noqa: E402
+from lodgetest import FaultProxy, Moto, S3TestCase, aws, main  # noqa: E402
 
 STORE_TESTS = os.environ.get("LODGE_STORE_TESTS_BIN", "")
 
@@ -44,6 +44,34 @@ class StoreAgainstMoto(unittest.TestCase):
             "LODGE_TEST_PROXY_LOG": self.proxy.log})
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("test cases: 3 | 3 passed", " ".join(p.stdout.split()))
+
+
+class TlsVerification(S3TestCase):
+    """lodge against HTTPS (a TLS-terminating proxy with a self-signed certificate in
+    front of moto): verification is on unless explicitly turned off."""
+
+    def test_tls_is_verified_unless_told_otherwise(self):
+        cert, key = os.path.join(self.dir, "cert.pem"), os.path.join(self.dir, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True)
+        proxy = FaultProxy(self.moto.port, self.dir, tls=(cert, key))
+        try:
+            self.env["AWS_ENDPOINT_URL"] = proxy.endpoint
+            self.env.pop("AWS_CA_BUNDLE", None)
+            f = self.write("a.txt", "over TLS\n")
+            r = self.lodge("upload", "--json", f)
+            self.assertEqual(r.rc, 4, r)
+            self.assertEqual(r.json_lines()[0]["error"]["code"], "STORAGE_UNAVAILABLE")
+            self.assertIn("certificate", r.json_lines()[0]["error"]["message"].lower())
+            self.assertEqual(self.lodge("upload", "--json", "--ca-bundle", cert, f).rc, 0)
+            g = self.write("b.txt", "over TLS via AWS_CA_BUNDLE\n")
+            self.assertEqual(self.lodge("upload", g, env={"AWS_CA_BUNDLE": cert}).rc, 0)
+            h = self.write("c.txt", "unverified, as asked\n")
+            self.assertEqual(self.lodge("--no-verify-ssl", "upload", h).rc, 0)
+            self.assertEqual(len(self.objects()), 3)
+        finally:
+            proxy.stop()
 
 
 class StoreAgainstSignatureCheckingMoto(unittest.TestCase):
