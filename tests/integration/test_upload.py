@@ -403,7 +403,8 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                   f"{LODGE} --db {db} --json upload -j 4 {os.path.dirname(names[0])} > {self.dir}/out.jsonl; "
                   f"echo rc=$?; sqlite3 {db} 'PRAGMA integrity_check' "
                   f"'SELECT count(*) FROM file_upload f LEFT JOIN cleanup_task t ON t.record_id = f.id WHERE t.id IS NULL'"
-                  f" \"SELECT count(*) FROM file_upload WHERE upload_status = 'ACTIVE'\"")
+                  f" \"SELECT count(*) FROM file_upload WHERE upload_status = 'ACTIVE'\"; "
+                  f"cp {db}* {self.dir}/")
         p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, env=self.env)
         lines = p.stdout.split()
         self.assertEqual(lines[1], "ok", "integrity_check")
@@ -418,7 +419,14 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
         codes = {r["error"]["code"] for r in results[:-1] if r["outcome"] == "failed"}
         self.assertEqual(codes, {"LEDGER_UNUSABLE"})
         self.assertTrue(any("full" in r["error"]["message"] for r in results[:-1] if r["outcome"] == "failed"))
-        self.assertEqual(len(self.objects()), active, "no object without an ACTIVE row")
+        # Every object has its row (I2); a file whose confirmation hit the full disk stays
+        # UPLOADING with its task pending, for repair and sweep.
+        self.db = os.path.join(self.dir, "l.db")
+        rows = dict(self.sql("SELECT object_key, upload_status FROM file_upload"))
+        for key in self.objects():
+            self.assertIn(key, rows, "I2: an object without its row")
+            self.assertIn(rows[key], ("ACTIVE", "UPLOADING"))
+        self.assertEqual(sum(1 for st in rows.values() if st == "ACTIVE"), active)
 
     def test_ledger_and_its_wal_are_0600_under_umask_000(self):
         gate = os.path.join(self.dir, "go")
