@@ -2,13 +2,10 @@
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
-#include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
 
-#include <cstdio>
 #include <cstdlib>
 
-#include <unistd.h>
 
 namespace lodge::ops {
 
@@ -76,17 +73,14 @@ bool live_task(const std::optional<ledger::TaskRecord>& t) {
   return t && (t->status == "PENDING" || t->status == "RETRY" || t->status == "PROCESSING");
 }
 
+// Hashes the object as it streams in: nothing is stored, whatever its size.
 std::optional<std::string> digest_of(store::ObjectStore& s, const std::string& key) {
-  char tmpl[] = "/tmp/lodge-verify-XXXXXX";
-  util::Fd fd(::mkstemp(tmpl));
-  if (!fd.valid()) return std::nullopt;
-  ::unlink(tmpl);
-  if (!s.get(key, fd.get())) return std::nullopt;
   crypto::Sha256 h;
-  char buf[1 << 16];
-  ::lseek(fd.get(), 0, SEEK_SET);
-  ssize_t n;
-  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) h.update(buf, static_cast<size_t>(n));
+  auto r = s.read(key, [&](const char* p, size_t n) {
+    h.update(p, n);
+    return true;
+  });
+  if (!r) return std::nullopt;
   return crypto::to_hex(h.finish());
 }
 } // namespace

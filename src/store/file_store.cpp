@@ -80,7 +80,7 @@ public:
     return i;
   }
 
-  Status get(const std::string& key, int fd) override {
+  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
     if (auto v = check_key(key); !v) return v.error();
     util::Fd in(::open(obj(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!in.valid()) {
@@ -93,7 +93,7 @@ public:
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return io_error("GET " + key, errno);
       if (n == 0) return ok_status();
-      if (!write_all(fd, buf, static_cast<size_t>(n))) return io_error("GET " + key + " (writing)", errno);
+      if (!sink(buf, static_cast<size_t>(n))) return Error(Errc::internal, "GET " + key + ": reading aborted");
     }
   }
 

@@ -55,8 +55,8 @@ public:
     return i;
   }
 
-  Status get(const std::string& key, int fd) override {
-    return m_client->get_object(key, [fd](const char* p, size_t n) { return write_all(fd, p, n); });
+  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
+    return m_client->get_object(key, sink);
   }
 
   Status remove_all(const std::string& key) override { return m_client->delete_everything(key); }

@@ -21,7 +21,9 @@ public:
     if (failpoint::hit("store.head")) return injected("HEAD " + key);
     return m_inner->head(key);
   }
-  Status get(const std::string& key, int fd) override { return m_inner->get(key, fd); }
+  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
+    return m_inner->read(key, sink);
+  }
   Status remove_all(const std::string& key) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_all(key);
@@ -63,6 +65,13 @@ private:
 
 std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner) {
   return std::make_unique<FailpointStore>(std::move(inner));
+}
+
+Status ObjectStore::get(const std::string& key, int fd) {
+  bool write_failed = false;
+  auto r = read(key, [&](const char* p, size_t n) { return !(write_failed = !write_all(fd, p, n)); });
+  if (write_failed) return Error(Errc::internal, "GET " + key + ": writing the output failed");
+  return r;
 }
 
 bool is_s3_url(const std::string& url) { return url.rfind("s3://", 0) == 0; }

@@ -25,7 +25,7 @@ public:
   [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
   Result<store::PutResult> put(const store::PutRequest&) override { return store::PutResult{}; }
   Result<store::ObjectInfo> head(const std::string& k) override { return Error(Errc::not_found, k); }
-  Status get(const std::string&, int) override { return ok_status(); }
+  Status read(const std::string&, const std::function<bool(const char*, size_t)>&) override { return ok_status(); }
   Status remove_all(const std::string& key) override {
     if (failing) return Error(Errc::storage_unavailable, "fake outage");
     removed.push_back(key);

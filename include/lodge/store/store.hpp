@@ -72,8 +72,10 @@ public:
   // and fails with FILE_CHANGED if they do not hash to body.sha256_hex.
   virtual Result<PutResult> put(const PutRequest& req) = 0;
   virtual Result<ObjectInfo> head(const std::string& key) = 0;
+  // Streams the object's bytes to sink, in order; sink returns false to abort.
+  virtual Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) = 0;
   // Writes the object's bytes to fd.
-  virtual Status get(const std::string& key, int fd) = 0;
+  Status get(const std::string& key, int fd);
   // Removes every version, delete marker and incomplete multipart upload of the key.
   // A missing key is success.
   virtual Status remove_all(const std::string& key) = 0;
