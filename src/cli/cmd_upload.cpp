@@ -254,7 +254,8 @@ Command add_upload(CLI::App& app) {
             auto feed = [&](const std::string& p) {
               if (interrupted()) return false;
               bool go_on = true;
-              ops::walk_inputs({p}, o->follow_symlinks, [&](const std::string& path, const std::optional<Error>& err) {
+              const auto& db = ctx.cfg().ledger;
+              ops::walk_inputs({p}, o->follow_symlinks, {db, db + "-wal", db + "-shm", db + "-journal"}, [&](const std::string& path, const std::optional<Error>& err) {
                 if (interrupted()) return go_on = false;
                 if (err) {
                   ops::FileResult r;

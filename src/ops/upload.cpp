@@ -277,9 +277,14 @@ void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e
   (void)run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
 }
 
-void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,
+void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, const std::vector<std::string>& skip,
                  const std::function<bool(const std::string&, const std::optional<Error>&)>& visit) {
   namespace fs = std::filesystem;
+  std::vector<std::pair<dev_t, ino_t>> skipped;
+  for (const auto& s : skip) {
+    struct stat st {};
+    if (::stat(s.c_str(), &st) == 0) skipped.emplace_back(st.st_dev, st.st_ino);
+  }
   std::function<bool(const std::string&, bool)> walk = [&](const std::string& p, bool top) -> bool {
     struct stat st {};
     int rc = (follow_symlinks || top) ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
@@ -304,6 +309,11 @@ void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,
     }
     if (S_ISLNK(st.st_mode)) {
       util::log::info("skipping symbolic link " + util::escape_for_terminal(p) + " (use --follow-symlinks)");
+      return true;
+    }
+    if (S_ISREG(st.st_mode) &&
+        std::find(skipped.begin(), skipped.end(), std::pair{st.st_dev, st.st_ino}) != skipped.end()) {
+      util::log::info("skipping " + util::escape_for_terminal(p) + ": it is lodge's own ledger");
       return true;
     }
     if (!S_ISREG(st.st_mode)) {

@@ -428,6 +428,14 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
             self.assertIn(rows[key], ("ACTIVE", "UPLOADING"))
         self.assertEqual(sum(1 for st in rows.values() if st == "ACTIVE"), active)
 
+    def test_uploading_the_ledgers_own_directory_skips_the_ledger(self):
+        self.write("a.txt", "next to the ledger\n")
+        self.lodge("init")
+        r = self.up(self.dir)
+        files = {os.path.basename(x["file"]) for x in self.results(r)[0]}
+        self.assertIn("a.txt", files)
+        self.assertFalse({"ledger.db", "ledger.db-wal", "ledger.db-shm"} & files, files)
+
     def test_ledger_and_its_wal_are_0600_under_umask_000(self):
         gate = os.path.join(self.dir, "go")
         e = dict(self.env, **self.failpoints(f"upload.after_reserve=pause:{gate}"))

@@ -65,8 +65,10 @@ private:
 
 // Walks inputs: regular files as given; directories recursively in sorted order,
 // never following symlinks unless asked and never opening FIFOs, sockets or devices
-// (those are reported to `visit` with an error). Visit returns false to stop.
-void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks,
+// (those are reported to `visit` with an error). Files that are one of `skip` (the
+// ledger and its -wal/-shm: uploading them would race our own writes) are passed over.
+// Visit returns false to stop.
+void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, const std::vector<std::string>& skip,
                  const std::function<bool(const std::string& path, const std::optional<Error>& error)>& visit);
 
 } // namespace lodge::ops
