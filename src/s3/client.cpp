@@ -271,9 +271,14 @@ Status Client::delete_everything(const std::string& key) {
     return true;
   });
   if (!listed) {
-    // A store without versioning support: a plain delete is all there is.
-    if (listed.error().details.http_status != 501 && listed.error().details.s3_code != "NotImplemented")
-      return listed.error();
+    // A store without versioning support, or credentials without s3:ListBucketVersions:
+    // a plain delete is all we can do (on a versioned bucket it leaves older versions,
+    // which the warning says).
+    const auto& e = listed.error();
+    bool unsupported = e.details.http_status == 501 || e.details.s3_code == "NotImplemented";
+    if (!unsupported && e.code != Errc::access_denied) return e;
+    if (!unsupported)
+      util::log::warn("cannot list versions of " + key + " (" + e.message + "); deleting the current version only");
     if (auto d = delete_object(key); !d) return d.error();
   }
   for (const auto& v : versions)

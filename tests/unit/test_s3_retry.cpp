@@ -229,3 +229,18 @@ TEST_CASE("credentials: environment first, then the shared file's profile") {
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().code == Errc::config_invalid);
 }
+
+TEST_CASE("delete_everything falls back to a plain delete when versions cannot be listed") {
+  Harness h({{403, "<Error><Code>AccessDenied</Code><Message>no ListBucketVersions</Message></Error>", {}},
+             {204, "", {}},
+             {200, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>", {}}});
+  REQUIRE(h.client->delete_everything("k").ok());
+  REQUIRE(h.transport->seen.size() == 3);
+  CHECK(h.transport->seen[1].method == "DELETE");
+  CHECK(h.transport->seen[1].url == "http://127.0.0.1:9/b/k");
+  Harness other({{500, "<Error><Code>InternalError</Code><Message>x</Message></Error>", {}},
+                 {500, "<Error><Code>InternalError</Code><Message>x</Message></Error>", {}},
+                 {500, "<Error><Code>InternalError</Code><Message>x</Message></Error>", {}},
+                 {500, "<Error><Code>InternalError</Code><Message>x</Message></Error>", {}}});
+  CHECK_FALSE(other.client->delete_everything("k").ok()); // a failing store is not a reason to guess
+}
