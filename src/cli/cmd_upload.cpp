@@ -161,6 +161,8 @@ Command add_upload(CLI::App& app) {
             if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
             s.multipart_threshold = cfg.multipart_threshold;
             s.part_size = cfg.part_size;
+            s.part_concurrency = cfg.part_concurrency;
+            s.open_store = [&ctx] { return ctx.open_store(); };
             s.max_retries = cfg.sweep.max_retries;
             s.lease_ms = cfg.sweep.lease_ms;
             s.cleanup = {s.policy.grace_ms, cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};

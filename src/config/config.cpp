@@ -134,7 +134,7 @@ Config parse_json(const std::string& text, const std::string& source, Config c) 
   }
   if (!doc.is_object()) bad(source, "expected a JSON object at the top");
   reject_unknown(doc, "", {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle",
-                           "profile", "busy_timeout", "multipart_threshold", "part_size", "jobs",
+                           "profile", "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs",
                            "policies", "sweep", "status"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
@@ -153,6 +153,8 @@ Config parse_json(const std::string& text, const std::string& source, Config c) 
     c.part_size = get_size(doc["part_size"], "part_size");
     if (c.part_size < (5ULL << 20)) bad("part_size", "S3 needs parts of at least 5MiB");
   }
+  if (doc.contains("part_concurrency"))
+    c.part_concurrency = static_cast<int>(get_count(doc["part_concurrency"], "part_concurrency", 1, 64));
   if (doc.contains("jobs")) c.jobs = static_cast<int>(get_count(doc["jobs"], "jobs", 1, 256));
   if (doc.contains("policies")) {
     const auto& ps = doc["policies"];
@@ -282,6 +284,7 @@ nlohmann::json to_json(const Config& c) {
   j["busy_timeout"] = util::format_duration_ms(c.busy_timeout_ms);
   j["multipart_threshold"] = util::format_size(c.multipart_threshold);
   j["part_size"] = util::format_size(c.part_size);
+  j["part_concurrency"] = c.part_concurrency;
   j["jobs"] = c.jobs;
   j["status"] = {{"sweep_max_age", util::format_duration_ms(c.sweep_max_age_ms)}};
   j["sweep"] = {{"lease", util::format_duration_ms(c.sweep.lease_ms)},

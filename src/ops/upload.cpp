@@ -6,6 +6,9 @@
 #include <lodge/util/strings.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -220,24 +223,14 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& re
       (void)m_store.abort_multipart(rec.object_key, id.value());
       return Error(Errc::state_changed, "file #" + std::to_string(rec.id) + " changed state before its first part");
     }
-    std::vector<store::Part> parts;
-    uint64_t off = 0;
-    for (size_t i = 0; i < d.parts.size(); ++i) {
-      uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
-      auto p = m_store.put_part(rec.object_key, id.value(), static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
-                                steady_deadline);
-      if (p && i == 0 && failpoint::hit("upload.between_parts"))
-        p = Error(Errc::storage_unavailable, "injected failure between parts");
-      if (!p) {
-        (void)m_store.abort_multipart(rec.object_key, id.value());
-        Error e = p.error();
-        e.details.ambiguous = false; // a part never becomes an object by itself
-        return e;
-      }
-      parts.push_back(p.value());
-      off += n;
+    auto parts = put_parts(fd, rec, d, id.value(), steady_deadline);
+    if (!parts) {
+      (void)m_store.abort_multipart(rec.object_key, id.value());
+      Error e = parts.error();
+      e.details.ambiguous = false; // a part never becomes an object by itself
+      return e;
     }
-    put = m_store.complete_multipart(rec.object_key, id.value(), parts, steady_deadline);
+    put = m_store.complete_multipart(rec.object_key, id.value(), parts.value(), steady_deadline);
     if (!put && !put.error().details.ambiguous) (void)m_store.abort_multipart(rec.object_key, id.value());
   }
   if (!put && put.error().code == Errc::precondition_failed) {
@@ -251,6 +244,50 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& re
     return e;
   }
   return put;
+}
+
+Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileRecord& rec, const Digests& d,
+                                                     const std::string& upload_id, int64_t steady_deadline) {
+  const size_t count = d.parts.size();
+  std::vector<std::optional<store::Part>> done(count);
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::mutex mutex;
+  std::optional<Error> first_error;
+  auto send = [&](store::ObjectStore& store) {
+    for (size_t i; !failed && (i = next++) < count;) {
+      uint64_t off = i * m_s.part_size;
+      uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
+      auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
+                              steady_deadline);
+      if (p && i == 0 && failpoint::hit("upload.between_parts"))
+        p = Error(Errc::storage_unavailable, "injected failure between parts");
+      if (!p) {
+        std::lock_guard lock(mutex);
+        if (!first_error) first_error = p.error();
+        failed = true;
+        return;
+      }
+      done[i] = p.value();
+    }
+  };
+  // Extra connections are opened once per worker and kept for later files.
+  size_t helpers = m_s.open_store ? std::min<size_t>(count, static_cast<size_t>(m_s.part_concurrency)) - 1 : 0;
+  try {
+    while (m_part_stores.size() < helpers) m_part_stores.push_back(m_s.open_store());
+  } catch (const LodgeError& e) {
+    helpers = m_part_stores.size();
+    util::log::warn("sending parts over one connection: " + e.error().message);
+  }
+  std::vector<std::thread> threads;
+  for (size_t h = 0; h < helpers; ++h) threads.emplace_back([&, h] { send(*m_part_stores[h]); });
+  send(m_store);
+  for (auto& t : threads) t.join();
+  if (first_error) return *first_error;
+  std::vector<store::Part> parts;
+  parts.reserve(count);
+  for (auto& p : done) parts.push_back(std::move(*p));
+  return parts;
 }
 
 void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite) {

@@ -44,6 +44,7 @@ struct Config {
   int64_t busy_timeout_ms = 10'000;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
+  int part_concurrency = 4; // parts of one file in flight at once
   int jobs = 8;
   int64_t sweep_max_age_ms = 3'600'000; // status --check: a sweep must have run this recently
   std::map<std::string, Policy> policies;

@@ -10,6 +10,7 @@
 #include <lodge/store/store.hpp>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct UploadSettings {
   std::optional<std::string> idempotency_key;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
+  int part_concurrency = 1;
+  // Opens another connection to the same store, for parts sent in parallel.
+  std::function<std::unique_ptr<store::ObjectStore>()> open_store;
   int max_retries = 8;
   int64_t lease_ms = 120'000;
   CleanupSettings cleanup;
@@ -53,6 +57,9 @@ private:
   FileResult upload_unguarded(const std::string& path);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord& rec, const Digests& d, int64_t steady_deadline);
+  // Sends every part, up to part_concurrency at once; the first failure stops the rest.
+  Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord& rec, const Digests& d,
+                                             const std::string& upload_id, int64_t steady_deadline);
   void fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite);
 
   ledger::Ledger& m_ledger;
@@ -61,6 +68,7 @@ private:
   const util::Clock& m_clock;
   MediaTypeDetector m_detector;
   std::vector<char> m_buf; // the read buffer, reused for every file
+  std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
 };
 
 // Walks inputs: regular files as given; directories recursively in sorted order,
