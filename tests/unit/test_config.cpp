@@ -98,6 +98,7 @@ TEST_CASE("each validation error names its key path") {
   CHECK(error_of(inputs_with(dir, R"({"default_owner": "../etc"})")).rfind("default_owner:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"store": "ftp://x"})")).rfind("store:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"part_size": "1MiB"})")).rfind("part_size:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"part_concurrency": 0})")).rfind("part_concurrency:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"([1, 2])")).find("expected a JSON object") != std::string::npos);
   CHECK(error_of(inputs_with(dir, R"({"ledger": )")).find("not valid JSON") != std::string::npos);
   // Found by fuzzing: a number too large for a double is a parse error too, not a crash.
