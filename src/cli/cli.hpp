@@ -5,12 +5,15 @@
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/s3/signer.hpp>
 #include <lodge/store/store.hpp>
 
 #include <functional>
 
 #include <nlohmann/json.hpp>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +49,8 @@ public:
   std::unique_ptr<ledger::Ledger> open_ledger();
   // A new store connection (credentials resolved when the store is S3).
   std::unique_ptr<store::ObjectStore> open_store();
+  // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
+  const Result<s3::Credentials>& credentials();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
@@ -55,6 +60,8 @@ public:
 private:
   std::unique_ptr<config::Config> m_cfg;
   std::unique_ptr<ledger::Ledger> m_ledger;
+  std::once_flag m_credentials_once;
+  std::optional<Result<s3::Credentials>> m_credentials;
 };
 
 using Action = std::function<int(Context&)>;

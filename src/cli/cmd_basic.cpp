@@ -2,7 +2,6 @@
 #include "cli.hpp"
 
 #include <lodge/ops/status.hpp>
-#include <lodge/s3/client.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/units.hpp>
 
@@ -103,7 +102,7 @@ Command add_config(CLI::App& app) {
             j["credentials"] = nullptr;
             if (store::is_s3_url(ctx.cfg().store)) {
               // Which credentials an S3 store would use, never what they are.
-              auto c = s3::resolve_credentials(ctx.env, ctx.cfg().credentials_file, ctx.cfg().profile);
+              const auto& c = ctx.credentials();
               if (c) {
                 const auto& id = c->access_key_id;
                 std::string shown = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";

@@ -119,12 +119,8 @@ std::string result_line(const ops::FileResult& r) {
   return s;
 }
 
-// The store could not be reached at all (no HTTP answer), or refused our credentials:
-// the kind of failure that, met by every file, makes the run exit 4.
 bool is_storage_failure(const ops::FileResult& r) {
-  if (r.outcome != ops::UploadOutcome::failed || !r.error) return false;
-  auto c = r.error->code;
-  return c == Errc::access_denied || (c == Errc::storage_unavailable && r.error->details.curl_code != 0);
+  return r.outcome == ops::UploadOutcome::failed && r.error && store::is_unreachable(*r.error);
 }
 
 // Reads newline- or NUL-separated paths.

@@ -64,8 +64,20 @@ std::unique_ptr<store::ObjectStore> Context::open_store() {
   o.region = c.region;
   o.ca_bundle = c.ca_bundle;
   o.verify_tls = c.verify_tls;
-  if (store::is_s3_url(c.store)) o.credentials = s3::resolve_credentials(env, c.credentials_file, c.profile).take();
+  if (store::is_s3_url(c.store)) {
+    const auto& creds = credentials();
+    if (!creds) throw LodgeError(creds.error());
+    o.credentials = creds.value();
+  }
   return store::open_store(o);
+}
+
+const Result<s3::Credentials>& Context::credentials() {
+  // Workers and their part connections all open stores: read the credentials file once.
+  std::call_once(m_credentials_once, [this] {
+    m_credentials.emplace(s3::resolve_credentials(env, cfg().credentials_file, cfg().profile));
+  });
+  return *m_credentials;
 }
 
 std::string Context::owner() {

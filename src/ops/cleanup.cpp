@@ -48,8 +48,7 @@ CleanupResult run_claimed_task(ledger::Ledger& ledger, store::ObjectStore& store
     return {CleanupOutcome::deleted, {}};
   }
   std::string err = removed.error().message;
-  const auto& e = removed.error();
-  bool unreachable = e.code == Errc::access_denied || (e.code == Errc::storage_unavailable && e.details.curl_code != 0);
+  bool unreachable = store::is_unreachable(removed.error());
   int64_t next = now + cleanup_backoff_ms(s, task.retry_count, crypto::random_below(UINT64_MAX));
   switch (ledger.finish(task, false, err, next, now)) {
   case ledger::TaskFinish::lease_lost: return {CleanupOutcome::lease_lost, err, unreachable};

@@ -54,11 +54,11 @@ public:
   Result<ObjectInfo> head(const std::string& key) override {
     if (auto v = check_key(key); !v) return v.error();
     struct stat st {};
-    if (::lstat(obj(key).c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      if (errno == ENOENT || errno == ENOTDIR || (::lstat(obj(key).c_str(), &st) == 0 && !S_ISREG(st.st_mode)))
-        return Error(Errc::not_found, "HEAD " + key + ": no such object");
+    if (::lstat(obj(key).c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return Error(Errc::not_found, "HEAD " + key + ": no such object");
       return io_error("HEAD " + key, errno);
     }
+    if (!S_ISREG(st.st_mode)) return Error(Errc::not_found, "HEAD " + key + ": no such object");
     ObjectInfo i;
     i.key = key;
     i.size = static_cast<uint64_t>(st.st_size);

@@ -74,6 +74,10 @@ Status ObjectStore::get(const std::string& key, int fd) {
   return r;
 }
 
+bool is_unreachable(const Error& e) {
+  return e.code == Errc::access_denied || (e.code == Errc::storage_unavailable && e.details.curl_code != 0);
+}
+
 bool is_s3_url(const std::string& url) { return url.rfind("s3://", 0) == 0; }
 
 std::unique_ptr<ObjectStore> open_store(const StoreOptions& o) {

@@ -109,6 +109,10 @@ struct StoreOptions {
 // LodgeError(CONFIG_INVALID) on a bad URL.
 [[nodiscard]] std::unique_ptr<ObjectStore> open_store(const StoreOptions& opts);
 
+// Whether a failure means the store was never reached (no HTTP answer at all) or refused
+// our credentials — what, met by a whole run, makes lodge exit 4.
+[[nodiscard]] bool is_unreachable(const Error& e);
+
 // Whether a URL names an S3 store (and so needs credentials).
 [[nodiscard]] bool is_s3_url(const std::string& url);
 
