@@ -179,12 +179,11 @@ public:
     Errc code = Errc::storage_unavailable;
     if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 && util::steady_ms() >= req.deadline_steady_ms - 5)
       code = Errc::deadline_exceeded;
-    return Error(code, std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + redact_url(req.url) + ")", d);
+    return Error(code, std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + util::log::redact(req.url) + ")",
+                 d);
   }
 
 private:
-  static std::string redact_url(const std::string& url) { return util::log::redact(url); }
-
   TransportOptions m_opts;
   CurlHandle m_curl;
 };

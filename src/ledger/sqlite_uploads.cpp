@@ -241,11 +241,9 @@ TaskDecision SqliteLedger::decide(const TaskRecord& t, int64_t now, int64_t grac
   auto cur = task_by_id(t.id);
   if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version) return TaskDecision::lease_lost;
   auto row = find_file(t.record_id);
-  // Any alive row using the key (there can be at most this one: keys are unique)
-  // means the object is in use.
-  Stmt alive(m_db, "SELECT count(*) FROM file_upload WHERE object_key = ?1 AND is_deleted = 0");
-  alive.bind(1, t.object_key).step();
-  bool in_use = alive.col_int(0) > 0;
+  // object_key is UNIQUE, so the task's own row is the only one that can use the key:
+  // the object is in use exactly when that row is alive.
+  bool in_use = row && !row->is_deleted;
   if (row && !row->is_deleted && row->upload_status == k_uploading) {
     Stmt back(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
                     " lease_until = NULL, updated_at = ?4 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");

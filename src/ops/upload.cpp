@@ -34,21 +34,20 @@ Uploader::Uploader(ledger::Ledger& ledger, store::ObjectStore& store, UploadSett
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
 
 FileResult Uploader::upload(const std::string& path) {
+  auto failed = [&](Error e) {
+    FileResult r;
+    r.file = path;
+    r.outcome = UploadOutcome::failed;
+    r.error = std::move(e);
+    return r;
+  };
   try {
     return upload_unguarded(path);
   } catch (const LodgeError& e) {
-    FileResult r;
-    r.file = path;
-    r.outcome = UploadOutcome::failed;
-    r.error = e.error();
-    return r;
+    return failed(e.error());
   } catch (const std::exception& e) {
     // A worker thread must never die of one file: report it and go on.
-    FileResult r;
-    r.file = path;
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, e.what());
-    return r;
+    return failed(Error(Errc::internal, e.what()));
   }
 }
 
