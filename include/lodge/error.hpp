@@ -58,8 +58,10 @@ struct ErrcInfo {
 
 // The table of every code, in enum order.
 [[nodiscard]] std::span<const ErrcInfo> all_errcs();
-[[nodiscard]] const ErrcInfo& errc_info(Errc code);
-[[nodiscard]] inline std::string_view errc_name(Errc code) { return errc_info(code).name; }
+[[nodiscard]] const ErrcInfo &errc_info(Errc code);
+[[nodiscard]] inline std::string_view errc_name(Errc code) {
+  return errc_info(code).name;
+}
 [[nodiscard]] std::optional<Errc> errc_from_name(std::string_view name);
 
 struct ErrorDetails {
@@ -91,10 +93,9 @@ struct Error {
 class LodgeError : public std::exception {
 public:
   explicit LodgeError(Error e) : m_error(std::move(e)) {}
-  LodgeError(Errc c, std::string msg, ErrorDetails d = {})
-      : m_error(c, std::move(msg), std::move(d)) {}
-  [[nodiscard]] const char* what() const noexcept override { return m_error.message.c_str(); }
-  [[nodiscard]] const Error& error() const noexcept { return m_error; }
+  LodgeError(Errc c, std::string msg, ErrorDetails d = {}) : m_error(c, std::move(msg), std::move(d)) {}
+  [[nodiscard]] const char *what() const noexcept override { return m_error.message.c_str(); }
+  [[nodiscard]] const Error &error() const noexcept { return m_error; }
 
 private:
   Error m_error;
@@ -105,16 +106,16 @@ struct Unit {};
 // The result of an operation whose failure is expected: a value or an Error.
 template <class T> class [[nodiscard]] Result {
 public:
-  Result(T value) : m_v(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  Result(Error error) : m_v(std::move(error)) {}     // NOLINT(google-explicit-constructor)
+  Result(T value) : m_v(std::move(value)) {}     // NOLINT(google-explicit-constructor)
+  Result(Error error) : m_v(std::move(error)) {} // NOLINT(google-explicit-constructor)
   [[nodiscard]] bool ok() const { return m_v.index() == 0; }
   explicit operator bool() const { return ok(); }
-  [[nodiscard]] T& value() & { return std::get<0>(m_v); }
-  [[nodiscard]] const T& value() const& { return std::get<0>(m_v); }
-  [[nodiscard]] T&& value() && { return std::get<0>(std::move(m_v)); }
-  [[nodiscard]] const Error& error() const { return std::get<1>(m_v); }
-  [[nodiscard]] T* operator->() { return &value(); }
-  [[nodiscard]] const T* operator->() const { return &value(); }
+  [[nodiscard]] T &value() & { return std::get<0>(m_v); }
+  [[nodiscard]] const T &value() const & { return std::get<0>(m_v); }
+  [[nodiscard]] T &&value() && { return std::get<0>(std::move(m_v)); }
+  [[nodiscard]] const Error &error() const { return std::get<1>(m_v); }
+  [[nodiscard]] T *operator->() { return &value(); }
+  [[nodiscard]] const T *operator->() const { return &value(); }
   // The value, or throws LodgeError.
   T take() && {
     if (!ok()) throw LodgeError(std::get<1>(m_v));
@@ -126,6 +127,8 @@ private:
 };
 
 using Status = Result<Unit>;
-inline Status ok_status() { return Unit{}; }
+inline Status ok_status() {
+  return Unit{};
+}
 
 } // namespace lodge

@@ -14,7 +14,7 @@ namespace lodge::failpoint {
 
 // Parses spec and arms the failpoints; each firing is appended as "pid name action" to
 // log_path when it is not empty. Throws LodgeError(Errc::usage) on a bad spec.
-void configure(std::string_view spec, const std::string& log_path);
+void configure(std::string_view spec, const std::string &log_path);
 
 // Fires `name` if armed: crash SIGKILLs the process, sleep and pause block, error
 // returns true (the caller then raises the fault a real failure would). False otherwise.

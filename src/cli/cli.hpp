@@ -2,19 +2,17 @@
 // The command line: parses arguments, builds the configuration from flags, environment
 // and file, calls the core, prints. Only this layer reads argv and the environment.
 
+#include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/s3/signer.hpp>
 #include <lodge/store/store.hpp>
-
-#include <functional>
-
-#include <nlohmann/json.hpp>
 #include <map>
-#include <mutex>
-#include <optional>
 #include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,20 +40,20 @@ public:
   bool stderr_tty = false;
 
   // The effective configuration (loaded once, on first use).
-  const config::Config& cfg();
+  const config::Config &cfg();
   // The ledger (opened, created and migrated once, on first use).
-  ledger::Ledger& ledger();
+  ledger::Ledger &ledger();
   // A new ledger connection (for worker threads; each needs its own).
   std::unique_ptr<ledger::Ledger> open_ledger();
   // A new store connection (credentials resolved when the store is S3).
   std::unique_ptr<store::ObjectStore> open_store();
   // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
-  const Result<s3::Credentials>& credentials();
+  const Result<s3::Credentials> &credentials();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
   // valid UTF-8 (file names can be any bytes) are printed with U+FFFD, never refused.
-  void print_json(const nlohmann::json& value, int indent = -1) const;
+  void print_json(const nlohmann::json &value, int indent = -1) const;
 
 private:
   std::unique_ptr<config::Config> m_cfg;
@@ -64,30 +62,30 @@ private:
   std::optional<Result<s3::Credentials>> m_credentials;
 };
 
-using Action = std::function<int(Context&)>;
+using Action = std::function<int(Context &)>;
 
 struct Command {
-  CLI::App* app;
+  CLI::App *app;
   Action run;
 };
 
 // Each command adds its subcommand to the app and returns what runs it.
-Command add_init(CLI::App& app);
-Command add_status(CLI::App& app);
-Command add_config(CLI::App& app);
-Command add_upload(CLI::App& app);
-Command add_list(CLI::App& app);
-Command add_sweep(CLI::App& app);
-Command add_repair(CLI::App& app);
-Command add_reconcile(CLI::App& app);
-Command add_delete(CLI::App& app);
-Command add_tasks(CLI::App& app);
-Command add_retry(CLI::App& app);
+Command add_init(CLI::App &app);
+Command add_status(CLI::App &app);
+Command add_config(CLI::App &app);
+Command add_upload(CLI::App &app);
+Command add_list(CLI::App &app);
+Command add_sweep(CLI::App &app);
+Command add_repair(CLI::App &app);
+Command add_reconcile(CLI::App &app);
+Command add_delete(CLI::App &app);
+Command add_tasks(CLI::App &app);
+Command add_retry(CLI::App &app);
 
 // Set by SIGINT/SIGTERM: stop starting new work.
 bool interrupted();
 void install_interrupt_handlers();
 
-int main(int argc, char** argv);
+int main(int argc, char **argv);
 
 } // namespace lodge::cli

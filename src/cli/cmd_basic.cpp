@@ -1,27 +1,27 @@
 // lodge init, lodge status, lodge config.
 #include "cli.hpp"
 
+#include <CLI/CLI.hpp>
+#include <cstdio>
 #include <lodge/ops/status.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/units.hpp>
-
-#include <cstdio>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 namespace lodge::cli {
 
-Command add_init(CLI::App& app) {
-  auto* sub = app.add_subcommand("init", "Create the ledger, or migrate an older one (idempotent)");
-  return {sub, [](Context& ctx) {
-            auto& l = ctx.ledger();
+Command add_init(CLI::App &app) {
+  auto *sub = app.add_subcommand("init", "Create the ledger, or migrate an older one (idempotent)");
+  return {sub, [](Context &ctx) {
+            auto &l = ctx.ledger();
             if (ctx.g.json) {
-              nlohmann::json j{{"ledger", l.path()}, {"ledger_uuid", l.uuid()}, {"schema_version", l.schema_version()}};
+              nlohmann::json j{
+                  {"ledger", l.path()}, {"ledger_uuid", l.uuid()}, {"schema_version", l.schema_version()}};
               ctx.print_json(j);
             } else if (!ctx.g.quiet) {
-              std::printf("ledger %s ready (schema %d, uuid %s)\n", l.path().c_str(), l.schema_version(), l.uuid().c_str());
+              std::printf("ledger %s ready (schema %d, uuid %s)\n", l.path().c_str(), l.schema_version(),
+                          l.uuid().c_str());
             }
             return 0;
           }};
@@ -33,18 +33,21 @@ struct StatusOptions {
   std::string prometheus;
 };
 
-std::string ago(int64_t now, int64_t t) { return util::format_duration_ms(now - t) + " ago"; }
+std::string ago(int64_t now, int64_t t) {
+  return util::format_duration_ms(now - t) + " ago";
+}
 
-void print_status_table(const ledger::StatusReport& r, const ops::Health& h, const std::string& path) {
+void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path) {
   std::printf("ledger            %s (schema %d)\n", path.c_str(), r.schema_version);
   std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
               static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
               static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
   std::printf("tasks             ");
   bool first = true;
-  for (const auto& [k, v] : r.tasks) {
+  for (const auto &[k, v] : r.tasks) {
     std::string lower;
-    for (char c : k) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    for (char c : k)
+      lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
     std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
     first = false;
   }
@@ -55,29 +58,33 @@ void print_status_table(const ledger::StatusReport& r, const ops::Health& h, con
   std::printf("dead letters      %lld\n", static_cast<long long>(r.dead_letters));
   std::printf("oldest uploading  %s\n",
               r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
-  for (const char* job : {"sweep", "repair", "reconcile"}) {
+  for (const char *job : {"sweep", "repair", "reconcile"}) {
     auto it = r.last_runs.find(job);
     if (it == r.last_runs.end() || !it->second)
       std::printf("last %-12s never\n", job);
     else
-      std::printf("last %-12s %s (%s)\n", job, ago(r.now, it->second->finished_at).c_str(), it->second->outcome.c_str());
+      std::printf("last %-12s %s (%s)\n", job, ago(r.now, it->second->finished_at).c_str(),
+                  it->second->outcome.c_str());
   }
   if (h.healthy) {
     std::printf("health            ok\n");
   } else {
     std::printf("health            UNHEALTHY\n");
-    for (const auto& p : h.problems) std::printf("  - %s\n", p.c_str());
+    for (const auto &p : h.problems)
+      std::printf("  - %s\n", p.c_str());
   }
 }
 } // namespace
 
-Command add_status(CLI::App& app) {
+Command add_status(CLI::App &app) {
   auto opts = std::make_shared<StatusOptions>();
-  auto* sub = app.add_subcommand("status", "Show ledger health: files and tasks by state, overdue work, last job runs");
+  auto *sub = app.add_subcommand("status",
+                                 "Show ledger health: files and tasks by state, overdue work, last job runs");
   sub->add_flag("--check", opts->check, "Exit 1 when unhealthy (for monitoring)");
-  sub->add_option("--prometheus", opts->prometheus, "Also write Prometheus text metrics to FILE (atomically)");
-  return {sub, [opts](Context& ctx) {
-            auto& l = ctx.ledger();
+  sub->add_option("--prometheus", opts->prometheus,
+                  "Also write Prometheus text metrics to FILE (atomically)");
+  return {sub, [opts](Context &ctx) {
+            auto &l = ctx.ledger();
             auto report = l.status(util::system_clock().now_ms());
             auto health = ops::evaluate(report, ctx.cfg().sweep_max_age_ms);
             if (!opts->prometheus.empty())
@@ -88,36 +95,38 @@ Command add_status(CLI::App& app) {
               print_status_table(report, health, l.path());
             if (opts->check && !health.healthy) {
               if (ctx.g.quiet || ctx.g.json)
-                for (const auto& p : health.problems) std::fprintf(stderr, "lodge: unhealthy: %s\n", p.c_str());
+                for (const auto &p : health.problems)
+                  std::fprintf(stderr, "lodge: unhealthy: %s\n", p.c_str());
               return 1;
             }
             return 0;
           }};
 }
 
-Command add_config(CLI::App& app) {
-  auto* sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted)");
-  return {sub, [](Context& ctx) {
-            auto j = config::to_json(ctx.cfg());
-            j["credentials"] = nullptr;
-            if (store::is_s3_url(ctx.cfg().store)) {
-              // Which credentials an S3 store would use, never what they are.
-              const auto& c = ctx.credentials();
-              if (c) {
-                const auto& id = c->access_key_id;
-                std::string shown = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
-                j["credentials"] = {{"source", c->source},
-                                    {"access_key_id", shown},
-                                    {"secret_access_key", "(redacted)"},
-                                    {"session_token", c->session_token.empty() ? nlohmann::json(nullptr)
-                                                                               : nlohmann::json("(redacted)")}};
-              } else {
-                j["credentials"] = {{"error", c.error().message}};
-              }
-            }
-            ctx.print_json(j, ctx.g.json ? -1 : 2);
-            return 0;
-          }};
+Command add_config(CLI::App &app) {
+  auto *sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted)");
+  return {
+      sub, [](Context &ctx) {
+        auto j = config::to_json(ctx.cfg());
+        j["credentials"] = nullptr;
+        if (store::is_s3_url(ctx.cfg().store)) {
+          // Which credentials an S3 store would use, never what they are.
+          const auto &c = ctx.credentials();
+          if (c) {
+            const auto &id = c->access_key_id;
+            std::string shown = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
+            j["credentials"] = {{"source", c->source},
+                                {"access_key_id", shown},
+                                {"secret_access_key", "(redacted)"},
+                                {"session_token", c->session_token.empty() ? nlohmann::json(nullptr)
+                                                                           : nlohmann::json("(redacted)")}};
+          } else {
+            j["credentials"] = {{"error", c.error().message}};
+          }
+        }
+        ctx.print_json(j, ctx.g.json ? -1 : 2);
+        return 0;
+      }};
 }
 
 } // namespace lodge::cli

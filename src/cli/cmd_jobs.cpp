@@ -1,33 +1,34 @@
 // lodge sweep, repair, reconcile, delete, tasks, retry.
 #include "cli.hpp"
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
-
-#include <algorithm>
-#include <cstdio>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 namespace lodge::cli {
 namespace {
 
-int64_t duration_option(const std::string& text, const char* name, int64_t fallback) {
+int64_t duration_option(const std::string &text, const char *name, int64_t fallback) {
   if (text.empty()) return fallback;
   auto v = util::parse_duration_ms(text);
-  if (!v) throw LodgeError(Errc::usage, std::string(name) + ": expected a duration like 2m or 500ms, got '" + text + "'");
+  if (!v)
+    throw LodgeError(Errc::usage,
+                     std::string(name) + ": expected a duration like 2m or 500ms, got '" + text + "'");
   return *v;
 }
 
 // The longest grace of any policy: tasks do not record their policy, and waiting
 // longer is always the safe side.
-int64_t max_grace(const config::Config& c) {
+int64_t max_grace(const config::Config &c) {
   int64_t g = 0;
-  for (const auto& [n, p] : c.policies) g = std::max(g, p.grace_ms);
+  for (const auto &[n, p] : c.policies)
+    g = std::max(g, p.grace_ms);
   return g;
 }
 
@@ -38,10 +39,14 @@ std::string default_worker() {
 }
 
 // Cron mails whatever a job prints: say nothing on success unless asked or on a terminal.
-bool speak(const Context& ctx) { return !ctx.g.quiet && (ctx.stdout_tty || ctx.g.verbose > 0); }
+bool speak(const Context &ctx) {
+  return !ctx.g.quiet && (ctx.stdout_tty || ctx.g.verbose > 0);
+}
 
-void record(Context& ctx, const char* job, const std::string& worker, int64_t started, bool ok, const nlohmann::json& counts) {
-  ctx.ledger().record_job_run({job, worker, started, util::system_clock().now_ms(), ok ? "ok" : "failed", counts.dump()});
+void record(Context &ctx, const char *job, const std::string &worker, int64_t started, bool ok,
+            const nlohmann::json &counts) {
+  ctx.ledger().record_job_run(
+      {job, worker, started, util::system_clock().now_ms(), ok ? "ok" : "failed", counts.dump()});
 }
 
 struct SweepCli {
@@ -51,16 +56,17 @@ struct SweepCli {
 };
 } // namespace
 
-Command add_sweep(CLI::App& app) {
+Command add_sweep(CLI::App &app) {
   auto o = std::make_shared<SweepCli>();
-  auto* sub = app.add_subcommand("sweep", "Run due cleanup tasks: delete what failed uploads and deletions left");
+  auto *sub =
+      app.add_subcommand("sweep", "Run due cleanup tasks: delete what failed uploads and deletions left");
   sub->add_option("--limit", o->limit, "Most tasks to run (default 1000)")->check(CLI::Range(1, 1000000));
   sub->add_option("--lease", o->lease, "Lease per task (default: sweep.lease, 2m)");
   sub->add_option("--worker-id", o->worker_id, "Name in lease_owner (default host:pid)");
   sub->add_option("--max-runtime", o->max_runtime, "Stop claiming after this long");
   sub->add_flag("--dry-run", o->dry_run, "Only count the tasks that are due");
-  return {sub, [o](Context& ctx) {
-            const auto& c = ctx.cfg();
+  return {sub, [o](Context &ctx) {
+            const auto &c = ctx.cfg();
             ops::SweepOptions so;
             so.limit = o->limit;
             so.lease_ms = duration_option(o->lease, "--lease", c.sweep.lease_ms);
@@ -69,20 +75,23 @@ Command add_sweep(CLI::App& app) {
             so.dry_run = o->dry_run;
             so.cleanup = {max_grace(c), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
             int64_t started = util::system_clock().now_ms();
-            auto& l = ctx.ledger();
+            auto &l = ctx.ledger();
             auto st = ctx.open_store();
             auto sum = ops::sweep(l, *st, so, util::system_clock());
-            nlohmann::json j{{"claimed", sum.claimed},     {"deleted", sum.deleted},
-                             {"ignored", sum.ignored},     {"postponed", sum.postponed},
-                             {"retried", sum.retried},     {"dead_lettered", sum.dead_lettered},
+            nlohmann::json j{{"claimed", sum.claimed},      {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},      {"postponed", sum.postponed},
+                             {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
                              {"lease_lost", sum.lease_lost}};
             if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
             bool ok = sum.dead_lettered == 0 && sum.retried == 0;
             if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
-            for (const auto& e : sum.errors) std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
-            if (ctx.g.json) ctx.print_json(j);
+            for (const auto &e : sum.errors)
+              std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
+            if (ctx.g.json)
+              ctx.print_json(j);
             else if (speak(ctx) || o->dry_run) {
-              if (o->dry_run) std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
+              if (o->dry_run)
+                std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
               else
                 std::printf("sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
                             "dead-lettered %lld, lease lost %lld\n",
@@ -98,47 +107,52 @@ Command add_sweep(CLI::App& app) {
           }};
 }
 
-Command add_repair(CLI::App& app) {
+Command add_repair(CLI::App &app) {
   auto limit = std::make_shared<int>(1000);
   auto dry = std::make_shared<bool>(false);
-  auto* sub = app.add_subcommand("repair", "Fail uploads past their deadline and schedule their cleanup");
+  auto *sub = app.add_subcommand("repair", "Fail uploads past their deadline and schedule their cleanup");
   sub->add_option("--limit", *limit, "Most records to examine (default 1000)")->check(CLI::Range(1, 1000000));
   sub->add_flag("--dry-run", *dry, "Only count overdue uploads");
-  return {sub, [limit, dry](Context& ctx) {
-            const auto& c = ctx.cfg();
-            ops::RepairOptions ro;
-            ro.limit = *limit;
-            ro.dry_run = *dry;
-            ro.grace_ms = max_grace(c);
-            ro.max_retries = c.sweep.max_retries;
-            ro.grace_for = [&c](const std::string& policy) {
-              auto it = c.policies.find(policy);
-              return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
-            };
-            int64_t started = util::system_clock().now_ms();
-            auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
-            nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
-            if (*dry) j = {{"overdue", sum.examined}, {"dry_run", true}};
-            else record(ctx, "repair", default_worker(), started, true, j);
-            if (ctx.g.json) ctx.print_json(j);
-            else if (speak(ctx) || *dry)
-              std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
-                          static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
-                          static_cast<long long>(sum.skipped));
-            return 0;
-          }};
+  return {
+      sub, [limit, dry](Context &ctx) {
+        const auto &c = ctx.cfg();
+        ops::RepairOptions ro;
+        ro.limit = *limit;
+        ro.dry_run = *dry;
+        ro.grace_ms = max_grace(c);
+        ro.max_retries = c.sweep.max_retries;
+        ro.grace_for = [&c](const std::string &policy) {
+          auto it = c.policies.find(policy);
+          return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
+        };
+        int64_t started = util::system_clock().now_ms();
+        auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
+        nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
+        if (*dry)
+          j = {{"overdue", sum.examined}, {"dry_run", true}};
+        else
+          record(ctx, "repair", default_worker(), started, true, j);
+        if (ctx.g.json)
+          ctx.print_json(j);
+        else if (speak(ctx) || *dry)
+          std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
+                      static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
+                      static_cast<long long>(sum.skipped));
+        return 0;
+      }};
 }
 
-Command add_reconcile(CLI::App& app) {
+Command add_reconcile(CLI::App &app) {
   auto apply = std::make_shared<bool>(false);
   auto verify = std::make_shared<bool>(false);
   auto older = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand("reconcile", "Compare the store with the ledger: orphans, dangling, corrupt, leftovers");
+  auto *sub = app.add_subcommand("reconcile",
+                                 "Compare the store with the ledger: orphans, dangling, corrupt, leftovers");
   sub->add_flag("--apply", *apply, "Queue orphans and leftovers for sweep; abort stale multipart uploads");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
-  return {sub, [apply, verify, older](Context& ctx) {
-            const auto& c = ctx.cfg();
+  return {sub, [apply, verify, older](Context &ctx) {
+            const auto &c = ctx.cfg();
             ops::ReconcileOptions ro;
             ro.apply = *apply;
             ro.verify = *verify;
@@ -147,27 +161,36 @@ Command add_reconcile(CLI::App& app) {
             int64_t started = util::system_clock().now_ms();
             auto st = ctx.open_store();
             nlohmann::json items = nlohmann::json::array();
-            auto sum = ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding& f) {
-              if (ctx.g.json) {
-                if (items.size() < 1000)
-                  items.push_back({{"kind", f.kind}, {"key", f.key},
-                                   {"record_id", f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
-                                   {"detail", f.detail}, {"applied", f.applied}});
-              } else {
-                std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
-                            util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
-              }
-            });
+            auto sum =
+                ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
+                  if (ctx.g.json) {
+                    if (items.size() < 1000)
+                      items.push_back({{"kind", f.kind},
+                                       {"key", f.key},
+                                       {"record_id",
+                                        f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
+                                       {"detail", f.detail},
+                                       {"applied", f.applied}});
+                  } else {
+                    std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
+                                util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
+                  }
+                });
             nlohmann::json counts(sum.counts);
-            nlohmann::json j{{"objects", sum.objects}, {"rows", sum.rows}, {"found", counts},
-                             {"applied", sum.applied}, {"clean", sum.clean()}};
+            nlohmann::json j{{"objects", sum.objects},
+                             {"rows", sum.rows},
+                             {"found", counts},
+                             {"applied", sum.applied},
+                             {"clean", sum.clean()}};
             record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
             if (ctx.g.json) {
               j["items"] = items;
               ctx.print_json(j);
             } else if (speak(ctx) || !sum.clean()) {
-              std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " + std::to_string(sum.rows) + " records";
-              for (const auto& [k, v] : sum.counts) line += ", " + k + " " + std::to_string(v);
+              std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
+                                 std::to_string(sum.rows) + " records";
+              for (const auto &[k, v] : sum.counts)
+                line += ", " + k + " " + std::to_string(v);
               if (*apply) line += ", queued " + std::to_string(sum.applied);
               std::printf("%s\n", line.c_str());
             }
@@ -175,26 +198,30 @@ Command add_reconcile(CLI::App& app) {
           }};
 }
 
-Command add_delete(CLI::App& app) {
+Command add_delete(CLI::App &app) {
   auto ids = std::make_shared<std::vector<int64_t>>();
-  auto* sub = app.add_subcommand("delete", "Delete files by id: quota freed now, objects removed by sweep after the grace");
+  auto *sub = app.add_subcommand(
+      "delete", "Delete files by id: quota freed now, objects removed by sweep after the grace");
   sub->add_option("ids", *ids, "File ids")->required();
-  return {sub, [ids](Context& ctx) {
-            const auto& c = ctx.cfg();
+  return {sub, [ids](Context &ctx) {
+            const auto &c = ctx.cfg();
             auto owner = ctx.owner();
             int bad = 0;
             for (auto id : *ids) {
               auto rec = ctx.ledger().find_file(id);
-              int64_t grace = rec && c.policies.count(rec->policy) ? c.policies.at(rec->policy).grace_ms : max_grace(c);
-              auto r = ctx.ledger().soft_delete(id, owner, util::system_clock().now_ms(), grace, c.sweep.max_retries);
-              const char* outcome = r == ledger::DeleteOutcome::deleted     ? "deleted"
+              int64_t grace =
+                  rec && c.policies.count(rec->policy) ? c.policies.at(rec->policy).grace_ms : max_grace(c);
+              auto r = ctx.ledger().soft_delete(id, owner, util::system_clock().now_ms(), grace,
+                                                c.sweep.max_retries);
+              const char *outcome = r == ledger::DeleteOutcome::deleted     ? "deleted"
                                     : r == ledger::DeleteOutcome::not_found ? "not_found"
                                                                             : "not_active";
               if (r != ledger::DeleteOutcome::deleted) ++bad;
-              if (ctx.g.json) ctx.print_json(nlohmann::json{{"id", id}, {"outcome", outcome}});
+              if (ctx.g.json)
+                ctx.print_json(nlohmann::json{{"id", id}, {"outcome", outcome}});
               else if (!ctx.g.quiet || r != ledger::DeleteOutcome::deleted)
                 std::printf("%-10s #%lld%s\n", outcome, static_cast<long long>(id),
-                            r == ledger::DeleteOutcome::not_found ? " (no such file of this owner)"
+                            r == ledger::DeleteOutcome::not_found    ? " (no such file of this owner)"
                             : r == ledger::DeleteOutcome::not_active ? " (not an active file)"
                                                                      : "");
             }
@@ -202,23 +229,29 @@ Command add_delete(CLI::App& app) {
           }};
 }
 
-Command add_tasks(CLI::App& app) {
+Command add_tasks(CLI::App &app) {
   auto status = std::make_shared<std::string>("FAILED");
-  auto* sub = app.add_subcommand("tasks", "List cleanup tasks (dead letters by default) with their last error");
+  auto *sub =
+      app.add_subcommand("tasks", "List cleanup tasks (dead letters by default) with their last error");
   sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all")
       ->check(CLI::IsMember({"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"}));
-  return {sub, [status](Context& ctx) {
+  return {sub, [status](Context &ctx) {
             auto tasks = ctx.ledger().list_tasks(*status == "all" ? "" : *status);
-            for (const auto& t : tasks) {
+            for (const auto &t : tasks) {
               if (ctx.g.json) {
-                ctx.print_json(nlohmann::json{{"id", t.id}, {"record_id", t.record_id}, {"object_key", t.object_key},
-                                              {"status", t.status}, {"retry_count", t.retry_count},
-                                              {"next_retry_at", t.next_retry_at}, {"lease_version", t.lease_version},
-                                              {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}}
-                                   );
+                ctx.print_json(nlohmann::json{
+                    {"id", t.id},
+                    {"record_id", t.record_id},
+                    {"object_key", t.object_key},
+                    {"status", t.status},
+                    {"retry_count", t.retry_count},
+                    {"next_retry_at", t.next_retry_at},
+                    {"lease_version", t.lease_version},
+                    {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}});
               } else {
-                std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id), t.status.c_str(),
-                            static_cast<long long>(t.retry_count), util::escape_for_terminal(t.object_key).c_str(),
+                std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id),
+                            t.status.c_str(), static_cast<long long>(t.retry_count),
+                            util::escape_for_terminal(t.object_key).c_str(),
                             t.last_error ? util::escape_for_terminal(*t.last_error).c_str() : "");
               }
             }
@@ -226,18 +259,20 @@ Command add_tasks(CLI::App& app) {
           }};
 }
 
-Command add_retry(CLI::App& app) {
+Command add_retry(CLI::App &app) {
   auto ids = std::make_shared<std::vector<int64_t>>();
-  auto* sub = app.add_subcommand("retry", "Put dead-lettered tasks back to PENDING, due now");
+  auto *sub = app.add_subcommand("retry", "Put dead-lettered tasks back to PENDING, due now");
   sub->add_option("task_ids", *ids, "Task ids (see lodge tasks)")->required();
-  return {sub, [ids](Context& ctx) {
+  return {sub, [ids](Context &ctx) {
             int bad = 0;
             for (auto id : *ids) {
               bool ok = ctx.ledger().retry_task(id, util::system_clock().now_ms());
               if (!ok) ++bad;
-              if (ctx.g.json) ctx.print_json(nlohmann::json{{"task_id", id}, {"outcome", ok ? "pending" : "not_failed"}});
+              if (ctx.g.json)
+                ctx.print_json(nlohmann::json{{"task_id", id}, {"outcome", ok ? "pending" : "not_failed"}});
               else if (!ctx.g.quiet || !ok)
-                std::printf("%s task %lld\n", ok ? "requeued" : "not a dead letter:", static_cast<long long>(id));
+                std::printf("%s task %lld\n",
+                            ok ? "requeued" : "not a dead letter:", static_cast<long long>(id));
             }
             return bad > 0 ? 1 : 0;
           }};

@@ -1,22 +1,20 @@
 // lodge upload, lodge list.
 #include "cli.hpp"
 
-#include <lodge/ops/upload.hpp>
-#include <lodge/util/clock.hpp>
-#include <lodge/util/strings.hpp>
-#include <lodge/util/units.hpp>
-
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <lodge/ops/upload.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
 #include <mutex>
-#include <thread>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -37,7 +35,7 @@ struct Tally {
   int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0;
   int64_t storage_failures = 0;
   int64_t ledger_failures = 0; // the ledger was locked past the timeout, or unusable
-  int64_t queued_done = 0; // results of files that went through the queue
+  int64_t queued_done = 0;     // results of files that went through the queue
   uint64_t bytes = 0;
 };
 
@@ -83,7 +81,7 @@ private:
   bool m_closed = false;
 };
 
-nlohmann::json result_json(const ops::FileResult& r) {
+nlohmann::json result_json(const ops::FileResult &r) {
   nlohmann::json j;
   j["file"] = r.file;
   j["outcome"] = ops::to_string(r.outcome);
@@ -99,7 +97,7 @@ nlohmann::json result_json(const ops::FileResult& r) {
   return j;
 }
 
-std::string result_line(const ops::FileResult& r) {
+std::string result_line(const ops::FileResult &r) {
   std::string name = util::escape_for_terminal(r.file);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%-9s ", ops::to_string(r.outcome));
@@ -119,12 +117,12 @@ std::string result_line(const ops::FileResult& r) {
   return s;
 }
 
-bool is_storage_failure(const ops::FileResult& r) {
+bool is_storage_failure(const ops::FileResult &r) {
   return r.outcome == ops::UploadOutcome::failed && r.error && store::is_unreachable(*r.error);
 }
 
 // Reads newline- or NUL-separated paths.
-void read_list(std::istream& in, bool nul, const std::function<bool(const std::string&)>& each) {
+void read_list(std::istream &in, bool nul, const std::function<bool(const std::string &)> &each) {
   std::string item;
   while (std::getline(in, item, nul ? '\0' : '\n')) {
     if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
@@ -134,19 +132,21 @@ void read_list(std::istream& in, bool nul, const std::function<bool(const std::s
 }
 } // namespace
 
-Command add_upload(CLI::App& app) {
+Command add_upload(CLI::App &app) {
   auto o = std::make_shared<UploadOptions>();
-  auto* sub = app.add_subcommand("upload", "Upload files and directories (recursively) to the store");
+  auto *sub = app.add_subcommand("upload", "Upload files and directories (recursively) to the store");
   sub->add_option("paths", o->paths, "Files and directories to upload");
   sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line");
   sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
-  sub->add_option("-j,--jobs", o->jobs, "Parallel uploads (default: config jobs, 8)")->check(CLI::Range(1, 256));
-  sub->add_option("--idempotency-key", o->idempotency_key, "Make a retry of this single upload return the first result");
+  sub->add_option("-j,--jobs", o->jobs, "Parallel uploads (default: config jobs, 8)")
+      ->check(CLI::Range(1, 256));
+  sub->add_option("--idempotency-key", o->idempotency_key,
+                  "Make a retry of this single upload return the first result");
   sub->add_flag("--follow-symlinks", o->follow_symlinks, "Follow symbolic links (never followed by default)");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
-  return {sub, [o](Context& ctx) {
-            const auto& cfg = ctx.cfg();
+  return {sub, [o](Context &ctx) {
+            const auto &cfg = ctx.cfg();
             if (o->paths.empty() && o->files_from.empty())
               throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
             if (!o->idempotency_key.empty() && (o->paths.size() != 1 || !o->files_from.empty()))
@@ -185,30 +185,45 @@ Command add_upload(CLI::App& app) {
                 double per_file = t.files > 0 ? secs / static_cast<double>(t.files) : 0;
                 int64_t left = queued.load() - t.queued_done;
                 if (left > 0 && per_file > 0)
-                  eta = ", ETA " + util::format_duration_ms(static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
+                  eta = ", ETA " + util::format_duration_ms(
+                                       static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
               }
-              std::fprintf(stderr, "\r\033[K%s files, %s, %s/s%s", files.c_str(), util::format_size(t.bytes).c_str(),
+              std::fprintf(stderr, "\r\033[K%s files, %s, %s/s%s", files.c_str(),
+                           util::format_size(t.bytes).c_str(),
                            util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
               std::fflush(stderr);
             };
-            auto report = [&](const ops::FileResult& r, bool from_queue) {
+            auto report = [&](const ops::FileResult &r, bool from_queue) {
               std::lock_guard lock(out_mutex);
               ++t.files;
               if (from_queue) ++t.queued_done;
               switch (r.outcome) {
-              case ops::UploadOutcome::active: ++t.active; t.bytes += r.size; break;
-              case ops::UploadOutcome::duplicate: ++t.duplicate; break;
-              case ops::UploadOutcome::replayed: ++t.replayed; break;
-              case ops::UploadOutcome::rejected: ++t.rejected; break;
-              case ops::UploadOutcome::failed: ++t.failed; break;
+              case ops::UploadOutcome::active:
+                ++t.active;
+                t.bytes += r.size;
+                break;
+              case ops::UploadOutcome::duplicate:
+                ++t.duplicate;
+                break;
+              case ops::UploadOutcome::replayed:
+                ++t.replayed;
+                break;
+              case ops::UploadOutcome::rejected:
+                ++t.rejected;
+                break;
+              case ops::UploadOutcome::failed:
+                ++t.failed;
+                break;
               }
               if (is_storage_failure(r)) ++t.storage_failures;
-              if (r.outcome == ops::UploadOutcome::failed && r.error && r.error->exit_code() == 3) ++t.ledger_failures;
+              if (r.outcome == ops::UploadOutcome::failed && r.error && r.error->exit_code() == 3)
+                ++t.ledger_failures;
               if (progress) std::fprintf(stderr, "\r\033[K");
               if (ctx.g.json) {
                 ctx.print_json(result_json(r));
               } else {
-                bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
+                bool bad =
+                    r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
                 if (!ctx.g.quiet || bad) {
                   auto line = result_line(r);
                   std::fprintf(stdout, "%s\n", line.c_str());
@@ -233,7 +248,7 @@ Command add_upload(CLI::App& app) {
                   auto ws = s;
                   ws.worker_id += "-" + std::to_string(i);
                   up = std::make_unique<ops::Uploader>(*l, *st, ws, util::system_clock());
-                } catch (const LodgeError& e) {
+                } catch (const LodgeError &e) {
                   std::lock_guard lock(setup_mutex);
                   if (!setup_error) setup_error = e;
                   queue.close();
@@ -249,27 +264,28 @@ Command add_upload(CLI::App& app) {
                 }
               });
             }
-            auto feed = [&](const std::string& p) {
+            auto feed = [&](const std::string &p) {
               if (interrupted()) return false;
               bool go_on = true;
-              const auto& db = ctx.cfg().ledger;
-              ops::walk_inputs({p}, o->follow_symlinks, {db, db + "-wal", db + "-shm", db + "-journal"}, [&](const std::string& path, const std::optional<Error>& err) {
-                if (interrupted()) return go_on = false;
-                if (err) {
-                  ops::FileResult r;
-                  r.file = path;
-                  r.outcome = ops::UploadOutcome::rejected;
-                  r.error = *err;
-                  report(r, false);
-                  return true;
-                }
-                ++queued;
-                return go_on = queue.push(path);
-              });
+              const auto &db = ctx.cfg().ledger;
+              ops::walk_inputs({p}, o->follow_symlinks, {db, db + "-wal", db + "-shm", db + "-journal"},
+                               [&](const std::string &path, const std::optional<Error> &err) {
+                                 if (interrupted()) return go_on = false;
+                                 if (err) {
+                                   ops::FileResult r;
+                                   r.file = path;
+                                   r.outcome = ops::UploadOutcome::rejected;
+                                   r.error = *err;
+                                   report(r, false);
+                                   return true;
+                                 }
+                                 ++queued;
+                                 return go_on = queue.push(path);
+                               });
               return go_on;
             };
             bool fed = true;
-            for (const auto& p : o->paths)
+            for (const auto &p : o->paths)
               if (!(fed = feed(p))) break;
             if (fed && !o->files_from.empty()) {
               if (o->files_from == "-") {
@@ -278,7 +294,8 @@ Command add_upload(CLI::App& app) {
                 std::ifstream f(o->files_from, std::ios::binary);
                 if (!f) {
                   queue.close();
-                  for (auto& w : workers) w.join();
+                  for (auto &w : workers)
+                    w.join();
                   throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
                 }
                 read_list(f, o->null_separated, feed);
@@ -286,18 +303,22 @@ Command add_upload(CLI::App& app) {
             }
             walked = true;
             queue.close();
-            for (auto& w : workers) w.join();
+            for (auto &w : workers)
+              w.join();
             if (setup_error) throw *setup_error;
             if (progress) std::fprintf(stderr, "\r\033[K");
 
             double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
             if (ctx.g.json) {
-              nlohmann::json sum{{"files", t.files}, {"active", t.active}, {"duplicate", t.duplicate},
-                                 {"replayed", t.replayed}, {"rejected", t.rejected}, {"failed", t.failed},
-                                 {"bytes", t.bytes}, {"seconds", secs}, {"interrupted", interrupted()}};
+              nlohmann::json sum{
+                  {"files", t.files},       {"active", t.active},     {"duplicate", t.duplicate},
+                  {"replayed", t.replayed}, {"rejected", t.rejected}, {"failed", t.failed},
+                  {"bytes", t.bytes},       {"seconds", secs},        {"interrupted", interrupted()}};
               ctx.print_json(nlohmann::json{{"summary", sum}});
             } else if (!ctx.g.quiet) {
-              std::fprintf(stderr, "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld failed (%s in %.1fs)\n",
+              std::fprintf(stderr,
+                           "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
+                           "failed (%s in %.1fs)\n",
                            static_cast<long long>(t.files), static_cast<long long>(t.active),
                            static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
                            static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
@@ -314,14 +335,14 @@ Command add_upload(CLI::App& app) {
           }};
 }
 
-Command add_list(CLI::App& app) {
+Command add_list(CLI::App &app) {
   auto all = std::make_shared<bool>(false);
-  auto* sub = app.add_subcommand("list", "List an owner's files (alive ones; --all adds failed and deleted)");
+  auto *sub = app.add_subcommand("list", "List an owner's files (alive ones; --all adds failed and deleted)");
   sub->add_flag("--all", *all, "Include failed and deleted files, with their reasons");
-  return {sub, [all](Context& ctx) {
+  return {sub, [all](Context &ctx) {
             auto owner = ctx.owner();
             auto files = ctx.ledger().list_files(owner, *all);
-            for (const auto& f : files) {
+            for (const auto &f : files) {
               if (ctx.g.json) {
                 nlohmann::json j{{"id", f.id},
                                  {"owner", f.owner_id},
@@ -333,7 +354,8 @@ Command add_list(CLI::App& app) {
                                  {"size", f.size},
                                  {"media_type", f.media_type},
                                  {"created_at", f.created_at},
-                                 {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason) : nlohmann::json(nullptr)}};
+                                 {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason)
+                                                                     : nlohmann::json(nullptr)}};
                 ctx.print_json(j);
               } else {
                 std::string state = f.is_deleted && f.upload_status == "ACTIVE" ? "DELETED" : f.upload_status;
@@ -341,7 +363,9 @@ Command add_list(CLI::App& app) {
                             util::format_size(static_cast<uint64_t>(f.size)).c_str(),
                             util::escape_for_terminal(f.original_name).c_str(),
                             util::escape_for_terminal(f.object_key).c_str(),
-                            f.failure_reason ? ("  (" + util::escape_for_terminal(*f.failure_reason) + ")").c_str() : "");
+                            f.failure_reason
+                                ? ("  (" + util::escape_for_terminal(*f.failure_reason) + ")").c_str()
+                                : "");
               }
             }
             return 0;

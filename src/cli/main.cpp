@@ -1,33 +1,30 @@
 #include "cli.hpp"
 
-#include <lodge/failpoint.hpp>
-#include <lodge/util/log.hpp>
-#include <lodge/util/strings.hpp>
-
-#include <lodge/http/transport.hpp>
-#include <lodge/s3/client.hpp>
-
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
+#include <lodge/failpoint.hpp>
+#include <lodge/http/transport.hpp>
+#include <lodge/s3/client.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 
-extern char** environ;
+extern char **environ;
 
 namespace lodge::cli {
 
-const config::Config& Context::cfg() {
+const config::Config &Context::cfg() {
   if (!m_cfg) {
     config::ConfigInputs in;
     if (!g.config.empty()) in.config_flag = g.config;
     in.env = env;
-    auto flag = [&](const char* k, const std::string& v) {
+    auto flag = [&](const char *k, const std::string &v) {
       if (!v.empty()) in.flags[k] = v;
     };
     flag("ledger", g.db);
@@ -43,7 +40,7 @@ const config::Config& Context::cfg() {
   return *m_cfg;
 }
 
-ledger::Ledger& Context::ledger() {
+ledger::Ledger &Context::ledger() {
   if (!m_ledger) m_ledger = open_ledger();
   return *m_ledger;
 }
@@ -57,7 +54,7 @@ std::unique_ptr<ledger::Ledger> Context::open_ledger() {
 }
 
 std::unique_ptr<store::ObjectStore> Context::open_store() {
-  const auto& c = cfg();
+  const auto &c = cfg();
   store::StoreOptions o;
   o.url = c.store;
   o.endpoint = c.endpoint;
@@ -65,14 +62,14 @@ std::unique_ptr<store::ObjectStore> Context::open_store() {
   o.ca_bundle = c.ca_bundle;
   o.verify_tls = c.verify_tls;
   if (store::is_s3_url(c.store)) {
-    const auto& creds = credentials();
+    const auto &creds = credentials();
     if (!creds) throw LodgeError(creds.error());
     o.credentials = creds.value();
   }
   return store::open_store(o);
 }
 
-const Result<s3::Credentials>& Context::credentials() {
+const Result<s3::Credentials> &Context::credentials() {
   // Workers and their part connections all open stores: read the credentials file once.
   std::call_once(m_credentials_once, [this] {
     m_credentials.emplace(s3::resolve_credentials(env, cfg().credentials_file, cfg().profile));
@@ -81,18 +78,23 @@ const Result<s3::Credentials>& Context::credentials() {
 }
 
 std::string Context::owner() {
-  const auto& o = cfg().default_owner;
+  const auto &o = cfg().default_owner;
   if (o.empty())
-    throw LodgeError(Errc::usage, "no owner: pass --owner, set LODGE_OWNER, or set default_owner in the config");
+    throw LodgeError(Errc::usage,
+                     "no owner: pass --owner, set LODGE_OWNER, or set default_owner in the config");
   return o;
 }
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+}
 } // namespace
 
-bool interrupted() { return g_interrupted.load(); }
+bool interrupted() {
+  return g_interrupted.load();
+}
 
 void install_interrupt_handlers() {
   struct sigaction sa {};
@@ -102,7 +104,7 @@ void install_interrupt_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-void Context::print_json(const nlohmann::json& value, int indent) const {
+void Context::print_json(const nlohmann::json &value, int indent) const {
   std::string line = value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
@@ -111,9 +113,10 @@ void Context::print_json(const nlohmann::json& value, int indent) const {
 
 namespace {
 
-size_t edit_distance(const std::string& a, const std::string& b) {
+size_t edit_distance(const std::string &a, const std::string &b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t j = 0; j <= b.size(); ++j)
+    prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j)
@@ -125,7 +128,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::map<std::string, std::string> read_environment() {
   std::map<std::string, std::string> env;
-  for (char** e = environ; e && *e; ++e) {
+  for (char **e = environ; e && *e; ++e) {
     std::string kv(*e);
     auto eq = kv.find('=');
     if (eq != std::string::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
@@ -133,7 +136,7 @@ std::map<std::string, std::string> read_environment() {
   return env;
 }
 
-int report(const Context& ctx, const Error& e) {
+int report(const Context &ctx, const Error &e) {
   std::string msg = util::escape_for_terminal(e.message);
   std::fprintf(stderr, "lodge: error: %s (%s)\n", msg.c_str(), std::string(e.name()).c_str());
   if (ctx.g.json) {
@@ -147,12 +150,12 @@ int report(const Context& ctx, const Error& e) {
 } // namespace
 
 // The whole command; main() only makes sure nothing escapes it.
-int run(int argc, char** argv);
+int run(int argc, char **argv);
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   try {
     return run(argc, argv);
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     std::fprintf(stderr, "lodge: error: %s (INTERNAL)\n", e.what());
   } catch (...) {
     std::fprintf(stderr, "lodge: error: unknown failure (INTERNAL)\n");
@@ -160,7 +163,7 @@ int main(int argc, char** argv) {
   return 1;
 }
 
-int run(int argc, char** argv) {
+int run(int argc, char **argv) {
   ::umask(077);
   http::global_init();
   Context ctx;
@@ -173,28 +176,32 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
   app.require_subcommand(1);
   app.fallthrough();
-  auto& g = ctx.g;
+  auto &g = ctx.g;
   app.add_option("--db", g.db, "Ledger file (env LODGE_DB)")->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
-  app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")->group("Global options");
+  app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")
+      ->group("Global options");
   app.add_option("--owner", g.owner, "Owner of the files (env LODGE_OWNER)")->group("Global options");
   app.add_option("--endpoint", g.endpoint, "S3 endpoint URL (env AWS_ENDPOINT_URL)")->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
-  app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")->group("Global options");
-  app.add_flag("--no-verify-ssl", g.no_verify_ssl, "Do not verify TLS certificates (unsafe)")->group("Global options");
-  app.add_flag("--force-network-fs", g.force_network_fs, "Allow a ledger on a network filesystem")->group("Global options");
+  app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")
+      ->group("Global options");
+  app.add_flag("--no-verify-ssl", g.no_verify_ssl, "Do not verify TLS certificates (unsafe)")
+      ->group("Global options");
+  app.add_flag("--force-network-fs", g.force_network_fs, "Allow a ledger on a network filesystem")
+      ->group("Global options");
   app.add_flag("--json", g.json, "Print JSON Lines on stdout")->group("Global options");
   app.add_flag("-q,--quiet", g.quiet, "Print only errors")->group("Global options");
   app.add_flag("-v,--verbose", g.verbose, "More diagnostics on stderr (-vv: debug)")->group("Global options");
 
-  std::vector<Command> commands{add_init(app), add_status(app), add_config(app), add_upload(app),   add_list(app),
-                                add_sweep(app), add_repair(app), add_reconcile(app), add_delete(app), add_tasks(app),
-                                add_retry(app)};
+  std::vector<Command> commands{add_init(app),   add_status(app), add_config(app), add_upload(app),
+                                add_list(app),   add_sweep(app),  add_repair(app), add_reconcile(app),
+                                add_delete(app), add_tasks(app),  add_retry(app)};
 
   try {
     try {
       app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::ParseError &e) {
       if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
       // A misspelled command: say which one was meant.
       if (argc > 1) {
@@ -206,13 +213,13 @@ int run(int argc, char** argv) {
             first = a;
             break;
           }
-          auto* opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
+          auto *opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
           if (opt && opt->get_expected_min() > 0) ++i;
         }
         bool is_command = false;
         std::string best;
         size_t best_d = 3;
-        for (const auto& c : commands) {
+        for (const auto &c : commands) {
           if (c.app->get_name() == first) is_command = true;
           size_t d = edit_distance(first, c.app->get_name());
           if (d < best_d) {
@@ -229,12 +236,12 @@ int run(int argc, char** argv) {
       throw LodgeError(Errc::usage, e.what() + std::string(" (see lodge --help)"));
     }
 
-    util::log::set_level(g.quiet ? util::log::Level::error
+    util::log::set_level(g.quiet          ? util::log::Level::error
                          : g.verbose >= 2 ? util::log::Level::debug
                          : g.verbose == 1 ? util::log::Level::info
                                           : util::log::Level::warn);
     util::log::set_sink([](util::log::Level lvl, std::string_view line) {
-      const char* tag = lvl == util::log::Level::error  ? "error: "
+      const char *tag = lvl == util::log::Level::error  ? "error: "
                         : lvl == util::log::Level::warn ? "warning: "
                                                         : "";
       std::string s = "lodge: " + std::string(tag) + std::string(line) + "\n";
@@ -245,12 +252,12 @@ int run(int argc, char** argv) {
       failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
     }
 
-    for (auto& c : commands)
+    for (auto &c : commands)
       if (c.app->parsed()) return c.run(ctx);
     throw LodgeError(Errc::usage, "no command given (see lodge --help)");
-  } catch (const LodgeError& e) {
+  } catch (const LodgeError &e) {
     return report(ctx, e.error());
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     return report(ctx, Error(Errc::internal, e.what()));
   }
 }

@@ -1,69 +1,68 @@
+#include <cctype>
+#include <fstream>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
-
-#include <cctype>
-#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
 namespace lodge::config {
 namespace {
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& path, const std::string& what) {
+[[noreturn]] void bad(const std::string &path, const std::string &what) {
   throw LodgeError(Errc::config_invalid, path + ": " + what);
 }
 
-void reject_unknown(const json& obj, const std::string& path, const std::set<std::string>& allowed) {
-  for (const auto& [k, v] : obj.items()) {
+void reject_unknown(const json &obj, const std::string &path, const std::set<std::string> &allowed) {
+  for (const auto &[k, v] : obj.items()) {
     if (!allowed.count(k)) {
       std::string known;
-      for (const auto& a : allowed) known += (known.empty() ? "" : ", ") + a;
+      for (const auto &a : allowed)
+        known += (known.empty() ? "" : ", ") + a;
       bad(path.empty() ? k : path + "." + k, "unknown key (known: " + known + ")");
     }
   }
 }
 
-std::string get_string(const json& v, const std::string& path) {
+std::string get_string(const json &v, const std::string &path) {
   if (!v.is_string()) bad(path, "expected a string");
   return v.get<std::string>();
 }
 
-uint64_t size_value(const std::string& text, const std::string& path) {
+uint64_t size_value(const std::string &text, const std::string &path) {
   auto v = util::parse_size(text);
   if (!v || *v == 0) bad(path, "expected a size like 10MiB, got '" + text + "'");
   return *v;
 }
 
-int64_t duration_value(const std::string& text, const std::string& path) {
+int64_t duration_value(const std::string &text, const std::string &path) {
   auto v = util::parse_duration_ms(text);
   if (!v || *v <= 0) bad(path, "expected a duration like 15m or 500ms, got '" + text + "'");
   return *v;
 }
 
-uint64_t get_size(const json& v, const std::string& path) {
+uint64_t get_size(const json &v, const std::string &path) {
   if (v.is_number_unsigned() && v.get<uint64_t>() > 0) return v.get<uint64_t>();
   if (!v.is_string()) bad(path, "expected a size like 10MiB");
   return size_value(v.get<std::string>(), path);
 }
 
-int64_t get_duration(const json& v, const std::string& path) {
+int64_t get_duration(const json &v, const std::string &path) {
   if (!v.is_string()) bad(path, "expected a duration like 15m or 500ms");
   return duration_value(v.get<std::string>(), path);
 }
 
-int64_t get_count(const json& v, const std::string& path, int64_t min, int64_t max) {
+int64_t get_count(const json &v, const std::string &path, int64_t min, int64_t max) {
   if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
     bad(path, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max));
   return v.get<int64_t>();
 }
 
-std::vector<std::string> get_string_list(const json& v, const std::string& path, bool lower) {
+std::vector<std::string> get_string_list(const json &v, const std::string &path, bool lower) {
   if (!v.is_array()) bad(path, "expected a list of strings");
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -78,64 +77,69 @@ std::vector<std::string> get_string_list(const json& v, const std::string& path,
   return out;
 }
 
-Policy parse_policy(const json& obj, const std::string& name, const std::string& path, Policy p) {
+Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(obj, path, {"max_size", "extensions", "media_types", "max_files", "deadline", "grace"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
-  if (obj.contains("extensions")) p.extensions = get_string_list(obj["extensions"], path + ".extensions", true);
-  if (obj.contains("media_types")) p.media_types = get_string_list(obj["media_types"], path + ".media_types", true);
-  if (obj.contains("max_files")) p.max_files = get_count(obj["max_files"], path + ".max_files", 0, 1'000'000'000);
+  if (obj.contains("extensions"))
+    p.extensions = get_string_list(obj["extensions"], path + ".extensions", true);
+  if (obj.contains("media_types"))
+    p.media_types = get_string_list(obj["media_types"], path + ".media_types", true);
+  if (obj.contains("max_files"))
+    p.max_files = get_count(obj["max_files"], path + ".max_files", 0, 1'000'000'000);
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
   return p;
 }
 
-bool valid_owner(const std::string& s) {
+bool valid_owner(const std::string &s) {
   if (s.empty() || s.size() > 128) return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
   return s != "." && s != "..";
 }
 
-void check_owner(const std::string& owner, const std::string& path) {
+void check_owner(const std::string &owner, const std::string &path) {
   if (!owner.empty() && !valid_owner(owner))
     bad(path, "owner ids are 1-128 characters of A-Z a-z 0-9 . _ - (got '" +
                   util::escape_for_terminal(owner) + "')");
 }
 
-std::string env_or(const std::map<std::string, std::string>& env, const std::string& k) {
+std::string env_or(const std::map<std::string, std::string> &env, const std::string &k) {
   auto it = env.find(k);
   return it == env.end() ? std::string{} : it->second;
 }
 
-bool file_exists(const std::string& p) {
+bool file_exists(const std::string &p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
 } // namespace
 
-const Policy& Config::policy(const std::string& name) const {
+const Policy &Config::policy(const std::string &name) const {
   auto it = policies.find(name);
   if (it == policies.end()) {
     std::string known;
-    for (const auto& [k, v] : policies) known += (known.empty() ? "" : ", ") + k;
+    for (const auto &[k, v] : policies)
+      known += (known.empty() ? "" : ", ") + k;
     throw LodgeError(Errc::config_invalid, "unknown policy '" + name + "' (known: " + known + ")");
   }
   return it->second;
 }
 
-Config parse_json(const std::string& text, const std::string& source, Config c) {
+Config parse_json(const std::string &text, const std::string &source, Config c) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::exception& e) { // parse errors, and out_of_range for numbers like 3e388
+  } catch (const json::exception &e) { // parse errors, and out_of_range for numbers like 3e388
     throw LodgeError(Errc::config_invalid, source + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object()) bad(source, "expected a JSON object at the top");
-  reject_unknown(doc, "", {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle",
-                           "profile", "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs",
-                           "policies", "sweep", "status"});
+  reject_unknown(doc, "",
+                 {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
+                  "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
+                  "sweep", "status"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   if (doc.contains("endpoint")) c.endpoint = get_string(doc["endpoint"], "endpoint");
@@ -157,39 +161,42 @@ Config parse_json(const std::string& text, const std::string& source, Config c) 
     c.part_concurrency = static_cast<int>(get_count(doc["part_concurrency"], "part_concurrency", 1, 64));
   if (doc.contains("jobs")) c.jobs = static_cast<int>(get_count(doc["jobs"], "jobs", 1, 256));
   if (doc.contains("policies")) {
-    const auto& ps = doc["policies"];
+    const auto &ps = doc["policies"];
     if (!ps.is_object()) bad("policies", "expected an object of named policies");
-    for (const auto& [name, obj] : ps.items()) {
+    for (const auto &[name, obj] : ps.items()) {
       if (name.empty()) bad("policies", "a policy name must not be empty");
       Policy base = c.policies.count(name) ? c.policies[name] : Policy{};
       c.policies[name] = parse_policy(obj, name, "policies." + name, base);
     }
   }
   if (doc.contains("sweep")) {
-    const auto& s = doc["sweep"];
+    const auto &s = doc["sweep"];
     if (!s.is_object()) bad("sweep", "expected an object");
     reject_unknown(s, "sweep", {"lease", "max_retries", "backoff_base", "backoff_max"});
     if (s.contains("lease")) c.sweep.lease_ms = get_duration(s["lease"], "sweep.lease");
     if (s.contains("max_retries"))
       c.sweep.max_retries = static_cast<int>(get_count(s["max_retries"], "sweep.max_retries", 0, 1000));
-    if (s.contains("backoff_base")) c.sweep.backoff_base_ms = get_duration(s["backoff_base"], "sweep.backoff_base");
-    if (s.contains("backoff_max")) c.sweep.backoff_max_ms = get_duration(s["backoff_max"], "sweep.backoff_max");
+    if (s.contains("backoff_base"))
+      c.sweep.backoff_base_ms = get_duration(s["backoff_base"], "sweep.backoff_base");
+    if (s.contains("backoff_max"))
+      c.sweep.backoff_max_ms = get_duration(s["backoff_max"], "sweep.backoff_max");
   }
   if (doc.contains("status")) {
-    const auto& s = doc["status"];
+    const auto &s = doc["status"];
     if (!s.is_object()) bad("status", "expected an object");
     reject_unknown(s, "status", {"sweep_max_age"});
-    if (s.contains("sweep_max_age")) c.sweep_max_age_ms = get_duration(s["sweep_max_age"], "status.sweep_max_age");
+    if (s.contains("sweep_max_age"))
+      c.sweep_max_age_ms = get_duration(s["sweep_max_age"], "status.sweep_max_age");
   }
   return c;
 }
 
-Config load(const ConfigInputs& in) {
+Config load(const ConfigInputs &in) {
   Config c;
   Policy def;
   def.name = "default";
   c.policies["default"] = def;
-  const auto& env = in.env;
+  const auto &env = in.env;
 
   std::string home = env_or(env, "HOME");
   std::string data_home = env_or(env, "XDG_DATA_HOME");
@@ -200,14 +207,16 @@ Config load(const ConfigInputs& in) {
 
   // The file: --config, LODGE_CONFIG (both must exist), then the usual places.
   std::string path;
-  if (in.config_flag) path = *in.config_flag;
-  else if (!env_or(env, "LODGE_CONFIG").empty()) path = env_or(env, "LODGE_CONFIG");
+  if (in.config_flag)
+    path = *in.config_flag;
+  else if (!env_or(env, "LODGE_CONFIG").empty())
+    path = env_or(env, "LODGE_CONFIG");
   if (!path.empty()) {
     if (!file_exists(path)) throw LodgeError(Errc::config_invalid, path + ": configuration file not found");
   } else {
     std::string cfg_home = env_or(env, "XDG_CONFIG_HOME");
     if (cfg_home.empty() && !home.empty()) cfg_home = home + "/.config";
-    for (const auto& cand : {cfg_home.empty() ? std::string{} : cfg_home + "/lodge/config.json",
+    for (const auto &cand : {cfg_home.empty() ? std::string{} : cfg_home + "/lodge/config.json",
                              std::string("/etc/lodge/config.json")}) {
       if (!cand.empty() && file_exists(cand)) {
         path = cand;
@@ -225,8 +234,8 @@ Config load(const ConfigInputs& in) {
   }
 
   // Environment: LODGE_* first, then the AWS conventions for what they cover.
-  auto apply_env = [&](std::string& field, std::initializer_list<const char*> names) {
-    for (const char* n : names) {
+  auto apply_env = [&](std::string &field, std::initializer_list<const char *> names) {
+    for (const char *n : names) {
       auto v = env_or(env, n);
       if (!v.empty()) {
         field = v;
@@ -251,7 +260,7 @@ Config load(const ConfigInputs& in) {
   if (c.credentials_file.empty() && !home.empty()) c.credentials_file = home + "/.aws/credentials";
 
   // Flags.
-  auto flag = [&](const char* k, std::string& field) {
+  auto flag = [&](const char *k, std::string &field) {
     auto it = in.flags.find(k);
     if (it != in.flags.end()) field = it->second;
   };
@@ -271,7 +280,7 @@ Config load(const ConfigInputs& in) {
   return c;
 }
 
-nlohmann::json to_json(const Config& c) {
+nlohmann::json to_json(const Config &c) {
   json j;
   j["config_file"] = c.config_file.empty() ? json(nullptr) : json(c.config_file);
   j["ledger"] = c.ledger;
@@ -292,7 +301,7 @@ nlohmann::json to_json(const Config& c) {
                 {"backoff_base", util::format_duration_ms(c.sweep.backoff_base_ms)},
                 {"backoff_max", util::format_duration_ms(c.sweep.backoff_max_ms)}};
   json ps = json::object();
-  for (const auto& [name, p] : c.policies) {
+  for (const auto &[name, p] : c.policies) {
     json pj;
     pj["max_size"] = util::format_size(p.max_size);
     pj["extensions"] = p.extensions;

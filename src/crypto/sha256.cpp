@@ -1,17 +1,17 @@
+#include <cstdio>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/error.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <cstdio>
-
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 namespace lodge::crypto {
 
-void EvpMdCtxFree::operator()(evp_md_ctx_st* c) const noexcept { EVP_MD_CTX_free(c); }
+void EvpMdCtxFree::operator()(evp_md_ctx_st *c) const noexcept {
+  EVP_MD_CTX_free(c);
+}
 
 Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) {
   if (!m_ctx) throw LodgeError(Errc::internal, "EVP_MD_CTX_new failed");
@@ -23,9 +23,10 @@ void Sha256::reset() {
     throw LodgeError(Errc::internal, "EVP_DigestInit_ex failed");
 }
 
-void Sha256::update(const void* data, size_t len) {
+void Sha256::update(const void *data, size_t len) {
   if (len == 0) return;
-  if (EVP_DigestUpdate(m_ctx.get(), data, len) != 1) throw LodgeError(Errc::internal, "EVP_DigestUpdate failed");
+  if (EVP_DigestUpdate(m_ctx.get(), data, len) != 1)
+    throw LodgeError(Errc::internal, "EVP_DigestUpdate failed");
 }
 
 Digest Sha256::finish() {
@@ -43,19 +44,23 @@ Digest sha256(std::string_view data) {
   return h.finish();
 }
 
-std::string sha256_hex(std::string_view data) { return to_hex(sha256(data)); }
+std::string sha256_hex(std::string_view data) {
+  return to_hex(sha256(data));
+}
 
-std::string to_hex(const Digest& d) { return util::hex_encode(d.data(), d.size()); }
+std::string to_hex(const Digest &d) {
+  return util::hex_encode(d.data(), d.size());
+}
 
-std::string to_base64(const Digest& d) {
-  return util::base64_encode(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+std::string to_base64(const Digest &d) {
+  return util::base64_encode(std::string_view(reinterpret_cast<const char *>(d.data()), d.size()));
 }
 
 Digest hmac_sha256(std::string_view key, std::string_view data) {
   Digest d{};
   unsigned int n = 0;
   if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), d.data(), &n) == nullptr ||
+           reinterpret_cast<const unsigned char *>(data.data()), data.size(), d.data(), &n) == nullptr ||
       n != d.size())
     throw LodgeError(Errc::internal, "HMAC-SHA256 failed");
   return d;
@@ -67,8 +72,9 @@ std::string random_uuid() {
   b[6] = static_cast<unsigned char>((b[6] & 0x0F) | 0x40);
   b[8] = static_cast<unsigned char>((b[8] & 0x3F) | 0x80);
   char out[37];
-  std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
   return out;
 }
 
@@ -77,7 +83,7 @@ uint64_t random_below(uint64_t bound) {
   uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
   while (true) {
     uint64_t v = 0;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1)
+    if (RAND_bytes(reinterpret_cast<unsigned char *>(&v), sizeof v) != 1)
       throw LodgeError(Errc::internal, "RAND_bytes failed");
     if (v < limit) return v % bound;
   }

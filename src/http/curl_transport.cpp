@@ -1,17 +1,15 @@
+#include <algorithm>
+#include <cstring>
+#include <curl/curl.h>
 #include <lodge/http/transport.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <algorithm>
-#include <cstring>
 #include <mutex>
-
-#include <curl/curl.h>
 
 namespace lodge::http {
 
-int64_t StringBody::read(char* buf, size_t n) {
+int64_t StringBody::read(char *buf, size_t n) {
   size_t k = std::min(n, m_data.size() - m_pos);
   std::memcpy(buf, m_data.data() + m_pos, k);
   m_pos += k;
@@ -19,7 +17,7 @@ int64_t StringBody::read(char* buf, size_t n) {
 }
 
 std::string Response::header(std::string_view lower_name) const {
-  for (const auto& [k, v] : headers)
+  for (const auto &[k, v] : headers)
     if (k == lower_name) return v;
   return {};
 }
@@ -31,25 +29,25 @@ void global_init() {
 
 namespace {
 struct CurlEasyCleanup {
-  void operator()(CURL* c) const noexcept { curl_easy_cleanup(c); }
+  void operator()(CURL *c) const noexcept { curl_easy_cleanup(c); }
 };
 struct SlistFree {
-  void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
+  void operator()(curl_slist *l) const noexcept { curl_slist_free_all(l); }
 };
 using CurlHandle = std::unique_ptr<CURL, CurlEasyCleanup>;
 using SlistHandle = std::unique_ptr<curl_slist, SlistFree>;
 
 struct Exchange {
-  const Request* req = nullptr;
-  Response* resp = nullptr;
+  const Request *req = nullptr;
+  Response *resp = nullptr;
   uint64_t sent = 0;
   bool read_error = false;
   bool got_headers = false;
   bool sink_failed = false;
 };
 
-size_t on_read(char* buf, size_t size, size_t nitems, void* user) {
-  auto* ex = static_cast<Exchange*>(user);
+size_t on_read(char *buf, size_t size, size_t nitems, void *user) {
+  auto *ex = static_cast<Exchange *>(user);
   int64_t n = ex->req->body->read(buf, size * nitems);
   if (n < 0) {
     ex->read_error = true;
@@ -59,8 +57,8 @@ size_t on_read(char* buf, size_t size, size_t nitems, void* user) {
   return static_cast<size_t>(n);
 }
 
-size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
-  auto* ex = static_cast<Exchange*>(user);
+size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
+  auto *ex = static_cast<Exchange *>(user);
   size_t n = size * nmemb;
   if (ex->req->sink && ex->resp->status >= 200 && ex->resp->status < 300) {
     if (!ex->req->sink(data, n)) {
@@ -74,8 +72,8 @@ size_t on_write(char* data, size_t size, size_t nmemb, void* user) {
   return n;
 }
 
-size_t on_header(char* data, size_t size, size_t nitems, void* user) {
-  auto* ex = static_cast<Exchange*>(user);
+size_t on_header(char *data, size_t size, size_t nitems, void *user) {
+  auto *ex = static_cast<Exchange *>(user);
   size_t n = size * nitems;
   std::string_view line(data, n);
   ex->got_headers = true;
@@ -83,12 +81,14 @@ size_t on_header(char* data, size_t size, size_t nitems, void* user) {
     // A new status line (after 100-continue): start over.
     ex->resp->headers.clear();
     auto sp = line.find(' ');
-    if (sp != std::string_view::npos) ex->resp->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
+    if (sp != std::string_view::npos)
+      ex->resp->status = std::strtol(std::string(line.substr(sp + 1, 3)).c_str(), nullptr, 10);
     return n;
   }
   auto colon = line.find(':');
   if (colon != std::string_view::npos)
-    ex->resp->headers.emplace_back(util::to_lower(util::trim(line.substr(0, colon))), util::trim(line.substr(colon + 1)));
+    ex->resp->headers.emplace_back(util::to_lower(util::trim(line.substr(0, colon))),
+                                   util::trim(line.substr(colon + 1)));
   return n;
 }
 
@@ -98,19 +98,20 @@ public:
     if (!m_curl) throw LodgeError(Errc::internal, "curl_easy_init failed");
   }
 
-  Result<Response> perform(const Request& req) override {
-    CURL* c = m_curl.get();
+  Result<Response> perform(const Request &req) override {
+    CURL *c = m_curl.get();
     curl_easy_reset(c);
     Response resp;
     Exchange ex{&req, &resp};
     SlistHandle headers;
-    auto add_header = [&](const std::string& h) {
-      curl_slist* l = curl_slist_append(headers.get(), h.c_str());
+    auto add_header = [&](const std::string &h) {
+      curl_slist *l = curl_slist_append(headers.get(), h.c_str());
       if (!l) throw LodgeError(Errc::internal, "curl_slist_append failed");
       (void)headers.release();
       headers.reset(l);
     };
-    for (const auto& [k, v] : req.headers) add_header(v.empty() ? k + ";" : k + ": " + v);
+    for (const auto &[k, v] : req.headers)
+      add_header(v.empty() ? k + ";" : k + ": " + v);
     // libcurl adds these unless told not to; S3 wants neither.
     add_header("Expect:");
     if (!req.body) add_header("Transfer-Encoding:");
@@ -177,10 +178,12 @@ public:
     // Whole body sent, no status line back: the server may still have acted on it.
     d.ambiguous = req.method != "GET" && req.method != "HEAD" && ex.sent >= size && !ex.got_headers;
     Errc code = Errc::storage_unavailable;
-    if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 && util::steady_ms() >= req.deadline_steady_ms - 5)
+    if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 &&
+        util::steady_ms() >= req.deadline_steady_ms - 5)
       code = Errc::deadline_exceeded;
-    return Error(code, std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + util::log::redact(req.url) + ")",
-                 d);
+    return Error(
+        code,
+        std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + util::log::redact(req.url) + ")", d);
   }
 
 private:
@@ -189,7 +192,7 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Transport> make_curl_transport(const TransportOptions& opts) {
+std::unique_ptr<Transport> make_curl_transport(const TransportOptions &opts) {
   global_init();
   return std::make_unique<CurlTransport>(opts);
 }

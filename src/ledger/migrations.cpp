@@ -1,8 +1,7 @@
 #include "sqlite_ledger.hpp"
 
-#include <lodge/ledger/schema.hpp>
-
 #include <array>
+#include <lodge/ledger/schema.hpp>
 #include <string_view>
 
 namespace lodge::ledger {
@@ -25,14 +24,14 @@ CREATE INDEX job_run_latest ON job_run (job, started_at);
 };
 } // namespace
 
-void migrate(Db& db, int from) {
+void migrate(Db &db, int from) {
   if (from < k_oldest_schema_version || from > k_schema_version)
-    throw LodgeError(Errc::ledger_unusable,
-                     db.path() + ": ledger schema version " + std::to_string(from) +
-                         " cannot be migrated (this lodge reads versions " +
-                         std::to_string(k_oldest_schema_version) + " to " +
-                         std::to_string(k_schema_version) + ")");
-  for (int v = from; v < k_schema_version; ++v) db.exec(k_steps.at(static_cast<size_t>(v - k_oldest_schema_version)));
+    throw LodgeError(Errc::ledger_unusable, db.path() + ": ledger schema version " + std::to_string(from) +
+                                                " cannot be migrated (this lodge reads versions " +
+                                                std::to_string(k_oldest_schema_version) + " to " +
+                                                std::to_string(k_schema_version) + ")");
+  for (int v = from; v < k_schema_version; ++v)
+    db.exec(k_steps.at(static_cast<size_t>(v - k_oldest_schema_version)));
   db.exec("PRAGMA user_version = " + std::to_string(k_schema_version));
 }
 

@@ -1,13 +1,16 @@
 #include <lodge/ledger/sqlite.hpp>
-
 #include <sqlite3.h>
 
 namespace lodge::ledger {
 
-void Sqlite3Closer::operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
-void StmtFinalizer::operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
+void Sqlite3Closer::operator()(sqlite3 *db) const noexcept {
+  sqlite3_close_v2(db);
+}
+void StmtFinalizer::operator()(sqlite3_stmt *s) const noexcept {
+  sqlite3_finalize(s);
+}
 
-Error sqlite_error(sqlite3* db, int rc, std::string_view what, std::string_view path) {
+Error sqlite_error(sqlite3 *db, int rc, std::string_view what, std::string_view path) {
   int ext = db ? sqlite3_extended_errcode(db) : rc;
   if ((ext & 0xFF) != (rc & 0xFF)) ext = rc;
   std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -36,32 +39,34 @@ Error sqlite_error(sqlite3* db, int rc, std::string_view what, std::string_view 
   return Error(code, std::string(path) + ": " + std::string(what) + ": " + msg, d);
 }
 
-Stmt::Stmt(Db& db, std::string_view sql) : m_db(&db) {
-  sqlite3_stmt* raw = nullptr;
+Stmt::Stmt(Db &db, std::string_view sql) : m_db(&db) {
+  sqlite3_stmt *raw = nullptr;
   int rc = sqlite3_prepare_v3(db.raw(), sql.data(), static_cast<int>(sql.size()), 0, &raw, nullptr);
   m_stmt.reset(raw);
   if (rc != SQLITE_OK) throw LodgeError(db.error(rc, "prepare"));
 }
 
-Stmt& Stmt::bind(int i, int64_t v) {
+Stmt &Stmt::bind(int i, int64_t v) {
   int rc = sqlite3_bind_int64(m_stmt.get(), i, v);
   if (rc != SQLITE_OK) throw LodgeError(m_db->error(rc, "bind"));
   return *this;
 }
 
-Stmt& Stmt::bind(int i, std::string_view v) {
+Stmt &Stmt::bind(int i, std::string_view v) {
   int rc = sqlite3_bind_text64(m_stmt.get(), i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK) throw LodgeError(m_db->error(rc, "bind"));
   return *this;
 }
 
-Stmt& Stmt::bind(int i, const std::optional<std::string>& v) {
+Stmt &Stmt::bind(int i, const std::optional<std::string> &v) {
   return v ? bind(i, std::string_view(*v)) : bind_null(i);
 }
 
-Stmt& Stmt::bind(int i, const std::optional<int64_t>& v) { return v ? bind(i, *v) : bind_null(i); }
+Stmt &Stmt::bind(int i, const std::optional<int64_t> &v) {
+  return v ? bind(i, *v) : bind_null(i);
+}
 
-Stmt& Stmt::bind_null(int i) {
+Stmt &Stmt::bind_null(int i) {
   int rc = sqlite3_bind_null(m_stmt.get(), i);
   if (rc != SQLITE_OK) throw LodgeError(m_db->error(rc, "bind"));
   return *this;
@@ -85,12 +90,14 @@ void Stmt::reset() {
   sqlite3_clear_bindings(m_stmt.get());
 }
 
-int64_t Stmt::col_int(int i) const { return sqlite3_column_int64(m_stmt.get(), i); }
+int64_t Stmt::col_int(int i) const {
+  return sqlite3_column_int64(m_stmt.get(), i);
+}
 
 std::string Stmt::col_text(int i) const {
-  const auto* p = sqlite3_column_text(m_stmt.get(), i);
+  const auto *p = sqlite3_column_text(m_stmt.get(), i);
   int n = sqlite3_column_bytes(m_stmt.get(), i);
-  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)) : std::string{};
+  return p ? std::string(reinterpret_cast<const char *>(p), static_cast<size_t>(n)) : std::string{};
 }
 
 std::optional<int64_t> Stmt::col_opt_int(int i) const {
@@ -103,8 +110,8 @@ std::optional<std::string> Stmt::col_opt_text(int i) const {
   return col_text(i);
 }
 
-Db::Db(const std::string& path, int64_t busy_timeout_ms) : m_path(path) {
-  sqlite3* raw = nullptr;
+Db::Db(const std::string &path, int64_t busy_timeout_ms) : m_path(path) {
+  sqlite3 *raw = nullptr;
   // sqlite3_open_v2 hands back a handle even on failure: own it before checking rc.
   int rc = sqlite3_open_v2(path.c_str(), &raw,
                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -118,11 +125,13 @@ Db::Db(const std::string& path, int64_t busy_timeout_ms) : m_path(path) {
   sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout_ms));
 }
 
-Error Db::error(int rc, std::string_view what) const { return sqlite_error(m_db.get(), rc, what, m_path); }
+Error Db::error(int rc, std::string_view what) const {
+  return sqlite_error(m_db.get(), rc, what, m_path);
+}
 
 void Db::exec(std::string_view sql) {
   std::string s(sql);
-  char* err = nullptr;
+  char *err = nullptr;
   int rc = sqlite3_exec(m_db.get(), s.c_str(), nullptr, nullptr, &err);
   if (err) sqlite3_free(err);
   if (rc != SQLITE_OK) throw LodgeError(error(rc, "exec"));
@@ -138,9 +147,13 @@ std::string Db::query_text(std::string_view sql) {
   return st.step() ? st.col_text(0) : std::string{};
 }
 
-int64_t Db::last_insert_rowid() const { return sqlite3_last_insert_rowid(m_db.get()); }
+int64_t Db::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(m_db.get());
+}
 
-Transaction::Transaction(Db& db) : m_db(db) { m_db.exec("BEGIN IMMEDIATE"); }
+Transaction::Transaction(Db &db) : m_db(db) {
+  m_db.exec("BEGIN IMMEDIATE");
+}
 
 Transaction::~Transaction() {
   if (!m_done) sqlite3_exec(m_db.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
@@ -151,8 +164,12 @@ void Transaction::commit() {
   m_done = true;
 }
 
-ReadTransaction::ReadTransaction(Db& db) : m_db(db) { m_db.exec("BEGIN DEFERRED"); }
+ReadTransaction::ReadTransaction(Db &db) : m_db(db) {
+  m_db.exec("BEGIN DEFERRED");
+}
 
-ReadTransaction::~ReadTransaction() { sqlite3_exec(m_db.raw(), "COMMIT", nullptr, nullptr, nullptr); }
+ReadTransaction::~ReadTransaction() {
+  sqlite3_exec(m_db.raw(), "COMMIT", nullptr, nullptr, nullptr);
+}
 
 } // namespace lodge::ledger

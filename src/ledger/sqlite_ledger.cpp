@@ -1,14 +1,12 @@
 #include "sqlite_ledger.hpp"
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -17,46 +15,71 @@ namespace lodge::ledger {
 namespace {
 
 // Filesystems where SQLite's locking and WAL cannot be trusted.
-bool is_network_fs(const std::string& dir, std::string& name) {
+bool is_network_fs(const std::string &dir, std::string &name) {
   struct statfs fs {};
   if (::statfs(dir.c_str(), &fs) != 0) return false;
   switch (static_cast<unsigned long>(fs.f_type)) {
-  case 0x6969: name = "NFS"; return true;
-  case 0x517B: name = "SMB"; return true;
-  case 0xFF534D42: name = "CIFS"; return true;
-  case 0xFE534D42: name = "SMB2"; return true;
-  case 0x564C: name = "NCP"; return true;
-  case 0x65735546: name = "FUSE"; return true;
-  case 0x01021997: name = "9P"; return true;
-  case 0x6B414653: name = "AFS"; return true;
-  case 0x47504653: name = "GPFS"; return true;
-  case 0x00C36400: name = "CEPH"; return true;
-  default: return false;
+  case 0x6969:
+    name = "NFS";
+    return true;
+  case 0x517B:
+    name = "SMB";
+    return true;
+  case 0xFF534D42:
+    name = "CIFS";
+    return true;
+  case 0xFE534D42:
+    name = "SMB2";
+    return true;
+  case 0x564C:
+    name = "NCP";
+    return true;
+  case 0x65735546:
+    name = "FUSE";
+    return true;
+  case 0x01021997:
+    name = "9P";
+    return true;
+  case 0x6B414653:
+    name = "AFS";
+    return true;
+  case 0x47504653:
+    name = "GPFS";
+    return true;
+  case 0x00C36400:
+    name = "CEPH";
+    return true;
+  default:
+    return false;
   }
 }
 
 // Makes sure path names a regular file we may open, creating it 0600 when missing.
 // Refuses symlinks outright: a ledger reached through a link is a way to make lodge
 // write somewhere it was not told to.
-void prepare_file(const OpenOptions& o) {
+void prepare_file(const OpenOptions &o) {
   namespace fs = std::filesystem;
-  const auto& path = o.path;
+  const auto &path = o.path;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
     fs::create_directories(dir, ec);
-    if (ec) throw LodgeError(Errc::ledger_unusable, path + ": cannot create directory " + dir.string() + ": " + ec.message());
+    if (ec)
+      throw LodgeError(Errc::ledger_unusable,
+                       path + ": cannot create directory " + dir.string() + ": " + ec.message());
   }
   std::string fsname;
   if (!o.force_network_fs && is_network_fs(dir.string(), fsname))
-    throw LodgeError(Errc::ledger_on_network_fs,
-                     path + ": the ledger is on a network filesystem (" + fsname +
-                         "); SQLite locking is unsafe there. Put it on a local disk, or pass --force-network-fs");
+    throw LodgeError(
+        Errc::ledger_on_network_fs,
+        path + ": the ledger is on a network filesystem (" + fsname +
+            "); SQLite locking is unsafe there. Put it on a local disk, or pass --force-network-fs");
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode))
-      throw LodgeError(Errc::ledger_unusable, path + ": the ledger path is a symbolic link; refusing to follow it");
+      throw LodgeError(Errc::ledger_unusable,
+                       path + ": the ledger path is a symbolic link; refusing to follow it");
     if (!S_ISREG(st.st_mode)) throw LodgeError(Errc::ledger_unusable, path + ": not a regular file");
     return;
   }
@@ -71,18 +94,19 @@ void prepare_file(const OpenOptions& o) {
 
 } // namespace
 
-SqliteLedger::SqliteLedger(const OpenOptions& opts)
+SqliteLedger::SqliteLedger(const OpenOptions &opts)
     : m_db((prepare_file(opts), opts.path), opts.busy_timeout_ms), m_clock(opts.clock) {
   // The first statement is where SQLite notices a file that is not a database.
   try {
     m_db.exec("PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = ON;");
     auto mode = m_db.query_text("PRAGMA journal_mode = WAL");
     if (mode != "wal")
-      throw LodgeError(Errc::ledger_unusable, opts.path + ": cannot switch the ledger to WAL mode (got " + mode + ")");
+      throw LodgeError(Errc::ledger_unusable,
+                       opts.path + ": cannot switch the ledger to WAL mode (got " + mode + ")");
     // A reservation must be durable before its PUT starts.
     m_db.exec("PRAGMA synchronous = FULL");
     initialise_or_migrate();
-  } catch (const LodgeError& e) {
+  } catch (const LodgeError &e) {
     if (e.error().code == Errc::internal) {
       Error err = e.error();
       err.code = Errc::ledger_unusable;
@@ -95,10 +119,9 @@ SqliteLedger::SqliteLedger(const OpenOptions& opts)
 void SqliteLedger::initialise_or_migrate() {
   int version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
   if (version > k_schema_version)
-    throw LodgeError(Errc::ledger_too_new,
-                     m_db.path() + ": the ledger has schema version " + std::to_string(version) +
-                         " but this lodge knows up to " + std::to_string(k_schema_version) +
-                         "; upgrade lodge");
+    throw LodgeError(Errc::ledger_too_new, m_db.path() + ": the ledger has schema version " +
+                                               std::to_string(version) + " but this lodge knows up to " +
+                                               std::to_string(k_schema_version) + "; upgrade lodge");
   if (version != k_schema_version) {
     Transaction tx(m_db); // re-read under the write lock: another process may have won
     version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
@@ -118,7 +141,9 @@ void SqliteLedger::initialise_or_migrate() {
   if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_db.path() + ": ledger has no uuid");
 }
 
-int SqliteLedger::schema_version() { return static_cast<int>(m_db.query_int("PRAGMA user_version")); }
+int SqliteLedger::schema_version() {
+  return static_cast<int>(m_db.query_int("PRAGMA user_version"));
+}
 
 StatusReport SqliteLedger::status(int64_t now) {
   StatusReport r;
@@ -127,26 +152,33 @@ StatusReport SqliteLedger::status(int64_t now) {
   r.ledger_uuid = m_uuid;
   r.schema_version = schema_version();
   r.journal_mode = m_db.query_text("PRAGMA journal_mode");
-  static constexpr const char* k_sync[] = {"OFF", "NORMAL", "FULL", "EXTRA"};
+  static constexpr const char *k_sync[] = {"OFF", "NORMAL", "FULL", "EXTRA"};
   auto sync = m_db.query_int("PRAGMA synchronous");
   r.synchronous = sync >= 0 && sync < 4 ? k_sync[sync] : std::to_string(sync);
-  r.ledger_created_at = util::parse_int(m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'created_at'")).value_or(0);
+  r.ledger_created_at =
+      util::parse_int(m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'created_at'")).value_or(0);
   {
     Stmt st(m_db, "SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");
     while (st.step()) {
       auto s = st.col_text(0);
       bool del = st.col_int(1) != 0;
       int64_t n = st.col_int(2);
-      if (s == k_upload_failed) r.files_failed += n;
-      else if (del) r.files_deleted += n;
-      else if (s == k_active) r.files_active += n;
-      else if (s == k_uploading) r.files_uploading += n;
+      if (s == k_upload_failed)
+        r.files_failed += n;
+      else if (del)
+        r.files_deleted += n;
+      else if (s == k_active)
+        r.files_active += n;
+      else if (s == k_uploading)
+        r.files_uploading += n;
     }
   }
-  for (const char* s : {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED"}) r.tasks[s] = 0;
+  for (const char *s : {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED"})
+    r.tasks[s] = 0;
   {
     Stmt st(m_db, "SELECT status, count(*) FROM cleanup_task GROUP BY 1");
-    while (st.step()) r.tasks[st.col_text(0)] = st.col_int(1);
+    while (st.step())
+      r.tasks[st.col_text(0)] = st.col_int(1);
   }
   r.dead_letters = r.tasks["FAILED"];
   {
@@ -156,7 +188,8 @@ StatusReport SqliteLedger::status(int64_t now) {
     r.overdue_uploading = st.col_int(0);
   }
   {
-    Stmt st(m_db, "SELECT min(created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
+    Stmt st(m_db,
+            "SELECT min(created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
     st.step();
     if (auto oldest = st.col_opt_int(0)) r.oldest_uploading_age_ms = now - *oldest;
   }
@@ -166,32 +199,39 @@ StatusReport SqliteLedger::status(int64_t now) {
     r.expired_leases = st.col_int(0);
   }
   {
-    Stmt st(m_db, "SELECT count(*) FROM cleanup_task WHERE status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1");
+    Stmt st(m_db,
+            "SELECT count(*) FROM cleanup_task WHERE status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1");
     st.bind(1, now).step();
     r.tasks_due = st.col_int(0);
   }
-  for (const char* job : {"sweep", "repair", "reconcile"}) {
+  for (const char *job : {"sweep", "repair", "reconcile"}) {
     Stmt st(m_db, "SELECT worker_id, started_at, finished_at, outcome, counts FROM job_run "
                   "WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT 1");
     st.bind(1, std::string_view(job));
     if (st.step())
-      r.last_runs[job] = JobRun{job, st.col_text(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_text(4)};
+      r.last_runs[job] =
+          JobRun{job, st.col_text(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_text(4)};
     else
       r.last_runs[job] = std::nullopt;
   }
   return r;
 }
 
-void SqliteLedger::record_job_run(const JobRun& run) {
+void SqliteLedger::record_job_run(const JobRun &run) {
   Transaction tx(m_db);
   Stmt st(m_db, "INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome, counts) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-  st.bind(1, run.job).bind(2, run.worker_id).bind(3, run.started_at).bind(4, run.finished_at)
-      .bind(5, run.outcome).bind(6, run.counts_json).exec();
+  st.bind(1, run.job)
+      .bind(2, run.worker_id)
+      .bind(3, run.started_at)
+      .bind(4, run.finished_at)
+      .bind(5, run.outcome)
+      .bind(6, run.counts_json)
+      .exec();
   tx.commit();
 }
 
-std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions& opts) {
+std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts) {
   return std::make_unique<SqliteLedger>(opts);
 }
 

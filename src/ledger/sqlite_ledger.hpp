@@ -8,57 +8,59 @@ namespace lodge::ledger {
 
 class SqliteLedger final : public Ledger {
 public:
-  explicit SqliteLedger(const OpenOptions& opts);
+  explicit SqliteLedger(const OpenOptions &opts);
 
-  [[nodiscard]] const std::string& path() const override { return m_db.path(); }
-  [[nodiscard]] const std::string& uuid() const override { return m_uuid; }
+  [[nodiscard]] const std::string &path() const override { return m_db.path(); }
+  [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
   [[nodiscard]] int schema_version() override;
   [[nodiscard]] StatusReport status(int64_t now) override;
-  void record_job_run(const JobRun& run) override;
+  void record_job_run(const JobRun &run) override;
 
-  [[nodiscard]] ReserveResult reserve(const ReserveRequest& req, int64_t now) override;
-  [[nodiscard]] bool set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) override;
-  [[nodiscard]] bool confirm(int64_t id, const std::string& etag, const std::string& version_id, int64_t now) override;
-  [[nodiscard]] bool mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) override;
+  [[nodiscard]] ReserveResult reserve(const ReserveRequest &req, int64_t now) override;
+  [[nodiscard]] bool set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) override;
+  [[nodiscard]] bool confirm(int64_t id, const std::string &etag, const std::string &version_id,
+                             int64_t now) override;
+  [[nodiscard]] bool mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
-  [[nodiscard]] std::vector<FileRecord> list_files(const std::string& owner, bool include_dead) override;
+  [[nodiscard]] std::vector<FileRecord> list_files(const std::string &owner, bool include_dead) override;
   [[nodiscard]] std::optional<TaskRecord> find_task_for(int64_t record_id) override;
-  [[nodiscard]] std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string& worker,
+  [[nodiscard]] std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
                                                   int64_t lease_ms) override;
-  [[nodiscard]] std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string& worker,
+  [[nodiscard]] std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string &worker,
                                                      int64_t lease_ms) override;
-  [[nodiscard]] TaskDecision decide(const TaskRecord& t, int64_t now, int64_t grace_ms) override;
-  [[nodiscard]] TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
+  [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) override;
+  [[nodiscard]] TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                   int64_t next_retry_at, int64_t now) override;
 
   [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;
-  [[nodiscard]] std::vector<TaskRecord> list_tasks(const std::string& status) override;
+  [[nodiscard]] std::vector<TaskRecord> list_tasks(const std::string &status) override;
   [[nodiscard]] bool retry_task(int64_t task_id, int64_t now) override;
   [[nodiscard]] std::vector<FileRecord> overdue_uploads(int64_t now, int limit) override;
   [[nodiscard]] bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
-  [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
+  [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
                                           int max_retries) override;
-  void rows_by_key(const std::string& prefix, const std::string& after,
-                           const std::function<bool(const FileRecord&)>& visit) override;
+  void rows_by_key(const std::string &prefix, const std::string &after,
+                   const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
-  void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) override;
+  void adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) override;
   [[nodiscard]] bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
 
 private:
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
   // worker holds it; resets a finished one.
-  void ensure_pending_task(int64_t record_id, const std::string& key, int64_t due, int max_retries, int64_t now);
-  std::optional<FileRecord> file_where(const std::string& where, const std::function<void(Stmt&)>& bind);
+  void ensure_pending_task(int64_t record_id, const std::string &key, int64_t due, int max_retries,
+                           int64_t now);
+  std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind);
   std::optional<TaskRecord> task_by_id(int64_t id);
   void initialise_or_migrate();
 
   Db m_db;
-  const util::Clock* m_clock;
+  const util::Clock *m_clock;
   std::string m_uuid;
 };
 
 // Applies each migration step from `from` up to k_schema_version (inside the caller's
 // transaction). Throws LodgeError when `from` is outside the supported range.
-void migrate(Db& db, int from);
+void migrate(Db &db, int from);
 
 } // namespace lodge::ledger

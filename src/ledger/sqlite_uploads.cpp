@@ -3,24 +3,24 @@
 // that exactly the expected rows changed.
 #include "sqlite_ledger.hpp"
 
+#include <algorithm>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
-
-#include <algorithm>
 
 namespace lodge::ledger {
 namespace {
 
-constexpr const char* k_file_cols =
-    "id, owner_id, original_name, object_key, media_type, sha256, size, policy, upload_status, failure_reason,"
-    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, created_at, updated_at, activated_at,"
-    " deleted_at, upload_deadline_at";
+constexpr const char *k_file_cols = "id, owner_id, original_name, object_key, media_type, sha256, size, "
+                                    "policy, upload_status, failure_reason,"
+                                    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
+                                    "created_at, updated_at, activated_at,"
+                                    " deleted_at, upload_deadline_at";
 
-constexpr const char* k_task_cols =
+constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
     " lease_until, lease_version, last_error, created_at, updated_at";
 
-FileRecord read_file(const Stmt& st) {
+FileRecord read_file(const Stmt &st) {
   FileRecord r;
   r.id = st.col_int(0);
   r.owner_id = st.col_text(1);
@@ -45,7 +45,7 @@ FileRecord read_file(const Stmt& st) {
   return r;
 }
 
-TaskRecord read_task(const Stmt& st) {
+TaskRecord read_task(const Stmt &st) {
   TaskRecord t;
   t.id = st.col_int(0);
   t.record_id = st.col_int(1);
@@ -65,11 +65,12 @@ TaskRecord read_task(const Stmt& st) {
 }
 
 // Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
-constexpr const char* k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
+constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
                               " OR (status = 'PROCESSING' AND lease_until < ?1))";
 } // namespace
 
-std::optional<FileRecord> SqliteLedger::file_where(const std::string& where, const std::function<void(Stmt&)>& bind) {
+std::optional<FileRecord> SqliteLedger::file_where(const std::string &where,
+                                                   const std::function<void(Stmt &)> &bind) {
   Stmt st(m_db, std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE " + where);
   bind(st);
   if (!st.step()) return std::nullopt;
@@ -83,13 +84,12 @@ std::optional<TaskRecord> SqliteLedger::task_by_id(int64_t id) {
   return read_task(st);
 }
 
-ReserveResult SqliteLedger::reserve(const ReserveRequest& req, int64_t now) {
+ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
   Transaction tx(m_db);
   ReserveResult res;
   if (req.idempotency_key) {
-    auto prior = file_where("owner_id = ?1 AND idempotency_key = ?2", [&](Stmt& s) {
-      s.bind(1, req.owner_id).bind(2, *req.idempotency_key);
-    });
+    auto prior = file_where("owner_id = ?1 AND idempotency_key = ?2",
+                            [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, *req.idempotency_key); });
     if (prior) {
       res.record = *prior;
       if (prior->sha256 != req.sha256) {
@@ -106,17 +106,19 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest& req, int64_t now) {
       }
       // The earlier attempt failed or its file was deleted: this one starts afresh and
       // takes the key over.
-      Stmt clear(m_db, "UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND is_deleted = 1");
+      Stmt clear(
+          m_db,
+          "UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND is_deleted = 1");
       if (clear.bind(1, prior->id).bind(2, now).exec() != 1)
         throw LodgeError(Errc::internal, "idempotency key release changed no row");
     }
   }
-  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0", [&](Stmt& s) {
-    s.bind(1, req.owner_id).bind(2, req.sha256);
-  });
+  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0",
+                          [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, req.sha256); });
   if (alive) {
     res.record = *alive;
-    res.outcome = alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
+    res.outcome =
+        alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
     return res;
   }
   if (req.max_files) {
@@ -130,22 +132,37 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest& req, int64_t now) {
   std::string key = req.key_prefix + req.owner_id + "/" + crypto::random_uuid();
   if (!req.extension.empty()) key += "." + req.extension;
   int64_t deadline = now + req.deadline_ms;
-  Stmt ins(m_db, "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-                 " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10)");
-  ins.bind(1, req.owner_id).bind(2, req.original_name).bind(3, key).bind(4, req.media_type).bind(5, req.sha256)
-      .bind(6, req.size).bind(7, req.policy).bind(8, req.idempotency_key).bind(9, now).bind(10, deadline).exec();
+  Stmt ins(m_db,
+           "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+           " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at)"
+           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10)");
+  ins.bind(1, req.owner_id)
+      .bind(2, req.original_name)
+      .bind(3, key)
+      .bind(4, req.media_type)
+      .bind(5, req.sha256)
+      .bind(6, req.size)
+      .bind(7, req.policy)
+      .bind(8, req.idempotency_key)
+      .bind(9, now)
+      .bind(10, deadline)
+      .exec();
   int64_t id = m_db.last_insert_rowid();
-  Stmt task(m_db, "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
-                  " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
-  task.bind(1, id).bind(2, key).bind(3, deadline + req.grace_ms).bind(4, static_cast<int64_t>(req.max_retries))
-      .bind(5, now).exec();
-  res.record = *file_where("id = ?1", [&](Stmt& s) { s.bind(1, id); });
+  Stmt task(m_db,
+            "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+            " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
+  task.bind(1, id)
+      .bind(2, key)
+      .bind(3, deadline + req.grace_ms)
+      .bind(4, static_cast<int64_t>(req.max_retries))
+      .bind(5, now)
+      .exec();
+  res.record = *file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
   tx.commit();
   return res;
 }
 
-bool SqliteLedger::set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) {
+bool SqliteLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
   Transaction tx(m_db);
   Stmt st(m_db, "UPDATE file_upload SET multipart_upload_id = ?2, updated_at = ?3"
                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
@@ -154,7 +171,7 @@ bool SqliteLedger::set_multipart_upload_id(int64_t id, const std::string& upload
   return true;
 }
 
-bool SqliteLedger::confirm(int64_t id, const std::string& etag, const std::string& version_id, int64_t now) {
+bool SqliteLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id, int64_t now) {
   Transaction tx(m_db);
   Stmt row(m_db, "UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
                  " etag = ?3, version_id = NULLIF(?4, '')"
@@ -169,10 +186,11 @@ bool SqliteLedger::confirm(int64_t id, const std::string& etag, const std::strin
   return true;
 }
 
-bool SqliteLedger::mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) {
+bool SqliteLedger::mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) {
   Transaction tx(m_db);
-  Stmt row(m_db, "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
-                 " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING'");
+  Stmt row(m_db,
+           "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
+           " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING'");
   if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return false;
   if (run_now) {
     Stmt task(m_db, "UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?2"
@@ -184,16 +202,17 @@ bool SqliteLedger::mark_failed(int64_t id, const std::string& reason, bool run_n
 }
 
 std::optional<FileRecord> SqliteLedger::find_file(int64_t id) {
-  return file_where("id = ?1", [&](Stmt& s) { s.bind(1, id); });
+  return file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
 }
 
-std::vector<FileRecord> SqliteLedger::list_files(const std::string& owner, bool include_dead) {
+std::vector<FileRecord> SqliteLedger::list_files(const std::string &owner, bool include_dead) {
   std::string sql = std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE owner_id = ?1" +
                     (include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
   Stmt st(m_db, sql);
   st.bind(1, owner);
   std::vector<FileRecord> out;
-  while (st.step()) out.push_back(read_file(st));
+  while (st.step())
+    out.push_back(read_file(st));
   return out;
 }
 
@@ -204,17 +223,22 @@ std::optional<TaskRecord> SqliteLedger::find_task_for(int64_t record_id) {
   return read_task(st);
 }
 
-std::vector<TaskRecord> SqliteLedger::claim_due(int64_t now, int limit, const std::string& worker, int64_t lease_ms) {
+std::vector<TaskRecord> SqliteLedger::claim_due(int64_t now, int limit, const std::string &worker,
+                                                int64_t lease_ms) {
   Transaction tx(m_db);
   std::vector<int64_t> ids;
   {
-    Stmt sel(m_db, std::string("SELECT id FROM cleanup_task WHERE ") + k_due + " ORDER BY next_retry_at, id LIMIT ?2");
+    Stmt sel(m_db, std::string("SELECT id FROM cleanup_task WHERE ") + k_due +
+                       " ORDER BY next_retry_at, id LIMIT ?2");
     sel.bind(1, now).bind(2, static_cast<int64_t>(limit));
-    while (sel.step()) ids.push_back(sel.col_int(0));
+    while (sel.step())
+      ids.push_back(sel.col_int(0));
   }
   std::vector<TaskRecord> out;
-  Stmt upd(m_db, std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
-                             " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") + k_due);
+  Stmt upd(m_db,
+           std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                       " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") +
+               k_due);
   for (auto id : ids) {
     upd.reset();
     if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, id).exec() != 1)
@@ -225,30 +249,38 @@ std::vector<TaskRecord> SqliteLedger::claim_due(int64_t now, int limit, const st
   return out;
 }
 
-std::optional<TaskRecord> SqliteLedger::claim_task(int64_t task_id, int64_t now, const std::string& worker,
+std::optional<TaskRecord> SqliteLedger::claim_task(int64_t task_id, int64_t now, const std::string &worker,
                                                    int64_t lease_ms) {
   Transaction tx(m_db);
-  Stmt upd(m_db, std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
-                             " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") + k_due);
-  if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).exec() != 1) return std::nullopt;
+  Stmt upd(m_db,
+           std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                       " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") +
+               k_due);
+  if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).exec() != 1)
+    return std::nullopt;
   auto t = task_by_id(task_id);
   tx.commit();
   return t;
 }
 
-TaskDecision SqliteLedger::decide(const TaskRecord& t, int64_t now, int64_t grace_ms) {
+TaskDecision SqliteLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms) {
   Transaction tx(m_db);
   auto cur = task_by_id(t.id);
-  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version) return TaskDecision::lease_lost;
+  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
+    return TaskDecision::lease_lost;
   auto row = find_file(t.record_id);
   // object_key is UNIQUE, so the task's own row is the only one that can use the key:
   // the object is in use exactly when that row is alive.
   bool in_use = row && !row->is_deleted;
   if (row && !row->is_deleted && row->upload_status == k_uploading) {
     Stmt back(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
-                    " lease_until = NULL, updated_at = ?4 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-    if (back.bind(1, t.id).bind(2, t.lease_version).bind(3, std::max(now, row->upload_deadline_at + grace_ms))
-            .bind(4, now).exec() != 1)
+                    " lease_until = NULL, updated_at = ?4 WHERE id = ?1 AND lease_version = ?2 AND status = "
+                    "'PROCESSING'");
+    if (back.bind(1, t.id)
+            .bind(2, t.lease_version)
+            .bind(3, std::max(now, row->upload_deadline_at + grace_ms))
+            .bind(4, now)
+            .exec() != 1)
       return TaskDecision::lease_lost;
     tx.commit();
     return TaskDecision::postponed;
@@ -264,16 +296,19 @@ TaskDecision SqliteLedger::decide(const TaskRecord& t, int64_t now, int64_t grac
   return TaskDecision::allowed;
 }
 
-TaskFinish SqliteLedger::finish(const TaskRecord& t, bool succeeded, const std::string& error, int64_t next_retry_at,
-                                int64_t now) {
+TaskFinish SqliteLedger::finish(const TaskRecord &t, bool succeeded, const std::string &error,
+                                int64_t next_retry_at, int64_t now) {
   Transaction tx(m_db);
   auto cur = task_by_id(t.id);
-  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version) return TaskFinish::lease_lost;
+  if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
+    return TaskFinish::lease_lost;
   TaskFinish result = TaskFinish::success;
   int changed = 0;
   if (succeeded) {
-    Stmt st(m_db, "UPDATE cleanup_task SET status = 'SUCCESS', lease_owner = NULL, lease_until = NULL,"
-                  " last_error = NULL, updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    Stmt st(
+        m_db,
+        "UPDATE cleanup_task SET status = 'SUCCESS', lease_owner = NULL, lease_until = NULL,"
+        " last_error = NULL, updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
     changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec();
   } else {
     bool dead = cur->retry_count + 1 > cur->max_retries;
@@ -281,8 +316,13 @@ TaskFinish SqliteLedger::finish(const TaskRecord& t, bool succeeded, const std::
     Stmt st(m_db, "UPDATE cleanup_task SET status = ?4, retry_count = retry_count + 1, next_retry_at = ?5,"
                   " last_error = ?6, lease_owner = NULL, lease_until = NULL, updated_at = ?3"
                   " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-    changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, dead ? "FAILED" : "RETRY")
-                  .bind(5, next_retry_at).bind(6, error).exec();
+    changed = st.bind(1, t.id)
+                  .bind(2, t.lease_version)
+                  .bind(3, now)
+                  .bind(4, dead ? "FAILED" : "RETRY")
+                  .bind(5, next_retry_at)
+                  .bind(6, error)
+                  .exec();
   }
   if (changed != 1) return TaskFinish::lease_lost;
   tx.commit();
@@ -298,73 +338,93 @@ std::vector<TaskRecord> SqliteLedger::due_tasks(int64_t now, int limit) {
                     " ORDER BY next_retry_at, id LIMIT ?2");
   st.bind(1, now).bind(2, static_cast<int64_t>(limit));
   std::vector<TaskRecord> out;
-  while (st.step()) out.push_back(read_task(st));
+  while (st.step())
+    out.push_back(read_task(st));
   return out;
 }
 
-std::vector<TaskRecord> SqliteLedger::list_tasks(const std::string& status) {
-  Stmt st(m_db, std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
+std::vector<TaskRecord> SqliteLedger::list_tasks(const std::string &status) {
+  Stmt st(m_db, std::string("SELECT ") + k_task_cols +
+                    " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
   st.bind(1, status);
   std::vector<TaskRecord> out;
-  while (st.step()) out.push_back(read_task(st));
+  while (st.step())
+    out.push_back(read_task(st));
   return out;
 }
 
 bool SqliteLedger::retry_task(int64_t task_id, int64_t now) {
   Transaction tx(m_db);
-  Stmt st(m_db, "UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
-                " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
+  Stmt st(m_db,
+          "UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
+          " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
   if (st.bind(1, task_id).bind(2, now).exec() != 1) return false;
   tx.commit();
   return true;
 }
 
 std::vector<FileRecord> SqliteLedger::overdue_uploads(int64_t now, int limit) {
-  Stmt st(m_db, std::string("SELECT ") + k_file_cols +
-                    " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1"
-                    " ORDER BY upload_deadline_at LIMIT ?2");
+  Stmt st(
+      m_db,
+      std::string("SELECT ") + k_file_cols +
+          " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1"
+          " ORDER BY upload_deadline_at LIMIT ?2");
   st.bind(1, now).bind(2, static_cast<int64_t>(limit));
   std::vector<FileRecord> out;
-  while (st.step()) out.push_back(read_file(st));
+  while (st.step())
+    out.push_back(read_file(st));
   return out;
 }
 
-void SqliteLedger::ensure_pending_task(int64_t record_id, const std::string& key, int64_t due, int max_retries,
-                                       int64_t now) {
+void SqliteLedger::ensure_pending_task(int64_t record_id, const std::string &key, int64_t due,
+                                       int max_retries, int64_t now) {
   auto t = find_task_for(record_id);
   if (!t) {
-    Stmt ins(m_db, "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
-                   " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
-    ins.bind(1, record_id).bind(2, key).bind(3, due).bind(4, static_cast<int64_t>(max_retries)).bind(5, now).exec();
+    Stmt ins(m_db,
+             "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+             " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
+    ins.bind(1, record_id)
+        .bind(2, key)
+        .bind(3, due)
+        .bind(4, static_cast<int64_t>(max_retries))
+        .bind(5, now)
+        .exec();
     return;
   }
   if (t->status == "PROCESSING") return; // a worker holds it; its own checks decide
   if (t->status == "PENDING" || t->status == "RETRY") {
     // Never earlier than the grace allows: a PUT may still be landing.
-    Stmt st(m_db, "UPDATE cleanup_task SET next_retry_at = max(next_retry_at, ?2), updated_at = ?3 WHERE id = ?1");
+    Stmt st(m_db,
+            "UPDATE cleanup_task SET next_retry_at = max(next_retry_at, ?2), updated_at = ?3 WHERE id = ?1");
     st.bind(1, t->id).bind(2, due).bind(3, now).exec();
     return;
   }
-  Stmt st(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
-                " lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE id = ?1");
+  Stmt st(
+      m_db,
+      "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
+      " lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE id = ?1");
   st.bind(1, t->id).bind(2, due).bind(3, now).exec();
 }
 
 bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
   Transaction tx(m_db);
   auto row = find_file(id);
-  if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now) return false;
-  Stmt st(m_db, "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
-                " updated_at = ?2, failure_reason = 'DEADLINE_EXCEEDED: not confirmed before its deadline (repair)'"
-                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+  if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now)
+    return false;
+  Stmt st(m_db,
+          "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
+          " updated_at = ?2, failure_reason = 'DEADLINE_EXCEEDED: not confirmed before its deadline (repair)'"
+          " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
   if (st.bind(1, id).bind(2, now).exec() != 1) return false;
-  ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms), max_retries, now);
-  if (failpoint::hit("repair.before_commit")) throw LodgeError(Errc::internal, "injected failure before repair commit");
+  ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms), max_retries,
+                      now);
+  if (failpoint::hit("repair.before_commit"))
+    throw LodgeError(Errc::internal, "injected failure before repair commit");
   tx.commit();
   return true;
 }
 
-DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
+DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
                                         int max_retries) {
   Transaction tx(m_db);
   auto row = find_file(id);
@@ -378,13 +438,13 @@ DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string& owner, in
   return DeleteOutcome::deleted;
 }
 
-void SqliteLedger::rows_by_key(const std::string& prefix, const std::string& after,
-                               const std::function<bool(const FileRecord&)>& visit) {
+void SqliteLedger::rows_by_key(const std::string &prefix, const std::string &after,
+                               const std::function<bool(const FileRecord &)> &visit) {
   // BINARY collation compares bytes, as S3 lists keys. A range scan on the UNIQUE index.
   std::string upper = prefix;
   bool bounded = false;
   while (!upper.empty()) {
-    auto& c = upper.back();
+    auto &c = upper.back();
     if (static_cast<unsigned char>(c) < 0xFF) {
       c = static_cast<char>(static_cast<unsigned char>(c) + 1);
       bounded = true;
@@ -392,7 +452,8 @@ void SqliteLedger::rows_by_key(const std::string& prefix, const std::string& aft
     }
     upper.pop_back();
   }
-  Stmt st(m_db, std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE object_key >= ?1 AND object_key > ?3" +
+  Stmt st(m_db, std::string("SELECT ") + k_file_cols +
+                    " FROM file_upload WHERE object_key >= ?1 AND object_key > ?3" +
                     (bounded ? " AND object_key < ?2" : "") + " ORDER BY object_key");
   st.bind(1, prefix).bind(3, after);
   if (bounded) st.bind(2, upper);
@@ -406,18 +467,22 @@ int64_t SqliteLedger::max_record_id() {
   return st.col_int(0);
 }
 
-void SqliteLedger::adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) {
+void SqliteLedger::adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) {
   Transaction tx(m_db);
-  if (file_where("object_key = ?1", [&](Stmt& s) { s.bind(1, key); })) return; // a row appeared meanwhile
+  if (file_where("object_key = ?1", [&](Stmt &s) { s.bind(1, key); })) return; // a row appeared meanwhile
   auto slash = key.find_last_of('/');
   auto prev = slash == std::string::npos || slash == 0 ? std::string::npos : key.find_last_of('/', slash - 1);
-  std::string owner = slash == std::string::npos ? "orphan" : key.substr(prev == std::string::npos ? 0 : prev + 1,
-                                                                      slash - (prev == std::string::npos ? 0 : prev + 1));
+  std::string owner = slash == std::string::npos
+                          ? "orphan"
+                          : key.substr(prev == std::string::npos ? 0 : prev + 1,
+                                       slash - (prev == std::string::npos ? 0 : prev + 1));
   if (owner.empty() || owner.size() > 128) owner = "orphan";
-  Stmt ins(m_db, "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-                 " upload_status, failure_reason, is_deleted, created_at, updated_at, deleted_at, upload_deadline_at)"
-                 " VALUES (?1, ?2, ?2, 'application/octet-stream', printf('%064d', 0), ?3, '', 'UPLOAD_FAILED',"
-                 " 'ORPHAN: object found by reconcile with no record', 1, ?4, ?4, ?4, ?4)");
+  Stmt ins(
+      m_db,
+      "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+      " upload_status, failure_reason, is_deleted, created_at, updated_at, deleted_at, upload_deadline_at)"
+      " VALUES (?1, ?2, ?2, 'application/octet-stream', printf('%064d', 0), ?3, '', 'UPLOAD_FAILED',"
+      " 'ORPHAN: object found by reconcile with no record', 1, ?4, ?4, ?4, ?4)");
   ins.bind(1, owner).bind(2, key).bind(3, size).bind(4, now).exec();
   int64_t id = m_db.last_insert_rowid();
   ensure_pending_task(id, key, now, max_retries, now);

@@ -1,27 +1,33 @@
+#include <algorithm>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/util/log.hpp>
 
-#include <algorithm>
-
 namespace lodge::ops {
 
-const char* to_string(CleanupOutcome o) {
+const char *to_string(CleanupOutcome o) {
   switch (o) {
-  case CleanupOutcome::deleted: return "deleted";
-  case CleanupOutcome::ignored: return "ignored";
-  case CleanupOutcome::postponed: return "postponed";
-  case CleanupOutcome::retried: return "retried";
-  case CleanupOutcome::dead_lettered: return "dead_lettered";
-  case CleanupOutcome::lease_lost: return "lease_lost";
+  case CleanupOutcome::deleted:
+    return "deleted";
+  case CleanupOutcome::ignored:
+    return "ignored";
+  case CleanupOutcome::postponed:
+    return "postponed";
+  case CleanupOutcome::retried:
+    return "retried";
+  case CleanupOutcome::dead_lettered:
+    return "dead_lettered";
+  case CleanupOutcome::lease_lost:
+    return "lease_lost";
   }
   return "?";
 }
 
-int64_t cleanup_backoff_ms(const CleanupSettings& s, int64_t retry_count, uint64_t random) {
+int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64_t random) {
   int64_t cap = std::max<int64_t>(s.backoff_base_ms, 1);
-  for (int64_t i = 0; i < retry_count && cap < s.backoff_max_ms; ++i) cap *= 2;
+  for (int64_t i = 0; i < retry_count && cap < s.backoff_max_ms; ++i)
+    cap *= 2;
   cap = std::min(cap, s.backoff_max_ms);
   // Full jitter, but never less than half the base: a retry "at once" would only hammer
   // a store that just failed.
@@ -29,13 +35,18 @@ int64_t cleanup_backoff_ms(const CleanupSettings& s, int64_t retry_count, uint64
   return floor + static_cast<int64_t>(random % static_cast<uint64_t>(cap - floor + 1));
 }
 
-CleanupResult run_claimed_task(ledger::Ledger& ledger, store::ObjectStore& store, const ledger::TaskRecord& task,
-                               const CleanupSettings& s, const util::Clock& clock) {
+CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
+                               const ledger::TaskRecord &task, const CleanupSettings &s,
+                               const util::Clock &clock) {
   switch (ledger.decide(task, clock.now_ms(), s.grace_ms)) {
-  case ledger::TaskDecision::lease_lost: return {CleanupOutcome::lease_lost, {}};
-  case ledger::TaskDecision::ignored: return {CleanupOutcome::ignored, {}};
-  case ledger::TaskDecision::postponed: return {CleanupOutcome::postponed, {}};
-  case ledger::TaskDecision::allowed: break;
+  case ledger::TaskDecision::lease_lost:
+    return {CleanupOutcome::lease_lost, {}};
+  case ledger::TaskDecision::ignored:
+    return {CleanupOutcome::ignored, {}};
+  case ledger::TaskDecision::postponed:
+    return {CleanupOutcome::postponed, {}};
+  case ledger::TaskDecision::allowed:
+    break;
   }
   auto removed = store.remove_all(task.object_key);
   (void)failpoint::hit("sweep.after_delete");
@@ -51,7 +62,8 @@ CleanupResult run_claimed_task(ledger::Ledger& ledger, store::ObjectStore& store
   bool unreachable = store::is_unreachable(removed.error());
   int64_t next = now + cleanup_backoff_ms(s, task.retry_count, crypto::random_below(UINT64_MAX));
   switch (ledger.finish(task, false, err, next, now)) {
-  case ledger::TaskFinish::lease_lost: return {CleanupOutcome::lease_lost, err, unreachable};
+  case ledger::TaskFinish::lease_lost:
+    return {CleanupOutcome::lease_lost, err, unreachable};
   case ledger::TaskFinish::dead_letter:
     util::log::error("task " + std::to_string(task.id) + " (" + task.object_key + ") dead-lettered: " + err);
     return {CleanupOutcome::dead_lettered, err, unreachable};

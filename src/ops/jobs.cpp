@@ -1,15 +1,14 @@
+#include <cstdlib>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 
-#include <cstdlib>
-
-
 namespace lodge::ops {
 
-SweepSummary sweep(ledger::Ledger& l, store::ObjectStore& s, const SweepOptions& o, const util::Clock& clock) {
+SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions &o,
+                   const util::Clock &clock) {
   SweepSummary sum;
   if (o.dry_run) {
     sum.would_claim = static_cast<int64_t>(l.due_tasks(clock.now_ms(), o.limit).size());
@@ -23,15 +22,27 @@ SweepSummary sweep(ledger::Ledger& l, store::ObjectStore& s, const SweepOptions&
     if (tasks.empty()) break;
     sum.claimed += static_cast<int64_t>(tasks.size());
     (void)failpoint::hit("sweep.after_claim");
-    for (const auto& t : tasks) {
+    for (const auto &t : tasks) {
       auto r = run_claimed_task(l, s, t, o.cleanup, clock);
       switch (r.outcome) {
-      case CleanupOutcome::deleted: ++sum.deleted; break;
-      case CleanupOutcome::ignored: ++sum.ignored; break;
-      case CleanupOutcome::postponed: ++sum.postponed; break;
-      case CleanupOutcome::retried: ++sum.retried; break;
-      case CleanupOutcome::dead_lettered: ++sum.dead_lettered; break;
-      case CleanupOutcome::lease_lost: ++sum.lease_lost; break;
+      case CleanupOutcome::deleted:
+        ++sum.deleted;
+        break;
+      case CleanupOutcome::ignored:
+        ++sum.ignored;
+        break;
+      case CleanupOutcome::postponed:
+        ++sum.postponed;
+        break;
+      case CleanupOutcome::retried:
+        ++sum.retried;
+        break;
+      case CleanupOutcome::dead_lettered:
+        ++sum.dead_lettered;
+        break;
+      case CleanupOutcome::lease_lost:
+        ++sum.lease_lost;
+        break;
       }
       if (r.unreachable) ++sum.unreachable;
       if (!r.error.empty()) sum.errors.push_back("task " + std::to_string(t.id) + ": " + r.error);
@@ -40,13 +51,13 @@ SweepSummary sweep(ledger::Ledger& l, store::ObjectStore& s, const SweepOptions&
   return sum;
 }
 
-RepairSummary repair(ledger::Ledger& l, const RepairOptions& o, const util::Clock& clock) {
+RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock) {
   RepairSummary sum;
   while (sum.examined < o.limit) {
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
     auto rows = l.overdue_uploads(clock.now_ms(), n);
     if (rows.empty()) break;
-    for (const auto& r : rows) {
+    for (const auto &r : rows) {
       ++sum.examined;
       if (o.dry_run) continue;
       int64_t grace = o.grace_for ? o.grace_for(r.policy) : o.grace_ms;
@@ -63,20 +74,20 @@ RepairSummary repair(ledger::Ledger& l, const RepairOptions& o, const util::Cloc
 }
 
 bool ReconcileSummary::clean() const {
-  for (const auto& [k, v] : counts)
+  for (const auto &[k, v] : counts)
     if (v > 0) return false;
   return true;
 }
 
 namespace {
-bool live_task(const std::optional<ledger::TaskRecord>& t) {
+bool live_task(const std::optional<ledger::TaskRecord> &t) {
   return t && (t->status == "PENDING" || t->status == "RETRY" || t->status == "PROCESSING");
 }
 
 // Hashes the object as it streams in: nothing is stored, whatever its size.
-std::optional<std::string> digest_of(store::ObjectStore& s, const std::string& key) {
+std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &key) {
   crypto::Sha256 h;
-  auto r = s.read(key, [&](const char* p, size_t n) {
+  auto r = s.read(key, [&](const char *p, size_t n) {
     h.update(p, n);
     return true;
   });
@@ -85,15 +96,16 @@ std::optional<std::string> digest_of(store::ObjectStore& s, const std::string& k
 }
 } // namespace
 
-ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const ReconcileOptions& o,
-                           const util::Clock& clock, const std::function<void(const Finding&)>& report) {
+ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
+                           const util::Clock &clock, const std::function<void(const Finding &)> &report) {
   ReconcileSummary sum;
-  for (const char* k : {"orphan", "dangling", "corrupt", "leftover", "stale_multipart", "foreign", "beyond_history"})
+  for (const char *k :
+       {"orphan", "dangling", "corrupt", "leftover", "stale_multipart", "foreign", "beyond_history"})
     sum.counts[k] = 0;
-  const std::string& prefix = s.key_prefix();
+  const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
   const int64_t max_id = l.max_record_id();
-  auto found = [&](const Finding& f) {
+  auto found = [&](const Finding &f) {
     ++sum.counts[f.kind];
     if (f.applied) ++sum.applied;
     report(f);
@@ -108,31 +120,35 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
     page.clear();
     pos = 0;
     if (ledger_done) return;
-    l.rows_by_key(prefix, after, [&](const ledger::FileRecord& r) {
+    l.rows_by_key(prefix, after, [&](const ledger::FileRecord &r) {
       page.push_back(r);
       return page.size() < 512;
     });
-    if (page.empty()) ledger_done = true;
-    else after = page.back().object_key;
+    if (page.empty())
+      ledger_done = true;
+    else
+      after = page.back().object_key;
   };
   fill();
-  auto next_row = [&]() -> const ledger::FileRecord* {
+  auto next_row = [&]() -> const ledger::FileRecord * {
     if (pos >= page.size()) fill();
     return pos < page.size() ? &page[pos] : nullptr;
   };
 
-  auto row_only = [&](const ledger::FileRecord& r) {
+  auto row_only = [&](const ledger::FileRecord &r) {
     ++sum.rows;
     if (r.upload_status == ledger::k_active && !r.is_deleted)
-      found({"dangling", r.object_key, r.id, "ACTIVE record #" + std::to_string(r.id) + " has no object", false});
+      found({"dangling", r.object_key, r.id, "ACTIVE record #" + std::to_string(r.id) + " has no object",
+             false});
   };
 
-  auto object_only = [&](const store::ObjectInfo& obj) {
+  auto object_only = [&](const store::ObjectInfo &obj) {
     if (now - obj.last_modified_ms < o.older_than_ms) return; // may be an upload in flight
     auto h = s.head(obj.key);
     store::Metadata meta = h ? h->metadata : store::Metadata{};
     auto ledger_id = meta.count("lodge-ledger") ? meta["lodge-ledger"] : std::string{};
-    auto record_id = meta.count("lodge-record-id") ? std::strtoll(meta["lodge-record-id"].c_str(), nullptr, 10) : 0;
+    auto record_id =
+        meta.count("lodge-record-id") ? std::strtoll(meta["lodge-record-id"].c_str(), nullptr, 10) : 0;
     if (!ledger_id.empty() && ledger_id != l.uuid()) {
       found({"foreign", obj.key, record_id ? std::optional<int64_t>(record_id) : std::nullopt,
              "stamped by another ledger (" + ledger_id + "); never touched", false});
@@ -140,8 +156,8 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
     }
     if (!ledger_id.empty() && record_id > max_id) {
       found({"beyond_history", obj.key, record_id,
-             "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" + std::to_string(max_id) +
-                 "): was the ledger restored from an older copy? never touched",
+             "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" +
+                 std::to_string(max_id) + "): was the ledger restored from an older copy? never touched",
              false});
       return;
     }
@@ -153,7 +169,7 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
     found(f);
   };
 
-  auto both = [&](const store::ObjectInfo& obj, const ledger::FileRecord& r) {
+  auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     ++sum.rows;
     if (r.upload_status == ledger::k_active && !r.is_deleted) {
       if (obj.size != static_cast<uint64_t>(r.size)) {
@@ -167,16 +183,16 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
       return;
     }
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
-      Finding f{"leftover", r.object_key, r.id, "record #" + std::to_string(r.id) + " is dead but its object remains",
-                false};
+      Finding f{"leftover", r.object_key, r.id,
+                "record #" + std::to_string(r.id) + " is dead but its object remains", false};
       if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries);
       found(f);
     }
   };
 
-  auto listed = s.list(prefix, [&](const store::ObjectInfo& obj) {
+  auto listed = s.list(prefix, [&](const store::ObjectInfo &obj) {
     ++sum.objects;
-    while (const auto* r = next_row()) {
+    while (const auto *r = next_row()) {
       if (r->object_key < obj.key) {
         row_only(*r);
         ++pos;
@@ -193,15 +209,15 @@ ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const Recon
     return true;
   });
   if (!listed) throw LodgeError(listed.error());
-  while (const auto* r = next_row()) {
+  while (const auto *r = next_row()) {
     row_only(*r);
     ++pos;
   }
 
   // Incomplete multipart uploads whose record is no longer uploading.
-  auto mp = s.list_multipart(prefix, [&](const store::UploadInfo& u) {
+  auto mp = s.list_multipart(prefix, [&](const store::UploadInfo &u) {
     std::optional<ledger::FileRecord> row;
-    l.rows_by_key(u.key, "", [&](const ledger::FileRecord& r) {
+    l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
       if (r.object_key == u.key) row = r;
       return false;
     });

@@ -1,18 +1,16 @@
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
 #include <lodge/error.hpp>
 #include <lodge/ops/status.hpp>
 #include <lodge/util/units.hpp>
-
-#include <cerrno>
-#include <cstring>
-#include <sstream>
-
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <unistd.h>
 
 namespace lodge::ops {
 
-Health evaluate(const ledger::StatusReport& r, int64_t sweep_max_age_ms) {
+Health evaluate(const ledger::StatusReport &r, int64_t sweep_max_age_ms) {
   Health h;
   auto problem = [&](std::string s) {
     h.healthy = false;
@@ -24,7 +22,7 @@ Health evaluate(const ledger::StatusReport& r, int64_t sweep_max_age_ms) {
     problem(std::to_string(r.overdue_uploading) + " upload(s) past their deadline (is repair running?)");
   if (r.expired_leases > 0)
     problem(std::to_string(r.expired_leases) + " cleanup task(s) with an expired lease (a sweep died?)");
-  const auto& sweep = r.last_runs.count("sweep") ? r.last_runs.at("sweep") : std::nullopt;
+  const auto &sweep = r.last_runs.count("sweep") ? r.last_runs.at("sweep") : std::nullopt;
   if (sweep) {
     if (r.now - sweep->finished_at > sweep_max_age_ms)
       problem("no sweep for " + util::format_duration_ms(r.now - sweep->finished_at) + " (limit " +
@@ -35,18 +33,21 @@ Health evaluate(const ledger::StatusReport& r, int64_t sweep_max_age_ms) {
   return h;
 }
 
-nlohmann::json status_json(const ledger::StatusReport& r, const Health& h, const std::string& ledger_path) {
+nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const std::string &ledger_path) {
   using nlohmann::json;
   json j;
   j["ledger"] = ledger_path;
   j["ledger_uuid"] = r.ledger_uuid;
   j["schema_version"] = r.schema_version;
   j["sqlite"] = {{"journal_mode", r.journal_mode}, {"synchronous", r.synchronous}};
-  j["files"] = {{"uploading", r.files_uploading}, {"active", r.files_active},
-                {"failed", r.files_failed},       {"deleted", r.files_deleted},
+  j["files"] = {{"uploading", r.files_uploading},
+                {"active", r.files_active},
+                {"failed", r.files_failed},
+                {"deleted", r.files_deleted},
                 {"alive", r.files_uploading + r.files_active}};
   json tasks = json::object();
-  for (const auto& [k, v] : r.tasks) tasks[k] = v;
+  for (const auto &[k, v] : r.tasks)
+    tasks[k] = v;
   j["tasks"] = tasks;
   j["tasks_due"] = r.tasks_due;
   j["overdue_uploading"] = r.overdue_uploading;
@@ -54,18 +55,16 @@ nlohmann::json status_json(const ledger::StatusReport& r, const Health& h, const
   j["dead_letters"] = r.dead_letters;
   j["oldest_uploading_age_ms"] = r.oldest_uploading_age_ms ? json(*r.oldest_uploading_age_ms) : json(nullptr);
   json jobs = json::object();
-  for (const auto& [name, run] : r.last_runs) {
+  for (const auto &[name, run] : r.last_runs) {
     if (!run) {
       jobs[name] = nullptr;
       continue;
     }
     json counts = json::parse(run->counts_json, nullptr, false);
-    jobs[name] = {{"started_at", run->started_at},
-                  {"finished_at", run->finished_at},
-                  {"age_ms", r.now - run->finished_at},
-                  {"outcome", run->outcome},
-                  {"worker_id", run->worker_id},
-                  {"counts", counts.is_discarded() ? json::object() : counts}};
+    jobs[name] = {
+        {"started_at", run->started_at},      {"finished_at", run->finished_at},
+        {"age_ms", r.now - run->finished_at}, {"outcome", run->outcome},
+        {"worker_id", run->worker_id},        {"counts", counts.is_discarded() ? json::object() : counts}};
   }
   j["last_runs"] = jobs;
   j["healthy"] = h.healthy;
@@ -73,9 +72,9 @@ nlohmann::json status_json(const ledger::StatusReport& r, const Health& h, const
   return j;
 }
 
-std::string status_prometheus(const ledger::StatusReport& r, const Health& h) {
+std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   std::ostringstream o;
-  auto gauge = [&](const char* name, const char* help) {
+  auto gauge = [&](const char *name, const char *help) {
     o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n";
   };
   gauge("lodge_files", "File records by state.");
@@ -84,7 +83,8 @@ std::string status_prometheus(const ledger::StatusReport& r, const Health& h) {
     << "lodge_files{state=\"failed\"} " << r.files_failed << '\n'
     << "lodge_files{state=\"deleted\"} " << r.files_deleted << '\n';
   gauge("lodge_tasks", "Cleanup tasks by status.");
-  for (const auto& [k, v] : r.tasks) o << "lodge_tasks{status=\"" << k << "\"} " << v << '\n';
+  for (const auto &[k, v] : r.tasks)
+    o << "lodge_tasks{status=\"" << k << "\"} " << v << '\n';
   gauge("lodge_overdue_uploads", "Alive UPLOADING records past their deadline.");
   o << "lodge_overdue_uploads " << r.overdue_uploading << '\n';
   gauge("lodge_expired_leases", "PROCESSING tasks whose lease expired.");
@@ -94,14 +94,16 @@ std::string status_prometheus(const ledger::StatusReport& r, const Health& h) {
   gauge("lodge_oldest_uploading_age_seconds", "Age of the oldest UPLOADING record.");
   o << "lodge_oldest_uploading_age_seconds " << (r.oldest_uploading_age_ms.value_or(0) / 1000.0) << '\n';
   gauge("lodge_job_last_finished_timestamp_seconds", "When each job last finished.");
-  for (const auto& [name, run] : r.last_runs)
-    if (run) o << "lodge_job_last_finished_timestamp_seconds{job=\"" << name << "\"} " << run->finished_at / 1000.0 << '\n';
+  for (const auto &[name, run] : r.last_runs)
+    if (run)
+      o << "lodge_job_last_finished_timestamp_seconds{job=\"" << name << "\"} " << run->finished_at / 1000.0
+        << '\n';
   gauge("lodge_healthy", "1 when status --check would pass.");
   o << "lodge_healthy " << (h.healthy ? 1 : 0) << '\n';
   return o.str();
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
+void write_file_atomically(const std::string &path, const std::string &text) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) throw LodgeError(Errc::config_invalid, path + ": cannot write: " + std::strerror(errno));

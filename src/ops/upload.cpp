@@ -1,39 +1,42 @@
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <algorithm>
-#include <atomic>
 #include <mutex>
-#include <thread>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
-#include <fcntl.h>
 #include <sys/stat.h>
+#include <thread>
 
 namespace lodge::ops {
 
-const char* to_string(UploadOutcome o) {
+const char *to_string(UploadOutcome o) {
   switch (o) {
-  case UploadOutcome::active: return "active";
-  case UploadOutcome::duplicate: return "duplicate";
-  case UploadOutcome::replayed: return "replayed";
-  case UploadOutcome::rejected: return "rejected";
-  case UploadOutcome::failed: return "failed";
+  case UploadOutcome::active:
+    return "active";
+  case UploadOutcome::duplicate:
+    return "duplicate";
+  case UploadOutcome::replayed:
+    return "replayed";
+  case UploadOutcome::rejected:
+    return "rejected";
+  case UploadOutcome::failed:
+    return "failed";
   }
   return "?";
 }
 
-Uploader::Uploader(ledger::Ledger& ledger, store::ObjectStore& store, UploadSettings settings,
-                   const util::Clock& clock)
+Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
+                   const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
 
-FileResult Uploader::upload(const std::string& path) {
+FileResult Uploader::upload(const std::string &path) {
   auto failed = [&](Error e) {
     FileResult r;
     r.file = path;
@@ -43,9 +46,9 @@ FileResult Uploader::upload(const std::string& path) {
   };
   try {
     return upload_unguarded(path);
-  } catch (const LodgeError& e) {
+  } catch (const LodgeError &e) {
     return failed(e.error());
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     // A worker thread must never die of one file: report it and go on.
     return failed(Error(Errc::internal, e.what()));
   }
@@ -59,19 +62,19 @@ FileResult rejected(FileResult r, Error e) {
 }
 
 // Whether the file at fd is a regular file; the error names why not.
-Status regular_file(const std::string& path, int fd, struct stat& st) {
+Status regular_file(const std::string &path, int fd, struct stat &st) {
   if (::fstat(fd, &st) != 0) return Error(Errc::unreadable, path + ": " + std::strerror(errno));
   if (S_ISREG(st.st_mode)) return ok_status();
-  const char* what = S_ISDIR(st.st_mode)    ? "a directory"
-                     : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISSOCK(st.st_mode) ? "a socket"
+  const char *what = S_ISDIR(st.st_mode)                          ? "a directory"
+                     : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                     : S_ISSOCK(st.st_mode)                       ? "a socket"
                      : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
                                                                   : "not a regular file";
   return Error(Errc::not_regular_file, util::escape_for_terminal(path) + " is " + what);
 }
 } // namespace
 
-FileResult Uploader::upload_unguarded(const std::string& path) {
+FileResult Uploader::upload_unguarded(const std::string &path) {
   FileResult r;
   r.file = path;
   // O_NONBLOCK: opening a FIFO must not hang; we refuse it right after fstat anyway.
@@ -80,8 +83,9 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
   if (!fd.valid()) {
     int e = errno;
     if (e == ELOOP)
-      return rejected(r, Error(Errc::not_regular_file, util::escape_for_terminal(path) +
-                                                           " is a symbolic link (use --follow-symlinks to follow it)"));
+      return rejected(
+          r, Error(Errc::not_regular_file, util::escape_for_terminal(path) +
+                                               " is a symbolic link (use --follow-symlinks to follow it)"));
     return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": " + std::strerror(e)));
   }
   struct stat st {};
@@ -89,9 +93,10 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
   r.size = static_cast<uint64_t>(st.st_size);
   if (r.size == 0) return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty"));
   if (r.size > m_s.policy.max_size)
-    return rejected(r, Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
-                                                  " bytes; policy " + m_s.policy.name + " allows " +
-                                                  std::to_string(m_s.policy.max_size)));
+    return rejected(r,
+                    Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
+                                               " bytes; policy " + m_s.policy.name + " allows " +
+                                               std::to_string(m_s.policy.max_size)));
   auto name = sanitize_display_name(path);
   if (!name) return rejected(r, name.error());
   std::string ext = extension_of(name.value());
@@ -122,13 +127,14 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
   int64_t wall_at_reserve = m_clock.now_ms();
   int64_t steady_at_reserve = util::steady_ms();
   auto res = m_ledger.reserve(req, wall_at_reserve);
-  const auto& rec = res.record;
+  const auto &rec = res.record;
   switch (res.outcome) {
   case ledger::ReserveOutcome::duplicate:
     r.outcome = UploadOutcome::duplicate;
     r.id = rec.id;
     r.object_key = rec.object_key;
-    r.error = Error(Errc::duplicate, "same content as file #" + std::to_string(rec.id) + " of owner " + m_s.owner);
+    r.error =
+        Error(Errc::duplicate, "same content as file #" + std::to_string(rec.id) + " of owner " + m_s.owner);
     return r;
   case ledger::ReserveOutcome::replayed:
     r.outcome = UploadOutcome::replayed;
@@ -138,17 +144,18 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
   case ledger::ReserveOutcome::quota_exceeded:
     return rejected(r, Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
                                                        std::to_string(m_s.policy.max_files.value_or(0)) +
-                                                       " files, the most policy " + m_s.policy.name + " allows"));
+                                                       " files, the most policy " + m_s.policy.name +
+                                                       " allows"));
   case ledger::ReserveOutcome::key_reused:
     r.id = rec.id;
-    return rejected(r, Error(Errc::idempotency_key_reused, "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
-                                                               "' was used for other content (file #" +
-                                                               std::to_string(rec.id) + ")"));
+    return rejected(r, Error(Errc::idempotency_key_reused,
+                             "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
+                                 "' was used for other content (file #" + std::to_string(rec.id) + ")"));
   case ledger::ReserveOutcome::in_progress:
     r.outcome = UploadOutcome::failed;
     r.id = rec.id;
     r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
-                                          ") is still in progress; retry later");
+                                           ") is still in progress; retry later");
     return r;
   case ledger::ReserveOutcome::reserved:
     break;
@@ -171,12 +178,13 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
     struct stat now_st {};
-    if (::fstat(fd.get(), &now_st) != 0 || now_st.st_size != st.st_size || now_st.st_mtim.tv_sec != st.st_mtim.tv_sec ||
-        now_st.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
-      put = Error(Errc::file_changed, util::escape_for_terminal(path) + " changed while it was being uploaded");
+    if (::fstat(fd.get(), &now_st) != 0 || now_st.st_size != st.st_size ||
+        now_st.st_mtim.tv_sec != st.st_mtim.tv_sec || now_st.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
+      put =
+          Error(Errc::file_changed, util::escape_for_terminal(path) + " changed while it was being uploaded");
   }
   if (!put) {
-    const auto& e = put.error();
+    const auto &e = put.error();
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
@@ -186,20 +194,22 @@ FileResult Uploader::upload_unguarded(const std::string& path) {
     // The confirmation itself failed: the row stays UPLOADING with its task pending;
     // repair and sweep take it from here. Never reported as success.
     r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
+    r.error =
+        Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
     return r;
   }
   if (!m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms())) {
     r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
-                                             " changed state during the upload (past its deadline?); not stored");
+    r.error =
+        Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
+                                       " changed state during the upload (past its deadline?); not stored");
     return r;
   }
   r.outcome = UploadOutcome::active;
   return r;
 }
 
-Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& rec, const Digests& d,
+Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             int64_t steady_deadline) {
   store::Metadata meta{{"lodge-record-id", std::to_string(rec.id)},
                        {"lodge-sha256", rec.sha256},
@@ -220,7 +230,8 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& re
     // The upload id is on the row before the first part, so cleanup can find it.
     if (!m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms())) {
       (void)m_store.abort_multipart(rec.object_key, id.value());
-      return Error(Errc::state_changed, "file #" + std::to_string(rec.id) + " changed state before its first part");
+      return Error(Errc::state_changed,
+                   "file #" + std::to_string(rec.id) + " changed state before its first part");
     }
     auto parts = put_parts(fd, rec, d, id.value(), steady_deadline);
     if (!parts) {
@@ -236,7 +247,8 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& re
     // Our own earlier attempt may have landed (a retry after a lost answer): it is ours
     // only if the object carries our record id and digest.
     auto h = m_store.head(rec.object_key);
-    if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) && h->metadata["lodge-sha256"] == rec.sha256)
+    if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) &&
+        h->metadata["lodge-sha256"] == rec.sha256)
       return store::PutResult{h->etag, ""};
     Error e = put.error();
     e.details.ambiguous = true; // not ours to delete at once
@@ -245,15 +257,15 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord& re
   return put;
 }
 
-Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileRecord& rec, const Digests& d,
-                                                     const std::string& upload_id, int64_t steady_deadline) {
+Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                                     const std::string &upload_id, int64_t steady_deadline) {
   const size_t count = d.parts.size();
   std::vector<std::optional<store::Part>> done(count);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;
   std::optional<Error> first_error;
-  auto send = [&](store::ObjectStore& store) {
+  auto send = [&](store::ObjectStore &store) {
     for (size_t i; !failed && (i = next++) < count;) {
       uint64_t off = i * m_s.part_size;
       uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
@@ -271,25 +283,30 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
     }
   };
   // Extra connections are opened once per worker and kept for later files.
-  size_t helpers = m_s.open_store ? std::min<size_t>(count, static_cast<size_t>(m_s.part_concurrency)) - 1 : 0;
+  size_t helpers =
+      m_s.open_store ? std::min<size_t>(count, static_cast<size_t>(m_s.part_concurrency)) - 1 : 0;
   try {
-    while (m_part_stores.size() < helpers) m_part_stores.push_back(m_s.open_store());
-  } catch (const LodgeError& e) {
+    while (m_part_stores.size() < helpers)
+      m_part_stores.push_back(m_s.open_store());
+  } catch (const LodgeError &e) {
     helpers = m_part_stores.size();
     util::log::warn("sending parts over one connection: " + e.error().message);
   }
   std::vector<std::thread> threads;
-  for (size_t h = 0; h < helpers; ++h) threads.emplace_back([&, h] { send(*m_part_stores[h]); });
+  for (size_t h = 0; h < helpers; ++h)
+    threads.emplace_back([&, h] { send(*m_part_stores[h]); });
   send(m_store);
-  for (auto& t : threads) t.join();
+  for (auto &t : threads)
+    t.join();
   if (first_error) return *first_error;
   std::vector<store::Part> parts;
   parts.reserve(count);
-  for (auto& p : done) parts.push_back(std::move(*p));
+  for (auto &p : done)
+    parts.push_back(std::move(*p));
   return parts;
 }
 
-void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite) {
+void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite) {
   r.outcome = UploadOutcome::failed;
   r.error = e;
   if (failpoint::hit("upload.mark_failed")) {
@@ -298,8 +315,9 @@ void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e
   }
   bool marked = false;
   try {
-    marked = m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite, m_clock.now_ms());
-  } catch (const LodgeError& le) {
+    marked =
+        m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite, m_clock.now_ms());
+  } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");
     return;
@@ -313,19 +331,21 @@ void Uploader::fail(FileResult& r, const ledger::FileRecord& rec, const Error& e
   (void)run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
 }
 
-void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, const std::vector<std::string>& skip,
-                 const std::function<bool(const std::string&, const std::optional<Error>&)>& visit) {
+void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks,
+                 const std::vector<std::string> &skip,
+                 const std::function<bool(const std::string &, const std::optional<Error> &)> &visit) {
   namespace fs = std::filesystem;
   std::vector<std::pair<dev_t, ino_t>> skipped;
-  for (const auto& s : skip) {
+  for (const auto &s : skip) {
     struct stat st {};
     if (::stat(s.c_str(), &st) == 0) skipped.emplace_back(st.st_dev, st.st_ino);
   }
-  std::function<bool(const std::string&, bool)> walk = [&](const std::string& p, bool top) -> bool {
+  std::function<bool(const std::string &, bool)> walk = [&](const std::string &p, bool top) -> bool {
     struct stat st {};
     int rc = (follow_symlinks || top) ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
     if (rc != 0) {
-      if (top && ::lstat(p.c_str(), &st) == 0) return visit(p, std::nullopt); // dangling link: upload says why
+      if (top && ::lstat(p.c_str(), &st) == 0)
+        return visit(p, std::nullopt); // dangling link: upload says why
       return visit(p, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(errno)));
     }
     if (S_ISDIR(st.st_mode)) {
@@ -339,7 +359,7 @@ void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, co
         names.push_back(it->path().filename().string());
       if (ec) return visit(p, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + ec.message()));
       std::sort(names.begin(), names.end());
-      for (const auto& n : names)
+      for (const auto &n : names)
         if (!walk(p + (p.back() == '/' ? "" : "/") + n, false)) return false;
       return true;
     }
@@ -353,12 +373,13 @@ void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, co
       return true;
     }
     if (!S_ISREG(st.st_mode)) {
-      const char* what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
-      return visit(p, Error(Errc::not_regular_file, util::escape_for_terminal(p) + " is " + what + "; skipped"));
+      const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
+      return visit(p,
+                   Error(Errc::not_regular_file, util::escape_for_terminal(p) + " is " + what + "; skipped"));
     }
     return visit(p, std::nullopt);
   };
-  for (const auto& p : paths)
+  for (const auto &p : paths)
     if (!walk(p, true)) return;
 }
 

@@ -1,36 +1,34 @@
-#include <lodge/crypto/random.hpp>
-#include <lodge/s3/client.hpp>
-#include <lodge/util/log.hpp>
-#include <lodge/util/strings.hpp>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <ctime>
-#include <fstream>
-#include <thread>
-
 #include <curl/curl.h>
+#include <fstream>
+#include <lodge/crypto/random.hpp>
+#include <lodge/s3/client.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <thread>
 
 namespace lodge::s3 {
 
 int64_t RetryPolicy::delay_ms(int attempt, uint64_t random) const {
   int64_t cap = base_delay_ms;
-  for (int i = 1; i < attempt && cap < max_delay_ms; ++i) cap *= 2;
+  for (int i = 1; i < attempt && cap < max_delay_ms; ++i)
+    cap *= 2;
   cap = std::min(cap, max_delay_ms);
   return cap <= 0 ? 0 : static_cast<int64_t>(random % static_cast<uint64_t>(cap + 1));
 }
 
-bool is_transient(const Error& e) {
+bool is_transient(const Error &e) {
   if (e.code == Errc::throttled) return true;
   if (e.code != Errc::storage_unavailable) return false;
   // TLS set-up and verification failures will not heal by retrying.
-  static constexpr std::array<int, 12> k_tls{CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION,
-                                             CURLE_SSL_ENGINE_NOTFOUND, CURLE_SSL_ENGINE_SETFAILED,
-                                             CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-                                             CURLE_SSL_CACERT_BADFILE, CURLE_USE_SSL_FAILED,
-                                             CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
-                                             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS};
+  static constexpr std::array<int, 12> k_tls{
+      CURLE_SSL_CONNECT_ERROR,    CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_NOTFOUND,
+      CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,          CURLE_SSL_CIPHER,
+      CURLE_SSL_CACERT_BADFILE,   CURLE_USE_SSL_FAILED,           CURLE_SSL_CRL_BADFILE,
+      CURLE_SSL_ISSUER_ERROR,     CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS};
   return std::find(k_tls.begin(), k_tls.end(), e.details.curl_code) == k_tls.end();
 }
 
@@ -40,7 +38,7 @@ public:
   void sleep_ms(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 };
 
-std::optional<int64_t> parse_http_date_ms(const std::string& s) {
+std::optional<int64_t> parse_http_date_ms(const std::string &s) {
   std::tm tm{};
   if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
   return static_cast<int64_t>(timegm(&tm)) * 1000;
@@ -50,29 +48,38 @@ std::string xml_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-    case '&': out += "&amp;"; break;
-    case '<': out += "&lt;"; break;
-    case '>': out += "&gt;"; break;
-    case '"': out += "&quot;"; break;
-    default: out.push_back(c);
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    default:
+      out.push_back(c);
     }
   }
   return out;
 }
 
-std::string base64_of_hex(const std::string& hex) {
+std::string base64_of_hex(const std::string &hex) {
   auto raw = util::hex_decode(hex);
   return raw ? util::base64_encode(*raw) : std::string{};
 }
 } // namespace
 
-Sleeper& real_sleeper() {
+Sleeper &real_sleeper() {
   static RealSleeper s;
   return s;
 }
 
-Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock& clock,
-               Sleeper& sleeper)
+Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
+               Sleeper &sleeper)
     : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper) {
   if (m_cfg.endpoint.empty()) {
     // AWS itself: virtual-hosted addressing, unless the bucket name would break TLS.
@@ -84,10 +91,12 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
     // Custom endpoints (MinIO, Ceph, moto, IP addresses, localhost): path-style.
     m_path_style = true;
     std::string e = m_cfg.endpoint;
-    while (!e.empty() && e.back() == '/') e.pop_back();
+    while (!e.empty() && e.back() == '/')
+      e.pop_back();
     auto scheme_end = e.find("://");
     if (scheme_end == std::string::npos)
-      throw LodgeError(Errc::config_invalid, "endpoint: expected http://host[:port] or https://host[:port], got '" + e + "'");
+      throw LodgeError(Errc::config_invalid,
+                       "endpoint: expected http://host[:port] or https://host[:port], got '" + e + "'");
     std::string scheme = e.substr(0, scheme_end);
     if (scheme != "http" && scheme != "https")
       throw LodgeError(Errc::config_invalid, "endpoint: only http and https are supported, got '" + e + "'");
@@ -100,7 +109,7 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
   }
 }
 
-Error Client::error_from(const http::Response& r, const std::string& what) const {
+Error Client::error_from(const http::Response &r, const std::string &what) const {
   ErrorDetails d;
   d.http_status = r.status;
   d.request_id = r.header("x-amz-request-id");
@@ -110,15 +119,21 @@ Error Client::error_from(const http::Response& r, const std::string& what) const
     if (!body->request_id.empty()) d.request_id = body->request_id;
     message = body->message;
   }
-  const auto& c = d.s3_code;
+  const auto &c = d.s3_code;
   Errc code = Errc::storage_error;
-  if (r.status == 404) code = Errc::not_found;
-  else if (r.status == 412 || c == "PreconditionFailed" || c == "ConditionalRequestConflict") code = Errc::precondition_failed;
-  else if (r.status == 403 || c == "AccessDenied" || c == "SignatureDoesNotMatch" || c == "InvalidAccessKeyId")
+  if (r.status == 404)
+    code = Errc::not_found;
+  else if (r.status == 412 || c == "PreconditionFailed" || c == "ConditionalRequestConflict")
+    code = Errc::precondition_failed;
+  else if (r.status == 403 || c == "AccessDenied" || c == "SignatureDoesNotMatch" ||
+           c == "InvalidAccessKeyId")
     code = Errc::access_denied;
-  else if (c == "BadDigest" || c == "XAmzContentSHA256Mismatch" || c == "InvalidDigest") code = Errc::bad_digest;
-  else if (r.status == 429 || c == "SlowDown" || c == "Throttling" || c == "ThrottlingException") code = Errc::throttled;
-  else if (r.status >= 500 || c == "RequestTimeout" || c == "InternalError") code = Errc::storage_unavailable;
+  else if (c == "BadDigest" || c == "XAmzContentSHA256Mismatch" || c == "InvalidDigest")
+    code = Errc::bad_digest;
+  else if (r.status == 429 || c == "SlowDown" || c == "Throttling" || c == "ThrottlingException")
+    code = Errc::throttled;
+  else if (r.status >= 500 || c == "RequestTimeout" || c == "InternalError")
+    code = Errc::storage_unavailable;
   if (auto ra = util::parse_int(r.header("retry-after")); ra && *ra >= 0) d.retry_after_ms = *ra * 1000;
   std::string text = what + ": HTTP " + std::to_string(r.status);
   if (!c.empty()) text += " " + c;
@@ -127,7 +142,7 @@ Error Client::error_from(const http::Response& r, const std::string& what) const
   return Error(code, text, d);
 }
 
-Result<http::Response> Client::send_once(const Call& call) {
+Result<http::Response> Client::send_once(const Call &call) {
   std::string path = m_path_style ? "/" + m_cfg.bucket : "";
   path += "/" + call.key;
   if (call.key.empty() && !m_path_style) path = "/";
@@ -162,7 +177,7 @@ Result<http::Response> Client::send_once(const Call& call) {
   return r;
 }
 
-Result<http::Response> Client::send(const Call& call) {
+Result<http::Response> Client::send(const Call &call) {
   bool ambiguous = false;
   for (int attempt = 1;; ++attempt) {
     auto r = send_once(call);
@@ -173,25 +188,27 @@ Result<http::Response> Client::send(const Call& call) {
     if (!is_transient(e) || attempt >= m_cfg.retry.max_attempts) return e;
     int64_t delay = m_cfg.retry.delay_ms(attempt, crypto::random_below(UINT64_MAX));
     // A server that says when to come back is believed, within the backoff cap.
-    if (e.details.retry_after_ms > delay) delay = std::min(e.details.retry_after_ms, m_cfg.retry.max_delay_ms);
+    if (e.details.retry_after_ms > delay)
+      delay = std::min(e.details.retry_after_ms, m_cfg.retry.max_delay_ms);
     if (call.deadline_steady_ms > 0 && util::steady_ms() + delay >= call.deadline_steady_ms) return e;
     util::log::info("retrying " + call.what + " after " + std::to_string(delay) + "ms: " + e.message);
     m_sleeper.sleep_ms(delay);
   }
 }
 
-Result<PutResult> Client::put_object(const std::string& key, http::BodySource& body, const PutOptions& o) {
+Result<PutResult> Client::put_object(const std::string &key, http::BodySource &body, const PutOptions &o) {
   Call c{"PUT", key, {}, {}, &body, o.sha256_hex, {}, o.deadline_steady_ms, "PUT " + key};
   c.headers.emplace_back("content-type", o.content_type);
   if (!o.sha256_hex.empty()) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
   if (o.if_none_match) c.headers.emplace_back("if-none-match", "*");
-  for (const auto& [k, v] : o.metadata) c.headers.emplace_back("x-amz-meta-" + k, v);
+  for (const auto &[k, v] : o.metadata)
+    c.headers.emplace_back("x-amz-meta-" + k, v);
   auto r = send(std::move(c));
   if (!r) return r.error();
   return PutResult{util::trim(r->header("etag")), r->header("x-amz-version-id")};
 }
 
-Result<HeadResult> Client::head_object(const std::string& key) {
+Result<HeadResult> Client::head_object(const std::string &key) {
   Call c{"HEAD", key, {}, {{"x-amz-checksum-mode", "ENABLED"}}, nullptr, {}, {}, 0, "HEAD " + key};
   auto r = send(std::move(c));
   if (!r) return r.error();
@@ -204,59 +221,62 @@ Result<HeadResult> Client::head_object(const std::string& key) {
   h.last_modified_ms = parse_http_date_ms(r->header("last-modified")).value_or(0);
   if (auto b64 = r->header("x-amz-checksum-sha256"); !b64.empty())
     if (auto raw = util::base64_decode(b64)) h.checksum_sha256_hex = util::hex_encode(*raw);
-  for (const auto& [k, v] : r->headers)
+  for (const auto &[k, v] : r->headers)
     if (k.rfind("x-amz-meta-", 0) == 0) h.metadata[k.substr(11)] = v;
   return h;
 }
 
-Status Client::get_object(const std::string& key, const std::function<bool(const char*, size_t)>& sink) {
+Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
   Call c{"GET", key, {}, {}, nullptr, {}, sink, 0, "GET " + key};
   auto r = send(std::move(c));
   if (!r) return r.error();
   return ok_status();
 }
 
-Status Client::delete_object(const std::string& key, const std::string& version_id) {
+Status Client::delete_object(const std::string &key, const std::string &version_id) {
   Call c{"DELETE", key, {}, {}, nullptr, {}, {}, 0, "DELETE " + key};
   if (!version_id.empty()) c.query.emplace_back("versionId", version_id);
   auto r = send(std::move(c));
   if (!r) {
-    const auto& e = r.error();
+    const auto &e = r.error();
     if (e.code == Errc::not_found && e.details.s3_code != "NoSuchBucket") return ok_status();
     return e;
   }
   return ok_status();
 }
 
-Status Client::list_objects(const std::string& prefix, const std::function<bool(const ListedObject&)>& visit,
+Status Client::list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
                             int page_size) {
   std::string token;
   while (true) {
-    Call c{"GET", "", {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(page_size)}},
-           {}, nullptr, {}, {}, 0, "LIST " + prefix};
+    Call c{"GET", "",      {{"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(page_size)}},
+           {},    nullptr, {},
+           {},    0,       "LIST " + prefix};
     if (!token.empty()) c.query.emplace_back("continuation-token", token);
     auto r = send(std::move(c));
     if (!r) return r.error();
     auto page = parse_list_objects_v2(r->body);
     if (!page) return Error(Errc::storage_error, "LIST " + prefix + ": unreadable ListObjectsV2 answer");
-    for (const auto& o : page->objects)
+    for (const auto &o : page->objects)
       if (!visit(o)) return ok_status();
     if (!page->truncated) return ok_status();
     token = page->next_token;
   }
 }
 
-Status Client::list_versions(const std::string& prefix, const std::function<bool(const ListedVersion&)>& visit) {
+Status Client::list_versions(const std::string &prefix,
+                             const std::function<bool(const ListedVersion &)> &visit) {
   std::string key_marker, version_marker;
   while (true) {
-    Call c{"GET", "", {{"versions", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST VERSIONS " + prefix};
+    Call c{
+        "GET", "", {{"versions", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST VERSIONS " + prefix};
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!version_marker.empty()) c.query.emplace_back("version-id-marker", version_marker);
     auto r = send(std::move(c));
     if (!r) return r.error();
     auto page = parse_list_versions(r->body);
     if (!page) return Error(Errc::storage_error, "LIST VERSIONS " + prefix + ": unreadable answer");
-    for (const auto& v : page->versions)
+    for (const auto &v : page->versions)
       if (!visit(v)) return ok_status();
     if (!page->truncated) return ok_status();
     key_marker = page->next_key_marker;
@@ -264,9 +284,9 @@ Status Client::list_versions(const std::string& prefix, const std::function<bool
   }
 }
 
-Status Client::delete_everything(const std::string& key) {
+Status Client::delete_everything(const std::string &key) {
   std::vector<std::string> versions;
-  auto listed = list_versions(key, [&](const ListedVersion& v) {
+  auto listed = list_versions(key, [&](const ListedVersion &v) {
     if (v.key == key) versions.push_back(v.version_id);
     return true;
   });
@@ -274,31 +294,34 @@ Status Client::delete_everything(const std::string& key) {
     // A store without versioning support, or credentials without s3:ListBucketVersions:
     // a plain delete is all we can do (on a versioned bucket it leaves older versions,
     // which the warning says).
-    const auto& e = listed.error();
+    const auto &e = listed.error();
     bool unsupported = e.details.http_status == 501 || e.details.s3_code == "NotImplemented";
     if (!unsupported && e.code != Errc::access_denied) return e;
     if (!unsupported)
-      util::log::warn("cannot list versions of " + key + " (" + e.message + "); deleting the current version only");
+      util::log::warn("cannot list versions of " + key + " (" + e.message +
+                      "); deleting the current version only");
     if (auto d = delete_object(key); !d) return d.error();
   }
-  for (const auto& v : versions)
+  for (const auto &v : versions)
     if (auto d = delete_object(key, v); !d) return d.error();
   std::vector<std::string> uploads;
-  auto lu = list_multipart_uploads(key, [&](const ListedUpload& u) {
+  auto lu = list_multipart_uploads(key, [&](const ListedUpload &u) {
     if (u.key == key) uploads.push_back(u.upload_id);
     return true;
   });
   if (!lu) return lu.error();
-  for (const auto& id : uploads)
+  for (const auto &id : uploads)
     if (auto a = abort_multipart(key, id); !a) return a.error();
   return ok_status();
 }
 
-Result<std::string> Client::create_multipart(const std::string& key, const PutOptions& o) {
-  Call c{"POST", key, {{"uploads", ""}}, {}, nullptr, {}, {}, o.deadline_steady_ms, "CREATE MULTIPART " + key};
+Result<std::string> Client::create_multipart(const std::string &key, const PutOptions &o) {
+  Call c{
+      "POST", key, {{"uploads", ""}}, {}, nullptr, {}, {}, o.deadline_steady_ms, "CREATE MULTIPART " + key};
   c.headers.emplace_back("content-type", o.content_type);
   c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
-  for (const auto& [k, v] : o.metadata) c.headers.emplace_back("x-amz-meta-" + k, v);
+  for (const auto &[k, v] : o.metadata)
+    c.headers.emplace_back("x-amz-meta-" + k, v);
   auto r = send(std::move(c));
   if (!r) return r.error();
   auto id = parse_initiate_multipart(r->body);
@@ -306,11 +329,18 @@ Result<std::string> Client::create_multipart(const std::string& key, const PutOp
   return *id;
 }
 
-Result<CompletedPart> Client::upload_part(const std::string& key, const std::string& upload_id, int number,
-                                          http::BodySource& body, const std::string& sha256_hex,
+Result<CompletedPart> Client::upload_part(const std::string &key, const std::string &upload_id, int number,
+                                          http::BodySource &body, const std::string &sha256_hex,
                                           int64_t deadline_steady_ms) {
-  Call c{"PUT", key, {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}}, {}, &body, sha256_hex,
-         {}, deadline_steady_ms, "PUT PART " + std::to_string(number) + " " + key};
+  Call c{"PUT",
+         key,
+         {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}},
+         {},
+         &body,
+         sha256_hex,
+         {},
+         deadline_steady_ms,
+         "PUT PART " + std::to_string(number) + " " + key};
   c.headers.emplace_back("content-type", "application/octet-stream");
   c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(sha256_hex));
   auto r = send(std::move(c));
@@ -318,16 +348,23 @@ Result<CompletedPart> Client::upload_part(const std::string& key, const std::str
   return CompletedPart{number, util::trim(r->header("etag")), sha256_hex};
 }
 
-Result<PutResult> Client::complete_multipart(const std::string& key, const std::string& upload_id,
-                                             const std::vector<CompletedPart>& parts, bool if_none_match,
+Result<PutResult> Client::complete_multipart(const std::string &key, const std::string &upload_id,
+                                             const std::vector<CompletedPart> &parts, bool if_none_match,
                                              int64_t deadline_steady_ms) {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
-  for (const auto& p : parts)
+  for (const auto &p : parts)
     xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + xml_escape(p.etag) +
            "</ETag><ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256></Part>";
   xml += "</CompleteMultipartUpload>";
   http::StringBody body(xml);
-  Call c{"POST", key, {{"uploadId", upload_id}}, {}, &body, crypto::sha256_hex(xml), {}, deadline_steady_ms,
+  Call c{"POST",
+         key,
+         {{"uploadId", upload_id}},
+         {},
+         &body,
+         crypto::sha256_hex(xml),
+         {},
+         deadline_steady_ms,
          "COMPLETE MULTIPART " + key};
   c.headers.emplace_back("content-type", "application/xml");
   if (if_none_match) c.headers.emplace_back("if-none-match", "*");
@@ -346,25 +383,26 @@ Result<PutResult> Client::complete_multipart(const std::string& key, const std::
   return PutResult{res->etag, r->header("x-amz-version-id")};
 }
 
-Status Client::abort_multipart(const std::string& key, const std::string& upload_id) {
+Status Client::abort_multipart(const std::string &key, const std::string &upload_id) {
   Call c{"DELETE", key, {{"uploadId", upload_id}}, {}, nullptr, {}, {}, 0, "ABORT MULTIPART " + key};
   auto r = send(std::move(c));
   if (!r && r.error().code != Errc::not_found) return r.error();
   return ok_status();
 }
 
-Status Client::list_multipart_uploads(const std::string& prefix,
-                                      const std::function<bool(const ListedUpload&)>& visit) {
+Status Client::list_multipart_uploads(const std::string &prefix,
+                                      const std::function<bool(const ListedUpload &)> &visit) {
   std::string key_marker, id_marker;
   while (true) {
-    Call c{"GET", "", {{"uploads", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST UPLOADS " + prefix};
+    Call c{
+        "GET", "", {{"uploads", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST UPLOADS " + prefix};
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!id_marker.empty()) c.query.emplace_back("upload-id-marker", id_marker);
     auto r = send(std::move(c));
     if (!r) return r.error();
     auto page = parse_list_uploads(r->body);
     if (!page) return Error(Errc::storage_error, "LIST UPLOADS " + prefix + ": unreadable answer");
-    for (const auto& u : page->uploads)
+    for (const auto &u : page->uploads)
       if (!visit(u)) return ok_status();
     if (!page->truncated) return ok_status();
     key_marker = page->next_key_marker;
@@ -376,7 +414,8 @@ Status Client::create_bucket() {
   Call c{"PUT", "", {}, {}, nullptr, {}, {}, 0, "CREATE BUCKET " + m_cfg.bucket};
   std::string xml;
   if (m_cfg.region != "us-east-1")
-    xml = "<CreateBucketConfiguration><LocationConstraint>" + m_cfg.region + "</LocationConstraint></CreateBucketConfiguration>";
+    xml = "<CreateBucketConfiguration><LocationConstraint>" + m_cfg.region +
+          "</LocationConstraint></CreateBucketConfiguration>";
   http::StringBody body(xml);
   c.body = &body;
   c.payload_hash = crypto::sha256_hex(xml);
@@ -390,16 +429,23 @@ Status Client::set_versioning(bool enabled) {
   std::string xml = std::string("<VersioningConfiguration><Status>") + (enabled ? "Enabled" : "Suspended") +
                     "</Status></VersioningConfiguration>";
   http::StringBody body(xml);
-  Call c{"PUT", "", {{"versioning", ""}}, {{"content-type", "application/xml"}}, &body, crypto::sha256_hex(xml),
-         {}, 0, "PUT VERSIONING " + m_cfg.bucket};
+  Call c{"PUT",
+         "",
+         {{"versioning", ""}},
+         {{"content-type", "application/xml"}},
+         &body,
+         crypto::sha256_hex(xml),
+         {},
+         0,
+         "PUT VERSIONING " + m_cfg.bucket};
   auto r = send(std::move(c));
   if (!r) return r.error();
   return ok_status();
 }
 
-Result<Credentials> resolve_credentials(const std::map<std::string, std::string>& env,
-                                        const std::string& credentials_file, const std::string& profile) {
-  auto get = [&](const char* k) {
+Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
+                                        const std::string &credentials_file, const std::string &profile) {
+  auto get = [&](const char *k) {
     auto it = env.find(k);
     return it == env.end() ? std::string{} : it->second;
   };
@@ -429,9 +475,12 @@ Result<Credentials> resolve_credentials(const std::map<std::string, std::string>
       if (eq == std::string::npos) continue;
       auto k = util::to_lower(util::trim(t.substr(0, eq)));
       auto v = util::trim(t.substr(eq + 1));
-      if (k == "aws_access_key_id") fc.access_key_id = v;
-      else if (k == "aws_secret_access_key") fc.secret_access_key = v;
-      else if (k == "aws_session_token") fc.session_token = v;
+      if (k == "aws_access_key_id")
+        fc.access_key_id = v;
+      else if (k == "aws_secret_access_key")
+        fc.secret_access_key = v;
+      else if (k == "aws_session_token")
+        fc.session_token = v;
     }
     if (!fc.access_key_id.empty() && !fc.secret_access_key.empty()) {
       fc.source = "file:" + credentials_file + " [" + want + "]";
@@ -439,8 +488,8 @@ Result<Credentials> resolve_credentials(const std::map<std::string, std::string>
     }
   }
   return Error(Errc::config_invalid,
-               "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [" + want + "] in " +
-                   credentials_file);
+               "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [" + want +
+                   "] in " + credentials_file);
 }
 
 } // namespace lodge::s3

@@ -1,9 +1,8 @@
-#include <lodge/s3/signer.hpp>
-#include <lodge/util/strings.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <ctime>
+#include <lodge/s3/signer.hpp>
+#include <lodge/util/strings.hpp>
 #include <map>
 
 namespace lodge::s3 {
@@ -47,13 +46,14 @@ std::string canonical_uri(std::string_view raw_path) {
   return uri_encode(raw_path, true);
 }
 
-std::string canonical_query(const Params& raw_query) {
+std::string canonical_query(const Params &raw_query) {
   std::vector<std::pair<std::string, std::string>> enc;
   enc.reserve(raw_query.size());
-  for (const auto& [k, v] : raw_query) enc.emplace_back(uri_encode(k, false), uri_encode(v, false));
+  for (const auto &[k, v] : raw_query)
+    enc.emplace_back(uri_encode(k, false), uri_encode(v, false));
   std::sort(enc.begin(), enc.end());
   std::string out;
-  for (const auto& [k, v] : enc) {
+  for (const auto &[k, v] : enc) {
     if (!out.empty()) out.push_back('&');
     out += k;
     out.push_back('=');
@@ -81,16 +81,16 @@ std::string fold_whitespace(std::string_view v) {
 }
 } // namespace
 
-CanonicalHeaders canonical_headers(const Params& headers) {
+CanonicalHeaders canonical_headers(const Params &headers) {
   std::map<std::string, std::string> merged;
-  for (const auto& [name, value] : headers) {
+  for (const auto &[name, value] : headers) {
     auto key = util::to_lower(util::trim(name));
     auto val = fold_whitespace(value);
     auto [it, inserted] = merged.emplace(key, val);
     if (!inserted) it->second += "," + val;
   }
   CanonicalHeaders out;
-  for (const auto& [k, v] : merged) {
+  for (const auto &[k, v] : merged) {
     out.text += k + ":" + v + "\n";
     if (!out.signed_headers.empty()) out.signed_headers.push_back(';');
     out.signed_headers += k;
@@ -98,10 +98,10 @@ CanonicalHeaders canonical_headers(const Params& headers) {
   return out;
 }
 
-std::string canonical_request(const SignInput& in) {
+std::string canonical_request(const SignInput &in) {
   auto h = canonical_headers(in.headers);
-  return in.method + "\n" + canonical_uri(in.raw_path) + "\n" + canonical_query(in.raw_query) + "\n" + h.text +
-         "\n" + h.signed_headers + "\n" + in.payload_hash;
+  return in.method + "\n" + canonical_uri(in.raw_path) + "\n" + canonical_query(in.raw_query) + "\n" +
+         h.text + "\n" + h.signed_headers + "\n" + in.payload_hash;
 }
 
 std::string amz_date(int64_t epoch_ms) {
@@ -118,13 +118,14 @@ std::string credential_scope(std::string_view date8, std::string_view region, st
 }
 
 std::string string_to_sign(std::string_view date, std::string_view scope, std::string_view creq) {
-  return "AWS4-HMAC-SHA256\n" + std::string(date) + "\n" + std::string(scope) + "\n" + crypto::sha256_hex(creq);
+  return "AWS4-HMAC-SHA256\n" + std::string(date) + "\n" + std::string(scope) + "\n" +
+         crypto::sha256_hex(creq);
 }
 
 crypto::Digest signing_key(std::string_view secret, std::string_view date8, std::string_view region,
                            std::string_view service) {
-  auto as_view = [](const crypto::Digest& d) {
-    return std::string_view(reinterpret_cast<const char*>(d.data()), d.size());
+  auto as_view = [](const crypto::Digest &d) {
+    return std::string_view(reinterpret_cast<const char *>(d.data()), d.size());
   };
   auto k_date = crypto::hmac_sha256("AWS4" + std::string(secret), date8);
   auto k_region = crypto::hmac_sha256(as_view(k_date), region);
@@ -132,9 +133,9 @@ crypto::Digest signing_key(std::string_view secret, std::string_view date8, std:
   return crypto::hmac_sha256(as_view(k_service), "aws4_request");
 }
 
-std::string signature(const crypto::Digest& key, std::string_view sts) {
+std::string signature(const crypto::Digest &key, std::string_view sts) {
   return crypto::to_hex(
-      crypto::hmac_sha256(std::string_view(reinterpret_cast<const char*>(key.data()), key.size()), sts));
+      crypto::hmac_sha256(std::string_view(reinterpret_cast<const char *>(key.data()), key.size()), sts));
 }
 
 crypto::Digest SigningKeyCache::get(std::string_view secret, std::string_view date8, std::string_view region,
@@ -149,8 +150,8 @@ crypto::Digest SigningKeyCache::get(std::string_view secret, std::string_view da
   return m_key;
 }
 
-Signed sign_header(const SignInput& in, const Credentials& c, std::string_view region, std::string_view service,
-                   int64_t now_ms, SigningKeyCache* cache) {
+Signed sign_header(const SignInput &in, const Credentials &c, std::string_view region,
+                   std::string_view service, int64_t now_ms, SigningKeyCache *cache) {
   Signed s;
   std::string date = amz_date(now_ms);
   std::string date8 = date.substr(0, 8);
@@ -165,8 +166,9 @@ Signed sign_header(const SignInput& in, const Credentials& c, std::string_view r
   return s;
 }
 
-std::string presign_query(SignInput in, const Credentials& c, std::string_view region, std::string_view service,
-                          int64_t now_ms, int64_t expires_s, bool sign_token, Signed* debug) {
+std::string presign_query(SignInput in, const Credentials &c, std::string_view region,
+                          std::string_view service, int64_t now_ms, int64_t expires_s, bool sign_token,
+                          Signed *debug) {
   std::string date = amz_date(now_ms);
   std::string date8 = date.substr(0, 8);
   std::string scope = credential_scope(date8, region, service);
@@ -175,13 +177,15 @@ std::string presign_query(SignInput in, const Credentials& c, std::string_view r
   in.raw_query.emplace_back("X-Amz-Date", date);
   in.raw_query.emplace_back("X-Amz-Expires", std::to_string(expires_s));
   in.raw_query.emplace_back("X-Amz-SignedHeaders", canonical_headers(in.headers).signed_headers);
-  if (!c.session_token.empty() && sign_token) in.raw_query.emplace_back("X-Amz-Security-Token", c.session_token);
+  if (!c.session_token.empty() && sign_token)
+    in.raw_query.emplace_back("X-Amz-Security-Token", c.session_token);
   Signed s;
   s.canonical_request = canonical_request(in);
   s.string_to_sign = string_to_sign(date, scope, s.canonical_request);
   std::string sig = signature(signing_key(c.secret_access_key, date8, region, service), s.string_to_sign);
   std::string q = canonical_query(in.raw_query);
-  if (!c.session_token.empty() && !sign_token) q += "&X-Amz-Security-Token=" + uri_encode(c.session_token, false);
+  if (!c.session_token.empty() && !sign_token)
+    q += "&X-Amz-Security-Token=" + uri_encode(c.session_token, false);
   q += "&X-Amz-Signature=" + sig;
   if (debug) *debug = s;
   return q;

@@ -1,8 +1,6 @@
+#include <ctime>
 #include <lodge/s3/xml.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <ctime>
-
 #include <pugixml.hpp>
 
 namespace lodge::s3 {
@@ -11,7 +9,8 @@ namespace {
 // Parses without DOCTYPE processing; refuses documents that carry one at all.
 std::optional<pugi::xml_document> load(std::string_view xml) {
   pugi::xml_document doc;
-  auto res = doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_doctype, pugi::encoding_utf8);
+  auto res =
+      doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_doctype, pugi::encoding_utf8);
   if (!res) return std::nullopt;
   for (auto n : doc.children())
     if (n.type() == pugi::node_doctype) return std::nullopt;
@@ -19,9 +18,13 @@ std::optional<pugi::xml_document> load(std::string_view xml) {
   return doc;
 }
 
-std::string text(const pugi::xml_node& n, const char* child) { return n.child(child).text().as_string(); }
+std::string text(const pugi::xml_node &n, const char *child) {
+  return n.child(child).text().as_string();
+}
 
-bool truthy(const pugi::xml_node& n, const char* child) { return text(n, child) == "true"; }
+bool truthy(const pugi::xml_node &n, const char *child) {
+  return text(n, child) == "true";
+}
 
 std::string unquote(std::string s) {
   if (s.size() >= 2 && s.front() == '"' && s.back() == '"') return s.substr(1, s.size() - 2);
@@ -121,7 +124,8 @@ std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
     return r;
   }
   // AWS answers CompleteMultipartUploadResult; some servers (moto) ...Response.
-  if (name != "CompleteMultipartUploadResult" && name != "CompleteMultipartUploadResponse") return std::nullopt;
+  if (name != "CompleteMultipartUploadResult" && name != "CompleteMultipartUploadResponse")
+    return std::nullopt;
   r.etag = unquote(text(root, "ETag"));
   return r;
 }
@@ -129,7 +133,7 @@ std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
 std::optional<int64_t> parse_iso8601_ms(std::string_view s) {
   std::tm tm{};
   std::string str(s);
-  const char* end = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  const char *end = strptime(str.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (!end) return std::nullopt;
   int64_t ms = 0;
   if (*end == '.') {

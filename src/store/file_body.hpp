@@ -2,11 +2,9 @@
 // A byte range of a file as an HTTP body, hashed as it is read so the caller can tell
 // whether the bytes that left are the bytes that were reserved.
 
+#include <cerrno>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/http/transport.hpp>
-
-#include <cerrno>
-
 #include <unistd.h>
 
 namespace lodge::store {
@@ -20,7 +18,7 @@ public:
     m_hash.reset();
     m_short = false;
   }
-  int64_t read(char* buf, size_t n) override {
+  int64_t read(char *buf, size_t n) override {
     if (m_pos >= m_size) return 0;
     size_t want = static_cast<size_t>(std::min<uint64_t>(n, m_size - m_pos));
     ssize_t got;

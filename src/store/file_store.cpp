@@ -3,35 +3,33 @@
 // key exists); idempotent delete; listing in byte order of key; metadata kept beside.
 #include "stores.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <algorithm>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <sys/stat.h>
 
 namespace lodge::store {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr const char* k_meta_dir = ".lodge-meta";
-constexpr const char* k_tmp_dir = ".lodge-tmp";
-constexpr const char* k_mpu_dir = ".lodge-mpu";
+constexpr const char *k_meta_dir = ".lodge-meta";
+constexpr const char *k_tmp_dir = ".lodge-tmp";
+constexpr const char *k_mpu_dir = ".lodge-mpu";
 
-Error io_error(const std::string& what, int err) {
+Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
 }
 
-void fsync_dir(const fs::path& dir) {
+void fsync_dir(const fs::path &dir) {
   util::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.valid()) ::fsync(d.get());
 }
@@ -41,9 +39,9 @@ public:
   FileStore(std::string url, fs::path root) : m_url(std::move(url)), m_root(std::move(root)) {}
 
   [[nodiscard]] std::string describe() const override { return m_url; }
-  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
 
-  Result<PutResult> put(const PutRequest& req) override {
+  Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
     auto tmp = write_temp(req.body, req.deadline_steady_ms);
     if (!tmp) return tmp.error();
@@ -51,11 +49,12 @@ public:
     return r;
   }
 
-  Result<ObjectInfo> head(const std::string& key) override {
+  Result<ObjectInfo> head(const std::string &key) override {
     if (auto v = check_key(key); !v) return v.error();
     struct stat st {};
     if (::lstat(obj(key).c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return Error(Errc::not_found, "HEAD " + key + ": no such object");
+      if (errno == ENOENT || errno == ENOTDIR)
+        return Error(Errc::not_found, "HEAD " + key + ": no such object");
       return io_error("HEAD " + key, errno);
     }
     if (!S_ISREG(st.st_mode)) return Error(Errc::not_found, "HEAD " + key + ": no such object");
@@ -73,14 +72,14 @@ public:
         i.sha256_hex = j.value("sha256", "");
         i.etag = i.sha256_hex;
         if (j.contains("metadata") && j["metadata"].is_object())
-          for (const auto& [k, v] : j["metadata"].items())
+          for (const auto &[k, v] : j["metadata"].items())
             if (v.is_string()) i.metadata[k] = v.get<std::string>();
       }
     }
     return i;
   }
 
-  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
+  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
     if (auto v = check_key(key); !v) return v.error();
     util::Fd in(::open(obj(key).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!in.valid()) {
@@ -93,22 +92,25 @@ public:
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return io_error("GET " + key, errno);
       if (n == 0) return ok_status();
-      if (!sink(buf, static_cast<size_t>(n))) return Error(Errc::internal, "GET " + key + ": reading aborted");
+      if (!sink(buf, static_cast<size_t>(n)))
+        return Error(Errc::internal, "GET " + key + ": reading aborted");
     }
   }
 
-  Status remove_all(const std::string& key) override {
+  Status remove_all(const std::string &key) override {
     if (auto v = check_key(key); !v) return v.error();
-    if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) return io_error("DELETE " + key, errno);
-    if (::unlink(meta(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) return io_error("DELETE " + key, errno);
+    if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
+      return io_error("DELETE " + key, errno);
+    if (::unlink(meta(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
+      return io_error("DELETE " + key, errno);
     fsync_dir(obj(key).parent_path());
     std::vector<std::string> ids;
-    auto s = list_multipart(key, [&](const UploadInfo& u) {
+    auto s = list_multipart(key, [&](const UploadInfo &u) {
       if (u.key == key) ids.push_back(u.upload_id);
       return true;
     });
     if (!s) return s.error();
-    for (const auto& id : ids)
+    for (const auto &id : ids)
       if (auto a = abort_multipart(key, id); !a) return a.error();
     return ok_status();
   }
@@ -116,26 +118,28 @@ public:
   // Streams keys in byte order holding one directory's names at a time: siblings are
   // sorted as "name/" for directories and "name" for files, which is exactly where their
   // keys fall in the order of the whole key ("a-c" < "a/b" because '-' < '/').
-  Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) override {
+  Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     bool stopped = false;
     return walk_sorted(m_root, "", prefix, visit, stopped);
   }
 
-  Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
-                                      const Metadata& metadata) override {
+  Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
+                                      const Metadata &metadata) override {
     if (auto v = check_key(key); !v) return v.error();
     std::string id = crypto::random_uuid();
     fs::path dir = m_root / k_mpu_dir / id;
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return io_error("CREATE MULTIPART " + key, ec.value());
-    nlohmann::json j{{"key", key}, {"content_type", content_type}, {"metadata", metadata},
+    nlohmann::json j{{"key", key},
+                     {"content_type", content_type},
+                     {"metadata", metadata},
                      {"initiated_ms", util::system_clock().now_ms()}};
     if (auto w = write_small(dir / "upload.json", j.dump()); !w) return w.error();
     return id;
   }
 
-  Result<Part> put_part(const std::string& key, const std::string& upload_id, int number, const Body& body,
+  Result<Part> put_part(const std::string &key, const std::string &upload_id, int number, const Body &body,
                         int64_t deadline_steady_ms) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
@@ -152,8 +156,8 @@ public:
     return Part{number, body.sha256_hex, body.sha256_hex};
   }
 
-  Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
-                                       const std::vector<Part>& parts, int64_t deadline_steady_ms) override {
+  Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
+                                       const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
     fs::path dir = m_root / k_mpu_dir / upload_id;
@@ -161,13 +165,14 @@ public:
     util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!out.valid()) return io_error("COMPLETE MULTIPART " + key, errno);
     crypto::Sha256 whole;
-    for (const auto& p : parts) {
+    for (const auto &p : parts) {
       char name[32];
       std::snprintf(name, sizeof name, "part-%05d", p.number);
       std::ifstream in(dir / name, std::ios::binary);
       if (!in) {
         ::unlink(tmp.c_str());
-        return Error(Errc::storage_error, "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
+        return Error(Errc::storage_error,
+                     "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
       }
       char buf[1 << 16];
       while (in) {
@@ -186,10 +191,10 @@ public:
       ::unlink(tmp.c_str());
       return Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed");
     }
-    const auto& j = up.value();
+    const auto &j = up.value();
     Metadata m;
     if (j.contains("metadata") && j["metadata"].is_object())
-      for (const auto& [k, v] : j["metadata"].items())
+      for (const auto &[k, v] : j["metadata"].items())
         if (v.is_string()) m[k] = v.get<std::string>();
     auto r = publish(tmp, key, j.value("content_type", ""), m, crypto::to_hex(whole.finish()));
     if (r) {
@@ -199,7 +204,7 @@ public:
     return r;
   }
 
-  Status abort_multipart(const std::string& key, const std::string& upload_id) override {
+  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error().code == Errc::not_found ? ok_status() : Status(up.error());
     std::error_code ec;
@@ -208,12 +213,13 @@ public:
     return ok_status();
   }
 
-  Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) override {
+  Status list_multipart(const std::string &prefix,
+                        const std::function<bool(const UploadInfo &)> &visit) override {
     std::vector<UploadInfo> all;
     std::error_code ec;
     fs::path base = m_root / k_mpu_dir;
     if (!fs::exists(base, ec)) return ok_status();
-    for (const auto& e : fs::directory_iterator(base, ec)) {
+    for (const auto &e : fs::directory_iterator(base, ec)) {
       std::ifstream f(e.path() / "upload.json");
       std::stringstream ss;
       ss << f.rdbuf();
@@ -223,17 +229,17 @@ public:
       if (key.compare(0, prefix.size(), prefix) != 0) continue;
       all.push_back({key, e.path().filename().string(), j.value("initiated_ms", int64_t{0})});
     }
-    std::sort(all.begin(), all.end(), [](const UploadInfo& a, const UploadInfo& b) {
+    std::sort(all.begin(), all.end(), [](const UploadInfo &a, const UploadInfo &b) {
       return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
     });
-    for (const auto& u : all)
+    for (const auto &u : all)
       if (!visit(u)) break;
     return ok_status();
   }
 
 private:
-  Status walk_sorted(const fs::path& dir, const std::string& rel, const std::string& prefix,
-                     const std::function<bool(const ObjectInfo&)>& visit, bool& stopped) {
+  Status walk_sorted(const fs::path &dir, const std::string &rel, const std::string &prefix,
+                     const std::function<bool(const ObjectInfo &)> &visit, bool &stopped) {
     struct Entry {
       std::string sort_key; // name, plus '/' for a directory
       std::string name;
@@ -242,7 +248,9 @@ private:
     std::vector<Entry> entries;
     std::error_code ec;
     fs::directory_iterator it(dir, ec), end;
-    if (ec) return ec == std::errc::no_such_file_or_directory ? ok_status() : io_error("LIST " + dir.string(), ec.value());
+    if (ec)
+      return ec == std::errc::no_such_file_or_directory ? ok_status()
+                                                        : io_error("LIST " + dir.string(), ec.value());
     for (; it != end; it.increment(ec)) {
       if (ec) return io_error("LIST " + dir.string(), ec.value());
       std::string name = it->path().filename().string();
@@ -257,8 +265,9 @@ private:
       if (key.compare(0, n, prefix, 0, n) != 0) continue;
       entries.push_back({name + (is_dir ? "/" : ""), name, is_dir});
     }
-    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.sort_key < b.sort_key; });
-    for (const auto& e : entries) {
+    std::sort(entries.begin(), entries.end(),
+              [](const Entry &a, const Entry &b) { return a.sort_key < b.sort_key; });
+    for (const auto &e : entries) {
       if (stopped) break;
       if (e.is_dir) {
         if (auto r = walk_sorted(dir / e.name, rel + e.name + "/", prefix, visit, stopped); !r) return r;
@@ -276,18 +285,19 @@ private:
     return ok_status();
   }
 
-  [[nodiscard]] fs::path obj(const std::string& key) const { return m_root / key; }
-  [[nodiscard]] fs::path meta(const std::string& key) const { return m_root / k_meta_dir / (key + ".json"); }
+  [[nodiscard]] fs::path obj(const std::string &key) const { return m_root / key; }
+  [[nodiscard]] fs::path meta(const std::string &key) const { return m_root / k_meta_dir / (key + ".json"); }
 
   // Keys that could escape the root, or land in lodge's own folders, are refused.
-  static Status check_key(const std::string& key) {
-    auto bad = [&](const char* why) {
-      return Error(Errc::storage_error, "invalid object key '" + util::escape_for_terminal(key) + "': " + why);
+  static Status check_key(const std::string &key) {
+    auto bad = [&](const char *why) {
+      return Error(Errc::storage_error,
+                   "invalid object key '" + util::escape_for_terminal(key) + "': " + why);
     };
     if (key.empty() || key.size() > 1024) return bad("empty or too long");
     if (key.front() == '/') return bad("absolute");
     if (key.find('\0') != std::string::npos) return bad("NUL byte");
-    for (const auto& seg : util::split(key, '/')) {
+    for (const auto &seg : util::split(key, '/')) {
       if (seg.empty() || seg == "." || seg == "..") return bad("empty, '.' or '..' path segment");
     }
     if (key.rfind(".lodge-", 0) == 0) return bad("reserved name");
@@ -295,7 +305,7 @@ private:
   }
 
   // Copies the body's range into a new temporary file, verifying its digest; fsynced.
-  Result<fs::path> write_temp(const Body& body, int64_t deadline_steady_ms) {
+  Result<fs::path> write_temp(const Body &body, int64_t deadline_steady_ms) {
     std::error_code ec;
     fs::create_directories(m_root / k_tmp_dir, ec);
     fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
@@ -314,7 +324,8 @@ private:
       size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
       ssize_t n = ::pread(body.fd, buf, want, static_cast<off_t>(body.offset + done));
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
+      if (n < 0)
+        return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
       if (n == 0) return fail(Error(Errc::file_changed, "the file shrank while it was being stored"));
       h.update(buf, static_cast<size_t>(n));
       if (!write_all(out.get(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
@@ -327,8 +338,8 @@ private:
   }
 
   // Links a complete temporary file to its key (create-only), then writes its metadata.
-  Result<PutResult> publish(const fs::path& tmp, const std::string& key, const std::string& content_type,
-                            const Metadata& metadata, const std::string& sha256_hex) {
+  Result<PutResult> publish(const fs::path &tmp, const std::string &key, const std::string &content_type,
+                            const Metadata &metadata, const std::string &sha256_hex) {
     std::error_code ec;
     fs::path dest = obj(key);
     fs::create_directories(dest.parent_path(), ec);
@@ -354,7 +365,7 @@ private:
     return PutResult{sha256_hex, ""};
   }
 
-  Status write_small(const fs::path& path, const std::string& text) {
+  Status write_small(const fs::path &path, const std::string &text) {
     fs::path tmp = path;
     tmp += ".tmp-" + crypto::random_uuid();
     util::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -373,11 +384,13 @@ private:
     return ok_status();
   }
 
-  Result<nlohmann::json> load_upload(const std::string& key, const std::string& upload_id) {
-    if (upload_id.empty() || upload_id.find('/') != std::string::npos || upload_id.find("..") != std::string::npos)
+  Result<nlohmann::json> load_upload(const std::string &key, const std::string &upload_id) {
+    if (upload_id.empty() || upload_id.find('/') != std::string::npos ||
+        upload_id.find("..") != std::string::npos)
       return Error(Errc::not_found, "no such multipart upload");
     std::ifstream f(m_root / k_mpu_dir / upload_id / "upload.json");
-    if (!f) return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
+    if (!f)
+      return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
     std::stringstream ss;
     ss << f.rdbuf();
     auto j = nlohmann::json::parse(ss.str(), nullptr, false);
@@ -392,7 +405,7 @@ private:
 };
 } // namespace
 
-std::unique_ptr<ObjectStore> make_file_store(const std::string& url, const std::string& root) {
+std::unique_ptr<ObjectStore> make_file_store(const std::string &url, const std::string &root) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + root + ": " + ec.message());

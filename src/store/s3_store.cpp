@@ -9,7 +9,7 @@ namespace {
 
 class S3Store final : public ObjectStore {
 public:
-  S3Store(const StoreOptions& o, std::string bucket, std::string prefix)
+  S3Store(const StoreOptions &o, std::string bucket, std::string prefix)
       : m_url(o.url), m_prefix(std::move(prefix)) {
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
@@ -26,9 +26,9 @@ public:
   }
 
   [[nodiscard]] std::string describe() const override { return m_url; }
-  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
 
-  Result<PutResult> put(const PutRequest& req) override {
+  Result<PutResult> put(const PutRequest &req) override {
     FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
     s3::PutOptions o;
     o.content_type = req.content_type;
@@ -41,7 +41,7 @@ public:
     return PutResult{r->etag, r->version_id};
   }
 
-  Result<ObjectInfo> head(const std::string& key) override {
+  Result<ObjectInfo> head(const std::string &key) override {
     auto r = m_client->head_object(key);
     if (!r) return r.error();
     ObjectInfo i;
@@ -55,14 +55,14 @@ public:
     return i;
   }
 
-  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
+  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
     return m_client->get_object(key, sink);
   }
 
-  Status remove_all(const std::string& key) override { return m_client->delete_everything(key); }
+  Status remove_all(const std::string &key) override { return m_client->delete_everything(key); }
 
-  Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) override {
-    return m_client->list_objects(prefix, [&](const s3::ListedObject& o) {
+  Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
+    return m_client->list_objects(prefix, [&](const s3::ListedObject &o) {
       ObjectInfo i;
       i.key = o.key;
       i.size = o.size;
@@ -72,15 +72,15 @@ public:
     });
   }
 
-  Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
-                                      const Metadata& metadata) override {
+  Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
+                                      const Metadata &metadata) override {
     s3::PutOptions o;
     o.content_type = content_type;
     o.metadata = metadata;
     return m_client->create_multipart(key, o);
   }
 
-  Result<Part> put_part(const std::string& key, const std::string& upload_id, int number, const Body& b,
+  Result<Part> put_part(const std::string &key, const std::string &upload_id, int number, const Body &b,
                         int64_t deadline_steady_ms) override {
     FileRangeBody body(b.fd, b.offset, b.size);
     auto r = m_client->upload_part(key, upload_id, number, body, b.sha256_hex, deadline_steady_ms);
@@ -89,31 +89,33 @@ public:
     return Part{r->number, r->etag, r->sha256_hex};
   }
 
-  Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
-                                       const std::vector<Part>& parts, int64_t deadline_steady_ms) override {
+  Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
+                                       const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
     std::vector<s3::CompletedPart> cp;
     cp.reserve(parts.size());
-    for (const auto& p : parts) cp.push_back({p.number, p.etag, p.sha256_hex});
+    for (const auto &p : parts)
+      cp.push_back({p.number, p.etag, p.sha256_hex});
     auto r = m_client->complete_multipart(key, upload_id, cp, true, deadline_steady_ms);
     if (!r) return r.error();
     return PutResult{r->etag, r->version_id};
   }
 
-  Status abort_multipart(const std::string& key, const std::string& upload_id) override {
+  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
     return m_client->abort_multipart(key, upload_id);
   }
 
-  Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) override {
-    return m_client->list_multipart_uploads(prefix, [&](const s3::ListedUpload& u) {
+  Status list_multipart(const std::string &prefix,
+                        const std::function<bool(const UploadInfo &)> &visit) override {
+    return m_client->list_multipart_uploads(prefix, [&](const s3::ListedUpload &u) {
       return visit(UploadInfo{u.key, u.upload_id, s3::parse_iso8601_ms(u.initiated).value_or(0)});
     });
   }
 
 private:
-  static Error file_changed(const std::string& key) {
+  static Error file_changed(const std::string &key) {
     return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
   }
-  static Error changed_or(FileRangeBody& body, const Error& e, const std::string& key) {
+  static Error changed_or(FileRangeBody &body, const Error &e, const std::string &key) {
     if (body.shrank() || e.code == Errc::unreadable) {
       Error c = file_changed(key);
       c.details = e.details;
@@ -128,8 +130,8 @@ private:
 };
 } // namespace
 
-std::unique_ptr<ObjectStore> make_s3_store(const StoreOptions& o, const std::string& bucket,
-                                           const std::string& prefix) {
+std::unique_ptr<ObjectStore> make_s3_store(const StoreOptions &o, const std::string &bucket,
+                                           const std::string &prefix) {
   return std::make_unique<S3Store>(o, bucket, prefix);
 }
 

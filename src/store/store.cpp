@@ -11,49 +11,52 @@ class FailpointStore final : public ObjectStore {
 public:
   explicit FailpointStore(std::unique_ptr<ObjectStore> inner) : m_inner(std::move(inner)) {}
   [[nodiscard]] std::string describe() const override { return m_inner->describe(); }
-  [[nodiscard]] const std::string& key_prefix() const override { return m_inner->key_prefix(); }
+  [[nodiscard]] const std::string &key_prefix() const override { return m_inner->key_prefix(); }
 
-  Result<PutResult> put(const PutRequest& req) override {
+  Result<PutResult> put(const PutRequest &req) override {
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);
     return m_inner->put(req);
   }
-  Result<ObjectInfo> head(const std::string& key) override {
+  Result<ObjectInfo> head(const std::string &key) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key);
     return m_inner->head(key);
   }
-  Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) override {
+  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
     return m_inner->read(key, sink);
   }
-  Status remove_all(const std::string& key) override {
+  Status remove_all(const std::string &key) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_all(key);
   }
-  Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) override {
+  Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST " + prefix);
     return m_inner->list(prefix, visit);
   }
-  Result<std::string> begin_multipart(const std::string& key, const std::string& ct, const Metadata& m) override {
+  Result<std::string> begin_multipart(const std::string &key, const std::string &ct,
+                                      const Metadata &m) override {
     if (failpoint::hit("store.put")) return injected("CREATE MULTIPART " + key);
     return m_inner->begin_multipart(key, ct, m);
   }
-  Result<Part> put_part(const std::string& key, const std::string& id, int n, const Body& b, int64_t d) override {
+  Result<Part> put_part(const std::string &key, const std::string &id, int n, const Body &b,
+                        int64_t d) override {
     return m_inner->put_part(key, id, n, b, d);
   }
-  Result<PutResult> complete_multipart(const std::string& key, const std::string& id, const std::vector<Part>& p,
-                                       int64_t d) override {
+  Result<PutResult> complete_multipart(const std::string &key, const std::string &id,
+                                       const std::vector<Part> &p, int64_t d) override {
     return m_inner->complete_multipart(key, id, p, d);
   }
-  Status abort_multipart(const std::string& key, const std::string& id) override {
+  Status abort_multipart(const std::string &key, const std::string &id) override {
     if (failpoint::hit("store.delete")) return injected("ABORT MULTIPART " + key);
     return m_inner->abort_multipart(key, id);
   }
-  Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) override {
+  Status list_multipart(const std::string &prefix,
+                        const std::function<bool(const UploadInfo &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST UPLOADS " + prefix);
     return m_inner->list_multipart(prefix, visit);
   }
 
 private:
-  static Error injected(const std::string& what) {
+  static Error injected(const std::string &what) {
     ErrorDetails d;
     d.http_status = 503;
     d.s3_code = "InjectedFault";
@@ -67,27 +70,30 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
   return std::make_unique<FailpointStore>(std::move(inner));
 }
 
-Status ObjectStore::get(const std::string& key, int fd) {
+Status ObjectStore::get(const std::string &key, int fd) {
   bool write_failed = false;
-  auto r = read(key, [&](const char* p, size_t n) { return !(write_failed = !write_all(fd, p, n)); });
+  auto r = read(key, [&](const char *p, size_t n) { return !(write_failed = !write_all(fd, p, n)); });
   if (write_failed) return Error(Errc::internal, "GET " + key + ": writing the output failed");
   return r;
 }
 
-bool is_unreachable(const Error& e) {
+bool is_unreachable(const Error &e) {
   return e.code == Errc::access_denied || (e.code == Errc::storage_unavailable && e.details.curl_code != 0);
 }
 
-bool is_s3_url(const std::string& url) { return url.rfind("s3://", 0) == 0; }
+bool is_s3_url(const std::string &url) {
+  return url.rfind("s3://", 0) == 0;
+}
 
-std::unique_ptr<ObjectStore> open_store(const StoreOptions& o) {
-  const auto& url = o.url;
+std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {
+  const auto &url = o.url;
   if (is_s3_url(url)) {
     std::string rest = url.substr(5);
     auto slash = rest.find('/');
     std::string bucket = rest.substr(0, slash);
     std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    while (!prefix.empty() && prefix.back() == '/')
+      prefix.pop_back();
     if (!prefix.empty()) prefix += "/";
     if (bucket.size() < 3 || bucket.size() > 63)
       throw LodgeError(Errc::config_invalid, "store: bucket name must be 3-63 characters in '" + url + "'");
@@ -99,10 +105,12 @@ std::unique_ptr<ObjectStore> open_store(const StoreOptions& o) {
   if (url.rfind("file://", 0) == 0) {
     std::string root = url.substr(7);
     if (root.empty() || root[0] != '/')
-      throw LodgeError(Errc::config_invalid, "store: file:// needs an absolute path, as in file:///srv/lodge (got '" + url + "')");
+      throw LodgeError(Errc::config_invalid,
+                       "store: file:// needs an absolute path, as in file:///srv/lodge (got '" + url + "')");
     return with_failpoints(make_file_store(url, root));
   }
-  throw LodgeError(Errc::config_invalid, "store: expected s3://bucket/prefix or file:///dir, got '" + url + "'");
+  throw LodgeError(Errc::config_invalid,
+                   "store: expected s3://bucket/prefix or file:///dir, got '" + url + "'");
 }
 
 } // namespace lodge::store

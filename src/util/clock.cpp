@@ -1,6 +1,5 @@
-#include <lodge/util/clock.hpp>
-
 #include <chrono>
+#include <lodge/util/clock.hpp>
 
 namespace lodge::util {
 
@@ -9,7 +8,7 @@ int64_t SystemClock::now_ms() const {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-const Clock& system_clock() {
+const Clock &system_clock() {
   static const SystemClock k_clock;
   return k_clock;
 }

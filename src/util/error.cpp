@@ -1,51 +1,74 @@
-#include <lodge/error.hpp>
-
 #include <array>
+#include <lodge/error.hpp>
 
 namespace lodge {
 namespace {
 constexpr std::array k_errcs{
     ErrcInfo{Errc::ok, "OK", 0, "Success."},
     ErrcInfo{Errc::usage, "USAGE", 2, "Bad command line: unknown option, missing argument."},
-    ErrcInfo{Errc::config_invalid, "CONFIG_INVALID", 2, "The configuration file, environment or flags hold a bad value."},
-    ErrcInfo{Errc::ledger_unusable, "LEDGER_UNUSABLE", 3, "The ledger cannot be opened: not a database, corrupt, unreadable, a symlink."},
-    ErrcInfo{Errc::ledger_locked, "LEDGER_LOCKED", 3, "The ledger stayed locked by another process past the busy timeout."},
-    ErrcInfo{Errc::ledger_too_new, "LEDGER_TOO_NEW", 3, "The ledger was written by a newer lodge (schema version too high)."},
-    ErrcInfo{Errc::ledger_on_network_fs, "LEDGER_ON_NETWORK_FS", 3, "The ledger is on a network filesystem; refused unless --force-network-fs."},
-    ErrcInfo{Errc::storage_unavailable, "STORAGE_UNAVAILABLE", 4, "The object store could not be reached or kept failing."},
-    ErrcInfo{Errc::access_denied, "ACCESS_DENIED", 4, "The object store refused the credentials or the operation."},
+    ErrcInfo{Errc::config_invalid, "CONFIG_INVALID", 2,
+             "The configuration file, environment or flags hold a bad value."},
+    ErrcInfo{Errc::ledger_unusable, "LEDGER_UNUSABLE", 3,
+             "The ledger cannot be opened: not a database, corrupt, unreadable, a symlink."},
+    ErrcInfo{Errc::ledger_locked, "LEDGER_LOCKED", 3,
+             "The ledger stayed locked by another process past the busy timeout."},
+    ErrcInfo{Errc::ledger_too_new, "LEDGER_TOO_NEW", 3,
+             "The ledger was written by a newer lodge (schema version too high)."},
+    ErrcInfo{Errc::ledger_on_network_fs, "LEDGER_ON_NETWORK_FS", 3,
+             "The ledger is on a network filesystem; refused unless --force-network-fs."},
+    ErrcInfo{Errc::storage_unavailable, "STORAGE_UNAVAILABLE", 4,
+             "The object store could not be reached or kept failing."},
+    ErrcInfo{Errc::access_denied, "ACCESS_DENIED", 4,
+             "The object store refused the credentials or the operation."},
     ErrcInfo{Errc::not_found, "NOT_FOUND", 1, "The object, bucket or record does not exist."},
-    ErrcInfo{Errc::precondition_failed, "PRECONDITION_FAILED", 1, "A conditional request failed: the key already exists."},
+    ErrcInfo{Errc::precondition_failed, "PRECONDITION_FAILED", 1,
+             "A conditional request failed: the key already exists."},
     ErrcInfo{Errc::bad_digest, "BAD_DIGEST", 1, "The store computed a different checksum than the one sent."},
     ErrcInfo{Errc::throttled, "THROTTLED", 4, "The store kept asking to slow down (503 SlowDown, 429)."},
     ErrcInfo{Errc::storage_error, "STORAGE_ERROR", 1, "The store refused the request permanently."},
-    ErrcInfo{Errc::quota_exceeded, "QUOTA_EXCEEDED", 1, "The owner already holds the policy's max_files alive files."},
-    ErrcInfo{Errc::duplicate, "DUPLICATE", 0, "An alive file with the same content exists for this owner (not a failure)."},
-    ErrcInfo{Errc::type_mismatch, "TYPE_MISMATCH", 1, "The file's extension does not match the media type detected from its content."},
-    ErrcInfo{Errc::type_not_allowed, "TYPE_NOT_ALLOWED", 1, "The detected media type is not in the policy's media_types."},
-    ErrcInfo{Errc::extension_not_allowed, "EXTENSION_NOT_ALLOWED", 1, "The file's extension is not in the policy's extensions."},
+    ErrcInfo{Errc::quota_exceeded, "QUOTA_EXCEEDED", 1,
+             "The owner already holds the policy's max_files alive files."},
+    ErrcInfo{Errc::duplicate, "DUPLICATE", 0,
+             "An alive file with the same content exists for this owner (not a failure)."},
+    ErrcInfo{Errc::type_mismatch, "TYPE_MISMATCH", 1,
+             "The file's extension does not match the media type detected from its content."},
+    ErrcInfo{Errc::type_not_allowed, "TYPE_NOT_ALLOWED", 1,
+             "The detected media type is not in the policy's media_types."},
+    ErrcInfo{Errc::extension_not_allowed, "EXTENSION_NOT_ALLOWED", 1,
+             "The file's extension is not in the policy's extensions."},
     ErrcInfo{Errc::too_large, "TOO_LARGE", 1, "The file is larger than the policy's max_size."},
     ErrcInfo{Errc::empty_file, "EMPTY_FILE", 1, "The file is empty."},
-    ErrcInfo{Errc::bad_name, "BAD_NAME", 1, "The file name is unusable (control or bidi characters, too long, empty)."},
-    ErrcInfo{Errc::not_regular_file, "NOT_REGULAR_FILE", 1, "Not a regular file (directory, FIFO, socket, device, symlink)."},
+    ErrcInfo{Errc::bad_name, "BAD_NAME", 1,
+             "The file name is unusable (control or bidi characters, too long, empty)."},
+    ErrcInfo{Errc::not_regular_file, "NOT_REGULAR_FILE", 1,
+             "Not a regular file (directory, FIFO, socket, device, symlink)."},
     ErrcInfo{Errc::unreadable, "UNREADABLE", 1, "The file is missing or cannot be read."},
     ErrcInfo{Errc::file_changed, "FILE_CHANGED", 1, "The file changed while it was being uploaded."},
-    ErrcInfo{Errc::state_changed, "STATE_CHANGED", 1, "The record changed state under us (for example repair failed it); never success."},
-    ErrcInfo{Errc::idempotency_key_reused, "IDEMPOTENCY_KEY_REUSED", 1, "The idempotency key was used before for other content."},
-    ErrcInfo{Errc::in_progress, "IN_PROGRESS", 1, "The upload with this idempotency key is still in progress."},
-    ErrcInfo{Errc::deadline_exceeded, "DEADLINE_EXCEEDED", 1, "The transfer could not finish before the upload deadline."},
-    ErrcInfo{Errc::interrupted, "INTERRUPTED", 130, "Interrupted by a signal; in-flight work was finished or failed cleanly."},
+    ErrcInfo{Errc::state_changed, "STATE_CHANGED", 1,
+             "The record changed state under us (for example repair failed it); never success."},
+    ErrcInfo{Errc::idempotency_key_reused, "IDEMPOTENCY_KEY_REUSED", 1,
+             "The idempotency key was used before for other content."},
+    ErrcInfo{Errc::in_progress, "IN_PROGRESS", 1,
+             "The upload with this idempotency key is still in progress."},
+    ErrcInfo{Errc::deadline_exceeded, "DEADLINE_EXCEEDED", 1,
+             "The transfer could not finish before the upload deadline."},
+    ErrcInfo{Errc::interrupted, "INTERRUPTED", 130,
+             "Interrupted by a signal; in-flight work was finished or failed cleanly."},
     ErrcInfo{Errc::unhealthy, "UNHEALTHY", 1, "status --check found a problem."},
     ErrcInfo{Errc::internal, "INTERNAL", 1, "A bug in lodge; please report it."},
 };
 } // namespace
 
-std::span<const ErrcInfo> all_errcs() { return k_errcs; }
+std::span<const ErrcInfo> all_errcs() {
+  return k_errcs;
+}
 
-const ErrcInfo& errc_info(Errc code) { return k_errcs.at(static_cast<size_t>(code)); }
+const ErrcInfo &errc_info(Errc code) {
+  return k_errcs.at(static_cast<size_t>(code));
+}
 
 std::optional<Errc> errc_from_name(std::string_view name) {
-  for (const auto& e : k_errcs)
+  for (const auto &e : k_errcs)
     if (e.name == name) return e.code;
   return std::nullopt;
 }

@@ -1,27 +1,37 @@
-#include <lodge/error.hpp>
-#include <lodge/failpoint.hpp>
-#include <lodge/util/strings.hpp>
-
 #include <array>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fcntl.h>
+#include <lodge/error.hpp>
+#include <lodge/failpoint.hpp>
+#include <lodge/util/strings.hpp>
 #include <map>
 #include <mutex>
-#include <thread>
-
-#include <fcntl.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace lodge::failpoint {
 namespace {
 
-constexpr std::array<std::string_view, 17> k_names{
-    "upload.before_reserve", "upload.after_reserve", "upload.before_put",   "upload.after_put",  "upload.before_confirm",
-    "upload.confirm",       "upload.mark_failed",  "upload.between_parts", "sweep.after_claim",
-    "sweep.after_delete",   "sweep.before_finish", "repair.before_commit", "reconcile.before_apply",
-    "store.put",            "store.delete",        "store.head",           "store.list"};
+constexpr std::array<std::string_view, 17> k_names{"upload.before_reserve",
+                                                   "upload.after_reserve",
+                                                   "upload.before_put",
+                                                   "upload.after_put",
+                                                   "upload.before_confirm",
+                                                   "upload.confirm",
+                                                   "upload.mark_failed",
+                                                   "upload.between_parts",
+                                                   "sweep.after_claim",
+                                                   "sweep.after_delete",
+                                                   "sweep.before_finish",
+                                                   "repair.before_commit",
+                                                   "reconcile.before_apply",
+                                                   "store.put",
+                                                   "store.delete",
+                                                   "store.head",
+                                                   "store.list"};
 
 enum class Kind { crash, error, sleep, pause };
 struct Armed {
@@ -36,27 +46,28 @@ struct Registry {
   std::string log_path;
 };
 
-Registry& registry() {
+Registry &registry() {
   static Registry r;
   return r;
 }
 
-[[maybe_unused]] void log_firing(const std::string& path, std::string_view name, std::string_view action) {
+[[maybe_unused]] void log_firing(const std::string &path, std::string_view name, std::string_view action) {
   if (path.empty()) return;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  std::string line = std::to_string(::getpid()) + " " + std::string(name) + " " +
-                     std::string(action) + "\n";
+  std::string line = std::to_string(::getpid()) + " " + std::string(name) + " " + std::string(action) + "\n";
   // One write(2) per line keeps lines from concurrent processes whole (O_APPEND).
   [[maybe_unused]] auto n = ::write(fd, line.data(), line.size());
   ::close(fd);
 }
 } // namespace
 
-std::span<const std::string_view> known_names() { return k_names; }
+std::span<const std::string_view> known_names() {
+  return k_names;
+}
 
-void configure(std::string_view spec, const std::string& log_path) {
-  auto& r = registry();
+void configure(std::string_view spec, const std::string &log_path) {
+  auto &r = registry();
   std::lock_guard lock(r.mutex);
   r.armed.clear();
   r.log_path = log_path;
@@ -65,7 +76,7 @@ void configure(std::string_view spec, const std::string& log_path) {
   if (!util::trim(spec).empty())
     throw LodgeError(Errc::usage, "LODGE_FAILPOINTS is set but this lodge was built without failpoints");
 #endif
-  for (const auto& item : util::split(spec, ';')) {
+  for (const auto &item : util::split(spec, ';')) {
     auto entry = util::trim(item);
     if (entry.empty()) continue;
     auto eq = entry.find('=');
@@ -74,11 +85,14 @@ void configure(std::string_view spec, const std::string& log_path) {
     std::string name = entry.substr(0, eq);
     std::string action = entry.substr(eq + 1);
     bool known = false;
-    for (auto n : k_names) known = known || n == name;
+    for (auto n : k_names)
+      known = known || n == name;
     if (!known) throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: unknown failpoint '" + name + "'");
     Armed a{Kind::error, "", action};
-    if (action == "crash") a.kind = Kind::crash;
-    else if (action == "error") a.kind = Kind::error;
+    if (action == "crash")
+      a.kind = Kind::crash;
+    else if (action == "error")
+      a.kind = Kind::error;
     else if (action.rfind("sleep:", 0) == 0 && util::parse_int(action.substr(6))) {
       a.kind = Kind::sleep;
       a.arg = action.substr(6);
@@ -98,7 +112,7 @@ bool hit(std::string_view name) {
   (void)name;
   return false;
 #else
-  auto& r = registry();
+  auto &r = registry();
   Armed a;
   std::string log_path;
   {
@@ -121,7 +135,8 @@ bool hit(std::string_view name) {
     break;
   case Kind::pause: {
     struct stat st {};
-    while (::stat(a.arg.c_str(), &st) != 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (::stat(a.arg.c_str(), &st) != 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     break;
   }
   }

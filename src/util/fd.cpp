@@ -1,5 +1,4 @@
 #include <lodge/util/fd.hpp>
-
 #include <unistd.h>
 
 namespace lodge::util {

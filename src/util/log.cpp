@@ -1,7 +1,6 @@
+#include <atomic>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <atomic>
 #include <mutex>
 #include <regex>
 
@@ -17,9 +16,13 @@ void set_sink(Sink sink) {
   g_sink = std::move(sink);
 }
 
-void set_level(Level level) { g_level = static_cast<int>(level); }
+void set_level(Level level) {
+  g_level = static_cast<int>(level);
+}
 
-bool enabled(Level level) { return static_cast<int>(level) <= g_level.load(); }
+bool enabled(Level level) {
+  return static_cast<int>(level) <= g_level.load();
+}
 
 void write(Level level, std::string_view message) {
   if (!enabled(level)) return;
@@ -30,7 +33,8 @@ void write(Level level, std::string_view message) {
 
 std::string redact(std::string_view line) {
   static const std::regex k_auth(R"(((?:^|\n)\s*authorization\s*:\s*)[^\n]*)", std::regex::icase);
-  static const std::regex k_token_header(R"(((?:^|\n)\s*x-amz-security-token\s*:\s*)[^\n]*)", std::regex::icase);
+  static const std::regex k_token_header(R"(((?:^|\n)\s*x-amz-security-token\s*:\s*)[^\n]*)",
+                                         std::regex::icase);
   static const std::regex k_query(R"(((?:X-Amz-Signature|X-Amz-Security-Token|X-Amz-Credential)=)[^&\s]*)",
                                   std::regex::icase);
   static const std::regex k_sig(R"((Signature=)[0-9a-fA-F]{16,})");

@@ -1,23 +1,25 @@
-#include <lodge/util/strings.hpp>
-
 #include <array>
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <lodge/util/strings.hpp>
 
 namespace lodge::util {
 
 std::string to_lower(std::string_view s) {
   std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto &c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
 std::string trim(std::string_view s) {
   size_t b = 0;
   size_t e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+    ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+    --e;
   return std::string(s.substr(b, e - b));
 }
 
@@ -37,7 +39,7 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
-std::string hex_encode(const unsigned char* data, size_t len) {
+std::string hex_encode(const unsigned char *data, size_t len) {
   static constexpr char k_digits[] = "0123456789abcdef";
   std::string out;
   out.reserve(len * 2);
@@ -49,7 +51,7 @@ std::string hex_encode(const unsigned char* data, size_t len) {
 }
 
 std::string hex_encode(std::string_view bytes) {
-  return hex_encode(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+  return hex_encode(reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size());
 }
 
 namespace {
@@ -59,8 +61,7 @@ int hex_value(char c) {
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
-constexpr std::string_view k_b64 =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+constexpr std::string_view k_b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 } // namespace
 
 std::optional<std::string> hex_decode(std::string_view hex) {
@@ -82,8 +83,7 @@ std::string base64_encode(std::string_view bytes) {
   size_t i = 0;
   for (; i + 2 < bytes.size(); i += 3) {
     uint32_t v = (static_cast<unsigned char>(bytes[i]) << 16) |
-                 (static_cast<unsigned char>(bytes[i + 1]) << 8) |
-                 static_cast<unsigned char>(bytes[i + 2]);
+                 (static_cast<unsigned char>(bytes[i + 1]) << 8) | static_cast<unsigned char>(bytes[i + 2]);
     out.push_back(k_b64[(v >> 18) & 63]);
     out.push_back(k_b64[(v >> 12) & 63]);
     out.push_back(k_b64[(v >> 6) & 63]);
@@ -96,8 +96,8 @@ std::string base64_encode(std::string_view bytes) {
     out.push_back(k_b64[(v >> 12) & 63]);
     out += "==";
   } else if (rest == 2) {
-    uint32_t v = (static_cast<unsigned char>(bytes[i]) << 16) |
-                 (static_cast<unsigned char>(bytes[i + 1]) << 8);
+    uint32_t v =
+        (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
     out.push_back(k_b64[(v >> 18) & 63]);
     out.push_back(k_b64[(v >> 12) & 63]);
     out.push_back(k_b64[(v >> 6) & 63]);
@@ -134,14 +134,24 @@ std::optional<std::string> base64_decode(std::string_view text) {
 
 namespace {
 // Length of the valid UTF-8 sequence at s[i] and its code point, or 0 when invalid.
-size_t utf8_decode(std::string_view s, size_t i, uint32_t& cp) {
+size_t utf8_decode(std::string_view s, size_t i, uint32_t &cp) {
   auto b = static_cast<unsigned char>(s[i]);
   size_t len = 0;
-  if (b < 0x80) { cp = b; return 1; }
-  if ((b & 0xE0) == 0xC0) { len = 2; cp = b & 0x1F; }
-  else if ((b & 0xF0) == 0xE0) { len = 3; cp = b & 0x0F; }
-  else if ((b & 0xF8) == 0xF0) { len = 4; cp = b & 0x07; }
-  else return 0;
+  if (b < 0x80) {
+    cp = b;
+    return 1;
+  }
+  if ((b & 0xE0) == 0xC0) {
+    len = 2;
+    cp = b & 0x1F;
+  } else if ((b & 0xF0) == 0xE0) {
+    len = 3;
+    cp = b & 0x0F;
+  } else if ((b & 0xF8) == 0xF0) {
+    len = 4;
+    cp = b & 0x07;
+  } else
+    return 0;
   if (i + len > s.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     auto c = static_cast<unsigned char>(s[i + k]);
@@ -154,8 +164,8 @@ size_t utf8_decode(std::string_view s, size_t i, uint32_t& cp) {
 }
 
 bool is_bidi_control(uint32_t cp) {
-  return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E ||
-         cp == 0x200F || cp == 0x061C;
+  return (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F ||
+         cp == 0x061C;
 }
 } // namespace
 

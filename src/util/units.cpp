@@ -1,9 +1,8 @@
-#include <lodge/util/units.hpp>
-
 #include <array>
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <lodge/util/units.hpp>
 #include <utility>
 
 namespace lodge::util {
@@ -25,11 +24,18 @@ std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
 std::optional<uint64_t> parse_size(std::string_view text) {
   auto nu = number_and_unit(text);
   if (!nu) return std::nullopt;
-  static constexpr std::array<std::pair<std::string_view, uint64_t>, 10> k_units{{
-      {"", 1}, {"B", 1}, {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30},
-      {"TiB", 1ULL << 40}, {"KB", 1000ULL}, {"MB", 1000ULL * 1000}, {"GB", 1000ULL * 1000 * 1000},
-      {"TB", 1000ULL * 1000 * 1000 * 1000}}};
-  for (const auto& [unit, mult] : k_units)
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 10> k_units{
+      {{"", 1},
+       {"B", 1},
+       {"KiB", 1ULL << 10},
+       {"MiB", 1ULL << 20},
+       {"GiB", 1ULL << 30},
+       {"TiB", 1ULL << 40},
+       {"KB", 1000ULL},
+       {"MB", 1000ULL * 1000},
+       {"GB", 1000ULL * 1000 * 1000},
+       {"TB", 1000ULL * 1000 * 1000 * 1000}}};
+  for (const auto &[unit, mult] : k_units)
     if (nu->second == unit) return checked_mul(nu->first, mult);
   return std::nullopt;
 }
@@ -37,10 +43,10 @@ std::optional<uint64_t> parse_size(std::string_view text) {
 std::optional<int64_t> parse_duration_ms(std::string_view text) {
   auto nu = number_and_unit(text);
   if (!nu) return std::nullopt;
-  static constexpr std::array<std::pair<std::string_view, uint64_t>, 5> k_units{{
-      {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}}};
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 5> k_units{
+      {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}}};
   if (nu->second.empty() && nu->first == 0) return 0;
-  for (const auto& [unit, mult] : k_units) {
+  for (const auto &[unit, mult] : k_units) {
     if (nu->second == unit) {
       auto v = checked_mul(nu->first, mult);
       if (!v || *v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
@@ -68,10 +74,16 @@ std::string format_size(uint64_t bytes) {
 
 std::string format_duration_ms(int64_t ms) {
   char buf[32];
-  if (ms < 1000) std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ms));
-  else if (ms < 60'000) std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
-  else if (ms < 3'600'000) std::snprintf(buf, sizeof buf, "%lldm%llds", static_cast<long long>(ms / 60'000), static_cast<long long>(ms % 60'000 / 1000));
-  else std::snprintf(buf, sizeof buf, "%lldh%lldm", static_cast<long long>(ms / 3'600'000), static_cast<long long>(ms % 3'600'000 / 60'000));
+  if (ms < 1000)
+    std::snprintf(buf, sizeof buf, "%lldms", static_cast<long long>(ms));
+  else if (ms < 60'000)
+    std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000);
+  else if (ms < 3'600'000)
+    std::snprintf(buf, sizeof buf, "%lldm%llds", static_cast<long long>(ms / 60'000),
+                  static_cast<long long>(ms % 60'000 / 1000));
+  else
+    std::snprintf(buf, sizeof buf, "%lldh%lldm", static_cast<long long>(ms / 3'600'000),
+                  static_cast<long long>(ms % 3'600'000 / 60'000));
   return buf;
 }
 

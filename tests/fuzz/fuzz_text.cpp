@@ -1,17 +1,16 @@
 // libFuzzer: names, units, escaping and failpoint specs on arbitrary bytes.
+#include <cstdint>
+#include <cstdlib>
 #include <lodge/error.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/s3/signer.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
-
-#include <cstdint>
-#include <cstdlib>
 #include <string>
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  std::string in(reinterpret_cast<const char*>(data), size);
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  std::string in(reinterpret_cast<const char *>(data), size);
   auto name = lodge::ops::sanitize_display_name(in);
   if (name.ok() && lodge::util::escape_for_terminal(name.value()) != name.value()) std::abort();
   (void)lodge::ops::extension_of(in);
@@ -22,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (lodge::s3::uri_decode(lodge::s3::uri_encode(in, true)) != in) std::abort();
   try {
     lodge::failpoint::configure(in, "");
-  } catch (const lodge::LodgeError& e) {
+  } catch (const lodge::LodgeError &e) {
     if (e.error().code != lodge::Errc::usage) std::abort();
   }
   lodge::failpoint::configure("", "");

@@ -4,45 +4,46 @@
 // Fault cases (suite "faults") need LODGE_TEST_PROXY_ENDPOINT, _RULES and _LOG (the
 // fault-injecting proxy in tests/harness); suite "auth" needs LODGE_TEST_AUTH_*.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <atomic>
+#include <cstdlib>
 #include <doctest/doctest.h>
-
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
-
-#include <atomic>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <fcntl.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 using namespace lodge;
 namespace fs = std::filesystem;
 
 namespace {
-std::string env(const char* k) {
-  const char* v = std::getenv(k);
+std::string env(const char *k) {
+  const char *v = std::getenv(k);
   return v ? v : "";
 }
 
-bool is_s3() { return env("LODGE_TEST_STORE") == "s3"; }
+bool is_s3() {
+  return env("LODGE_TEST_STORE") == "s3";
+}
 
-s3::Credentials test_creds() { return {"testing", "testing", "", "test"}; }
+s3::Credentials test_creds() {
+  return {"testing", "testing", "", "test"};
+}
 
 // A scratch file holding `content`, removed at the end of the test.
 struct Source {
   std::string path;
   util::Fd fd;
   std::string sha;
-  explicit Source(const std::string& content) {
+  explicit Source(const std::string &content) {
     char tmpl[] = "/tmp/lodge-src-XXXXXX";
     int f = ::mkstemp(tmpl);
     REQUIRE(f >= 0);
@@ -52,7 +53,9 @@ struct Source {
     sha = crypto::sha256_hex(content);
   }
   ~Source() { ::unlink(path.c_str()); }
-  [[nodiscard]] store::Body body() const { return {fd.get(), 0, static_cast<uint64_t>(::lseek(fd.get(), 0, SEEK_END)), sha}; }
+  [[nodiscard]] store::Body body() const {
+    return {fd.get(), 0, static_cast<uint64_t>(::lseek(fd.get(), 0, SEEK_END)), sha};
+  }
 };
 
 struct Fixture {
@@ -90,10 +93,10 @@ struct Fixture {
     c.credentials = test_creds();
     return s3::Client(c, http::make_curl_transport({}), util::system_clock());
   }
-  [[nodiscard]] std::string key(const std::string& k) const { return (is_s3() ? "pre/" : "") + k; }
+  [[nodiscard]] std::string key(const std::string &k) const { return (is_s3() ? "pre/" : "") + k; }
 };
 
-std::string get_all(store::ObjectStore& s, const std::string& key) {
+std::string get_all(store::ObjectStore &s, const std::string &key) {
   char tmpl[] = "/tmp/lodge-get-XXXXXX";
   util::Fd fd(::mkstemp(tmpl));
   ::unlink(tmpl);
@@ -103,11 +106,12 @@ std::string get_all(store::ObjectStore& s, const std::string& key) {
   ::lseek(fd.get(), 0, SEEK_SET);
   char buf[65536];
   ssize_t n;
-  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0)
+    out.append(buf, static_cast<size_t>(n));
   return out;
 }
 
-store::PutRequest put_req(const std::string& key, const Source& src) {
+store::PutRequest put_req(const std::string &key, const Source &src) {
   store::PutRequest r;
   r.key = key;
   r.body = src.body();
@@ -154,12 +158,16 @@ TEST_SUITE("contract") {
         auto s = f.open();
         Source src("writer " + std::to_string(i));
         auto r = s->put(put_req(f.key("race"), src));
-        if (r.ok()) ++ok;
-        else if (r.error().code == Errc::precondition_failed) ++pre;
-        else ++other;
+        if (r.ok())
+          ++ok;
+        else if (r.error().code == Errc::precondition_failed)
+          ++pre;
+        else
+          ++other;
       });
     }
-    for (auto& t : ts) t.join();
+    for (auto &t : ts)
+      t.join();
     CHECK(ok == 1);
     CHECK(pre == 4);
     CHECK(other == 0);
@@ -179,26 +187,29 @@ TEST_SUITE("contract") {
   TEST_CASE("a 1,500-key listing comes back whole, across pages, in byte order") {
     Fixture f;
     std::vector<std::string> keys;
-    for (int i = 0; i < 1500; ++i) keys.push_back(f.key("l/" + std::to_string(i * 7919 % 1500) + (i % 3 ? "-x" : "/y")));
+    for (int i = 0; i < 1500; ++i)
+      keys.push_back(f.key("l/" + std::to_string(i * 7919 % 1500) + (i % 3 ? "-x" : "/y")));
     std::atomic<size_t> next{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 6; ++t) {
       ts.emplace_back([&] {
         auto s = f.open();
         Source src("v");
-        for (size_t i; (i = next++) < keys.size();) REQUIRE(s->put(put_req(keys[i], src)).ok());
+        for (size_t i; (i = next++) < keys.size();)
+          REQUIRE(s->put(put_req(keys[i], src)).ok());
       });
     }
-    for (auto& t : ts) t.join();
+    for (auto &t : ts)
+      t.join();
     auto s = f.open();
     Source other("o");
     REQUIRE(s->put(put_req(f.key("m/outside"), other)).ok());
     std::vector<std::string> listed;
-    REQUIRE(s->list(f.key("l/"), [&](const store::ObjectInfo& o) {
-      listed.push_back(o.key);
-      CHECK(o.size == 1);
-      return true;
-    }).ok());
+    REQUIRE(s->list(f.key("l/"), [&](const store::ObjectInfo &o) {
+               listed.push_back(o.key);
+               CHECK(o.size == 1);
+               return true;
+             }).ok());
     std::sort(keys.begin(), keys.end());
     CHECK(listed == keys);
   }
@@ -213,10 +224,10 @@ TEST_SUITE("contract") {
       REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
       CHECK(get_all(*s, f.key(k)) == "payload of " + k);
       bool seen = false;
-      REQUIRE(s->list(f.key(k.substr(0, 3)), [&](const store::ObjectInfo& o) {
-        seen = seen || o.key == f.key(k);
-        return true;
-      }).ok());
+      REQUIRE(s->list(f.key(k.substr(0, 3)), [&](const store::ObjectInfo &o) {
+                 seen = seen || o.key == f.key(k);
+                 return true;
+               }).ok());
       CHECK(seen);
       CHECK(s->remove_all(f.key(k)).ok());
       CHECK(s->head(f.key(k)).error().code == Errc::not_found);
@@ -239,7 +250,8 @@ TEST_SUITE("contract") {
     auto s = f.open();
     std::string content;
     content.reserve((10 << 20) + 1000);
-    for (size_t i = 0; content.size() < (10U << 20) + 1000; ++i) content += std::to_string(i) + ",";
+    for (size_t i = 0; content.size() < (10U << 20) + 1000; ++i)
+      content += std::to_string(i) + ",";
     Source src(content);
     const uint64_t part = 5 << 20;
     std::vector<store::Body> bodies;
@@ -266,18 +278,18 @@ TEST_SUITE("contract") {
     for (size_t i = 0; i < bodies.size(); ++i)
       REQUIRE(s->put_part(f.key("mp/abandoned"), id2.value(), static_cast<int>(i + 1), bodies[i], 0).ok());
     int listed = 0;
-    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo& u) {
-      CHECK(u.key == f.key("mp/abandoned"));
-      ++listed;
-      return true;
-    }).ok());
+    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo &u) {
+               CHECK(u.key == f.key("mp/abandoned"));
+               ++listed;
+               return true;
+             }).ok());
     CHECK(listed == 1);
     REQUIRE(s->abort_multipart(f.key("mp/abandoned"), id2.value()).ok());
     listed = 0;
-    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo&) {
-      ++listed;
-      return true;
-    }).ok());
+    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo &) {
+               ++listed;
+               return true;
+             }).ok());
     CHECK(listed == 0);
     CHECK(s->head(f.key("mp/abandoned")).error().code == Errc::not_found);
   }
@@ -291,13 +303,12 @@ TEST_SUITE("contract") {
     REQUIRE(other.ok());
     REQUIRE(s->remove_all(f.key("mp2/k")).ok());
     std::vector<std::string> left;
-    REQUIRE(s->list_multipart(f.key("mp2/"), [&](const store::UploadInfo& u) {
-      left.push_back(u.key);
-      return true;
-    }).ok());
+    REQUIRE(s->list_multipart(f.key("mp2/"), [&](const store::UploadInfo &u) {
+               left.push_back(u.key);
+               return true;
+             }).ok());
     CHECK(left == std::vector<std::string>{f.key("mp2/k2")});
   }
-
 }
 
 // S3 alone: a file:// store has no versions.
@@ -312,17 +323,23 @@ TEST_SUITE("s3only") {
     REQUIRE(admin.delete_object(f.key("ver/k")).ok()); // leaves a delete marker
     REQUIRE(s->put(put_req(f.key("ver/k"), b)).ok());
     int before = 0;
-    REQUIRE(admin.list_versions(f.key("ver/"), [&](const s3::ListedVersion&) {
-      ++before;
-      return true;
-    }).ok());
+    REQUIRE(admin
+                .list_versions(f.key("ver/"),
+                               [&](const s3::ListedVersion &) {
+                                 ++before;
+                                 return true;
+                               })
+                .ok());
     CHECK(before == 3);
     REQUIRE(s->remove_all(f.key("ver/k")).ok());
     int after = 0;
-    REQUIRE(admin.list_versions(f.key("ver/"), [&](const s3::ListedVersion&) {
-      ++after;
-      return true;
-    }).ok());
+    REQUIRE(admin
+                .list_versions(f.key("ver/"),
+                               [&](const s3::ListedVersion &) {
+                                 ++after;
+                                 return true;
+                               })
+                .ok());
     CHECK(after == 0);
   }
 }
@@ -345,7 +362,7 @@ TEST_SUITE("fileonly") {
 
 namespace {
 // Rules for the proxy: a JSON list it re-reads whenever the file changes.
-void set_rules(const std::string& rules_json) {
+void set_rules(const std::string &rules_json) {
   std::string path = env("LODGE_TEST_PROXY_RULES");
   REQUIRE(!path.empty());
   std::string tmp = path + ".tmp";
@@ -362,9 +379,10 @@ std::vector<nlohmann::json> proxy_log() {
   return out;
 }
 
-int count_log(const std::vector<nlohmann::json>& log, const std::string& method, const std::string& key_part) {
+int count_log(const std::vector<nlohmann::json> &log, const std::string &method,
+              const std::string &key_part) {
   int n = 0;
-  for (const auto& e : log)
+  for (const auto &e : log)
     if (e["method"] == method && e["path"].get<std::string>().find(key_part) != std::string::npos) ++n;
   return n;
 }
@@ -383,7 +401,8 @@ TEST_SUITE("faults") {
   TEST_CASE("a PUT that meets two 503s succeeds on the third attempt") {
     ProxyFixture f;
     std::string key = f.key("f503/" + crypto::random_uuid());
-    set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) + R"(", "action": "503", "times": 2}])");
+    set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) +
+              R"(", "action": "503", "times": 2}])");
     auto s = store::open_store(f.via_proxy);
     Source src("retried bytes");
     auto r = s->put(put_req(key, src));
@@ -417,7 +436,8 @@ TEST_SUITE("faults") {
     set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) +
               R"(", "action": "reset_mid_body", "bytes": 100000, "times": 1}])");
     std::string content(300000, '\0');
-    for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 131 % 251);
+    for (size_t i = 0; i < content.size(); ++i)
+      content[i] = static_cast<char>(i * 131 % 251);
     Source src(content);
     auto s = store::open_store(f.via_proxy);
     auto r = s->put(put_req(key, src));

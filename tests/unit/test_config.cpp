@@ -6,7 +6,7 @@
 using namespace lodge;
 
 namespace {
-config::ConfigInputs inputs_with(const test::TempDir& dir, const std::string& json) {
+config::ConfigInputs inputs_with(const test::TempDir &dir, const std::string &json) {
   config::ConfigInputs in;
   test::write_file(dir.file("config.json"), json);
   in.config_flag = dir.file("config.json");
@@ -14,10 +14,10 @@ config::ConfigInputs inputs_with(const test::TempDir& dir, const std::string& js
   return in;
 }
 
-std::string error_of(const config::ConfigInputs& in) {
+std::string error_of(const config::ConfigInputs &in) {
   try {
     (void)config::load(in);
-  } catch (const LodgeError& e) {
+  } catch (const LodgeError &e) {
     CHECK(e.error().code == Errc::config_invalid);
     CHECK(e.error().exit_code() == 2);
     return e.error().message;
@@ -39,7 +39,7 @@ TEST_CASE("the design's example configuration parses") {
   auto c = config::load(in);
   CHECK(c.ledger == "/var/lib/lodge/ledger.db");
   CHECK(c.default_owner == "ci");
-  const auto& r = c.policy("resume");
+  const auto &r = c.policy("resume");
   CHECK(r.max_size == 10ULL << 20);
   CHECK(r.max_files == 5);
   CHECK(r.deadline_ms == 120'000);
@@ -50,7 +50,8 @@ TEST_CASE("the design's example configuration parses") {
 
 TEST_CASE("precedence: flags over environment over file over defaults") {
   test::TempDir dir;
-  auto in = inputs_with(dir, R"({"ledger": "/from/file.db", "region": "eu-west-1", "default_owner": "file"})");
+  auto in =
+      inputs_with(dir, R"({"ledger": "/from/file.db", "region": "eu-west-1", "default_owner": "file"})");
   auto c = config::load(in);
   CHECK(c.ledger == "/from/file.db");
   CHECK(c.region == "eu-west-1");
@@ -90,11 +91,15 @@ TEST_CASE("each validation error names its key path") {
   CHECK(error_of(inputs_with(dir, R"({"policies": {"resume": {"deadline": "soon"}}})"))
             .rfind("policies.resume.deadline: expected a duration", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"polices": {}})")).rfind("polices: unknown key", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_file": 3}}})")).rfind("policies.p.max_file: unknown key", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_files": -1}}})")).rfind("policies.p.max_files:", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"extensions": "pdf"}}})")).rfind("policies.p.extensions:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_file": 3}}})"))
+            .rfind("policies.p.max_file: unknown key", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"max_files": -1}}})"))
+            .rfind("policies.p.max_files:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"extensions": "pdf"}}})"))
+            .rfind("policies.p.extensions:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"sweep": {"max_retries": "8"}})")).rfind("sweep.max_retries:", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"sweep": {"leese": "1m"}})")).rfind("sweep.leese: unknown key", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"leese": "1m"}})")).rfind("sweep.leese: unknown key", 0) ==
+        0);
   CHECK(error_of(inputs_with(dir, R"({"default_owner": "../etc"})")).rfind("default_owner:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"store": "ftp://x"})")).rfind("store:", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"part_size": "1MiB"})")).rfind("part_size:", 0) == 0);

@@ -5,7 +5,6 @@
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
 #include <lodge/ops/status.hpp>
-
 #include <sys/stat.h>
 
 using namespace lodge;
@@ -18,17 +17,18 @@ public:
   int64_t m_t;
 };
 
-std::unique_ptr<ledger::Ledger> open_at(const std::string& path, const util::Clock* clock = &util::system_clock()) {
+std::unique_ptr<ledger::Ledger> open_at(const std::string &path,
+                                        const util::Clock *clock = &util::system_clock()) {
   ledger::OpenOptions o;
   o.path = path;
   o.clock = clock;
   return ledger::open_sqlite_ledger(o);
 }
 
-Errc open_error(const std::string& path) {
+Errc open_error(const std::string &path) {
   try {
     (void)open_at(path);
-  } catch (const LodgeError& e) {
+  } catch (const LodgeError &e) {
     return e.error().code;
   }
   return Errc::ok;
@@ -53,15 +53,14 @@ TEST_CASE("a new ledger is created 0600 at the current version with WAL and FULL
 TEST_CASE("an older ledger is migrated on open and keeps its rows") {
   test::TempDir dir;
   auto path = dir.file("old.db");
-  {
-    auto l = open_at(path);
-  }
+  { auto l = open_at(path); }
   {
     // Turn it into a version-1 ledger: version 1 had no job_run table.
     ledger::Db db(path, 1000);
     db.exec("DROP TABLE job_run; PRAGMA user_version = 1;");
     db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-            " upload_status, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1', 'text/plain',"
+            " upload_status, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1', "
+            "'text/plain',"
             " printf('%064d', 1), 3, 'default', 'ACTIVE', 1, 1, 2)");
   }
   auto l = open_at(path);
@@ -108,25 +107,32 @@ TEST_CASE("the schema rejects invalid state strings and enforces one alive row p
   { auto l = open_at(path); }
   ledger::Db db(path, 1000);
   db.exec("PRAGMA foreign_keys = ON");
-  auto insert = [&](const std::string& status, const std::string& key, int deleted) {
+  auto insert = [&](const std::string &status, const std::string &key, int deleted) {
     db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-            " upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a', '" + key +
-            "', 't', printf('%064d', 7), 1, 'default', '" + status + "', " + std::to_string(deleted) + ", 1, 1, 1)");
+            " upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a', '" +
+            key + "', 't', printf('%064d', 7), 1, 'default', '" + status + "', " + std::to_string(deleted) +
+            ", 1, 1, 1)");
   };
   CHECK_THROWS_AS(insert("DONE", "k0", 0), LodgeError);
   CHECK_THROWS_AS(insert("UPLOAD_FAILED", "k0", 0), LodgeError); // failed rows never hold quota
   insert("ACTIVE", "k1", 0);
   CHECK_THROWS_AS(insert("UPLOADING", "k2", 0), LodgeError); // I4
   insert("UPLOAD_FAILED", "k3", 1);                          // dead rows may share the digest
-  CHECK_THROWS_AS(db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
-                          " max_retries, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'WAITING', 0, 3, 0, 0)"),
-                  LodgeError);
-  CHECK_THROWS_AS(db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
-                          " max_retries, created_at, updated_at) VALUES (999, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 0, 0)"),
-                  LodgeError); // foreign key
-  db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
-          " lease_version, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 5, 0, 0)");
-  CHECK_THROWS_AS(db.exec("UPDATE cleanup_task SET lease_version = 4"), LodgeError); // fencing never goes back
+  CHECK_THROWS_AS(
+      db.exec(
+          "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
+          " max_retries, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'WAITING', 0, 3, 0, 0)"),
+      LodgeError);
+  CHECK_THROWS_AS(
+      db.exec(
+          "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
+          " max_retries, created_at, updated_at) VALUES (999, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 0, 0)"),
+      LodgeError); // foreign key
+  db.exec(
+      "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+      " lease_version, created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'PENDING', 0, 3, 5, 0, 0)");
+  CHECK_THROWS_AS(db.exec("UPDATE cleanup_task SET lease_version = 4"),
+                  LodgeError); // fencing never goes back
 }
 
 TEST_CASE("status figures on a hand-built ledger") {
@@ -179,7 +185,7 @@ TEST_CASE("status figures on a hand-built ledger") {
   auto clean = ledger::StatusReport{};
   clean.now = 10;
   clean.ledger_created_at = 5;
-  CHECK(ops::evaluate(clean, 1000).healthy);       // a young ledger gets time for its first sweep
+  CHECK(ops::evaluate(clean, 1000).healthy); // a young ledger gets time for its first sweep
   clean.now = 5000;
   CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
 }

@@ -22,28 +22,35 @@ public:
   bool failing = false;
   std::string m_prefix;
   [[nodiscard]] std::string describe() const override { return "fake://"; }
-  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
-  Result<store::PutResult> put(const store::PutRequest&) override { return store::PutResult{}; }
-  Result<store::ObjectInfo> head(const std::string& k) override { return Error(Errc::not_found, k); }
-  Status read(const std::string&, const std::function<bool(const char*, size_t)>&) override { return ok_status(); }
-  Status remove_all(const std::string& key) override {
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+  Result<store::PutResult> put(const store::PutRequest &) override { return store::PutResult{}; }
+  Result<store::ObjectInfo> head(const std::string &k) override { return Error(Errc::not_found, k); }
+  Status read(const std::string &, const std::function<bool(const char *, size_t)> &) override {
+    return ok_status();
+  }
+  Status remove_all(const std::string &key) override {
     if (failing) return Error(Errc::storage_unavailable, "fake outage");
     removed.push_back(key);
     return ok_status();
   }
-  Status list(const std::string&, const std::function<bool(const store::ObjectInfo&)>&) override { return ok_status(); }
-  Result<std::string> begin_multipart(const std::string&, const std::string&, const store::Metadata&) override {
+  Status list(const std::string &, const std::function<bool(const store::ObjectInfo &)> &) override {
+    return ok_status();
+  }
+  Result<std::string> begin_multipart(const std::string &, const std::string &,
+                                      const store::Metadata &) override {
     return std::string("id");
   }
-  Result<store::Part> put_part(const std::string&, const std::string&, int, const store::Body&, int64_t) override {
+  Result<store::Part> put_part(const std::string &, const std::string &, int, const store::Body &,
+                               int64_t) override {
     return store::Part{};
   }
-  Result<store::PutResult> complete_multipart(const std::string&, const std::string&, const std::vector<store::Part>&,
-                                              int64_t) override {
+  Result<store::PutResult> complete_multipart(const std::string &, const std::string &,
+                                              const std::vector<store::Part> &, int64_t) override {
     return store::PutResult{};
   }
-  Status abort_multipart(const std::string&, const std::string&) override { return ok_status(); }
-  Status list_multipart(const std::string&, const std::function<bool(const store::UploadInfo&)>&) override {
+  Status abort_multipart(const std::string &, const std::string &) override { return ok_status(); }
+  Status list_multipart(const std::string &,
+                        const std::function<bool(const store::UploadInfo &)> &) override {
     return ok_status();
   }
 };
@@ -60,7 +67,7 @@ struct Env {
     o.clock = &clock;
     l = ledger::open_sqlite_ledger(o);
   }
-  ledger::FileRecord reserve(const std::string& sha_seed, std::optional<int64_t> max_files = std::nullopt) {
+  ledger::FileRecord reserve(const std::string &sha_seed, std::optional<int64_t> max_files = std::nullopt) {
     ledger::ReserveRequest r;
     r.owner_id = "o";
     r.original_name = "f.txt";
@@ -130,7 +137,8 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   auto again = e.l->claim_due(e.clock.t + 2'000, 10, "w", 5'000);
   REQUIRE(again.size() == 1);
   CHECK(again[0].lease_version == 2);
-  CHECK(ops::run_claimed_task(*e.l, e.store, again[0], e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK(ops::run_claimed_task(*e.l, e.store, again[0], e.cs, e.clock).outcome ==
+        ops::CleanupOutcome::deleted);
   CHECK(e.store.removed == std::vector<std::string>{a.object_key});
   CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
 }
@@ -148,9 +156,11 @@ TEST_CASE("I6: a worker with a stale lease_version changes nothing") {
   CHECK(e.l->decide(first[0], e.clock.t, 1'000) == ledger::TaskDecision::lease_lost);
   CHECK(e.l->finish(first[0], true, "", 0, e.clock.t) == ledger::TaskFinish::lease_lost);
   CHECK(e.l->finish(first[0], false, "err", 0, e.clock.t) == ledger::TaskFinish::lease_lost);
-  CHECK(ops::run_claimed_task(*e.l, e.store, first[0], e.cs, e.clock).outcome == ops::CleanupOutcome::lease_lost);
+  CHECK(ops::run_claimed_task(*e.l, e.store, first[0], e.cs, e.clock).outcome ==
+        ops::CleanupOutcome::lease_lost);
   CHECK(e.store.removed.empty());
-  CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome ==
+        ops::CleanupOutcome::deleted);
   CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
 }
 

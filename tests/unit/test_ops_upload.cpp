@@ -2,10 +2,9 @@
 // and every outcome leaves the ledger in the state the protocol promises.
 #include "support.hpp"
 
+#include <condition_variable>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/upload.hpp>
-
-#include <condition_variable>
 #include <mutex>
 
 using namespace lodge;
@@ -22,18 +21,24 @@ struct PartBoard {
 
 class PartStore final : public store::ObjectStore {
 public:
-  explicit PartStore(PartBoard& b) : m_board(b) {}
+  explicit PartStore(PartBoard &b) : m_board(b) {}
   [[nodiscard]] std::string describe() const override { return "fake://"; }
-  [[nodiscard]] const std::string& key_prefix() const override { return m_prefix; }
-  Result<store::PutResult> put(const store::PutRequest&) override { return store::PutResult{"e", ""}; }
-  Result<store::ObjectInfo> head(const std::string& k) override { return Error(Errc::not_found, k); }
-  Status read(const std::string&, const std::function<bool(const char*, size_t)>&) override { return ok_status(); }
-  Status remove_all(const std::string&) override { return ok_status(); }
-  Status list(const std::string&, const std::function<bool(const store::ObjectInfo&)>&) override { return ok_status(); }
-  Result<std::string> begin_multipart(const std::string&, const std::string&, const store::Metadata&) override {
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+  Result<store::PutResult> put(const store::PutRequest &) override { return store::PutResult{"e", ""}; }
+  Result<store::ObjectInfo> head(const std::string &k) override { return Error(Errc::not_found, k); }
+  Status read(const std::string &, const std::function<bool(const char *, size_t)> &) override {
+    return ok_status();
+  }
+  Status remove_all(const std::string &) override { return ok_status(); }
+  Status list(const std::string &, const std::function<bool(const store::ObjectInfo &)> &) override {
+    return ok_status();
+  }
+  Result<std::string> begin_multipart(const std::string &, const std::string &,
+                                      const store::Metadata &) override {
     return std::string("upload-1");
   }
-  Result<store::Part> put_part(const std::string&, const std::string&, int n, const store::Body& b, int64_t) override {
+  Result<store::Part> put_part(const std::string &, const std::string &, int n, const store::Body &b,
+                               int64_t) override {
     std::unique_lock lock(m_board.mutex);
     ++m_board.in_flight;
     m_board.most = std::max(m_board.most, m_board.in_flight);
@@ -45,19 +50,20 @@ public:
     --m_board.in_flight;
     return store::Part{n, "etag-" + std::to_string(n), b.sha256_hex};
   }
-  Result<store::PutResult> complete_multipart(const std::string&, const std::string&,
-                                              const std::vector<store::Part>& parts, int64_t) override {
+  Result<store::PutResult> complete_multipart(const std::string &, const std::string &,
+                                              const std::vector<store::Part> &parts, int64_t) override {
     completed = parts;
     return store::PutResult{"final", ""};
   }
-  Status abort_multipart(const std::string&, const std::string&) override { return ok_status(); }
-  Status list_multipart(const std::string&, const std::function<bool(const store::UploadInfo&)>&) override {
+  Status abort_multipart(const std::string &, const std::string &) override { return ok_status(); }
+  Status list_multipart(const std::string &,
+                        const std::function<bool(const store::UploadInfo &)> &) override {
     return ok_status();
   }
   std::vector<store::Part> completed;
 
 private:
-  PartBoard& m_board;
+  PartBoard &m_board;
   std::string m_prefix;
 };
 } // namespace
@@ -75,9 +81,12 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   s.multipart_threshold = 1024;
   s.part_size = 1024;
   s.part_concurrency = 3;
-  s.open_store = [&board]() -> std::unique_ptr<store::ObjectStore> { return std::make_unique<PartStore>(board); };
+  s.open_store = [&board]() -> std::unique_ptr<store::ObjectStore> {
+    return std::make_unique<PartStore>(board);
+  };
   std::string content;
-  for (int i = 0; i < 5000; ++i) content.push_back(static_cast<char>('a' + i % 26));
+  for (int i = 0; i < 5000; ++i)
+    content.push_back(static_cast<char>('a' + i % 26));
   test::write_file(dir.file("big.txt"), content);
   ops::Uploader up(*l, main_store, s, util::system_clock());
   auto r = up.upload(dir.file("big.txt"));
@@ -85,7 +94,8 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   CHECK(board.most >= 2);
   CHECK(board.numbers.size() == 5);
   REQUIRE(main_store.completed.size() == 5);
-  for (int i = 0; i < 5; ++i) CHECK(main_store.completed[static_cast<size_t>(i)].number == i + 1);
+  for (int i = 0; i < 5; ++i)
+    CHECK(main_store.completed[static_cast<size_t>(i)].number == i + 1);
   auto row = l->find_file(*r.id);
   CHECK(row->upload_status == "ACTIVE");
   CHECK(row->multipart_upload_id == "upload-1");

@@ -19,14 +19,15 @@ public:
   std::vector<http::Request> seen;
   std::vector<std::string> bodies_sent;
 
-  Result<http::Response> perform(const http::Request& req) override {
+  Result<http::Response> perform(const http::Request &req) override {
     seen.push_back(req);
     std::string sent;
     if (req.body) {
       req.body->rewind();
       char buf[7];
       int64_t n;
-      while ((n = req.body->read(buf, sizeof buf)) > 0) sent.append(buf, static_cast<size_t>(n));
+      while ((n = req.body->read(buf, sizeof buf)) > 0)
+        sent.append(buf, static_cast<size_t>(n));
     }
     bodies_sent.push_back(sent);
     Step s = script.at(seen.size() - 1);
@@ -56,7 +57,7 @@ public:
 };
 
 struct Harness {
-  ScriptedTransport* transport;
+  ScriptedTransport *transport;
   RecordingSleeper sleeper;
   FixedClock clock;
   std::unique_ptr<s3::Client> client;
@@ -73,7 +74,7 @@ struct Harness {
   }
 };
 
-const char* k_slowdown = "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>";
+const char *k_slowdown = "<Error><Code>SlowDown</Code><Message>Reduce your request rate.</Message></Error>";
 } // namespace
 
 TEST_CASE("a PUT that meets two 503s succeeds on the third attempt, body re-sent whole") {
@@ -85,13 +86,16 @@ TEST_CASE("a PUT that meets two 503s succeeds on the third attempt, body re-sent
   REQUIRE(r.ok());
   CHECK(r->etag == "\"e\"");
   REQUIRE(h.transport->seen.size() == 3);
-  for (const auto& b : h.transport->bodies_sent) CHECK(b == "hello, world");
+  for (const auto &b : h.transport->bodies_sent)
+    CHECK(b == "hello, world");
   CHECK(h.sleeper.delays.size() == 2);
-  for (auto d : h.sleeper.delays) CHECK(d <= 10'000);
+  for (auto d : h.sleeper.delays)
+    CHECK(d <= 10'000);
 }
 
 TEST_CASE("retries are bounded and the last error is typed") {
-  Harness h({{503, k_slowdown, {{"x-amz-request-id", "R1"}}}, {503, k_slowdown, {}}, {503, k_slowdown, {}}}, 3);
+  Harness h({{503, k_slowdown, {{"x-amz-request-id", "R1"}}}, {503, k_slowdown, {}}, {503, k_slowdown, {}}},
+            3);
   auto r = h.client->head_object("k");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::throttled);
@@ -102,7 +106,8 @@ TEST_CASE("retries are bounded and the last error is typed") {
 }
 
 TEST_CASE("permanent answers are not retried") {
-  Harness h({{403, "<Error><Code>AccessDenied</Code><Message>no</Message><RequestId>Q</RequestId></Error>", {}}});
+  Harness h(
+      {{403, "<Error><Code>AccessDenied</Code><Message>no</Message><RequestId>Q</RequestId></Error>", {}}});
   auto r = h.client->head_object("k");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::access_denied);
@@ -153,10 +158,10 @@ TEST_CASE("requests are signed path-style with the payload hash and checksum") {
   o.content_type = "text/plain";
   o.metadata["lodge-record-id"] = "7";
   REQUIRE(h.client->put_object("own er/ü+x.txt", body, o).ok());
-  const auto& req = h.transport->seen.at(0);
+  const auto &req = h.transport->seen.at(0);
   CHECK(req.url == "http://127.0.0.1:9/b/own%20er/%C3%BC%2Bx.txt");
-  auto header = [&](const std::string& n) {
-    for (const auto& [k, v] : req.headers)
+  auto header = [&](const std::string &n) {
+    for (const auto &[k, v] : req.headers)
       if (k == n) return v;
     return std::string{};
   };
@@ -164,7 +169,8 @@ TEST_CASE("requests are signed path-style with the payload hash and checksum") {
   CHECK(header("x-amz-checksum-sha256") == "ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=");
   CHECK(header("if-none-match") == "*");
   CHECK(header("x-amz-meta-lodge-record-id") == "7");
-  CHECK(header("authorization").rfind("AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/s3/aws4_request", 0) == 0);
+  CHECK(header("authorization")
+            .rfind("AWS4-HMAC-SHA256 Credential=AKID/20150830/us-east-1/s3/aws4_request", 0) == 0);
 }
 
 TEST_CASE("a missing key deletes fine; a missing bucket does not") {
@@ -185,7 +191,7 @@ TEST_CASE("at debug level the canonical request is logged; secrets and signature
   ScriptedTransport::Step ok{200, "", {}};
   auto t = std::make_unique<ScriptedTransport>();
   t->script = {ok};
-  auto* seen = t.get();
+  auto *seen = t.get();
   RecordingSleeper sleeper;
   FixedClock clock;
   s3::ClientConfig cfg;
@@ -197,13 +203,14 @@ TEST_CASE("at debug level the canonical request is logged; secrets and signature
   util::log::set_sink({});
   util::log::set_level(util::log::Level::warn);
   std::string all;
-  for (const auto& l : lines) all += l + "\n";
+  for (const auto &l : lines)
+    all += l + "\n";
   CHECK(all.find("canonical request:\nHEAD\n/b/k") != std::string::npos);
   CHECK(all.find("string to sign:\nAWS4-HMAC-SHA256") != std::string::npos);
   CHECK(all.find("TOPSECRETKEY") == std::string::npos);
   CHECK(all.find("SESSIONTOKENVALUE") == std::string::npos);
   std::string auth;
-  for (const auto& [k, v] : seen->seen.at(0).headers)
+  for (const auto &[k, v] : seen->seen.at(0).headers)
     if (k == "authorization") auth = v;
   REQUIRE(auth.size() > 64);
   CHECK(all.find(auth.substr(auth.size() - 64)) == std::string::npos);
@@ -211,8 +218,9 @@ TEST_CASE("at debug level the canonical request is logged; secrets and signature
 
 TEST_CASE("credentials: environment first, then the shared file's profile") {
   test::TempDir dir;
-  test::write_file(dir.file("credentials"), "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
-                                            "[ci]\naws_access_key_id=CIKEY\naws_secret_access_key=cisecret\naws_session_token=tok\n");
+  test::write_file(dir.file("credentials"),
+                   "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
+                   "[ci]\naws_access_key_id=CIKEY\naws_secret_access_key=cisecret\naws_session_token=tok\n");
   std::map<std::string, std::string> env;
   auto c = s3::resolve_credentials(env, dir.file("credentials"), "");
   REQUIRE(c.ok());
@@ -233,7 +241,9 @@ TEST_CASE("credentials: environment first, then the shared file's profile") {
 TEST_CASE("delete_everything falls back to a plain delete when versions cannot be listed") {
   Harness h({{403, "<Error><Code>AccessDenied</Code><Message>no ListBucketVersions</Message></Error>", {}},
              {204, "", {}},
-             {200, "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>", {}}});
+             {200,
+              "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated></ListMultipartUploadsResult>",
+              {}}});
   REQUIRE(h.client->delete_everything("k").ok());
   REQUIRE(h.transport->seen.size() == 3);
   CHECK(h.transport->seen[1].method == "DELETE");

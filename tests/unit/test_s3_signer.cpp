@@ -1,10 +1,8 @@
 #include "support.hpp"
 
+#include <filesystem>
 #include <lodge/s3/signer.hpp>
 #include <lodge/util/strings.hpp>
-
-#include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 using namespace lodge;
@@ -19,11 +17,12 @@ struct Vector {
 };
 
 std::string strip_trailing_newlines(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+    s.pop_back();
   return s;
 }
 
-Vector load(const fs::path& dir) {
+Vector load(const fs::path &dir) {
   Vector v;
   v.name = dir.filename().string();
   v.context = nlohmann::json::parse(test::read_file((dir / "context.json").string()));
@@ -32,7 +31,7 @@ Vector load(const fs::path& dir) {
   std::string head = blank == std::string::npos ? req : req.substr(0, blank);
   v.body = blank == std::string::npos ? "" : req.substr(blank + 2);
   auto lines = util::split(head, '\n');
-  const std::string& first = lines.at(0);
+  const std::string &first = lines.at(0);
   auto sp = first.find(' ');
   auto proto = first.rfind(" HTTP/");
   v.input.method = first.substr(0, sp);
@@ -40,14 +39,14 @@ Vector load(const fs::path& dir) {
   auto q = target.find('?');
   v.input.raw_path = target.substr(0, q);
   if (q != std::string::npos) {
-    for (const auto& kv : util::split(target.substr(q + 1), '&')) {
+    for (const auto &kv : util::split(target.substr(q + 1), '&')) {
       auto eq = kv.find('=');
       v.input.raw_query.emplace_back(s3::uri_decode(kv.substr(0, eq)),
                                      eq == std::string::npos ? "" : s3::uri_decode(kv.substr(eq + 1)));
     }
   }
   for (size_t i = 1; i < lines.size(); ++i) {
-    const auto& line = lines[i];
+    const auto &line = lines[i];
     if (line.empty()) continue;
     if (line[0] == ' ' || line[0] == '\t') {
       v.input.headers.back().second += "\n" + line; // a continuation line
@@ -60,7 +59,7 @@ Vector load(const fs::path& dir) {
   return v;
 }
 
-s3::Credentials creds(const nlohmann::json& ctx) {
+s3::Credentials creds(const nlohmann::json &ctx) {
   s3::Credentials c;
   c.access_key_id = ctx["credentials"]["access_key_id"];
   c.secret_access_key = ctx["credentials"]["secret_access_key"];
@@ -68,7 +67,7 @@ s3::Credentials creds(const nlohmann::json& ctx) {
   return c;
 }
 
-int64_t epoch_ms(const std::string& iso) {
+int64_t epoch_ms(const std::string &iso) {
   std::tm tm{};
   strptime(iso.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
   return static_cast<int64_t>(timegm(&tm)) * 1000;
@@ -77,7 +76,7 @@ int64_t epoch_ms(const std::string& iso) {
 // S3 never normalizes paths: the *-normalized cases describe other services.
 std::vector<fs::path> s3_cases() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(std::string(LODGE_TEST_DATA) + "/sigv4")) {
+  for (const auto &e : fs::directory_iterator(std::string(LODGE_TEST_DATA) + "/sigv4")) {
     if (!e.is_directory()) continue;
     auto name = e.path().filename().string();
     if (name.size() > 11 && name.substr(name.size() - 11) == "-normalized") continue;
@@ -91,7 +90,7 @@ std::vector<fs::path> s3_cases() {
 TEST_CASE("SigV4 header signing matches every applicable published vector") {
   auto cases = s3_cases();
   CHECK(cases.size() >= 25);
-  for (const auto& dir : cases) {
+  for (const auto &dir : cases) {
     auto v = load(dir);
     CAPTURE(v.name);
     auto c = creds(v.context);
@@ -99,11 +98,15 @@ TEST_CASE("SigV4 header signing matches every applicable published vector") {
     auto in = v.input;
     in.headers.emplace_back("X-Amz-Date", s3::amz_date(now));
     bool omit_token = v.context.value("omit_session_token", false);
-    if (!c.session_token.empty() && !omit_token) in.headers.emplace_back("X-Amz-Security-Token", c.session_token);
+    if (!c.session_token.empty() && !omit_token)
+      in.headers.emplace_back("X-Amz-Security-Token", c.session_token);
     if (v.context.value("sign_body", false)) in.headers.emplace_back("X-Amz-Content-Sha256", in.payload_hash);
-    auto s = s3::sign_header(in, c, v.context["region"].get<std::string>(), v.context["service"].get<std::string>(), now);
-    CHECK(s.canonical_request == strip_trailing_newlines(test::read_file((dir / "header-canonical-request.txt").string())));
-    CHECK(s.string_to_sign == strip_trailing_newlines(test::read_file((dir / "header-string-to-sign.txt").string())));
+    auto s = s3::sign_header(in, c, v.context["region"].get<std::string>(),
+                             v.context["service"].get<std::string>(), now);
+    CHECK(s.canonical_request ==
+          strip_trailing_newlines(test::read_file((dir / "header-canonical-request.txt").string())));
+    CHECK(s.string_to_sign ==
+          strip_trailing_newlines(test::read_file((dir / "header-string-to-sign.txt").string())));
     auto expected_sig = strip_trailing_newlines(test::read_file((dir / "header-signature.txt").string()));
     CHECK(s.authorization.substr(s.authorization.size() - 64) == expected_sig);
     auto signed_req = test::read_file((dir / "header-signed-request.txt").string());
@@ -112,7 +115,7 @@ TEST_CASE("SigV4 header signing matches every applicable published vector") {
 }
 
 TEST_CASE("SigV4 query presigning matches every applicable published vector") {
-  for (const auto& dir : s3_cases()) {
+  for (const auto &dir : s3_cases()) {
     auto v = load(dir);
     CAPTURE(v.name);
     auto c = creds(v.context);
@@ -122,8 +125,10 @@ TEST_CASE("SigV4 query presigning matches every applicable published vector") {
     auto q = s3::presign_query(v.input, c, v.context["region"].get<std::string>(),
                                v.context["service"].get<std::string>(), now,
                                v.context["expiration_in_seconds"].get<int64_t>(), !omit_token, &dbg);
-    CHECK(dbg.canonical_request == strip_trailing_newlines(test::read_file((dir / "query-canonical-request.txt").string())));
-    CHECK(dbg.string_to_sign == strip_trailing_newlines(test::read_file((dir / "query-string-to-sign.txt").string())));
+    CHECK(dbg.canonical_request ==
+          strip_trailing_newlines(test::read_file((dir / "query-canonical-request.txt").string())));
+    CHECK(dbg.string_to_sign ==
+          strip_trailing_newlines(test::read_file((dir / "query-string-to-sign.txt").string())));
     auto expected_sig = strip_trailing_newlines(test::read_file((dir / "query-signature.txt").string()));
     CHECK(q.substr(q.size() - 64) == expected_sig);
   }
@@ -141,6 +146,8 @@ TEST_CASE("the signing key cache derives once per day and scope") {
   s3::SigningKeyCache cache;
   auto a = cache.get("secret", "20150830", "us-east-1", "s3");
   CHECK(a == s3::signing_key("secret", "20150830", "us-east-1", "s3"));
-  CHECK(cache.get("secret", "20150831", "us-east-1", "s3") == s3::signing_key("secret", "20150831", "us-east-1", "s3"));
-  CHECK(cache.get("other", "20150831", "us-east-1", "s3") != s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+  CHECK(cache.get("secret", "20150831", "us-east-1", "s3") ==
+        s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+  CHECK(cache.get("other", "20150831", "us-east-1", "s3") !=
+        s3::signing_key("secret", "20150831", "us-east-1", "s3"));
 }

@@ -5,7 +5,9 @@
 using namespace lodge;
 
 namespace {
-std::string data(const std::string& name) { return test::read_file(std::string(LODGE_TEST_DATA) + "/s3/" + name); }
+std::string data(const std::string &name) {
+  return test::read_file(std::string(LODGE_TEST_DATA) + "/s3/" + name);
+}
 } // namespace
 
 TEST_CASE("ListObjectsV2 pages captured from moto parse, with the continuation token") {
@@ -26,7 +28,8 @@ TEST_CASE("ListObjectVersions keeps versions and delete markers") {
   CHECK_FALSE(p->truncated);
   REQUIRE(p->versions.size() == 5);
   int markers = 0;
-  for (const auto& v : p->versions) markers += v.delete_marker ? 1 : 0;
+  for (const auto &v : p->versions)
+    markers += v.delete_marker ? 1 : 0;
   CHECK(markers == 1);
   CHECK(p->versions[1].version_id == "null");
   CHECK(p->versions.back().key == "dir/b");
@@ -57,8 +60,10 @@ TEST_CASE("hostile and truncated documents are refused, never expanded") {
   auto whole = data("list_objects_v2_page1.xml");
   for (size_t cut : {size_t{0}, size_t{10}, whole.size() / 2, whole.size() - 5})
     CHECK_FALSE(s3::parse_list_objects_v2(whole.substr(0, cut)));
-  CHECK_FALSE(s3::parse_list_objects_v2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"));
-  CHECK_FALSE(s3::parse_list_objects_v2("<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>"));
+  CHECK_FALSE(
+      s3::parse_list_objects_v2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"));
+  CHECK_FALSE(s3::parse_list_objects_v2(
+      "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents></ListBucketResult>"));
   CHECK_FALSE(s3::parse_error("<NotError/>"));
   CHECK_FALSE(s3::parse_error(""));
   CHECK_FALSE(s3::parse_iso8601_ms("yesterday"));

@@ -43,15 +43,17 @@ TEST_CASE("hex and base64 round-trip") {
   CHECK(util::hex_encode(std::string("\x01\xab", 2)) == "01ab");
   CHECK(util::hex_decode("01AB") == std::string("\x01\xab", 2));
   CHECK_FALSE(util::hex_decode("0g"));
-  for (std::string s : {"", "a", "ab", "abc", "abcd"}) CHECK(util::base64_decode(util::base64_encode(s)) == s);
+  for (std::string s : {"", "a", "ab", "abc", "abcd"})
+    CHECK(util::base64_decode(util::base64_encode(s)) == s);
   CHECK(util::base64_encode("hello") == "aGVsbG8=");
 }
 
 TEST_CASE("every error code has a distinct UPPER_SNAKE name and round-trips") {
-  for (const auto& e : all_errcs()) {
+  for (const auto &e : all_errcs()) {
     CHECK(errc_from_name(e.name) == e.code);
     CHECK(&errc_info(e.code) == &e);
-    for (char c : e.name) CHECK(((c >= 'A' && c <= 'Z') || c == '_'));
+    for (char c : e.name)
+      CHECK(((c >= 'A' && c <= 'Z') || c == '_'));
   }
   CHECK(errc_info(Errc::quota_exceeded).exit_code == 1);
   CHECK(errc_info(Errc::usage).exit_code == 2);
@@ -61,7 +63,9 @@ TEST_CASE("every error code has a distinct UPPER_SNAKE name and round-trips") {
 }
 
 TEST_CASE("secrets are redacted from log lines") {
-  auto s = util::log::redact("GET /?X-Amz-Signature=abcdef0123&x=1\nAuthorization: AWS4-HMAC-SHA256 Credential=AKID/x, Signature=0123456789abcdef0123\nx-amz-security-token: SECRET");
+  auto s =
+      util::log::redact("GET /?X-Amz-Signature=abcdef0123&x=1\nAuthorization: AWS4-HMAC-SHA256 "
+                        "Credential=AKID/x, Signature=0123456789abcdef0123\nx-amz-security-token: SECRET");
   CHECK(s.find("abcdef0123") == std::string::npos);
   CHECK(s.find("AKID") == std::string::npos);
   CHECK(s.find("SECRET") == std::string::npos);

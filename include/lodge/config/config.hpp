@@ -4,11 +4,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace lodge::config {
 
@@ -18,8 +17,8 @@ struct Policy {
   std::vector<std::string> extensions;  // lowercase, no dot; empty: any
   std::vector<std::string> media_types; // empty: any
   std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
-  int64_t deadline_ms = 900'000; // 15m
-  int64_t grace_ms = 300'000; // 5m
+  int64_t deadline_ms = 900'000;        // 15m
+  int64_t grace_ms = 300'000;           // 5m
 };
 
 struct SweepSettings {
@@ -51,25 +50,25 @@ struct Config {
   SweepSettings sweep;
 
   // The named policy; throws LodgeError(config_invalid) naming the known ones.
-  [[nodiscard]] const Policy& policy(const std::string& name) const;
+  [[nodiscard]] const Policy &policy(const std::string &name) const;
 };
 
 struct ConfigInputs {
-  std::optional<std::string> config_flag;     // --config
-  std::map<std::string, std::string> env;     // the process environment
-  std::map<std::string, std::string> flags;   // keys: ledger store endpoint region owner ca_bundle
+  std::optional<std::string> config_flag;   // --config
+  std::map<std::string, std::string> env;   // the process environment
+  std::map<std::string, std::string> flags; // keys: ledger store endpoint region owner ca_bundle
   bool no_verify_ssl = false;
   bool force_network_fs = false;
 };
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".
-[[nodiscard]] Config load(const ConfigInputs& inputs);
+[[nodiscard]] Config load(const ConfigInputs &inputs);
 
 // Parses one JSON document over defaults (exposed for tests and fuzzing).
-[[nodiscard]] Config parse_json(const std::string& text, const std::string& source, Config base);
+[[nodiscard]] Config parse_json(const std::string &text, const std::string &source, Config base);
 
 // The effective configuration as JSON (nothing secret is part of it).
-[[nodiscard]] nlohmann::json to_json(const Config& c);
+[[nodiscard]] nlohmann::json to_json(const Config &c);
 
 } // namespace lodge::config

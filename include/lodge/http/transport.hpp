@@ -3,10 +3,9 @@
 // Bodies are streamed (CURLOPT_UPLOAD, explicit Content-Type), re-read from the start on
 // each attempt; a caller-given deadline aborts the transfer.
 
-#include <lodge/error.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <lodge/error.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,7 +23,7 @@ public:
   // Back to the first byte. Called before every attempt.
   virtual void rewind() = 0;
   // Fills up to n bytes; returns the count (0 at the end) or -1 on a read error.
-  virtual int64_t read(char* buf, size_t n) = 0;
+  virtual int64_t read(char *buf, size_t n) = 0;
 };
 
 class StringBody final : public BodySource {
@@ -32,7 +31,7 @@ public:
   explicit StringBody(std::string s) : m_data(std::move(s)) {}
   [[nodiscard]] uint64_t size() const override { return m_data.size(); }
   void rewind() override { m_pos = 0; }
-  int64_t read(char* buf, size_t n) override;
+  int64_t read(char *buf, size_t n) override;
 
 private:
   std::string m_data;
@@ -43,9 +42,9 @@ struct Request {
   std::string method;
   std::string url; // fully encoded
   Headers headers;
-  BodySource* body = nullptr;                                  // not owned
-  std::function<bool(const char*, size_t)> sink;               // streams the response body when set
-  int64_t deadline_steady_ms = 0;                              // 0: no deadline beyond the timeouts
+  BodySource *body = nullptr;                     // not owned
+  std::function<bool(const char *, size_t)> sink; // streams the response body when set
+  int64_t deadline_steady_ms = 0;                 // 0: no deadline beyond the timeouts
 };
 
 struct Response {
@@ -70,10 +69,10 @@ public:
   // Performs one attempt. Network failures come back as STORAGE_UNAVAILABLE with the
   // curl code in details; details.ambiguous is set when the whole body left and no
   // response arrived (the server may have acted). HTTP error statuses are responses.
-  virtual Result<Response> perform(const Request& req) = 0;
+  virtual Result<Response> perform(const Request &req) = 0;
 };
 
-[[nodiscard]] std::unique_ptr<Transport> make_curl_transport(const TransportOptions& opts);
+[[nodiscard]] std::unique_ptr<Transport> make_curl_transport(const TransportOptions &opts);
 
 // Global libcurl initialisation; call once from main before threads start.
 void global_init();

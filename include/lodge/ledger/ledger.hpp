@@ -5,16 +5,14 @@
 // BEGIN IMMEDIATE transaction; every state change is a conditional UPDATE whose changed
 // row count is checked.
 
-#include <lodge/ledger/records.hpp>
-#include <lodge/util/clock.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <lodge/ledger/records.hpp>
+#include <lodge/util/clock.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
 
 namespace lodge::ledger {
 
@@ -22,7 +20,7 @@ struct OpenOptions {
   std::string path;
   int64_t busy_timeout_ms = 10'000;
   bool force_network_fs = false;
-  const util::Clock* clock = &util::system_clock();
+  const util::Clock *clock = &util::system_clock();
 };
 
 struct ReserveRequest {
@@ -59,48 +57,50 @@ class Ledger {
 public:
   virtual ~Ledger() = default;
 
-  [[nodiscard]] virtual const std::string& path() const = 0;
+  [[nodiscard]] virtual const std::string &path() const = 0;
   // The uuid made when the ledger was created; stamped into every object's metadata.
-  [[nodiscard]] virtual const std::string& uuid() const = 0;
+  [[nodiscard]] virtual const std::string &uuid() const = 0;
   [[nodiscard]] virtual int schema_version() = 0;
   [[nodiscard]] virtual StatusReport status(int64_t now) = 0;
-  virtual void record_job_run(const JobRun& run) = 0;
+  virtual void record_job_run(const JobRun &run) = 0;
 
   // --- uploads ---
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
   // and its cleanup task (due at deadline + grace). The key is made here.
-  [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest& req, int64_t now) = 0;
+  [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
   // Records the multipart upload id on an UPLOADING row; false if the row moved on.
-  [[nodiscard]] virtual bool set_multipart_upload_id(int64_t id, const std::string& upload_id, int64_t now) = 0;
+  [[nodiscard]] virtual bool set_multipart_upload_id(int64_t id, const std::string &upload_id,
+                                                     int64_t now) = 0;
   // UPLOADING -> ACTIVE and its task -> IGNORED, together; false (nothing changed) when
   // the row or the task is no longer where an upload in progress leaves them.
-  [[nodiscard]] virtual bool confirm(int64_t id, const std::string& etag, const std::string& version_id,
+  [[nodiscard]] virtual bool confirm(int64_t id, const std::string &etag, const std::string &version_id,
                                      int64_t now) = 0;
   // UPLOADING -> UPLOAD_FAILED (+ deleted); when run_now, the task becomes due at once.
   // False when the row was not UPLOADING any more.
-  [[nodiscard]] virtual bool mark_failed(int64_t id, const std::string& reason, bool run_now, int64_t now) = 0;
+  [[nodiscard]] virtual bool mark_failed(int64_t id, const std::string &reason, bool run_now,
+                                         int64_t now) = 0;
   [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
-  [[nodiscard]] virtual std::vector<FileRecord> list_files(const std::string& owner, bool include_dead) = 0;
+  [[nodiscard]] virtual std::vector<FileRecord> list_files(const std::string &owner, bool include_dead) = 0;
   [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
 
   // --- cleanup tasks ---
   // Claims up to `limit` due tasks (PENDING/RETRY due, PROCESSING with an expired lease)
   // in one transaction, each under a new lease_version.
-  [[nodiscard]] virtual std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string& worker,
+  [[nodiscard]] virtual std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
                                                           int64_t lease_ms) = 0;
   // Claims one task by id if it is due (or its lease expired).
-  [[nodiscard]] virtual std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string& worker,
-                                                             int64_t lease_ms) = 0;
+  [[nodiscard]] virtual std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now,
+                                                             const std::string &worker, int64_t lease_ms) = 0;
   // Re-checks lease and row in a transaction. postponed moves the task back to PENDING
   // due at row deadline + grace; ignored finishes it as IGNORED.
-  [[nodiscard]] virtual TaskDecision decide(const TaskRecord& t, int64_t now, int64_t grace_ms) = 0;
+  [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) = 0;
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
-  [[nodiscard]] virtual TaskFinish finish(const TaskRecord& t, bool succeeded, const std::string& error,
+  [[nodiscard]] virtual TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                           int64_t next_retry_at, int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.
   [[nodiscard]] virtual std::vector<TaskRecord> due_tasks(int64_t now, int limit) = 0;
   // Tasks in one status (all when empty), by id.
-  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(const std::string& status) = 0;
+  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(const std::string &status) = 0;
   // FAILED (dead letter) -> PENDING, due now, retry count reset. False if not FAILED.
   [[nodiscard]] virtual bool retry_task(int64_t task_id, int64_t now) = 0;
 
@@ -115,18 +115,18 @@ public:
   // --- delete ---
   // Soft-deletes an alive ACTIVE row of the owner (quota freed at once) and makes its
   // task pending, due after the grace.
-  [[nodiscard]] virtual DeleteOutcome soft_delete(int64_t id, const std::string& owner, int64_t now, int64_t grace_ms,
-                                                  int max_retries) = 0;
+  [[nodiscard]] virtual DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now,
+                                                  int64_t grace_ms, int max_retries) = 0;
 
   // --- reconcile ---
   // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte
   // order of key (the store's listing order).
-  virtual void rows_by_key(const std::string& prefix, const std::string& after,
-                           const std::function<bool(const FileRecord&)>& visit) = 0;
+  virtual void rows_by_key(const std::string &prefix, const std::string &after,
+                           const std::function<bool(const FileRecord &)> &visit) = 0;
   // The highest record id this ledger ever issued.
   [[nodiscard]] virtual int64_t max_record_id() = 0;
   // Records an orphan object as a dead row with a task due now, so sweep's guards apply.
-  virtual void adopt_orphan(const std::string& key, int64_t size, int64_t now, int max_retries) = 0;
+  virtual void adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) = 0;
   // Makes a dead row's finished task pending again, due now (a leftover object).
   [[nodiscard]] virtual bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
 };
@@ -134,6 +134,6 @@ public:
 // Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at
 // opts.path. Throws LodgeError: LEDGER_UNUSABLE (corrupt, not a database, a symlink,
 // not a lodge ledger), LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
-[[nodiscard]] std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions& opts);
+[[nodiscard]] std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts);
 
 } // namespace lodge::ledger

@@ -9,9 +9,9 @@
 namespace lodge::ledger {
 
 // file_upload.upload_status values, exactly as stored.
-inline constexpr const char* k_uploading = "UPLOADING";
-inline constexpr const char* k_active = "ACTIVE";
-inline constexpr const char* k_upload_failed = "UPLOAD_FAILED";
+inline constexpr const char *k_uploading = "UPLOADING";
+inline constexpr const char *k_active = "ACTIVE";
+inline constexpr const char *k_upload_failed = "UPLOAD_FAILED";
 
 struct FileRecord {
   int64_t id = 0;
@@ -69,10 +69,10 @@ struct StatusReport {
   std::string synchronous;  // "FULL": a reservation is durable before its PUT starts
   int64_t ledger_created_at = 0;
   int64_t now = 0;
-  int64_t files_uploading = 0;     // alive UPLOADING
-  int64_t files_active = 0;        // alive ACTIVE
-  int64_t files_failed = 0;        // UPLOAD_FAILED
-  int64_t files_deleted = 0;       // ACTIVE and deleted by the user
+  int64_t files_uploading = 0;          // alive UPLOADING
+  int64_t files_active = 0;             // alive ACTIVE
+  int64_t files_failed = 0;             // UPLOAD_FAILED
+  int64_t files_deleted = 0;            // ACTIVE and deleted by the user
   std::map<std::string, int64_t> tasks; // by status, every status present (0 when none)
   int64_t overdue_uploading = 0;
   int64_t expired_leases = 0;

@@ -2,9 +2,8 @@
 // Thin RAII over sqlite3: one owner per handle, errors that keep SQLite's extended code,
 // a BEGIN IMMEDIATE transaction that rolls back in its destructor unless committed.
 
-#include <lodge/error.hpp>
-
 #include <cstdint>
+#include <lodge/error.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,31 +15,31 @@ struct sqlite3_stmt;
 namespace lodge::ledger {
 
 struct Sqlite3Closer {
-  void operator()(sqlite3* db) const noexcept;
+  void operator()(sqlite3 *db) const noexcept;
 };
 struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const noexcept;
+  void operator()(sqlite3_stmt *s) const noexcept;
 };
 using DbHandle = std::unique_ptr<sqlite3, Sqlite3Closer>;
 using StmtHandle = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
 // Builds the LodgeError for a failed SQLite call: busy → LEDGER_LOCKED, corrupt or
 // not-a-database → LEDGER_UNUSABLE, anything else INTERNAL; details keep the code.
-[[nodiscard]] Error sqlite_error(sqlite3* db, int rc, std::string_view what, std::string_view path);
+[[nodiscard]] Error sqlite_error(sqlite3 *db, int rc, std::string_view what, std::string_view path);
 
 class Db;
 
 // A prepared statement bound to its Db. Bind with 1-based indexes.
 class Stmt {
 public:
-  Stmt(Db& db, std::string_view sql);
-  Stmt& bind(int i, int64_t v);
-  Stmt& bind(int i, std::string_view v);
-  Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
-  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
-  Stmt& bind(int i, const std::optional<std::string>& v);
-  Stmt& bind(int i, const std::optional<int64_t>& v);
-  Stmt& bind_null(int i);
+  Stmt(Db &db, std::string_view sql);
+  Stmt &bind(int i, int64_t v);
+  Stmt &bind(int i, std::string_view v);
+  Stmt &bind(int i, const std::string &v) { return bind(i, std::string_view(v)); }
+  Stmt &bind(int i, const char *v) { return bind(i, std::string_view(v)); }
+  Stmt &bind(int i, const std::optional<std::string> &v);
+  Stmt &bind(int i, const std::optional<int64_t> &v);
+  Stmt &bind_null(int i);
   // Steps once: true when a row is available, false when done. Throws on error.
   bool step();
   // Steps to completion and returns sqlite3_changes().
@@ -52,16 +51,16 @@ public:
   [[nodiscard]] std::optional<std::string> col_opt_text(int i) const;
 
 private:
-  Db* m_db;
+  Db *m_db;
   StmtHandle m_stmt;
 };
 
 class Db {
 public:
   // Opens path with SQLITE_OPEN_NOFOLLOW. Throws LodgeError(LEDGER_UNUSABLE) naming path.
-  Db(const std::string& path, int64_t busy_timeout_ms);
-  [[nodiscard]] sqlite3* raw() const { return m_db.get(); }
-  [[nodiscard]] const std::string& path() const { return m_path; }
+  Db(const std::string &path, int64_t busy_timeout_ms);
+  [[nodiscard]] sqlite3 *raw() const { return m_db.get(); }
+  [[nodiscard]] const std::string &path() const { return m_path; }
   // Runs SQL without results (several statements allowed). Throws on error.
   void exec(std::string_view sql);
   [[nodiscard]] int64_t query_int(std::string_view sql);
@@ -78,27 +77,27 @@ private:
 // timeout); ROLLBACK in the destructor unless commit() ran. The only way lodge writes.
 class Transaction {
 public:
-  explicit Transaction(Db& db);
-  Transaction(const Transaction&) = delete;
-  Transaction& operator=(const Transaction&) = delete;
+  explicit Transaction(Db &db);
+  Transaction(const Transaction &) = delete;
+  Transaction &operator=(const Transaction &) = delete;
   ~Transaction();
   void commit();
 
 private:
-  Db& m_db;
+  Db &m_db;
   bool m_done = false;
 };
 
 // A read transaction (BEGIN DEFERRED) for a consistent snapshot; never writes.
 class ReadTransaction {
 public:
-  explicit ReadTransaction(Db& db);
-  ReadTransaction(const ReadTransaction&) = delete;
-  ReadTransaction& operator=(const ReadTransaction&) = delete;
+  explicit ReadTransaction(Db &db);
+  ReadTransaction(const ReadTransaction &) = delete;
+  ReadTransaction &operator=(const ReadTransaction &) = delete;
   ~ReadTransaction();
 
 private:
-  Db& m_db;
+  Db &m_db;
 };
 
 } // namespace lodge::ledger

@@ -3,10 +3,9 @@
 // for an immediate compensation. Deletes only under the current lease, after the ledger
 // said (in a transaction) that the row is dead; finishes only if the lease is still ours.
 
+#include <cstdint>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/store/store.hpp>
-
-#include <cstdint>
 #include <string>
 
 namespace lodge::ops {
@@ -19,20 +18,20 @@ struct CleanupSettings {
 
 enum class CleanupOutcome { deleted, ignored, postponed, retried, dead_lettered, lease_lost };
 
-[[nodiscard]] const char* to_string(CleanupOutcome o);
+[[nodiscard]] const char *to_string(CleanupOutcome o);
 
 struct CleanupResult {
   CleanupOutcome outcome = CleanupOutcome::deleted;
-  std::string error; // the store's error, when it failed
+  std::string error;        // the store's error, when it failed
   bool unreachable = false; // the store gave no answer at all, or refused our credentials
 };
 
 // The delay before retry number `retry_count + 1`: full jitter under
 // min(max, base * 2^retry_count).
-[[nodiscard]] int64_t cleanup_backoff_ms(const CleanupSettings& s, int64_t retry_count, uint64_t random);
+[[nodiscard]] int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64_t random);
 
-[[nodiscard]] CleanupResult run_claimed_task(ledger::Ledger& ledger, store::ObjectStore& store,
-                                             const ledger::TaskRecord& task, const CleanupSettings& s,
-                                             const util::Clock& clock);
+[[nodiscard]] CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
+                                             const ledger::TaskRecord &task, const CleanupSettings &s,
+                                             const util::Clock &clock);
 
 } // namespace lodge::ops

@@ -2,10 +2,9 @@
 // Validation of a file before anything is reserved: name, extension, media type detected
 // from the bytes (libmagic), and the digests one read pass produces.
 
+#include <cstdint>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
-
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,14 +25,15 @@ inline constexpr size_t k_max_name_bytes = 255;
 [[nodiscard]] std::string extension_of(std::string_view name);
 
 // EXTENSION_NOT_ALLOWED when the policy lists extensions and this is not one.
-[[nodiscard]] Status check_extension(const config::Policy& p, const std::string& ext);
+[[nodiscard]] Status check_extension(const config::Policy &p, const std::string &ext);
 
 // TYPE_NOT_ALLOWED when the policy lists media types and this is not one; TYPE_MISMATCH
 // when the extension claims a type (pdf, png, docx, ...) and the content is another.
-[[nodiscard]] Status check_media_type(const config::Policy& p, const std::string& ext, const std::string& media_type);
+[[nodiscard]] Status check_media_type(const config::Policy &p, const std::string &ext,
+                                      const std::string &media_type);
 
 struct MagicClose {
-  void operator()(magic_set* m) const noexcept;
+  void operator()(magic_set *m) const noexcept;
 };
 
 // libmagic detection; one per thread (a magic_t is not thread-safe).
@@ -41,22 +41,22 @@ class MediaTypeDetector {
 public:
   MediaTypeDetector();
   // The MIME type of the given leading bytes of a file.
-  [[nodiscard]] std::string detect(const char* data, size_t n);
+  [[nodiscard]] std::string detect(const char *data, size_t n);
 
 private:
   std::unique_ptr<magic_set, MagicClose> m_magic;
 };
 
 struct Digests {
-  std::string sha256;              // of the whole file
-  std::vector<std::string> parts;  // of each part_size range, when part_size > 0
-  std::string head;                // the first bytes, for type detection
+  std::string sha256;             // of the whole file
+  std::vector<std::string> parts; // of each part_size range, when part_size > 0
+  std::string head;               // the first bytes, for type detection
 };
 
 // Reads fd from offset 0 to `size` once, through `buf` (reused across files so no
 // per-file allocation). FILE_CHANGED when the file ends early or grows past size;
 // UNREADABLE on a read error.
 [[nodiscard]] Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes,
-                                          std::vector<char>& buf);
+                                          std::vector<char> &buf);
 
 } // namespace lodge::ops

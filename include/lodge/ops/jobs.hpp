@@ -3,12 +3,11 @@
 // uploads and make sure their cleanup is scheduled), reconcile (compare the store's
 // listing with the ledger, in key order, in constant memory).
 
+#include <cstdint>
+#include <functional>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/store/store.hpp>
-
-#include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,8 +16,8 @@
 namespace lodge::ops {
 
 struct SweepOptions {
-  int limit = 1000;          // tasks per run
-  int batch = 16;            // tasks per claim: small, so every lease covers its work
+  int limit = 1000; // tasks per run
+  int batch = 16;   // tasks per claim: small, so every lease covers its work
   int64_t lease_ms = 120'000;
   int64_t max_runtime_ms = 0; // 0: no limit
   std::string worker_id;
@@ -27,14 +26,15 @@ struct SweepOptions {
 };
 
 struct SweepSummary {
-  int64_t claimed = 0, deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0, lease_lost = 0;
+  int64_t claimed = 0, deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0,
+          lease_lost = 0;
   int64_t would_claim = 0; // --dry-run
   int64_t unreachable = 0; // failures where the store gave no answer or refused us
   std::vector<std::string> errors;
 };
 
-[[nodiscard]] SweepSummary sweep(ledger::Ledger& l, store::ObjectStore& s, const SweepOptions& o,
-                                 const util::Clock& clock);
+[[nodiscard]] SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions &o,
+                                 const util::Clock &clock);
 
 struct RepairOptions {
   int limit = 1000;
@@ -42,18 +42,18 @@ struct RepairOptions {
   bool dry_run = false;
   int64_t grace_ms = 300'000;
   int max_retries = 8;
-  std::function<int64_t(const std::string& policy)> grace_for; // per-policy grace, when set
+  std::function<int64_t(const std::string &policy)> grace_for; // per-policy grace, when set
 };
 
 struct RepairSummary {
   int64_t examined = 0, repaired = 0, skipped = 0;
 };
 
-[[nodiscard]] RepairSummary repair(ledger::Ledger& l, const RepairOptions& o, const util::Clock& clock);
+[[nodiscard]] RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock);
 
 struct ReconcileOptions {
   bool apply = false;
-  bool verify = false;      // read objects back and compare digests
+  bool verify = false;             // read objects back and compare digests
   int64_t older_than_ms = 300'000; // orphans younger than this may be uploads in flight
   int max_retries = 8;
 };
@@ -74,7 +74,8 @@ struct ReconcileSummary {
 };
 
 // Reports each finding to `report` as it is found (so memory stays constant).
-[[nodiscard]] ReconcileSummary reconcile(ledger::Ledger& l, store::ObjectStore& s, const ReconcileOptions& o,
-                                         const util::Clock& clock, const std::function<void(const Finding&)>& report);
+[[nodiscard]] ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
+                                         const util::Clock &clock,
+                                         const std::function<void(const Finding &)> &report);
 
 } // namespace lodge::ops

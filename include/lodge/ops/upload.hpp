@@ -3,13 +3,12 @@
 // deadline, confirm — or mark failed and compensate. One Uploader per worker thread,
 // each with its own ledger connection, store connection and type detector.
 
+#include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/store/store.hpp>
-
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,7 +17,7 @@
 namespace lodge::ops {
 
 enum class UploadOutcome { active, duplicate, replayed, rejected, failed };
-[[nodiscard]] const char* to_string(UploadOutcome o);
+[[nodiscard]] const char *to_string(UploadOutcome o);
 
 struct UploadSettings {
   config::Policy policy;
@@ -49,25 +48,27 @@ struct FileResult {
 
 class Uploader {
 public:
-  Uploader(ledger::Ledger& ledger, store::ObjectStore& store, UploadSettings settings, const util::Clock& clock);
+  Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
+           const util::Clock &clock);
   // Never throws for a per-file problem: every failure is in the result.
-  [[nodiscard]] FileResult upload(const std::string& path);
+  [[nodiscard]] FileResult upload(const std::string &path);
 
 private:
-  FileResult upload_unguarded(const std::string& path);
+  FileResult upload_unguarded(const std::string &path);
   // The PUT (single or multipart); returns its etag and version id.
-  Result<store::PutResult> transfer(int fd, const ledger::FileRecord& rec, const Digests& d, int64_t steady_deadline);
+  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                    int64_t steady_deadline);
   // Sends every part, up to part_concurrency at once; the first failure stops the rest.
-  Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord& rec, const Digests& d,
-                                             const std::string& upload_id, int64_t steady_deadline);
-  void fail(FileResult& r, const ledger::FileRecord& rec, const Error& e, bool definite);
+  Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                             const std::string &upload_id, int64_t steady_deadline);
+  void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
 
-  ledger::Ledger& m_ledger;
-  store::ObjectStore& m_store;
+  ledger::Ledger &m_ledger;
+  store::ObjectStore &m_store;
   UploadSettings m_s;
-  const util::Clock& m_clock;
+  const util::Clock &m_clock;
   MediaTypeDetector m_detector;
-  std::vector<char> m_buf; // the read buffer, reused for every file
+  std::vector<char> m_buf;                                        // the read buffer, reused for every file
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
 };
 
@@ -76,7 +77,8 @@ private:
 // (those are reported to `visit` with an error). Files that are one of `skip` (the
 // ledger and its -wal/-shm: uploading them would race our own writes) are passed over.
 // Visit returns false to stop.
-void walk_inputs(const std::vector<std::string>& paths, bool follow_symlinks, const std::vector<std::string>& skip,
-                 const std::function<bool(const std::string& path, const std::optional<Error>& error)>& visit);
+void walk_inputs(
+    const std::vector<std::string> &paths, bool follow_symlinks, const std::vector<std::string> &skip,
+    const std::function<bool(const std::string &path, const std::optional<Error> &error)> &visit);
 
 } // namespace lodge::ops

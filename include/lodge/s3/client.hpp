@@ -3,14 +3,13 @@
 // return typed errors (Errc + HTTP status, S3 code, request id). Transient failures are
 // retried with exponential backoff and full jitter, bounded, honouring Retry-After.
 
+#include <cstdint>
+#include <functional>
 #include <lodge/error.hpp>
 #include <lodge/http/transport.hpp>
 #include <lodge/s3/signer.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/util/clock.hpp>
-
-#include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -30,14 +29,14 @@ struct RetryPolicy {
 
 // Whether an error is worth another attempt (5xx, 429/SlowDown, RequestTimeout, resets,
 // refused connections, timeouts — never TLS verification, 4xx answers or deadlines).
-[[nodiscard]] bool is_transient(const Error& e);
+[[nodiscard]] bool is_transient(const Error &e);
 
 class Sleeper {
 public:
   virtual ~Sleeper() = default;
   virtual void sleep_ms(int64_t ms) = 0;
 };
-[[nodiscard]] Sleeper& real_sleeper();
+[[nodiscard]] Sleeper &real_sleeper();
 
 struct ClientConfig {
   std::string endpoint; // "" = AWS (virtual-hosted); otherwise path-style, e.g. http://127.0.0.1:9000
@@ -49,7 +48,7 @@ struct ClientConfig {
 
 struct PutOptions {
   std::string content_type = "application/octet-stream";
-  std::string sha256_hex; // payload hash and x-amz-checksum-sha256
+  std::string sha256_hex;                      // payload hash and x-amz-checksum-sha256
   std::map<std::string, std::string> metadata; // x-amz-meta-<name>
   bool if_none_match = true;                   // create-only
   int64_t deadline_steady_ms = 0;
@@ -78,38 +77,40 @@ struct CompletedPart {
 
 class Client {
 public:
-  Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock& clock,
-         Sleeper& sleeper = real_sleeper());
+  Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
+         Sleeper &sleeper = real_sleeper());
 
-  Result<PutResult> put_object(const std::string& key, http::BodySource& body, const PutOptions& o);
-  Result<HeadResult> head_object(const std::string& key);
+  Result<PutResult> put_object(const std::string &key, http::BodySource &body, const PutOptions &o);
+  Result<HeadResult> head_object(const std::string &key);
   // Streams the object's bytes to sink; a false return from sink aborts.
-  Status get_object(const std::string& key, const std::function<bool(const char*, size_t)>& sink);
+  Status get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink);
   // A missing key is success; a missing bucket is not.
-  Status delete_object(const std::string& key, const std::string& version_id = {});
+  Status delete_object(const std::string &key, const std::string &version_id = {});
   // Calls visit for each object under prefix in key order, page by page; visit may stop
   // the listing by returning false.
-  Status list_objects(const std::string& prefix, const std::function<bool(const ListedObject&)>& visit,
+  Status list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
                       int page_size = 1000);
-  Status list_versions(const std::string& prefix, const std::function<bool(const ListedVersion&)>& visit);
+  Status list_versions(const std::string &prefix, const std::function<bool(const ListedVersion &)> &visit);
   // Every version, every delete marker and every incomplete multipart upload of exactly
   // this key. Idempotent.
-  Status delete_everything(const std::string& key);
+  Status delete_everything(const std::string &key);
 
-  Result<std::string> create_multipart(const std::string& key, const PutOptions& o);
-  Result<CompletedPart> upload_part(const std::string& key, const std::string& upload_id, int number,
-                                    http::BodySource& body, const std::string& sha256_hex, int64_t deadline_steady_ms);
-  Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
-                                       const std::vector<CompletedPart>& parts, bool if_none_match,
+  Result<std::string> create_multipart(const std::string &key, const PutOptions &o);
+  Result<CompletedPart> upload_part(const std::string &key, const std::string &upload_id, int number,
+                                    http::BodySource &body, const std::string &sha256_hex,
+                                    int64_t deadline_steady_ms);
+  Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
+                                       const std::vector<CompletedPart> &parts, bool if_none_match,
                                        int64_t deadline_steady_ms);
-  Status abort_multipart(const std::string& key, const std::string& upload_id);
-  Status list_multipart_uploads(const std::string& prefix, const std::function<bool(const ListedUpload&)>& visit);
+  Status abort_multipart(const std::string &key, const std::string &upload_id);
+  Status list_multipart_uploads(const std::string &prefix,
+                                const std::function<bool(const ListedUpload &)> &visit);
 
   // Bucket set-up, for tests and tooling.
   Status create_bucket();
   Status set_versioning(bool enabled);
 
-  [[nodiscard]] const ClientConfig& config() const { return m_cfg; }
+  [[nodiscard]] const ClientConfig &config() const { return m_cfg; }
 
 private:
   struct Call {
@@ -117,30 +118,30 @@ private:
     std::string key; // object key; empty for bucket-level calls
     Params query;
     http::Headers headers;
-    http::BodySource* body = nullptr;
+    http::BodySource *body = nullptr;
     std::string payload_hash;
-    std::function<bool(const char*, size_t)> sink;
+    std::function<bool(const char *, size_t)> sink;
     int64_t deadline_steady_ms = 0;
     std::string what; // for messages: "PUT key"
   };
-  Result<http::Response> send(const Call& call);
-  Result<http::Response> send_once(const Call& call);
-  [[nodiscard]] Error error_from(const http::Response& r, const std::string& what) const;
+  Result<http::Response> send(const Call &call);
+  Result<http::Response> send_once(const Call &call);
+  [[nodiscard]] Error error_from(const http::Response &r, const std::string &what) const;
 
   ClientConfig m_cfg;
   std::unique_ptr<http::Transport> m_transport;
-  const util::Clock& m_clock;
-  Sleeper& m_sleeper;
+  const util::Clock &m_clock;
+  Sleeper &m_sleeper;
   SigningKeyCache m_keys;
-  std::string m_base_url;  // scheme://host[:port]
-  std::string m_host;      // Host header
+  std::string m_base_url; // scheme://host[:port]
+  std::string m_host;     // Host header
   bool m_path_style = true;
 };
 
 // AWS conventions: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) from env,
 // then the shared credentials file's profile. CONFIG_INVALID when none are found.
-[[nodiscard]] Result<Credentials> resolve_credentials(const std::map<std::string, std::string>& env,
-                                                      const std::string& credentials_file,
-                                                      const std::string& profile);
+[[nodiscard]] Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
+                                                      const std::string &credentials_file,
+                                                      const std::string &profile);
 
 } // namespace lodge::s3

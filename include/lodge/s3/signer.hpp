@@ -4,9 +4,8 @@
 // S3 rules: the path is URI-encoded once (never normalized, '/' kept); the payload
 // hash is the real SHA-256 when known, UNSIGNED-PAYLOAD only for presigned URLs.
 
-#include <lodge/crypto/sha256.hpp>
-
 #include <cstdint>
+#include <lodge/crypto/sha256.hpp>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -35,7 +34,7 @@ inline constexpr std::string_view k_empty_sha256 =
 
 [[nodiscard]] std::string canonical_uri(std::string_view raw_path);
 // Params are raw (decoded) names and values; sorted by encoded name, then value.
-[[nodiscard]] std::string canonical_query(const Params& raw_query);
+[[nodiscard]] std::string canonical_query(const Params &raw_query);
 
 struct CanonicalHeaders {
   std::string text;           // "name:value\n" lines, sorted
@@ -43,17 +42,17 @@ struct CanonicalHeaders {
 };
 // Lowercases names, trims values and folds inner runs of whitespace; repeated names
 // are joined with ','.
-[[nodiscard]] CanonicalHeaders canonical_headers(const Params& headers);
+[[nodiscard]] CanonicalHeaders canonical_headers(const Params &headers);
 
 struct SignInput {
   std::string method;
-  std::string raw_path;  // unencoded path, starting with '/'
-  Params raw_query;      // unencoded
-  Params headers;        // every header to sign, host included
+  std::string raw_path; // unencoded path, starting with '/'
+  Params raw_query;     // unencoded
+  Params headers;       // every header to sign, host included
   std::string payload_hash;
 };
 
-[[nodiscard]] std::string canonical_request(const SignInput& in);
+[[nodiscard]] std::string canonical_request(const SignInput &in);
 // "20150830T123600Z" for the given Unix time in ms.
 [[nodiscard]] std::string amz_date(int64_t epoch_ms);
 [[nodiscard]] std::string credential_scope(std::string_view date8, std::string_view region,
@@ -62,7 +61,7 @@ struct SignInput {
                                          std::string_view creq);
 [[nodiscard]] crypto::Digest signing_key(std::string_view secret, std::string_view date8,
                                          std::string_view region, std::string_view service);
-[[nodiscard]] std::string signature(const crypto::Digest& key, std::string_view sts);
+[[nodiscard]] std::string signature(const crypto::Digest &key, std::string_view sts);
 
 // Derives signing keys once per (secret, day, region, service); thread-safe.
 class SigningKeyCache {
@@ -84,13 +83,13 @@ struct Signed {
 
 // Signs in the Authorization header. `in.headers` must already hold host, x-amz-date
 // (amz_date(now)) and, when used, x-amz-content-sha256 and x-amz-security-token.
-[[nodiscard]] Signed sign_header(const SignInput& in, const Credentials& c, std::string_view region,
-                                 std::string_view service, int64_t now_ms, SigningKeyCache* cache = nullptr);
+[[nodiscard]] Signed sign_header(const SignInput &in, const Credentials &c, std::string_view region,
+                                 std::string_view service, int64_t now_ms, SigningKeyCache *cache = nullptr);
 
 // A presigned URL's query string (sorted, encoded, X-Amz-Signature last). `in.headers`
 // holds host only (and any header the URL must be used with).
-[[nodiscard]] std::string presign_query(SignInput in, const Credentials& c, std::string_view region,
+[[nodiscard]] std::string presign_query(SignInput in, const Credentials &c, std::string_view region,
                                         std::string_view service, int64_t now_ms, int64_t expires_s,
-                                        bool sign_token = true, Signed* debug = nullptr);
+                                        bool sign_token = true, Signed *debug = nullptr);
 
 } // namespace lodge::s3

@@ -3,11 +3,10 @@
 // errors; nothing S3-specific leaks out. Backends: S3 (s3://bucket/prefix) and a local
 // directory (file:///dir) with the same contract.
 
-#include <lodge/error.hpp>
-#include <lodge/s3/signer.hpp>
-
 #include <cstdint>
 #include <functional>
+#include <lodge/error.hpp>
+#include <lodge/s3/signer.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,9 +42,9 @@ struct ObjectInfo {
   uint64_t size = 0;
   std::string etag;
   std::string content_type;
-  Metadata metadata;              // filled by head(), not by list()
+  Metadata metadata; // filled by head(), not by list()
   int64_t last_modified_ms = 0;
-  std::string sha256_hex;         // when the store keeps one
+  std::string sha256_hex; // when the store keeps one
 };
 
 struct UploadInfo {
@@ -66,31 +65,33 @@ public:
   // The URL it was opened from, for messages.
   [[nodiscard]] virtual std::string describe() const = 0;
   // Every key lodge writes starts with this ("" or "prefix/").
-  [[nodiscard]] virtual const std::string& key_prefix() const = 0;
+  [[nodiscard]] virtual const std::string &key_prefix() const = 0;
 
   // Create-only: PRECONDITION_FAILED when the key exists. Sends exactly body.size bytes
   // and fails with FILE_CHANGED if they do not hash to body.sha256_hex.
-  virtual Result<PutResult> put(const PutRequest& req) = 0;
-  virtual Result<ObjectInfo> head(const std::string& key) = 0;
+  virtual Result<PutResult> put(const PutRequest &req) = 0;
+  virtual Result<ObjectInfo> head(const std::string &key) = 0;
   // Streams the object's bytes to sink, in order; sink returns false to abort.
-  virtual Status read(const std::string& key, const std::function<bool(const char*, size_t)>& sink) = 0;
+  virtual Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) = 0;
   // Writes the object's bytes to fd.
-  Status get(const std::string& key, int fd);
+  Status get(const std::string &key, int fd);
   // Removes every version, delete marker and incomplete multipart upload of the key.
   // A missing key is success.
-  virtual Status remove_all(const std::string& key) = 0;
+  virtual Status remove_all(const std::string &key) = 0;
   // Visits objects under prefix in ascending byte order of key; visit returns false to stop.
-  virtual Status list(const std::string& prefix, const std::function<bool(const ObjectInfo&)>& visit) = 0;
+  virtual Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) = 0;
 
-  virtual Result<std::string> begin_multipart(const std::string& key, const std::string& content_type,
-                                              const Metadata& metadata) = 0;
-  virtual Result<Part> put_part(const std::string& key, const std::string& upload_id, int number, const Body& body,
-                                int64_t deadline_steady_ms) = 0;
+  virtual Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
+                                              const Metadata &metadata) = 0;
+  virtual Result<Part> put_part(const std::string &key, const std::string &upload_id, int number,
+                                const Body &body, int64_t deadline_steady_ms) = 0;
   // Create-only, like put().
-  virtual Result<PutResult> complete_multipart(const std::string& key, const std::string& upload_id,
-                                               const std::vector<Part>& parts, int64_t deadline_steady_ms) = 0;
-  virtual Status abort_multipart(const std::string& key, const std::string& upload_id) = 0;
-  virtual Status list_multipart(const std::string& prefix, const std::function<bool(const UploadInfo&)>& visit) = 0;
+  virtual Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
+                                               const std::vector<Part> &parts,
+                                               int64_t deadline_steady_ms) = 0;
+  virtual Status abort_multipart(const std::string &key, const std::string &upload_id) = 0;
+  virtual Status list_multipart(const std::string &prefix,
+                                const std::function<bool(const UploadInfo &)> &visit) = 0;
 };
 
 struct StoreOptions {
@@ -107,13 +108,13 @@ struct StoreOptions {
 
 // Opens the store the URL names, wrapped so the store.* failpoints apply. Throws
 // LodgeError(CONFIG_INVALID) on a bad URL.
-[[nodiscard]] std::unique_ptr<ObjectStore> open_store(const StoreOptions& opts);
+[[nodiscard]] std::unique_ptr<ObjectStore> open_store(const StoreOptions &opts);
 
 // Whether a failure means the store was never reached (no HTTP answer at all) or refused
 // our credentials — what, met by a whole run, makes lodge exit 4.
-[[nodiscard]] bool is_unreachable(const Error& e);
+[[nodiscard]] bool is_unreachable(const Error &e);
 
 // Whether a URL names an S3 store (and so needs credentials).
-[[nodiscard]] bool is_s3_url(const std::string& url);
+[[nodiscard]] bool is_s3_url(const std::string &url);
 
 } // namespace lodge::store

@@ -19,7 +19,7 @@ public:
 };
 
 // The process-wide system clock.
-[[nodiscard]] const Clock& system_clock();
+[[nodiscard]] const Clock &system_clock();
 
 // Monotonic milliseconds, for measuring elapsed time only.
 [[nodiscard]] int64_t steady_ms();

@@ -9,10 +9,10 @@ class Fd {
 public:
   Fd() = default;
   explicit Fd(int fd) : m_fd(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
+  Fd(const Fd &) = delete;
+  Fd &operator=(const Fd &) = delete;
+  Fd(Fd &&o) noexcept : m_fd(std::exchange(o.m_fd, -1)) {}
+  Fd &operator=(Fd &&o) noexcept {
     if (this != &o) {
       reset();
       m_fd = std::exchange(o.m_fd, -1);

@@ -17,10 +17,18 @@ void set_level(Level level);
 [[nodiscard]] bool enabled(Level level);
 void write(Level level, std::string_view message);
 
-inline void error(std::string_view m) { write(Level::error, m); }
-inline void warn(std::string_view m) { write(Level::warn, m); }
-inline void info(std::string_view m) { write(Level::info, m); }
-inline void debug(std::string_view m) { write(Level::debug, m); }
+inline void error(std::string_view m) {
+  write(Level::error, m);
+}
+inline void warn(std::string_view m) {
+  write(Level::warn, m);
+}
+inline void info(std::string_view m) {
+  write(Level::info, m);
+}
+inline void debug(std::string_view m) {
+  write(Level::debug, m);
+}
 
 // Removes secrets from a line: Authorization header values, X-Amz-Signature and
 // X-Amz-Security-Token query values, x-amz-security-token headers.

@@ -13,7 +13,7 @@ namespace lodge::util {
 [[nodiscard]] std::string trim(std::string_view s);
 [[nodiscard]] bool starts_with_ci(std::string_view s, std::string_view prefix);
 [[nodiscard]] std::vector<std::string> split(std::string_view s, char sep);
-[[nodiscard]] std::string hex_encode(const unsigned char* data, size_t len);
+[[nodiscard]] std::string hex_encode(const unsigned char *data, size_t len);
 [[nodiscard]] std::string hex_encode(std::string_view bytes);
 // Decodes lowercase or uppercase hex; nullopt on odd length or a non-hex digit.
 [[nodiscard]] std::optional<std::string> hex_decode(std::string_view hex);
