@@ -143,6 +143,11 @@ Error Client::error_from(const http::Response &r, const std::string &what) const
 }
 
 Result<http::Response> Client::send_once(const Call &call) {
+  // A '.' or '..' segment is resolved on the way (by curl, and by servers): the request
+  // would name another key, or another bucket. lodge never makes such keys.
+  if (util::has_dot_segment(call.key))
+    return Error(Errc::storage_error, call.what + ": invalid object key '" +
+                                          util::escape_for_terminal(call.key) + "': a '.' or '..' segment");
   std::string path = m_path_style ? "/" + m_cfg.bucket : "";
   path += "/" + call.key;
   if (call.key.empty() && !m_path_style) path = "/";

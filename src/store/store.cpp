@@ -1,6 +1,7 @@
 #include "stores.hpp"
 
 #include <lodge/failpoint.hpp>
+#include <lodge/util/strings.hpp>
 
 namespace lodge::store {
 namespace {
@@ -85,6 +86,21 @@ bool is_s3_url(const std::string &url) {
   return url.rfind("s3://", 0) == 0;
 }
 
+std::string file_store_root(const std::string &url) {
+  return url.rfind("file://", 0) == 0 ? url.substr(7) : std::string{};
+}
+
+namespace {
+// A prefix or directory with a segment a server would rewrite (an empty, '.' or '..'
+// one, percent-encoding, a backslash...) lands under keys no row records.
+void refuse_unsafe(const std::string &url, const char *what, const std::string &path) {
+  if (path.empty()) return;
+  if (auto why = util::unsafe_path_reason(path))
+    throw LodgeError(Errc::config_invalid,
+                     "store: the " + std::string(what) + " of '" + url + "' has " + *why);
+}
+} // namespace
+
 std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {
   const auto &url = o.url;
   if (is_s3_url(url)) {
@@ -92,8 +108,8 @@ std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {
     auto slash = rest.find('/');
     std::string bucket = rest.substr(0, slash);
     std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    while (!prefix.empty() && prefix.back() == '/')
-      prefix.pop_back();
+    if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+    refuse_unsafe(url, "prefix", prefix);
     if (!prefix.empty()) prefix += "/";
     if (bucket.size() < 3 || bucket.size() > 63)
       throw LodgeError(Errc::config_invalid, "store: bucket name must be 3-63 characters in '" + url + "'");
@@ -107,6 +123,9 @@ std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {
     if (root.empty() || root[0] != '/')
       throw LodgeError(Errc::config_invalid,
                        "store: file:// needs an absolute path, as in file:///srv/lodge (got '" + url + "')");
+    std::string dir = root.substr(1);
+    if (!dir.empty() && dir.back() == '/') dir.pop_back();
+    refuse_unsafe(url, "directory", dir);
     return with_failpoints(make_file_store(url, root));
   }
   throw LodgeError(Errc::config_invalid,

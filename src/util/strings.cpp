@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <charconv>
@@ -193,6 +194,40 @@ std::string escape_for_terminal(std::string_view s) {
     i += len;
   }
   return out;
+}
+
+bool has_dot_segment(std::string_view path) {
+  for (const auto &seg : split(path, '/'))
+    if (seg == "." || seg == "..") return true;
+  return false;
+}
+
+std::optional<std::string> unsafe_path_reason(std::string_view path) {
+  for (const auto &seg : split(path, '/')) {
+    if (seg.empty()) return std::string("an empty segment ('//', or '/' at the start)");
+    if (seg == "." || seg == "..") return "a '" + seg + "' segment";
+  }
+  char buf[64];
+  for (size_t i = 0; i < path.size();) {
+    uint32_t cp = 0;
+    size_t len = utf8_decode(path, i, cp);
+    if (len == 0) return std::string("invalid UTF-8");
+    if (cp == '\\') return std::string("a backslash");
+    if (cp == '%') return std::string("a '%' (percent-encoding is decoded by servers)");
+    if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp < 0xA0) || is_bidi_control(cp)) {
+      std::snprintf(buf, sizeof buf, "a control character (U+%04X)", cp);
+      return std::string(buf);
+    }
+    // Folded by NFKC into '.', '..', '...', '/' or '\\' (one dot leader, fullwidth full stop...).
+    static constexpr std::array<uint32_t, 8> k_folds{0x2024, 0x2025, 0x2026, 0xFE52,
+                                                     0xFF0E, 0xFF0F, 0xFE68, 0xFF3C};
+    if (std::find(k_folds.begin(), k_folds.end(), cp) != k_folds.end()) {
+      std::snprintf(buf, sizeof buf, "U+%04X (read as '.', '/' or a backslash after folding)", cp);
+      return std::string(buf);
+    }
+    i += len;
+  }
+  return std::nullopt;
 }
 
 std::optional<int64_t> parse_int(std::string_view s) {

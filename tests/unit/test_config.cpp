@@ -117,3 +117,32 @@ TEST_CASE("a policy named in the file inherits defaults for what it leaves out")
   CHECK(c.policy("small").deadline_ms == 15 * 60'000);
   CHECK(c.policy("default").max_files == std::nullopt);
 }
+
+TEST_CASE("a store prefix or directory that a server would rewrite is refused, naming the URL") {
+  test::TempDir dir;
+  for (std::string url :
+       {"s3://held/../evil", "s3://held/a/../p", "s3://held/./p", "s3://held/p/..", "s3://held/a//b",
+        "s3://held//p", "s3://held/p//", "s3://held/%2e%2e/p", "s3://held/a%2Fb", "s3://held/a\\b",
+        "s3://held/a\x01"
+        "b",
+        "s3://held/a\xFF"
+        "b",
+        "s3://held/\xEF\xBC\x8E\xEF\xBC\x8E/p", "file:///srv/../evil", "file:///srv/./s", "file:///srv//s",
+        "file:///srv/%2e%2e", "file:////srv"}) {
+    CAPTURE(url);
+    config::ConfigInputs in;
+    in.env["HOME"] = dir.path().string();
+    in.flags["store"] = url;
+    auto msg = error_of(in);
+    CHECK(msg.rfind("store: ", 0) == 0);
+    CHECK(msg.find(url) != std::string::npos);
+  }
+  for (std::string url : {"s3://held", "s3://held/", "s3://held/p", "s3://held/p/", "s3://held/a/b-c_d.e~f",
+                          "file:///srv/lodge", "file:///srv/lodge/", "file:///"}) {
+    CAPTURE(url);
+    config::ConfigInputs in;
+    in.env["HOME"] = dir.path().string();
+    in.flags["store"] = url;
+    CHECK(config::load(in).store == url);
+  }
+}

@@ -254,3 +254,19 @@ TEST_CASE("delete_everything falls back to a plain delete when versions cannot b
                  {500, "<Error><Code>InternalError</Code><Message>x</Message></Error>", {}}});
   CHECK_FALSE(other.client->delete_everything("k").ok()); // a failing store is not a reason to guess
 }
+
+TEST_CASE("a key with a '.' or '..' segment is refused before any request is sent") {
+  // Path-style, "/b/../evil/k" would be resolved to bucket "evil" on the way.
+  Harness h({});
+  http::StringBody body("x");
+  for (std::string key : {"../evil/k", "p/../../evil/k", "p/./k", "p/.."}) {
+    CAPTURE(key);
+    auto put = h.client->put_object(key, body, s3::PutOptions{});
+    REQUIRE_FALSE(put.ok());
+    CHECK(put.error().code == Errc::storage_error);
+    CHECK(put.error().message.find(key) != std::string::npos);
+    CHECK(h.client->head_object(key).error().code == Errc::storage_error);
+    CHECK(h.client->delete_object(key).error().code == Errc::storage_error);
+  }
+  CHECK(h.transport->seen.empty());
+}

@@ -83,3 +83,28 @@ TEST_CASE("failpoint specs: unknown names and bad actions are usage errors") {
   failpoint::configure("", "");
   CHECK_FALSE(failpoint::hit("store.put"));
 }
+
+TEST_CASE("unsafe path segments are named; plain ones pass") {
+  CHECK(util::unsafe_path_reason("a/b/c.d") == std::nullopt);
+  CHECK(util::unsafe_path_reason("caf\xC3\xA9/x y+z") == std::nullopt);
+  CHECK(util::unsafe_path_reason("...") == std::nullopt);
+  CHECK(util::unsafe_path_reason("a/../b") == "a '..' segment");
+  CHECK(util::unsafe_path_reason("./b") == "a '.' segment");
+  CHECK(util::unsafe_path_reason("a//b")->find("empty segment") != std::string::npos);
+  CHECK(util::unsafe_path_reason("")->find("empty segment") != std::string::npos);
+  CHECK(util::unsafe_path_reason("%2e%2e")->find("'%'") != std::string::npos);
+  CHECK(util::unsafe_path_reason("a\\b") == "a backslash");
+  CHECK(util::unsafe_path_reason("a\nb")->find("control") != std::string::npos);
+  CHECK(util::unsafe_path_reason("a\xC2\x85"
+                                 "b")
+            ->find("control") != std::string::npos);
+  CHECK(util::unsafe_path_reason("a\xE2\x80\xAE"
+                                 "b")
+            ->find("control") != std::string::npos);
+  CHECK(util::unsafe_path_reason("a\xFF") == "invalid UTF-8");
+  CHECK(util::unsafe_path_reason("\xEF\xBC\x8E\xEF\xBC\x8E")->find("U+FF0E") != std::string::npos);
+  CHECK(util::has_dot_segment("p/../x"));
+  CHECK(util::has_dot_segment("./x"));
+  CHECK(util::has_dot_segment("x/."));
+  CHECK_FALSE(util::has_dot_segment("p/.x/..y/x."));
+}

@@ -117,4 +117,7 @@ struct StoreOptions {
 // Whether a URL names an S3 store (and so needs credentials).
 [[nodiscard]] bool is_s3_url(const std::string &url);
 
+// The directory of a file:// store URL ("" for any other URL): walks skip it.
+[[nodiscard]] std::string file_store_root(const std::string &url);
+
 } // namespace lodge::store

@@ -22,6 +22,13 @@ namespace lodge::util {
 // Makes any bytes safe to print on a terminal: control characters, bidi overrides
 // and invalid UTF-8 become \xNN / \u{NNNN} escapes; printable UTF-8 stays.
 [[nodiscard]] std::string escape_for_terminal(std::string_view s);
+// Why a '/'-separated path (an object key, a prefix, a directory) is one that a server
+// or a URL parser could rewrite: an empty, '.' or '..' segment, a backslash, a '%', a
+// control or bidi character, a character that Unicode compatibility folding turns into
+// '.', '/' or '\\', or invalid UTF-8. nullopt when every segment is kept byte for byte.
+[[nodiscard]] std::optional<std::string> unsafe_path_reason(std::string_view path);
+// Whether a '/'-separated path has a '.' or '..' segment (which URL handling resolves).
+[[nodiscard]] bool has_dot_segment(std::string_view path);
 // Parses a decimal integer that must fill the whole string.
 [[nodiscard]] std::optional<int64_t> parse_int(std::string_view s);
 
