@@ -8,12 +8,15 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <lodge/failpoint.hpp>
 #include <lodge/ops/upload.hpp>
+#include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
 
@@ -39,11 +42,21 @@ struct Tally {
   uint64_t bytes = 0;
 };
 
-// A bounded queue between the input walker and the workers.
+// A bounded queue between the input walker and the workers. Workers take nothing until
+// start(): the walk of the command line's paths lists first (or fills the queue), so the
+// upload.after_walk failpoint sits at one well-defined point.
 class WorkQueue {
 public:
   explicit WorkQueue(size_t cap) : m_cap(cap) {}
-  bool push(std::string item) {
+  // Starts the workers if the queue is full and they have not started yet: a walk larger
+  // than the queue must not wait for itself.
+  bool push(ops::InputFile item, const std::function<void()> &start_when_full) {
+    bool start_now = false;
+    {
+      std::lock_guard lock(m_mutex);
+      start_now = !m_started && m_items.size() >= m_cap;
+    }
+    if (start_now) start_when_full();
     std::unique_lock lock(m_mutex);
     m_not_full.wait(lock, [&] { return m_items.size() < m_cap || m_closed; });
     if (m_closed) return false;
@@ -51,14 +64,23 @@ public:
     m_not_empty.notify_one();
     return true;
   }
-  std::optional<std::string> pop() {
+  std::optional<ops::InputFile> pop() {
     std::unique_lock lock(m_mutex);
-    m_not_empty.wait(lock, [&] { return !m_items.empty() || m_closed; });
+    m_not_empty.wait(lock, [&] { return (m_started && !m_items.empty()) || m_closed; });
     if (m_items.empty()) return std::nullopt;
     auto v = std::move(m_items.front());
     m_items.pop_front();
     m_not_full.notify_one();
     return v;
+  }
+  void start() {
+    std::lock_guard lock(m_mutex);
+    m_started = true;
+    m_not_empty.notify_all();
+  }
+  [[nodiscard]] bool started() {
+    std::lock_guard lock(m_mutex);
+    return m_started;
   }
   void close() {
     std::lock_guard lock(m_mutex);
@@ -77,9 +99,20 @@ private:
   size_t m_cap;
   std::mutex m_mutex;
   std::condition_variable m_not_empty, m_not_full;
-  std::deque<std::string> m_items;
+  std::deque<ops::InputFile> m_items;
+  bool m_started = false;
   bool m_closed = false;
 };
+
+// Each directory with a file waiting in the queue stays open (files are opened relative to
+// it): allow as many descriptors as the hard limit does.
+void raise_open_file_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
 
 nlohmann::json result_json(const ops::FileResult &r) {
   nlohmann::json j;
@@ -143,7 +176,8 @@ Command add_upload(CLI::App &app) {
       ->check(CLI::Range(1, 256));
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Make a retry of this single upload return the first result");
-  sub->add_flag("--follow-symlinks", o->follow_symlinks, "Follow symbolic links (never followed by default)");
+  sub->add_flag("--follow-symlinks", o->follow_symlinks,
+                "Follow symbolic links (never by default); a link back up the tree is skipped");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
   return {sub, [o](Context &ctx) {
             const auto &cfg = ctx.cfg();
@@ -165,7 +199,11 @@ Command add_upload(CLI::App &app) {
             s.follow_symlinks = o->follow_symlinks;
             s.worker_id = "upload-" + std::to_string(::getpid());
             int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
+            // The store first: a bad store URL leaves nothing behind, and a file:// root
+            // exists before the walk, which must skip it.
+            (void)ctx.open_store();
             (void)ctx.ledger(); // create/migrate once, before the workers race to
+            raise_open_file_limit();
 
             install_interrupt_handlers();
             bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
@@ -255,38 +293,46 @@ Command add_upload(CLI::App &app) {
                   queue.clear();
                   return;
                 }
-                while (auto path = queue.pop()) {
+                while (auto file = queue.pop()) {
                   if (interrupted()) {
                     queue.clear();
                     break;
                   }
-                  report(up->upload(*path), true);
+                  report(up->upload(*file), true);
                 }
               });
             }
+            // Fired once the walk of the paths given has listed them (or filled the
+            // queue), before any file is opened; then the workers start.
+            auto start_workers = [&] {
+              if (queue.started()) return;
+              (void)failpoint::hit("upload.after_walk");
+              queue.start();
+            };
+            const ops::WalkSkips skips{cfg.ledger, store::file_store_root(cfg.store)};
             auto feed = [&](const std::string &p) {
               if (interrupted()) return false;
               bool go_on = true;
-              const auto &db = ctx.cfg().ledger;
-              ops::walk_inputs({p}, o->follow_symlinks, {db, db + "-wal", db + "-shm", db + "-journal"},
-                               [&](const std::string &path, const std::optional<Error> &err) {
+              ops::walk_inputs({p}, o->follow_symlinks, skips,
+                               [&](const ops::InputFile &file, const std::optional<Error> &err) {
                                  if (interrupted()) return go_on = false;
                                  if (err) {
                                    ops::FileResult r;
-                                   r.file = path;
+                                   r.file = file.path;
                                    r.outcome = ops::UploadOutcome::rejected;
                                    r.error = *err;
                                    report(r, false);
                                    return true;
                                  }
                                  ++queued;
-                                 return go_on = queue.push(path);
+                                 return go_on = queue.push(file, start_workers);
                                });
               return go_on;
             };
             bool fed = true;
             for (const auto &p : o->paths)
               if (!(fed = feed(p))) break;
+            start_workers();
             if (fed && !o->files_from.empty()) {
               if (o->files_from == "-") {
                 read_list(std::cin, o->null_separated, feed);

@@ -15,7 +15,8 @@
 namespace lodge::failpoint {
 namespace {
 
-constexpr std::array<std::string_view, 17> k_names{"upload.before_reserve",
+constexpr std::array<std::string_view, 18> k_names{"upload.after_walk",
+                                                   "upload.before_reserve",
                                                    "upload.after_reserve",
                                                    "upload.before_put",
                                                    "upload.after_put",

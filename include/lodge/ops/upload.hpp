@@ -9,9 +9,11 @@
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/store/store.hpp>
+#include <lodge/util/fd.hpp>
 #include <memory>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace lodge::ops {
@@ -46,15 +48,31 @@ struct FileResult {
   std::optional<Error> error;
 };
 
+// A file the walk found, to be opened by a worker. Inside a directory walk it is named
+// relative to its parent directory's open descriptor, and carries the identity the walk
+// saw, so no path component is resolved again after the walk checked it.
+struct InputFile {
+  std::string path;                 // for messages and results
+  std::shared_ptr<util::Fd> parent; // the directory holding `name`; null: `name` is a path as given
+  std::string name;
+  bool has_identity = false; // dev/ino below were seen by the walk and must match at open
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
 class Uploader {
 public:
   Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
            const util::Clock &clock);
-  // Never throws for a per-file problem: every failure is in the result.
+  // Never throws for a per-file problem: every failure is in the result. A path is
+  // opened as given (its last component not followed unless follow_symlinks).
   [[nodiscard]] FileResult upload(const std::string &path);
+  // A file found by walk_inputs: opened relative to its parent directory and refused
+  // unless it is still the regular file the walk saw.
+  [[nodiscard]] FileResult upload(const InputFile &file);
 
 private:
-  FileResult upload_unguarded(const std::string &path);
+  FileResult upload_unguarded(const InputFile &file);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                     int64_t steady_deadline);
@@ -72,13 +90,19 @@ private:
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
 };
 
-// Walks inputs: regular files as given; directories recursively in sorted order,
-// never following symlinks unless asked and never opening FIFOs, sockets or devices
-// (those are reported to `visit` with an error). Files that are one of `skip` (the
-// ledger and its -wal/-shm: uploading them would race our own writes) are passed over.
-// Visit returns false to stop.
-void walk_inputs(
-    const std::vector<std::string> &paths, bool follow_symlinks, const std::vector<std::string> &skip,
-    const std::function<bool(const std::string &path, const std::optional<Error> &error)> &visit);
+// What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
+struct WalkSkips {
+  std::string ledger;     // the ledger file; it and its -wal, -shm, -journal are skipped
+  std::string store_root; // a file:// store's root directory ("" for none)
+};
+
+// Walks inputs: paths given are taken as given; directories recursively in sorted
+// order, each opened with openat(parent, name, O_NOFOLLOW|O_DIRECTORY) and checked
+// against what was listed; symlinks are not followed unless asked, and then a
+// directory already on the current path (a cycle) is skipped with a warning. FIFOs,
+// sockets and devices are never opened (they go to `visit` with an error). The ledger's
+// files and a file:// store's root are skipped with a warning. Visit returns false to stop.
+void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,
+                 const std::function<bool(const InputFile &file, const std::optional<Error> &error)> &visit);
 
 } // namespace lodge::ops
