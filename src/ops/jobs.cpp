@@ -228,7 +228,14 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     found(f);
     return true;
   });
-  if (!mp) throw LodgeError(mp.error());
+  if (!mp && mp.error().code == Errc::unsupported) {
+    // A server that answered but cannot list incomplete uploads: everything else was
+    // checked, and the summary says what was not.
+    sum.counts.erase("stale_multipart");
+    sum.skipped["stale_multipart"] = mp.error().message;
+  } else if (!mp) {
+    throw LodgeError(mp.error());
+  }
   return sum;
 }
 

@@ -69,6 +69,9 @@ struct Finding {
 struct ReconcileSummary {
   int64_t objects = 0, rows = 0;
   std::map<std::string, int64_t> counts; // by kind
+  // Kinds not looked for, with the reason (the store cannot list what they need); a
+  // skipped kind has no count.
+  std::map<std::string, std::string> skipped;
   int64_t applied = 0;
   [[nodiscard]] bool clean() const;
 };
