@@ -59,7 +59,8 @@ struct ReconcileOptions {
 };
 
 struct Finding {
-  std::string kind; // orphan, dangling, corrupt, leftover, stale_multipart, foreign, beyond_history
+  std::string kind; // orphan, dangling, corrupt, leftover, stale_multipart, foreign, beyond_history,
+                    // unknown
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;
