@@ -47,6 +47,8 @@ enum class Errc {
   interrupted,
   unhealthy,
   internal,
+  unsupported,
+  metadata_corrupt,
 };
 
 struct ErrcInfo {

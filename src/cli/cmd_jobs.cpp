@@ -177,11 +177,9 @@ Command add_reconcile(CLI::App &app) {
                   }
                 });
             nlohmann::json counts(sum.counts);
-            nlohmann::json j{{"objects", sum.objects},
-                             {"rows", sum.rows},
-                             {"found", counts},
-                             {"applied", sum.applied},
-                             {"clean", sum.clean()}};
+            nlohmann::json j{{"objects", sum.objects}, {"rows", sum.rows},
+                             {"found", counts},        {"skipped", nlohmann::json(sum.skipped)},
+                             {"applied", sum.applied}, {"clean", sum.clean()}};
             record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
             if (ctx.g.json) {
               j["items"] = items;
@@ -194,6 +192,10 @@ Command add_reconcile(CLI::App &app) {
               if (*apply) line += ", queued " + std::to_string(sum.applied);
               std::printf("%s\n", line.c_str());
             }
+            if (!ctx.g.json && !ctx.g.quiet)
+              for (const auto &[kind, why] : sum.skipped)
+                std::printf("reconcile: %s not checked: %s\n", kind.c_str(),
+                            util::escape_for_terminal(why).c_str());
             return sum.clean() ? 0 : 1;
           }};
 }

@@ -44,6 +44,8 @@ struct Exchange {
   bool read_error = false;
   bool got_headers = false;
   bool sink_failed = false;
+  bool accepted = false;
+  bool refused = false;
 };
 
 size_t on_read(char *buf, size_t size, size_t nitems, void *user) {
@@ -61,6 +63,13 @@ size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
   auto *ex = static_cast<Exchange *>(user);
   size_t n = size * nmemb;
   if (ex->req->sink && ex->resp->status >= 200 && ex->resp->status < 300) {
+    if (!ex->accepted) {
+      ex->accepted = true;
+      if (ex->req->accept && !ex->req->accept(*ex->resp)) {
+        ex->refused = true;
+        return 0;
+      }
+    }
     if (!ex->req->sink(data, n)) {
       ex->sink_failed = true;
       return 0;
@@ -172,6 +181,9 @@ public:
     }
     if (ex.read_error) return Error(Errc::unreadable, "reading the request body failed");
     if (ex.sink_failed) return Error(Errc::internal, "writing the response body failed");
+    if (ex.refused)
+      return Error(Errc::storage_error, "the answer does not fit the request (" + req.method + " " +
+                                            util::log::redact(req.url) + ")");
     ErrorDetails d;
     d.curl_code = static_cast<int>(rc);
     uint64_t size = req.body ? req.body->size() : 0;

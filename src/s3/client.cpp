@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <curl/curl.h>
 #include <fstream>
@@ -8,6 +9,8 @@
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <map>
+#include <mutex>
 #include <thread>
 
 namespace lodge::s3 {
@@ -78,9 +81,32 @@ Sleeper &real_sleeper() {
   return s;
 }
 
+Support ServerTraits::get(Feature f) const {
+  return static_cast<Support>((f == Feature::list_versions ? m_versions : m_uploads).load());
+}
+
+bool ServerTraits::learn(Feature f, Support s) {
+  auto &slot = f == Feature::list_versions ? m_versions : m_uploads;
+  if (s == Support::absent) return slot.exchange(static_cast<int>(Support::absent)) != static_cast<int>(s);
+  // Presence never overrides a learned absence (a proxy in front may answer differently).
+  int unknown = static_cast<int>(Support::unknown);
+  slot.compare_exchange_strong(unknown, static_cast<int>(s));
+  return false;
+}
+
+std::shared_ptr<ServerTraits> traits_for(const std::string &server) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<ServerTraits>> all;
+  std::lock_guard lock(mutex);
+  auto &t = all[server];
+  if (!t) t = std::make_shared<ServerTraits>();
+  return t;
+}
+
 Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
                Sleeper &sleeper)
-    : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper) {
+    : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper),
+      m_traits(m_cfg.traits ? m_cfg.traits : std::make_shared<ServerTraits>()) {
   if (m_cfg.endpoint.empty()) {
     // AWS itself: virtual-hosted addressing, unless the bucket name would break TLS.
     m_path_style = m_cfg.bucket.find('.') != std::string::npos;
@@ -132,6 +158,8 @@ Error Client::error_from(const http::Response &r, const std::string &what) const
     code = Errc::bad_digest;
   else if (r.status == 429 || c == "SlowDown" || c == "Throttling" || c == "ThrottlingException")
     code = Errc::throttled;
+  else if (r.status == 501 || r.status == 405 || c == "NotImplemented" || c == "MethodNotAllowed")
+    code = Errc::unsupported; // the server answered: it cannot do this, and never will
   else if (r.status >= 500 || c == "RequestTimeout" || c == "InternalError")
     code = Errc::storage_unavailable;
   if (auto ra = util::parse_int(r.header("retry-after")); ra && *ra >= 0) d.retry_after_ms = *ra * 1000;
@@ -142,7 +170,8 @@ Error Client::error_from(const http::Response &r, const std::string &what) const
   return Error(code, text, d);
 }
 
-Result<http::Response> Client::send_once(const Call &call) {
+Result<http::Response> Client::send_once(const Call &call,
+                                         const std::function<bool(const http::Response &)> &accept) {
   // A '.' or '..' segment is resolved on the way (by curl, and by servers): the request
   // would name another key, or another bucket. lodge never makes such keys.
   if (util::has_dot_segment(call.key))
@@ -175,11 +204,23 @@ Result<http::Response> Client::send_once(const Call &call) {
   req.headers.emplace_back("authorization", s.authorization);
   req.body = call.body;
   req.sink = call.sink;
+  req.accept = accept;
   req.deadline_steady_ms = call.deadline_steady_ms;
   auto r = m_transport->perform(req);
   if (!r) return r.error();
   if (r->status >= 300) return error_from(r.value(), call.what);
   return r;
+}
+
+bool Client::retry_after(const Call &call, int attempt, const Error &e) {
+  if (!is_transient(e) || attempt >= m_cfg.retry.max_attempts) return false;
+  int64_t delay = m_cfg.retry.delay_ms(attempt, crypto::random_below(UINT64_MAX));
+  // A server that says when to come back is believed, within the backoff cap.
+  if (e.details.retry_after_ms > delay) delay = std::min(e.details.retry_after_ms, m_cfg.retry.max_delay_ms);
+  if (call.deadline_steady_ms > 0 && util::steady_ms() + delay >= call.deadline_steady_ms) return false;
+  util::log::info("retrying " + call.what + " after " + std::to_string(delay) + "ms: " + e.message);
+  m_sleeper.sleep_ms(delay);
+  return true;
 }
 
 Result<http::Response> Client::send(const Call &call) {
@@ -190,14 +231,7 @@ Result<http::Response> Client::send(const Call &call) {
     Error e = r.error();
     ambiguous = ambiguous || e.details.ambiguous;
     e.details.ambiguous = ambiguous;
-    if (!is_transient(e) || attempt >= m_cfg.retry.max_attempts) return e;
-    int64_t delay = m_cfg.retry.delay_ms(attempt, crypto::random_below(UINT64_MAX));
-    // A server that says when to come back is believed, within the backoff cap.
-    if (e.details.retry_after_ms > delay)
-      delay = std::min(e.details.retry_after_ms, m_cfg.retry.max_delay_ms);
-    if (call.deadline_steady_ms > 0 && util::steady_ms() + delay >= call.deadline_steady_ms) return e;
-    util::log::info("retrying " + call.what + " after " + std::to_string(delay) + "ms: " + e.message);
-    m_sleeper.sleep_ms(delay);
+    if (!retry_after(call, attempt, e)) return e;
   }
 }
 
@@ -231,11 +265,96 @@ Result<HeadResult> Client::head_object(const std::string &key) {
   return h;
 }
 
+namespace {
+// "bytes FIRST-LAST/TOTAL" of a 206 answer.
+std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::string &v) {
+  unsigned long long first = 0, last = 0, total = 0;
+  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu", &first, &last, &total) != 3) return std::nullopt;
+  return std::make_pair(static_cast<uint64_t>(first), static_cast<uint64_t>(total));
+}
+} // namespace
+
 Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
-  Call c{"GET", key, {}, {}, nullptr, {}, sink, 0, "GET " + key};
-  auto r = send(std::move(c));
-  if (!r) return r.error();
-  return ok_status();
+  // Retrying into the same sink would hand it the bytes of the cut-off attempt twice, so
+  // a retry asks only for what the sink has not seen, of the very object it started on.
+  uint64_t delivered = 0;
+  std::optional<uint64_t> total;
+  std::string etag;
+  for (int attempt = 1;; ++attempt) {
+    const bool resuming = delivered > 0;
+    uint64_t skip = 0; // bytes of this answer the sink already has (a server ignoring Range)
+    std::string refusal;
+    Call c{"GET", key, {}, {}, nullptr, {}, {}, 0, "GET " + key};
+    if (resuming) {
+      c.headers.emplace_back("range", "bytes=" + std::to_string(delivered) + "-");
+      if (!etag.empty()) c.headers.emplace_back("if-match", etag);
+    }
+    auto accept = [&](const http::Response &h) {
+      auto length = util::parse_int(h.header("content-length"));
+      if (!resuming) {
+        etag = h.header("etag");
+        if (h.status == 200 && length && *length >= 0) total = static_cast<uint64_t>(*length);
+        return true;
+      }
+      if (!etag.empty() && h.header("etag") != etag) {
+        refusal = "the object changed between attempts (ETag " + etag + ", then " + h.header("etag") + ")";
+        return false;
+      }
+      if (h.status == 206) {
+        auto range = parse_content_range(h.header("content-range"));
+        if (range && range->first == delivered && (!total || range->second == *total)) return true;
+        refusal = "the resumed answer covers '" + h.header("content-range") + "', not bytes " +
+                  std::to_string(delivered) + "- of the object";
+        return false;
+      }
+      if (h.status == 200 && (!total || (length && static_cast<uint64_t>(*length) == *total))) {
+        skip = delivered; // the whole object again: pass over what was delivered
+        return true;
+      }
+      refusal = "unexpected HTTP " + std::to_string(h.status) + " to a resumed GET";
+      return false;
+    };
+    c.sink = [&](const char *p, size_t n) {
+      if (skip > 0) {
+        size_t k = static_cast<size_t>(std::min<uint64_t>(skip, n));
+        skip -= k;
+        p += k;
+        n -= k;
+        if (n == 0) return true;
+      }
+      delivered += n;
+      return sink(p, n);
+    };
+    auto r = send_once(c, accept);
+    if (r) {
+      if (total && delivered != *total)
+        return Error(Errc::storage_error, "GET " + key + ": the body ended after " +
+                                              std::to_string(delivered) + " of " + std::to_string(*total) +
+                                              " bytes");
+      return ok_status();
+    }
+    if (!refusal.empty()) return Error(Errc::storage_error, "GET " + key + ": " + refusal);
+    if (!retry_after(c, attempt, r.error())) return r.error();
+    if (delivered > 0)
+      util::log::info("resuming GET " + key + " at byte " + std::to_string(delivered) +
+                      (total ? " of " + std::to_string(*total) : std::string{}));
+  }
+}
+
+void Client::learn(Feature f, const Status &outcome) {
+  if (outcome) {
+    m_traits->learn(f, Support::present);
+    return;
+  }
+  if (outcome.error().code != Errc::unsupported || !m_traits->learn(f, Support::absent)) return;
+  std::string server = m_base_url + " (bucket " + m_cfg.bucket + ")";
+  if (f == Feature::list_versions)
+    util::log::warn(server + " does not list object versions (" + outcome.error().message +
+                    "); for the rest of this run deletes remove the current version only");
+  else
+    util::log::warn(
+        server + " does not list incomplete multipart uploads (" + outcome.error().message +
+        "); for the rest of this run they are neither aborted by deletes nor checked by reconcile");
 }
 
 Status Client::delete_object(const std::string &key, const std::string &version_id) {
@@ -271,6 +390,8 @@ Status Client::list_objects(const std::string &prefix, const std::function<bool(
 
 Status Client::list_versions(const std::string &prefix,
                              const std::function<bool(const ListedVersion &)> &visit) {
+  if (m_traits->get(Feature::list_versions) == Support::absent)
+    return Error(Errc::unsupported, "LIST VERSIONS " + prefix + ": the server does not implement it");
   std::string key_marker, version_marker;
   while (true) {
     Call c{
@@ -278,6 +399,7 @@ Status Client::list_versions(const std::string &prefix,
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!version_marker.empty()) c.query.emplace_back("version-id-marker", version_marker);
     auto r = send(std::move(c));
+    learn(Feature::list_versions, r ? ok_status() : Status(r.error()));
     if (!r) return r.error();
     auto page = parse_list_versions(r->body);
     if (!page) return Error(Errc::storage_error, "LIST VERSIONS " + prefix + ": unreadable answer");
@@ -296,13 +418,12 @@ Status Client::delete_everything(const std::string &key) {
     return true;
   });
   if (!listed) {
-    // A store without versioning support, or credentials without s3:ListBucketVersions:
-    // a plain delete is all we can do (on a versioned bucket it leaves older versions,
-    // which the warning says).
+    // A server without ListObjectVersions (warned once, when learned), or credentials
+    // without s3:ListBucketVersions: a plain delete is all we can do (on a versioned
+    // bucket it leaves older versions, which the warning says).
     const auto &e = listed.error();
-    bool unsupported = e.details.http_status == 501 || e.details.s3_code == "NotImplemented";
-    if (!unsupported && e.code != Errc::access_denied) return e;
-    if (!unsupported)
+    if (e.code != Errc::unsupported && e.code != Errc::access_denied) return e;
+    if (e.code == Errc::access_denied)
       util::log::warn("cannot list versions of " + key + " (" + e.message +
                       "); deleting the current version only");
     if (auto d = delete_object(key); !d) return d.error();
@@ -314,7 +435,7 @@ Status Client::delete_everything(const std::string &key) {
     if (u.key == key) uploads.push_back(u.upload_id);
     return true;
   });
-  if (!lu) return lu.error();
+  if (!lu && lu.error().code != Errc::unsupported) return lu.error();
   for (const auto &id : uploads)
     if (auto a = abort_multipart(key, id); !a) return a.error();
   return ok_status();
@@ -397,6 +518,8 @@ Status Client::abort_multipart(const std::string &key, const std::string &upload
 
 Status Client::list_multipart_uploads(const std::string &prefix,
                                       const std::function<bool(const ListedUpload &)> &visit) {
+  if (m_traits->get(Feature::list_uploads) == Support::absent)
+    return Error(Errc::unsupported, "LIST UPLOADS " + prefix + ": the server does not implement it");
   std::string key_marker, id_marker;
   while (true) {
     Call c{
@@ -404,6 +527,7 @@ Status Client::list_multipart_uploads(const std::string &prefix,
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!id_marker.empty()) c.query.emplace_back("upload-id-marker", id_marker);
     auto r = send(std::move(c));
+    learn(Feature::list_uploads, r ? ok_status() : Status(r.error()));
     if (!r) return r.error();
     auto page = parse_list_uploads(r->body);
     if (!page) return Error(Errc::storage_error, "LIST UPLOADS " + prefix + ": unreadable answer");

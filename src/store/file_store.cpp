@@ -7,14 +7,13 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <fstream>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <sys/stat.h>
 
 namespace lodge::store {
@@ -29,6 +28,78 @@ Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
 }
 
+// The whole of a small file lodge wrote (a sidecar, an upload's record); nullopt when
+// it does not exist.
+Result<std::optional<std::string>> read_small(const fs::path &path) {
+  util::Fd f(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!f.valid()) {
+    if (errno == ENOENT) return std::optional<std::string>();
+    return io_error("read " + path.string(), errno);
+  }
+  std::string text;
+  char buf[8192];
+  while (true) {
+    ssize_t n = ::read(f.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("read " + path.string(), errno);
+    if (n == 0) return std::optional<std::string>(std::move(text));
+    text.append(buf, static_cast<size_t>(n));
+  }
+}
+
+// A sidecar's JSON, checked field by field: a file that is not a JSON object, or a field
+// of the wrong type, is METADATA_CORRUPT naming the file and the field (never a throw).
+class Sidecar {
+public:
+  static Result<Sidecar> parse(const std::string &text, const fs::path &path, const std::string &what) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded())
+      return Error(Errc::metadata_corrupt, what + ": " + path.string() + " is not valid JSON");
+    if (!j.is_object())
+      return Error(Errc::metadata_corrupt, what + ": " + path.string() + " holds JSON " +
+                                               std::string(j.type_name()) + ", not an object");
+    return Sidecar(std::move(j), path, what);
+  }
+  // A string field; "" when absent.
+  [[nodiscard]] Result<std::string> text(const char *name) const {
+    auto it = m_j.find(name);
+    if (it == m_j.end() || it->is_null()) return std::string{};
+    if (!it->is_string()) return wrong(name, *it, "a string");
+    return it->get<std::string>();
+  }
+  // An integer field; 0 when absent.
+  [[nodiscard]] Result<int64_t> integer(const char *name) const {
+    auto it = m_j.find(name);
+    if (it == m_j.end() || it->is_null()) return int64_t{0};
+    if (!it->is_number_integer()) return wrong(name, *it, "an integer");
+    return it->get<int64_t>();
+  }
+  // An object of string values; empty when absent.
+  [[nodiscard]] Result<Metadata> metadata(const char *name) const {
+    Metadata m;
+    auto it = m_j.find(name);
+    if (it == m_j.end() || it->is_null()) return m;
+    if (!it->is_object()) return wrong(name, *it, "an object of strings");
+    for (const auto &[k, v] : it->items()) {
+      if (!v.is_string()) return wrong((std::string(name) + "." + k).c_str(), v, "a string");
+      m[k] = v.get<std::string>();
+    }
+    return m;
+  }
+
+private:
+  Sidecar(nlohmann::json j, fs::path path, std::string what)
+      : m_j(std::move(j)), m_path(std::move(path)), m_what(std::move(what)) {}
+  [[nodiscard]] Error wrong(const char *name, const nlohmann::json &v, const char *want) const {
+    return Error(Errc::metadata_corrupt, m_what + ": " + m_path.string() + ": field '" +
+                                             util::escape_for_terminal(name) + "' is " + v.type_name() +
+                                             ", expected " + want);
+  }
+  nlohmann::json m_j;
+  fs::path m_path;
+  std::string m_what;
+};
+
 void fsync_dir(const fs::path &dir) {
   util::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.valid()) ::fsync(d.get());
@@ -40,6 +111,7 @@ public:
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+  [[nodiscard]] Support support(Capability) const override { return Support::present; }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
@@ -62,19 +134,21 @@ public:
     i.key = key;
     i.size = static_cast<uint64_t>(st.st_size);
     i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
-    std::ifstream f(meta(key));
-    if (f) {
-      std::stringstream ss;
-      ss << f.rdbuf();
-      auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-      if (j.is_object()) {
-        i.content_type = j.value("content_type", "");
-        i.sha256_hex = j.value("sha256", "");
-        i.etag = i.sha256_hex;
-        if (j.contains("metadata") && j["metadata"].is_object())
-          for (const auto &[k, v] : j["metadata"].items())
-            if (v.is_string()) i.metadata[k] = v.get<std::string>();
-      }
+    auto text = read_small(meta(key));
+    if (!text) return text.error();
+    if (text.value()) {
+      auto side = Sidecar::parse(*text.value(), meta(key), "HEAD " + util::escape_for_terminal(key));
+      if (!side) return side.error();
+      auto content_type = side->text("content_type");
+      if (!content_type) return content_type.error();
+      auto sha = side->text("sha256");
+      if (!sha) return sha.error();
+      auto m = side->metadata("metadata");
+      if (!m) return m.error();
+      i.content_type = content_type.value();
+      i.sha256_hex = sha.value();
+      i.etag = i.sha256_hex;
+      i.metadata = std::move(m.value());
     }
     return i;
   }
@@ -165,38 +239,41 @@ public:
     util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!out.valid()) return io_error("COMPLETE MULTIPART " + key, errno);
     crypto::Sha256 whole;
+    auto fail = [&](Error e) -> Result<PutResult> {
+      ::unlink(tmp.c_str());
+      return e;
+    };
     for (const auto &p : parts) {
       char name[32];
       std::snprintf(name, sizeof name, "part-%05d", p.number);
-      std::ifstream in(dir / name, std::ios::binary);
-      if (!in) {
-        ::unlink(tmp.c_str());
-        return Error(Errc::storage_error,
-                     "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
+      util::Fd in(::open((dir / name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+      if (!in.valid()) {
+        if (errno != ENOENT) return fail(io_error("COMPLETE MULTIPART " + key + ": part " + name, errno));
+        return fail(Error(Errc::storage_error,
+                          "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing"));
       }
+      // A read error is not the end of the part: it fails the completion.
       char buf[1 << 16];
-      while (in) {
-        in.read(buf, sizeof buf);
-        auto n = static_cast<size_t>(in.gcount());
-        whole.update(buf, n);
-        if (!write_all(out.get(), buf, n)) {
-          ::unlink(tmp.c_str());
-          return io_error("COMPLETE MULTIPART " + key, errno);
-        }
+      while (true) {
+        ssize_t n = ::read(in.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fail(io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno));
+        if (n == 0) break;
+        whole.update(buf, static_cast<size_t>(n));
+        if (!write_all(out.get(), buf, static_cast<size_t>(n)))
+          return fail(io_error("COMPLETE MULTIPART " + key, errno));
       }
     }
-    ::fsync(out.get());
+    if (::fsync(out.get()) != 0) return fail(io_error("COMPLETE MULTIPART " + key + " (fsync)", errno));
     out.reset();
-    if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms) {
-      ::unlink(tmp.c_str());
-      return Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed");
-    }
-    const auto &j = up.value();
-    Metadata m;
-    if (j.contains("metadata") && j["metadata"].is_object())
-      for (const auto &[k, v] : j["metadata"].items())
-        if (v.is_string()) m[k] = v.get<std::string>();
-    auto r = publish(tmp, key, j.value("content_type", ""), m, crypto::to_hex(whole.finish()));
+    if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
+      return fail(Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed"));
+    const auto &side = up.value();
+    auto content_type = side.text("content_type");
+    if (!content_type) return fail(content_type.error());
+    auto m = side.metadata("metadata");
+    if (!m) return fail(m.error());
+    auto r = publish(tmp, key, content_type.value(), m.value(), crypto::to_hex(whole.finish()));
     if (r) {
       std::error_code ec;
       fs::remove_all(dir, ec);
@@ -218,16 +295,30 @@ public:
     std::vector<UploadInfo> all;
     std::error_code ec;
     fs::path base = m_root / k_mpu_dir;
-    if (!fs::exists(base, ec)) return ok_status();
-    for (const auto &e : fs::directory_iterator(base, ec)) {
-      std::ifstream f(e.path() / "upload.json");
-      std::stringstream ss;
-      ss << f.rdbuf();
-      auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-      if (!j.is_object()) continue;
-      std::string key = j.value("key", "");
-      if (key.compare(0, prefix.size(), prefix) != 0) continue;
-      all.push_back({key, e.path().filename().string(), j.value("initiated_ms", int64_t{0})});
+    fs::directory_iterator it(base, ec), end;
+    if (ec) {
+      if (ec == std::errc::no_such_file_or_directory) return ok_status(); // none ever began
+      return io_error("LIST UPLOADS " + base.string(), ec.value());
+    }
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("LIST UPLOADS " + base.string(), ec.value());
+      std::string id = it->path().filename().string();
+      fs::path record = it->path() / "upload.json";
+      auto text = read_small(record);
+      if (!text) return text.error();
+      if (!text.value()) continue; // begun a moment ago, or its abort is under way
+      // An unreadable record cannot be matched to any key: say so and leave it alone,
+      // so one damaged upload does not stop every key's deletes.
+      auto side = Sidecar::parse(*text.value(), record, "LIST UPLOADS");
+      auto k = side ? side->text("key") : Result<std::string>(side.error());
+      auto initiated = side ? side->integer("initiated_ms") : Result<int64_t>(side.error());
+      if (!k || !initiated) {
+        util::log::warn("skipping incomplete upload " + id + ": " +
+                        (!k ? k.error() : initiated.error()).message);
+        continue;
+      }
+      if (k->compare(0, prefix.size(), prefix) != 0) continue;
+      all.push_back({k.value(), id, initiated.value()});
     }
     std::sort(all.begin(), all.end(), [](const UploadInfo &a, const UploadInfo &b) {
       return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
@@ -384,19 +475,22 @@ private:
     return ok_status();
   }
 
-  Result<nlohmann::json> load_upload(const std::string &key, const std::string &upload_id) {
+  Result<Sidecar> load_upload(const std::string &key, const std::string &upload_id) {
     if (upload_id.empty() || upload_id.find('/') != std::string::npos ||
         upload_id.find("..") != std::string::npos)
       return Error(Errc::not_found, "no such multipart upload");
-    std::ifstream f(m_root / k_mpu_dir / upload_id / "upload.json");
-    if (!f)
+    fs::path record = m_root / k_mpu_dir / upload_id / "upload.json";
+    auto text = read_small(record);
+    if (!text) return text.error();
+    if (!text.value())
       return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-    if (!j.is_object() || j.value("key", "") != key)
+    auto side = Sidecar::parse(*text.value(), record, "multipart upload " + upload_id + " of " + key);
+    if (!side) return side.error();
+    auto k = side->text("key");
+    if (!k) return k.error();
+    if (k.value() != key)
       return Error(Errc::not_found, "multipart upload " + upload_id + " of " + key + ": no such upload");
-    return j;
+    return side;
   }
 
   std::string m_url;

@@ -17,6 +17,8 @@ public:
     cfg.bucket = std::move(bucket);
     cfg.credentials = o.credentials;
     cfg.retry.max_attempts = o.max_attempts;
+    // Every connection of this process to the same server shares what it cannot do.
+    cfg.traits = s3::traits_for((o.endpoint.empty() ? "aws:" + o.region : o.endpoint) + " " + cfg.bucket);
     http::TransportOptions t;
     t.ca_bundle = o.ca_bundle;
     t.verify_tls = o.verify_tls;
@@ -27,6 +29,13 @@ public:
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+  [[nodiscard]] Support support(Capability c) const override {
+    auto s = m_client->support(c == Capability::version_listing ? s3::Feature::list_versions
+                                                                : s3::Feature::list_uploads);
+    return s == s3::Support::present  ? Support::present
+           : s == s3::Support::absent ? Support::absent
+                                      : Support::unknown;
+  }
 
   Result<PutResult> put(const PutRequest &req) override {
     FileRangeBody body(req.body.fd, req.body.offset, req.body.size);

@@ -13,6 +13,7 @@ public:
   explicit FailpointStore(std::unique_ptr<ObjectStore> inner) : m_inner(std::move(inner)) {}
   [[nodiscard]] std::string describe() const override { return m_inner->describe(); }
   [[nodiscard]] const std::string &key_prefix() const override { return m_inner->key_prefix(); }
+  [[nodiscard]] Support support(Capability c) const override { return m_inner->support(c); }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);

@@ -56,6 +56,10 @@ constexpr std::array k_errcs{
              "Interrupted by a signal; in-flight work was finished or failed cleanly."},
     ErrcInfo{Errc::unhealthy, "UNHEALTHY", 1, "status --check found a problem."},
     ErrcInfo{Errc::internal, "INTERNAL", 1, "A bug in lodge; please report it."},
+    ErrcInfo{Errc::unsupported, "UNSUPPORTED", 1,
+             "The store does not implement the operation (HTTP 405 or 501); lodge does without it."},
+    ErrcInfo{Errc::metadata_corrupt, "METADATA_CORRUPT", 1,
+             "An object's stored metadata cannot be read (not JSON, or a field of the wrong type)."},
 };
 } // namespace
 

@@ -10,7 +10,10 @@ matched on method and a substring of its path, and the first rule with times lef
                    client (the server acted; the client cannot know)
   blackhole        accept and say nothing until the client gives up
   delay            wait `ms` milliseconds, then forward
-Every request is logged as one JSON line: time, method, path, action, body bytes seen.
+  cut_body         forward, then pass on the answer's head and only the first `bytes`
+                   bytes of its body, and close (the client sees a partial transfer)
+Every request is logged as one JSON line: time, method, path, action, body bytes seen,
+and the Range header when the request had one.
 
 usage: faultproxy.py LISTEN_PORT UPSTREAM_PORT RULES_FILE LOG_FILE [CERT_PEM KEY_PEM]
 With a certificate and key it speaks TLS to its clients (plain HTTP upstream).
@@ -120,6 +123,10 @@ def handle(client):
         rule = pick(method, path)
         action = rule["action"] if rule else "forward"
         entry = {"method": method, "path": path, "action": action, "length": length}
+        for h in headers:
+            name, _, value = h.partition(":")
+            if name.strip().lower() == "range":
+                entry["range"] = value.strip()
         if action == "503":
             read_exact(client, length, rest)
             body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
@@ -167,6 +174,11 @@ def handle(client):
         log(entry)
         if action == "forward_then_reset":
             reset(client)
+            return
+        if action == "cut_body":
+            head, sep, rest_of_answer = answer.partition(b"\r\n\r\n")
+            client.sendall(head + sep + rest_of_answer[:rule.get("bytes", len(rest_of_answer) // 2)])
+            client.close()
             return
         client.sendall(answer)
         client.close()

@@ -43,7 +43,7 @@ class StoreAgainstMoto(unittest.TestCase):
             "LODGE_TEST_PROXY_ENDPOINT": self.proxy.endpoint, "LODGE_TEST_PROXY_RULES": self.proxy.rules,
             "LODGE_TEST_PROXY_LOG": self.proxy.log})
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("test cases: 3 | 3 passed", " ".join(p.stdout.split()))
+        self.assertIn("test cases: 4 | 4 passed", " ".join(p.stdout.split()))
 
 
 class TlsVerification(S3TestCase):
@@ -70,6 +70,27 @@ class TlsVerification(S3TestCase):
             h = self.write("c.txt", "unverified, as asked\n")
             self.assertEqual(self.lodge("--no-verify-ssl", "upload", h).rc, 0)
             self.assertEqual(len(self.objects()), 3)
+        finally:
+            proxy.stop()
+
+
+class VerifyThroughACutOffGet(S3TestCase):
+    def test_reconcile_verify_reads_a_cut_off_object_back_clean(self):
+        data = bytes((i * 131) % 251 for i in range(400_000))
+        up = self.lodge("upload", "--json", self.write("big.bin", data))
+        self.assertEqual(up.rc, 0, up)
+        key = up.json_lines()[0]["object_key"]
+        proxy = FaultProxy(self.moto.port, self.dir)
+        try:
+            proxy.set_rules([{"method": "GET", "path_contains": key, "action": "cut_body", "bytes": 150_000,
+                              "times": 1}])
+            rec = self.lodge("-v", "reconcile", "--verify", "--json", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            self.assertEqual(rec.rc, 0, rec)
+            self.assertTrue(rec.json()["clean"], rec)
+            self.assertEqual(rec.json()["found"]["corrupt"], 0, rec)
+            gets = [e for e in proxy.entries() if e["method"] == "GET" and key in e["path"]]
+            self.assertEqual([e["action"] for e in gets], ["cut_body", "forward"], gets)
+            self.assertEqual(gets[1].get("range"), "bytes=150000-", gets)
         finally:
             proxy.stop()
 

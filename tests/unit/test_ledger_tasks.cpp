@@ -1,5 +1,6 @@
-// The ledger's transitions and the cleanup path, with a fake store that records what it
-// was asked to delete (no network, a ledger in a temp dir).
+// The ledger's transitions and the cleanup path, with the recording fake store (no
+// network, a ledger in a temp dir).
+#include "fake_store.hpp"
 #include "support.hpp"
 
 #include <lodge/ledger/ledger.hpp>
@@ -15,51 +16,11 @@ public:
   [[nodiscard]] int64_t now_ms() const override { return t; }
 };
 
-// Records removals; fails them while `failing` is set.
-class RecordingStore final : public store::ObjectStore {
-public:
-  std::vector<std::string> removed;
-  bool failing = false;
-  std::string m_prefix;
-  [[nodiscard]] std::string describe() const override { return "fake://"; }
-  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
-  Result<store::PutResult> put(const store::PutRequest &) override { return store::PutResult{}; }
-  Result<store::ObjectInfo> head(const std::string &k) override { return Error(Errc::not_found, k); }
-  Status read(const std::string &, const std::function<bool(const char *, size_t)> &) override {
-    return ok_status();
-  }
-  Status remove_all(const std::string &key) override {
-    if (failing) return Error(Errc::storage_unavailable, "fake outage");
-    removed.push_back(key);
-    return ok_status();
-  }
-  Status list(const std::string &, const std::function<bool(const store::ObjectInfo &)> &) override {
-    return ok_status();
-  }
-  Result<std::string> begin_multipart(const std::string &, const std::string &,
-                                      const store::Metadata &) override {
-    return std::string("id");
-  }
-  Result<store::Part> put_part(const std::string &, const std::string &, int, const store::Body &,
-                               int64_t) override {
-    return store::Part{};
-  }
-  Result<store::PutResult> complete_multipart(const std::string &, const std::string &,
-                                              const std::vector<store::Part> &, int64_t) override {
-    return store::PutResult{};
-  }
-  Status abort_multipart(const std::string &, const std::string &) override { return ok_status(); }
-  Status list_multipart(const std::string &,
-                        const std::function<bool(const store::UploadInfo &)> &) override {
-    return ok_status();
-  }
-};
-
 struct Env {
   test::TempDir dir;
   ManualClock clock;
   std::unique_ptr<ledger::Ledger> l;
-  RecordingStore store;
+  test::FakeStore store;
   ops::CleanupSettings cs{1000, 100, 1000};
   Env() {
     ledger::OpenOptions o;
@@ -132,14 +93,14 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   REQUIRE(claimed.size() == 1);
   auto r = ops::run_claimed_task(*e.l, e.store, claimed[0], e.cs, e.clock);
   CHECK(r.outcome == ops::CleanupOutcome::postponed);
-  CHECK(e.store.removed.empty());
+  CHECK(e.store.removed().empty());
   REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));
   auto again = e.l->claim_due(e.clock.t + 2'000, 10, "w", 5'000);
   REQUIRE(again.size() == 1);
   CHECK(again[0].lease_version == 2);
   CHECK(ops::run_claimed_task(*e.l, e.store, again[0], e.cs, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
-  CHECK(e.store.removed == std::vector<std::string>{a.object_key});
+  CHECK(e.store.removed() == std::vector<std::string>{a.object_key});
   CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
 }
 
@@ -158,7 +119,7 @@ TEST_CASE("I6: a worker with a stale lease_version changes nothing") {
   CHECK(e.l->finish(first[0], false, "err", 0, e.clock.t) == ledger::TaskFinish::lease_lost);
   CHECK(ops::run_claimed_task(*e.l, e.store, first[0], e.cs, e.clock).outcome ==
         ops::CleanupOutcome::lease_lost);
-  CHECK(e.store.removed.empty());
+  CHECK(e.store.removed().empty());
   CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
   CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
@@ -168,7 +129,7 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   Env e;
   auto a = e.reserve("a");
   REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
-  e.store.failing = true;
+  e.store.fail("remove_all", Error(Errc::storage_unavailable, "fake outage"));
   std::vector<ops::CleanupOutcome> seen;
   for (int i = 0; i < 3; ++i) {
     auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock);
@@ -187,7 +148,7 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   CHECK(e.l->status(e.clock.t).dead_letters == 1);
   REQUIRE(e.l->retry_task(t->id, e.clock.t));
   CHECK_FALSE(e.l->retry_task(t->id, e.clock.t));
-  e.store.failing = false;
+  e.store.clear_failures();
   CHECK(ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock).deleted == 1);
 }
 

@@ -1,5 +1,6 @@
 // The uploader against a fake store: parts go up in parallel over separate connections,
 // and every outcome leaves the ledger in the state the protocol promises.
+#include "fake_store.hpp"
 #include "support.hpp"
 
 #include <condition_variable>
@@ -19,53 +20,6 @@ struct PartBoard {
   std::vector<int> numbers;
 };
 
-class PartStore final : public store::ObjectStore {
-public:
-  explicit PartStore(PartBoard &b) : m_board(b) {}
-  [[nodiscard]] std::string describe() const override { return "fake://"; }
-  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
-  Result<store::PutResult> put(const store::PutRequest &) override { return store::PutResult{"e", ""}; }
-  Result<store::ObjectInfo> head(const std::string &k) override { return Error(Errc::not_found, k); }
-  Status read(const std::string &, const std::function<bool(const char *, size_t)> &) override {
-    return ok_status();
-  }
-  Status remove_all(const std::string &) override { return ok_status(); }
-  Status list(const std::string &, const std::function<bool(const store::ObjectInfo &)> &) override {
-    return ok_status();
-  }
-  Result<std::string> begin_multipart(const std::string &, const std::string &,
-                                      const store::Metadata &) override {
-    return std::string("upload-1");
-  }
-  Result<store::Part> put_part(const std::string &, const std::string &, int n, const store::Body &b,
-                               int64_t) override {
-    std::unique_lock lock(m_board.mutex);
-    ++m_board.in_flight;
-    m_board.most = std::max(m_board.most, m_board.in_flight);
-    m_board.numbers.push_back(n);
-    m_board.cv.notify_all();
-    // Hold the part until a second one is in flight (or give up after a while, which
-    // the test then reports as no parallelism).
-    m_board.cv.wait_for(lock, std::chrono::seconds(2), [&] { return m_board.most >= 2; });
-    --m_board.in_flight;
-    return store::Part{n, "etag-" + std::to_string(n), b.sha256_hex};
-  }
-  Result<store::PutResult> complete_multipart(const std::string &, const std::string &,
-                                              const std::vector<store::Part> &parts, int64_t) override {
-    completed = parts;
-    return store::PutResult{"final", ""};
-  }
-  Status abort_multipart(const std::string &, const std::string &) override { return ok_status(); }
-  Status list_multipart(const std::string &,
-                        const std::function<bool(const store::UploadInfo &)> &) override {
-    return ok_status();
-  }
-  std::vector<store::Part> completed;
-
-private:
-  PartBoard &m_board;
-  std::string m_prefix;
-};
 } // namespace
 
 TEST_CASE("a multipart upload sends parts in parallel and completes them in order") {
@@ -74,16 +28,25 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   o.path = dir.file("l.db");
   auto l = ledger::open_sqlite_ledger(o);
   PartBoard board;
-  PartStore main_store(board);
+  test::FakeStore main_store;
+  // Holds each part until a second one is in flight (or gives up after a while, which
+  // the test then reports as no parallelism).
+  main_store.on_put_part = [&board](int n) {
+    std::unique_lock lock(board.mutex);
+    ++board.in_flight;
+    board.most = std::max(board.most, board.in_flight);
+    board.numbers.push_back(n);
+    board.cv.notify_all();
+    board.cv.wait_for(lock, std::chrono::seconds(2), [&] { return board.most >= 2; });
+    --board.in_flight;
+  };
   ops::UploadSettings s;
   s.policy.name = "default";
   s.owner = "o";
   s.multipart_threshold = 1024;
   s.part_size = 1024;
   s.part_concurrency = 3;
-  s.open_store = [&board]() -> std::unique_ptr<store::ObjectStore> {
-    return std::make_unique<PartStore>(board);
-  };
+  s.open_store = [&main_store]() -> std::unique_ptr<store::ObjectStore> { return main_store.connection(); };
   std::string content;
   for (int i = 0; i < 5000; ++i)
     content.push_back(static_cast<char>('a' + i % 26));
@@ -93,11 +56,14 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   REQUIRE_MESSAGE(r.outcome == ops::UploadOutcome::active, (r.error ? r.error->message : ""));
   CHECK(board.most >= 2);
   CHECK(board.numbers.size() == 5);
-  REQUIRE(main_store.completed.size() == 5);
+  auto completed = main_store.completed_parts();
+  REQUIRE(completed.size() == 5);
   for (int i = 0; i < 5; ++i)
-    CHECK(main_store.completed[static_cast<size_t>(i)].number == i + 1);
+    CHECK(completed[static_cast<size_t>(i)].number == i + 1);
   auto row = l->find_file(*r.id);
   CHECK(row->upload_status == "ACTIVE");
   CHECK(row->multipart_upload_id == "upload-1");
+  CHECK(main_store.count("put_part") == 5);
+  CHECK(main_store.has(row->object_key));
   CHECK(l->find_task_for(*r.id)->status == "IGNORED");
 }

@@ -14,6 +14,7 @@ public:
     http::Headers headers;
     int curl_error = 0; // when set, a transport failure
     bool ambiguous = false;
+    bool stream = false; // a 2xx body streamed to the sink; with curl_error, cut off after it
   };
   std::vector<Step> script;
   std::vector<http::Request> seen;
@@ -31,6 +32,15 @@ public:
     }
     bodies_sent.push_back(sent);
     Step s = script.at(seen.size() - 1);
+    if (s.stream && req.sink) {
+      http::Response head;
+      head.status = s.status;
+      head.headers = s.headers;
+      if (req.accept && !req.accept(head)) return Error(Errc::storage_error, "answer refused");
+      if (!s.body.empty() && !req.sink(s.body.data(), s.body.size()))
+        return Error(Errc::internal, "sink failed");
+      if (!s.curl_error) return head;
+    }
     if (s.curl_error) {
       ErrorDetails d;
       d.curl_code = s.curl_error;
@@ -269,4 +279,91 @@ TEST_CASE("a key with a '.' or '..' segment is refused before any request is sen
     CHECK(h.client->delete_object(key).error().code == Errc::storage_error);
   }
   CHECK(h.transport->seen.empty());
+}
+
+namespace {
+std::string header_of(const http::Request &r, const std::string &name) {
+  for (const auto &[k, v] : r.headers)
+    if (k == name) return v;
+  return {};
+}
+} // namespace
+
+TEST_CASE("a GET cut off mid-body is resumed with Range on the same ETag; each byte reaches the sink once") {
+  using Step = ScriptedTransport::Step;
+  Harness h({Step{200, "hello ", {{"content-length", "11"}, {"etag", "\"e1\""}}, 18, false, true},
+             Step{206, "world", {{"content-range", "bytes 6-10/11"}, {"etag", "\"e1\""}}, 0, false, true}});
+  std::string got;
+  auto r = h.client->get_object("k", [&](const char *p, size_t n) {
+    got.append(p, n);
+    return true;
+  });
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(got == "hello world");
+  REQUIRE(h.transport->seen.size() == 2);
+  CHECK(header_of(h.transport->seen[0], "range").empty());
+  CHECK(header_of(h.transport->seen[1], "range") == "bytes=6-");
+  CHECK(header_of(h.transport->seen[1], "if-match") == "\"e1\"");
+}
+
+TEST_CASE("a retried GET answered with the whole object again passes over what the sink has") {
+  using Step = ScriptedTransport::Step;
+  Harness h({Step{200, "hello ", {{"content-length", "11"}, {"etag", "\"e1\""}}, 18, false, true},
+             Step{200, "hello world", {{"content-length", "11"}, {"etag", "\"e1\""}}, 0, false, true}});
+  std::string got;
+  auto r = h.client->get_object("k", [&](const char *p, size_t n) {
+    got.append(p, n);
+    return true;
+  });
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(got == "hello world");
+}
+
+TEST_CASE("a resumed GET that finds another object fails instead of mixing two objects") {
+  using Step = ScriptedTransport::Step;
+  Harness h({Step{200, "hello ", {{"content-length", "11"}, {"etag", "\"e1\""}}, 18, false, true},
+             Step{206, "WORLD", {{"content-range", "bytes 6-10/11"}, {"etag", "\"e2\""}}, 0, false, true}});
+  std::string got;
+  auto r = h.client->get_object("k", [&](const char *p, size_t n) {
+    got.append(p, n);
+    return true;
+  });
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::storage_error);
+  CHECK(r.error().message.find("changed") != std::string::npos);
+  CHECK(got == "hello ");
+  Harness wrong({Step{200, "hello ", {{"content-length", "11"}}, 18, false, true},
+                 Step{206, "xxxxx", {{"content-range", "bytes 3-7/11"}}, 0, false, true}});
+  got.clear();
+  CHECK_FALSE(wrong.client
+                  ->get_object("k",
+                               [&](const char *p, size_t n) {
+                                 got.append(p, n);
+                                 return true;
+                               })
+                  .ok());
+  CHECK(got == "hello ");
+}
+
+TEST_CASE("405 and 501 mean UNSUPPORTED: learned once, not retried, not unreachable") {
+  const char *k_405 = "<Error><Code>MethodNotAllowed</Code><Message>no versions</Message></Error>";
+  const char *k_501 = "<Error><Code>NotImplemented</Code><Message>no uploads</Message></Error>";
+  Harness h({{405, k_405, {}}, {204, "", {}}, {501, k_501, {}}, {204, "", {}}});
+  REQUIRE(h.client->delete_everything("k").ok());
+  CHECK(h.client->support(s3::Feature::list_versions) == s3::Support::absent);
+  CHECK(h.client->support(s3::Feature::list_uploads) == s3::Support::absent);
+  // The second delete asks only for the delete itself.
+  REQUIRE(h.client->delete_everything("k2").ok());
+  REQUIRE(h.transport->seen.size() == 4);
+  CHECK(h.transport->seen[3].method == "DELETE");
+  CHECK(h.sleeper.delays.empty());
+  auto l = h.client->list_multipart_uploads("", [](const s3::ListedUpload &) { return true; });
+  REQUIRE_FALSE(l.ok());
+  CHECK(l.error().code == Errc::unsupported);
+  CHECK(h.transport->seen.size() == 4);
+  Harness once({{501, k_501, {}}});
+  auto e = once.client->list_multipart_uploads("", [](const s3::ListedUpload &) { return true; });
+  CHECK(e.error().code == Errc::unsupported);
+  CHECK(e.error().name() == "UNSUPPORTED");
+  CHECK(once.transport->seen.size() == 1); // 501 was retried as "unavailable" before
 }

@@ -38,20 +38,23 @@ private:
   size_t m_pos = 0;
 };
 
+struct Response {
+  long status = 0;
+  Headers headers; // names lowercased
+  std::string body;
+  [[nodiscard]] std::string header(std::string_view lower_name) const;
+};
+
 struct Request {
   std::string method;
   std::string url; // fully encoded
   Headers headers;
   BodySource *body = nullptr;                     // not owned
   std::function<bool(const char *, size_t)> sink; // streams the response body when set
-  int64_t deadline_steady_ms = 0;                 // 0: no deadline beyond the timeouts
-};
-
-struct Response {
-  long status = 0;
-  Headers headers; // names lowercased
-  std::string body;
-  [[nodiscard]] std::string header(std::string_view lower_name) const;
+  // Called once with the status and headers of a 2xx answer, before its first body byte
+  // reaches sink; false refuses the body (the attempt fails with STORAGE_ERROR).
+  std::function<bool(const Response &)> accept;
+  int64_t deadline_steady_ms = 0; // 0: no deadline beyond the timeouts
 };
 
 struct TransportOptions {

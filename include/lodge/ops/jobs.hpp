@@ -59,7 +59,8 @@ struct ReconcileOptions {
 };
 
 struct Finding {
-  std::string kind; // orphan, dangling, corrupt, leftover, stale_multipart, foreign, beyond_history
+  std::string kind; // orphan, dangling, corrupt, leftover, stale_multipart, foreign, beyond_history,
+                    // unknown
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;
@@ -69,6 +70,9 @@ struct Finding {
 struct ReconcileSummary {
   int64_t objects = 0, rows = 0;
   std::map<std::string, int64_t> counts; // by kind
+  // Kinds not looked for, with the reason (the store cannot list what they need); a
+  // skipped kind has no count.
+  std::map<std::string, std::string> skipped;
   int64_t applied = 0;
   [[nodiscard]] bool clean() const;
 };

@@ -3,6 +3,7 @@
 // return typed errors (Errc + HTTP status, S3 code, request id). Transient failures are
 // retried with exponential backoff and full jitter, bounded, honouring Retry-After.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
@@ -38,12 +39,31 @@ public:
 };
 [[nodiscard]] Sleeper &real_sleeper();
 
+// What a server was found, from its answers, to implement or not (HTTP 405/501,
+// MethodNotAllowed, NotImplemented). Shared by every client of one server in a process,
+// so a run learns each absence once and warns once.
+enum class Feature { list_versions, list_uploads };
+enum class Support { unknown, present, absent };
+class ServerTraits {
+public:
+  [[nodiscard]] Support get(Feature f) const;
+  // Records what an answer showed; returns true when this is the first news of an absence.
+  bool learn(Feature f, Support s);
+
+private:
+  std::atomic<int> m_versions{0};
+  std::atomic<int> m_uploads{0};
+};
+// One ServerTraits per name (endpoint and bucket) for the whole process.
+[[nodiscard]] std::shared_ptr<ServerTraits> traits_for(const std::string &server);
+
 struct ClientConfig {
   std::string endpoint; // "" = AWS (virtual-hosted); otherwise path-style, e.g. http://127.0.0.1:9000
   std::string region = "us-east-1";
   std::string bucket;
   Credentials credentials;
   RetryPolicy retry;
+  std::shared_ptr<ServerTraits> traits; // shared knowledge of the server; a fresh one when unset
 };
 
 struct PutOptions {
@@ -82,7 +102,9 @@ public:
 
   Result<PutResult> put_object(const std::string &key, http::BodySource &body, const PutOptions &o);
   Result<HeadResult> head_object(const std::string &key);
-  // Streams the object's bytes to sink; a false return from sink aborts.
+  // Streams the object's bytes to sink, each byte once and in order: an attempt cut off
+  // mid-body is resumed with Range (and If-Match on the first answer's ETag), and the
+  // total is checked against the first answer's length. A false return from sink aborts.
   Status get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink);
   // A missing key is success; a missing bucket is not.
   Status delete_object(const std::string &key, const std::string &version_id = {});
@@ -90,9 +112,11 @@ public:
   // the listing by returning false.
   Status list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
                       int page_size = 1000);
+  // UNSUPPORTED, without a request, once the server was found not to implement it.
   Status list_versions(const std::string &prefix, const std::function<bool(const ListedVersion &)> &visit);
   // Every version, every delete marker and every incomplete multipart upload of exactly
-  // this key. Idempotent.
+  // this key. Idempotent. On a server that cannot list versions, a plain delete; on one
+  // that cannot list uploads, no upload is aborted (both said once by a warning).
   Status delete_everything(const std::string &key);
 
   Result<std::string> create_multipart(const std::string &key, const PutOptions &o);
@@ -103,8 +127,10 @@ public:
                                        const std::vector<CompletedPart> &parts, bool if_none_match,
                                        int64_t deadline_steady_ms);
   Status abort_multipart(const std::string &key, const std::string &upload_id);
+  // UNSUPPORTED, without a request, once the server was found not to implement it.
   Status list_multipart_uploads(const std::string &prefix,
                                 const std::function<bool(const ListedUpload &)> &visit);
+  [[nodiscard]] Support support(Feature f) const { return m_traits->get(f); }
 
   // Bucket set-up, for tests and tooling.
   Status create_bucket();
@@ -125,7 +151,13 @@ private:
     std::string what; // for messages: "PUT key"
   };
   Result<http::Response> send(const Call &call);
-  Result<http::Response> send_once(const Call &call);
+  // One attempt; accept (when set) vets a 2xx answer's head before its body streams.
+  Result<http::Response> send_once(const Call &call,
+                                   const std::function<bool(const http::Response &)> &accept = {});
+  // After a failed attempt: false when it is not worth another, else sleeps the backoff.
+  bool retry_after(const Call &call, int attempt, const Error &e);
+  // Records a feature's presence or absence from a call's outcome (warning once).
+  void learn(Feature f, const Status &outcome);
   [[nodiscard]] Error error_from(const http::Response &r, const std::string &what) const;
 
   ClientConfig m_cfg;
@@ -133,6 +165,7 @@ private:
   const util::Clock &m_clock;
   Sleeper &m_sleeper;
   SigningKeyCache m_keys;
+  std::shared_ptr<ServerTraits> m_traits;
   std::string m_base_url; // scheme://host[:port]
   std::string m_host;     // Host header
   bool m_path_style = true;

@@ -59,6 +59,10 @@ struct Part {
   std::string sha256_hex;
 };
 
+// Optional abilities of a store's server, learned from its answers during a run.
+enum class Capability { version_listing, multipart_listing };
+enum class Support { unknown, present, absent };
+
 class ObjectStore {
 public:
   virtual ~ObjectStore() = default;
@@ -90,8 +94,11 @@ public:
                                                const std::vector<Part> &parts,
                                                int64_t deadline_steady_ms) = 0;
   virtual Status abort_multipart(const std::string &key, const std::string &upload_id) = 0;
+  // UNSUPPORTED when the server cannot list incomplete uploads (callers do without).
   virtual Status list_multipart(const std::string &prefix,
                                 const std::function<bool(const UploadInfo &)> &visit) = 0;
+  // What this run has learned so far of an optional ability (unknown until used).
+  [[nodiscard]] virtual Support support(Capability) const { return Support::unknown; }
 };
 
 struct StoreOptions {

@@ -1,0 +1,249 @@
+#pragma once
+// One ObjectStore fake for the unit tests: keeps objects in memory, records every call
+// (operation, key, whether it succeeded) and fails calls on script. Several instances can
+// share one state, like several connections to one server (FakeStore::connection()).
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <lodge/store/store.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace lodge::test {
+
+struct StoreCall {
+  std::string op; // put, head, read, remove_all, list, begin_multipart, put_part,
+                  // complete_multipart, abort_multipart, list_multipart
+  std::string key;
+  bool ok = true;
+};
+
+class FakeStore final : public store::ObjectStore {
+  struct Failure {
+    std::string op;
+    Error error;
+    int times; // < 0: until cleared
+  };
+  struct State {
+    std::mutex mutex;
+    std::vector<StoreCall> calls;
+    std::vector<Failure> failures;
+    std::map<std::string, std::pair<store::ObjectInfo, std::string>> objects;
+    std::map<std::string, std::string> uploads; // upload id -> key
+    std::vector<store::Part> completed;         // the parts of the last complete_multipart
+    int next_upload = 1;
+  };
+
+public:
+  FakeStore() : m_state(std::make_shared<State>()) {}
+
+  // Another connection to the same fake server: shares objects, calls and failures.
+  [[nodiscard]] std::unique_ptr<FakeStore> connection() const {
+    return std::unique_ptr<FakeStore>(new FakeStore(m_state, on_put_part));
+  }
+
+  // Runs inside put_part, before it records, outside any lock (to hold parts in flight).
+  std::function<void(int number)> on_put_part;
+
+  // The next `times` calls of op fail with e (times < 0: every call until cleared).
+  void fail(const std::string &op, Error e, int times = -1) {
+    std::lock_guard lock(m_state->mutex);
+    m_state->failures.push_back({op, std::move(e), times});
+  }
+  void clear_failures() {
+    std::lock_guard lock(m_state->mutex);
+    m_state->failures.clear();
+  }
+
+  // Every call so far, in order.
+  [[nodiscard]] std::vector<StoreCall> calls() const {
+    std::lock_guard lock(m_state->mutex);
+    return m_state->calls;
+  }
+  // The keys of the calls of op that succeeded, in order.
+  [[nodiscard]] std::vector<std::string> succeeded(const std::string &op) const {
+    std::vector<std::string> out;
+    for (const auto &c : calls())
+      if (c.op == op && c.ok) out.push_back(c.key);
+    return out;
+  }
+  [[nodiscard]] std::vector<std::string> removed() const { return succeeded("remove_all"); }
+  [[nodiscard]] size_t count(const std::string &op) const {
+    auto all = calls();
+    return static_cast<size_t>(
+        std::count_if(all.begin(), all.end(), [&](const auto &c) { return c.op == op; }));
+  }
+  [[nodiscard]] std::vector<store::Part> completed_parts() const {
+    std::lock_guard lock(m_state->mutex);
+    return m_state->completed;
+  }
+  [[nodiscard]] bool has(const std::string &key) const {
+    std::lock_guard lock(m_state->mutex);
+    return m_state->objects.count(key) > 0;
+  }
+
+  [[nodiscard]] std::string describe() const override { return "fake://"; }
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+
+  Result<store::PutResult> put(const store::PutRequest &req) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("put", req.key)) return *e;
+    if (m_state->objects.count(req.key)) return refuse("put", req.key, Errc::precondition_failed, "exists");
+    std::string bytes(req.body.size, '\0');
+    if (req.body.fd >= 0 && req.body.size > 0 &&
+        ::pread(req.body.fd, bytes.data(), bytes.size(), static_cast<off_t>(req.body.offset)) !=
+            static_cast<ssize_t>(bytes.size()))
+      return refuse("put", req.key, Errc::unreadable, "short read of the body");
+    store::ObjectInfo info;
+    info.key = req.key;
+    info.size = req.body.size;
+    info.etag = "etag-" + req.key;
+    info.content_type = req.content_type;
+    info.metadata = req.metadata;
+    info.sha256_hex = req.body.sha256_hex;
+    m_state->objects[req.key] = {info, std::move(bytes)};
+    record("put", req.key, true);
+    return store::PutResult{info.etag, ""};
+  }
+
+  Result<store::ObjectInfo> head(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("head", key)) return *e;
+    auto it = m_state->objects.find(key);
+    if (it == m_state->objects.end()) return refuse("head", key, Errc::not_found, "no such object");
+    record("head", key, true);
+    return it->second.first;
+  }
+
+  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
+    std::string bytes;
+    {
+      std::lock_guard lock(m_state->mutex);
+      if (auto e = scripted("read", key)) return *e;
+      auto it = m_state->objects.find(key);
+      if (it == m_state->objects.end()) return refuse("read", key, Errc::not_found, "no such object");
+      record("read", key, true);
+      bytes = it->second.second;
+    }
+    if (!bytes.empty() && !sink(bytes.data(), bytes.size())) return Error(Errc::internal, "reading aborted");
+    return ok_status();
+  }
+
+  Status remove_all(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("remove_all", key)) return *e;
+    m_state->objects.erase(key);
+    for (auto it = m_state->uploads.begin(); it != m_state->uploads.end();)
+      it = it->second == key ? m_state->uploads.erase(it) : std::next(it);
+    record("remove_all", key, true);
+    return ok_status();
+  }
+
+  Status list(const std::string &prefix,
+              const std::function<bool(const store::ObjectInfo &)> &visit) override {
+    std::vector<store::ObjectInfo> found;
+    {
+      std::lock_guard lock(m_state->mutex);
+      if (auto e = scripted("list", prefix)) return *e;
+      record("list", prefix, true);
+      for (const auto &[k, v] : m_state->objects)
+        if (k.compare(0, prefix.size(), prefix) == 0) found.push_back(v.first);
+    }
+    for (const auto &o : found)
+      if (!visit(o)) break;
+    return ok_status();
+  }
+
+  Result<std::string> begin_multipart(const std::string &key, const std::string &,
+                                      const store::Metadata &) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("begin_multipart", key)) return *e;
+    std::string id = "upload-" + std::to_string(m_state->next_upload++);
+    m_state->uploads[id] = key;
+    record("begin_multipart", key, true);
+    return id;
+  }
+
+  Result<store::Part> put_part(const std::string &key, const std::string &, int number, const store::Body &b,
+                               int64_t) override {
+    if (on_put_part) on_put_part(number);
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("put_part", key)) return *e;
+    record("put_part", key, true);
+    return store::Part{number, "etag-" + std::to_string(number), b.sha256_hex};
+  }
+
+  Result<store::PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
+                                              const std::vector<store::Part> &parts, int64_t) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("complete_multipart", key)) return *e;
+    if (m_state->uploads.erase(upload_id) == 0)
+      return refuse("complete_multipart", key, Errc::not_found, "no such upload");
+    if (m_state->objects.count(key))
+      return refuse("complete_multipart", key, Errc::precondition_failed, "exists");
+    m_state->completed = parts;
+    store::ObjectInfo info;
+    info.key = key;
+    info.etag = "final";
+    m_state->objects[key] = {info, ""};
+    record("complete_multipart", key, true);
+    return store::PutResult{"final", ""};
+  }
+
+  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("abort_multipart", key)) return *e;
+    m_state->uploads.erase(upload_id);
+    record("abort_multipart", key, true);
+    return ok_status();
+  }
+
+  Status list_multipart(const std::string &prefix,
+                        const std::function<bool(const store::UploadInfo &)> &visit) override {
+    std::vector<store::UploadInfo> found;
+    {
+      std::lock_guard lock(m_state->mutex);
+      if (auto e = scripted("list_multipart", prefix)) return *e;
+      record("list_multipart", prefix, true);
+      for (const auto &[id, key] : m_state->uploads)
+        if (key.compare(0, prefix.size(), prefix) == 0) found.push_back({key, id, 0});
+    }
+    std::sort(found.begin(), found.end(), [](const auto &a, const auto &b) { return a.key < b.key; });
+    for (const auto &u : found)
+      if (!visit(u)) break;
+    return ok_status();
+  }
+
+private:
+  FakeStore(std::shared_ptr<State> s, std::function<void(int)> hook)
+      : on_put_part(std::move(hook)), m_state(std::move(s)) {}
+
+  // With the lock held.
+  void record(const std::string &op, const std::string &key, bool ok) {
+    m_state->calls.push_back({op, key, ok});
+  }
+  std::optional<Error> scripted(const std::string &op, const std::string &key) {
+    for (auto &f : m_state->failures) {
+      if (f.op != op || f.times == 0) continue;
+      if (f.times > 0) --f.times;
+      record(op, key, false);
+      return f.error;
+    }
+    return std::nullopt;
+  }
+  Error refuse(const std::string &op, const std::string &key, Errc code, const std::string &why) {
+    record(op, key, false);
+    return Error(code, op + " " + key + ": " + why);
+  }
+
+  std::shared_ptr<State> m_state;
+  std::string m_prefix;
+};
+
+} // namespace lodge::test
