@@ -43,8 +43,11 @@ public:
   const config::Config &cfg();
   // The ledger (opened, created and migrated once, on first use).
   ledger::Ledger &ledger();
+  // The ledger for a command that only reads it (status, list, tasks): opened read-only
+  // (never migrated) unless this run already opened it for writing.
+  ledger::Ledger &reader();
   // A new ledger connection (for worker threads; each needs its own).
-  std::unique_ptr<ledger::Ledger> open_ledger();
+  std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false);
   // A new store connection (credentials resolved when the store is S3).
   std::unique_ptr<store::ObjectStore> open_store();
   // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
@@ -58,6 +61,7 @@ public:
 private:
   std::unique_ptr<config::Config> m_cfg;
   std::unique_ptr<ledger::Ledger> m_ledger;
+  std::unique_ptr<ledger::Ledger> m_reader;
   std::once_flag m_credentials_once;
   std::optional<Result<s3::Credentials>> m_credentials;
 };

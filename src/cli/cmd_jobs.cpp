@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -20,6 +21,9 @@ int64_t duration_option(const std::string &text, const char *name, int64_t fallb
   if (!v)
     throw LodgeError(Errc::usage,
                      std::string(name) + ": expected a duration like 2m or 500ms, got '" + text + "'");
+  // Added to wall-clock times: a century is plenty and keeps every sum far from overflow.
+  if (*v > 36'500LL * 86'400'000)
+    throw LodgeError(Errc::usage, std::string(name) + ": '" + text + "' is too long (at most 36500d)");
   return *v;
 }
 
@@ -49,11 +53,66 @@ void record(Context &ctx, const char *job, const std::string &worker, int64_t st
       {job, worker, started, util::system_clock().now_ms(), ok ? "ok" : "failed", counts.dump()});
 }
 
+// Runs a job so that every way it ends leaves a job_run: the body records its own
+// outcome when it returns; an exception records a failed run carrying the error (so
+// `status` does not show the last good run as the latest), then goes on to main.
+int run_job(Context &ctx, const char *job, const std::string &worker,
+            const std::function<int(int64_t started)> &body) {
+  int64_t started = util::system_clock().now_ms();
+  try {
+    return body(started);
+  } catch (const std::exception &e) {
+    const auto *le = dynamic_cast<const LodgeError *>(&e);
+    nlohmann::json counts{{"error", le ? le->error().message : std::string(e.what())}};
+    if (le) counts["code"] = std::string(le->error().name());
+    try {
+      record(ctx, job, worker, started, false, counts);
+    } catch (const std::exception &again) {
+      std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
+                   util::escape_for_terminal(again.what()).c_str());
+    }
+    throw;
+  }
+}
+
 struct SweepCli {
   int limit = 1000;
   std::string lease, max_runtime, worker_id;
   bool dry_run = false;
 };
+int sweep_report(Context &ctx, const SweepCli &o, const ops::SweepOptions &so, int64_t started) {
+  auto &l = ctx.ledger();
+  auto st = ctx.open_store();
+  auto sum = ops::sweep(l, *st, so, util::system_clock());
+  nlohmann::json j{{"claimed", sum.claimed},       {"deleted", sum.deleted},
+                   {"ignored", sum.ignored},       {"postponed", sum.postponed},
+                   {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
+                   {"lease_lost", sum.lease_lost}, {"verify_scheduled", sum.verify_scheduled},
+                   {"verified", sum.verified}};
+  if (o.dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
+  bool ok = sum.dead_lettered == 0 && sum.retried == 0;
+  if (!o.dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
+  for (const auto &e : sum.errors)
+    std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
+  if (ctx.g.json)
+    ctx.print_json(j);
+  else if (speak(ctx) || o.dry_run) {
+    if (o.dry_run)
+      std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
+    else
+      std::printf("sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
+                  "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld\n",
+                  static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
+                  static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
+                  static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
+                  static_cast<long long>(sum.lease_lost), static_cast<long long>(sum.verify_scheduled),
+                  static_cast<long long>(sum.verified));
+  }
+  if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
+      sum.unreachable == sum.retried + sum.dead_lettered)
+    return 4;
+  return sum.dead_lettered > 0 ? 1 : 0;
+}
 } // namespace
 
 Command add_sweep(CLI::App &app) {
@@ -74,36 +133,9 @@ Command add_sweep(CLI::App &app) {
             so.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
             so.dry_run = o->dry_run;
             so.cleanup = {max_grace(c), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
-            int64_t started = util::system_clock().now_ms();
-            auto &l = ctx.ledger();
-            auto st = ctx.open_store();
-            auto sum = ops::sweep(l, *st, so, util::system_clock());
-            nlohmann::json j{{"claimed", sum.claimed},      {"deleted", sum.deleted},
-                             {"ignored", sum.ignored},      {"postponed", sum.postponed},
-                             {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
-                             {"lease_lost", sum.lease_lost}};
-            if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
-            bool ok = sum.dead_lettered == 0 && sum.retried == 0;
-            if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
-            for (const auto &e : sum.errors)
-              std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
-            if (ctx.g.json)
-              ctx.print_json(j);
-            else if (speak(ctx) || o->dry_run) {
-              if (o->dry_run)
-                std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
-              else
-                std::printf("sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
-                            "dead-lettered %lld, lease lost %lld\n",
-                            static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
-                            static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
-                            static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
-                            static_cast<long long>(sum.lease_lost));
-            }
-            if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
-                sum.unreachable == sum.retried + sum.dead_lettered)
-              return 4;
-            return sum.dead_lettered > 0 ? 1 : 0;
+            if (o->dry_run) return sweep_report(ctx, *o, so, 0);
+            return run_job(ctx, "sweep", so.worker_id,
+                           [&](int64_t started) { return sweep_report(ctx, *o, so, started); });
           }};
 }
 
@@ -125,20 +157,22 @@ Command add_repair(CLI::App &app) {
           auto it = c.policies.find(policy);
           return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
         };
-        int64_t started = util::system_clock().now_ms();
-        auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
-        nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
-        if (*dry)
-          j = {{"overdue", sum.examined}, {"dry_run", true}};
-        else
-          record(ctx, "repair", default_worker(), started, true, j);
-        if (ctx.g.json)
-          ctx.print_json(j);
-        else if (speak(ctx) || *dry)
-          std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
-                      static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
-                      static_cast<long long>(sum.skipped));
-        return 0;
+        auto body = [&](int64_t started) {
+          auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
+          nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
+          if (*dry)
+            j = {{"overdue", sum.examined}, {"dry_run", true}};
+          else
+            record(ctx, "repair", default_worker(), started, true, j);
+          if (ctx.g.json)
+            ctx.print_json(j);
+          else if (speak(ctx) || *dry)
+            std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
+                        static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
+                        static_cast<long long>(sum.skipped));
+          return 0;
+        };
+        return *dry ? body(0) : run_job(ctx, "repair", default_worker(), body);
       }};
 }
 
@@ -151,51 +185,52 @@ Command add_reconcile(CLI::App &app) {
   sub->add_flag("--apply", *apply, "Queue orphans and leftovers for sweep; abort stale multipart uploads");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
-  return {sub, [apply, verify, older](Context &ctx) {
-            const auto &c = ctx.cfg();
-            ops::ReconcileOptions ro;
-            ro.apply = *apply;
-            ro.verify = *verify;
-            ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
-            ro.max_retries = c.sweep.max_retries;
-            int64_t started = util::system_clock().now_ms();
-            auto st = ctx.open_store();
-            nlohmann::json items = nlohmann::json::array();
-            auto sum =
-                ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
-                  if (ctx.g.json) {
-                    if (items.size() < 1000)
-                      items.push_back({{"kind", f.kind},
-                                       {"key", f.key},
-                                       {"record_id",
-                                        f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
-                                       {"detail", f.detail},
-                                       {"applied", f.applied}});
-                  } else {
-                    std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
-                                util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
-                  }
-                });
-            nlohmann::json counts(sum.counts);
-            nlohmann::json j{{"objects", sum.objects},
-                             {"rows", sum.rows},
-                             {"found", counts},
-                             {"applied", sum.applied},
-                             {"clean", sum.clean()}};
-            record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
+  return {
+      sub, [apply, verify, older](Context &ctx) {
+        const auto &c = ctx.cfg();
+        ops::ReconcileOptions ro;
+        ro.apply = *apply;
+        ro.verify = *verify;
+        ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
+        ro.max_retries = c.sweep.max_retries;
+        return run_job(ctx, "reconcile", default_worker(), [&](int64_t started) {
+          auto st = ctx.open_store();
+          nlohmann::json items = nlohmann::json::array();
+          auto sum = ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
             if (ctx.g.json) {
-              j["items"] = items;
-              ctx.print_json(j);
-            } else if (speak(ctx) || !sum.clean()) {
-              std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
-                                 std::to_string(sum.rows) + " records";
-              for (const auto &[k, v] : sum.counts)
-                line += ", " + k + " " + std::to_string(v);
-              if (*apply) line += ", queued " + std::to_string(sum.applied);
-              std::printf("%s\n", line.c_str());
+              if (items.size() < 1000)
+                items.push_back(
+                    {{"kind", f.kind},
+                     {"key", f.key},
+                     {"record_id", f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
+                     {"detail", f.detail},
+                     {"applied", f.applied}});
+            } else {
+              std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
+                          util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
             }
-            return sum.clean() ? 0 : 1;
-          }};
+          });
+          nlohmann::json counts(sum.counts);
+          nlohmann::json j{{"objects", sum.objects},
+                           {"rows", sum.rows},
+                           {"found", counts},
+                           {"applied", sum.applied},
+                           {"clean", sum.clean()}};
+          record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
+          if (ctx.g.json) {
+            j["items"] = items;
+            ctx.print_json(j);
+          } else if (speak(ctx) || !sum.clean()) {
+            std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
+                               std::to_string(sum.rows) + " records";
+            for (const auto &[k, v] : sum.counts)
+              line += ", " + k + " " + std::to_string(v);
+            if (*apply) line += ", queued " + std::to_string(sum.applied);
+            std::printf("%s\n", line.c_str());
+          }
+          return sum.clean() ? 0 : 1;
+        });
+      }};
 }
 
 Command add_delete(CLI::App &app) {
@@ -236,7 +271,7 @@ Command add_tasks(CLI::App &app) {
   sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all")
       ->check(CLI::IsMember({"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"}));
   return {sub, [status](Context &ctx) {
-            auto tasks = ctx.ledger().list_tasks(*status == "all" ? "" : *status);
+            auto tasks = ctx.reader().list_tasks(*status == "all" ? "" : *status);
             for (const auto &t : tasks) {
               if (ctx.g.json) {
                 ctx.print_json(nlohmann::json{

@@ -45,8 +45,15 @@ ledger::Ledger &Context::ledger() {
   return *m_ledger;
 }
 
-std::unique_ptr<ledger::Ledger> Context::open_ledger() {
+ledger::Ledger &Context::reader() {
+  if (m_ledger) return *m_ledger;
+  if (!m_reader) m_reader = open_ledger(true);
+  return *m_reader;
+}
+
+std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only) {
   ledger::OpenOptions o;
+  o.read_only = read_only;
   o.path = cfg().ledger;
   o.busy_timeout_ms = cfg().busy_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;

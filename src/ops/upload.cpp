@@ -37,15 +37,17 @@ Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSett
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
 
 FileResult Uploader::upload(const std::string &path) {
+  // Filled as the upload goes, so a failure after the reservation still reports the
+  // record id and key it reserved (they are in the ledger; the user needs them).
+  FileResult r;
+  r.file = path;
   auto failed = [&](Error e) {
-    FileResult r;
-    r.file = path;
     r.outcome = UploadOutcome::failed;
     r.error = std::move(e);
     return r;
   };
   try {
-    return upload_unguarded(path);
+    return upload_unguarded(path, r);
   } catch (const LodgeError &e) {
     return failed(e.error());
   } catch (const std::exception &e) {
@@ -74,9 +76,7 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 }
 } // namespace
 
-FileResult Uploader::upload_unguarded(const std::string &path) {
-  FileResult r;
-  r.file = path;
+FileResult Uploader::upload_unguarded(const std::string &path, FileResult &r) {
   // O_NONBLOCK: opening a FIFO must not hang; we refuse it right after fstat anyway.
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (m_s.follow_symlinks ? 0 : O_NOFOLLOW);
   util::Fd fd(::open(path.c_str(), flags));
@@ -249,7 +249,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     auto h = m_store.head(rec.object_key);
     if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) &&
         h->metadata["lodge-sha256"] == rec.sha256)
-      return store::PutResult{h->etag, ""};
+      return store::PutResult{h->etag, h->version_id};
     Error e = put.error();
     e.details.ambiguous = true; // not ours to delete at once
     return e;

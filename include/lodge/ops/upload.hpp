@@ -54,7 +54,8 @@ public:
   [[nodiscard]] FileResult upload(const std::string &path);
 
 private:
-  FileResult upload_unguarded(const std::string &path);
+  // Fills r as it goes (upload() reports what it holds if this throws).
+  FileResult upload_unguarded(const std::string &path, FileResult &r);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                     int64_t steady_deadline);
