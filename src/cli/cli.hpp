@@ -46,6 +46,8 @@ public:
   // The ledger for a command that only reads it (status, list, tasks): opened read-only
   // (never migrated) unless this run already opened it for writing.
   ledger::Ledger &reader();
+  // Whether ledger() has opened the ledger (for writing) in this run.
+  [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
   // A new ledger connection (for worker threads; each needs its own).
   std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false);
   // A new store connection (credentials resolved when the store is S3).

@@ -60,13 +60,15 @@ int run_job(Context &ctx, const char *job, const std::string &worker,
             const std::function<int(int64_t started)> &body) {
   int64_t started = util::system_clock().now_ms();
   try {
+    (void)ctx.ledger(); // opened first, so a failure anywhere later can be recorded in it
     return body(started);
   } catch (const std::exception &e) {
     const auto *le = dynamic_cast<const LodgeError *>(&e);
     nlohmann::json counts{{"error", le ? le->error().message : std::string(e.what())}};
     if (le) counts["code"] = std::string(le->error().name());
     try {
-      record(ctx, job, worker, started, false, counts);
+      // A ledger that could not be opened cannot take the record either.
+      if (ctx.ledger_opened()) record(ctx, job, worker, started, false, counts);
     } catch (const std::exception &again) {
       std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
                    util::escape_for_terminal(again.what()).c_str());
@@ -282,6 +284,7 @@ Command add_tasks(CLI::App &app) {
                     {"retry_count", t.retry_count},
                     {"next_retry_at", t.next_retry_at},
                     {"lease_version", t.lease_version},
+                    {"verify_pass", t.verify_pass},
                     {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}});
               } else {
                 std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id),

@@ -98,6 +98,19 @@ void prepare_file(const OpenOptions &o) {
                        path + ": the ledger path is a symbolic link; refusing to follow it");
     if (!S_ISREG(st.st_mode)) throw LodgeError(Errc::ledger_unusable, path + ": not a regular file");
     check_openable(path, o.read_only);
+    // A writer in WAL mode creates PATH-wal and PATH-shm next to the ledger; without
+    // them SQLite only says "attempt to write a readonly database".
+    struct stat aux {};
+    bool have_aux =
+        ::lstat((path + "-wal").c_str(), &aux) == 0 && ::lstat((path + "-shm").c_str(), &aux) == 0;
+    if (!o.read_only && !have_aux && ::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+      int e = errno;
+      throw LodgeError(
+          Errc::ledger_unusable,
+          path + ": cannot write in its directory " + dir.string() + ": " + std::strerror(e) +
+              " (the ledger's -wal and -shm files are made there; commands that only read it, such"
+              " as status, list and tasks, open it read-only)");
+    }
     return;
   }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);

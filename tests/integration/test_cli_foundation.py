@@ -183,6 +183,14 @@ class Foundation(LodgeTestCase):
         self.assertIn(db, up.err)
         self.assertIn("Permission denied", up.err)
         self.assertNotIn("unable to open database file", up.err)
+        # A writable ledger in a directory it may not write: its -wal cannot be made there.
+        os.chmod(db, 0o600)
+        rep = self.as_nobody("--db", db, "repair")
+        self.assertEqual(rep.rc, 3, rep)
+        self.assertIn("cannot write in its directory", rep.err)
+        self.assertIn("Permission denied", rep.err)
+        self.assertNotIn("attempt to write a readonly database", rep.err)
+        self.assertEqual(self.as_nobody("--db", db, "status").rc, 0)
         os.chmod(self.dir, 0o700)
 
     def test_read_only_open_of_an_older_ledger_says_to_run_init(self):
