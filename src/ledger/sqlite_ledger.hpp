@@ -53,7 +53,7 @@ private:
                                    bool verify, int64_t now);
   // UPLOADING (alive, overdue) -> UPLOAD_FAILED + deleted: repair's transition, also taken
   // by decide(). False when the row was not there any more.
-  bool fail_overdue_row(int64_t id, int64_t now);
+  bool fail_overdue_row(int64_t id, int64_t now, std::string_view by);
   std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind);
   std::optional<TaskRecord> task_by_id(int64_t id);
   void initialise_or_migrate();

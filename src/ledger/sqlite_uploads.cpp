@@ -301,7 +301,7 @@ TaskDecision SqliteLedger::decide(const TaskRecord &t, int64_t now, int64_t grac
     if (row->upload_deadline_at >= now) return postpone(cur->verify_pass); // may still be confirmed
     // Overdue: this transaction already knows it, so it fails the row as repair would.
     // The failure is by deadline, not definite: the delete owes a verify pass.
-    if (!fail_overdue_row(row->id, now))
+    if (!fail_overdue_row(row->id, now, "sweep"))
       throw LodgeError(Errc::internal, "an overdue row changed inside its own transaction");
     if (now < row->upload_deadline_at + grace_ms) return postpone(k_verify_owed);
     Stmt owe(m_db, "UPDATE cleanup_task SET verify_pass = 1, updated_at = ?3"
@@ -447,12 +447,15 @@ QueueOutcome SqliteLedger::ensure_pending_task(int64_t record_id, const std::str
   return QueueOutcome::queued;
 }
 
-bool SqliteLedger::fail_overdue_row(int64_t id, int64_t now) {
+bool SqliteLedger::fail_overdue_row(int64_t id, int64_t now, std::string_view by) {
   Stmt st(m_db,
           "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
-          " updated_at = ?2, failure_reason = 'DEADLINE_EXCEEDED: not confirmed before its deadline (repair)'"
+          " updated_at = ?2, failure_reason = ?3"
           " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?2");
-  return st.bind(1, id).bind(2, now).exec() == 1;
+  return st.bind(1, id)
+             .bind(2, now)
+             .bind(3, "DEADLINE_EXCEEDED: not confirmed before its deadline (" + std::string(by) + ")")
+             .exec() == 1;
 }
 
 bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
@@ -460,7 +463,7 @@ bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max
   auto row = find_file(id);
   if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now)
     return false;
-  if (!fail_overdue_row(id, now)) return false;
+  if (!fail_overdue_row(id, now, "repair")) return false;
   // Failed by deadline, not definitely: a late PUT may still land, so the delete owes a
   // verify pass.
   (void)ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms),

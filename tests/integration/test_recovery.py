@@ -466,6 +466,8 @@ class Recovery(S3TestCase):
             _, status, next_at, _, version, _ = self.task(rid)
             self.assertLessEqual(version, 1, "lease_version bumped at most once per task")
             self.assertEqual(self.row(rid)[:2], ("UPLOAD_FAILED", 1), "sweep failed the overdue row itself")
+            reason = self.sql("SELECT failure_reason FROM file_upload WHERE id = ?", (rid,))[0][0]
+            self.assertTrue(reason.startswith("DEADLINE_EXCEEDED") and "(sweep)" in reason, reason)
             self.assertEqual(status, "PENDING", "a verify pass follows: the failure was by deadline")
         self.assertEqual(self.lodge("sweep", "--json", later=AFTER_DEADLINE).json()["claimed"], 0,
                          "not due again in the next run either")
