@@ -4,7 +4,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <functional>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -53,68 +52,40 @@ void record(Context &ctx, const char *job, const std::string &worker, int64_t st
       {job, worker, started, util::system_clock().now_ms(), ok ? "ok" : "failed", counts.dump()});
 }
 
-// Runs a job so that every way it ends leaves a job_run: the body records its own
-// outcome when it returns; an exception records a failed run carrying the error (so
-// `status` does not show the last good run as the latest), then goes on to main.
-int run_job(Context &ctx, const char *job, const std::string &worker,
-            const std::function<int(int64_t started)> &body) {
-  int64_t started = util::system_clock().now_ms();
-  try {
-    (void)ctx.ledger(); // opened first, so a failure anywhere later can be recorded in it
-    return body(started);
-  } catch (const std::exception &e) {
-    const auto *le = dynamic_cast<const LodgeError *>(&e);
-    nlohmann::json counts{{"error", le ? le->error().message : std::string(e.what())}};
-    if (le) counts["code"] = std::string(le->error().name());
+} // namespace
+
+Command recorded_job(const char *job, Command c) {
+  auto *app = c.app;
+  c.run = [job, app, run = std::move(c.run)](Context &ctx) {
+    auto *dry = app->get_option_no_throw("--dry-run");
+    if (dry && dry->count() > 0) return run(ctx); // a dry run records nothing
+    int64_t started = util::system_clock().now_ms();
     try {
-      // A ledger that could not be opened cannot take the record either.
-      if (ctx.ledger_opened()) record(ctx, job, worker, started, false, counts);
-    } catch (const std::exception &again) {
-      std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
-                   util::escape_for_terminal(again.what()).c_str());
+      (void)ctx.ledger(); // opened first, so a failure anywhere later can be recorded in it
+      return run(ctx);
+    } catch (const std::exception &e) {
+      const auto *le = dynamic_cast<const LodgeError *>(&e);
+      nlohmann::json counts{{"error", le ? le->error().message : std::string(e.what())}};
+      if (le) counts["code"] = std::string(le->error().name());
+      try {
+        // A ledger that could not be opened cannot take the record either.
+        if (ctx.ledger_opened()) record(ctx, job, default_worker(), started, false, counts);
+      } catch (const std::exception &again) {
+        std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
+                     util::escape_for_terminal(again.what()).c_str());
+      }
+      throw;
     }
-    throw;
-  }
+  };
+  return c;
 }
 
+namespace {
 struct SweepCli {
   int limit = 1000;
   std::string lease, max_runtime, worker_id;
   bool dry_run = false;
 };
-int sweep_report(Context &ctx, const SweepCli &o, const ops::SweepOptions &so, int64_t started) {
-  auto &l = ctx.ledger();
-  auto st = ctx.open_store();
-  auto sum = ops::sweep(l, *st, so, util::system_clock());
-  nlohmann::json j{{"claimed", sum.claimed},       {"deleted", sum.deleted},
-                   {"ignored", sum.ignored},       {"postponed", sum.postponed},
-                   {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
-                   {"lease_lost", sum.lease_lost}, {"verify_scheduled", sum.verify_scheduled},
-                   {"verified", sum.verified}};
-  if (o.dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
-  bool ok = sum.dead_lettered == 0 && sum.retried == 0;
-  if (!o.dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
-  for (const auto &e : sum.errors)
-    std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
-  if (ctx.g.json)
-    ctx.print_json(j);
-  else if (speak(ctx) || o.dry_run) {
-    if (o.dry_run)
-      std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
-    else
-      std::printf("sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
-                  "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld\n",
-                  static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
-                  static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
-                  static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
-                  static_cast<long long>(sum.lease_lost), static_cast<long long>(sum.verify_scheduled),
-                  static_cast<long long>(sum.verified));
-  }
-  if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
-      sum.unreachable == sum.retried + sum.dead_lettered)
-    return 4;
-  return sum.dead_lettered > 0 ? 1 : 0;
-}
 } // namespace
 
 Command add_sweep(CLI::App &app) {
@@ -135,9 +106,40 @@ Command add_sweep(CLI::App &app) {
             so.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
             so.dry_run = o->dry_run;
             so.cleanup = {max_grace(c), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
-            if (o->dry_run) return sweep_report(ctx, *o, so, 0);
-            return run_job(ctx, "sweep", so.worker_id,
-                           [&](int64_t started) { return sweep_report(ctx, *o, so, started); });
+            int64_t started = util::system_clock().now_ms();
+            auto &l = ctx.ledger();
+            auto st = ctx.open_store();
+            auto sum = ops::sweep(l, *st, so, util::system_clock());
+            nlohmann::json j{{"claimed", sum.claimed},      {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},      {"postponed", sum.postponed},
+                             {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
+                             {"lease_lost", sum.lease_lost}};
+            j["verify_scheduled"] = sum.verify_scheduled; // of the deleted: a verify pass follows
+            j["verified"] = sum.verified;                 // of the deleted: this was the verify pass
+            if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
+            bool ok = sum.dead_lettered == 0 && sum.retried == 0;
+            if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
+            for (const auto &e : sum.errors)
+              std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
+            if (ctx.g.json)
+              ctx.print_json(j);
+            else if (speak(ctx) || o->dry_run) {
+              if (o->dry_run)
+                std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
+              else
+                std::printf(
+                    "sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
+                    "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld\n",
+                    static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
+                    static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
+                    static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
+                    static_cast<long long>(sum.lease_lost), static_cast<long long>(sum.verify_scheduled),
+                    static_cast<long long>(sum.verified));
+            }
+            if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
+                sum.unreachable == sum.retried + sum.dead_lettered)
+              return 4;
+            return sum.dead_lettered > 0 ? 1 : 0;
           }};
 }
 
@@ -159,22 +161,20 @@ Command add_repair(CLI::App &app) {
           auto it = c.policies.find(policy);
           return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
         };
-        auto body = [&](int64_t started) {
-          auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
-          nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
-          if (*dry)
-            j = {{"overdue", sum.examined}, {"dry_run", true}};
-          else
-            record(ctx, "repair", default_worker(), started, true, j);
-          if (ctx.g.json)
-            ctx.print_json(j);
-          else if (speak(ctx) || *dry)
-            std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
-                        static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
-                        static_cast<long long>(sum.skipped));
-          return 0;
-        };
-        return *dry ? body(0) : run_job(ctx, "repair", default_worker(), body);
+        int64_t started = util::system_clock().now_ms();
+        auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
+        nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
+        if (*dry)
+          j = {{"overdue", sum.examined}, {"dry_run", true}};
+        else
+          record(ctx, "repair", default_worker(), started, true, j);
+        if (ctx.g.json)
+          ctx.print_json(j);
+        else if (speak(ctx) || *dry)
+          std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
+                      static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
+                      static_cast<long long>(sum.skipped));
+        return 0;
       }};
 }
 
@@ -187,52 +187,51 @@ Command add_reconcile(CLI::App &app) {
   sub->add_flag("--apply", *apply, "Queue orphans and leftovers for sweep; abort stale multipart uploads");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
-  return {
-      sub, [apply, verify, older](Context &ctx) {
-        const auto &c = ctx.cfg();
-        ops::ReconcileOptions ro;
-        ro.apply = *apply;
-        ro.verify = *verify;
-        ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
-        ro.max_retries = c.sweep.max_retries;
-        return run_job(ctx, "reconcile", default_worker(), [&](int64_t started) {
-          auto st = ctx.open_store();
-          nlohmann::json items = nlohmann::json::array();
-          auto sum = ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
+  return {sub, [apply, verify, older](Context &ctx) {
+            const auto &c = ctx.cfg();
+            ops::ReconcileOptions ro;
+            ro.apply = *apply;
+            ro.verify = *verify;
+            ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
+            ro.max_retries = c.sweep.max_retries;
+            int64_t started = util::system_clock().now_ms();
+            auto st = ctx.open_store();
+            nlohmann::json items = nlohmann::json::array();
+            auto sum =
+                ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
+                  if (ctx.g.json) {
+                    if (items.size() < 1000)
+                      items.push_back({{"kind", f.kind},
+                                       {"key", f.key},
+                                       {"record_id",
+                                        f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
+                                       {"detail", f.detail},
+                                       {"applied", f.applied}});
+                  } else {
+                    std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
+                                util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
+                  }
+                });
+            nlohmann::json counts(sum.counts);
+            nlohmann::json j{{"objects", sum.objects},
+                             {"rows", sum.rows},
+                             {"found", counts},
+                             {"applied", sum.applied},
+                             {"clean", sum.clean()}};
+            record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
             if (ctx.g.json) {
-              if (items.size() < 1000)
-                items.push_back(
-                    {{"kind", f.kind},
-                     {"key", f.key},
-                     {"record_id", f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
-                     {"detail", f.detail},
-                     {"applied", f.applied}});
-            } else {
-              std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
-                          util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
+              j["items"] = items;
+              ctx.print_json(j);
+            } else if (speak(ctx) || !sum.clean()) {
+              std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
+                                 std::to_string(sum.rows) + " records";
+              for (const auto &[k, v] : sum.counts)
+                line += ", " + k + " " + std::to_string(v);
+              if (*apply) line += ", queued " + std::to_string(sum.applied);
+              std::printf("%s\n", line.c_str());
             }
-          });
-          nlohmann::json counts(sum.counts);
-          nlohmann::json j{{"objects", sum.objects},
-                           {"rows", sum.rows},
-                           {"found", counts},
-                           {"applied", sum.applied},
-                           {"clean", sum.clean()}};
-          record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
-          if (ctx.g.json) {
-            j["items"] = items;
-            ctx.print_json(j);
-          } else if (speak(ctx) || !sum.clean()) {
-            std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
-                               std::to_string(sum.rows) + " records";
-            for (const auto &[k, v] : sum.counts)
-              line += ", " + k + " " + std::to_string(v);
-            if (*apply) line += ", queued " + std::to_string(sum.applied);
-            std::printf("%s\n", line.c_str());
-          }
-          return sum.clean() ? 0 : 1;
-        });
-      }};
+            return sum.clean() ? 0 : 1;
+          }};
 }
 
 Command add_delete(CLI::App &app) {
