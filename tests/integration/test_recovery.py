@@ -577,6 +577,9 @@ class Recovery(S3TestCase):
             self.assertRegex(v.out, rf"^{cmd}: ", cmd)
             self.assertEqual(self.lodge(cmd, "--bogus").rc, 2)
         self.assertEqual(self.lodge("sweep", "--lease", "soon").rc, 2)
+        long_lease = self.lodge("sweep", "--lease", "40000d")  # now + lease would pass 36500d of headroom
+        self.assertEqual(long_lease.rc, 2, long_lease)
+        self.assertIn("--lease: '40000d' is too long", long_lease.err)
         st = self.lodge("status", "--json").json()
         self.assertEqual(sorted(k for k, v in st["last_runs"].items() if v), ["reconcile", "repair", "sweep"])
         self.assertEqual(self.lodge("sweep", "--dry-run").out.strip(), "sweep: 0 tasks due")
