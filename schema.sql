@@ -61,6 +61,9 @@ CREATE TABLE cleanup_task (
   last_error     TEXT,
   created_at     INTEGER NOT NULL,
   updated_at     INTEGER NOT NULL,
+  -- 0: the delete finishes the task. 1: the upload failed ambiguously or by its deadline, so
+  -- a late PUT may still land: after the delete, one more pass is owed. 2: this is that pass.
+  verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2)),
   UNIQUE (record_id, task_type)
 ) STRICT;
 

@@ -43,8 +43,13 @@ public:
   const config::Config &cfg();
   // The ledger (opened, created and migrated once, on first use).
   ledger::Ledger &ledger();
+  // The ledger for a command that only reads it (status, list, tasks): opened read-only
+  // (never migrated) unless this run already opened it for writing.
+  ledger::Ledger &reader();
+  // Whether ledger() has opened the ledger (for writing) in this run.
+  [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
   // A new ledger connection (for worker threads; each needs its own).
-  std::unique_ptr<ledger::Ledger> open_ledger();
+  std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false);
   // A new store connection (credentials resolved when the store is S3).
   std::unique_ptr<store::ObjectStore> open_store();
   // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
@@ -58,6 +63,7 @@ public:
 private:
   std::unique_ptr<config::Config> m_cfg;
   std::unique_ptr<ledger::Ledger> m_ledger;
+  std::unique_ptr<ledger::Ledger> m_reader;
   std::once_flag m_credentials_once;
   std::optional<Result<s3::Credentials>> m_credentials;
 };
@@ -76,6 +82,11 @@ Command add_config(CLI::App &app);
 Command add_upload(CLI::App &app);
 Command add_list(CLI::App &app);
 Command add_sweep(CLI::App &app);
+// Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
+// job_run: the command records its own outcome when it returns; an exception records a
+// failed run carrying the error (so `status` does not show the last good run as the
+// latest), then goes on to main. A --dry-run records nothing.
+Command recorded_job(const char *job, Command c);
 Command add_repair(CLI::App &app);
 Command add_reconcile(CLI::App &app);
 Command add_delete(CLI::App &app);

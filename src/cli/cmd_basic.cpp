@@ -84,7 +84,7 @@ Command add_status(CLI::App &app) {
   sub->add_option("--prometheus", opts->prometheus,
                   "Also write Prometheus text metrics to FILE (atomically)");
   return {sub, [opts](Context &ctx) {
-            auto &l = ctx.ledger();
+            auto &l = ctx.reader();
             auto report = l.status(util::system_clock().now_ms());
             auto health = ops::evaluate(report, ctx.cfg().sweep_max_age_ms);
             if (!opts->prometheus.empty())

@@ -20,6 +20,9 @@ int64_t duration_option(const std::string &text, const char *name, int64_t fallb
   if (!v)
     throw LodgeError(Errc::usage,
                      std::string(name) + ": expected a duration like 2m or 500ms, got '" + text + "'");
+  // Added to wall-clock times: a century is plenty and keeps every sum far from overflow.
+  if (*v > 36'500LL * 86'400'000)
+    throw LodgeError(Errc::usage, std::string(name) + ": '" + text + "' is too long (at most 36500d)");
   return *v;
 }
 
@@ -49,6 +52,35 @@ void record(Context &ctx, const char *job, const std::string &worker, int64_t st
       {job, worker, started, util::system_clock().now_ms(), ok ? "ok" : "failed", counts.dump()});
 }
 
+} // namespace
+
+Command recorded_job(const char *job, Command c) {
+  auto *app = c.app;
+  c.run = [job, app, run = std::move(c.run)](Context &ctx) {
+    auto *dry = app->get_option_no_throw("--dry-run");
+    if (dry && dry->count() > 0) return run(ctx); // a dry run records nothing
+    int64_t started = util::system_clock().now_ms();
+    try {
+      (void)ctx.ledger(); // opened first, so a failure anywhere later can be recorded in it
+      return run(ctx);
+    } catch (const std::exception &e) {
+      const auto *le = dynamic_cast<const LodgeError *>(&e);
+      nlohmann::json counts{{"error", le ? le->error().message : std::string(e.what())}};
+      if (le) counts["code"] = std::string(le->error().name());
+      try {
+        // A ledger that could not be opened cannot take the record either.
+        if (ctx.ledger_opened()) record(ctx, job, default_worker(), started, false, counts);
+      } catch (const std::exception &again) {
+        std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
+                     util::escape_for_terminal(again.what()).c_str());
+      }
+      throw;
+    }
+  };
+  return c;
+}
+
+namespace {
 struct SweepCli {
   int limit = 1000;
   std::string lease, max_runtime, worker_id;
@@ -82,6 +114,8 @@ Command add_sweep(CLI::App &app) {
                              {"ignored", sum.ignored},      {"postponed", sum.postponed},
                              {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
                              {"lease_lost", sum.lease_lost}};
+            j["verify_scheduled"] = sum.verify_scheduled; // of the deleted: a verify pass follows
+            j["verified"] = sum.verified;                 // of the deleted: this was the verify pass
             if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
             bool ok = sum.dead_lettered == 0 && sum.retried == 0;
             if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
@@ -93,12 +127,14 @@ Command add_sweep(CLI::App &app) {
               if (o->dry_run)
                 std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
               else
-                std::printf("sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
-                            "dead-lettered %lld, lease lost %lld\n",
-                            static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
-                            static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
-                            static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
-                            static_cast<long long>(sum.lease_lost));
+                std::printf(
+                    "sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
+                    "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld\n",
+                    static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
+                    static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
+                    static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
+                    static_cast<long long>(sum.lease_lost), static_cast<long long>(sum.verify_scheduled),
+                    static_cast<long long>(sum.verified));
             }
             if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
                 sum.unreachable == sum.retried + sum.dead_lettered)
@@ -238,7 +274,7 @@ Command add_tasks(CLI::App &app) {
   sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all")
       ->check(CLI::IsMember({"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"}));
   return {sub, [status](Context &ctx) {
-            auto tasks = ctx.ledger().list_tasks(*status == "all" ? "" : *status);
+            auto tasks = ctx.reader().list_tasks(*status == "all" ? "" : *status);
             for (const auto &t : tasks) {
               if (ctx.g.json) {
                 ctx.print_json(nlohmann::json{
@@ -249,6 +285,7 @@ Command add_tasks(CLI::App &app) {
                     {"retry_count", t.retry_count},
                     {"next_retry_at", t.next_retry_at},
                     {"lease_version", t.lease_version},
+                    {"verify_pass", t.verify_pass},
                     {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}});
               } else {
                 std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id),

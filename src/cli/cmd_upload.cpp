@@ -392,7 +392,7 @@ Command add_list(CLI::App &app) {
   sub->add_flag("--all", *all, "Include failed and deleted files, with their reasons");
   return {sub, [all](Context &ctx) {
             auto owner = ctx.owner();
-            auto files = ctx.ledger().list_files(owner, *all);
+            auto files = ctx.reader().list_files(owner, *all);
             for (const auto &f : files) {
               if (ctx.g.json) {
                 nlohmann::json j{{"id", f.id},

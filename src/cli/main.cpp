@@ -45,8 +45,15 @@ ledger::Ledger &Context::ledger() {
   return *m_ledger;
 }
 
-std::unique_ptr<ledger::Ledger> Context::open_ledger() {
+ledger::Ledger &Context::reader() {
+  if (m_ledger) return *m_ledger;
+  if (!m_reader) m_reader = open_ledger(true);
+  return *m_reader;
+}
+
+std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only) {
   ledger::OpenOptions o;
+  o.read_only = read_only;
   o.path = cfg().ledger;
   o.busy_timeout_ms = cfg().busy_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
@@ -194,9 +201,17 @@ int run(int argc, char **argv) {
   app.add_flag("-q,--quiet", g.quiet, "Print only errors")->group("Global options");
   app.add_flag("-v,--verbose", g.verbose, "More diagnostics on stderr (-vv: debug)")->group("Global options");
 
-  std::vector<Command> commands{add_init(app),   add_status(app), add_config(app), add_upload(app),
-                                add_list(app),   add_sweep(app),  add_repair(app), add_reconcile(app),
-                                add_delete(app), add_tasks(app),  add_retry(app)};
+  std::vector<Command> commands{add_init(app),
+                                add_status(app),
+                                add_config(app),
+                                add_upload(app),
+                                add_list(app),
+                                recorded_job("sweep", add_sweep(app)),
+                                recorded_job("repair", add_repair(app)),
+                                recorded_job("reconcile", add_reconcile(app)),
+                                add_delete(app),
+                                add_tasks(app),
+                                add_retry(app)};
 
   try {
     try {

@@ -1,5 +1,6 @@
 #include <cctype>
 #include <fstream>
+#include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/util/strings.hpp>
@@ -39,9 +40,19 @@ uint64_t size_value(const std::string &text, const std::string &path) {
   return *v;
 }
 
-int64_t duration_value(const std::string &text, const std::string &path) {
+// Durations are added to wall-clock times (ms since the epoch, int64): bounding them at a
+// century keeps every `now + deadline + grace` and every doubled backoff far from overflow.
+constexpr int64_t k_max_duration_ms = 36'500LL * 86'400'000;
+
+struct DurationLimit {
+  int64_t max_ms = k_max_duration_ms;
+  const char *why = "at most 36500d";
+};
+
+int64_t duration_value(const std::string &text, const std::string &path, DurationLimit limit = {}) {
   auto v = util::parse_duration_ms(text);
   if (!v || *v <= 0) bad(path, "expected a duration like 15m or 500ms, got '" + text + "'");
+  if (*v > limit.max_ms) bad(path, "'" + text + "' is too long (" + limit.why + ")");
   return *v;
 }
 
@@ -51,9 +62,9 @@ uint64_t get_size(const json &v, const std::string &path) {
   return size_value(v.get<std::string>(), path);
 }
 
-int64_t get_duration(const json &v, const std::string &path) {
+int64_t get_duration(const json &v, const std::string &path, DurationLimit limit = {}) {
   if (!v.is_string()) bad(path, "expected a duration like 15m or 500ms");
-  return duration_value(v.get<std::string>(), path);
+  return duration_value(v.get<std::string>(), path, limit);
 }
 
 int64_t get_count(const json &v, const std::string &path, int64_t min, int64_t max) {
@@ -170,7 +181,12 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (doc.contains("ca_bundle")) c.ca_bundle = get_string(doc["ca_bundle"], "ca_bundle");
   if (doc.contains("profile")) c.profile = get_string(doc["profile"], "profile");
-  if (doc.contains("busy_timeout")) c.busy_timeout_ms = get_duration(doc["busy_timeout"], "busy_timeout");
+  // SQLite takes the busy timeout as an int of milliseconds: a longer one would wrap
+  // around to "do not wait at all".
+  if (doc.contains("busy_timeout"))
+    c.busy_timeout_ms =
+        get_duration(doc["busy_timeout"], "busy_timeout",
+                     {std::numeric_limits<int>::max(), "SQLite waits at most 2147483647ms, about 24d20h"});
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {

@@ -8,6 +8,8 @@ namespace lodge::ledger {
 namespace {
 // Step i brings a ledger from version k_oldest_schema_version + i to the next one.
 // Version 1 had no job_run table: status could not tell whether cron ran the jobs.
+// Version 2 had no verify_pass: a task finished with its first delete, even when a late
+// PUT could still land after it.
 constexpr std::array<std::string_view, k_schema_version - k_oldest_schema_version> k_steps{
     R"sql(
 CREATE TABLE job_run (
@@ -20,6 +22,10 @@ CREATE TABLE job_run (
   counts      TEXT    NOT NULL DEFAULT '{}'
 ) STRICT;
 CREATE INDEX job_run_latest ON job_run (job, started_at);
+)sql",
+    R"sql(
+ALTER TABLE cleanup_task ADD COLUMN
+  verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2));
 )sql",
 };
 } // namespace

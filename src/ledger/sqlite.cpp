@@ -1,3 +1,7 @@
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cstring>
 #include <lodge/ledger/sqlite.hpp>
 #include <sqlite3.h>
 
@@ -14,6 +18,20 @@ Error sqlite_error(sqlite3 *db, int rc, std::string_view what, std::string_view 
   int ext = db ? sqlite3_extended_errcode(db) : rc;
   if ((ext & 0xFF) != (rc & 0xFF)) ext = rc;
   std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  // "unable to open database file" alone hides the reason the OS gave (permission
+  // denied, read-only filesystem, ...): SQLite keeps the errno of its last system call.
+  int sys = db ? sqlite3_system_errno(db) : 0;
+  switch (rc & 0xFF) {
+  case SQLITE_CANTOPEN:
+  case SQLITE_IOERR:
+  case SQLITE_READONLY:
+  case SQLITE_PERM:
+  case SQLITE_FULL:
+    if (sys != 0) msg += " (" + std::string(std::strerror(sys)) + ")";
+    break;
+  default:
+    break;
+  }
   ErrorDetails d;
   d.sqlite_code = ext;
   Errc code = Errc::internal;
@@ -110,11 +128,36 @@ std::optional<std::string> Stmt::col_opt_text(int i) const {
   return col_text(i);
 }
 
-Db::Db(const std::string &path, int64_t busy_timeout_ms) : m_path(path) {
+namespace {
+// A file: URI naming path, every byte but unreserved ones and '/' percent-encoded.
+std::string file_uri(const std::string &path, std::string_view query) {
+  static constexpr char k_hex[] = "0123456789ABCDEF";
+  std::string u = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+      u.push_back(static_cast<char>(c));
+    } else {
+      u.push_back('%');
+      u.push_back(k_hex[c >> 4]);
+      u.push_back(k_hex[c & 15]);
+    }
+  }
+  return u + "?" + std::string(query);
+}
+} // namespace
+
+Db::Db(const std::string &path, int64_t busy_timeout_ms, bool read_only, bool immutable)
+    : m_path(path), m_read_only(read_only || immutable) {
   sqlite3 *raw = nullptr;
+  int flags = (m_read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOFOLLOW |
+              SQLITE_OPEN_NOMUTEX;
+  std::string name = path;
+  if (immutable) {
+    flags |= SQLITE_OPEN_URI;
+    name = file_uri(path, "immutable=1");
+  }
   // sqlite3_open_v2 hands back a handle even on failure: own it before checking rc.
-  int rc = sqlite3_open_v2(path.c_str(), &raw,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(name.c_str(), &raw, flags, nullptr);
   m_db.reset(raw);
   if (rc != SQLITE_OK) {
     auto e = sqlite_error(raw, rc, "cannot open ledger", path);
@@ -122,7 +165,9 @@ Db::Db(const std::string &path, int64_t busy_timeout_ms) : m_path(path) {
     throw LodgeError(e);
   }
   sqlite3_extended_result_codes(raw, 1);
-  sqlite3_busy_timeout(raw, static_cast<int>(busy_timeout_ms));
+  // SQLite takes an int: a longer timeout (the configuration refuses one) must not wrap
+  // around to a negative "never wait".
+  sqlite3_busy_timeout(raw, static_cast<int>(std::clamp<int64_t>(busy_timeout_ms, 0, INT_MAX)));
 }
 
 Error Db::error(int rc, std::string_view what) const {

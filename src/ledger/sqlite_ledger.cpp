@@ -54,6 +54,22 @@ bool is_network_fs(const std::string &dir, std::string &name) {
   }
 }
 
+// Checks that the existing ledger file may be opened as SQLite will, so a refusal says
+// what the OS says ("Permission denied", "Read-only file system") instead of SQLite's bare
+// "unable to open database file". faccessat, not open(2) + close(2): closing any
+// descriptor of the file would drop the POSIX locks this process's other SQLite
+// connections hold on it (and with them, the WAL's protection against a stale writer).
+void check_openable(const std::string &path, bool read_only) {
+  if (::faccessat(AT_FDCWD, path.c_str(), read_only ? R_OK : R_OK | W_OK, AT_EACCESS) == 0) return;
+  int e = errno;
+  std::string hint;
+  if (!read_only && (e == EACCES || e == EPERM || e == EROFS))
+    hint = " (commands that only read it, such as status, list and tasks, open it read-only)";
+  throw LodgeError(Errc::ledger_unusable, path + ": cannot open the ledger " +
+                                              (read_only ? "for reading" : "for writing") + ": " +
+                                              std::strerror(e) + hint);
+}
+
 // Makes sure path names a regular file we may open, creating it 0600 when missing.
 // Refuses symlinks outright: a ledger reached through a link is a way to make lodge
 // write somewhere it was not told to.
@@ -81,6 +97,20 @@ void prepare_file(const OpenOptions &o) {
       throw LodgeError(Errc::ledger_unusable,
                        path + ": the ledger path is a symbolic link; refusing to follow it");
     if (!S_ISREG(st.st_mode)) throw LodgeError(Errc::ledger_unusable, path + ": not a regular file");
+    check_openable(path, o.read_only);
+    // A writer in WAL mode creates PATH-wal and PATH-shm next to the ledger; without
+    // them SQLite only says "attempt to write a readonly database".
+    struct stat aux {};
+    bool have_aux =
+        ::lstat((path + "-wal").c_str(), &aux) == 0 && ::lstat((path + "-shm").c_str(), &aux) == 0;
+    if (!o.read_only && !have_aux && ::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0) {
+      int e = errno;
+      throw LodgeError(
+          Errc::ledger_unusable,
+          path + ": cannot write in its directory " + dir.string() + ": " + std::strerror(e) +
+              " (the ledger's -wal and -shm files are made there; commands that only read it, such"
+              " as status, list and tasks, open it read-only)");
+    }
     return;
   }
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -92,13 +122,34 @@ void prepare_file(const OpenOptions &o) {
   }
 }
 
+// A reader of a WAL ledger needs its -shm file, or must be able to create it. When it
+// does not exist and this user cannot make it (a read-only directory or mount), no
+// writer without more rights can be in the ledger either (a writer creates -shm first),
+// so it is read as immutable: the main file as it stands, without locks. (On a
+// read-only mount nobody writes; a privileged writer starting meanwhile could make this
+// one read fail, never the ledger.)
+bool needs_immutable(const OpenOptions &o) {
+  if (!o.read_only) return false;
+  struct stat st {};
+  if (::lstat((o.path + "-shm").c_str(), &st) == 0) return false;
+  std::filesystem::path p(o.path);
+  std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  return ::access(dir.c_str(), W_OK) != 0;
+}
+
 } // namespace
 
 SqliteLedger::SqliteLedger(const OpenOptions &opts)
-    : m_db((prepare_file(opts), opts.path), opts.busy_timeout_ms), m_clock(opts.clock) {
+    : m_db((prepare_file(opts), opts.path), opts.busy_timeout_ms, opts.read_only, needs_immutable(opts)),
+      m_clock(opts.clock) {
   // The first statement is where SQLite notices a file that is not a database.
   try {
     m_db.exec("PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = ON;");
+    if (m_db.read_only()) {
+      // Nothing to set up: a reader takes the ledger as it is, or says what to run.
+      check_version_for_reading();
+      return;
+    }
     auto mode = m_db.query_text("PRAGMA journal_mode = WAL");
     if (mode != "wal")
       throw LodgeError(Errc::ledger_unusable,
@@ -114,6 +165,27 @@ SqliteLedger::SqliteLedger(const OpenOptions &opts)
     }
     throw;
   }
+}
+
+void SqliteLedger::check_version_for_reading() {
+  int version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
+  if (version > k_schema_version)
+    throw LodgeError(Errc::ledger_too_new, m_db.path() + ": the ledger has schema version " +
+                                               std::to_string(version) + " but this lodge knows up to " +
+                                               std::to_string(k_schema_version) + "; upgrade lodge");
+  if (version == 0) {
+    if (m_db.query_int("SELECT count(*) FROM sqlite_schema") != 0)
+      throw LodgeError(Errc::ledger_unusable, m_db.path() + ": a SQLite database, but not a lodge ledger");
+    throw LodgeError(Errc::ledger_unusable,
+                     m_db.path() + ": an empty file, not yet a ledger; run `lodge init`");
+  }
+  if (version < k_schema_version)
+    throw LodgeError(Errc::ledger_unusable,
+                     m_db.path() + ": the ledger has schema version " + std::to_string(version) +
+                         ", older than this lodge's " + std::to_string(k_schema_version) +
+                         "; this command only reads it and does not migrate: run `lodge init` first");
+  m_uuid = m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'uuid'");
+  if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_db.path() + ": ledger has no uuid");
 }
 
 void SqliteLedger::initialise_or_migrate() {
@@ -232,6 +304,16 @@ void SqliteLedger::record_job_run(const JobRun &run) {
 }
 
 std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts) {
+  if (opts.read_only) {
+    // A reader of a ledger that does not exist yet creates it, as every command always
+    // did (status on a new machine shows an empty ledger, not an error).
+    struct stat st {};
+    if (::lstat(opts.path.c_str(), &st) != 0 && errno == ENOENT) {
+      OpenOptions rw = opts;
+      rw.read_only = false;
+      return std::make_unique<SqliteLedger>(rw);
+    }
+  }
   return std::make_unique<SqliteLedger>(opts);
 }
 

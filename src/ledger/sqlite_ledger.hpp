@@ -42,17 +42,23 @@ public:
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
-  void adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) override;
-  [[nodiscard]] bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
+  [[nodiscard]] QueueOutcome adopt_orphan(const std::string &key, int64_t size, int64_t now,
+                                          int max_retries) override;
+  [[nodiscard]] QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
 
 private:
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
-  // worker holds it; resets a finished one.
-  void ensure_pending_task(int64_t record_id, const std::string &key, int64_t due, int max_retries,
-                           int64_t now);
+  // worker holds it (held); resets a finished one. `verify`: the task owes a verify pass.
+  QueueOutcome ensure_pending_task(int64_t record_id, const std::string &key, int64_t due, int max_retries,
+                                   bool verify, int64_t now);
+  // UPLOADING (alive, overdue) -> UPLOAD_FAILED + deleted: repair's transition, also taken
+  // by decide(). False when the row was not there any more.
+  bool fail_overdue_row(int64_t id, int64_t now, std::string_view by);
   std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind);
   std::optional<TaskRecord> task_by_id(int64_t id);
   void initialise_or_migrate();
+  // A read-only connection: the ledger must be at exactly this lodge's version.
+  void check_version_for_reading();
 
   Db m_db;
   const util::Clock *m_clock;

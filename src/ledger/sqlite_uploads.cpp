@@ -18,7 +18,7 @@ constexpr const char *k_file_cols = "id, owner_id, original_name, object_key, me
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
-    " lease_until, lease_version, last_error, created_at, updated_at";
+    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass";
 
 FileRecord read_file(const Stmt &st) {
   FileRecord r;
@@ -61,6 +61,7 @@ TaskRecord read_task(const Stmt &st) {
   t.last_error = st.col_opt_text(11);
   t.created_at = st.col_int(12);
   t.updated_at = st.col_int(13);
+  t.verify_pass = st.col_int(14);
   return t;
 }
 
@@ -196,6 +197,13 @@ bool SqliteLedger::mark_failed(int64_t id, const std::string &reason, bool run_n
     Stmt task(m_db, "UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?2"
                     " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
     task.bind(1, id).bind(2, now).exec();
+  } else {
+    // Not definite: the object may still land after the task's delete, so the task owes
+    // a second pass. (A worker may hold it: the flag is no fencing matter, and finish()
+    // reads it under the lease.)
+    Stmt task(m_db, "UPDATE cleanup_task SET verify_pass = 1, updated_at = ?2 WHERE record_id = ?1"
+                    " AND status IN ('PENDING', 'RETRY', 'PROCESSING') AND verify_pass = 0");
+    task.bind(1, id).bind(2, now).exec();
   }
   tx.commit();
   return true;
@@ -273,17 +281,34 @@ TaskDecision SqliteLedger::decide(const TaskRecord &t, int64_t now, int64_t grac
   // the object is in use exactly when that row is alive.
   bool in_use = row && !row->is_deleted;
   if (row && !row->is_deleted && row->upload_status == k_uploading) {
-    Stmt back(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
-                    " lease_until = NULL, updated_at = ?4 WHERE id = ?1 AND lease_version = ?2 AND status = "
-                    "'PROCESSING'");
-    if (back.bind(1, t.id)
-            .bind(2, t.lease_version)
-            .bind(3, std::max(now, row->upload_deadline_at + grace_ms))
-            .bind(4, now)
-            .exec() != 1)
-      return TaskDecision::lease_lost;
+    // Postponed to deadline + grace, which is ahead of now in both branches below: the
+    // task is not due again within this run (it used to be re-claimed at once, up to
+    // --limit times, for a row past its grace that repair had not reached yet).
+    auto postpone = [&](int64_t verify_pass) {
+      Stmt back(m_db, "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
+                      " lease_until = NULL, verify_pass = ?5, updated_at = ?4"
+                      " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      if (back.bind(1, t.id)
+              .bind(2, t.lease_version)
+              .bind(3, std::max(now + 1, row->upload_deadline_at + grace_ms))
+              .bind(4, now)
+              .bind(5, verify_pass)
+              .exec() != 1)
+        return TaskDecision::lease_lost;
+      tx.commit();
+      return TaskDecision::postponed;
+    };
+    if (row->upload_deadline_at >= now) return postpone(cur->verify_pass); // may still be confirmed
+    // Overdue: this transaction already knows it, so it fails the row as repair would.
+    // The failure is by deadline, not definite: the delete owes a verify pass.
+    if (!fail_overdue_row(row->id, now, "sweep"))
+      throw LodgeError(Errc::internal, "an overdue row changed inside its own transaction");
+    if (now < row->upload_deadline_at + grace_ms) return postpone(k_verify_owed);
+    Stmt owe(m_db, "UPDATE cleanup_task SET verify_pass = 1, updated_at = ?3"
+                   " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (owe.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1) return TaskDecision::lease_lost;
     tx.commit();
-    return TaskDecision::postponed;
+    return TaskDecision::allowed;
   }
   if (in_use) {
     Stmt ign(m_db, "UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
@@ -304,7 +329,14 @@ TaskFinish SqliteLedger::finish(const TaskRecord &t, bool succeeded, const std::
     return TaskFinish::lease_lost;
   TaskFinish result = TaskFinish::success;
   int changed = 0;
-  if (succeeded) {
+  if (succeeded && cur->verify_pass == k_verify_owed) {
+    // The first delete of an upload that may still land: look once more, later.
+    result = TaskFinish::verify_scheduled;
+    Stmt st(m_db, "UPDATE cleanup_task SET status = 'PENDING', verify_pass = 2, next_retry_at = ?4,"
+                  " lease_owner = NULL, lease_until = NULL, last_error = NULL, updated_at = ?3"
+                  " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, next_retry_at).exec();
+  } else if (succeeded) {
     Stmt st(
         m_db,
         "UPDATE cleanup_task SET status = 'SUCCESS', lease_owner = NULL, lease_until = NULL,"
@@ -376,34 +408,54 @@ std::vector<FileRecord> SqliteLedger::overdue_uploads(int64_t now, int limit) {
   return out;
 }
 
-void SqliteLedger::ensure_pending_task(int64_t record_id, const std::string &key, int64_t due,
-                                       int max_retries, int64_t now) {
+QueueOutcome SqliteLedger::ensure_pending_task(int64_t record_id, const std::string &key, int64_t due,
+                                               int max_retries, bool verify, int64_t now) {
+  // Each statement names one task by id inside this transaction: anything but one
+  // changed row is a bug, never a success to report.
+  auto one = [](int changed) {
+    if (changed != 1) throw LodgeError(Errc::internal, "queueing a cleanup task changed no row");
+  };
+  const int64_t pass = verify ? k_verify_owed : k_verify_none;
   auto t = find_task_for(record_id);
   if (!t) {
     Stmt ins(m_db,
              "INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
-             " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
-    ins.bind(1, record_id)
-        .bind(2, key)
-        .bind(3, due)
-        .bind(4, static_cast<int64_t>(max_retries))
-        .bind(5, now)
-        .exec();
-    return;
+             " verify_pass, created_at, updated_at)"
+             " VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?6, ?5, ?5)");
+    one(ins.bind(1, record_id)
+            .bind(2, key)
+            .bind(3, due)
+            .bind(4, static_cast<int64_t>(max_retries))
+            .bind(5, now)
+            .bind(6, pass)
+            .exec());
+    return QueueOutcome::queued;
   }
-  if (t->status == "PROCESSING") return; // a worker holds it; its own checks decide
+  if (t->status == "PROCESSING") return QueueOutcome::held; // a worker holds it; its own checks decide
   if (t->status == "PENDING" || t->status == "RETRY") {
-    // Never earlier than the grace allows: a PUT may still be landing.
-    Stmt st(m_db,
-            "UPDATE cleanup_task SET next_retry_at = max(next_retry_at, ?2), updated_at = ?3 WHERE id = ?1");
-    st.bind(1, t->id).bind(2, due).bind(3, now).exec();
-    return;
+    // Never earlier than the grace allows: a PUT may still be landing. A pass owed stays owed.
+    Stmt st(m_db, "UPDATE cleanup_task SET next_retry_at = max(next_retry_at, ?2),"
+                  " verify_pass = max(verify_pass, ?4), updated_at = ?3 WHERE id = ?1");
+    one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
+    return QueueOutcome::queued;
   }
   Stmt st(
       m_db,
       "UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
-      " lease_owner = NULL, lease_until = NULL, updated_at = ?3 WHERE id = ?1");
-  st.bind(1, t->id).bind(2, due).bind(3, now).exec();
+      " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, updated_at = ?3 WHERE id = ?1");
+  one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
+  return QueueOutcome::queued;
+}
+
+bool SqliteLedger::fail_overdue_row(int64_t id, int64_t now, std::string_view by) {
+  Stmt st(m_db,
+          "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
+          " updated_at = ?2, failure_reason = ?3"
+          " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?2");
+  return st.bind(1, id)
+             .bind(2, now)
+             .bind(3, "DEADLINE_EXCEEDED: not confirmed before its deadline (" + std::string(by) + ")")
+             .exec() == 1;
 }
 
 bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
@@ -411,13 +463,11 @@ bool SqliteLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max
   auto row = find_file(id);
   if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now)
     return false;
-  Stmt st(m_db,
-          "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
-          " updated_at = ?2, failure_reason = 'DEADLINE_EXCEEDED: not confirmed before its deadline (repair)'"
-          " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
-  if (st.bind(1, id).bind(2, now).exec() != 1) return false;
-  ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms), max_retries,
-                      now);
+  if (!fail_overdue_row(id, now, "repair")) return false;
+  // Failed by deadline, not definitely: a late PUT may still land, so the delete owes a
+  // verify pass.
+  (void)ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms),
+                            max_retries, true, now);
   if (failpoint::hit("repair.before_commit"))
     throw LodgeError(Errc::internal, "injected failure before repair commit");
   tx.commit();
@@ -433,7 +483,7 @@ DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string &owner, in
   Stmt st(m_db, "UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
                 " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
   if (st.bind(1, id).bind(2, now).exec() != 1) return DeleteOutcome::not_active;
-  ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, now);
+  (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
   tx.commit();
   return DeleteOutcome::deleted;
 }
@@ -467,9 +517,10 @@ int64_t SqliteLedger::max_record_id() {
   return st.col_int(0);
 }
 
-void SqliteLedger::adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) {
+QueueOutcome SqliteLedger::adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) {
   Transaction tx(m_db);
-  if (file_where("object_key = ?1", [&](Stmt &s) { s.bind(1, key); })) return; // a row appeared meanwhile
+  if (file_where("object_key = ?1", [&](Stmt &s) { s.bind(1, key); }))
+    return QueueOutcome::row_exists; // a row appeared meanwhile
   auto slash = key.find_last_of('/');
   auto prev = slash == std::string::npos || slash == 0 ? std::string::npos : key.find_last_of('/', slash - 1);
   std::string owner = slash == std::string::npos
@@ -483,19 +534,22 @@ void SqliteLedger::adopt_orphan(const std::string &key, int64_t size, int64_t no
       " upload_status, failure_reason, is_deleted, created_at, updated_at, deleted_at, upload_deadline_at)"
       " VALUES (?1, ?2, ?2, 'application/octet-stream', printf('%064d', 0), ?3, '', 'UPLOAD_FAILED',"
       " 'ORPHAN: object found by reconcile with no record', 1, ?4, ?4, ?4, ?4)");
-  ins.bind(1, owner).bind(2, key).bind(3, size).bind(4, now).exec();
+  if (ins.bind(1, owner).bind(2, key).bind(3, size).bind(4, now).exec() != 1)
+    throw LodgeError(Errc::internal, "adopting an orphan inserted no row");
   int64_t id = m_db.last_insert_rowid();
-  ensure_pending_task(id, key, now, max_retries, now);
+  auto q = ensure_pending_task(id, key, now, max_retries, false, now);
   tx.commit();
+  return q;
 }
 
-bool SqliteLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
+QueueOutcome SqliteLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
   Transaction tx(m_db);
   auto row = find_file(record_id);
-  if (!row || !row->is_deleted) return false; // only dead rows' objects may go
-  ensure_pending_task(record_id, row->object_key, now, max_retries, now);
+  if (!row || !row->is_deleted) return QueueOutcome::not_dead; // only dead rows' objects may go
+  auto q = ensure_pending_task(record_id, row->object_key, now, max_retries, false, now);
+  if (q != QueueOutcome::queued) return q; // nothing was written: nothing to commit
   tx.commit();
-  return true;
+  return q;
 }
 
 } // namespace lodge::ledger

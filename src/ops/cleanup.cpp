@@ -35,6 +35,11 @@ int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64
   return floor + static_cast<int64_t>(random % static_cast<uint64_t>(cap - floor + 1));
 }
 
+int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms) {
+  int64_t deadline_len = row ? std::max<int64_t>(0, row->upload_deadline_at - row->created_at) : 0;
+  return now + deadline_len + grace_ms;
+}
+
 CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
@@ -53,10 +58,19 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
   (void)failpoint::hit("sweep.before_finish");
   int64_t now = clock.now_ms();
   if (removed) {
-    auto f = ledger.finish(task, true, {}, 0, now);
+    auto row = ledger.find_file(task.record_id);
+    auto f = ledger.finish(task, true, {}, verify_pass_due(row ? &*row : nullptr, now, s.grace_ms), now);
     if (f == ledger::TaskFinish::lease_lost) return {CleanupOutcome::lease_lost, {}};
-    util::log::info("deleted " + task.object_key + " (task " + std::to_string(task.id) + ")");
-    return {CleanupOutcome::deleted, {}};
+    CleanupResult r{CleanupOutcome::deleted, {}};
+    if (f == ledger::TaskFinish::verify_scheduled) {
+      r.verify_scheduled = true;
+      util::log::info("deleted " + task.object_key + " (task " + std::to_string(task.id) +
+                      "); a verify pass follows, in case a late upload still lands");
+    } else {
+      util::log::info((task.verify_pass == ledger::k_verify_due ? "verified " : "deleted ") +
+                      task.object_key + " (task " + std::to_string(task.id) + ")");
+    }
+    return r;
   }
   std::string err = removed.error().message;
   bool unreachable = store::is_unreachable(removed.error());

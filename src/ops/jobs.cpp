@@ -21,12 +21,16 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
     auto tasks = l.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
     if (tasks.empty()) break;
     sum.claimed += static_cast<int64_t>(tasks.size());
-    (void)failpoint::hit("sweep.after_claim");
+    if (failpoint::hit("sweep.after_claim"))
+      throw LodgeError(Errc::internal,
+                       "injected failure after claiming " + std::to_string(tasks.size()) + " tasks");
     for (const auto &t : tasks) {
       auto r = run_claimed_task(l, s, t, o.cleanup, clock);
       switch (r.outcome) {
       case CleanupOutcome::deleted:
         ++sum.deleted;
+        if (r.verify_scheduled) ++sum.verify_scheduled;
+        if (t.verify_pass == ledger::k_verify_due) ++sum.verified;
         break;
       case CleanupOutcome::ignored:
         ++sum.ignored;
@@ -168,10 +172,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       return;
     }
     Finding f{"orphan", obj.key, std::nullopt, "object with no record", false};
-    if (o.apply) {
-      l.adopt_orphan(obj.key, static_cast<int64_t>(obj.size), now, o.max_retries);
-      f.applied = true;
-    }
+    if (o.apply)
+      f.applied = l.adopt_orphan(obj.key, static_cast<int64_t>(obj.size), now, o.max_retries) ==
+                  ledger::QueueOutcome::queued;
     found(f);
   };
 
@@ -191,7 +194,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
-      if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries);
+      if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
       found(f);
     }
   };

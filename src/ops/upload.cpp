@@ -45,15 +45,17 @@ FileResult Uploader::upload(const std::string &path) {
 }
 
 FileResult Uploader::upload(const InputFile &file) {
+  // Filled as the upload goes, so a failure after the reservation still reports the
+  // record id and key it reserved (they are in the ledger; the user needs them).
+  FileResult r;
+  r.file = file.path;
   auto failed = [&](Error e) {
-    FileResult r;
-    r.file = file.path;
     r.outcome = UploadOutcome::failed;
     r.error = std::move(e);
     return r;
   };
   try {
-    return upload_unguarded(file);
+    return upload_unguarded(file, r);
   } catch (const LodgeError &e) {
     return failed(e.error());
   } catch (const std::exception &e) {
@@ -82,10 +84,8 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 }
 } // namespace
 
-FileResult Uploader::upload_unguarded(const InputFile &file) {
+FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   const std::string &path = file.path;
-  FileResult r;
-  r.file = path;
   // Relative to the directory the walk opened (the name is one component), so nothing the
   // walk checked is resolved again. O_NONBLOCK: opening a FIFO swapped in must not hang;
   // it is refused right after fstat.
@@ -264,7 +264,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     auto h = m_store.head(rec.object_key);
     if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) &&
         h->metadata["lodge-sha256"] == rec.sha256)
-      return store::PutResult{h->etag, ""};
+      return store::PutResult{h->etag, h->version_id};
     Error e = put.error();
     e.details.ambiguous = true; // not ours to delete at once
     return e;

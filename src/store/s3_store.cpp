@@ -61,6 +61,7 @@ public:
     i.metadata = r->metadata;
     i.last_modified_ms = r->last_modified_ms;
     i.sha256_hex = r->checksum_sha256_hex;
+    i.version_id = r->version_id;
     return i;
   }
 

@@ -36,7 +36,7 @@ class Foundation(LodgeTestCase):
         a = self.lodge("init", "--json").json()
         b = self.lodge("init", "--json").json()
         self.assertEqual(a["ledger_uuid"], b["ledger_uuid"])
-        self.assertEqual(a["schema_version"], 2)
+        self.assertEqual(a["schema_version"], 3)
 
     def test_status_check_exit_codes(self):
         self.assertEqual(self.lodge("status", "--check", "-q").rc, 0)
@@ -103,7 +103,7 @@ class Foundation(LodgeTestCase):
     def test_locked_ledger_exits_3(self):
         # A version-1 ledger must be migrated (a write) while another process holds the lock.
         self.lodge("init")
-        self.sql_exec("DROP TABLE job_run; PRAGMA user_version = 1;")
+        self.sql_exec("DROP TABLE job_run; ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 1;")
         cfg = self.write("c.json", '{"busy_timeout": "200ms"}')
         import sqlite3
         con = sqlite3.connect(self.db, isolation_level=None)
@@ -117,7 +117,109 @@ class Foundation(LodgeTestCase):
         self.assertIn("LEDGER_LOCKED", r.err)
         r = self.lodge("--config", cfg, "init", "--json")
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(r.json()["schema_version"], 2)
+        self.assertEqual(r.json()["schema_version"], 3)
+
+    def test_busy_timeout_sqlite_cannot_hold_is_a_config_error(self):
+        # 30d does not fit SQLite's int milliseconds; it used to wrap to "never wait".
+        cfg = self.write("c.json", '{"busy_timeout": "30d"}')
+        r = self.lodge("--config", cfg, "init")
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("busy_timeout: '30d' is too long", r.err)
+        self.assertIn("CONFIG_INVALID", r.err)
+        self.assertFalse(os.path.exists(self.db), "nothing is created on a configuration error")
+
+    def as_nobody(self, *args):
+        """Runs lodge as uid/gid 65534: root ignores file permissions, so a test of what a
+        user may not do must drop them."""
+        self.assertEqual(os.getuid(), 0, "these tests run as root (CI does) to drop to nobody")
+        env = dict(self.env)
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            os.environ["LODGE_BIN"], *[str(a) for a in args]],
+                           capture_output=True, text=True, env=env, cwd=self.dir)
+        from lodgetest import Result
+        return Result(p)
+
+    def readonly_ledger(self):
+        """A ledger with one file and one dead letter, in a directory nobody may only read."""
+        os.chmod(self.dir, 0o755)
+        ro = os.path.join(self.dir, "ro")
+        os.makedirs(ro)
+        db = os.path.join(ro, "ledger.db")
+        self.assertEqual(self.lodge("--db", db, "init", db=False).rc, 0)
+        import sqlite3
+        con = sqlite3.connect(db)
+        con.executescript("""
+            INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,
+              upload_status, created_at, updated_at, upload_deadline_at)
+              VALUES ('ci', 'a.txt', 'ci/k1.txt', 'text/plain', printf('%064d', 1), 3, 'default', 'ACTIVE', 1, 1, 2);
+            INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,
+              created_at, updated_at, last_error) VALUES (1, 'DELETE_OBJECT', 'ci/k1.txt', 'FAILED', 0, 3, 1, 1, 'gone');
+        """)
+        con.commit()
+        con.close()
+        for suffix in ("-wal", "-shm"):
+            self.assertFalse(os.path.exists(db + suffix), "closed cleanly: no -wal/-shm left")
+        os.chown(ro, 65534, 65534)
+        os.chown(db, 65534, 65534)
+        os.chmod(db, 0o400)
+        os.chmod(ro, 0o500)
+        return db
+
+    def test_read_only_ledger_status_list_and_tasks_work(self):
+        db = self.readonly_ledger()
+        st = self.as_nobody("--db", db, "status", "--json")
+        self.assertEqual(st.rc, 0, st)
+        self.assertEqual(st.json()["files"]["active"], 1)
+        self.assertEqual(st.json()["dead_letters"], 1)
+        ls = self.as_nobody("--db", db, "--owner", "ci", "list", "--json")
+        self.assertEqual(ls.rc, 0, ls)
+        self.assertEqual([f["object_key"] for f in ls.json_lines()], ["ci/k1.txt"])
+        tasks = self.as_nobody("--db", db, "tasks", "--json")
+        self.assertEqual(tasks.rc, 0, tasks)
+        self.assertEqual([t["last_error"] for t in tasks.json_lines()], ["gone"])
+        # A command that must write says why it cannot, naming the file and the OS's reason.
+        up = self.as_nobody("--db", db, "--owner", "ci", "retry", "1")
+        self.assertEqual(up.rc, 3, up)
+        self.assertIn(db, up.err)
+        self.assertIn("Permission denied", up.err)
+        self.assertNotIn("unable to open database file", up.err)
+        # A writable ledger in a directory it may not write: its -wal cannot be made there.
+        os.chmod(db, 0o600)
+        rep = self.as_nobody("--db", db, "repair")
+        self.assertEqual(rep.rc, 3, rep)
+        self.assertIn("cannot write in its directory", rep.err)
+        self.assertIn("Permission denied", rep.err)
+        self.assertNotIn("attempt to write a readonly database", rep.err)
+        self.assertEqual(self.as_nobody("--db", db, "status").rc, 0)
+        os.chmod(self.dir, 0o700)
+
+    def test_read_only_open_of_an_older_ledger_says_to_run_init(self):
+        os.chmod(self.dir, 0o755)
+        self.lodge("init")
+        self.sql_exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;")
+        os.chown(self.db, 65534, 65534)
+        os.chmod(self.db, 0o400)
+        r = self.as_nobody("--db", self.db, "status")
+        self.assertEqual(r.rc, 3, r)
+        self.assertIn("schema version 2", r.err)
+        self.assertIn("run `lodge init`", r.err)
+        os.chmod(self.db, 0o600)
+        self.assertEqual(self.lodge("init", "--json").json()["schema_version"], 3, "init migrates it")
+        self.assertEqual(self.as_nobody("--db", self.db, "status", "--json").rc, 0)
+        os.chmod(self.dir, 0o700)
+
+    def test_unreadable_ledger_names_the_reason(self):
+        os.chmod(self.dir, 0o755)
+        self.lodge("init")
+        os.chmod(self.db, 0o000)
+        for cmd in (["status"], ["sweep"]):
+            r = self.as_nobody("--db", self.db, *cmd)
+            self.assertEqual(r.rc, 3, r)
+            self.assertIn(self.db, r.err)
+            self.assertIn("Permission denied", r.err, "the OS's reason, not only SQLite's 'unable to open'")
+            self.assertIn("LEDGER_UNUSABLE", r.err)
+        os.chmod(self.db, 0o600)
+        os.chmod(self.dir, 0o700)
 
     def test_symlinked_ledger_is_refused(self):
         real = os.path.join(self.dir, "real.db")

@@ -146,3 +146,30 @@ TEST_CASE("a store prefix or directory that a server would rewrite is refused, n
     CHECK(config::load(in).store == url);
   }
 }
+
+TEST_CASE("a busy_timeout SQLite cannot hold as int milliseconds is refused, naming the key") {
+  test::TempDir dir;
+  // 30d is 2592000000ms: cast to int it wrapped negative, which SQLite reads as "never wait".
+  auto msg = error_of(inputs_with(dir, R"({"busy_timeout": "30d"})"));
+  CHECK(msg.rfind("busy_timeout: '30d' is too long", 0) == 0);
+  CHECK(msg.find("2147483647ms") != std::string::npos);
+  CHECK(config::load(inputs_with(dir, R"({"busy_timeout": "24d"})")).busy_timeout_ms == 24LL * 86'400'000);
+  CHECK(config::load(inputs_with(dir, R"({"busy_timeout": "2147483647ms"})")).busy_timeout_ms == 2147483647);
+  CHECK(error_of(inputs_with(dir, R"({"busy_timeout": "2147483648ms"})")).rfind("busy_timeout:", 0) == 0);
+}
+
+TEST_CASE("durations that would overflow a wall-clock time are refused, naming the key") {
+  test::TempDir dir;
+  // 2562047h is about INT64_MAX ms: now + deadline used to overflow.
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"deadline": "2562047h"}}})"))
+            .rfind("policies.p.deadline: '2562047h' is too long (at most 36500d)", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"grace": "36501d"}}})"))
+            .rfind("policies.p.grace:", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"lease": "40000d"}})")).rfind("sweep.lease:", 0) == 0);
+  CHECK(
+      error_of(inputs_with(dir, R"({"sweep": {"backoff_max": "40000d"}})")).rfind("sweep.backoff_max:", 0) ==
+      0);
+  CHECK(config::load(inputs_with(dir, R"({"policies": {"p": {"deadline": "36500d"}}})"))
+            .policy("p")
+            .deadline_ms == 36'500LL * 86'400'000);
+}

@@ -55,9 +55,10 @@ TEST_CASE("an older ledger is migrated on open and keeps its rows") {
   auto path = dir.file("old.db");
   { auto l = open_at(path); }
   {
-    // Turn it into a version-1 ledger: version 1 had no job_run table.
+    // Turn it into a version-1 ledger: version 1 had no job_run table (and, like
+    // version 2, no cleanup_task.verify_pass).
     ledger::Db db(path, 1000);
-    db.exec("DROP TABLE job_run; PRAGMA user_version = 1;");
+    db.exec("DROP TABLE job_run; ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 1;");
     db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
             " upload_status, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1', "
             "'text/plain',"
@@ -69,6 +70,54 @@ TEST_CASE("an older ledger is migrated on open and keeps its rows") {
   CHECK(r.files_active == 1);
   l->record_job_run({"sweep", "w", 1, 2, "ok", "{}"});
   CHECK(l->status(10).last_runs.at("sweep").has_value());
+}
+
+TEST_CASE("a version-2 ledger gains verify_pass; its tasks keep their state and owe no pass") {
+  test::TempDir dir;
+  auto path = dir.file("v2.db");
+  { auto l = open_at(path); }
+  {
+    ledger::Db db(path, 1000);
+    db.exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;");
+    db.exec(
+        "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+        " upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1',"
+        " 'text/plain', printf('%064d', 1), 3, 'default', 'UPLOAD_FAILED', 1, 1, 1, 2)");
+    db.exec("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+            " created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'PENDING', 5, 3, 1, 1)");
+  }
+  auto l = open_at(path);
+  CHECK(l->schema_version() == 3);
+  auto t = l->find_task_for(1);
+  REQUIRE(t);
+  CHECK(t->status == "PENDING");
+  CHECK(t->next_retry_at == 5);
+  CHECK(t->verify_pass == ledger::k_verify_none);
+}
+
+TEST_CASE("read-only: a ledger too old says to run lodge init; a current one is read without writing") {
+  test::TempDir dir;
+  auto path = dir.file("ro.db");
+  { auto l = open_at(path); }
+  {
+    ledger::Db db(path, 1000);
+    db.exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;");
+  }
+  ledger::OpenOptions o;
+  o.path = path;
+  o.read_only = true;
+  try {
+    (void)ledger::open_sqlite_ledger(o);
+    FAIL("a too-old ledger opened read-only");
+  } catch (const LodgeError &e) {
+    CHECK(e.error().code == Errc::ledger_unusable);
+    CHECK(e.error().message.find("run `lodge init`") != std::string::npos);
+  }
+  { auto l = open_at(path); } // migrates
+  auto r = ledger::open_sqlite_ledger(o);
+  CHECK(r->schema_version() == ledger::k_schema_version);
+  CHECK(r->status(10).files_active == 0);
+  CHECK_THROWS_AS(r->record_job_run({"sweep", "w", 1, 2, "ok", "{}"}), LodgeError);
 }
 
 TEST_CASE("a newer ledger is refused with LEDGER_TOO_NEW; garbage with LEDGER_UNUSABLE") {

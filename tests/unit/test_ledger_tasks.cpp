@@ -88,20 +88,129 @@ TEST_CASE("confirm after repair changed the row is refused and changes nothing")
 TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once") {
   Env e;
   auto a = e.reserve("a");
-  e.clock.t += 12'000; // task due, row still UPLOADING (repair has not run)
+  // A sweep's grace longer than the policy's: the task (due at deadline + 1s) is claimed
+  // while the row is overdue but still within the sweep's grace.
+  ops::CleanupSettings long_grace{5'000, 100, 1000};
+  e.clock.t += 12'000;
   auto claimed = e.l->claim_due(e.clock.t, 10, "w", 5'000);
   REQUIRE(claimed.size() == 1);
-  auto r = ops::run_claimed_task(*e.l, e.store, claimed[0], e.cs, e.clock);
+  auto r = ops::run_claimed_task(*e.l, e.store, claimed[0], long_grace, e.clock);
   CHECK(r.outcome == ops::CleanupOutcome::postponed);
   CHECK(e.store.removed().empty());
-  REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));
-  auto again = e.l->claim_due(e.clock.t + 2'000, 10, "w", 5'000);
+  // The decision failed the overdue row itself (as repair would) and owes a verify pass.
+  CHECK(e.l->find_file(a.id)->upload_status == "UPLOAD_FAILED");
+  auto t = e.l->find_task_for(a.id);
+  CHECK(t->status == "PENDING");
+  CHECK(t->next_retry_at == a.upload_deadline_at + 5'000);
+  CHECK(t->verify_pass == ledger::k_verify_owed);
+  CHECK_FALSE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));  // nothing left for repair
+  CHECK(e.l->claim_due(e.clock.t, 10, "w", 5'000).empty()); // not due again at once
+  e.clock.t = t->next_retry_at;
+  auto again = e.l->claim_due(e.clock.t, 10, "w", 5'000);
   REQUIRE(again.size() == 1);
   CHECK(again[0].lease_version == 2);
-  CHECK(ops::run_claimed_task(*e.l, e.store, again[0], e.cs, e.clock).outcome ==
-        ops::CleanupOutcome::deleted);
+  auto d = ops::run_claimed_task(*e.l, e.store, again[0], long_grace, e.clock);
+  CHECK(d.outcome == ops::CleanupOutcome::deleted);
+  CHECK(d.verify_scheduled);
   CHECK(e.store.removed() == std::vector<std::string>{a.object_key});
+  t = e.l->find_task_for(a.id);
+  CHECK(t->status == "PENDING");
+  CHECK(t->verify_pass == ledger::k_verify_due);
+  // Due after the row's whole deadline length and one more grace.
+  CHECK(t->next_retry_at == e.clock.t + 10'000 + 5'000);
+  CHECK(e.l->claim_due(t->next_retry_at - 1, 10, "w", 5'000).empty());
+  e.clock.t = t->next_retry_at;
+  auto verify = e.l->claim_due(e.clock.t, 10, "w", 5'000);
+  REQUIRE(verify.size() == 1);
+  CHECK(ops::run_claimed_task(*e.l, e.store, verify[0], long_grace, e.clock).outcome ==
+        ops::CleanupOutcome::deleted);
+  CHECK(e.store.removed() == std::vector<std::string>{a.object_key, a.object_key});
+  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
   CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
+}
+
+TEST_CASE("sweep does not re-claim a task it postponed or decided in the same run") {
+  Env e;
+  auto a = e.reserve("a");
+  auto b = e.reserve("b");
+  e.clock.t += 12'000; // both overdue past deadline + grace, repair has not run
+  auto s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs}, e.clock);
+  // It used to postpone each task to "now" and claim it again, up to --limit times.
+  CHECK(s.claimed == 2);
+  CHECK(s.postponed == 0);
+  CHECK(s.deleted == 2);
+  CHECK(s.verify_scheduled == 2);
+  for (const auto &r : {a, b}) {
+    auto t = e.l->find_task_for(r.id);
+    CHECK(t->lease_version == 1);
+    CHECK(t->status == "PENDING");
+    CHECK(t->next_retry_at > e.clock.t);
+    CHECK(e.l->find_file(r.id)->upload_status == "UPLOAD_FAILED");
+  }
+  e.clock.t += 11'000;
+  s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs}, e.clock);
+  CHECK(s.claimed == 2);
+  CHECK(s.verified == 2);
+  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(b.id)->status == "SUCCESS");
+}
+
+TEST_CASE("a not yet overdue UPLOADING row postpones its task to deadline + grace") {
+  Env e;
+  auto a = e.reserve("a");
+  // A finished task put back early (as a requeue by hand would) while the upload runs.
+  auto claimed = e.l->claim_due(a.upload_deadline_at + 1'000, 1, "w", 60'000);
+  REQUIRE(claimed.size() == 1);
+  CHECK(e.l->decide(claimed[0], e.clock.t, 1'000) == ledger::TaskDecision::postponed);
+  auto t = e.l->find_task_for(a.id);
+  CHECK(t->next_retry_at == a.upload_deadline_at + 1'000);
+  CHECK(t->verify_pass == ledger::k_verify_none);
+  CHECK(e.l->find_file(a.id)->upload_status == "UPLOADING");
+}
+
+TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after definite ones") {
+  Env e;
+  auto definite = e.reserve("a");
+  auto ambiguous = e.reserve("b");
+  auto repaired = e.reserve("c");
+  auto deleted = e.reserve("d");
+  REQUIRE(e.l->mark_failed(definite.id, "refused", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, e.clock.t));
+  REQUIRE(e.l->confirm(deleted.id, "e", "", e.clock.t));
+  e.clock.t += 20'000;
+  REQUIRE(e.l->repair_row(repaired.id, e.clock.t, 1'000, 3));
+  REQUIRE(e.l->soft_delete(deleted.id, "o", e.clock.t, 0, 3) == ledger::DeleteOutcome::deleted);
+  CHECK(e.l->find_task_for(definite.id)->verify_pass == ledger::k_verify_none);
+  CHECK(e.l->find_task_for(ambiguous.id)->verify_pass == ledger::k_verify_owed);
+  CHECK(e.l->find_task_for(repaired.id)->verify_pass == ledger::k_verify_owed);
+  CHECK(e.l->find_task_for(deleted.id)->verify_pass == ledger::k_verify_none);
+  auto s = ops::sweep(*e.l, e.store, {100, 16, 1'000, 0, "w", false, e.cs}, e.clock);
+  CHECK(s.deleted == 4);
+  CHECK(s.verify_scheduled == 2);
+  CHECK(e.l->find_task_for(definite.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(deleted.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(ambiguous.id)->status == "PENDING");
+  CHECK(e.l->find_task_for(repaired.id)->status == "PENDING");
+}
+
+TEST_CASE("queueing writes report what they did: a held task is not reported queued") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  auto claimed = e.l->claim_due(e.clock.t, 1, "w", 60'000);
+  REQUIRE(claimed.size() == 1);
+  // A worker holds the task: nothing is written, and the caller hears so (it used to
+  // hear "true", and reconcile --apply reported the leftover as queued).
+  CHECK(e.l->requeue_task_for(a.id, e.clock.t, 3) == ledger::QueueOutcome::held);
+  CHECK(e.l->find_task_for(a.id)->status == "PROCESSING");
+  auto alive = e.reserve("b");
+  CHECK(e.l->requeue_task_for(alive.id, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
+  CHECK(e.l->requeue_task_for(9999, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
+  CHECK(e.l->adopt_orphan(a.object_key, 1, e.clock.t, 3) == ledger::QueueOutcome::row_exists);
+  CHECK(e.l->adopt_orphan("o/nobody.bin", 1, e.clock.t, 3) == ledger::QueueOutcome::queued);
+  REQUIRE(e.l->finish(claimed[0], true, "", 0, e.clock.t) == ledger::TaskFinish::success);
+  CHECK(e.l->requeue_task_for(a.id, e.clock.t, 3) == ledger::QueueOutcome::queued);
+  CHECK(e.l->find_task_for(a.id)->status == "PENDING");
 }
 
 TEST_CASE("I6: a worker with a stale lease_version changes nothing") {

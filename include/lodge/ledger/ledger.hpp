@@ -20,6 +20,10 @@ struct OpenOptions {
   std::string path;
   int64_t busy_timeout_ms = 10'000;
   bool force_network_fs = false;
+  // For commands that only read (status, list, tasks): SQLITE_OPEN_READONLY, never
+  // created, never migrated (a ledger too old for this lodge says to run `lodge init`),
+  // so they work on a read-only mount or a ledger the user may only read.
+  bool read_only = false;
   const util::Clock *clock = &util::system_clock();
 };
 
@@ -49,7 +53,18 @@ struct ReserveResult {
 // What a cleanup worker may do with its task, decided in a transaction under its lease.
 enum class TaskDecision { allowed, ignored, postponed, lease_lost };
 
-enum class TaskFinish { success, retry, lease_lost, dead_letter };
+// verify_scheduled: the delete succeeded but the task owes one more pass (its upload
+// failed ambiguously or by deadline): it is PENDING again, due at the time given.
+enum class TaskFinish { success, verify_scheduled, retry, lease_lost, dead_letter };
+
+// What a write that queues a cleanup task did. Every one is checked to have changed
+// exactly the row it meant to.
+enum class QueueOutcome {
+  queued,     // the task is pending (made so now, or already)
+  row_exists, // adopt: a row with that key appeared meanwhile; nothing written
+  not_dead,   // requeue: the row is missing or alive; nothing written
+  held,       // a worker holds the task (PROCESSING); its own checks decide
+};
 
 enum class DeleteOutcome { deleted, not_found, not_active };
 
@@ -91,10 +106,15 @@ public:
   // Claims one task by id if it is due (or its lease expired).
   [[nodiscard]] virtual std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now,
                                                              const std::string &worker, int64_t lease_ms) = 0;
-  // Re-checks lease and row in a transaction. postponed moves the task back to PENDING
-  // due at row deadline + grace; ignored finishes it as IGNORED.
+  // Re-checks lease and row in a transaction. A row still UPLOADING and not overdue:
+  // postponed, the task back to PENDING due at deadline + grace (never due again in the
+  // same run). An overdue UPLOADING row is failed right here, as repair_row would, and
+  // the task owes a verify pass; it is postponed to deadline + grace when that is still
+  // ahead, allowed otherwise. A dead row: allowed. An alive ACTIVE row: ignored.
   [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) = 0;
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
+  // Failed: RETRY (or FAILED past max_retries) due at next_retry_at. Succeeded: SUCCESS,
+  // or, when the task owes a verify pass, PENDING again due at next_retry_at.
   [[nodiscard]] virtual TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                           int64_t next_retry_at, int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.
@@ -126,9 +146,12 @@ public:
   // The highest record id this ledger ever issued.
   [[nodiscard]] virtual int64_t max_record_id() = 0;
   // Records an orphan object as a dead row with a task due now, so sweep's guards apply.
-  virtual void adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) = 0;
-  // Makes a dead row's finished task pending again, due now (a leftover object).
-  [[nodiscard]] virtual bool requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
+  // queued, or row_exists when a row with that key appeared meanwhile.
+  [[nodiscard]] virtual QueueOutcome adopt_orphan(const std::string &key, int64_t size, int64_t now,
+                                                  int max_retries) = 0;
+  // Makes a dead row's finished task pending again, due now (a leftover object): queued,
+  // not_dead (no such row, or alive), or held (a worker has the task right now).
+  [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
 };
 
 // Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at

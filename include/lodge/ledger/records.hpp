@@ -51,7 +51,14 @@ struct TaskRecord {
   std::optional<std::string> last_error;
   int64_t created_at = 0;
   int64_t updated_at = 0;
+  int64_t verify_pass = 0; // k_verify_none, k_verify_owed or k_verify_due
 };
+
+// cleanup_task.verify_pass: whether a second, cheap pass must follow the delete because
+// the upload's failure was not definite (ambiguous, or its deadline passed).
+inline constexpr int64_t k_verify_none = 0; // the delete finishes the task
+inline constexpr int64_t k_verify_owed = 1; // after the delete: one more pass, later
+inline constexpr int64_t k_verify_due = 2;  // this run is that pass; then SUCCESS
 
 struct JobRun {
   std::string job;

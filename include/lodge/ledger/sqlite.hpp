@@ -57,8 +57,12 @@ private:
 
 class Db {
 public:
-  // Opens path with SQLITE_OPEN_NOFOLLOW. Throws LodgeError(LEDGER_UNUSABLE) naming path.
-  Db(const std::string &path, int64_t busy_timeout_ms);
+  // Opens path with SQLITE_OPEN_NOFOLLOW (read-write, or read-only). Throws
+  // LodgeError(LEDGER_UNUSABLE) naming path and, when the OS said why, errno's text.
+  // `immutable` (read-only only): SQLite's immutable=1, for a WAL ledger whose -shm cannot
+  // be created (a read-only directory or mount); no locks are taken.
+  Db(const std::string &path, int64_t busy_timeout_ms, bool read_only = false, bool immutable = false);
+  [[nodiscard]] bool read_only() const { return m_read_only; }
   [[nodiscard]] sqlite3 *raw() const { return m_db.get(); }
   [[nodiscard]] const std::string &path() const { return m_path; }
   // Runs SQL without results (several statements allowed). Throws on error.
@@ -71,6 +75,7 @@ public:
 private:
   std::string m_path;
   DbHandle m_db;
+  bool m_read_only = false;
 };
 
 // BEGIN IMMEDIATE on construction (takes the write lock at once, waiting up to the busy

@@ -24,7 +24,15 @@ struct CleanupResult {
   CleanupOutcome outcome = CleanupOutcome::deleted;
   std::string error;        // the store's error, when it failed
   bool unreachable = false; // the store gave no answer at all, or refused our credentials
+  // deleted, and the task is PENDING again for its verify pass (a late PUT may still land)
+  bool verify_scheduled = false;
 };
+
+// When the verify pass of a task whose delete ran at `now` is due: after the longest a
+// PUT of that row could still be in flight (its deadline length, measured by the
+// uploader on the monotonic clock) plus one grace. Wall-clock steps forward before the
+// delete cannot make this too early; see ARCHITECTURE.md, "Clocks".
+[[nodiscard]] int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms);
 
 // The delay before retry number `retry_count + 1`: full jitter under
 // min(max, base * 2^retry_count).

@@ -72,7 +72,8 @@ public:
   [[nodiscard]] FileResult upload(const InputFile &file);
 
 private:
-  FileResult upload_unguarded(const InputFile &file);
+  // Fills r as it goes (upload() reports what it holds if this throws).
+  FileResult upload_unguarded(const InputFile &file, FileResult &r);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                     int64_t steady_deadline);

@@ -45,6 +45,7 @@ struct ObjectInfo {
   Metadata metadata; // filled by head(), not by list()
   int64_t last_modified_ms = 0;
   std::string sha256_hex; // when the store keeps one
+  std::string version_id; // filled by head() on a versioned bucket; empty otherwise
 };
 
 struct UploadInfo {
