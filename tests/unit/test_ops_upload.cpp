@@ -5,7 +5,9 @@
 #include <condition_variable>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/upload.hpp>
+#include <lodge/util/log.hpp>
 #include <mutex>
+#include <stdexcept>
 
 using namespace lodge;
 
@@ -19,7 +21,7 @@ struct PartBoard {
   std::vector<int> numbers;
 };
 
-class PartStore final : public store::ObjectStore {
+class PartStore : public store::ObjectStore {
 public:
   explicit PartStore(PartBoard &b) : m_board(b) {}
   [[nodiscard]] std::string describe() const override { return "fake://"; }
@@ -100,4 +102,97 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   CHECK(row->upload_status == "ACTIVE");
   CHECK(row->multipart_upload_id == "upload-1");
   CHECK(l->find_task_for(*r.id)->status == "IGNORED");
+}
+
+namespace {
+// A connection whose part uploads throw (a bug or bad_alloc deep in a store), on whichever
+// thread sends the part.
+class ThrowingPartStore final : public PartStore {
+public:
+  using PartStore::PartStore;
+  Result<store::Part> put_part(const std::string &, const std::string &, int, const store::Body &,
+                               int64_t) override {
+    throw std::runtime_error("part store exploded");
+  }
+  Status abort_multipart(const std::string &, const std::string &id) override {
+    aborted.push_back(id);
+    return ok_status();
+  }
+  std::vector<std::string> aborted;
+};
+} // namespace
+
+TEST_CASE("an exception in a part thread fails the upload and aborts the multipart upload") {
+  test::TempDir dir;
+  ledger::OpenOptions o;
+  o.path = dir.file("l.db");
+  auto l = ledger::open_sqlite_ledger(o);
+  PartBoard board;
+  ThrowingPartStore main_store(board);
+  ops::UploadSettings s;
+  s.policy.name = "default";
+  s.owner = "o";
+  s.multipart_threshold = 1024;
+  s.part_size = 1024;
+  s.part_concurrency = 3;
+  s.open_store = [&board]() -> std::unique_ptr<store::ObjectStore> {
+    return std::make_unique<ThrowingPartStore>(board);
+  };
+  test::write_file(dir.file("big.txt"), std::string(5000, 'x'));
+  ops::Uploader up(*l, main_store, s, util::system_clock());
+  auto r = up.upload(dir.file("big.txt"));
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::internal);
+  CHECK(r.error->message.find("part store exploded") != std::string::npos);
+  CHECK(main_store.aborted == std::vector<std::string>{"upload-1"});
+  auto row = l->find_file(*r.id);
+  CHECK(row->upload_status == "UPLOAD_FAILED");
+}
+
+namespace {
+// Parts fail, and so does the abort that follows: the upload id must not vanish silently.
+class AbortFailsStore final : public PartStore {
+public:
+  using PartStore::PartStore;
+  Result<store::Part> put_part(const std::string &k, const std::string &, int, const store::Body &,
+                               int64_t) override {
+    return Error(Errc::storage_error, "PUT part of " + k + ": refused");
+  }
+  Status abort_multipart(const std::string &k, const std::string &) override {
+    return Error(Errc::storage_unavailable, "DELETE " + k + ": connection reset");
+  }
+};
+} // namespace
+
+TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {
+  test::TempDir dir;
+  ledger::OpenOptions o;
+  o.path = dir.file("l.db");
+  auto l = ledger::open_sqlite_ledger(o);
+  PartBoard board;
+  AbortFailsStore main_store(board);
+  ops::UploadSettings s;
+  s.policy.name = "default";
+  s.owner = "o";
+  s.multipart_threshold = 1024;
+  s.part_size = 1024;
+  s.part_concurrency = 1;
+  test::write_file(dir.file("big.txt"), std::string(3000, 'y'));
+  std::vector<std::string> warnings;
+  util::log::set_level(util::log::Level::warn);
+  util::log::set_sink([&](util::log::Level lvl, std::string_view line) {
+    if (lvl == util::log::Level::warn) warnings.emplace_back(line);
+  });
+  ops::Uploader up(*l, main_store, s, util::system_clock());
+  auto r = up.upload(dir.file("big.txt"));
+  util::log::set_sink(nullptr);
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::storage_error);
+  std::string key = l->find_file(*r.id)->object_key;
+  bool said = false;
+  for (const auto &w : warnings)
+    said = said || (w.find("upload-1") != std::string::npos && w.find(key) != std::string::npos &&
+                    w.find("connection reset") != std::string::npos);
+  CHECK_MESSAGE(said, "warnings: ", warnings.size());
 }
