@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
   } catch (...) {
     std::fprintf(stderr, "lodge: error: unknown failure (INTERNAL)\n");
   }
-  return 1;
+  return exit_status(Errc::internal);
 }
 
 int run(int argc, char **argv) {
@@ -196,7 +196,7 @@ int run(int argc, char **argv) {
 
   std::vector<Command> commands{add_init(app),   add_status(app), add_config(app), add_upload(app),
                                 add_list(app),   add_sweep(app),  add_repair(app), add_reconcile(app),
-                                add_delete(app), add_tasks(app),  add_retry(app)};
+                                add_delete(app), add_tasks(app),  add_retry(app),  add_debug(app)};
 
   try {
     try {

@@ -99,8 +99,8 @@ std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &k
 ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
                            const util::Clock &clock, const std::function<void(const Finding &)> &report) {
   ReconcileSummary sum;
-  for (const char *k :
-       {"orphan", "dangling", "corrupt", "leftover", "stale_multipart", "foreign", "beyond_history"})
+  for (const char *k : {"orphan", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
+                        "beyond_history", "unknown"})
     sum.counts[k] = 0;
   const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
@@ -145,6 +145,12 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   auto object_only = [&](const store::ObjectInfo &obj) {
     if (now - obj.last_modified_ms < o.older_than_ms) return; // may be an upload in flight
     auto h = s.head(obj.key);
+    if (!h && h.error().code != Errc::not_found) {
+      // Whose it is cannot be read: never adopt (and so delete) it on a guess.
+      found(
+          {"unknown", obj.key, std::nullopt, "HEAD failed: " + h.error().message + "; never touched", false});
+      return;
+    }
     store::Metadata meta = h ? h->metadata : store::Metadata{};
     auto ledger_id = meta.count("lodge-ledger") ? meta["lodge-ledger"] : std::string{};
     auto record_id =
