@@ -47,6 +47,7 @@ enum class Errc {
   interrupted,
   unhealthy,
   internal,
+  io_error,
 };
 
 struct ErrcInfo {

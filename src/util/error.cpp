@@ -56,6 +56,8 @@ constexpr std::array k_errcs{
              "Interrupted by a signal; in-flight work was finished or failed cleanly."},
     ErrcInfo{Errc::unhealthy, "UNHEALTHY", 1, "status --check found a problem."},
     ErrcInfo{Errc::internal, "INTERNAL", 1, "A bug in lodge; please report it."},
+    ErrcInfo{Errc::io_error, "IO_ERROR", 1,
+             "A local file lodge writes (such as the Prometheus textfile) could not be written."},
 };
 } // namespace
 
