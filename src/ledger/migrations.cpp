@@ -8,7 +8,9 @@ namespace lodge::ledger {
 namespace {
 // Step i brings a ledger from version k_oldest_schema_version + i to the next one.
 // Version 1 had no job_run table: status could not tell whether cron ran the jobs.
-constexpr std::array<std::string_view, k_schema_version - k_oldest_schema_version> k_steps{
+// std::to_array deduces the count from the initializers, so a version bump without its
+// step (or a step too many) is a compile error below, never an empty migration at run time.
+constexpr auto k_steps = std::to_array<std::string_view>({
     R"sql(
 CREATE TABLE job_run (
   id          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -21,7 +23,9 @@ CREATE TABLE job_run (
 ) STRICT;
 CREATE INDEX job_run_latest ON job_run (job, started_at);
 )sql",
-};
+});
+static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),
+              "every schema version after the oldest needs exactly one migration step in k_steps");
 } // namespace
 
 void migrate(Db &db, int from) {
