@@ -49,6 +49,7 @@ enum class Errc {
   internal,
   unsupported,
   metadata_corrupt,
+  io_error,
 };
 
 struct ErrcInfo {

@@ -9,11 +9,26 @@
 
 namespace lodge::failpoint {
 
-// Every name the code knows; an unknown name in a spec is a usage error.
-[[nodiscard]] std::span<const std::string_view> known_names();
+// The actions a failpoint can take, as bits: crash, sleep and pause work at every point;
+// error only where the site raises the failure a real fault would raise there.
+enum Action : unsigned { crash = 1U << 0, error = 1U << 1, sleep = 1U << 2, pause = 1U << 3 };
+inline constexpr unsigned k_universal = crash | sleep | pause;
+
+struct Point {
+  std::string_view name;
+  unsigned actions;          // Action bits this point honours
+  std::string_view on_error; // what `error` does there (empty when it refuses error)
+};
+
+// Every failpoint the code has, with what it accepts; a spec naming anything else is a
+// usage error.
+[[nodiscard]] std::span<const Point> table();
+// The action names ("crash", "error", "sleep", "pause") in Action bit order.
+[[nodiscard]] std::string_view action_name(Action a);
 
 // Parses spec and arms the failpoints; each firing is appended as "pid name action" to
-// log_path when it is not empty. Throws LodgeError(Errc::usage) on a bad spec.
+// log_path when it is not empty. Throws LodgeError(Errc::usage) on a bad spec: an unknown
+// name, an unknown action, or an action the named point does not honour.
 void configure(std::string_view spec, const std::string &log_path);
 
 // Fires `name` if armed: crash SIGKILLs the process, sleep and pause block, error

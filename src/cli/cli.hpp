@@ -92,6 +92,17 @@ Command add_reconcile(CLI::App &app);
 Command add_delete(CLI::App &app);
 Command add_tasks(CLI::App &app);
 Command add_retry(CLI::App &app);
+Command add_debug(CLI::App &app);
+
+// DESIGN.md's exit statuses, read from the Errc table so the two cannot drift apart.
+[[nodiscard]] inline int exit_status(Errc code) {
+  return errc_info(code).exit_code;
+}
+// "Some items failed or were found": the status every per-item code (a rejection,
+// STATE_CHANGED, a dead letter's STORAGE_ERROR) has.
+[[nodiscard]] inline int exit_items_failed() {
+  return exit_status(Errc::storage_error);
+}
 
 // Set by SIGINT/SIGTERM: stop starting new work.
 bool interrupted();

@@ -1,10 +1,12 @@
-// lodge init, lodge status, lodge config.
+// lodge init, lodge status, lodge config, and the hidden lodge debug.
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <lodge/failpoint.hpp>
 #include <lodge/ops/status.hpp>
 #include <lodge/util/clock.hpp>
+#include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,7 +25,7 @@ Command add_init(CLI::App &app) {
               std::printf("ledger %s ready (schema %d, uuid %s)\n", l.path().c_str(), l.schema_version(),
                           l.uuid().c_str());
             }
-            return 0;
+            return exit_status(Errc::ok);
           }};
 }
 
@@ -38,7 +40,8 @@ std::string ago(int64_t now, int64_t t) {
 }
 
 void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path) {
-  std::printf("ledger            %s (schema %d)\n", path.c_str(), r.schema_version);
+  std::printf("ledger            %s (schema %d)\n", util::escape_for_terminal(path).c_str(),
+              r.schema_version);
   std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
               static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
               static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
@@ -97,9 +100,11 @@ Command add_status(CLI::App &app) {
               if (ctx.g.quiet || ctx.g.json)
                 for (const auto &p : health.problems)
                   std::fprintf(stderr, "lodge: unhealthy: %s\n", p.c_str());
-              return 1;
+              std::fprintf(stderr, "lodge: error: the ledger is unhealthy: %zu problem(s) (%s)\n",
+                           health.problems.size(), std::string(errc_name(Errc::unhealthy)).c_str());
+              return exit_status(Errc::unhealthy);
             }
-            return 0;
+            return exit_status(Errc::ok);
           }};
 }
 
@@ -125,7 +130,31 @@ Command add_config(CLI::App &app) {
           }
         }
         ctx.print_json(j, ctx.g.json ? -1 : 2);
-        return 0;
+        return exit_status(Errc::ok);
+      }};
+}
+
+Command add_debug(CLI::App &app) {
+  // Hidden (no group): for tests and for whoever writes one, not part of the user's contract.
+  auto *sub = app.add_subcommand("debug", "Facts about this build, for tests")->group("");
+  sub->add_subcommand("failpoints", "Every failpoint with the actions it honours");
+  sub->require_subcommand(1);
+  return {
+      sub, [](Context &ctx) {
+        for (const auto &p : failpoint::table()) {
+          std::vector<std::string> actions;
+          for (auto a : {failpoint::crash, failpoint::error, failpoint::sleep, failpoint::pause})
+            if (p.actions & a) actions.emplace_back(failpoint::action_name(a));
+          if (ctx.g.json) {
+            ctx.print_json(nlohmann::json{{"name", p.name}, {"actions", actions}, {"on_error", p.on_error}});
+          } else {
+            std::string line(p.name);
+            for (const auto &a : actions)
+              line += " " + a;
+            std::printf("%s\n", line.c_str());
+          }
+        }
+        return exit_status(Errc::ok);
       }};
 }
 

@@ -138,8 +138,8 @@ Command add_sweep(CLI::App &app) {
             }
             if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
                 sum.unreachable == sum.retried + sum.dead_lettered)
-              return 4;
-            return sum.dead_lettered > 0 ? 1 : 0;
+              return exit_status(Errc::storage_unavailable);
+            return sum.dead_lettered > 0 ? exit_items_failed() : exit_status(Errc::ok);
           }};
 }
 
@@ -174,7 +174,7 @@ Command add_repair(CLI::App &app) {
           std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
                       static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
                       static_cast<long long>(sum.skipped));
-        return 0;
+        return exit_status(Errc::ok);
       }};
 }
 
@@ -232,7 +232,7 @@ Command add_reconcile(CLI::App &app) {
               for (const auto &[kind, why] : sum.skipped)
                 std::printf("reconcile: %s not checked: %s\n", kind.c_str(),
                             util::escape_for_terminal(why).c_str());
-            return sum.clean() ? 0 : 1;
+            return sum.clean() ? exit_status(Errc::ok) : exit_items_failed();
           }};
 }
 
@@ -263,7 +263,7 @@ Command add_delete(CLI::App &app) {
                             : r == ledger::DeleteOutcome::not_active ? " (not an active file)"
                                                                      : "");
             }
-            return bad > 0 ? 1 : 0;
+            return bad > 0 ? exit_items_failed() : exit_status(Errc::ok);
           }};
 }
 
@@ -294,7 +294,7 @@ Command add_tasks(CLI::App &app) {
                             t.last_error ? util::escape_for_terminal(*t.last_error).c_str() : "");
               }
             }
-            return 0;
+            return exit_status(Errc::ok);
           }};
 }
 
@@ -313,7 +313,7 @@ Command add_retry(CLI::App &app) {
                 std::printf("%s task %lld\n",
                             ok ? "requeued" : "not a dead letter:", static_cast<long long>(id));
             }
-            return bad > 0 ? 1 : 0;
+            return bad > 0 ? exit_items_failed() : exit_status(Errc::ok);
           }};
 }
 

@@ -14,11 +14,11 @@
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/threads.hpp>
 #include <lodge/util/units.hpp>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
-#include <thread>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -259,7 +259,8 @@ Command add_upload(CLI::App &app) {
                 break;
               }
               if (is_storage_failure(r)) ++t.storage_failures;
-              if (r.outcome == ops::UploadOutcome::failed && r.error && r.error->exit_code() == 3)
+              if (r.outcome == ops::UploadOutcome::failed && r.error &&
+                  r.error->exit_code() == exit_status(Errc::ledger_unusable))
                 ++t.ledger_failures;
               if (progress) std::fprintf(stderr, "\r\033[K");
               if (ctx.g.json) {
@@ -277,11 +278,21 @@ Command add_upload(CLI::App &app) {
             };
 
             WorkQueue queue(queue_capacity_for_open_files());
-            std::vector<std::thread> workers;
+            // A worker that throws stops the run (nothing new starts); join() rethrows it.
+            util::ThreadGroup workers([&queue] {
+              queue.close();
+              queue.clear();
+            });
+            // Runs before the group's destructor on every way out, so no worker is left
+            // waiting on the queue while the group joins it.
+            struct CloseOnExit {
+              WorkQueue &q;
+              ~CloseOnExit() { q.close(); }
+            } close_on_exit{queue};
             std::mutex setup_mutex;
             std::optional<LodgeError> setup_error;
             for (int i = 0; i < jobs; ++i) {
-              workers.emplace_back([&, i] {
+              workers.spawn([&, i] {
                 std::unique_ptr<ledger::Ledger> l;
                 std::unique_ptr<store::ObjectStore> st;
                 std::unique_ptr<ops::Uploader> up;
@@ -345,8 +356,7 @@ Command add_upload(CLI::App &app) {
                 std::ifstream f(o->files_from, std::ios::binary);
                 if (!f) {
                   queue.close();
-                  for (auto &w : workers)
-                    w.join();
+                  workers.join();
                   throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
                 }
                 read_list(f, o->null_separated, feed);
@@ -354,8 +364,7 @@ Command add_upload(CLI::App &app) {
             }
             walked = true;
             queue.close();
-            for (auto &w : workers)
-              w.join();
+            workers.join();
             if (setup_error) throw *setup_error;
             if (progress) std::fprintf(stderr, "\r\033[K");
 
@@ -375,14 +384,21 @@ Command add_upload(CLI::App &app) {
                            static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
                            util::format_size(t.bytes).c_str(), secs);
             }
-            if (interrupted()) return 130;
+            if (interrupted()) {
+              std::fprintf(stderr,
+                           "lodge: error: interrupted by a signal: the files in flight were finished, "
+                           "no new one was started (%s)\n",
+                           std::string(errc_name(Errc::interrupted)).c_str());
+              return exit_status(Errc::interrupted);
+            }
             // Whole-run failures get their own exit status, as DESIGN.md's table says.
             bool none_done = t.active + t.replayed + t.duplicate == 0 && t.rejected == 0;
-            if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed) return 3;
+            if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
+              return exit_status(Errc::ledger_unusable);
             if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
                 t.rejected == 0)
-              return 4;
-            return (t.rejected + t.failed) > 0 ? 1 : 0;
+              return exit_status(Errc::storage_unavailable);
+            return (t.rejected + t.failed) > 0 ? exit_items_failed() : exit_status(Errc::ok);
           }};
 }
 
@@ -419,7 +435,7 @@ Command add_list(CLI::App &app) {
                                 : "");
               }
             }
-            return 0;
+            return exit_status(Errc::ok);
           }};
 }
 

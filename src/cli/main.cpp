@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
   } catch (...) {
     std::fprintf(stderr, "lodge: error: unknown failure (INTERNAL)\n");
   }
-  return 1;
+  return exit_status(Errc::internal);
 }
 
 int run(int argc, char **argv) {
@@ -211,7 +211,8 @@ int run(int argc, char **argv) {
                                 recorded_job("reconcile", add_reconcile(app)),
                                 add_delete(app),
                                 add_tasks(app),
-                                add_retry(app)};
+                                add_retry(app),
+                                 add_debug(app)};
 
   try {
     try {

@@ -97,8 +97,12 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
     p.extensions = get_string_list(obj["extensions"], path + ".extensions", true);
   if (obj.contains("media_types"))
     p.media_types = get_string_list(obj["media_types"], path + ".media_types", true);
-  if (obj.contains("max_files"))
-    p.max_files = get_count(obj["max_files"], path + ".max_files", 0, 1'000'000'000);
+  if (obj.contains("max_files")) {
+    if (obj["max_files"].is_null())
+      p.max_files.reset(); // no limit, as lodge config prints it
+    else
+      p.max_files = get_count(obj["max_files"], path + ".max_files", 0, 1'000'000'000);
+  }
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
   return p;
@@ -326,26 +330,27 @@ nlohmann::json to_json(const Config &c) {
   j["region"] = c.region;
   j["default_owner"] = c.default_owner;
   j["ca_bundle"] = c.ca_bundle;
+  j["profile"] = c.profile;
   j["verify_tls"] = c.verify_tls;
-  j["busy_timeout"] = util::format_duration_ms(c.busy_timeout_ms);
-  j["multipart_threshold"] = util::format_size(c.multipart_threshold);
-  j["part_size"] = util::format_size(c.part_size);
+  j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
+  j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
+  j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;
   j["jobs"] = c.jobs;
-  j["status"] = {{"sweep_max_age", util::format_duration_ms(c.sweep_max_age_ms)}};
-  j["sweep"] = {{"lease", util::format_duration_ms(c.sweep.lease_ms)},
+  j["status"] = {{"sweep_max_age", util::format_duration_exact(c.sweep_max_age_ms)}};
+  j["sweep"] = {{"lease", util::format_duration_exact(c.sweep.lease_ms)},
                 {"max_retries", c.sweep.max_retries},
-                {"backoff_base", util::format_duration_ms(c.sweep.backoff_base_ms)},
-                {"backoff_max", util::format_duration_ms(c.sweep.backoff_max_ms)}};
+                {"backoff_base", util::format_duration_exact(c.sweep.backoff_base_ms)},
+                {"backoff_max", util::format_duration_exact(c.sweep.backoff_max_ms)}};
   json ps = json::object();
   for (const auto &[name, p] : c.policies) {
     json pj;
-    pj["max_size"] = util::format_size(p.max_size);
+    pj["max_size"] = util::format_size_exact(p.max_size);
     pj["extensions"] = p.extensions;
     pj["media_types"] = p.media_types;
     pj["max_files"] = p.max_files ? json(*p.max_files) : json(nullptr);
-    pj["deadline"] = util::format_duration_ms(p.deadline_ms);
-    pj["grace"] = util::format_duration_ms(p.grace_ms);
+    pj["deadline"] = util::format_duration_exact(p.deadline_ms);
+    pj["grace"] = util::format_duration_exact(p.grace_ms);
     ps[name] = pj;
   }
   j["policies"] = ps;

@@ -10,7 +10,9 @@ namespace {
 // Version 1 had no job_run table: status could not tell whether cron ran the jobs.
 // Version 2 had no verify_pass: a task finished with its first delete, even when a late
 // PUT could still land after it.
-constexpr std::array<std::string_view, k_schema_version - k_oldest_schema_version> k_steps{
+// std::to_array deduces the count from the initializers, so a version bump without its
+// step (or a step too many) is a compile error below, never an empty migration at run time.
+constexpr auto k_steps = std::to_array<std::string_view>({
     R"sql(
 CREATE TABLE job_run (
   id          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -27,7 +29,9 @@ CREATE INDEX job_run_latest ON job_run (job, started_at);
 ALTER TABLE cleanup_task ADD COLUMN
   verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2));
 )sql",
-};
+});
+static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),
+              "every schema version after the oldest needs exactly one migration step in k_steps");
 } // namespace
 
 void migrate(Db &db, int from) {

@@ -54,8 +54,13 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
     break;
   }
   auto removed = store.remove_all(task.object_key);
-  (void)failpoint::hit("sweep.after_delete");
-  (void)failpoint::hit("sweep.before_finish");
+  if (failpoint::hit("sweep.after_delete") && removed) {
+    // The delete happened but its answer was lost (a timeout): the task is retried, and
+    // the retry finds nothing left to delete.
+    ErrorDetails lost;
+    lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
+    removed = Error(Errc::storage_unavailable, "DELETE " + task.object_key + ": no answer (injected)", lost);
+  }
   int64_t now = clock.now_ms();
   if (removed) {
     auto row = ledger.find_file(task.record_id);

@@ -103,29 +103,35 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   return o.str();
 }
 
+namespace {
+[[noreturn]] void write_failed(const std::string &path, const char *step, int err) {
+  throw LodgeError(Errc::io_error, path + ": cannot write (" + step + "): " + std::strerror(err));
+}
+} // namespace
+
 void write_file_atomically(const std::string &path, const std::string &text) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) throw LodgeError(Errc::config_invalid, path + ": cannot write: " + std::strerror(errno));
+  if (fd < 0) write_failed(path, "open", errno);
+  // Whatever fails, the temporary file goes and the old file stays as it was.
+  auto give_up = [&](const char *step, int err, bool still_open) {
+    if (still_open) ::close(fd);
+    ::unlink(tmp.c_str());
+    write_failed(path, step, err);
+  };
   size_t off = 0;
   while (off < text.size()) {
     auto n = ::write(fd, text.data() + off, text.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw LodgeError(Errc::config_invalid, path + ": cannot write: " + std::strerror(e));
+      give_up("write", errno, true);
     }
     off += static_cast<size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    throw LodgeError(Errc::config_invalid, path + ": cannot write: " + std::strerror(e));
-  }
+  // A delayed write error (NFS, a full thin volume) shows only in fsync or close.
+  if (::fsync(fd) != 0) give_up("fsync", errno, true);
+  if (::close(fd) != 0) give_up("close", errno, false);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("rename", errno, false);
 }
 
 } // namespace lodge::ops

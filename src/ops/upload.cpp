@@ -11,9 +11,9 @@
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/threads.hpp>
 #include <mutex>
 #include <sys/stat.h>
-#include <thread>
 
 namespace lodge::ops {
 
@@ -203,8 +203,16 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
-  (void)failpoint::hit("upload.after_put");
-  (void)failpoint::hit("upload.before_confirm");
+  if (failpoint::hit("upload.after_put")) {
+    // What a real fault here looks like: the object landed, its answer was lost (a
+    // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
+    ErrorDetails lost;
+    lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
+    lost.ambiguous = true;
+    fail(r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
+         false);
+    return r;
+  }
   if (failpoint::hit("upload.confirm")) {
     // The confirmation itself failed: the row stays UPLOADING with its task pending;
     // repair and sweep take it from here. Never reported as success.
@@ -223,6 +231,18 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   r.outcome = UploadOutcome::active;
   return r;
 }
+
+namespace {
+// Best effort: a multipart upload left behind costs storage until reconcile finds it as
+// stale (it lists incomplete uploads), so a failure here is said, not fatal.
+void abort_or_warn(store::ObjectStore &store, const std::string &key, const std::string &upload_id) {
+  auto a = store.abort_multipart(key, upload_id);
+  if (!a)
+    util::log::warn("could not abort multipart upload " + upload_id + " of " + key + ": " +
+                    a.error().message +
+                    " (lodge reconcile reports it as stale_multipart; --apply aborts it)");
+}
+} // namespace
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             int64_t steady_deadline) {
@@ -244,19 +264,19 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     if (!id) return id.error();
     // The upload id is on the row before the first part, so cleanup can find it.
     if (!m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms())) {
-      (void)m_store.abort_multipart(rec.object_key, id.value());
+      abort_or_warn(m_store, rec.object_key, id.value());
       return Error(Errc::state_changed,
                    "file #" + std::to_string(rec.id) + " changed state before its first part");
     }
     auto parts = put_parts(fd, rec, d, id.value(), steady_deadline);
     if (!parts) {
-      (void)m_store.abort_multipart(rec.object_key, id.value());
+      abort_or_warn(m_store, rec.object_key, id.value());
       Error e = parts.error();
       e.details.ambiguous = false; // a part never becomes an object by itself
       return e;
     }
     put = m_store.complete_multipart(rec.object_key, id.value(), parts.value(), steady_deadline);
-    if (!put && !put.error().details.ambiguous) (void)m_store.abort_multipart(rec.object_key, id.value());
+    if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, id.value());
   }
   if (!put && put.error().code == Errc::precondition_failed) {
     // Our own earlier attempt may have landed (a retry after a lost answer): it is ours
@@ -280,21 +300,29 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
   std::atomic<bool> failed{false};
   std::mutex mutex;
   std::optional<Error> first_error;
+  auto record_failure = [&](Error e) {
+    std::lock_guard lock(mutex);
+    if (!first_error) first_error = std::move(e);
+    failed = true;
+  };
+  // Runs on the helper threads too: whatever a store throws becomes the failed result, so
+  // the multipart upload is aborted and no thread dies with an exception (std::terminate).
   auto send = [&](store::ObjectStore &store) {
-    for (size_t i; !failed && (i = next++) < count;) {
-      uint64_t off = i * m_s.part_size;
-      uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
-      auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
-                              steady_deadline);
-      if (p && i == 0 && failpoint::hit("upload.between_parts"))
-        p = Error(Errc::storage_unavailable, "injected failure between parts");
-      if (!p) {
-        std::lock_guard lock(mutex);
-        if (!first_error) first_error = p.error();
-        failed = true;
-        return;
+    try {
+      for (size_t i; !failed && (i = next++) < count;) {
+        uint64_t off = i * m_s.part_size;
+        uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
+        auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
+                                steady_deadline);
+        if (p && i == 0 && failpoint::hit("upload.between_parts"))
+          p = Error(Errc::storage_unavailable, "injected failure between parts");
+        if (!p) return record_failure(p.error());
+        done[i] = p.value();
       }
-      done[i] = p.value();
+    } catch (const LodgeError &e) {
+      record_failure(e.error());
+    } catch (const std::exception &e) {
+      record_failure(Error(Errc::internal, "sending a part of " + rec.object_key + ": " + e.what()));
     }
   };
   // Extra connections are opened once per worker and kept for later files.
@@ -307,12 +335,14 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
     helpers = m_part_stores.size();
     util::log::warn("sending parts over one connection: " + e.error().message);
   }
-  std::vector<std::thread> threads;
-  for (size_t h = 0; h < helpers; ++h)
-    threads.emplace_back([&, h] { send(*m_part_stores[h]); });
-  send(m_store);
-  for (auto &t : threads)
-    t.join();
+  {
+    // Joined on every path out of this block, unwinding included.
+    util::ThreadGroup threads;
+    for (size_t h = 0; h < helpers; ++h)
+      threads.spawn([&, h] { send(*m_part_stores[h]); });
+    send(m_store);
+    threads.join();
+  }
   if (first_error) return *first_error;
   std::vector<store::Part> parts;
   parts.reserve(count);

@@ -146,8 +146,14 @@ crypto::Digest SigningKeyCache::get(std::string_view secret, std::string_view da
   if (id != m_id) {
     m_key = signing_key(secret, date8, region, service);
     m_id = id;
+    ++m_derivations;
   }
   return m_key;
+}
+
+uint64_t SigningKeyCache::derivations() const {
+  std::lock_guard lock(m_mutex);
+  return m_derivations;
 }
 
 Signed sign_header(const SignInput &in, const Credentials &c, std::string_view region,

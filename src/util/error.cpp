@@ -60,6 +60,8 @@ constexpr std::array k_errcs{
              "The store does not implement the operation (HTTP 405 or 501); lodge does without it."},
     ErrcInfo{Errc::metadata_corrupt, "METADATA_CORRUPT", 1,
              "An object's stored metadata cannot be read (not JSON, or a field of the wrong type)."},
+    ErrcInfo{Errc::io_error, "IO_ERROR", 1,
+             "A local file lodge writes (such as the Prometheus textfile) could not be written."},
 };
 } // namespace
 

@@ -15,24 +15,28 @@
 namespace lodge::failpoint {
 namespace {
 
-constexpr std::array<std::string_view, 18> k_names{"upload.after_walk",
-                                                   "upload.before_reserve",
-                                                   "upload.after_reserve",
-                                                   "upload.before_put",
-                                                   "upload.after_put",
-                                                   "upload.before_confirm",
-                                                   "upload.confirm",
-                                                   "upload.mark_failed",
-                                                   "upload.between_parts",
-                                                   "sweep.after_claim",
-                                                   "sweep.after_delete",
-                                                   "sweep.before_finish",
-                                                   "repair.before_commit",
-                                                   "reconcile.before_apply",
-                                                   "store.put",
-                                                   "store.delete",
-                                                   "store.head",
-                                                   "store.list"};
+// One line per point, named <component>.<step> after the durable step it precedes or
+// follows. A point that accepts `error` says what the site then does; the site must do it.
+constexpr std::array k_points{
+    Point{"upload.after_walk", k_universal, ""},
+    Point{"upload.before_reserve", k_universal, ""},
+    Point{"upload.after_reserve", k_universal, ""},
+    Point{"upload.before_put", k_universal | error, "the PUT fails before a byte is sent (definite)"},
+    Point{"upload.after_put", k_universal | error,
+          "the object landed but its answer was lost (ambiguous: cleanup waits for the grace)"},
+    Point{"upload.confirm", k_universal | error, "the confirm transaction fails (the row stays UPLOADING)"},
+    Point{"upload.mark_failed", k_universal | error, "marking the row failed fails (left to repair)"},
+    Point{"upload.between_parts", k_universal | error, "the second part fails (definite)"},
+    Point{"sweep.after_claim", k_universal | error,
+           "the run fails after its claim (an exception: the run is recorded failed, leases expire)"},
+    Point{"sweep.after_delete", k_universal | error,
+          "the delete happened but its answer was lost (the task is retried)"},
+    Point{"repair.before_commit", k_universal | error, "the repair transaction fails (rolled back)"},
+    Point{"store.put", k_universal | error, "the store refuses the PUT or multipart create (503)"},
+    Point{"store.delete", k_universal | error, "the store refuses the delete or multipart abort (503)"},
+    Point{"store.head", k_universal | error, "the store refuses the HEAD (503)"},
+    Point{"store.list", k_universal | error, "the store refuses the listing (503)"},
+};
 
 enum class Kind { crash, error, sleep, pause };
 struct Armed {
@@ -63,8 +67,22 @@ Registry &registry() {
 }
 } // namespace
 
-std::span<const std::string_view> known_names() {
-  return k_names;
+std::span<const Point> table() {
+  return k_points;
+}
+
+std::string_view action_name(Action a) {
+  switch (a) {
+  case crash:
+    return "crash";
+  case error:
+    return "error";
+  case sleep:
+    return "sleep";
+  case pause:
+    return "pause";
+  }
+  return "?";
 }
 
 void configure(std::string_view spec, const std::string &log_path) {
@@ -85,25 +103,34 @@ void configure(std::string_view spec, const std::string &log_path) {
       throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: '" + entry + "' is not name=action");
     std::string name = entry.substr(0, eq);
     std::string action = entry.substr(eq + 1);
-    bool known = false;
-    for (auto n : k_names)
-      known = known || n == name;
-    if (!known) throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: unknown failpoint '" + name + "'");
+    const Point *point = nullptr;
+    for (const auto &p : k_points)
+      if (p.name == name) point = &p;
+    if (!point) throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: unknown failpoint '" + name + "'");
     Armed a{Kind::error, "", action};
-    if (action == "crash")
+    Action bit = error;
+    if (action == "crash") {
       a.kind = Kind::crash;
-    else if (action == "error")
+      bit = crash;
+    } else if (action == "error") {
       a.kind = Kind::error;
-    else if (action.rfind("sleep:", 0) == 0 && util::parse_int(action.substr(6))) {
+      bit = error;
+    } else if (action.rfind("sleep:", 0) == 0 && util::parse_int(action.substr(6))) {
       a.kind = Kind::sleep;
       a.arg = action.substr(6);
+      bit = sleep;
     } else if (action.rfind("pause:", 0) == 0 && action.size() > 6) {
       a.kind = Kind::pause;
       a.arg = action.substr(6);
+      bit = pause;
     } else {
       throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: bad action '" + action + "' for " + name +
                                         " (crash, error, sleep:MS, pause:PATH)");
     }
+    if ((point->actions & bit) == 0)
+      throw LodgeError(Errc::usage, "LODGE_FAILPOINTS: " + name + "=" + action + ": " + name +
+                                        " does not take " + std::string(action_name(bit)) +
+                                        " (it has no fault of that kind to inject)");
     r.armed.insert_or_assign(name, std::move(a));
   }
 }

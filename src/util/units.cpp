@@ -87,4 +87,20 @@ std::string format_duration_ms(int64_t ms) {
   return buf;
 }
 
+std::string format_size_exact(uint64_t bytes) {
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 4> k_units{
+      {{"TiB", 1ULL << 40}, {"GiB", 1ULL << 30}, {"MiB", 1ULL << 20}, {"KiB", 1ULL << 10}}};
+  for (const auto &[unit, mult] : k_units)
+    if (bytes != 0 && bytes % mult == 0) return std::to_string(bytes / mult) + std::string(unit);
+  return std::to_string(bytes) + "B";
+}
+
+std::string format_duration_exact(int64_t ms) {
+  static constexpr std::array<std::pair<std::string_view, int64_t>, 4> k_units{
+      {{"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1000}}};
+  for (const auto &[unit, mult] : k_units)
+    if (ms != 0 && ms % mult == 0) return std::to_string(ms / mult) + std::string(unit);
+  return std::to_string(ms) + "ms";
+}
+
 } // namespace lodge::util

@@ -1,12 +1,13 @@
 """The binary's foundation: init, status, config, exit codes, ledger hygiene, man page."""
 
+import json
 import os
 import stat
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LodgeTestCase, SOURCE_DIR, main  # noqa: E402
+from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main, wait_until  # noqa: E402
 
 
 class Foundation(LodgeTestCase):
@@ -28,9 +29,31 @@ class Foundation(LodgeTestCase):
         r = self.lodge("init", umask=0)
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(stat.S_IMODE(os.stat(self.db).st_mode), 0o600)
-        for suffix in ("-wal", "-shm"):
-            if os.path.exists(self.db + suffix):
-                self.assertEqual(stat.S_IMODE(os.stat(self.db + suffix).st_mode), 0o600)
+
+    def test_wal_and_shm_are_0600_while_a_lodge_holds_the_ledger_open(self):
+        # SQLite removes -wal and -shm when the last connection closes: look while an
+        # upload (started under umask 000) is paused after its reservation.
+        gate, log = os.path.join(self.dir, "gate"), os.path.join(self.dir, "fp.log")
+        env = dict(self.env, LODGE_OWNER="ci", LODGE_FAILPOINTS=f"upload.after_reserve=pause:{gate}",
+                   LODGE_FAILPOINTS_LOG=log)
+        p = subprocess.Popen([LODGE, "--db", self.db, "upload", self.write("a.txt", "held open\n")], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: os.umask(0))
+        try:
+            def fired():
+                if not os.path.exists(log):
+                    return False
+                with open(log) as f:
+                    return "upload.after_reserve" in f.read()
+            wait_until(lambda: p.poll() is not None or fired(), what="the upload to hold the ledger open")
+            self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+            for suffix in ("", "-wal", "-shm"):
+                self.assertTrue(os.path.exists(self.db + suffix), f"{self.db}{suffix} does not exist")
+                self.assertEqual(stat.S_IMODE(os.stat(self.db + suffix).st_mode), 0o600, suffix)
+        finally:
+            open(gate, "w").close()
+            out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
 
     def test_init_is_idempotent_and_keeps_the_uuid(self):
         a = self.lodge("init", "--json").json()
@@ -51,6 +74,7 @@ class Foundation(LodgeTestCase):
         self.assertEqual(r.rc, 1, r)
         self.assertIn("UNHEALTHY", r.out)
         self.assertIn("dead-lettered", r.out)
+        self.assertIn("lodge: error: the ledger is unhealthy: 1 problem(s) (UNHEALTHY)", r.err)
         j = self.lodge("status", "--json").json()
         self.assertEqual(j["dead_letters"], 1)
         self.assertFalse(j["healthy"])
@@ -61,6 +85,43 @@ class Foundation(LodgeTestCase):
         text = open(out).read()
         self.assertIn('lodge_files{state="active"} 0', text)
         self.assertIn("lodge_healthy 1", text)
+
+    def test_status_prometheus_write_failure_is_an_io_error_naming_the_file(self):
+        out = os.path.join(self.dir, "no-such-dir", "lodge.prom")
+        r = self.lodge("status", "-q", "--prometheus", out)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn(f"{out}: cannot write (open): No such file or directory (IO_ERROR)", r.err)
+
+    def test_status_table_escapes_the_ledger_path(self):
+        db = os.path.join(self.dir, "evil\x1b]2;owned\x07.db")
+        r = self.lodge("--db", db, "status", db=False)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("evil", r.out)
+        self.assertNotIn("\x1b", r.out)
+        self.assertNotIn("\x07", r.out)
+
+    def test_config_json_reads_back_as_the_same_config(self):
+        cfg = self.write("c.json", json.dumps({
+            "busy_timeout": "90s", "multipart_threshold": "10MiB", "part_size": "6MiB", "profile": "ci",
+            "policies": {"default": {"max_size": "1536B", "deadline": "1500ms", "grace": "2m"},
+                         "small": {"max_files": 2, "extensions": ["pdf"], "media_types": ["application/pdf"]}},
+            "sweep": {"lease": "1h", "backoff_base": "30s", "backoff_max": "1d"},
+            "status": {"sweep_max_age": "36h"}}))
+        first = self.lodge("--config", cfg, "--json", "config")
+        self.assertEqual(first.rc, 0, first)
+        first = first.json()
+        # What a config file cannot say: where it came from, flag-only TLS, credentials.
+        settings = {k: v for k, v in first.items() if k not in ("config_file", "verify_tls", "credentials")}
+        again = self.lodge("--config", self.write("again.json", json.dumps(settings)), "--json", "config")
+        self.assertEqual(again.rc, 0, again)
+        again = again.json()
+        self.assertEqual({k: v for k, v in again.items() if k != "config_file"},
+                         {k: v for k, v in first.items() if k != "config_file"})
+        self.assertEqual((first["busy_timeout"], first["multipart_threshold"], first["part_size"]),
+                         ("90s", "10MiB", "6MiB"))
+        self.assertEqual(first["policies"]["default"]["max_size"], "1536B")
+        self.assertEqual(first["policies"]["default"]["deadline"], "1500ms")
+        self.assertEqual(first["status"]["sweep_max_age"], "36h")
 
     def test_usage_errors_exit_2(self):
         r = self.lodge("status", "--no-such-flag")

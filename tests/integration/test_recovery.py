@@ -249,8 +249,8 @@ class Recovery(S3TestCase):
     def test_late_confirm(self):
         gate = os.path.join(self.dir, "gate")
         p = self.spawn("upload", "--json", self.write("a.txt", "late confirm\n"),
-                       env=self.fp(f"upload.before_confirm=pause:{gate}"))
-        wait_until(lambda: "upload.before_confirm" in self.fired(), what="the upload to reach confirm")
+                       env=self.fp(f"upload.after_put=pause:{gate}"))
+        wait_until(lambda: "upload.after_put" in self.fired(), what="the upload to reach confirm")
         rid, status, _, key = self.last_row()
         self.assertEqual(status, "UPLOADING")
         self.assertEqual(self.lodge("repair", "--json", later=AFTER_DEADLINE).json()["repaired"], 1)

@@ -343,6 +343,8 @@ class UploadS3(UploadMixin, S3TestCase):
         p.send_signal(2)  # SIGINT, as Ctrl-C sends
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, err)
+        self.assertIn("lodge: error: interrupted by a signal", err)
+        self.assertIn("(INTERRUPTED)", err)
         lines = [json.loads(l) for l in out.splitlines()]
         self.assertTrue(lines[-1]["summary"]["interrupted"])
         done = lines[:-1]

@@ -238,3 +238,31 @@ TEST_CASE("status figures on a hand-built ledger") {
   clean.now = 5000;
   CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
 }
+
+TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a new one") {
+  static_assert(ledger::k_oldest_schema_version == 1, "add the frozen schema of the new oldest version");
+  test::TempDir dir;
+  auto schema = [](const std::string &path) {
+    ledger::Db db(path, 1000);
+    std::vector<std::string> rows;
+    ledger::Stmt st(db,
+                    "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name");
+    while (st.step())
+      rows.push_back(st.col_text(0) + "|" + st.col_text(1) + "|" + st.col_text(2) + "|" + st.col_text(3));
+    return rows;
+  };
+  auto fresh = dir.file("new.db");
+  { auto l = open_at(fresh); }
+  auto old = dir.file("v1.db");
+  test::write_file(old, ""); // an empty file is an empty database
+  {
+    ledger::Db db(old, 1000);
+    db.exec(test::read_file(std::string(LODGE_TEST_DATA) + "/ledger/schema_v1.sql"));
+    db.exec("INSERT INTO ledger_meta (key, value) VALUES ('uuid', '00000000-0000-4000-8000-000000000001'),"
+            " ('created_at', '1'); PRAGMA user_version = 1;");
+  }
+  { auto l = open_at(old); }
+  auto want = schema(fresh);
+  REQUIRE(want.size() > 5);
+  CHECK(schema(old) == want);
+}

@@ -6,7 +6,9 @@
 #include <condition_variable>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/upload.hpp>
+#include <lodge/util/log.hpp>
 #include <mutex>
+#include <stdexcept>
 
 using namespace lodge;
 
@@ -66,4 +68,65 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   CHECK(main_store.count("put_part") == 5);
   CHECK(main_store.has(row->object_key));
   CHECK(l->find_task_for(*r.id)->status == "IGNORED");
+}
+
+TEST_CASE("an exception in a part thread fails the upload and aborts the multipart upload") {
+  test::TempDir dir;
+  ledger::OpenOptions o;
+  o.path = dir.file("l.db");
+  auto l = ledger::open_sqlite_ledger(o);
+  test::FakeStore main_store;
+  // Part uploads throw (a bug or bad_alloc deep in a store), on whichever thread sends them.
+  main_store.on_put_part = [](int) { throw std::runtime_error("part store exploded"); };
+  ops::UploadSettings s;
+  s.policy.name = "default";
+  s.owner = "o";
+  s.multipart_threshold = 1024;
+  s.part_size = 1024;
+  s.part_concurrency = 3;
+  s.open_store = [&main_store]() -> std::unique_ptr<store::ObjectStore> { return main_store.connection(); };
+  test::write_file(dir.file("big.txt"), std::string(5000, 'x'));
+  ops::Uploader up(*l, main_store, s, util::system_clock());
+  auto r = up.upload(dir.file("big.txt"));
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::internal);
+  CHECK(r.error->message.find("part store exploded") != std::string::npos);
+  auto row = l->find_file(*r.id);
+  CHECK(main_store.succeeded("abort_multipart") == std::vector<std::string>{row->object_key});
+  CHECK(row->upload_status == "UPLOAD_FAILED");
+}
+
+TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {
+  test::TempDir dir;
+  ledger::OpenOptions o;
+  o.path = dir.file("l.db");
+  auto l = ledger::open_sqlite_ledger(o);
+  // Parts fail, and so does the abort that follows: the upload id must not vanish silently.
+  test::FakeStore main_store;
+  main_store.fail("put_part", Error(Errc::storage_error, "PUT part: refused"));
+  main_store.fail("abort_multipart", Error(Errc::storage_unavailable, "DELETE: connection reset"));
+  ops::UploadSettings s;
+  s.policy.name = "default";
+  s.owner = "o";
+  s.multipart_threshold = 1024;
+  s.part_size = 1024;
+  s.part_concurrency = 1;
+  test::write_file(dir.file("big.txt"), std::string(3000, 'y'));
+  std::vector<std::string> warnings;
+  util::log::set_level(util::log::Level::warn);
+  util::log::set_sink([&](util::log::Level lvl, std::string_view line) {
+    if (lvl == util::log::Level::warn) warnings.emplace_back(line);
+  });
+  ops::Uploader up(*l, main_store, s, util::system_clock());
+  auto r = up.upload(dir.file("big.txt"));
+  util::log::set_sink(nullptr);
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::storage_error);
+  std::string key = l->find_file(*r.id)->object_key;
+  bool said = false;
+  for (const auto &w : warnings)
+    said = said || (w.find("upload-1") != std::string::npos && w.find(key) != std::string::npos &&
+                    w.find("connection reset") != std::string::npos);
+  CHECK_MESSAGE(said, "warnings: ", warnings.size());
 }

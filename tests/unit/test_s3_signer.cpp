@@ -144,10 +144,36 @@ TEST_CASE("S3 object keys are encoded once, slashes kept, never normalized") {
 
 TEST_CASE("the signing key cache derives once per day and scope") {
   s3::SigningKeyCache cache;
+  CHECK(cache.derivations() == 0);
   auto a = cache.get("secret", "20150830", "us-east-1", "s3");
   CHECK(a == s3::signing_key("secret", "20150830", "us-east-1", "s3"));
+  for (int i = 0; i < 3; ++i)
+    CHECK(cache.get("secret", "20150830", "us-east-1", "s3") == a);
+  CHECK(cache.derivations() == 1); // the same day and scope: derived once
   CHECK(cache.get("secret", "20150831", "us-east-1", "s3") ==
         s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+  CHECK(cache.derivations() == 2); // a new day: derived again
   CHECK(cache.get("other", "20150831", "us-east-1", "s3") !=
         s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+  CHECK(cache.derivations() == 3); // another secret: never served the old key
+}
+
+TEST_CASE("signing many requests on one day derives the key once") {
+  s3::SigningKeyCache cache;
+  s3::Credentials c;
+  c.access_key_id = "AKIDEXAMPLE";
+  c.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
+  s3::SignInput in;
+  in.method = "GET";
+  in.raw_path = "/";
+  in.headers = {{"host", "example.amazonaws.com"}, {"x-amz-date", "20150830T123600Z"}};
+  in.payload_hash = "UNSIGNED-PAYLOAD";
+  const int64_t t = 1440938160000; // 2015-08-30T12:36:00Z
+  auto first = s3::sign_header(in, c, "us-east-1", "s3", t, &cache);
+  for (int i = 1; i < 10; ++i)
+    CHECK(s3::sign_header(in, c, "us-east-1", "s3", t + i * 60'000, &cache).authorization.size() ==
+          first.authorization.size());
+  CHECK(cache.derivations() == 1);
+  // The cached key signs exactly as a freshly derived one.
+  CHECK(first.authorization == s3::sign_header(in, c, "us-east-1", "s3", t).authorization);
 }

@@ -24,7 +24,8 @@ struct Health {
 [[nodiscard]] std::string status_prometheus(const ledger::StatusReport &r, const Health &h);
 
 // Writes text to path atomically (temporary file in the same directory, fsync, rename).
-// Throws LodgeError(config_invalid) naming the path on failure.
+// Throws LodgeError(io_error) naming the path, the failed step and errno's text; the
+// temporary file is removed and an existing file at path is left as it was.
 void write_file_atomically(const std::string &path, const std::string &text);
 
 } // namespace lodge::ops

@@ -68,11 +68,14 @@ class SigningKeyCache {
 public:
   [[nodiscard]] crypto::Digest get(std::string_view secret, std::string_view date8, std::string_view region,
                                    std::string_view service);
+  // How many keys get() has derived so far (each derivation is four HMACs).
+  [[nodiscard]] uint64_t derivations() const;
 
 private:
-  std::mutex m_mutex;
+  mutable std::mutex m_mutex;
   std::string m_id;
   crypto::Digest m_key{};
+  uint64_t m_derivations = 0;
 };
 
 struct Signed {

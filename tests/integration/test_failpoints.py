@@ -1,0 +1,309 @@
+"""Every (failpoint, action) pair the binary declares (`lodge debug failpoints`), run for
+real: the real binary against moto_server, the scenario that reaches the point, the
+firing checked in LODGE_FAILPOINTS_LOG, and the effect asserted — crash: killed by
+SIGKILL; error: the operation reports the failure with the right code and the ledger
+stays consistent (and converges); sleep: fired, normal result; pause: blocks until the
+file exists, then the normal result. A point added to the table without a scenario here
+fails test_every_point_has_a_scenario."""
+
+import json
+import os
+import signal
+import sys
+import types
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import Result, S3TestCase, check_invariants, converge, main, wait_until  # noqa: E402
+
+CONFIG = {
+    "policies": {"default": {"max_size": "64MiB", "deadline": "10s", "grace": "5s"}},
+    "multipart_threshold": "6MiB", "part_size": "5MiB",
+    "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
+    "status": {"sweep_max_age": "1d"},
+}
+LATER = "+20s"  # past deadline (10s) + grace (5s)
+STRAY = "lodge/stray.bin"  # an object no lodge wrote
+
+
+class Point:
+    """How to reach one failpoint, and what its normal and its `error` outcome are."""
+
+    def __init__(self, prep, run, normal, error=None, extra="", strays=()):
+        self.prep = prep        # tc -> state (what exists before the run)
+        self.run = run          # tc, state -> (args, later)
+        self.normal = normal    # tc, state, Result: the point fired but did no harm
+        self.error = error      # tc, state, Result: the injected fault (None: refuses error)
+        self.extra = extra      # more of the spec the scenario needs ("store.put=error")
+        self.strays = strays    # objects the scenario puts there that no row owns
+
+
+# --- what exists before the run ---
+
+def prep_file(tc, size=0):
+    data = os.urandom(size) if size else f"failpoint {uuid.uuid4()}\n".encode()
+    return {"path": tc.write(f"in/{uuid.uuid4().hex}.bin" if size else f"in/{uuid.uuid4().hex}.txt", data)}
+
+
+def prep_big(tc):
+    return prep_file(tc, 7 << 20)  # two parts of the 5MiB part size
+
+
+def prep_deleted(tc):
+    st = prep_file(tc)
+    r = tc.lodge("upload", "--json", st["path"])
+    tc.assertEqual(r.rc, 0, r)
+    st["id"] = r.json_lines()[0]["id"]
+    st["key"] = r.json_lines()[0]["object_key"]
+    d = tc.lodge("delete", st["id"])
+    tc.assertEqual(d.rc, 0, d)
+    return st
+
+
+def prep_unconfirmed(tc):
+    st = prep_file(tc)
+    r = tc.lodge("upload", "--json", st["path"], env={"LODGE_FAILPOINTS": "upload.confirm=error"})
+    st["id"] = r.json_lines()[0]["id"]
+    tc.assertEqual(tc.row(st["id"])[0], "UPLOADING")
+    return st
+
+
+def prep_stray(tc):
+    tc.s3.put_object(Bucket=tc.bucket, Key=STRAY, Body=b"not lodge's")
+    return {}
+
+
+def prep_uploaded(tc):
+    st = prep_file(tc)
+    tc.assertEqual(tc.lodge("upload", st["path"]).rc, 0)
+    return st
+
+
+# --- the commands ---
+
+def run_upload(tc, st):
+    return ["upload", "--json", st["path"]], None
+
+
+def run_sweep(tc, st):
+    return ["sweep", "--json"], LATER
+
+
+def run_repair(tc, st):
+    return ["repair", "--json"], LATER
+
+
+def run_reconcile(tc, st):
+    return ["reconcile", "--json", "--older-than", "0"], None
+
+
+# --- outcomes ---
+
+def file_result(tc, r):
+    lines = [j for j in r.json_lines() if "summary" not in j]
+    tc.assertEqual(len(lines), 1, r)
+    return lines[0]
+
+
+def active(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    res = file_result(tc, r)
+    tc.assertEqual(res["outcome"], "active", r)
+    tc.assertEqual(tc.row(res["id"])[:2], ("ACTIVE", 0))
+    tc.assertEqual(tc.task(res["id"]), "IGNORED")
+    tc.assertIn(res["object_key"], tc.objects())
+
+
+def failed_with(code, status, task, object_kept, rc):
+    def check(tc, st, r):
+        tc.assertEqual(r.rc, rc, r)
+        res = file_result(tc, r)
+        tc.assertEqual((res["outcome"], res["error"]["code"]), ("failed", code), r)
+        tc.assertEqual(tc.row(res["id"])[:2], status, r)
+        tc.assertEqual(tc.task(res["id"]), task, r)
+        tc.assertEqual(res["object_key"] in tc.objects(), object_kept, r)
+        tc.assertEqual(tc.uploads_in_progress(), [], "no multipart upload left behind")
+    return check
+
+
+def swept(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    tc.assertEqual(r.json()["deleted"], 1, r)
+    tc.assertEqual(tc.task(st["id"]), "SUCCESS")
+    tc.assertNotIn(st["key"], tc.objects())
+
+
+def sweep_retried(rc, object_kept):
+    def check(tc, st, r):
+        tc.assertEqual(r.rc, rc, r)
+        tc.assertEqual((r.json()["deleted"], r.json()["retried"]), (0, 1), r)
+        tc.assertEqual(tc.task(st["id"]), "RETRY")
+        tc.assertEqual(st["key"] in tc.objects(), object_kept, r)
+    return check
+
+
+def repaired(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    tc.assertEqual(r.json()["repaired"], 1, r)
+    tc.assertEqual(tc.row(st["id"])[:2], ("UPLOAD_FAILED", 1))
+
+
+def repair_rolled_back(tc, st, r):
+    tc.assertEqual(r.rc, 1, r)
+    tc.assertEqual(r.json()["error"]["code"], "INTERNAL", r)
+    tc.assertEqual(tc.row(st["id"])[:2], ("UPLOADING", 0))
+    tc.assertEqual(tc.task(st["id"]), "PENDING")
+
+
+def found(kind):
+    def check(tc, st, r):
+        tc.assertEqual(r.rc, 1, r)
+        counts = r.json()["found"]
+        tc.assertEqual({k: v for k, v in counts.items() if v}, {kind: 1}, r)
+        tc.assertIn(STRAY, tc.objects(), "reconcile touched an object it cannot tell is its own")
+    return check
+
+
+def reconciled_clean(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    tc.assertTrue(r.json()["clean"], r)
+
+
+def storage_unavailable(tc, st, r):
+    tc.assertEqual(r.rc, 4, r)
+    tc.assertEqual(r.json()["error"]["code"], "STORAGE_UNAVAILABLE", r)
+
+
+UPLOADED = ("ACTIVE", 0)
+FAILED = ("UPLOAD_FAILED", 1)
+UPLOADING = ("UPLOADING", 0)
+
+POINTS = {
+    "upload.before_reserve": Point(prep_file, run_upload, active),
+    "upload.after_reserve": Point(prep_file, run_upload, active),
+    "upload.before_put": Point(prep_file, run_upload, active,
+                               failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
+    # The object landed but the answer was lost: the cleanup waits for the grace.
+    "upload.after_put": Point(prep_file, run_upload, active,
+                              failed_with("STORAGE_UNAVAILABLE", FAILED, "PENDING", True, 4)),
+    "upload.confirm": Point(prep_file, run_upload, active,
+                            failed_with("INTERNAL", UPLOADING, "PENDING", True, 1)),
+    "upload.mark_failed": Point(prep_file, run_upload,
+                                failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1),
+                                failed_with("STORAGE_UNAVAILABLE", UPLOADING, "PENDING", False, 1),
+                                extra="store.put=error"),
+    "upload.between_parts": Point(prep_big, run_upload, active,
+                                  failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
+    "sweep.after_claim": Point(prep_deleted, run_sweep, swept),
+    # The delete happened but its answer was lost: retried, and the retry finds nothing.
+    "sweep.after_delete": Point(prep_deleted, run_sweep, swept, sweep_retried(4, False)),
+    "repair.before_commit": Point(prep_unconfirmed, run_repair, repaired, repair_rolled_back),
+    "store.put": Point(prep_file, run_upload, active,
+                       failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
+    "store.delete": Point(prep_deleted, run_sweep, swept, sweep_retried(0, True)),
+    "store.head": Point(prep_stray, run_reconcile, found("orphan"), found("unknown"), strays=(STRAY,)),
+    "store.list": Point(prep_uploaded, run_reconcile, reconciled_clean, storage_unavailable),
+}
+
+
+class Failpoints(S3TestCase):
+    def setUp(self):
+        super().setUp()
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        self.declared = {j["name"]: j["actions"] for j in self.lodge("debug", "failpoints", "--json").json_lines()}
+
+    def fresh(self, name, action):
+        """A new ledger, bucket and log for one pair."""
+        tag = f"{name}-{action}".replace(".", "_")
+        self.db = os.path.join(self.dir, f"{tag}.db")
+        self.bucket = "b-" + uuid.uuid4().hex[:20]
+        self.s3.create_bucket(Bucket=self.bucket)
+        self.env["LODGE_STORE"] = f"s3://{self.bucket}/{self.prefix}"
+        self.fplog = os.path.join(self.dir, f"{tag}.log")
+        self.gate = os.path.join(self.dir, f"{tag}.gate")
+
+    def fired(self):
+        if not os.path.exists(self.fplog):
+            return []
+        with open(self.fplog) as f:
+            return [line.split()[1] for line in f if line.strip()]
+
+    def row(self, rid):
+        return self.sql("SELECT upload_status, is_deleted FROM file_upload WHERE id = ?", (rid,))[0]
+
+    def task(self, rid):
+        return self.sql("SELECT status FROM cleanup_task WHERE record_id = ?", (rid,))[0][0]
+
+    def pairs(self, action):
+        for name, actions in sorted(self.declared.items()):
+            if action in actions:
+                yield name, POINTS[name]
+
+    def exercise(self, name, point, action):
+        self.fresh(name, action)
+        st = point.prep(self)
+        args, later = point.run(self, st)
+        spec = {"crash": "crash", "error": "error", "sleep": "sleep:1", "pause": f"pause:{self.gate}"}[action]
+        env = {"LODGE_FAILPOINTS": ";".join(s for s in (point.extra, f"{name}={spec}") if s),
+               "LODGE_FAILPOINTS_LOG": self.fplog}
+        if action == "pause":
+            p = self.spawn(*args, env=env, later=later)
+            wait_until(lambda: name in self.fired() or p.poll() is not None, 60, f"{name} to pause")
+            if p.poll() is not None:
+                self.fail(f"{name}=pause did not block: {p.communicate()}")
+            open(self.gate, "w").close()
+            out, err = p.communicate(timeout=120)
+            r = Result(types.SimpleNamespace(returncode=p.returncode, stdout=out, stderr=err))
+        else:
+            r = self.lodge(*args, env=env, later=later)
+        self.assertIn(name, self.fired(), f"{name}={spec} never fired: {r}")
+        if action == "crash":
+            self.assertEqual(r.rc, -signal.SIGKILL, r)
+        elif action == "error":
+            point.error(self, st, r)
+        else:
+            point.normal(self, st, r)
+        # Whatever happened, the ledger and the bucket agree, and converge.
+        objects = {k: v for k, v in self.objects().items() if k not in point.strays}
+        check_invariants(self, objects)
+        if not point.strays:
+            converge(self)
+
+    def test_every_point_has_a_scenario(self):
+        self.assertEqual(sorted(self.declared), sorted(POINTS))
+        for name, actions in self.declared.items():
+            self.assertTrue({"crash", "sleep", "pause"} <= set(actions), name)
+            self.assertEqual("error" in actions, POINTS[name].error is not None, name)
+
+    def test_crash(self):
+        for name, point in self.pairs("crash"):
+            with self.subTest(name):
+                self.exercise(name, point, "crash")
+
+    def test_error(self):
+        for name, point in self.pairs("error"):
+            with self.subTest(name):
+                self.exercise(name, point, "error")
+
+    def test_sleep(self):
+        for name, point in self.pairs("sleep"):
+            with self.subTest(name):
+                self.exercise(name, point, "sleep")
+
+    def test_pause(self):
+        for name, point in self.pairs("pause"):
+            with self.subTest(name):
+                self.exercise(name, point, "pause")
+
+    def test_a_refused_action_is_a_usage_error_naming_the_pair(self):
+        refusing = [n for n, a in self.declared.items() if "error" not in a]
+        self.assertTrue(refusing)
+        for name in refusing:
+            r = self.lodge("status", env={"LODGE_FAILPOINTS": f"{name}=error"})
+            self.assertEqual(r.rc, 2, r)
+            self.assertIn(f"{name}=error", r.err)
+            self.assertIn("(USAGE)", r.err)
+
+
+if __name__ == "__main__":
+    main()
