@@ -212,7 +212,7 @@ int run(int argc, char **argv) {
                                 add_delete(app),
                                 add_tasks(app),
                                 add_retry(app),
-                                 add_debug(app)};
+                                add_debug(app)};
 
   try {
     try {

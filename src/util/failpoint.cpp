@@ -28,7 +28,7 @@ constexpr std::array k_points{
     Point{"upload.mark_failed", k_universal | error, "marking the row failed fails (left to repair)"},
     Point{"upload.between_parts", k_universal | error, "the second part fails (definite)"},
     Point{"sweep.after_claim", k_universal | error,
-           "the run fails after its claim (an exception: the run is recorded failed, leases expire)"},
+          "the run fails after its claim (an exception: the run is recorded failed, leases expire)"},
     Point{"sweep.after_delete", k_universal | error,
           "the delete happened but its answer was lost (the task is retried)"},
     Point{"repair.before_commit", k_universal | error, "the repair transaction fails (rolled back)"},

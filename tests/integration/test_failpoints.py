@@ -142,6 +142,17 @@ def sweep_retried(rc, object_kept):
     return check
 
 
+def sweep_failed_after_claim(tc, st, r):
+    # The run dies after its claim: recorded failed, the task keeps its lease until it
+    # expires (converge then sweeps it), the object is untouched.
+    tc.assertEqual(r.rc, 1, r)
+    tc.assertEqual(r.json()["error"]["code"], "INTERNAL", r)
+    tc.assertEqual(tc.task(st["id"]), "PROCESSING")
+    tc.assertIn(st["key"], tc.objects())
+    runs = tc.sql("SELECT outcome FROM job_run WHERE job = 'sweep' ORDER BY id DESC LIMIT 1")
+    tc.assertEqual(runs, [("failed",)], "a sweep that failed leaves a failed job_run")
+
+
 def repaired(tc, st, r):
     tc.assertEqual(r.rc, 0, r)
     tc.assertEqual(r.json()["repaired"], 1, r)
@@ -179,6 +190,7 @@ FAILED = ("UPLOAD_FAILED", 1)
 UPLOADING = ("UPLOADING", 0)
 
 POINTS = {
+    "upload.after_walk": Point(prep_file, run_upload, active),
     "upload.before_reserve": Point(prep_file, run_upload, active),
     "upload.after_reserve": Point(prep_file, run_upload, active),
     "upload.before_put": Point(prep_file, run_upload, active,
@@ -194,7 +206,7 @@ POINTS = {
                                 extra="store.put=error"),
     "upload.between_parts": Point(prep_big, run_upload, active,
                                   failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
-    "sweep.after_claim": Point(prep_deleted, run_sweep, swept),
+    "sweep.after_claim": Point(prep_deleted, run_sweep, swept, sweep_failed_after_claim),
     # The delete happened but its answer was lost: retried, and the retry finds nothing.
     "sweep.after_delete": Point(prep_deleted, run_sweep, swept, sweep_retried(4, False)),
     "repair.before_commit": Point(prep_unconfirmed, run_repair, repaired, repair_rolled_back),

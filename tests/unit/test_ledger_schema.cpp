@@ -1,5 +1,6 @@
 #include "support.hpp"
 
+#include <cctype>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/schema.hpp>
@@ -242,13 +243,39 @@ TEST_CASE("status figures on a hand-built ledger") {
 TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a new one") {
   static_assert(ledger::k_oldest_schema_version == 1, "add the frozen schema of the new oldest version");
   test::TempDir dir;
-  auto schema = [](const std::string &path) {
+  // ALTER TABLE ADD COLUMN splices the column's text into the stored CREATE TABLE without
+  // the layout or comments of schema.sql: compare the statements token by token.
+  auto normalize = [](const std::string &sql) {
+    std::string out;
+    for (size_t i = 0; i < sql.size(); ++i) {
+      if (sql.compare(i, 2, "--") == 0) {
+        while (i < sql.size() && sql[i] != '\n')
+          ++i;
+      }
+      char c = i < sql.size() ? sql[i] : ' ';
+      if (std::isspace(static_cast<unsigned char>(c))) {
+        if (!out.empty() && out.back() != ' ') out.push_back(' ');
+        continue;
+      }
+      if ((c == ')' || c == ',') && !out.empty() && out.back() == ' ') out.pop_back();
+      out.push_back(c);
+      if (c == '(') {
+        while (i + 1 < sql.size() && std::isspace(static_cast<unsigned char>(sql[i + 1])))
+          ++i;
+      }
+    }
+    while (!out.empty() && out.back() == ' ')
+      out.pop_back();
+    return out;
+  };
+  auto schema = [&normalize](const std::string &path) {
     ledger::Db db(path, 1000);
     std::vector<std::string> rows;
     ledger::Stmt st(db,
                     "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_schema ORDER BY type, name");
     while (st.step())
-      rows.push_back(st.col_text(0) + "|" + st.col_text(1) + "|" + st.col_text(2) + "|" + st.col_text(3));
+      rows.push_back(st.col_text(0) + "|" + st.col_text(1) + "|" + st.col_text(2) + "|" +
+                     normalize(st.col_text(3)));
     return rows;
   };
   auto fresh = dir.file("new.db");
@@ -264,5 +291,8 @@ TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a
   { auto l = open_at(old); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  CHECK(schema(old) == want);
+  auto got = schema(old);
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    CHECK(got[i] == want[i]);
 }
