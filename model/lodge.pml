@@ -2,11 +2,13 @@
  * lodge's upload / repair / sweep / reconcile protocol, as a Promela model for SPIN 6.
  *
  * One ledger (SQLite: every write transaction is BEGIN IMMEDIATE, so transactions are
- * serialised: each is one `atomic`/`d_step` here), one bucket, two uploaders of the same
- * owner, two sweepers, one repair, one reconcile, one foreign object in the bucket.
- * Processes may crash between any two steps and restart; committed ledger state survives,
- * a PUT already sent may still land until its bound. See model/README.md for what each
- * process stands for, the bounds, the properties and how to run the checks.
+ * serialised: each is one `atomic` step here), one bucket, up to two uploaders of the
+ * same owner and content, up to two sweepers, repair, reconcile, one foreign object in
+ * the bucket (the macros ONE_UPLOADER, ONE_SWEEPER, NO_REPAIR, NO_RECONCILE pick the
+ * workers of a configuration). Workers may crash instead of any step and restart;
+ * committed ledger state survives, a PUT already sent may still land until its bound.
+ * The seeded bugs are the BUG_* macros. See model/README.md for what each process stands
+ * for, the bounds, the configurations, the properties and how to run the checks.
  *
  * Time. `now` is true time (what CLOCK_MONOTONIC measures), in ticks. The ledger's wall
  * clock is WALL = now + skew, where skew only grows (a clock step forward) and never
@@ -14,7 +16,7 @@
  * backward step only postpones deadlines, due times and lease expiry, so it is not
  * modelled. The design requires GRACE > SKEW (+ the PUT margin, folded into the landing
  * bound below); fix (b) (a verify pass one grace after the delete) widens that to
- * 2*GRACE > SKEW, which the second configuration (SKEW = GRACE) checks.
+ * 2*GRACE > SKEW, which the configuration `clockstep` (SKEW = GRACE) checks.
  */
 
 /* ---------------------------------------------------------------- bounds */
@@ -44,9 +46,7 @@
 #define A0 1            /* upload attempts of uploader 0 (a crash may start the next) */
 #endif
 #define A1 1            /* upload attempts of uploader 1 */
-#define SWEEP_RUNS 2    /* cron runs of each sweeper (a crash ends a run) */
-#define REPAIR_RUNS 1
-#define RECON_RUNS 1
+/* each sweeper, repair and reconcile does one run; a crash ends it and starts another */
 #define LIMIT 4         /* sweep --limit: claims per run */
 #define MAXCLAIMS 3     /* "no spin": one run claims one task at most this often */
 
@@ -121,7 +121,6 @@ byte put_lim[SLOTS];      /* true time after which the PUT can no longer land */
 byte crash_budget = CRASHES;
 byte store_fails = STORE_FAILS;
 byte finished = 0;        /* workers that have ended for good */
-bit  final_done = 0;     /* Final has checked I7 */
 
 /* scratch for loops inside one atomic step (not part of the state vector) */
 hidden byte h_i;
@@ -775,8 +774,7 @@ active proctype Final() {
        now = now + GRACE + 1;
        phase++
     :: else -> break
-    od;
-    final_done = 1
+    od
   }
 }
 
