@@ -1,0 +1,811 @@
+/*
+ * lodge's upload / repair / sweep / reconcile protocol, as a Promela model for SPIN 6.
+ *
+ * One ledger (SQLite: every write transaction is BEGIN IMMEDIATE, so transactions are
+ * serialised: each is one `atomic` step here), one bucket, up to two uploaders of the
+ * same owner and content, up to two sweepers, repair, reconcile, one foreign object in
+ * the bucket (the macros ONE_UPLOADER, ONE_SWEEPER, NO_REPAIR, NO_RECONCILE pick the
+ * workers of a configuration). Workers may crash instead of any step and restart;
+ * committed ledger state survives, a PUT already sent may still land until its bound.
+ * The seeded bugs are the BUG_* macros. See model/README.md for what each process stands
+ * for, the bounds, the configurations, the properties and how to run the checks.
+ *
+ * Time. `now` is true time (what CLOCK_MONOTONIC measures), in ticks. The ledger's wall
+ * clock is WALL = now + skew, where skew only grows (a clock step forward) and never
+ * exceeds SKEW: the wall clock may run ahead of true time by at most SKEW ticks. A
+ * backward step only postpones deadlines, due times and lease expiry, so it is not
+ * modelled. The design requires GRACE > SKEW (+ the PUT margin, folded into the landing
+ * bound below); fix (b) (a verify pass one grace after the delete) widens that to
+ * 2*GRACE > SKEW, which the configuration `clockstep` (SKEW = GRACE) checks.
+ */
+
+/* ---------------------------------------------------------------- bounds */
+#ifndef SKEW
+#define SKEW 1          /* the wall clock may be ahead of true time by at most this */
+#endif
+#ifndef GRACE
+#define GRACE 2         /* policy grace */
+#endif
+#ifndef DEADLINE
+#define DEADLINE 1      /* policy deadline */
+#endif
+#define LEASE 1         /* sweep lease */
+#define BACKOFF 1       /* cleanup_backoff_ms, collapsed to one tick */
+#define MAX_RETRIES 1   /* sweep.max_retries */
+#ifndef TMAX
+#define TMAX 3          /* the clock stops here; Final then jumps past every due time */
+#endif
+#define MAX_FILES 1     /* the policy's max_files for the one owner */
+#ifndef CRASHES
+#define CRASHES 1       /* crashes in one execution, any process, any step */
+#endif
+#ifndef STORE_FAILS
+#define STORE_FAILS 1   /* deletes that fail (store unreachable); 2 makes a dead letter */
+#endif
+#ifndef A0
+#define A0 1            /* upload attempts of uploader 0 (a crash may start the next) */
+#endif
+#define A1 1            /* upload attempts of uploader 1 */
+/* each sweeper, repair and reconcile does one run; a crash ends it and starts another */
+#define LIMIT 4         /* sweep --limit: claims per run */
+#define MAXCLAIMS 3     /* "no spin": one run claims one task at most this often */
+
+#define NR (A0 + A1)    /* row slots; slot i is the row whose object key is key i */
+#define FOREIGN NR      /* the foreign object's key: no row of this ledger has it */
+#define SLOTS (NR + 1)
+#define NONE 255
+
+/* workers: 2 uploaders, 2 sweepers, repair, reconcile */
+#define NWORKERS 6
+
+/* file_upload.upload_status (0 = no row with this key) */
+#define R_NONE 0
+#define R_UPLOADING 1
+#define R_ACTIVE 2
+#define R_FAILED 3
+
+/* cleanup_task.status (0 = no task) */
+#define T_NONE 0
+#define T_PENDING 1
+#define T_PROCESSING 2
+#define T_RETRY 3
+#define T_SUCCESS 4
+#define T_FAILED 5
+#define T_IGNORED 6
+
+/* a PUT, as the server sees it */
+#define P_NONE 0
+#define P_INFLIGHT 1    /* sent; the server may still store it, until put_lim */
+#define P_LANDED 2      /* stored (conditional create succeeded) */
+#define P_REFUSED 3     /* the server refused it, or the body never left: nothing lands */
+
+/* reserve outcomes */
+#define O_RESERVED 0
+#define O_DUPLICATE 1
+#define O_IN_PROGRESS 2
+#define O_QUOTA 3
+
+/* decide outcomes */
+#define D_LOST 0
+#define D_ALLOWED 1
+#define D_IGNORED 2
+#define D_POSTPONED 3
+
+#define WALL (now + skew)
+
+/* ---------------------------------------------------------------- state */
+byte now = 0;
+byte skew = 0;
+
+/* file_upload, one slot per key (keys are UNIQUE and never reused) */
+byte row_st[SLOTS];
+bit  row_del[SLOTS];      /* is_deleted */
+bit  row_dig[SLOTS];      /* sha256: two possible contents */
+bit  row_amb[SLOTS];      /* failed ambiguously or by deadline: fix (b) verifies again */
+byte row_dl[SLOTS];       /* upload_deadline_at (wall clock) */
+
+/* cleanup_task, one per row (UNIQUE (record_id, task_type)) */
+byte task_st[SLOTS];
+byte task_next[SLOTS];    /* next_retry_at (wall clock) */
+byte task_lease[SLOTS];   /* lease_until (wall clock) */
+byte task_ver[SLOTS];     /* lease_version: the fencing token */
+byte task_retry[SLOTS];   /* retry_count */
+bit  task_vfy[SLOTS];     /* fix (b): the first delete is done, the verify pass is due */
+
+/* the bucket */
+bit  obj[SLOTS];          /* obj[FOREIGN] is another writer's object */
+byte put_st[SLOTS];
+byte put_lim[SLOTS];      /* true time after which the PUT can no longer land */
+
+/* the environment */
+byte crash_budget = CRASHES;
+byte store_fails = STORE_FAILS;
+byte finished = 0;        /* workers that have ended for good */
+
+/* scratch for loops inside one atomic step (not part of the state vector) */
+hidden byte h_i;
+hidden byte h_j;
+hidden byte h_n;
+hidden byte h_due;
+
+/* ---------------------------------------------------------------- predicates */
+#define ALIVE(k)   (row_st[k] != R_NONE && !row_del[k])
+#define DEAD(k)    (row_st[k] != R_NONE && row_del[k])
+#define LIVE_TASK(k) (task_st[k] == T_PENDING || task_st[k] == T_RETRY || task_st[k] == T_PROCESSING)
+/* SqliteLedger k_due: PENDING/RETRY whose time has come, or PROCESSING whose lease expired */
+#define DUE(k) (((task_st[k] == T_PENDING || task_st[k] == T_RETRY) && task_next[k] <= WALL) \
+                || (task_st[k] == T_PROCESSING && task_lease[k] < WALL))
+#define MAX(a, b) ((a) > (b) -> (a) : (b))
+
+/* I1: no alive ACTIVE row points at a missing object */
+#define I1_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || obj[k])
+/* I1b: an alive ACTIVE row's task is IGNORED (confirm changes both in one transaction),
+   so no compensation is ever scheduled against a live object */
+#define I1B_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || task_st[k] == T_IGNORED)
+#define AL(k) (ALIVE(k) -> 1 : 0)
+#define SAME_ALIVE(a, b) (ALIVE(a) && ALIVE(b) && row_dig[a] == row_dig[b])
+
+#if NR == 2
+#define I1_ALL (I1_AT(0) && I1_AT(1) && I1_AT(2))
+#define I1B_ALL (I1B_AT(0) && I1B_AT(1) && I1B_AT(2))
+#define ALIVE_COUNT (AL(0) + AL(1))
+#define I4_ALL (!SAME_ALIVE(0, 1))
+#elif NR == 3
+#define I1_ALL (I1_AT(0) && I1_AT(1) && I1_AT(2) && I1_AT(3))
+#define I1B_ALL (I1B_AT(0) && I1B_AT(1) && I1B_AT(2) && I1B_AT(3))
+#define ALIVE_COUNT (AL(0) + AL(1) + AL(2))
+#define I4_ALL (!SAME_ALIVE(0, 1) && !SAME_ALIVE(0, 2) && !SAME_ALIVE(1, 2))
+#else
+#error "the invariant macros are written out for NR = 2 or 3"
+#endif
+
+/* I1, I1b, I3 (quota: alive rows <= max_files), I4 (one alive row per owner + digest).
+   Asserted after every transition of the ledger or the bucket (the only steps that can
+   change them), which is the same as asserting them in every reachable state. */
+#define CHECK_INV check_inv()
+
+inline check_inv() {
+  assert(I1_ALL);                    /* I1 */
+  assert(I1B_ALL);                   /* I1b */
+  assert(ALIVE_COUNT <= MAX_FILES);  /* I3 */
+  assert(I4_ALL)                     /* I4 */
+}
+
+/* ---------------------------------------------------------------- ledger transitions */
+
+/* SqliteLedger::ensure_pending_task: a missing task is created, a held one left to its
+   worker, a waiting one never made due earlier, a finished one reset to PENDING. */
+inline ensure_pending_task(k, due) {
+  if
+  :: task_st[k] == T_NONE ->
+     task_st[k] = T_PENDING; task_next[k] = due; task_retry[k] = 0; task_vfy[k] = 0
+  :: task_st[k] == T_PROCESSING -> skip
+  :: task_st[k] == T_PENDING || task_st[k] == T_RETRY ->
+     if
+     :: task_next[k] < due -> task_next[k] = due
+     :: else -> skip
+     fi
+  :: else ->
+     task_st[k] = T_PENDING; task_next[k] = due; task_retry[k] = 0; task_lease[k] = 0;
+     task_vfy[k] = 0
+  fi
+}
+
+/* SqliteLedger::reserve: alive duplicate -> duplicate / in_progress; quota; then row
+   UPLOADING with its deadline and its task PENDING due after deadline + grace, in one
+   transaction. Idempotency keys are not modelled. The uploader reads its monotonic
+   clock at the same moment (steady_at_reserve): put_lim is the true time after which
+   its PUT can no longer land (client abort at deadline - margin, server lag <= margin). */
+inline reserve_check(dig, out) {
+  h_j = NONE; h_n = 0; h_i = 0;
+  do
+  :: h_i < NR ->
+     if
+     :: ALIVE(h_i) ->
+        h_n++;
+        if
+        :: row_dig[h_i] == dig -> h_j = h_i
+        :: else -> skip
+        fi
+     :: else -> skip
+     fi;
+     h_i++
+  :: else -> break
+  od;
+  if
+  :: h_j != NONE && row_st[h_j] == R_UPLOADING -> out = O_IN_PROGRESS
+  :: h_j != NONE && row_st[h_j] != R_UPLOADING -> out = O_DUPLICATE
+  :: h_j == NONE && h_n >= MAX_FILES -> out = O_QUOTA
+  :: else -> out = O_RESERVED
+  fi;
+  h_i = 0; h_j = 0; h_n = 0
+}
+
+inline reserve_insert(r, dig) {
+  row_st[r] = R_UPLOADING; row_del[r] = 0; row_dig[r] = dig; row_amb[r] = 0;
+  row_dl[r] = WALL + DEADLINE;
+  task_st[r] = T_PENDING; task_next[r] = WALL + DEADLINE + GRACE; task_ver[r] = 0;
+  task_retry[r] = 0; task_vfy[r] = 0;
+  put_lim[r] = now + DEADLINE
+}
+
+/* SqliteLedger::confirm: row UPLOADING -> ACTIVE and its task PENDING/RETRY -> IGNORED,
+   both or neither (a task a sweeper holds rolls the confirm back). */
+inline confirm(r, ok) {
+#ifndef BUG_CONFIRM_NO_TASK
+  if
+  :: row_st[r] == R_UPLOADING && !row_del[r] && (task_st[r] == T_PENDING || task_st[r] == T_RETRY) ->
+     row_st[r] = R_ACTIVE; task_st[r] = T_IGNORED; task_lease[r] = 0; ok = 1
+  :: else -> ok = 0
+  fi
+#else
+  /* seeded bug: the row is activated, the task is left as it was */
+  if
+  :: row_st[r] == R_UPLOADING && !row_del[r] -> row_st[r] = R_ACTIVE; ok = 1
+  :: else -> ok = 0
+  fi
+#endif
+}
+
+/* SqliteLedger::mark_failed: UPLOADING -> UPLOAD_FAILED + deleted; a definite failure
+   makes the task due now (upload compensates at once), an ambiguous one keeps it. */
+inline mark_failed(r, definite, ok) {
+  if
+  :: row_st[r] == R_UPLOADING ->
+     row_st[r] = R_FAILED; row_del[r] = 1; row_amb[r] = 1 - definite;
+     if
+     :: definite && (task_st[r] == T_PENDING || task_st[r] == T_RETRY) -> task_next[r] = WALL
+     :: else -> skip
+     fi;
+     ok = 1
+  :: else -> ok = 0
+  fi
+}
+
+/* SqliteLedger::soft_delete (lodge delete): ACTIVE alive -> deleted, task due after grace */
+inline soft_delete(r) {
+  if
+  :: row_st[r] == R_ACTIVE && !row_del[r] ->
+     row_del[r] = 1; h_due = WALL + GRACE; ensure_pending_task(r, h_due); h_due = 0
+  :: else -> skip
+  fi
+}
+
+/* SqliteLedger::repair_row: an overdue alive UPLOADING row -> UPLOAD_FAILED + deleted,
+   its task pending, due after the grace. */
+inline repair_row(k) {
+  if
+  :: row_st[k] == R_UPLOADING && !row_del[k] && row_dl[k] < WALL ->
+     row_st[k] = R_FAILED; row_del[k] = 1; row_amb[k] = 1;
+     h_due = MAX(WALL, row_dl[k] + GRACE);
+     ensure_pending_task(k, h_due);
+     h_due = 0
+  :: else -> skip
+  fi
+}
+
+/* the lease check of decide() and finish(): the task is PROCESSING under our version */
+#ifndef BUG_NO_FENCE
+#define FENCED_OUT(k, mv) (task_st[k] != T_PROCESSING || task_ver[k] != mv)
+#else
+#define FENCED_OUT(k, mv) (task_st[k] != T_PROCESSING)
+#endif
+
+/* take the lease: SqliteLedger::claim_due / claim_task (lease_version + 1) */
+inline take_lease(k, mv) {
+  task_st[k] = T_PROCESSING; task_ver[k]++; task_lease[k] = WALL + LEASE; mv = task_ver[k]
+}
+
+/* SqliteLedger::decide, one transaction: lease still ours? row still UPLOADING ->
+   POSTPONED (fix (a): an overdue one is marked failed here, like repair, task due after
+   the grace); row alive -> IGNORED; row dead -> ALLOWED. (Promela's `if` picks any
+   executable option: every guard here excludes the others.) */
+inline decide(k, mv, dec) {
+  if
+  :: FENCED_OUT(k, mv) -> dec = D_LOST
+  :: else ->
+     assert(task_ver[k] == mv);  /* I5/I6: only the current lease holder decides */
+     if
+     :: row_st[k] == R_UPLOADING && !row_del[k] ->
+#ifndef BUG_RECLAIM_SPIN
+        if
+        :: row_dl[k] < WALL -> row_st[k] = R_FAILED; row_del[k] = 1; row_amb[k] = 1
+        :: else -> skip
+        fi;
+#endif
+        task_st[k] = T_PENDING; task_next[k] = MAX(WALL, row_dl[k] + GRACE); task_lease[k] = 0;
+        dec = D_POSTPONED
+     :: ALIVE(k) && row_st[k] != R_UPLOADING -> task_st[k] = T_IGNORED; task_lease[k] = 0; dec = D_IGNORED
+     :: else -> dec = D_ALLOWED
+     fi
+  fi
+}
+
+/* SqliteLedger::finish, fenced: success -> SUCCESS (fix (b): after the first delete of an
+   ambiguous/deadline failure, PENDING again for a verify pass one grace later);
+   failure -> RETRY after a backoff, or FAILED past max_retries. */
+inline finish(k, mv, ok) {
+  if
+  :: FENCED_OUT(k, mv) -> skip  /* lease_lost: changes nothing */
+  :: else ->
+     assert(task_ver[k] == mv);  /* I6: a stale lease changes nothing */
+     if
+     :: ok ->
+#ifndef BUG_NO_VERIFY
+        if
+        :: row_amb[k] && !task_vfy[k] ->
+           task_st[k] = T_PENDING; task_vfy[k] = 1; task_next[k] = WALL + GRACE; task_lease[k] = 0
+        :: else -> task_st[k] = T_SUCCESS; task_lease[k] = 0
+        fi
+#else
+        task_st[k] = T_SUCCESS; task_lease[k] = 0
+#endif
+     :: else ->
+        if
+        :: task_retry[k] + 1 > MAX_RETRIES -> task_st[k] = T_FAILED
+        :: else -> task_st[k] = T_RETRY; task_next[k] = WALL + BACKOFF
+        fi;
+        task_retry[k]++; task_lease[k] = 0
+     fi
+  fi
+}
+
+/* ObjectStore::remove_all, outside any transaction: idempotent (a missing object is
+   success); may fail while the store is unreachable. I5/I8 are asserted here. */
+inline remove_all(k, ok) {
+  if
+  :: store_fails > 0 -> store_fails--; ok = 0
+  :: true ->
+     assert(k != FOREIGN);           /* I8: another writer's object is never deleted */
+     assert(DEAD(k));                /* I5: only the object of a dead row of this ledger */
+     obj[k] = 0; ok = 1
+  fi
+}
+
+/* ops::run_claimed_task: decide, delete outside the transaction, finish if still ours.
+   Between the steps the worker may crash (its lease then expires) or lose its lease.
+   A task decide postponed is left out of the rest of this sweep run (fix (a)). */
+inline run_claimed_task(k, mv, dec, ok, excl) {
+  atomic {
+    decide(k, mv, dec); CHECK_INV;
+#ifndef BUG_RECLAIM_SPIN
+    if
+    :: dec == D_POSTPONED -> excl = excl | (1 << k)
+    :: else -> skip
+    fi;
+#endif
+    if
+    :: dec != D_ALLOWED -> k = NONE; mv = 0; dec = 0
+    :: else -> skip
+    fi
+  };
+  if
+  :: dec == D_ALLOWED ->
+     atomic { remove_all(k, ok); CHECK_INV };  /* failpoint sweep.after_delete follows */
+     atomic { finish(k, mv, ok); CHECK_INV; ok = 0; k = NONE; mv = 0; dec = 0 }
+  :: else -> skip
+  fi
+}
+
+/* SqliteLedger::claim_due (batch 1): the due task first in (next_retry_at, id) order,
+   leaving out the ones this run postponed (fix (a)). */
+inline claim_due(k, mv, excl) {
+  k = NONE; h_i = 0;
+  do
+  :: h_i < SLOTS ->
+     if
+     :: DUE(h_i) && !(excl & (1 << h_i)) && (k == NONE || task_next[h_i] < task_next[k]) -> k = h_i
+     :: else -> skip
+     fi;
+     h_i++
+  :: else -> break
+  od;
+  h_i = 0;
+  if
+  :: k != NONE -> take_lease(k, mv)
+  :: else -> skip
+  fi
+}
+
+/* ops::sweep: one run claims due tasks one at a time until none is left or --limit.
+   "No spin": one run claims one task at most MAXCLAIMS times (cl0..cl3 count). */
+inline sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3) {
+  do
+  :: atomic {
+       claim_due(k, mv, excl);
+       if
+       :: k == NONE -> skip
+       :: k == 0 -> cl0++; assert(cl0 <= MAXCLAIMS)  /* no spin */
+       :: k == 1 -> cl1++; assert(cl1 <= MAXCLAIMS)  /* no spin */
+       :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
+       :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
+       fi;
+       claimed++
+     };
+     if
+     :: k == NONE -> break
+     :: else ->
+        run_claimed_task(k, mv, dec, ok, excl);
+        if
+        :: claimed >= LIMIT -> break
+        :: else -> skip
+        fi
+     fi
+  od
+}
+
+/* A crash (kill -9) instead of the next step: one more option on every step of a
+   worker, while the budget lasts. The worker's committed ledger state stays; a lease it
+   held expires; a PUT it sent may still land. */
+#define CRASH_OPT(lbl) :: atomic { crash_budget > 0 -> crash_budget--; goto lbl }
+
+/* ---------------------------------------------------------------- processes */
+
+/* ops::Uploader::upload_unguarded (+ transfer, fail, and a later lodge delete). Both
+   uploaders send the same content for the same owner (de-dup and quota interact). A
+   crash starts the next attempt (the script runs lodge upload again), if any is left. */
+proctype Uploader(byte first; byte attempts) {
+  byte att = 0;
+  byte r;
+  byte mv;
+  byte dec;
+  bit ok;
+up_start:
+  if
+  :: atomic {
+       /* SqliteLedger::reserve, then the PUT leaves (Uploader::transfer, If-None-Match:
+          *). A PUT never sent and one lost on the way look the same to everyone else. */
+       r = first + att; att++;
+       reserve_check(0, dec);
+#ifndef BUG_SPLIT_RESERVE
+       if
+       :: dec == O_RESERVED -> reserve_insert(r, 0)
+       :: else -> skip
+       fi;
+       CHECK_INV;
+#endif
+       if
+#ifndef BUG_SPLIT_RESERVE
+       :: dec == O_RESERVED -> put_st[r] = P_INFLIGHT; dec = 0
+#else
+       :: dec == O_RESERVED -> dec = 0
+#endif
+       :: else -> goto up_done  /* duplicate, in progress or quota: no PUT */
+       fi
+     }
+  CRASH_OPT(up_crash)
+  fi;
+#ifdef BUG_SPLIT_RESERVE
+  /* seeded bug: the checks and the insert in two transactions */
+  atomic { reserve_insert(r, 0); CHECK_INV; put_st[r] = P_INFLIGHT };
+#endif
+  /* The answer, and what the uploader commits on it (nothing shared changes between
+     the two, so they are one step). */
+  if
+  :: atomic {
+       /* 200, only if the server stored it: SqliteLedger::confirm */
+       put_st[r] == P_LANDED ->
+       confirm(r, ok); CHECK_INV;
+       if
+       :: ok -> ok = 0
+       :: else -> goto up_done  /* STATE_CHANGED: reported failed */
+       fi
+     };
+#ifndef NO_SOFT_DELETE
+     if
+     :: atomic { soft_delete(r); CHECK_INV; goto up_done }  /* later: lodge delete */
+     :: goto up_done
+     fi
+#else
+     goto up_done
+#endif
+  :: atomic {
+       /* a definite refusal (only if not stored, and then it never will be):
+          Uploader::fail -> mark_failed(run_now), then claim_task for the immediate
+          compensation through sweep's path */
+       put_st[r] == P_INFLIGHT ->
+       put_st[r] = P_REFUSED;
+       mark_failed(r, 1, ok); CHECK_INV;
+       if
+       :: ok && DUE(r) -> take_lease(r, mv); ok = 0
+       :: else -> ok = 0; goto up_done
+       fi
+     }
+  :: atomic {
+       /* no answer (ambiguous: it may still land): mark_failed, the task keeps its time */
+       mark_failed(r, 0, ok); CHECK_INV; ok = 0; goto up_done
+     }
+  CRASH_OPT(up_crash)
+  fi;
+  /* ops::run_claimed_task for the uploader's own claim */
+  if
+  :: atomic {
+       decide(r, mv, dec); CHECK_INV;
+       if
+       :: dec == D_ALLOWED -> dec = 0
+       :: else -> goto up_done
+       fi
+     }
+  CRASH_OPT(up_crash)
+  fi;
+  if
+  :: atomic { remove_all(r, ok); CHECK_INV }
+  CRASH_OPT(up_crash)
+  fi;
+  if
+  :: atomic { finish(r, mv, ok); CHECK_INV; goto up_done }
+  CRASH_OPT(up_crash)
+  fi;
+up_crash:
+  atomic {
+    mv = 0; dec = 0; ok = 0;
+    if
+    :: att < attempts -> goto up_start  /* lodge upload runs again: a new attempt */
+    :: else -> skip
+    fi
+  };
+up_done:
+  atomic { mv = 0; dec = 0; ok = 0; r = 0; att = 0; finished++ }
+}
+
+/* ops::sweep run by cron: one run claims due tasks (batch 1) until none is due or
+   --limit, each through ops::run_claimed_task; a crash ends the run and cron starts
+   another. "No spin": a run claims one task at most MAXCLAIMS times (cl0..cl3). */
+proctype Sweeper() {
+  byte k = NONE;
+  byte mv;
+  byte dec;
+  bit ok;
+  byte excl;
+  byte claimed;
+  byte cl0, cl1, cl2, cl3;
+sw_claim:
+  if
+  :: atomic {
+       claim_due(k, mv, excl);
+       if
+       :: k == NONE -> goto sw_done
+       :: k == 0 -> cl0++; assert(cl0 <= MAXCLAIMS)  /* no spin */
+       :: k == 1 -> cl1++; assert(cl1 <= MAXCLAIMS)  /* no spin */
+       :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
+       :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
+       fi;
+       claimed++
+     }
+  CRASH_OPT(sw_crash)
+  fi;
+  /* failpoint sweep.after_claim */
+  if
+  :: atomic {
+       decide(k, mv, dec); CHECK_INV;
+#ifndef BUG_RECLAIM_SPIN
+       if
+       :: dec == D_POSTPONED -> excl = excl | (1 << k)  /* fix (a) */
+       :: else -> skip
+       fi;
+#endif
+       if
+       :: dec == D_ALLOWED -> dec = 0
+       :: else ->
+          k = NONE; mv = 0; dec = 0;
+          if
+          :: claimed < LIMIT -> goto sw_claim
+          :: else -> goto sw_done
+          fi
+       fi
+     }
+  CRASH_OPT(sw_crash)
+  fi;
+  if
+  :: atomic { remove_all(k, ok); CHECK_INV }
+  CRASH_OPT(sw_crash)
+  fi;
+  /* failpoints sweep.after_delete, sweep.before_finish */
+  if
+  :: atomic {
+       finish(k, mv, ok); CHECK_INV;
+       k = NONE; mv = 0; ok = 0;
+       if
+       :: claimed < LIMIT -> goto sw_claim
+       :: else -> goto sw_done
+       fi
+     }
+  CRASH_OPT(sw_crash)
+  fi;
+sw_crash:
+  atomic {
+    /* cron starts a new run */
+    k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
+    cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+    goto sw_claim
+  };
+sw_done:
+  atomic {
+    k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
+    cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+    finished++
+  }
+}
+
+/* ops::repair: overdue_uploads, then SqliteLedger::repair_row per row, each its own
+   transaction; a crash ends the run and cron starts another. */
+proctype Repair() {
+  byte k = 0;
+rp_next:
+  if
+  :: atomic {
+       repair_row(k); CHECK_INV; k++;
+       if
+       :: k < NR -> goto rp_next
+       :: else -> k = 0; finished++; goto rp_end
+       fi
+     }
+  :: atomic { crash_budget > 0 -> crash_budget--; k = 0; goto rp_next }
+  fi;
+rp_end:
+  skip
+}
+
+/* ops::reconcile --apply with the exact-key rule (DESIGN I8): walk the listing; an
+   object whose key is exactly the key of a dead row of this ledger with no live task
+   is a leftover: SqliteLedger::requeue_task_for (it re-checks the row in its own
+   transaction). Anything else (the foreign object) is reported and never touched.
+   A crash ends the run and cron starts another. */
+proctype Reconcile() {
+  byte k = 0;
+rc_read:
+  if
+  :: atomic {
+       /* the merge-join reads: the object listed, the row by key, its task */
+       if
+       :: obj[k] && DEAD(k) && !LIVE_TASK(k) -> skip
+#ifdef BUG_ADOPT_ORPHAN
+       :: obj[k] && row_st[k] == R_NONE -> skip
+#endif
+       :: else ->
+          k++;
+          if
+          :: k < SLOTS -> goto rc_read
+          :: else -> k = 0; finished++; goto rc_end
+          fi
+       fi
+     }
+  :: atomic { crash_budget > 0 -> crash_budget--; k = 0; goto rc_read }
+  fi;
+  if
+  :: atomic {
+#ifdef BUG_ADOPT_ORPHAN
+       /* seeded bug: an object with no row is adopted (row + task made) */
+       if
+       :: row_st[k] == R_NONE -> row_st[k] = R_FAILED; row_del[k] = 1
+       :: else -> skip
+       fi;
+#endif
+       if
+       :: DEAD(k) -> h_due = WALL; ensure_pending_task(k, h_due); h_due = 0
+       :: else -> skip
+       fi;
+       CHECK_INV;
+       k++;
+       if
+       :: k < SLOTS -> goto rc_read
+       :: else -> k = 0; finished++; goto rc_end
+       fi
+     }
+  :: atomic { crash_budget > 0 -> crash_budget--; k = 0; goto rc_read }
+  fi;
+rc_end:
+  skip
+}
+
+/* I2: no object of ours without its row and its task committed first */
+inline land(k) {
+  assert(row_st[k] != R_NONE && task_st[k] != T_NONE);  /* I2 */
+  put_st[k] = P_LANDED; obj[k] = 1
+}
+
+/* The object store's side of a PUT: one that was sent may be stored at any moment
+   until its bound, or never (lost). */
+active proctype Server() {
+end:
+  do
+  :: atomic { put_st[0] == P_INFLIGHT && now <= put_lim[0] -> land(0) }
+  :: atomic { put_st[1] == P_INFLIGHT && now <= put_lim[1] -> land(1) }
+#if NR == 3
+  :: atomic { put_st[2] == P_INFLIGHT && now <= put_lim[2] -> land(2) }
+#endif
+  od
+}
+
+/* true time passes; the wall clock may step forward, up to SKEW ahead in all. Once
+   every worker has ended, Final moves time on. */
+active proctype Clock() {
+end:
+  do
+  :: atomic { now < TMAX && finished < NWORKERS -> now++ }
+  :: atomic { skew < SKEW && finished < NWORKERS -> skew++ }
+  od
+}
+
+/* I7, at the quiescent end: every worker has ended; the store is reachable; time is
+   past every deadline, grace and lease. One run of repair, then of sweep: no UPLOADING
+   row is overdue, no task is due, no object of ours is left without an alive ACTIVE row
+   (reconcile would find no leftover or dangling item), the foreign object is still there.
+   One grace later a second sweep (the verify passes) leaves every task finished. */
+active proctype Final() {
+  byte k = NONE;
+  byte mv;
+  byte dec;
+  bit ok;
+  byte excl;
+  byte claimed;
+  byte cl0, cl1, cl2, cl3;
+  byte i;
+  byte phase = 0;
+  finished == NWORKERS;
+  atomic {
+    crash_budget = 0; store_fails = 0;
+    skew = SKEW; now = TMAX + DEADLINE + GRACE + LEASE + 2;
+    i = 0;
+    do
+    :: i < NR -> repair_row(i); i++
+    :: else -> break
+    od;
+    do
+    :: phase < 2 ->
+       k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
+       cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+       sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3);
+       i = 0;
+       do
+       :: i < SLOTS ->
+          /* I7: no UPLOADING row overdue, no task due, no leftover object of ours */
+          assert(!(row_st[i] == R_UPLOADING && !row_del[i] && row_dl[i] < WALL));  /* I7 overdue */
+          assert(!DUE(i));                                                        /* I7 due */
+          /* a dead letter (FAILED, past max_retries) is the one leftover I7 allows:
+             status counts it and reconcile --apply requeues it */
+          assert(i == FOREIGN || !obj[i] || (row_st[i] == R_ACTIVE && !row_del[i]) || task_st[i] == T_FAILED); /* I7 leftover */
+          /* after the verify passes, every task is finished */
+          assert(phase == 0 || task_st[i] == T_NONE || task_st[i] == T_SUCCESS || task_st[i] == T_IGNORED || task_st[i] == T_FAILED); /* I7 */
+          i++
+       :: else -> break
+       od;
+       assert(obj[FOREIGN]);  /* I8: the foreign object is untouched */
+       now = now + GRACE + 1;
+       phase++
+    :: else -> break
+    od
+  }
+}
+
+init {
+  atomic {
+    obj[FOREIGN] = 1;  /* another writer's object under the same prefix */
+    run Uploader(0, A0);
+#ifndef ONE_UPLOADER
+    run Uploader(A0, A1);
+#else
+    finished++;
+#endif
+#ifndef NO_SWEEPER
+    run Sweeper();
+#else
+    finished++;
+#endif
+#ifndef ONE_SWEEPER
+    run Sweeper();
+#else
+    finished++;
+#endif
+#ifndef NO_REPAIR
+    run Repair();
+#else
+    finished++;
+#endif
+#ifndef NO_RECONCILE
+    run Reconcile()
+#else
+    finished++
+#endif
+  }
+}
