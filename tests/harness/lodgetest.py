@@ -81,24 +81,22 @@ class Result:
         return f"<rc={self.rc} out={self.out[-2000:]!r} err={self.err[-2000:]!r}>"
 
 
-class Moto:
-    """A moto_server on 127.0.0.1, started and stopped by PID."""
+class LoopbackServer:
+    """A server process on a free 127.0.0.1 port, in its own session, stopped by PID."""
 
-    def __init__(self, extra_env=None):
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ)
-        env.update(extra_env or {})
+    NAME = "server"
+
+    def start(self, argv, env):
         self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            ["moto_server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
 
         def up():
             if self.proc.poll() is not None:
-                raise AssertionError("moto_server exited at start")
+                self.log.seek(0)
+                raise AssertionError(f"{self.NAME} exited at start: " + self.log.read().decode(errors="replace"))
             return port_open(self.port)
-        wait_until(up, 30, "moto_server to listen")
+        wait_until(up, 30, f"{self.NAME} to listen")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -111,11 +109,25 @@ class Moto:
         self.log.close()
 
 
-class S3rver:
+class Moto(LoopbackServer):
+    """A moto_server on 127.0.0.1, started and stopped by PID."""
+
+    NAME = "moto_server"
+
+    def __init__(self, extra_env=None):
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        env = dict(os.environ)
+        env.update(extra_env or {})
+        self.start(["moto_server", "-H", "127.0.0.1", "-p", str(self.port)], env)
+
+
+class S3rver(LoopbackServer):
     """s3rver 3.7.1 (a second, independent S3 implementation, from tests/node via
     scripts/node-deps) on 127.0.0.1, started and stopped by PID. What it cannot do is
     declared in LACKS, for the store contract suite."""
 
+    NAME = "s3rver"
     SCRIPT = os.path.join(SOURCE_DIR, "tests", "node", "node_modules", "s3rver", "bin", "s3rver.js")
     LACKS = "conditional_create,versioning,version_listing,multipart_listing,multipart_abort"
 
@@ -129,27 +141,10 @@ class S3rver:
         # Its listing continuation tokens use a cipher OpenSSL 3 keeps in the legacy
         # provider: without this, every truncated ListObjectsV2 answers 500.
         env["NODE_OPTIONS"] = (env.get("NODE_OPTIONS", "") + " --openssl-legacy-provider").strip()
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            ["node", self.SCRIPT, "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port), "--silent"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-        def up():
-            if self.proc.poll() is not None:
-                self.log.seek(0)
-                raise AssertionError("s3rver exited at start: " + self.log.read().decode(errors="replace"))
-            return port_open(self.port)
-        wait_until(up, 30, "s3rver to listen")
+        self.start(["node", self.SCRIPT, "-d", self.dir, "-a", "127.0.0.1", "-p", str(self.port), "--silent"], env)
 
     def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.log.close()
+        super().stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

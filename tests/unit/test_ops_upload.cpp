@@ -22,13 +22,29 @@ struct PartBoard {
   std::vector<int> numbers;
 };
 
+// Multipart settings for the fake store: 1 KiB parts, `concurrency` at a time, extra
+// connections to the same fake server.
+ops::UploadSettings multipart_settings(test::FakeStore &store, int concurrency) {
+  ops::UploadSettings s;
+  s.policy.name = "default";
+  s.owner = "o";
+  s.multipart_threshold = 1024;
+  s.part_size = 1024;
+  s.part_concurrency = concurrency;
+  s.open_store = [&store]() -> std::unique_ptr<store::ObjectStore> { return store.connection(); };
+  return s;
+}
+
+std::unique_ptr<ledger::Ledger> ledger_in(test::TempDir &dir) {
+  ledger::OpenOptions o;
+  o.path = dir.file("l.db");
+  return ledger::open_sqlite_ledger(o);
+}
 } // namespace
 
 TEST_CASE("a multipart upload sends parts in parallel and completes them in order") {
   test::TempDir dir;
-  ledger::OpenOptions o;
-  o.path = dir.file("l.db");
-  auto l = ledger::open_sqlite_ledger(o);
+  auto l = ledger_in(dir);
   PartBoard board;
   test::FakeStore main_store;
   // Holds each part until a second one is in flight (or gives up after a while, which
@@ -42,13 +58,7 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
     board.cv.wait_for(lock, std::chrono::seconds(2), [&] { return board.most >= 2; });
     --board.in_flight;
   };
-  ops::UploadSettings s;
-  s.policy.name = "default";
-  s.owner = "o";
-  s.multipart_threshold = 1024;
-  s.part_size = 1024;
-  s.part_concurrency = 3;
-  s.open_store = [&main_store]() -> std::unique_ptr<store::ObjectStore> { return main_store.connection(); };
+  auto s = multipart_settings(main_store, 3);
   std::string content;
   for (int i = 0; i < 5000; ++i)
     content.push_back(static_cast<char>('a' + i % 26));
@@ -72,19 +82,11 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
 
 TEST_CASE("an exception in a part thread fails the upload and aborts the multipart upload") {
   test::TempDir dir;
-  ledger::OpenOptions o;
-  o.path = dir.file("l.db");
-  auto l = ledger::open_sqlite_ledger(o);
+  auto l = ledger_in(dir);
   test::FakeStore main_store;
   // Part uploads throw (a bug or bad_alloc deep in a store), on whichever thread sends them.
   main_store.on_put_part = [](int) { throw std::runtime_error("part store exploded"); };
-  ops::UploadSettings s;
-  s.policy.name = "default";
-  s.owner = "o";
-  s.multipart_threshold = 1024;
-  s.part_size = 1024;
-  s.part_concurrency = 3;
-  s.open_store = [&main_store]() -> std::unique_ptr<store::ObjectStore> { return main_store.connection(); };
+  auto s = multipart_settings(main_store, 3);
   test::write_file(dir.file("big.txt"), std::string(5000, 'x'));
   ops::Uploader up(*l, main_store, s, util::system_clock());
   auto r = up.upload(dir.file("big.txt"));
@@ -99,19 +101,12 @@ TEST_CASE("an exception in a part thread fails the upload and aborts the multipa
 
 TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {
   test::TempDir dir;
-  ledger::OpenOptions o;
-  o.path = dir.file("l.db");
-  auto l = ledger::open_sqlite_ledger(o);
+  auto l = ledger_in(dir);
   // Parts fail, and so does the abort that follows: the upload id must not vanish silently.
   test::FakeStore main_store;
   main_store.fail("put_part", Error(Errc::storage_error, "PUT part: refused"));
   main_store.fail("abort_multipart", Error(Errc::storage_unavailable, "DELETE: connection reset"));
-  ops::UploadSettings s;
-  s.policy.name = "default";
-  s.owner = "o";
-  s.multipart_threshold = 1024;
-  s.part_size = 1024;
-  s.part_concurrency = 1;
+  auto s = multipart_settings(main_store, 1);
   test::write_file(dir.file("big.txt"), std::string(3000, 'y'));
   std::vector<std::string> warnings;
   util::log::set_level(util::log::Level::warn);
