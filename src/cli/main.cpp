@@ -15,8 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-extern char **environ;
-
 namespace lodge::cli {
 
 const config::Config &Context::cfg() {
@@ -94,7 +92,7 @@ std::string Context::owner() {
 
 namespace {
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) {
+extern "C" void on_interrupt(int /*signal*/) {
   g_interrupted = true;
 }
 } // namespace

@@ -20,7 +20,7 @@ using nlohmann::json;
 
 void reject_unknown(const json &obj, const std::string &path, const std::set<std::string> &allowed) {
   for (const auto &[k, v] : obj.items()) {
-    if (!allowed.count(k)) {
+    if (!allowed.contains(k)) {
       std::string known;
       for (const auto &a : allowed)
         known += (known.empty() ? "" : ", ") + a;
@@ -205,7 +205,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
     if (!ps.is_object()) bad("policies", "expected an object of named policies");
     for (const auto &[name, obj] : ps.items()) {
       if (name.empty()) bad("policies", "a policy name must not be empty");
-      Policy base = c.policies.count(name) ? c.policies[name] : Policy{};
+      Policy base = c.policies.contains(name) ? c.policies[name] : Policy{};
       c.policies[name] = parse_policy(obj, name, "policies." + name, base);
     }
   }

@@ -98,9 +98,9 @@ const std::map<std::string, std::set<std::string>> &claims() {
 }
 
 bool matches(const std::set<std::string> &allowed, const std::string &type) {
-  if (allowed.count(type)) return true;
+  if (allowed.contains(type)) return true;
   auto slash = type.find('/');
-  return slash != std::string::npos && allowed.count(type.substr(0, slash) + "/*");
+  return slash != std::string::npos && allowed.contains(type.substr(0, slash) + "/*");
 }
 } // namespace
 

@@ -156,9 +156,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       return;
     }
     store::Metadata meta = h ? h->metadata : store::Metadata{};
-    auto ledger_id = meta.count("lodge-ledger") ? meta["lodge-ledger"] : std::string{};
+    auto ledger_id = meta.contains("lodge-ledger") ? meta["lodge-ledger"] : std::string{};
     auto record_id =
-        meta.count("lodge-record-id") ? std::strtoll(meta["lodge-record-id"].c_str(), nullptr, 10) : 0;
+        meta.contains("lodge-record-id") ? std::strtoll(meta["lodge-record-id"].c_str(), nullptr, 10) : 0;
     if (!ledger_id.empty() && ledger_id != l.uuid()) {
       found({"foreign", obj.key, record_id ? std::optional<int64_t>(record_id) : std::nullopt,
              "stamped by another ledger (" + ledger_id + "); never touched", false});

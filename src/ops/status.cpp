@@ -22,7 +22,7 @@ Health evaluate(const ledger::StatusReport &r, int64_t sweep_max_age_ms) {
     problem(std::to_string(r.overdue_uploading) + " upload(s) past their deadline (is repair running?)");
   if (r.expired_leases > 0)
     problem(std::to_string(r.expired_leases) + " cleanup task(s) with an expired lease (a sweep died?)");
-  const auto &sweep = r.last_runs.count("sweep") ? r.last_runs.at("sweep") : std::nullopt;
+  const auto &sweep = r.last_runs.contains("sweep") ? r.last_runs.at("sweep") : std::nullopt;
   if (sweep) {
     if (r.now - sweep->finished_at > sweep_max_age_ms)
       problem("no sweep for " + util::format_duration_ms(r.now - sweep->finished_at) + " (limit " +
@@ -72,6 +72,17 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
   return j;
 }
 
+namespace {
+// Milliseconds as exact decimal seconds: a double in an ostream prints six significant
+// digits, and a timestamp of 2026 as 1.79611e+09 is up to 5,000 s off.
+std::string seconds_text(int64_t ms) {
+  std::string sign = ms < 0 ? "-" : "";
+  uint64_t m = ms < 0 ? static_cast<uint64_t>(-(ms + 1)) + 1 : static_cast<uint64_t>(ms);
+  std::string frac = std::to_string(m % 1000);
+  return sign + std::to_string(m / 1000) + "." + std::string(3 - frac.size(), '0') + frac;
+}
+} // namespace
+
 std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   std::ostringstream o;
   auto gauge = [&](const char *name, const char *help) {
@@ -92,12 +103,12 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   gauge("lodge_dead_letters", "Cleanup tasks that failed for good.");
   o << "lodge_dead_letters " << r.dead_letters << '\n';
   gauge("lodge_oldest_uploading_age_seconds", "Age of the oldest UPLOADING record.");
-  o << "lodge_oldest_uploading_age_seconds " << (r.oldest_uploading_age_ms.value_or(0) / 1000.0) << '\n';
+  o << "lodge_oldest_uploading_age_seconds " << seconds_text(r.oldest_uploading_age_ms.value_or(0)) << '\n';
   gauge("lodge_job_last_finished_timestamp_seconds", "When each job last finished.");
   for (const auto &[name, run] : r.last_runs)
     if (run)
-      o << "lodge_job_last_finished_timestamp_seconds{job=\"" << name << "\"} " << run->finished_at / 1000.0
-        << '\n';
+      o << "lodge_job_last_finished_timestamp_seconds{job=\"" << name << "\"} "
+        << seconds_text(run->finished_at) << '\n';
   gauge("lodge_healthy", "1 when status --check would pass.");
   o << "lodge_healthy " << (h.healthy ? 1 : 0) << '\n';
   return o.str();

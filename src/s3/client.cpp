@@ -242,14 +242,14 @@ Result<PutResult> Client::put_object(const std::string &key, http::BodySource &b
   if (o.if_none_match) c.headers.emplace_back("if-none-match", "*");
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-amz-meta-" + k, v);
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   return PutResult{util::trim(r->header("etag")), r->header("x-amz-version-id")};
 }
 
 Result<HeadResult> Client::head_object(const std::string &key) {
   Call c{"HEAD", key, {}, {{"x-amz-checksum-mode", "ENABLED"}}, nullptr, {}, {}, 0, "HEAD " + key};
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   HeadResult h;
   h.size = static_cast<uint64_t>(util::parse_int(r->header("content-length")).value_or(0));
@@ -316,7 +316,7 @@ Status Client::get_object(const std::string &key, const std::function<bool(const
     };
     c.sink = [&](const char *p, size_t n) {
       if (skip > 0) {
-        size_t k = static_cast<size_t>(std::min<uint64_t>(skip, n));
+        auto k = static_cast<size_t>(std::min<uint64_t>(skip, n));
         skip -= k;
         p += k;
         n -= k;
@@ -360,7 +360,7 @@ void Client::learn(Feature f, const Status &outcome) {
 Status Client::delete_object(const std::string &key, const std::string &version_id) {
   Call c{"DELETE", key, {}, {}, nullptr, {}, {}, 0, "DELETE " + key};
   if (!version_id.empty()) c.query.emplace_back("versionId", version_id);
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) {
     const auto &e = r.error();
     if (e.code == Errc::not_found && e.details.s3_code != "NoSuchBucket") return ok_status();
@@ -377,7 +377,7 @@ Status Client::list_objects(const std::string &prefix, const std::function<bool(
            {},    nullptr, {},
            {},    0,       "LIST " + prefix};
     if (!token.empty()) c.query.emplace_back("continuation-token", token);
-    auto r = send(std::move(c));
+    auto r = send(c);
     if (!r) return r.error();
     auto page = parse_list_objects_v2(r->body);
     if (!page) return Error(Errc::storage_error, "LIST " + prefix + ": unreadable ListObjectsV2 answer");
@@ -398,7 +398,7 @@ Status Client::list_versions(const std::string &prefix,
         "GET", "", {{"versions", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST VERSIONS " + prefix};
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!version_marker.empty()) c.query.emplace_back("version-id-marker", version_marker);
-    auto r = send(std::move(c));
+    auto r = send(c);
     learn(Feature::list_versions, r ? ok_status() : Status(r.error()));
     if (!r) return r.error();
     auto page = parse_list_versions(r->body);
@@ -448,7 +448,7 @@ Result<std::string> Client::create_multipart(const std::string &key, const PutOp
   c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-amz-meta-" + k, v);
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   auto id = parse_initiate_multipart(r->body);
   if (!id) return Error(Errc::storage_error, "CREATE MULTIPART " + key + ": unreadable answer");
@@ -469,7 +469,7 @@ Result<CompletedPart> Client::upload_part(const std::string &key, const std::str
          "PUT PART " + std::to_string(number) + " " + key};
   c.headers.emplace_back("content-type", "application/octet-stream");
   c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(sha256_hex));
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   return CompletedPart{number, util::trim(r->header("etag")), sha256_hex};
 }
@@ -494,7 +494,7 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
          "COMPLETE MULTIPART " + key};
   c.headers.emplace_back("content-type", "application/xml");
   if (if_none_match) c.headers.emplace_back("if-none-match", "*");
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   auto res = parse_complete_multipart(r->body);
   if (!res)
@@ -511,7 +511,7 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
 
 Status Client::abort_multipart(const std::string &key, const std::string &upload_id) {
   Call c{"DELETE", key, {{"uploadId", upload_id}}, {}, nullptr, {}, {}, 0, "ABORT MULTIPART " + key};
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r && r.error().code != Errc::not_found) return r.error();
   return ok_status();
 }
@@ -526,7 +526,7 @@ Status Client::list_multipart_uploads(const std::string &prefix,
         "GET", "", {{"uploads", ""}, {"prefix", prefix}}, {}, nullptr, {}, {}, 0, "LIST UPLOADS " + prefix};
     if (!key_marker.empty()) c.query.emplace_back("key-marker", key_marker);
     if (!id_marker.empty()) c.query.emplace_back("upload-id-marker", id_marker);
-    auto r = send(std::move(c));
+    auto r = send(c);
     learn(Feature::list_uploads, r ? ok_status() : Status(r.error()));
     if (!r) return r.error();
     auto page = parse_list_uploads(r->body);
@@ -549,7 +549,7 @@ Status Client::create_bucket() {
   c.body = &body;
   c.payload_hash = crypto::sha256_hex(xml);
   c.headers.emplace_back("content-type", "application/xml");
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   return ok_status();
 }
@@ -567,7 +567,7 @@ Status Client::set_versioning(bool enabled) {
          {},
          0,
          "PUT VERSIONING " + m_cfg.bucket};
-  auto r = send(std::move(c));
+  auto r = send(c);
   if (!r) return r.error();
   return ok_status();
 }

@@ -105,7 +105,7 @@ std::string canonical_request(const SignInput &in) {
 }
 
 std::string amz_date(int64_t epoch_ms) {
-  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  auto t = static_cast<std::time_t>(epoch_ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

@@ -111,7 +111,7 @@ public:
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
-  [[nodiscard]] Support support(Capability) const override { return Support::present; }
+  [[nodiscard]] Support support(Capability /*capability*/) const override { return Support::present; }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();

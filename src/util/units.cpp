@@ -58,7 +58,7 @@ std::optional<int64_t> parse_duration_ms(std::string_view text) {
 
 std::string format_size(uint64_t bytes) {
   static constexpr std::array<std::string_view, 5> k_units{"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
+  auto v = static_cast<double>(bytes);
   size_t u = 0;
   while (v >= 1024 && u + 1 < k_units.size()) {
     v /= 1024;

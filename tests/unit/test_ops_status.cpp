@@ -38,3 +38,16 @@ TEST_CASE("write_file_atomically reports I/O errors as IO_ERROR naming the path 
   CHECK(errc_info(Errc::io_error).exit_code == 1);
   CHECK(errc_name(Errc::io_error) == "IO_ERROR");
 }
+
+TEST_CASE("the Prometheus textfile prints times as exact seconds") {
+  // Printed through a double, 1796110000123 ms became "1.79611e+09" (over 1,000 s off).
+  ledger::StatusReport r;
+  ledger::JobRun run;
+  run.finished_at = 1'796'110'000'123;
+  r.last_runs["sweep"] = run;
+  r.oldest_uploading_age_ms = 5;
+  auto text = ops::status_prometheus(r, ops::Health{});
+  CHECK(text.find("lodge_job_last_finished_timestamp_seconds{job=\"sweep\"} 1796110000.123\n") !=
+        std::string::npos);
+  CHECK(text.find("lodge_oldest_uploading_age_seconds 0.005\n") != std::string::npos);
+}

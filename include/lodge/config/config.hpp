@@ -66,7 +66,7 @@ struct ConfigInputs {
 [[nodiscard]] Config load(const ConfigInputs &inputs);
 
 // Parses one JSON document over defaults (exposed for tests and fuzzing).
-[[nodiscard]] Config parse_json(const std::string &text, const std::string &source, Config base);
+[[nodiscard]] Config parse_json(const std::string &text, const std::string &source, Config c);
 
 // The effective configuration as JSON (nothing secret is part of it).
 [[nodiscard]] nlohmann::json to_json(const Config &c);

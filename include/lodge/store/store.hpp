@@ -99,7 +99,7 @@ public:
   virtual Status list_multipart(const std::string &prefix,
                                 const std::function<bool(const UploadInfo &)> &visit) = 0;
   // What this run has learned so far of an optional ability (unknown until used).
-  [[nodiscard]] virtual Support support(Capability) const { return Support::unknown; }
+  [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
 };
 
 struct StoreOptions {
