@@ -247,8 +247,8 @@ Command add_delete(CLI::App &app) {
             int bad = 0;
             for (auto id : *ids) {
               auto rec = ctx.ledger().find_file(id);
-              int64_t grace =
-                  rec && c.policies.contains(rec->policy) ? c.policies.at(rec->policy).grace_ms : max_grace(c);
+              int64_t grace = rec && c.policies.contains(rec->policy) ? c.policies.at(rec->policy).grace_ms
+                                                                      : max_grace(c);
               auto r = ctx.ledger().soft_delete(id, owner, util::system_clock().now_ms(), grace,
                                                 c.sweep.max_retries);
               const char *outcome = r == ledger::DeleteOutcome::deleted     ? "deleted"
