@@ -320,6 +320,9 @@ public:
       if (k->compare(0, prefix.size(), prefix) != 0) continue;
       all.push_back({k.value(), id, initiated.value()});
     }
+    // A failed increment sets ec and makes `it` the end iterator: the loop ends without
+    // passing its check, so look again here.
+    if (ec) return io_error("LIST UPLOADS " + base.string(), ec.value());
     std::sort(all.begin(), all.end(), [](const UploadInfo &a, const UploadInfo &b) {
       return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
     });
@@ -356,6 +359,7 @@ private:
       if (key.compare(0, n, prefix, 0, n) != 0) continue;
       entries.push_back({name + (is_dir ? "/" : ""), name, is_dir});
     }
+    if (ec) return io_error("LIST " + dir.string(), ec.value()); // a failed increment ends the loop
     std::sort(entries.begin(), entries.end(),
               [](const Entry &a, const Entry &b) { return a.sort_key < b.sort_key; });
     for (const auto &e : entries) {
