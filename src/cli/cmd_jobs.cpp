@@ -182,9 +182,11 @@ Command add_reconcile(CLI::App &app) {
   auto apply = std::make_shared<bool>(false);
   auto verify = std::make_shared<bool>(false);
   auto older = std::make_shared<std::string>();
-  auto *sub = app.add_subcommand("reconcile",
-                                 "Compare the store with the ledger: orphans, dangling, corrupt, leftovers");
-  sub->add_flag("--apply", *apply, "Queue orphans and leftovers for sweep; abort stale multipart uploads");
+  auto *sub = app.add_subcommand(
+      "reconcile",
+      "Compare the store with the ledger: dangling, corrupt, leftovers; others' objects reported");
+  sub->add_flag("--apply", *apply,
+                "Queue leftovers of dead rows for sweep; abort their stale multipart uploads");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
   return {sub, [apply, verify, older](Context &ctx) {

@@ -42,8 +42,6 @@ public:
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
-  [[nodiscard]] QueueOutcome adopt_orphan(const std::string &key, int64_t size, int64_t now,
-                                          int max_retries) override;
   [[nodiscard]] QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
 
 private:

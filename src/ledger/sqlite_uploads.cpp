@@ -517,31 +517,6 @@ int64_t SqliteLedger::max_record_id() {
   return st.col_int(0);
 }
 
-QueueOutcome SqliteLedger::adopt_orphan(const std::string &key, int64_t size, int64_t now, int max_retries) {
-  Transaction tx(m_db);
-  if (file_where("object_key = ?1", [&](Stmt &s) { s.bind(1, key); }))
-    return QueueOutcome::row_exists; // a row appeared meanwhile
-  auto slash = key.find_last_of('/');
-  auto prev = slash == std::string::npos || slash == 0 ? std::string::npos : key.find_last_of('/', slash - 1);
-  std::string owner = slash == std::string::npos
-                          ? "orphan"
-                          : key.substr(prev == std::string::npos ? 0 : prev + 1,
-                                       slash - (prev == std::string::npos ? 0 : prev + 1));
-  if (owner.empty() || owner.size() > 128) owner = "orphan";
-  Stmt ins(
-      m_db,
-      "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-      " upload_status, failure_reason, is_deleted, created_at, updated_at, deleted_at, upload_deadline_at)"
-      " VALUES (?1, ?2, ?2, 'application/octet-stream', printf('%064d', 0), ?3, '', 'UPLOAD_FAILED',"
-      " 'ORPHAN: object found by reconcile with no record', 1, ?4, ?4, ?4, ?4)");
-  if (ins.bind(1, owner).bind(2, key).bind(3, size).bind(4, now).exec() != 1)
-    throw LodgeError(Errc::internal, "adopting an orphan inserted no row");
-  int64_t id = m_db.last_insert_rowid();
-  auto q = ensure_pending_task(id, key, now, max_retries, false, now);
-  tx.commit();
-  return q;
-}
-
 QueueOutcome SqliteLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
   Transaction tx(m_db);
   auto row = find_file(record_id);

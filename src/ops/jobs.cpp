@@ -103,8 +103,8 @@ std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &k
 ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
                            const util::Clock &clock, const std::function<void(const Finding &)> &report) {
   ReconcileSummary sum;
-  for (const char *k : {"orphan", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
-                        "beyond_history", "unknown"})
+  for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
+                        "diverged", "beyond_history", "unknown"})
     sum.counts[k] = 0;
   const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
@@ -146,36 +146,42 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
              false});
   };
 
+  // Whose an object is, by its stamp: nullopt when this ledger's own row `expected_id`
+  // (0: none) may claim it; otherwise the report-only finding that says why not (I8).
+  auto not_ours = [&](const std::string &key, int64_t expected_id) -> std::optional<Finding> {
+    auto h = s.head(key);
+    if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
+    if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
+      return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
+    const auto &meta = h->metadata;
+    auto ledger_it = meta.find("lodge-ledger");
+    auto id_it = meta.find("lodge-record-id");
+    if (ledger_it == meta.end() || id_it == meta.end())
+      return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
+                     false};
+    int64_t record_id = std::strtoll(id_it->second.c_str(), nullptr, 10);
+    auto named = record_id ? std::optional<int64_t>(record_id) : std::nullopt;
+    if (ledger_it->second != l.uuid())
+      return Finding{"foreign", key, named,
+                     "stamped by another ledger (" + ledger_it->second + "); never touched", false};
+    if (record_id > max_id)
+      return Finding{"beyond_history", key, named,
+                     "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" +
+                         std::to_string(max_id) +
+                         "): was the ledger restored from an older copy? never touched",
+                     false};
+    if (record_id != expected_id)
+      return Finding{"diverged", key, named,
+                     "stamped with record #" + std::to_string(record_id) +
+                         " of this ledger, which holds another key: the history diverged; never touched",
+                     false};
+    return std::nullopt;
+  };
+
+  // No row has this key: nothing proves it is ours and dead, so it is only reported.
   auto object_only = [&](const store::ObjectInfo &obj) {
     if (now - obj.last_modified_ms < o.older_than_ms) return; // may be an upload in flight
-    auto h = s.head(obj.key);
-    if (!h && h.error().code != Errc::not_found) {
-      // Its stamp could not be read (a failed HEAD, unreadable metadata): whose it is
-      // cannot be told, so it is reported and never queued.
-      found({"unknown", obj.key, std::nullopt, h.error().message + "; never touched", false});
-      return;
-    }
-    store::Metadata meta = h ? h->metadata : store::Metadata{};
-    auto ledger_id = meta.contains("lodge-ledger") ? meta["lodge-ledger"] : std::string{};
-    auto record_id =
-        meta.contains("lodge-record-id") ? std::strtoll(meta["lodge-record-id"].c_str(), nullptr, 10) : 0;
-    if (!ledger_id.empty() && ledger_id != l.uuid()) {
-      found({"foreign", obj.key, record_id ? std::optional<int64_t>(record_id) : std::nullopt,
-             "stamped by another ledger (" + ledger_id + "); never touched", false});
-      return;
-    }
-    if (!ledger_id.empty() && record_id > max_id) {
-      found({"beyond_history", obj.key, record_id,
-             "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" +
-                 std::to_string(max_id) + "): was the ledger restored from an older copy? never touched",
-             false});
-      return;
-    }
-    Finding f{"orphan", obj.key, std::nullopt, "object with no record", false};
-    if (o.apply)
-      f.applied = l.adopt_orphan(obj.key, static_cast<int64_t>(obj.size), now, o.max_retries) ==
-                  ledger::QueueOutcome::queued;
-    found(f);
+    if (auto f = not_ours(obj.key, 0)) found(*f);
   };
 
   auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
@@ -192,6 +198,10 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       return;
     }
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
+      if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
+        found(*other);
+        return;
+      }
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
       if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
@@ -231,9 +241,14 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       return false;
     });
     if (row && row->upload_status == ledger::k_uploading && !row->is_deleted) return true;
-    Finding f{"stale_multipart", u.key, row ? std::optional<int64_t>(row->id) : std::nullopt,
-              "incomplete multipart upload " + u.upload_id, false};
-    if (o.apply) f.applied = s.abort_multipart(u.key, u.upload_id).ok();
+    if (!row) { // no row has this key: another tool's upload
+      found({"unmanaged", u.key, std::nullopt,
+             "incomplete multipart upload " + u.upload_id + " with no record; never touched", false});
+      return true;
+    }
+    Finding f{"stale_multipart", u.key, row->id, "incomplete multipart upload " + u.upload_id, false};
+    // Aborted only when the row of exactly this key is dead (I8); an ACTIVE row's is reported.
+    if (o.apply && row->is_deleted) f.applied = s.abort_multipart(u.key, u.upload_id).ok();
     found(f);
     return true;
   });

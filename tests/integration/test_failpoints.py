@@ -213,7 +213,7 @@ POINTS = {
     "store.put": Point(prep_file, run_upload, active,
                        failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
     "store.delete": Point(prep_deleted, run_sweep, swept, sweep_retried(0, True)),
-    "store.head": Point(prep_stray, run_reconcile, found("orphan"), found("unknown"), strays=(STRAY,)),
+    "store.head": Point(prep_stray, run_reconcile, found("unmanaged"), found("unknown"), strays=(STRAY,)),
     "store.list": Point(prep_uploaded, run_reconcile, reconciled_clean, storage_unavailable),
 }
 

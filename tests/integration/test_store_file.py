@@ -30,7 +30,7 @@ class DamagedSidecars(LodgeTestCase):
         summary = rec.json()
         self.assertNotIn("error", summary, rec)
         self.assertEqual(summary["found"]["unknown"], 1, summary)
-        self.assertEqual(summary["found"]["orphan"], 0, summary)
+        self.assertEqual(summary["found"]["unmanaged"], 0, summary)
         item = summary["items"][0]
         self.assertEqual(item["key"], "ci/stray.txt")
         self.assertFalse(item["applied"])

@@ -206,8 +206,6 @@ TEST_CASE("queueing writes report what they did: a held task is not reported que
   auto alive = e.reserve("b");
   CHECK(e.l->requeue_task_for(alive.id, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
   CHECK(e.l->requeue_task_for(9999, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
-  CHECK(e.l->adopt_orphan(a.object_key, 1, e.clock.t, 3) == ledger::QueueOutcome::row_exists);
-  CHECK(e.l->adopt_orphan("o/nobody.bin", 1, e.clock.t, 3) == ledger::QueueOutcome::queued);
   REQUIRE(e.l->finish(claimed[0], true, "", 0, e.clock.t) == ledger::TaskFinish::success);
   CHECK(e.l->requeue_task_for(a.id, e.clock.t, 3) == ledger::QueueOutcome::queued);
   CHECK(e.l->find_task_for(a.id)->status == "PENDING");

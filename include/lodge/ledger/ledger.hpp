@@ -145,10 +145,6 @@ public:
                            const std::function<bool(const FileRecord &)> &visit) = 0;
   // The highest record id this ledger ever issued.
   [[nodiscard]] virtual int64_t max_record_id() = 0;
-  // Records an orphan object as a dead row with a task due now, so sweep's guards apply.
-  // queued, or row_exists when a row with that key appeared meanwhile.
-  [[nodiscard]] virtual QueueOutcome adopt_orphan(const std::string &key, int64_t size, int64_t now,
-                                                  int max_retries) = 0;
   // Makes a dead row's finished task pending again, due now (a leftover object): queued,
   // not_dead (no such row, or alive), or held (a worker has the task right now).
   [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;

@@ -56,13 +56,13 @@ struct RepairSummary {
 struct ReconcileOptions {
   bool apply = false;
   bool verify = false;             // read objects back and compare digests
-  int64_t older_than_ms = 300'000; // orphans younger than this may be uploads in flight
+  int64_t older_than_ms = 300'000; // objects younger than this may be uploads in flight
   int max_retries = 8;
 };
 
 struct Finding {
-  std::string kind; // orphan, dangling, corrupt, leftover, stale_multipart, foreign, beyond_history,
-                    // unknown
+  std::string kind; // dangling, corrupt, leftover, stale_multipart, unmanaged, foreign, diverged,
+                    // beyond_history, unknown
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;
