@@ -82,17 +82,17 @@ Command add_config(CLI::App &app);
 Command add_upload(CLI::App &app);
 Command add_list(CLI::App &app);
 Command add_sweep(CLI::App &app);
-// Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
-// job_run: the command records its own outcome when it returns; an exception records a
-// failed run carrying the error (so `status` does not show the last good run as the
-// latest), then goes on to main. A --dry-run records nothing.
-Command recorded_job(const char *job, Command c);
 Command add_repair(CLI::App &app);
 Command add_reconcile(CLI::App &app);
 Command add_delete(CLI::App &app);
 Command add_tasks(CLI::App &app);
 Command add_retry(CLI::App &app);
 Command add_debug(CLI::App &app);
+// Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
+// job_run: the command records its own outcome when it returns; an exception records a
+// failed run carrying the error (so `status` does not show the last good run as the
+// latest), then goes on to main. A --dry-run records nothing.
+Command recorded_job(const char *job, Command c);
 
 // DESIGN.md's exit statuses, read from the Errc table so the two cannot drift apart.
 [[nodiscard]] inline int exit_status(Errc code) {
