@@ -50,6 +50,8 @@ enum class Errc {
   unsupported,
   metadata_corrupt,
   io_error,
+  store_mismatch,
+  ledger_not_found,
 };
 
 struct ErrcInfo {

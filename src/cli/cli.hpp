@@ -41,17 +41,30 @@ public:
 
   // The effective configuration (loaded once, on first use).
   const config::Config &cfg();
-  // The ledger (opened, created and migrated once, on first use).
+  // The ledger (opened and migrated once, on first use). LEDGER_NOT_FOUND when there is
+  // none: only init_ledger() creates one.
   ledger::Ledger &ledger();
+  // The ledger for `lodge init`: created when missing, migrated when older.
+  ledger::Ledger &init_ledger();
   // The ledger for a command that only reads it (status, list, tasks): opened read-only
   // (never migrated) unless this run already opened it for writing.
   ledger::Ledger &reader();
   // Whether ledger() has opened the ledger (for writing) in this run.
   [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
   // A new ledger connection (for worker threads; each needs its own).
-  std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false);
-  // A new store connection (credentials resolved when the store is S3).
+  std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false, bool create = false);
+  // A new store connection (credentials resolved when the store is S3). The first one of
+  // a run checks the ledger's binding: STORE_MISMATCH for another store; a ledger with no
+  // binding yet (made by an older lodge) is bound to this store, said once on stderr.
   std::unique_ptr<store::ObjectStore> open_store();
+  // A store connection without the binding check (for `lodge init`, which makes it).
+  std::unique_ptr<store::ObjectStore> open_store_unbound();
+  // The binding of the configured store.
+  [[nodiscard]] store::Binding store_binding();
+  // The error for a ledger bound to `have` used with `want`.
+  [[nodiscard]] LodgeError store_mismatch(const ledger::StoreBinding &have, const store::Binding &want);
+  // Records that this run's store matches the ledger's binding (init made it so).
+  void binding_checked() { m_binding_checked = true; }
   // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
   const Result<s3::Credentials> &credentials();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
@@ -64,9 +77,15 @@ private:
   std::unique_ptr<config::Config> m_cfg;
   std::unique_ptr<ledger::Ledger> m_ledger;
   std::unique_ptr<ledger::Ledger> m_reader;
+  std::mutex m_binding_mutex;
+  bool m_binding_checked = false;
   std::once_flag m_credentials_once;
   std::optional<Result<s3::Credentials>> m_credentials;
 };
+
+// store::Binding as the ledger keeps it, and back.
+[[nodiscard]] ledger::StoreBinding to_ledger(const store::Binding &b);
+[[nodiscard]] store::Binding from_ledger(const ledger::StoreBinding &b);
 
 using Action = std::function<int(Context &)>;
 

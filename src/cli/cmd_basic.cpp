@@ -14,17 +14,48 @@
 namespace lodge::cli {
 
 Command add_init(CLI::App &app) {
-  auto *sub = app.add_subcommand("init", "Create the ledger, or migrate an older one (idempotent)");
-  return {sub, [](Context &ctx) {
-            auto &l = ctx.ledger();
+  auto rebind = std::make_shared<bool>(false);
+  auto *sub =
+      app.add_subcommand("init", "Create the ledger bound to its store, or migrate an older one (idempotent; "
+                                 "--rebind-store after moving the data)");
+  sub->add_flag(
+      "--rebind-store", *rebind,
+      "Bind the ledger to the store given instead of the one it serves (only after moving the data)");
+  return {sub, [rebind](Context &ctx) {
+            // The store first: a bad store URL leaves no ledger behind.
+            (void)ctx.open_store_unbound();
+            auto want = ctx.store_binding();
+            auto &l = ctx.init_ledger();
+            auto r = l.bind_store(to_ledger(want), *rebind ? ledger::Rebind::yes : ledger::Rebind::no);
+            if (!r.written && r.previous && *r.previous != to_ledger(want))
+              throw ctx.store_mismatch(*r.previous, want);
+            ctx.binding_checked();
+            bool rebound = r.written && r.previous;
+            auto store = store::describe(want);
             if (ctx.g.json) {
               nlohmann::json j{
-                  {"ledger", l.path()}, {"ledger_uuid", l.uuid()}, {"schema_version", l.schema_version()}};
+                  {"ledger", l.path()},
+                  {"ledger_uuid", l.uuid()},
+                  {"schema_version", l.schema_version()},
+                  {"store", store},
+                  {"binding",
+                   {{"scheme", want.scheme},
+                    {"endpoint", want.endpoint},
+                    {"location", want.location},
+                    {"root", want.root}}},
+                  {"rebound_from", rebound ? nlohmann::json(store::describe(from_ledger(*r.previous)))
+                                           : nlohmann::json(nullptr)}};
               ctx.print_json(j);
             } else if (!ctx.g.quiet) {
-              std::printf("ledger %s ready (schema %d, uuid %s)\n", l.path().c_str(), l.schema_version(),
-                          l.uuid().c_str());
+              std::printf("ledger %s ready (schema %d, uuid %s), bound to store %s\n",
+                          util::escape_for_terminal(l.path()).c_str(), l.schema_version(), l.uuid().c_str(),
+                          util::escape_for_terminal(store).c_str());
             }
+            if (rebound)
+              std::fprintf(stderr, "lodge: ledger %s rebound: its store was %s, it is now %s\n",
+                           util::escape_for_terminal(l.path()).c_str(),
+                           util::escape_for_terminal(store::describe(from_ledger(*r.previous))).c_str(),
+                           util::escape_for_terminal(store).c_str());
             return exit_status(Errc::ok);
           }};
 }

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -36,7 +37,7 @@ struct UploadOptions {
 };
 
 struct Tally {
-  int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0;
+  int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0, skipped = 0;
   int64_t storage_failures = 0;
   int64_t ledger_failures = 0; // the ledger was locked past the timeout, or unusable
   int64_t queued_done = 0;     // results of files that went through the queue
@@ -133,6 +134,7 @@ nlohmann::json result_json(const ops::FileResult &r) {
     j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
   else
     j["error"] = nullptr;
+  if (r.outcome == ops::UploadOutcome::skipped) j["reason"] = r.reason;
   return j;
 }
 
@@ -154,6 +156,18 @@ std::string result_line(const ops::FileResult &r) {
          (r.error ? util::escape_for_terminal(r.error->message) : "");
   }
   return s;
+}
+
+// One idempotency key names one upload: every file of a directory would replay the first.
+void check_one_input(const UploadOptions &o) {
+  if (o.paths.size() != 1 || !o.files_from.empty())
+    throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file (got " +
+                                      std::string(o.files_from.empty() ? "several paths" : "--files-from") +
+                                      ")");
+  struct stat st {};
+  if (::stat(o.paths[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file, and " +
+                                      util::escape_for_terminal(o.paths[0]) + " is a directory");
 }
 
 bool is_storage_failure(const ops::FileResult &r) {
@@ -189,8 +203,7 @@ Command add_upload(CLI::App &app) {
             const auto &cfg = ctx.cfg();
             if (o->paths.empty() && o->files_from.empty())
               throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
-            if (!o->idempotency_key.empty() && (o->paths.size() != 1 || !o->files_from.empty()))
-              throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file");
+            if (!o->idempotency_key.empty()) check_one_input(*o);
             ops::UploadSettings s;
             s.policy = cfg.policy(o->policy);
             s.owner = ctx.owner();
@@ -207,8 +220,8 @@ Command add_upload(CLI::App &app) {
             int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
             // The store first: a bad store URL leaves nothing behind, and a file:// root
             // exists before the walk, which must skip it.
-            (void)ctx.open_store();
-            (void)ctx.ledger(); // create/migrate once, before the workers race to
+            auto store = ctx.open_store();
+            (void)ctx.ledger(); // migrate once, before the workers race to
 
             install_interrupt_handlers();
             bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
@@ -257,13 +270,22 @@ Command add_upload(CLI::App &app) {
               case ops::UploadOutcome::failed:
                 ++t.failed;
                 break;
+              case ops::UploadOutcome::skipped:
+                ++t.skipped;
+                break;
               }
               if (is_storage_failure(r)) ++t.storage_failures;
               if (r.outcome == ops::UploadOutcome::failed && r.error &&
                   r.error->exit_code() == exit_status(Errc::ledger_unusable))
                 ++t.ledger_failures;
               if (progress) std::fprintf(stderr, "\r\033[K");
-              if (ctx.g.json) {
+              bool skipped = r.outcome == ops::UploadOutcome::skipped;
+              if (skipped && !ctx.g.quiet)
+                std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
+                             r.reason.c_str());
+              if (skipped && !ctx.g.json) {
+                // Said on stderr only: stdout lists what was uploaded or refused.
+              } else if (ctx.g.json) {
                 ctx.print_json(result_json(r));
               } else {
                 bool bad =
@@ -291,6 +313,8 @@ Command add_upload(CLI::App &app) {
             } close_on_exit{queue};
             std::mutex setup_mutex;
             std::optional<LodgeError> setup_error;
+            std::mutex retry_mutex;
+            std::vector<ops::InputFile> retry_later;
             for (int i = 0; i < jobs; ++i) {
               workers.spawn([&, i] {
                 std::unique_ptr<ledger::Ledger> l;
@@ -314,7 +338,15 @@ Command add_upload(CLI::App &app) {
                     queue.clear();
                     break;
                   }
-                  report(up->upload(*file), true);
+                  auto r = up->upload(*file);
+                  if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
+                    // The content of a file another worker is sending (empty files, copies
+                    // in one tree): tried again once the workers are done, as a duplicate.
+                    std::lock_guard lock(retry_mutex);
+                    retry_later.push_back(*file);
+                    continue;
+                  }
+                  report(r, true);
                 }
               });
             }
@@ -332,6 +364,14 @@ Command add_upload(CLI::App &app) {
               ops::walk_inputs({p}, o->follow_symlinks, skips,
                                [&](const ops::InputFile &file, const std::optional<Error> &err) {
                                  if (interrupted()) return go_on = false;
+                                 if (!file.skipped.empty()) {
+                                   ops::FileResult r;
+                                   r.file = file.path;
+                                   r.outcome = ops::UploadOutcome::skipped;
+                                   r.reason = file.skipped;
+                                   report(r, false);
+                                   return true;
+                                 }
                                  if (err) {
                                    ops::FileResult r;
                                    r.file = file.path;
@@ -366,23 +406,31 @@ Command add_upload(CLI::App &app) {
             queue.close();
             workers.join();
             if (setup_error) throw *setup_error;
+            if (!retry_later.empty()) {
+              ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+              for (const auto &file : retry_later) {
+                if (interrupted()) break;
+                report(up.upload(file), true);
+              }
+            }
             if (progress) std::fprintf(stderr, "\r\033[K");
 
             double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
             if (ctx.g.json) {
-              nlohmann::json sum{
-                  {"files", t.files},       {"active", t.active},     {"duplicate", t.duplicate},
-                  {"replayed", t.replayed}, {"rejected", t.rejected}, {"failed", t.failed},
-                  {"bytes", t.bytes},       {"seconds", secs},        {"interrupted", interrupted()}};
+              nlohmann::json sum{{"files", t.files},         {"active", t.active},
+                                 {"duplicate", t.duplicate}, {"replayed", t.replayed},
+                                 {"rejected", t.rejected},   {"failed", t.failed},
+                                 {"skipped", t.skipped},     {"bytes", t.bytes},
+                                 {"seconds", secs},          {"interrupted", interrupted()}};
               ctx.print_json(nlohmann::json{{"summary", sum}});
             } else if (!ctx.g.quiet) {
               std::fprintf(stderr,
                            "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
-                           "failed (%s in %.1fs)\n",
+                           "failed, %lld skipped (%s in %.1fs)\n",
                            static_cast<long long>(t.files), static_cast<long long>(t.active),
                            static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
                            static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                           util::format_size(t.bytes).c_str(), secs);
+                           static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs);
             }
             if (interrupted()) {
               std::fprintf(stderr,

@@ -43,22 +43,77 @@ ledger::Ledger &Context::ledger() {
   return *m_ledger;
 }
 
+ledger::Ledger &Context::init_ledger() {
+  if (!m_ledger) m_ledger = open_ledger(false, true);
+  return *m_ledger;
+}
+
 ledger::Ledger &Context::reader() {
   if (m_ledger) return *m_ledger;
   if (!m_reader) m_reader = open_ledger(true);
   return *m_reader;
 }
 
-std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only) {
+std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only, bool create) {
   ledger::OpenOptions o;
   o.read_only = read_only;
+  o.create = create;
   o.path = cfg().ledger;
   o.busy_timeout_ms = cfg().busy_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
   return ledger::open_sqlite_ledger(o);
 }
 
+ledger::StoreBinding to_ledger(const store::Binding &b) {
+  return {b.scheme, b.endpoint, b.location, b.root};
+}
+
+store::Binding from_ledger(const ledger::StoreBinding &b) {
+  return {b.scheme, b.endpoint, b.location, b.root};
+}
+
+store::Binding Context::store_binding() {
+  return store::canonical_binding(cfg().store, cfg().endpoint);
+}
+
+LodgeError Context::store_mismatch(const ledger::StoreBinding &have, const store::Binding &want) {
+  auto had = store::describe(from_ledger(have));
+  auto given = store::describe(want);
+  return LodgeError(Errc::store_mismatch,
+                    "the ledger " + cfg().ledger + " is bound to the store " + had + ", not " + given +
+                        " (the store given). A ledger serves one store: use " + had +
+                        ", or another ledger for this store (lodge --db OTHER init). If the data was moved "
+                        "to " +
+                        given + ", rebind with `lodge init --rebind-store` (only after moving the data)");
+}
+
 std::unique_ptr<store::ObjectStore> Context::open_store() {
+  auto st = open_store_unbound();
+  std::lock_guard lock(m_binding_mutex);
+  if (m_binding_checked) return st;
+  auto want = store_binding();
+  auto &l = ledger();
+  auto have = l.store_binding();
+  if (!have) {
+    // A ledger made before bindings existed serves the store its first use names.
+    auto r = l.bind_store(to_ledger(want), ledger::Rebind::no);
+    if (r.written) {
+      if (!g.quiet)
+        std::fprintf(stderr,
+                     "lodge: ledger %s is now bound to store %s (recorded on first use after upgrade)\n",
+                     util::escape_for_terminal(l.path()).c_str(),
+                     util::escape_for_terminal(store::describe(want)).c_str());
+      m_binding_checked = true;
+      return st;
+    }
+    have = r.previous; // another process recorded one meanwhile
+  }
+  if (have && *have != to_ledger(want)) throw store_mismatch(*have, want);
+  m_binding_checked = true;
+  return st;
+}
+
+std::unique_ptr<store::ObjectStore> Context::open_store_unbound() {
   const auto &c = cfg();
   store::StoreOptions o;
   o.url = c.store;

@@ -1,4 +1,5 @@
 #include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <lodge/config/config.hpp>
@@ -90,7 +91,8 @@ std::vector<std::string> get_string_list(const json &v, const std::string &path,
 
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
-  reject_unknown(obj, path, {"max_size", "extensions", "media_types", "max_files", "deadline", "grace"});
+  reject_unknown(obj, path,
+                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -105,6 +107,11 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   }
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
+  if (obj.contains("allow_empty")) {
+    const auto &v = obj["allow_empty"];
+    if (!v.is_boolean()) bad(path + ".allow_empty", "expected true or false (got " + v.dump() + ")");
+    p.allow_empty = v.get<bool>();
+  }
   return p;
 }
 
@@ -315,6 +322,21 @@ Config load(const ConfigInputs &in) {
   if (in.force_network_fs) c.force_network_fs = true;
 
   if (c.ledger.empty()) bad("ledger", "must not be empty");
+  // file://./x and file://x name a directory under the current one: made absolute here,
+  // so that every key, message and binding speaks of the one directory.
+  if (c.store.rfind("file://", 0) == 0 && c.store.size() > 7 && c.store[7] != '/') {
+    std::string rel = c.store.substr(7);
+    while (rel.rfind("./", 0) == 0)
+      rel.erase(0, 2);
+    if (rel == ".") rel.clear();
+    std::error_code ec;
+    auto cwd = std::filesystem::current_path(ec);
+    if (ec)
+      bad("store", "cannot resolve '" + c.store + "': the current directory is unknown: " + ec.message());
+    c.store =
+        "file://" + (cwd.string() == "/" ? std::string{} : cwd.string()) + (rel.empty() ? "" : "/" + rel);
+    if (c.store == "file://") c.store = "file:///";
+  }
   if (c.store.rfind("s3://", 0) != 0 && c.store.rfind("file://", 0) != 0)
     bad("store", "expected s3://bucket/prefix or file:///dir, got '" + c.store + "'");
   check_store_url(c.store);
@@ -351,6 +373,7 @@ nlohmann::json to_json(const Config &c) {
     pj["max_files"] = p.max_files ? json(*p.max_files) : json(nullptr);
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
+    pj["allow_empty"] = p.allow_empty;
     ps[name] = pj;
   }
   j["policies"] = ps;

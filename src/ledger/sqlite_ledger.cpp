@@ -7,6 +7,7 @@
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/util/strings.hpp>
+#include <map>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -137,11 +138,17 @@ bool needs_immutable(const OpenOptions &o) {
   return ::access(dir.c_str(), W_OK) != 0;
 }
 
+LodgeError not_found(const std::string &path, const std::string &what) {
+  return LodgeError(Errc::ledger_not_found, path + ": " + what +
+                                                ". Is there a ledger at that path? Run `lodge init --db " +
+                                                path + "` to create one");
+}
+
 } // namespace
 
 SqliteLedger::SqliteLedger(const OpenOptions &opts)
     : m_db((prepare_file(opts), opts.path), opts.busy_timeout_ms, opts.read_only, needs_immutable(opts)),
-      m_clock(opts.clock) {
+      m_clock(opts.clock), m_create(opts.create) {
   // The first statement is where SQLite notices a file that is not a database.
   try {
     m_db.exec("PRAGMA trusted_schema = OFF; PRAGMA foreign_keys = ON;");
@@ -176,8 +183,7 @@ void SqliteLedger::check_version_for_reading() {
   if (version == 0) {
     if (m_db.query_int("SELECT count(*) FROM sqlite_schema") != 0)
       throw LodgeError(Errc::ledger_unusable, m_db.path() + ": a SQLite database, but not a lodge ledger");
-    throw LodgeError(Errc::ledger_unusable,
-                     m_db.path() + ": an empty file, not yet a ledger; run `lodge init`");
+    throw not_found(m_db.path(), "an empty file, not a ledger");
   }
   if (version < k_schema_version)
     throw LodgeError(Errc::ledger_unusable,
@@ -200,6 +206,7 @@ void SqliteLedger::initialise_or_migrate() {
     if (version == 0) {
       if (m_db.query_int("SELECT count(*) FROM sqlite_schema") != 0)
         throw LodgeError(Errc::ledger_unusable, m_db.path() + ": a SQLite database, but not a lodge ledger");
+      if (!m_create) throw not_found(m_db.path(), "an empty file, not a ledger");
       m_db.exec(k_schema_sql);
       Stmt ins(m_db, "INSERT INTO ledger_meta (key, value) VALUES ('uuid', ?1), ('created_at', ?2)");
       ins.bind(1, crypto::random_uuid()).bind(2, std::to_string(m_clock->now_ms())).exec();
@@ -303,17 +310,39 @@ void SqliteLedger::record_job_run(const JobRun &run) {
   tx.commit();
 }
 
-std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts) {
-  if (opts.read_only) {
-    // A reader of a ledger that does not exist yet creates it, as every command always
-    // did (status on a new machine shows an empty ledger, not an error).
-    struct stat st {};
-    if (::lstat(opts.path.c_str(), &st) != 0 && errno == ENOENT) {
-      OpenOptions rw = opts;
-      rw.read_only = false;
-      return std::make_unique<SqliteLedger>(rw);
-    }
+std::optional<StoreBinding> SqliteLedger::store_binding() {
+  std::map<std::string, std::string> kv;
+  {
+    Stmt st(m_db, "SELECT key, value FROM ledger_meta WHERE key LIKE 'binding.%'");
+    while (st.step())
+      kv[st.col_text(0)] = st.col_text(1);
   }
+  if (!kv.contains("binding.scheme")) return std::nullopt;
+  return StoreBinding{kv["binding.scheme"], kv["binding.endpoint"], kv["binding.location"],
+                      kv["binding.root"]};
+}
+
+BindResult SqliteLedger::bind_store(const StoreBinding &b, Rebind rebind) {
+  Transaction tx(m_db); // read under the write lock: two first uses race to record it
+  BindResult r;
+  r.previous = store_binding();
+  if (r.previous && (rebind == Rebind::no || *r.previous == b)) return r;
+  Stmt st(m_db,
+          "INSERT INTO ledger_meta (key, value) VALUES ('binding.scheme', ?1), ('binding.endpoint', ?2),"
+          " ('binding.location', ?3), ('binding.root', ?4)"
+          " ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+  st.bind(1, b.scheme).bind(2, b.endpoint).bind(3, b.location).bind(4, b.root).exec();
+  tx.commit();
+  r.written = true;
+  return r;
+}
+
+std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts) {
+  // Only `lodge init` creates a ledger: a typo in --db must not make a fresh, empty one
+  // (that status --check would call healthy).
+  struct stat st {};
+  if (!opts.create && ::lstat(opts.path.c_str(), &st) != 0 && errno == ENOENT)
+    throw not_found(opts.path, "no ledger there");
   return std::make_unique<SqliteLedger>(opts);
 }
 

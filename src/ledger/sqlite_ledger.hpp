@@ -15,6 +15,8 @@ public:
   [[nodiscard]] int schema_version() override;
   [[nodiscard]] StatusReport status(int64_t now) override;
   void record_job_run(const JobRun &run) override;
+  [[nodiscard]] std::optional<StoreBinding> store_binding() override;
+  [[nodiscard]] BindResult bind_store(const StoreBinding &b, Rebind rebind) override;
 
   [[nodiscard]] ReserveResult reserve(const ReserveRequest &req, int64_t now) override;
   [[nodiscard]] bool set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) override;
@@ -60,6 +62,7 @@ private:
 
   Db m_db;
   const util::Clock *m_clock;
+  bool m_create;
   std::string m_uuid;
 };
 

@@ -29,6 +29,8 @@ const char *to_string(UploadOutcome o) {
     return "rejected";
   case UploadOutcome::failed:
     return "failed";
+  case UploadOutcome::skipped:
+    return "skipped";
   }
   return "?";
 }
@@ -106,7 +108,9 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     return rejected(r, Error(Errc::file_changed, util::escape_for_terminal(path) +
                                                      " was replaced after the walk listed it; not uploaded"));
   r.size = static_cast<uint64_t>(st.st_size);
-  if (r.size == 0) return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty"));
+  if (r.size == 0 && !m_s.policy.allow_empty)
+    return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " +
+                                                   m_s.policy.name + " does not allow empty files"));
   if (r.size > m_s.policy.max_size)
     return rejected(r,
                     Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
@@ -545,8 +549,8 @@ private:
     if (::fstatat(dir->get(), name.c_str(), &st, m_follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
       return m_visit(f, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(errno)));
     if (S_ISLNK(st.st_mode)) {
-      util::log::info("skipping symbolic link " + util::escape_for_terminal(p) + " (use --follow-symlinks)");
-      return true;
+      f.skipped = "a symbolic link, not followed (--follow-symlinks follows links)";
+      return m_visit(f, std::nullopt);
     }
     Identity id = identity_of(st);
     if (S_ISDIR(st.st_mode)) {

@@ -1,5 +1,8 @@
 #include "stores.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <lodge/failpoint.hpp>
 #include <lodge/util/strings.hpp>
 
@@ -89,6 +92,76 @@ bool is_s3_url(const std::string &url) {
 
 std::string file_store_root(const std::string &url) {
   return url.rfind("file://", 0) == 0 ? url.substr(7) : std::string{};
+}
+
+namespace {
+// "a//b/" -> "a/b": the segments, none empty, joined by one '/'.
+std::string join_segments(const std::string &path) {
+  std::string out;
+  for (const auto &seg : util::split(path, '/')) {
+    if (seg.empty()) continue;
+    if (!out.empty()) out += '/';
+    out += seg;
+  }
+  return out;
+}
+
+std::string canonical_endpoint(std::string e) {
+  while (!e.empty() && std::isspace(static_cast<unsigned char>(e.back())))
+    e.pop_back();
+  while (!e.empty() && e.back() == '/')
+    e.pop_back();
+  if (e.empty()) return "aws";
+  auto sep = e.find("://");
+  size_t host_begin = sep == std::string::npos ? 0 : sep + 3;
+  size_t host_end = e.find('/', host_begin);
+  if (host_end == std::string::npos) host_end = e.size();
+  // Scheme and host are case-insensitive; the path (a gateway's) is not.
+  std::transform(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(host_end), e.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string scheme = sep == std::string::npos ? "" : e.substr(0, sep);
+  std::string host = e.substr(host_begin, host_end - host_begin);
+  if ((scheme == "http" && host.ends_with(":80")) || (scheme == "https" && host.ends_with(":443")))
+    host.erase(host.rfind(':'));
+  return e.substr(0, host_begin) + host + e.substr(host_end);
+}
+} // namespace
+
+Binding canonical_binding(const std::string &url, const std::string &endpoint) {
+  Binding b;
+  if (is_s3_url(url)) {
+    std::string rest = url.substr(5);
+    auto slash = rest.find('/');
+    b.scheme = "s3";
+    b.endpoint = canonical_endpoint(endpoint);
+    b.location = rest.substr(0, slash);
+    b.root = slash == std::string::npos ? "" : join_segments(rest.substr(slash + 1));
+    return b;
+  }
+  if (url.rfind("file://", 0) == 0) {
+    namespace fs = std::filesystem;
+    std::string dir = url.substr(7);
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    fs::path p = fs::absolute(fs::path(dir), ec);
+    if (ec) throw LodgeError(Errc::config_invalid, "store: cannot resolve the directory of '" + url + "'");
+    // Symlinks resolved for the part that exists, '.', '..' and doubled '/' for the rest.
+    fs::path canon = fs::weakly_canonical(p, ec);
+    std::string s = (ec ? p.lexically_normal() : canon.lexically_normal()).string();
+    while (s.size() > 1 && s.back() == '/')
+      s.pop_back();
+    b.scheme = "file";
+    b.location = s;
+    return b;
+  }
+  throw LodgeError(Errc::config_invalid,
+                   "store: expected s3://bucket/prefix or file:///dir, got '" + url + "'");
+}
+
+std::string describe(const Binding &b) {
+  if (b.scheme == "file") return "file://" + b.location;
+  std::string s = b.scheme + "://" + b.location + (b.root.empty() ? "" : "/" + b.root);
+  return s + (b.endpoint == "aws" ? " (AWS)" : " at " + b.endpoint);
 }
 
 namespace {

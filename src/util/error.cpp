@@ -62,6 +62,10 @@ constexpr std::array k_errcs{
              "An object's stored metadata cannot be read (not JSON, or a field of the wrong type)."},
     ErrcInfo{Errc::io_error, "IO_ERROR", 1,
              "A local file lodge writes (such as the Prometheus textfile) could not be written."},
+    ErrcInfo{Errc::store_mismatch, "STORE_MISMATCH", 2,
+             "The ledger is bound to another store; `lodge init --rebind-store` only after moving the data."},
+    ErrcInfo{Errc::ledger_not_found, "LEDGER_NOT_FOUND", 3,
+             "No ledger at that path; only `lodge init` creates one."},
 };
 } // namespace
 

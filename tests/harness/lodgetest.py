@@ -201,16 +201,31 @@ class LodgeTestCase(unittest.TestCase):
         e.update(faketime_env(later))
         return subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def lodge(self, *args, env=None, stdin=None, timeout=120, db=True, umask=None, later=None):
-        """Runs lodge; `later` ("+90s") runs it under faketime, that far in the future."""
+    def lodge(self, *args, env=None, stdin=None, timeout=120, db=True, umask=None, later=None, cwd=None):
+        """Runs lodge (in `cwd`, when given); `later` ("+90s") runs it under faketime, that far
+        in the future."""
         cmd = [LODGE] + (["--db", self.db] if db else []) + [str(a) for a in args]
         e = dict(self.env)
         e.update(env or {})
         e.update(faketime_env(later))
         pre = (lambda: os.umask(umask)) if umask is not None else None
         p = subprocess.run(cmd, capture_output=True, text=True, env=e, input=stdin,
-                           timeout=timeout, preexec_fn=pre)
+                           timeout=timeout, preexec_fn=pre, cwd=cwd)
         return Result(p)
+
+    def init(self, *args, env=None):
+        """`lodge init` for this test's ledger and store (only init creates a ledger, and binds
+        it to the store in the environment); fails the test unless it succeeds."""
+        r = self.lodge("init", *args, env=env)
+        self.assertEqual(r.rc, 0, r)
+        return r
+
+    def rebind(self, env):
+        """`lodge init --rebind-store` with `env` (another endpoint for the same bucket, such as a
+        fault proxy in front of it): a ledger serves the one store it is bound to."""
+        r = self.lodge("init", "--rebind-store", env=env)
+        self.assertEqual(r.rc, 0, r)
+        return r
 
     def sql(self, query, params=()):
         con = sqlite3.connect(self.db, timeout=30)
@@ -302,6 +317,7 @@ class S3TestCase(LodgeTestCase):
         self.prefix = "lodge"
         self.env.update({"LODGE_STORE": f"s3://{self.bucket}/{self.prefix}", "AWS_ENDPOINT_URL": self.moto.endpoint,
                          "LODGE_OWNER": "ci"})
+        self.init()
 
     def objects(self, prefix=None):
         out = {}

@@ -11,7 +11,8 @@ from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main, wait_until  # noqa
 
 
 class Foundation(LodgeTestCase):
-    def test_status_json_on_a_new_path_is_all_zero(self):
+    def test_status_json_on_a_new_ledger_is_all_zero(self):
+        self.init()
         r = self.lodge("status", "--json")
         self.assertEqual(r.rc, 0, r)
         j = r.json()
@@ -34,6 +35,7 @@ class Foundation(LodgeTestCase):
         # SQLite removes -wal and -shm when the last connection closes: look while an
         # upload (started under umask 000) is paused after its reservation.
         gate, log = os.path.join(self.dir, "gate"), os.path.join(self.dir, "fp.log")
+        self.init()
         env = dict(self.env, LODGE_OWNER="ci", LODGE_FAILPOINTS=f"upload.after_reserve=pause:{gate}",
                    LODGE_FAILPOINTS_LOG=log)
         p = subprocess.Popen([LODGE, "--db", self.db, "upload", self.write("a.txt", "held open\n")], env=env,
@@ -62,8 +64,8 @@ class Foundation(LodgeTestCase):
         self.assertEqual(a["schema_version"], 3)
 
     def test_status_check_exit_codes(self):
+        self.init()
         self.assertEqual(self.lodge("status", "--check", "-q").rc, 0)
-        self.lodge("init")
         self.sql_exec("""
           INSERT INTO file_upload (id, owner_id, original_name, object_key, media_type, sha256, size, policy,
             upload_status, is_deleted, created_at, updated_at, upload_deadline_at)
@@ -81,6 +83,7 @@ class Foundation(LodgeTestCase):
 
     def test_status_prometheus_textfile(self):
         out = os.path.join(self.dir, "lodge.prom")
+        self.init()
         self.assertEqual(self.lodge("status", "-q", "--prometheus", out).rc, 0)
         text = open(out).read()
         self.assertIn('lodge_files{state="active"} 0', text)
@@ -88,12 +91,14 @@ class Foundation(LodgeTestCase):
 
     def test_status_prometheus_write_failure_is_an_io_error_naming_the_file(self):
         out = os.path.join(self.dir, "no-such-dir", "lodge.prom")
+        self.init()
         r = self.lodge("status", "-q", "--prometheus", out)
         self.assertEqual(r.rc, 1, r)
         self.assertIn(f"{out}: cannot write (open): No such file or directory (IO_ERROR)", r.err)
 
     def test_status_table_escapes_the_ledger_path(self):
         db = os.path.join(self.dir, "evil\x1b]2;owned\x07.db")
+        self.assertEqual(self.lodge("--db", db, "init", db=False).rc, 0)
         r = self.lodge("--db", db, "status", db=False)
         self.assertEqual(r.rc, 0, r)
         self.assertIn("evil", r.out)

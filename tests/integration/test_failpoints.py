@@ -231,6 +231,7 @@ class Failpoints(S3TestCase):
         self.bucket = "b-" + uuid.uuid4().hex[:20]
         self.s3.create_bucket(Bucket=self.bucket)
         self.env["LODGE_STORE"] = f"s3://{self.bucket}/{self.prefix}"
+        self.init()
         self.fplog = os.path.join(self.dir, f"{tag}.log")
         self.gate = os.path.join(self.dir, f"{tag}.gate")
 

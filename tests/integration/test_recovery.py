@@ -426,7 +426,9 @@ class Recovery(S3TestCase):
         try:
             proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/",
                               "action": "forward_then_reset", "times": 20}])
+            self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             r, res = self.upload("a.txt", "did it land?\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            self.rebind({})
             self.assertNotEqual(res["outcome"], "active")
             self.assertEqual(res["outcome"], "failed")
             rid = res["id"]
@@ -531,7 +533,9 @@ class Recovery(S3TestCase):
         try:
             proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/",
                               "action": "forward_then_reset", "times": 1}])
+            self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             r, res = self.upload("a.txt", "mine after all\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            self.rebind({})
             self.assertEqual(res["outcome"], "active", r)
             self.assertEqual(sum(1 for e in proxy.entries() if e["method"] == "PUT"), 2)
             self.assertIn("HEAD", [e["method"] for e in proxy.entries()])
@@ -598,6 +602,7 @@ class Recovery(S3TestCase):
         st = self.lodge("status", "--json").json()
         self.assertEqual(sorted(k for k, v in st["last_runs"].items() if v), ["reconcile", "repair", "sweep"])
         self.assertEqual(self.lodge("sweep", "--dry-run").out.strip(), "sweep: 0 tasks due")
+        self.rebind({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # the ledger's store, unreachable
         down = self.lodge("reconcile", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
         self.assertEqual(down.rc, 4, down)
 

@@ -61,6 +61,7 @@ class LodgeAgainstS3rver(LodgeTestCase):
         self.s3.create_bucket(Bucket=self.bucket)
         self.env.update({"LODGE_STORE": f"s3://{self.bucket}/lodge", "AWS_ENDPOINT_URL": self.server.endpoint,
                          "AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": "S3RVER", "LODGE_OWNER": "ci"})
+        self.init()
 
     def objects(self):
         r = self.s3.list_objects_v2(Bucket=self.bucket, Prefix="lodge/")

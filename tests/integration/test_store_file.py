@@ -14,6 +14,7 @@ class DamagedSidecars(LodgeTestCase):
         super().setUp()
         self.store = os.path.join(self.dir, "store")
         self.env.update({"LODGE_STORE": "file://" + self.store, "LODGE_OWNER": "ci"})
+        self.init()
 
     def test_reconcile_reports_an_unreadable_stamp_as_unknown_and_leaves_it(self):
         up = self.lodge("upload", "--json", self.write("a.txt", "kept\n"))

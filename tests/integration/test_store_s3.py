@@ -59,6 +59,7 @@ class TlsVerification(S3TestCase):
         try:
             self.env["AWS_ENDPOINT_URL"] = proxy.endpoint
             self.env.pop("AWS_CA_BUNDLE", None)
+            self.rebind({})  # the same bucket, now reached through the TLS proxy
             f = self.write("a.txt", "over TLS\n")
             r = self.lodge("upload", "--json", f)
             self.assertEqual(r.rc, 4, r)
@@ -84,6 +85,7 @@ class VerifyThroughACutOffGet(S3TestCase):
         try:
             proxy.set_rules([{"method": "GET", "path_contains": key, "action": "cut_body", "bytes": 150_000,
                               "times": 1}])
+            self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             rec = self.lodge("-v", "reconcile", "--verify", "--json", env={"AWS_ENDPOINT_URL": proxy.endpoint})
             self.assertEqual(rec.rc, 0, rec)
             self.assertTrue(rec.json()["clean"], rec)

@@ -372,6 +372,7 @@ class UploadS3(UploadMixin, S3TestCase):
 
     def test_storage_unreachable_exits_4(self):
         f = self.write("x.txt", "nowhere\n")
+        self.rebind({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # the ledger's store, unreachable
         r = self.up(f, env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
         self.assertEqual(r.rc, 4, r)
         self.assertEqual(self.one(r)["error"]["code"], "STORAGE_UNAVAILABLE")
@@ -382,6 +383,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
         super().setUp()
         self.root = os.path.join(self.dir, "store")
         self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+        self.init()
 
     def objects(self):
         out = {}

@@ -63,6 +63,7 @@ class WalkFileStore(WalkMixin, LodgeTestCase):
         super().setUp()
         self.root = os.path.join(self.dir, "store")
         self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+        self.init()
 
     def objects(self, root=None):
         """Every object in the file:// store (key -> bytes), lodge's own folders aside."""

@@ -173,3 +173,35 @@ TEST_CASE("durations that would overflow a wall-clock time are refused, naming t
             .policy("p")
             .deadline_ms == 36'500LL * 86'400'000);
 }
+
+TEST_CASE(
+    "allow_empty: the default policy allows empty files, a policy may refuse them; a non-bool is an error") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"policies": {"resume": {"allow_empty": false}, "logs": {}}})"));
+  CHECK(c.policy("default").allow_empty);
+  CHECK(c.policy("logs").allow_empty);
+  CHECK_FALSE(c.policy("resume").allow_empty);
+  auto msg = error_of(inputs_with(dir, R"({"policies": {"resume": {"allow_empty": "no"}}})"));
+  CHECK(msg.find("policies.resume.allow_empty") != std::string::npos);
+  CHECK(msg.find("expected true or false") != std::string::npos);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"resume": {"allow_empty": 0}}})")).find("allow_empty") !=
+        std::string::npos);
+}
+
+TEST_CASE("a relative file:// store is made absolute from the current directory") {
+  test::TempDir dir;
+  auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  auto in = inputs_with(dir, "{}");
+  in.flags["store"] = "file://./st";
+  auto c = config::load(in);
+  in.flags["store"] = "file://st/sub";
+  auto c2 = config::load(in);
+  in.flags["store"] = "file://../st";
+  auto msg = error_of(in);
+  std::filesystem::current_path(cwd);
+  auto here = std::filesystem::canonical(dir.path()).string();
+  CHECK(c.store == "file://" + here + "/st");
+  CHECK(c2.store == "file://" + here + "/st/sub");
+  CHECK(msg.find("'..' segment") != std::string::npos);
+}

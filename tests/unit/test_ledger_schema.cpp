@@ -23,6 +23,7 @@ std::unique_ptr<ledger::Ledger> open_at(const std::string &path,
   ledger::OpenOptions o;
   o.path = path;
   o.clock = clock;
+  o.create = true;
   return ledger::open_sqlite_ledger(o);
 }
 
@@ -295,4 +296,54 @@ TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i)
     CHECK(got[i] == want[i]);
+}
+
+TEST_CASE(
+    "only an open that may create makes a ledger: a missing path or an empty file is LEDGER_NOT_FOUND") {
+  test::TempDir dir;
+  ledger::OpenOptions o;
+  o.path = dir.file("typo/ledger.db");
+  CHECK(test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found,
+                          "Run `lodge init --db " + o.path + "`"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("typo")));
+  o.read_only = true;
+  CHECK(test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, o.path));
+  CHECK_FALSE(std::filesystem::exists(dir.file("typo")));
+  o.path = dir.file("empty.db");
+  test::write_file(o.path, "");
+  CHECK(
+      test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, "lodge init"));
+  o.read_only = false;
+  CHECK(
+      test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, "lodge init"));
+  CHECK(errc_info(Errc::ledger_not_found).exit_code == 3);
+  CHECK(errc_info(Errc::store_mismatch).exit_code == 2);
+  o.create = true;
+  auto l = ledger::open_sqlite_ledger(o);
+  CHECK(l->schema_version() == ledger::k_schema_version);
+}
+
+TEST_CASE("the store binding: recorded once, kept unless rebound, read back by every connection") {
+  test::TempDir dir;
+  auto path = dir.file("l.db");
+  auto l = open_at(path);
+  CHECK_FALSE(l->store_binding().has_value());
+  ledger::StoreBinding a{"s3", "http://127.0.0.1:9000", "bucket", "archive"};
+  ledger::StoreBinding b{"file", "", "/srv/x", ""};
+  auto r = l->bind_store(a, ledger::Rebind::no);
+  CHECK(r.written);
+  CHECK_FALSE(r.previous.has_value());
+  r = l->bind_store(b, ledger::Rebind::no); // never silently rebinds
+  CHECK_FALSE(r.written);
+  CHECK(r.previous == a);
+  r = l->bind_store(a, ledger::Rebind::yes); // the same store: nothing to write
+  CHECK_FALSE(r.written);
+  ledger::OpenOptions ro;
+  ro.path = path;
+  ro.read_only = true;
+  CHECK(ledger::open_sqlite_ledger(ro)->store_binding() == a);
+  r = l->bind_store(b, ledger::Rebind::yes);
+  CHECK(r.written);
+  CHECK(r.previous == a);
+  CHECK(open_at(path)->store_binding() == b);
 }

@@ -38,6 +38,7 @@ ops::UploadSettings multipart_settings(test::FakeStore &store, int concurrency) 
 std::unique_ptr<ledger::Ledger> ledger_in(test::TempDir &dir) {
   ledger::OpenOptions o;
   o.path = dir.file("l.db");
+  o.create = true;
   return ledger::open_sqlite_ledger(o);
 }
 } // namespace

@@ -19,6 +19,7 @@ struct Policy {
   std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
   int64_t deadline_ms = 900'000;        // 15m
   int64_t grace_ms = 300'000;           // 5m
+  bool allow_empty = true;              // false: an empty file is rejected (EMPTY_FILE)
 };
 
 struct SweepSettings {

@@ -18,6 +18,9 @@ namespace lodge::ledger {
 
 struct OpenOptions {
   std::string path;
+  // Only `lodge init` creates a ledger; every other open of a path with none (or an empty
+  // file) throws LEDGER_NOT_FOUND.
+  bool create = false;
   int64_t busy_timeout_ms = 10'000;
   bool force_network_fs = false;
   // For commands that only read (status, list, tasks): SQLITE_OPEN_READONLY, never
@@ -68,6 +71,19 @@ enum class QueueOutcome {
 
 enum class DeleteOutcome { deleted, not_found, not_active };
 
+// The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical).
+struct StoreBinding {
+  std::string scheme, endpoint, location, root;
+  bool operator==(const StoreBinding &) const = default;
+};
+
+enum class Rebind { no, yes };
+
+struct BindResult {
+  std::optional<StoreBinding> previous; // the binding before (none: the ledger had none)
+  bool written = false;                 // whether this call recorded `b`
+};
+
 class Ledger {
 public:
   virtual ~Ledger() = default;
@@ -78,6 +94,13 @@ public:
   [[nodiscard]] virtual int schema_version() = 0;
   [[nodiscard]] virtual StatusReport status(int64_t now) = 0;
   virtual void record_job_run(const JobRun &run) = 0;
+
+  // --- the store binding ---
+  // The store this ledger serves; nullopt for a ledger made before bindings existed.
+  [[nodiscard]] virtual std::optional<StoreBinding> store_binding() = 0;
+  // One transaction: records `b` when the ledger has no binding yet, or replaces another
+  // one when rebind is yes; otherwise writes nothing. Says what was there before.
+  [[nodiscard]] virtual BindResult bind_store(const StoreBinding &b, Rebind rebind) = 0;
 
   // --- uploads ---
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
@@ -150,9 +173,9 @@ public:
   [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
 };
 
-// Opens (creating with mode 0600 when missing) and migrates the SQLite ledger at
-// opts.path. Throws LodgeError: LEDGER_UNUSABLE (corrupt, not a database, a symlink,
-// not a lodge ledger), LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
+// Opens (creating with mode 0600 when missing and opts.create) and migrates the SQLite
+// ledger at opts.path. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE (corrupt, not a database, a
+// symlink, not a lodge ledger), LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
 [[nodiscard]] std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts);
 
 } // namespace lodge::ledger

@@ -18,7 +18,8 @@
 
 namespace lodge::ops {
 
-enum class UploadOutcome { active, duplicate, replayed, rejected, failed };
+// skipped: the walk passed over it on purpose (a symlink not followed); not a failure.
+enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped };
 [[nodiscard]] const char *to_string(UploadOutcome o);
 
 struct UploadSettings {
@@ -46,6 +47,7 @@ struct FileResult {
   uint64_t size = 0;
   std::string media_type;
   std::optional<Error> error;
+  std::string reason; // why it was skipped (outcome skipped)
 };
 
 // A file the walk found, to be opened by a worker. Inside a directory walk it is named
@@ -55,6 +57,9 @@ struct InputFile {
   std::string path;                 // for messages and results
   std::shared_ptr<util::Fd> parent; // the directory holding `name`; null: `name` is a path as given
   std::string name;
+  // Not empty: the walk passes over this entry on purpose, for this reason (a symbolic
+  // link inside a directory, not followed); nothing is to be opened.
+  std::string skipped;
   bool has_identity = false; // dev/ino below were seen by the walk and must match at open
   dev_t dev = 0;
   ino_t ino = 0;
@@ -100,7 +105,8 @@ struct WalkSkips {
 // Walks inputs: paths given are taken as given; directories recursively in sorted
 // order, each opened with openat(parent, name, O_NOFOLLOW|O_DIRECTORY) and checked
 // against what was listed; symlinks are not followed unless asked, and then a
-// directory already on the current path (a cycle) is skipped with a warning. FIFOs,
+// directory already on the current path (a cycle) is skipped with a warning; a symlink
+// not followed goes to `visit` with `skipped` set. FIFOs,
 // sockets and devices are never opened (they go to `visit` with an error). The ledger's
 // files and a file:// store's root are skipped with a warning. Visit returns false to stop.
 void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,

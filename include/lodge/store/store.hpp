@@ -128,4 +128,24 @@ struct StoreOptions {
 // The directory of a file:// store URL ("" for any other URL): walks skip it.
 [[nodiscard]] std::string file_store_root(const std::string &url);
 
+// The store a ledger serves, canonicalized so that two spellings of one place compare
+// equal: s3://b/archive, s3://b/archive/ and s3://b//archive; file://./x and file:///abs/x.
+struct Binding {
+  std::string scheme;   // "s3" or "file"
+  std::string endpoint; // s3: the endpoint URL (scheme and host lowercased, no default
+                        // port, no trailing '/'), "aws" for AWS's own; file: ""
+  std::string location; // s3: the bucket; file: the directory's absolute path, symlinks resolved
+  std::string root;     // s3: the prefix, no leading, trailing or doubled '/' ("" at the
+                        // bucket root); file: ""
+  bool operator==(const Binding &) const = default;
+};
+
+// The binding of the store a URL (and, for S3, an endpoint: "" for AWS) names. A relative
+// file:// directory is taken from the current directory. Throws LodgeError(CONFIG_INVALID)
+// for a URL that names no store.
+[[nodiscard]] Binding canonical_binding(const std::string &url, const std::string &endpoint);
+
+// A binding as people read it: "s3://b/archive at http://127.0.0.1:9000", "file:///srv/x".
+[[nodiscard]] std::string describe(const Binding &b);
+
 } // namespace lodge::store

@@ -1,0 +1,62 @@
+#include "support.hpp"
+
+#include <filesystem>
+#include <lodge/store/store.hpp>
+
+using namespace lodge;
+
+TEST_CASE("s3 bindings: one prefix however it is spelled; bucket, prefix and endpoint tell stores apart") {
+  auto b = store::canonical_binding("s3://b-1/archive", "http://127.0.0.1:9000");
+  CHECK(b.scheme == "s3");
+  CHECK(b.location == "b-1");
+  CHECK(b.root == "archive");
+  CHECK(b.endpoint == "http://127.0.0.1:9000");
+  for (const char *same :
+       {"s3://b-1/archive/", "s3://b-1//archive", "s3://b-1/archive//", "s3://b-1///archive/"})
+    CHECK(store::canonical_binding(same, "http://127.0.0.1:9000") == b);
+  CHECK(store::canonical_binding("s3://b-1/archive", "HTTP://127.0.0.1:9000/") == b);
+  CHECK(store::canonical_binding("s3://b-1/a//b/", "").root == "a/b");
+  CHECK(store::canonical_binding("s3://b-1", "").root.empty());
+  CHECK(store::canonical_binding("s3://b-1/", "").root.empty());
+  CHECK(store::canonical_binding("s3://b-1/archive", "").endpoint == "aws");
+  CHECK(store::canonical_binding("s3://b-1/x", "https://s3.example.com:443").endpoint ==
+        "https://s3.example.com");
+  CHECK(store::canonical_binding("s3://b-1/x", "http://Minio:80/").endpoint == "http://minio");
+  CHECK(store::canonical_binding("s3://b-1/x", "http://h/Gateway").endpoint == "http://h/Gateway");
+  CHECK_FALSE(store::canonical_binding("s3://b-2/archive", "http://127.0.0.1:9000") == b);
+  CHECK_FALSE(store::canonical_binding("s3://b-1/archive/2", "http://127.0.0.1:9000") == b);
+  CHECK_FALSE(store::canonical_binding("s3://b-1/Archive", "http://127.0.0.1:9000") == b);
+  CHECK_FALSE(store::canonical_binding("s3://b-1/archive", "http://127.0.0.1:9001") == b);
+  CHECK_FALSE(store::canonical_binding("s3://b-1/archive", "") == b);
+  CHECK(store::describe(b) == "s3://b-1/archive at http://127.0.0.1:9000");
+  CHECK(store::describe(store::canonical_binding("s3://b-1", "")) == "s3://b-1 (AWS)");
+}
+
+TEST_CASE("file bindings: the directory's absolute path, symlinks and relative spellings resolved") {
+  test::TempDir dir;
+  namespace fs = std::filesystem;
+  auto real = fs::canonical(dir.path()).string();
+  fs::create_directories(dir.path() / "st");
+  fs::create_directory_symlink(dir.path() / "st", dir.path() / "link");
+  auto b = store::canonical_binding("file://" + real + "/st", "http://ignored");
+  CHECK(b.scheme == "file");
+  CHECK(b.location == real + "/st");
+  CHECK(b.endpoint.empty());
+  CHECK(b.root.empty());
+  CHECK(store::canonical_binding("file://" + real + "/st/", "") == b);
+  CHECK(store::canonical_binding("file://" + real + "//st", "") == b);
+  CHECK(store::canonical_binding("file://" + real + "/link", "") == b);
+  auto cwd = fs::current_path();
+  fs::current_path(dir.path());
+  auto rel = store::canonical_binding("file://./st", "");
+  auto bare = store::canonical_binding("file://st", "");
+  fs::current_path(cwd);
+  CHECK(rel == b);
+  CHECK(bare == b);
+  // Not there yet: the path as it will be.
+  CHECK(store::canonical_binding("file://" + real + "/new/", "").location == real + "/new");
+  CHECK_FALSE(store::canonical_binding("file://" + real + "/other", "") == b);
+  CHECK(store::describe(b) == "file://" + real + "/st");
+  CHECK(test::throws_errc([] { (void)store::canonical_binding("ftp://x", ""); }, Errc::config_invalid,
+                          "ftp://x"));
+}
