@@ -17,7 +17,7 @@ from lodgetest import (LODGE, AWS_ENV, LodgeTestCase, S3TestCase, aws, check_inv
 CONFIG = {
     "policies": {
         "default": {"max_size": "64MiB", "deadline": "60s", "grace": "1s"},
-        "docs": {"max_size": "64KiB", "extensions": ["pdf", "docx", "png"],
+        "docs": {"max_size": "64KiB", "extensions": ["pdf", "docx", "png"], "allow_empty": False,
                  "media_types": ["application/pdf", "image/png",
                                  "application/vnd.openxmlformats-officedocument.wordprocessingml.document"]},
         "tight": {"max_files": 2, "deadline": "60s", "grace": "1s"},
@@ -403,7 +403,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
         mnt = os.path.join(self.dir, "mnt")
         os.makedirs(mnt)
         db = os.path.join(mnt, "l.db")
-        script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && "
+        script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && {LODGE} --db {db} init >/dev/null && "
                   f"{LODGE} --db {db} --json upload -j 4 {os.path.dirname(names[0])} > {self.dir}/out.jsonl; "
                   f"echo rc=$?; sqlite3 {db} 'PRAGMA integrity_check' "
                   f"'SELECT count(*) FROM file_upload f LEFT JOIN cleanup_task t ON t.record_id = f.id WHERE t.id IS NULL'"

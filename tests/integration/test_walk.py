@@ -180,10 +180,13 @@ class WalkFileStore(WalkMixin, LodgeTestCase):
         warnings = [line for line in r.err.splitlines() if "cycle" in line]
         self.assertEqual(len(warnings), 1, r.err)
         self.assertIn(os.path.join(tree, "d", "up", "d"), warnings[0])
-        # Without the flag the link is not followed at all.
+        # Without the flag the link is not followed at all: it is reported as skipped.
         r = self.lodge("upload", "--json", tree)
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(len(self.results(r)[0]), 2)
+        files, summary = self.results(r)
+        self.assertEqual([os.path.relpath(x["file"], self.dir) for x in files if x["outcome"] == "skipped"],
+                         ["tree/d/up"])
+        self.assertEqual((summary["duplicate"], summary["skipped"]), (2, 1))
 
     def test_a_store_and_ledger_inside_the_tree_are_skipped_with_a_warning(self):
         work = os.path.join(self.dir, "work")
@@ -192,6 +195,7 @@ class WalkFileStore(WalkMixin, LodgeTestCase):
         store = os.path.join(work, "s")
         db = os.path.join(work, "ledger.db")
         env = {"LODGE_STORE": "file://" + store}
+        self.assertEqual(self.lodge("--db", db, "init", env=env, db=False).rc, 0)
         for run in range(2):
             r = self.lodge("--db", db, "upload", "--json", work, env=env, db=False)
             self.assertEqual(r.rc, 0, r)
