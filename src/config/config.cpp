@@ -92,7 +92,7 @@ std::vector<std::string> get_string_list(const json &v, const std::string &path,
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(obj, path,
-                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty"});
+                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -111,6 +111,13 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
     const auto &v = obj["allow_empty"];
     if (!v.is_boolean()) bad(path + ".allow_empty", "expected true or false (got " + v.dump() + ")");
     p.allow_empty = v.get<bool>();
+  }
+  if (obj.contains("dedup")) {
+    auto d = get_string(obj["dedup"], path + ".dedup");
+    if (d != "owner" && d != "prefix" && d != "none")
+      bad(path + ".dedup",
+          "expected \"owner\", \"prefix\" or \"none\" (got '" + util::escape_for_terminal(d) + "')");
+    p.dedup = d;
   }
   return p;
 }
@@ -158,6 +165,18 @@ bool file_exists(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 } // namespace
+
+std::optional<std::string> run_prefix_problem(const std::string &prefix) {
+  if (prefix.empty()) return std::string("it is empty");
+  if (prefix.size() > 512) return std::string("it is longer than 512 bytes");
+  for (const auto &seg : util::split(prefix, '/')) {
+    if (seg.empty()) return std::string("it has an empty segment ('//', or '/' at either end)");
+    if (!valid_owner(seg))
+      return "segment '" + util::escape_for_terminal(seg) +
+             "' is not 1-128 characters of A-Z a-z 0-9 . _ - (or is '.' or '..')";
+  }
+  return std::nullopt;
+}
 
 const Policy &Config::policy(const std::string &name) const {
   auto it = policies.find(name);
@@ -371,6 +390,7 @@ nlohmann::json to_json(const Config &c) {
     pj["extensions"] = p.extensions;
     pj["media_types"] = p.media_types;
     pj["max_files"] = p.max_files ? json(*p.max_files) : json(nullptr);
+    pj["dedup"] = p.dedup;
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
