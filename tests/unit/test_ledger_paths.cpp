@@ -20,6 +20,7 @@ struct Env {
   Env() {
     ledger::OpenOptions o;
     o.path = dir.file("l.db");
+    o.create = true;
     o.clock = &clock;
     l = ledger::open_sqlite_ledger(o);
   }

@@ -20,6 +20,7 @@ struct Env {
   Env() {
     ledger::OpenOptions o;
     o.path = dir.file("l.db");
+    o.create = true;
     l = ledger::open_sqlite_ledger(o);
     std::filesystem::create_directories(dir.path() / "in");
     file = dir.file("in/a.txt");
