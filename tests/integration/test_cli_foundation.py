@@ -12,6 +12,11 @@ from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main, wait_until  # noqa
 
 class Foundation(LodgeTestCase):
     def test_status_json_on_a_new_ledger_is_all_zero(self):
+        # No ledger yet: status says so (it used to create one and call it healthy).
+        r = self.lodge("status", "--json")
+        self.assertEqual(r.rc, 3, r)
+        self.assertEqual(r.json()["error"]["code"], "LEDGER_NOT_FOUND")
+        self.assertFalse(os.path.exists(self.db))
         self.init()
         r = self.lodge("status", "--json")
         self.assertEqual(r.rc, 0, r)
