@@ -91,8 +91,9 @@ std::vector<std::string> get_string_list(const json &v, const std::string &path,
 
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
-  reject_unknown(obj, path,
-                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup"});
+  reject_unknown(
+      obj, path,
+      {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
