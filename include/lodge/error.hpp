@@ -50,6 +50,7 @@ enum class Errc {
   unsupported,
   metadata_corrupt,
   io_error,
+  ledger_diverged,
 };
 
 struct ErrcInfo {

@@ -15,8 +15,31 @@ namespace lodge::cli {
 
 Command add_init(CLI::App &app) {
   auto *sub = app.add_subcommand("init", "Create the ledger, or migrate an older one (idempotent)");
-  return {sub, [](Context &ctx) {
+  auto accept = std::make_shared<bool>(false);
+  sub->add_flag(
+      "--accept-diverged", *accept,
+      "Clear a diverged ledger's state, after `lodge reconcile` reported what the other copy wrote");
+  return {sub, [accept](Context &ctx) {
             auto &l = ctx.ledger();
+            if (*accept) {
+              switch (l.accept_divergence(util::system_clock().now_ms())) {
+              case ledger::AcceptOutcome::not_diverged:
+                throw LodgeError(Errc::usage,
+                                 "init --accept-diverged: ledger " + l.path() + " is not diverged");
+              case ledger::AcceptOutcome::not_reconciled:
+                throw LodgeError(
+                    Errc::ledger_diverged,
+                    "init --accept-diverged refused: no `lodge reconcile` ran since the divergence of " +
+                        l.path() + " was detected; run it first and read its report");
+              case ledger::AcceptOutcome::accepted:
+                if (!ctx.g.quiet && !ctx.g.json)
+                  std::fprintf(stderr,
+                               "lodge: the divergence of %s is accepted; repair, sweep and "
+                               "reconcile --apply run again\n",
+                               util::escape_for_terminal(l.path()).c_str());
+                break;
+              }
+            }
             if (ctx.g.json) {
               nlohmann::json j{
                   {"ledger", l.path()}, {"ledger_uuid", l.uuid()}, {"schema_version", l.schema_version()}};
@@ -69,6 +92,11 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
       std::printf("last %-12s %s (%s)\n", job, ago(r.now, it->second->finished_at).c_str(),
                   it->second->outcome.c_str());
   }
+  if (r.diverged)
+    std::printf("diverged          yes: store's id marker at #%lld, ledger was at #%lld (%s)\n",
+                static_cast<long long>(r.diverged->store_mark),
+                static_cast<long long>(r.diverged->sequence_before),
+                r.diverged->reconciled_at ? "reconciled since" : "not reconciled since");
   if (h.healthy) {
     std::printf("health            ok\n");
   } else {

@@ -192,6 +192,7 @@ Command add_upload(CLI::App &app) {
             if (!o->idempotency_key.empty() && (o->paths.size() != 1 || !o->files_from.empty()))
               throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file");
             ops::UploadSettings s;
+            s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
             s.policy = cfg.policy(o->policy);
             s.owner = ctx.owner();
             if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;

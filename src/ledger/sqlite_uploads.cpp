@@ -130,6 +130,10 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
       return res;
     }
   }
+  if (req.id_limit && max_record_id() >= *req.id_limit) { // the id would pass the store's marker
+    res.outcome = ReserveOutcome::id_limit_reached;
+    return res;
+  }
   std::string key = req.key_prefix + req.owner_id + "/" + crypto::random_uuid();
   if (!req.extension.empty()) key += "." + req.extension;
   int64_t deadline = now + req.deadline_ms;

@@ -62,6 +62,9 @@ constexpr std::array k_errcs{
              "An object's stored metadata cannot be read (not JSON, or a field of the wrong type)."},
     ErrcInfo{Errc::io_error, "IO_ERROR", 1,
              "A local file lodge writes (such as the Prometheus textfile) could not be written."},
+    ErrcInfo{Errc::ledger_diverged, "LEDGER_DIVERGED", 3,
+             "The ledger's history diverged from the store's (a restored or copied ledger); repair, sweep "
+             "and reconcile --apply refuse until reconcile ran and init --accept-diverged cleared it."},
 };
 } // namespace
 
