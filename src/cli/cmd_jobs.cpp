@@ -238,11 +238,13 @@ Command add_reconcile(CLI::App &app) {
                              {"found", counts},        {"skipped", nlohmann::json(sum.skipped)},
                              {"applied", sum.applied}, {"clean", sum.clean() && !sum.error}};
             j["diverged"] = sum.diverged;
-            if (sum.error) {
+            if (sum.error) { // recorded as every failed run is: the message, and the code apart
               j["error"] = sum.error->message;
               j["code"] = std::string(sum.error->name());
             }
             record(ctx, "reconcile", default_worker(), started, sum.clean() && !sum.error, j);
+            if (sum.error)
+              j["error"] = {{"code", std::string(sum.error->name())}, {"message", sum.error->message}};
             if (ctx.g.json) {
               j["items"] = items;
               ctx.print_json(j);

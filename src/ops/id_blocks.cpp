@@ -92,6 +92,7 @@ Status IdBlocks::advance_locked(ledger::Ledger &l, store::ObjectStore &s, int64_
       // The ledger's transaction decides who advances; a loser reads again.
       if (!l.begin_id_block(st.block_intent, target, now)) continue;
       fresh = false;
+      need = target; // ours now: finished even if a conditional write below loses a round
     }
     // Here the ledger's intent is `target` (ours, or another process's that we finish):
     // the store's marker goes up to it, conditionally on the version read.
