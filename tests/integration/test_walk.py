@@ -262,7 +262,7 @@ class StorePrefixS3(WalkMixin, S3TestCase):
 
     def test_hostile_owner_is_a_usage_error(self):
         f = self.write("a.txt", "hostile owner\n")
-        for owner in ("..", ".", "a/b", "a\\b", "%2e%2e", ""):
+        for owner in ("..", ".", ".lodge", "a/b", "a\\b", "%2e%2e", ""):
             with self.subTest(owner=owner):
                 r = self.lodge("--owner", owner, "upload", f, env={"LODGE_OWNER": ""})
                 self.assertEqual(r.rc, 2, r)
