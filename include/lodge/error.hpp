@@ -52,6 +52,7 @@ enum class Errc {
   io_error,
   store_mismatch,
   ledger_not_found,
+  ledger_diverged,
 };
 
 struct ErrcInfo {

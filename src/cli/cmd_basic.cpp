@@ -15,13 +15,17 @@ namespace lodge::cli {
 
 Command add_init(CLI::App &app) {
   auto rebind = std::make_shared<bool>(false);
+  auto accept = std::make_shared<bool>(false);
   auto *sub =
       app.add_subcommand("init", "Create the ledger bound to its store, or migrate an older one (idempotent; "
                                  "--rebind-store after moving the data)");
   sub->add_flag(
       "--rebind-store", *rebind,
       "Bind the ledger to the store given instead of the one it serves (only after moving the data)");
-  return {sub, [rebind](Context &ctx) {
+  sub->add_flag(
+      "--accept-diverged", *accept,
+      "Clear a diverged ledger's state, after `lodge reconcile` reported what the other copy wrote");
+  return {sub, [rebind, accept](Context &ctx) {
             // The store first: a bad store URL leaves no ledger behind.
             (void)ctx.open_store_unbound();
             auto want = ctx.store_binding();
@@ -32,6 +36,25 @@ Command add_init(CLI::App &app) {
             ctx.binding_checked();
             bool rebound = r.written && r.previous;
             auto store = store::describe(want);
+            if (*accept) {
+              switch (l.accept_divergence(util::system_clock().now_ms())) {
+              case ledger::AcceptOutcome::not_diverged:
+                throw LodgeError(Errc::usage,
+                                 "init --accept-diverged: ledger " + l.path() + " is not diverged");
+              case ledger::AcceptOutcome::not_reconciled:
+                throw LodgeError(
+                    Errc::ledger_diverged,
+                    "init --accept-diverged refused: no `lodge reconcile` ran since the divergence of " +
+                        l.path() + " was detected; run it first and read its report");
+              case ledger::AcceptOutcome::accepted:
+                if (!ctx.g.quiet && !ctx.g.json)
+                  std::fprintf(stderr,
+                               "lodge: the divergence of %s is accepted; repair, sweep and "
+                               "reconcile --apply run again\n",
+                               util::escape_for_terminal(l.path()).c_str());
+                break;
+              }
+            }
             if (ctx.g.json) {
               nlohmann::json j{
                   {"ledger", l.path()},
@@ -100,6 +123,11 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
       std::printf("last %-12s %s (%s)\n", job, ago(r.now, it->second->finished_at).c_str(),
                   it->second->outcome.c_str());
   }
+  if (r.diverged)
+    std::printf("diverged          yes: store's id marker at #%lld, ledger was at #%lld (%s)\n",
+                static_cast<long long>(r.diverged->store_mark),
+                static_cast<long long>(r.diverged->sequence_before),
+                r.diverged->reconciled_at ? "reconciled since" : "not reconciled since");
   if (h.healthy) {
     std::printf("health            ok\n");
   } else {

@@ -162,6 +162,15 @@ Command add_repair(CLI::App &app) {
           return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
         };
         int64_t started = util::system_clock().now_ms();
+        if (!*dry) {
+          // A restored ledger would fail uploads its other copy confirmed: look at the
+          // store's id marker first. Without it, the ledger's own record decides.
+          auto st = ctx.open_store();
+          auto d = ops::check_divergence(ctx.ledger(), *st, util::system_clock());
+          if (!d)
+            std::fprintf(stderr, "lodge: warning: repair: could not read the store's id marker: %s\n",
+                         util::escape_for_terminal(d.error().message).c_str());
+        }
         auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
         nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
         if (*dry)
@@ -189,13 +198,18 @@ Command add_reconcile(CLI::App &app) {
                 "Queue leftovers of dead rows for sweep; abort their stale multipart uploads");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
-  return {sub, [apply, verify, older](Context &ctx) {
+  auto roll = std::make_shared<bool>(false);
+  sub->add_flag("--roll-forward", *roll,
+                "With --apply, in a diverged ledger: make uploads confirmed after the backup ACTIVE");
+  return {sub, [apply, verify, older, roll](Context &ctx) {
+            if (*roll && !*apply) throw LodgeError(Errc::usage, "reconcile: --roll-forward needs --apply");
             const auto &c = ctx.cfg();
             ops::ReconcileOptions ro;
             ro.apply = *apply;
             ro.verify = *verify;
             ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
             ro.max_retries = c.sweep.max_retries;
+            ro.roll_forward = *roll;
             int64_t started = util::system_clock().now_ms();
             auto st = ctx.open_store();
             nlohmann::json items = nlohmann::json::array();
@@ -210,15 +224,27 @@ Command add_reconcile(CLI::App &app) {
                                        {"detail", f.detail},
                                        {"applied", f.applied}});
                   } else {
+                    const char *done = !f.applied                           ? ""
+                                       : f.kind == "confirmed_after_backup" ? " (made ACTIVE)"
+                                       : f.kind == "stale_multipart"        ? " (aborted)"
+                                                                            : " (queued)";
                     std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
-                                util::escape_for_terminal(f.detail).c_str(), f.applied ? " (queued)" : "");
+                                util::escape_for_terminal(f.detail).c_str(), done);
+                    std::fflush(stdout); // what was applied is out even if a later step fails
                   }
                 });
             nlohmann::json counts(sum.counts);
             nlohmann::json j{{"objects", sum.objects}, {"rows", sum.rows},
                              {"found", counts},        {"skipped", nlohmann::json(sum.skipped)},
-                             {"applied", sum.applied}, {"clean", sum.clean()}};
-            record(ctx, "reconcile", default_worker(), started, sum.clean(), j);
+                             {"applied", sum.applied}, {"clean", sum.clean() && !sum.error}};
+            j["diverged"] = sum.diverged;
+            if (sum.error) { // recorded as every failed run is: the message, and the code apart
+              j["error"] = sum.error->message;
+              j["code"] = std::string(sum.error->name());
+            }
+            record(ctx, "reconcile", default_worker(), started, sum.clean() && !sum.error, j);
+            if (sum.error)
+              j["error"] = {{"code", std::string(sum.error->name())}, {"message", sum.error->message}};
             if (ctx.g.json) {
               j["items"] = items;
               ctx.print_json(j);
@@ -227,8 +253,16 @@ Command add_reconcile(CLI::App &app) {
                                  std::to_string(sum.rows) + " records";
               for (const auto &[k, v] : sum.counts)
                 line += ", " + k + " " + std::to_string(v);
-              if (*apply) line += ", queued " + std::to_string(sum.applied);
+              if (*apply) line += ", applied " + std::to_string(sum.applied);
+              if (sum.error) line += " (incomplete: a step failed)";
               std::printf("%s\n", line.c_str());
+            }
+            if (sum.error) {
+              std::fprintf(stderr, "lodge: error: reconcile stopped after applying %lld: %s (%s)\n",
+                           static_cast<long long>(sum.applied),
+                           util::escape_for_terminal(sum.error->message).c_str(),
+                           std::string(sum.error->name()).c_str());
+              return exit_status(sum.error->code);
             }
             if (!ctx.g.json && !ctx.g.quiet)
               for (const auto &[kind, why] : sum.skipped)

@@ -214,6 +214,7 @@ Command add_upload(CLI::App &app) {
                 throw LodgeError(Errc::usage,
                                  "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
             ops::UploadSettings s;
+            s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
             s.policy = cfg.policy(o->policy);
             s.run_prefix = o->prefix;
             s.owner = ctx.owner();

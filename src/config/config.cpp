@@ -127,12 +127,12 @@ bool valid_owner(const std::string &s) {
   if (s.empty() || s.size() > 128) return false;
   for (char c : s)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
-  return s != "." && s != "..";
+  return s != "." && s != ".." && s != ".lodge"; // <root>/.lodge/ holds the id markers
 }
 
 void check_owner(const std::string &owner, const std::string &path) {
   if (!owner.empty() && !valid_owner(owner))
-    bad(path, "owner ids are 1-128 characters of A-Z a-z 0-9 . _ - (got '" +
+    bad(path, "owner ids are 1-128 characters of A-Z a-z 0-9 . _ -, not '.', '..' or '.lodge' (got '" +
                   util::escape_for_terminal(owner) + "')");
 }
 

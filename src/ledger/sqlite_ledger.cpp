@@ -236,6 +236,7 @@ StatusReport SqliteLedger::status(int64_t now) {
   r.synchronous = sync >= 0 && sync < 4 ? k_sync[sync] : std::to_string(sync);
   r.ledger_created_at =
       util::parse_int(m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'created_at'")).value_or(0);
+  r.diverged = divergence();
   {
     Stmt st(m_db, "SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");
     while (st.step()) {

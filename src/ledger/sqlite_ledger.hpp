@@ -49,6 +49,13 @@ public:
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
   [[nodiscard]] QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
+  [[nodiscard]] bool dead_letter(const TaskRecord &t, const std::string &error, int64_t now) override;
+  [[nodiscard]] IdBlockState id_blocks() override;
+  [[nodiscard]] bool begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t now) override;
+  void end_id_block(int64_t end, int64_t now) override;
+  [[nodiscard]] bool record_divergence(int64_t store_mark, int64_t now) override;
+  void note_reconciled(int64_t now) override;
+  [[nodiscard]] AcceptOutcome accept_divergence(int64_t now) override;
 
 private:
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
@@ -60,6 +67,11 @@ private:
   bool fail_overdue_row(int64_t id, int64_t now, std::string_view by);
   std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind);
   std::optional<TaskRecord> task_by_id(int64_t id);
+  // ledger_meta reads and writes (the writes inside the caller's transaction).
+  std::optional<int64_t> meta_int(const char *key);
+  void set_meta(const char *key, const std::string &value);
+  void clear_meta(const char *key);
+  std::optional<Divergence> divergence();
   void initialise_or_migrate();
   // A read-only connection: the ledger must be at exactly this lodge's version.
   void check_version_for_reading();

@@ -148,6 +148,10 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
       return res;
     }
   }
+  if (req.id_limit && max_record_id() >= *req.id_limit) { // the id would pass the store's marker
+    res.outcome = ReserveOutcome::id_limit_reached;
+    return res;
+  }
   const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
   std::string key = object_key_for(req.key_prefix, req.owner_id, req.run_prefix, crypto::random_uuid(), path);
   if (key.size() > k_max_key_bytes)

@@ -35,6 +35,11 @@ int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64
   return floor + static_cast<int64_t>(random % static_cast<uint64_t>(cap - floor + 1));
 }
 
+namespace {
+CleanupResult failed_attempt(ledger::Ledger &ledger, const ledger::TaskRecord &task, const CleanupSettings &s,
+                             const util::Clock &clock, const Error &error);
+} // namespace
+
 int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms) {
   int64_t deadline_len = row ? std::max<int64_t>(0, row->upload_deadline_at - row->created_at) : 0;
   return now + deadline_len + grace_ms;
@@ -52,6 +57,24 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
     return {CleanupOutcome::postponed, {}};
   case ledger::TaskDecision::allowed:
     break;
+  }
+  // I8: the key is this row's, but the object now there is only ours to delete if its
+  // stamp (where the store returns one) names this ledger and this row. A failed HEAD
+  // proves nothing: the task is retried. A missing object still goes through remove_all,
+  // which clears what a HEAD cannot see (older versions, an incomplete multipart upload
+  // of this very key) and is a no-op otherwise.
+  auto seen = store.head(task.object_key);
+  if (!seen && seen.error().code != Errc::not_found)
+    return failed_attempt(ledger, task, s, clock, seen.error());
+  if (seen) {
+    if (auto whose = foreign_stamp(seen->metadata, ledger.uuid(), task.record_id)) {
+      std::string err = "not deleted: the object at " + task.object_key + " is stamped " + *whose +
+                        ", not record #" + std::to_string(task.record_id) + " of this ledger (" +
+                        ledger.uuid() + ")";
+      if (!ledger.dead_letter(task, err, clock.now_ms())) return {CleanupOutcome::lease_lost, {}};
+      util::log::error("task " + std::to_string(task.id) + " dead-lettered: " + err);
+      return {CleanupOutcome::dead_lettered, err};
+    }
   }
   auto removed = store.remove_all(task.object_key);
   if (failpoint::hit("sweep.after_delete") && removed) {
@@ -77,8 +100,26 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
     }
     return r;
   }
-  std::string err = removed.error().message;
-  bool unreachable = store::is_unreachable(removed.error());
+  return failed_attempt(ledger, task, s, clock, removed.error());
+}
+
+std::optional<std::string> foreign_stamp(const store::Metadata &meta, const std::string &ledger_uuid,
+                                         int64_t record_id) {
+  auto l = meta.find("lodge-ledger");
+  auto r = meta.find("lodge-record-id");
+  if (l == meta.end() && r == meta.end()) return std::nullopt; // unstamped: the exact key decides
+  std::string named_ledger = l == meta.end() ? "(none)" : l->second;
+  std::string named_record = r == meta.end() ? "(none)" : r->second;
+  if (named_ledger == ledger_uuid && named_record == std::to_string(record_id)) return std::nullopt;
+  return "by ledger " + named_ledger + " as record #" + named_record;
+}
+
+namespace {
+CleanupResult failed_attempt(ledger::Ledger &ledger, const ledger::TaskRecord &task, const CleanupSettings &s,
+                             const util::Clock &clock, const Error &error) {
+  int64_t now = clock.now_ms();
+  std::string err = error.message;
+  bool unreachable = store::is_unreachable(error);
   int64_t next = now + cleanup_backoff_ms(s, task.retry_count, crypto::random_below(UINT64_MAX));
   switch (ledger.finish(task, false, err, next, now)) {
   case ledger::TaskFinish::lease_lost:
@@ -91,5 +132,7 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
     return {CleanupOutcome::retried, err, unreachable};
   }
 }
+
+} // namespace
 
 } // namespace lodge::ops

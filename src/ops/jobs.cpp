@@ -14,6 +14,10 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
     sum.would_claim = static_cast<int64_t>(l.due_tasks(clock.now_ms(), o.limit).size());
     return sum;
   }
+  // A restored ledger would delete objects confirmed after its backup: look first.
+  auto diverged = check_divergence(l, s, clock);
+  if (!diverged) throw LodgeError(diverged.error());
+  refuse_if_diverged(diverged.value(), "sweep");
   int64_t started = util::steady_ms();
   while (sum.claimed < o.limit) {
     if (o.max_runtime_ms > 0 && util::steady_ms() - started >= o.max_runtime_ms) break;
@@ -57,6 +61,7 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
 
 RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock) {
   RepairSummary sum;
+  if (!o.dry_run) refuse_if_diverged(l.id_blocks().diverged, "repair");
   while (sum.examined < o.limit) {
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
     auto rows = l.overdue_uploads(clock.now_ms(), n);
@@ -108,12 +113,30 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     sum.counts[k] = 0;
   const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
+  // Divergence first: it decides what may be applied, and moves the sequence past the
+  // store's mark before max_id is read.
+  auto div = check_divergence(l, s, clock);
+  if (!div) throw LodgeError(div.error());
+  sum.diverged = div.value().has_value();
+  if (sum.diverged && o.apply && !o.roll_forward) refuse_if_diverged(div.value(), "reconcile --apply");
+  const bool apply_cleanup = o.apply && !sum.diverged;
+  const std::string meta_prefix = metadata_prefix(s);
+  const std::string own_marker = id_marker_key(s, l.uuid());
   const int64_t max_id = l.max_record_id();
   auto found = [&](const Finding &f) {
     ++sum.counts[f.kind];
     if (f.applied) ++sum.applied;
     report(f);
   };
+  if (sum.diverged) {
+    sum.counts["confirmed_after_backup"] = 0;
+    const auto &d = *div.value();
+    found({"diverged", own_marker, std::nullopt,
+           "the store's id marker says ids up to #" + std::to_string(d.store_mark) +
+               " were reserved, but this ledger's last was #" + std::to_string(d.sequence_before) +
+               ": it was restored from a backup or copied; objects stamped with its ids may be newer than it",
+           false});
+  }
 
   // The ledger side is read in pages by key so neither side is ever held whole.
   std::vector<ledger::FileRecord> page;
@@ -197,6 +220,22 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       }
       return;
     }
+    if (sum.diverged && r.upload_status == ledger::k_uploading && !r.is_deleted) {
+      // Restored from a backup taken while this upload ran: the other copy may have
+      // confirmed it. Complete, and stamped with this row and its digest, it is kept.
+      auto h = s.head(r.object_key);
+      if (!h || h->size != static_cast<uint64_t>(r.size) || foreign_stamp(h->metadata, l.uuid(), r.id) ||
+          h->metadata["lodge-sha256"] != r.sha256)
+        return;
+      Finding f{"confirmed_after_backup", r.object_key, r.id,
+                "record #" + std::to_string(r.id) +
+                    " is UPLOADING here, but its object is complete and stamped with this record and digest "
+                    "(confirmed after the backup); reconcile --apply --roll-forward makes it ACTIVE",
+                false};
+      if (o.apply && o.roll_forward) f.applied = l.confirm(r.id, h->etag, h->version_id, now);
+      found(f);
+      return;
+    }
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
       if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
         found(*other);
@@ -204,12 +243,22 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       }
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
-      if (o.apply) f.applied = l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+      if (apply_cleanup)
+        f.applied = l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
       found(f);
     }
   };
 
   auto listed = s.list(prefix, [&](const store::ObjectInfo &obj) {
+    if (obj.key.compare(0, meta_prefix.size(), meta_prefix) == 0) {
+      // lodge's own metadata (id markers): this ledger's is checked above; another's is
+      // another ledger's business.
+      if (obj.key != own_marker)
+        found({"foreign", obj.key, std::nullopt,
+               "id marker of another ledger (" + obj.key.substr(meta_prefix.size()) + "); never touched",
+               false});
+      return true;
+    }
     ++sum.objects;
     while (const auto *r = next_row()) {
       if (r->object_key < obj.key) {
@@ -227,7 +276,10 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     object_only(obj);
     return true;
   });
-  if (!listed) throw LodgeError(listed.error());
+  if (!listed) { // what was found and applied so far is reported; the rest is not known
+    sum.error = listed.error();
+    return sum;
+  }
   while (const auto *r = next_row()) {
     row_only(*r);
     ++pos;
@@ -248,7 +300,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     }
     Finding f{"stale_multipart", u.key, row->id, "incomplete multipart upload " + u.upload_id, false};
     // Aborted only when the row of exactly this key is dead (I8); an ACTIVE row's is reported.
-    if (o.apply && row->is_deleted) f.applied = s.abort_multipart(u.key, u.upload_id).ok();
+    if (apply_cleanup && row->is_deleted) f.applied = s.abort_multipart(u.key, u.upload_id).ok();
     found(f);
     return true;
   });
@@ -258,8 +310,10 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     sum.counts.erase("stale_multipart");
     sum.skipped["stale_multipart"] = mp.error().message;
   } else if (!mp) {
-    throw LodgeError(mp.error());
+    sum.error = mp.error();
+    return sum;
   }
+  if (sum.diverged) l.note_reconciled(clock.now_ms()); // the operator has the whole report now
   return sum;
 }
 

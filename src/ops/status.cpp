@@ -16,6 +16,12 @@ Health evaluate(const ledger::StatusReport &r, int64_t sweep_max_age_ms) {
     h.healthy = false;
     h.problems.push_back(std::move(s));
   };
+  if (r.diverged)
+    problem(
+        "the ledger's history DIVERGED from the store's (restored or copied; the store's id marker is at #" +
+        std::to_string(r.diverged->store_mark) + "): " +
+        (r.diverged->reconciled_at ? "reconciled; run `lodge init --accept-diverged` when done"
+                                   : "run `lodge reconcile`, then `lodge init --accept-diverged`"));
   if (r.dead_letters > 0)
     problem(std::to_string(r.dead_letters) + " cleanup task(s) dead-lettered (see lodge tasks)");
   if (r.overdue_uploading > 0)
@@ -67,6 +73,13 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
         {"worker_id", run->worker_id},        {"counts", counts.is_discarded() ? json::object() : counts}};
   }
   j["last_runs"] = jobs;
+  j["diverged"] = r.diverged
+                      ? json{{"detected_at", r.diverged->detected_at},
+                             {"store_mark", r.diverged->store_mark},
+                             {"sequence_before", r.diverged->sequence_before},
+                             {"reconciled_at",
+                              r.diverged->reconciled_at ? json(*r.diverged->reconciled_at) : json(nullptr)}}
+                      : json(nullptr);
   j["healthy"] = h.healthy;
   j["problems"] = h.problems;
   return j;

@@ -42,7 +42,9 @@ constexpr const char *k_object_missing = "object missing from the store";
 
 Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
                    const util::Clock &clock)
-    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
+    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {
+  if (!m_s.id_blocks) m_s.id_blocks = std::make_shared<IdBlocks>();
+}
 
 FileResult Uploader::upload(const std::string &path) {
   InputFile f;
@@ -171,7 +173,13 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   for (int round = 0;; ++round) {
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
-    res = m_ledger.reserve(req, wall_at_reserve);
+    auto reserved = m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
+    if (!reserved) {
+      r.outcome = UploadOutcome::failed;
+      r.error = reserved.error();
+      return r;
+    }
+    res = reserved.value();
     if (res.outcome != ledger::ReserveOutcome::duplicate) break;
     const auto &dup = res.record;
     auto present = check_duplicate(dup);
@@ -223,6 +231,10 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     r.id = rec.id;
     r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
                                            ") is still in progress; retry later");
+    return r;
+  case ledger::ReserveOutcome::id_limit_reached: // IdBlocks advances and retries: never seen here
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::internal, "no record id inside the id marker's block");
     return r;
   case ledger::ReserveOutcome::reserved:
     break;

@@ -239,12 +239,24 @@ Result<PutResult> Client::put_object(const std::string &key, http::BodySource &b
   Call c{"PUT", key, {}, {}, &body, o.sha256_hex, {}, o.deadline_steady_ms, "PUT " + key};
   c.headers.emplace_back("content-type", o.content_type);
   if (!o.sha256_hex.empty()) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
-  if (o.if_none_match) c.headers.emplace_back("if-none-match", "*");
+  if (!o.if_match.empty())
+    c.headers.emplace_back("if-match", o.if_match);
+  else if (o.if_none_match)
+    c.headers.emplace_back("if-none-match", "*");
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-amz-meta-" + k, v);
   auto r = send(c);
   if (!r) return r.error();
   return PutResult{util::trim(r->header("etag")), r->header("x-amz-version-id")};
+}
+
+Result<std::pair<std::string, std::string>> Client::get_small_object(const std::string &key) {
+  Call c{"GET", key, {}, {}, nullptr, {}, {}, 0, "GET " + key};
+  auto r = send(c);
+  if (!r) return r.error();
+  if (r->body.size() >= (1U << 20))
+    return Error(Errc::storage_error, "GET " + key + ": larger than lodge's own metadata can be");
+  return std::make_pair(r->body, util::trim(r->header("etag")));
 }
 
 Result<HeadResult> Client::head_object(const std::string &key) {

@@ -14,6 +14,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 namespace lodge::store {
@@ -195,6 +196,49 @@ public:
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     bool stopped = false;
     return walk_sorted(m_root, "", prefix, visit, stopped);
+  }
+
+  Result<SmallObject> get_small(const std::string &key) override {
+    if (auto v = check_key(key); !v) return v.error();
+    auto text = read_small(obj(key));
+    if (!text) return text.error();
+    if (!text.value()) return Error(Errc::not_found, "GET " + key + ": no such object");
+    auto tag = crypto::sha256_hex(*text.value());
+    return SmallObject{std::move(*text.value()), tag};
+  }
+
+  // The tag is the content's SHA-256; the compare and the replace happen under an
+  // exclusive flock(2) of the temporary directory, so two processes cannot both win.
+  Result<std::string> put_small(const std::string &key, const std::string &bytes,
+                                const std::string &if_tag) override {
+    if (auto v = check_key(key); !v) return v.error();
+    std::error_code ec;
+    fs::create_directories(m_root / k_tmp_dir, ec);
+    util::Fd lock(::open((m_root / k_tmp_dir).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!lock.valid() || ::flock(lock.get(), LOCK_EX) != 0) return io_error("lock " + m_root.string(), errno);
+    auto current = read_small(obj(key));
+    if (!current) return current.error();
+    bool holds = current.value().has_value();
+    if (if_tag.empty() ? holds : (!holds || crypto::sha256_hex(*current.value()) != if_tag))
+      return Error(Errc::precondition_failed, "PUT " + key + ": the object changed meanwhile");
+    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
+    {
+      util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (!out.valid()) return io_error("PUT " + key, errno);
+      if (!write_all(out.get(), bytes.data(), bytes.size()) || ::fsync(out.get()) != 0) {
+        int e = errno;
+        ::unlink(tmp.c_str());
+        return io_error("PUT " + key, e);
+      }
+    }
+    fs::create_directories(obj(key).parent_path(), ec);
+    if (::rename(tmp.c_str(), obj(key).c_str()) != 0) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      return io_error("PUT " + key, e);
+    }
+    fsync_dir(obj(key).parent_path());
+    return crypto::sha256_hex(bytes);
   }
 
   Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,

@@ -110,6 +110,24 @@ public:
     return PutResult{r->etag, r->version_id};
   }
 
+  Result<SmallObject> get_small(const std::string &key) override {
+    auto r = m_client->get_small_object(key);
+    if (!r) return r.error();
+    return SmallObject{std::move(r->first), std::move(r->second)};
+  }
+
+  Result<std::string> put_small(const std::string &key, const std::string &bytes,
+                                const std::string &if_tag) override {
+    http::StringBody body(bytes);
+    s3::PutOptions o;
+    o.content_type = "application/json";
+    o.if_none_match = if_tag.empty();
+    o.if_match = if_tag;
+    auto r = m_client->put_object(key, body, o);
+    if (!r) return r.error();
+    return r->etag;
+  }
+
   Status abort_multipart(const std::string &key, const std::string &upload_id) override {
     return m_client->abort_multipart(key, upload_id);
   }

@@ -66,6 +66,9 @@ constexpr std::array k_errcs{
              "The ledger is bound to another store; `lodge init --rebind-store` only after moving the data."},
     ErrcInfo{Errc::ledger_not_found, "LEDGER_NOT_FOUND", 3,
              "No ledger at that path; only `lodge init` creates one."},
+    ErrcInfo{Errc::ledger_diverged, "LEDGER_DIVERGED", 3,
+             "The ledger's history diverged from the store's (a restored or copied ledger); repair, sweep "
+             "and reconcile --apply refuse until reconcile ran and init --accept-diverged cleared it."},
 };
 } // namespace
 

@@ -413,18 +413,22 @@ class Recovery(S3TestCase):
         for suffix in ("-wal", "-shm"):
             if os.path.exists(self.db + suffix):
                 os.remove(self.db + suffix)
+        # The store's id marker shows the history diverged: cleanup refuses until accepted.
         rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
-        self.assertEqual(rep.rc, 1)
-        self.assertEqual(rep.json()["found"]["beyond_history"], 1, rep)
-        self.assertEqual(rep.json()["found"]["unmanaged"], 0)
-        self.lodge("sweep", later="+1h")
+        self.assertEqual(rep.rc, 3, rep)
+        self.assertIn("LEDGER_DIVERGED", rep.err)
+        self.assertEqual(self.lodge("sweep", later="+1h").rc, 3)
         self.assertIn(newer_key, self.objects(), "never touched")
+        rep = self.lodge("reconcile", "--json", later="+1h")
+        self.assertEqual(rep.rc, 1)
+        self.assertEqual(rep.json()["found"]["diverged"], 2, rep)  # the id marker, the newer object
+        self.assertEqual(rep.json()["found"]["unmanaged"], 0)
         self.assertIn("restored", self.lodge("reconcile", later="+1h").out)
 
     def test_ambiguous_put(self):
         proxy = FaultProxy(self.moto.port, self.dir)
         try:
-            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/",
+            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/ci/",
                               "action": "forward_then_reset", "times": 20}])
             self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             r, res = self.upload("a.txt", "did it land?\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
@@ -531,13 +535,13 @@ class Recovery(S3TestCase):
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
         proxy = FaultProxy(self.moto.port, self.dir)
         try:
-            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/",
+            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/ci/",
                               "action": "forward_then_reset", "times": 1}])
             self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             r, res = self.upload("a.txt", "mine after all\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
             self.rebind({})
             self.assertEqual(res["outcome"], "active", r)
-            self.assertEqual(sum(1 for e in proxy.entries() if e["method"] == "PUT"), 2)
+            self.assertEqual(sum(1 for e in proxy.entries() if e["method"] == "PUT" and "/.lodge/" not in e["path"]), 2)
             self.assertIn("HEAD", [e["method"] for e in proxy.entries()])
         finally:
             proxy.stop()

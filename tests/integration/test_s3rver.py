@@ -10,7 +10,7 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LodgeTestCase, S3rver, main, s3_client  # noqa: E402
+from lodgetest import LodgeTestCase, S3rver, is_lodge_metadata, main, s3_client  # noqa: E402
 
 STORE_TESTS = os.environ.get("LODGE_STORE_TESTS_BIN", "")
 
@@ -65,7 +65,7 @@ class LodgeAgainstS3rver(LodgeTestCase):
 
     def objects(self):
         r = self.s3.list_objects_v2(Bucket=self.bucket, Prefix="lodge/")
-        return sorted(o["Key"] for o in r.get("Contents", []))
+        return sorted(o["Key"] for o in r.get("Contents", []) if not is_lodge_metadata(o["Key"]))
 
     def task_status(self, record_id):
         return self.sql("SELECT status FROM cleanup_task WHERE record_id = ?", (record_id,))[0][0]

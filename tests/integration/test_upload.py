@@ -388,7 +388,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
     def objects(self):
         out = {}
         for base, dirs, files in os.walk(self.root):
-            dirs[:] = [d for d in dirs if not (base == self.root and d.startswith(".lodge-"))]
+            dirs[:] = [d for d in dirs if not (base == self.root and (d.startswith(".lodge-") or d == ".lodge"))]
             for n in files:
                 p = os.path.join(base, n)
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)

@@ -11,7 +11,7 @@ import sys
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, LodgeTestCase, S3TestCase, check_invariants, main, wait_until  # noqa: E402
+from lodgetest import LODGE, LodgeTestCase, S3TestCase, check_invariants, is_lodge_metadata, main, wait_until  # noqa: E402
 
 CONFIG = {"policies": {"default": {"max_size": "64MiB", "deadline": "60s", "grace": "1s"}}}
 
@@ -70,7 +70,7 @@ class WalkFileStore(WalkMixin, LodgeTestCase):
         root = root or self.root
         out = {}
         for base, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if not (base == root and d.startswith(".lodge-"))]
+            dirs[:] = [d for d in dirs if not (base == root and (d.startswith(".lodge-") or d == ".lodge"))]
             for n in files:
                 p = os.path.join(base, n)
                 with open(p, "rb") as f:
@@ -236,7 +236,7 @@ class StorePrefixS3(WalkMixin, S3TestCase):
         out = []
         for b in self.s3.list_buckets()["Buckets"]:
             for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=b["Name"]):
-                out += [(b["Name"], o["Key"]) for o in page.get("Contents", [])]
+                out += [(b["Name"], o["Key"]) for o in page.get("Contents", []) if not is_lodge_metadata(o["Key"])]
         return out
 
     def test_hostile_prefixes_are_usage_errors_and_write_nothing(self):
@@ -267,7 +267,7 @@ class StorePrefixS3(WalkMixin, S3TestCase):
 
     def test_hostile_owner_is_a_usage_error(self):
         f = self.write("a.txt", "hostile owner\n")
-        for owner in ("..", ".", "a/b", "a\\b", "%2e%2e", ""):
+        for owner in ("..", ".", ".lodge", "a/b", "a\\b", "%2e%2e", ""):
             with self.subTest(owner=owner):
                 r = self.lodge("--owner", owner, "upload", f, env={"LODGE_OWNER": ""})
                 self.assertEqual(r.rc, 2, r)

@@ -19,7 +19,7 @@ namespace lodge::test {
 
 struct StoreCall {
   std::string op; // put, head, read, remove_all, list, begin_multipart, put_part,
-                  // complete_multipart, abort_multipart, list_multipart
+                  // complete_multipart, abort_multipart, list_multipart, get_small, put_small
   std::string key;
   bool ok = true;
 };
@@ -38,6 +38,7 @@ class FakeStore final : public store::ObjectStore {
     std::map<std::string, std::string> uploads; // upload id -> key
     std::vector<store::Part> completed;         // the parts of the last complete_multipart
     int next_upload = 1;
+    int next_tag = 0;
   };
 
 public:
@@ -228,6 +229,43 @@ public:
     for (const auto &u : found)
       if (!visit(u)) break;
     return ok_status();
+  }
+
+  Result<store::SmallObject> get_small(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("get_small", key)) return *e;
+    auto it = m_state->objects.find(key);
+    if (it == m_state->objects.end()) return refuse("get_small", key, Errc::not_found, "no such object");
+    record("get_small", key, true);
+    return store::SmallObject{it->second.second, it->second.first.etag};
+  }
+
+  // Tags are "v1", "v2", ...: a conditional write is refused unless it names the current one.
+  Result<std::string> put_small(const std::string &key, const std::string &bytes,
+                                const std::string &if_tag) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("put_small", key)) return *e;
+    auto it = m_state->objects.find(key);
+    if (if_tag.empty() ? it != m_state->objects.end()
+                       : (it == m_state->objects.end() || it->second.first.etag != if_tag))
+      return refuse("put_small", key, Errc::precondition_failed, "condition not met");
+    store::ObjectInfo info;
+    info.key = key;
+    info.size = bytes.size();
+    info.etag = "v" + std::to_string(++m_state->next_tag);
+    m_state->objects[key] = {info, bytes};
+    record("put_small", key, true);
+    return info.etag;
+  }
+
+  // Sets an object's bytes as another process (or a restored ledger's twin) would.
+  void set_small(const std::string &key, const std::string &bytes) {
+    std::lock_guard lock(m_state->mutex);
+    store::ObjectInfo info;
+    info.key = key;
+    info.size = bytes.size();
+    info.etag = "v" + std::to_string(++m_state->next_tag);
+    m_state->objects[key] = {info, bytes};
   }
 
 private:

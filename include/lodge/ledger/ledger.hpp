@@ -56,9 +56,20 @@ struct ReserveRequest {
   int64_t grace_ms = 0;
   int max_retries = 8;
   std::optional<std::string> idempotency_key;
+  // When set, the row is inserted only if its id is at most this (the end of the id block
+  // the store's marker covers); otherwise outcome id_limit_reached and nothing written.
+  std::optional<int64_t> id_limit;
 };
 
-enum class ReserveOutcome { reserved, duplicate, replayed, quota_exceeded, key_reused, in_progress };
+enum class ReserveOutcome {
+  reserved,
+  duplicate,
+  replayed,
+  quota_exceeded,
+  key_reused,
+  in_progress,
+  id_limit_reached
+};
 
 struct ReserveResult {
   ReserveOutcome outcome = ReserveOutcome::reserved;
@@ -205,6 +216,26 @@ public:
   // Makes a dead row's finished task pending again, due now (a leftover object): queued,
   // not_dead (no such row, or alive), or held (a worker has the task right now).
   [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
+  // The dead-letter path for a task whose delete must not happen (the object at its key
+  // is not its row's): FAILED at once with `error`, only under the caller's lease.
+  [[nodiscard]] virtual bool dead_letter(const TaskRecord &t, const std::string &error, int64_t now) = 0;
+
+  // --- id blocks and divergence (the rule is in ops/id_blocks; these only store it) ---
+  [[nodiscard]] virtual IdBlockState id_blocks() = 0;
+  // One transaction: when the recorded intent is still `expected_intent`, records
+  // `new_intent` as the block end being advanced to. False when another process moved it.
+  [[nodiscard]] virtual bool begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t now) = 0;
+  // The store's marker now covers `end`: block_end = max(block_end, end).
+  virtual void end_id_block(int64_t end, int64_t now) = 0;
+  // The store's mark is above everything this ledger reserved. One transaction: the
+  // file_upload sequence moves past store_mark, block end and intent become store_mark, and
+  // the divergence is recorded (a later reconcile is asked for again). True when the ledger
+  // was not already diverged.
+  [[nodiscard]] virtual bool record_divergence(int64_t store_mark, int64_t now) = 0;
+  // A reconcile read the whole store after the divergence was detected.
+  virtual void note_reconciled(int64_t now) = 0;
+  // `lodge init --accept-diverged`: clears the divergence, only after a reconcile.
+  [[nodiscard]] virtual AcceptOutcome accept_divergence(int64_t now) = 0;
 };
 
 // Opens (creating with mode 0600 when missing and opts.create) and migrates the SQLite

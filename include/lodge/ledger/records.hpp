@@ -82,6 +82,25 @@ struct JobRun {
   std::string counts_json;
 };
 
+// The ledger's side of the id marker (a copy kept in the store at <root>/.lodge/<uuid>):
+// the ledger issues record ids up to block_end only; block_intent >= block_end is the end
+// an advance under way (or interrupted) is writing to the store. Kept in ledger_meta.
+struct Divergence {
+  int64_t detected_at = 0;
+  int64_t store_mark = 0;               // the store's marker when it was found above this ledger's
+  int64_t sequence_before = 0;          // this ledger's last record id then
+  std::optional<int64_t> reconciled_at; // a reconcile that ran after the detection
+};
+
+struct IdBlockState {
+  int64_t sequence = 0; // the highest record id issued
+  int64_t block_end = 0;
+  int64_t block_intent = 0;
+  std::optional<Divergence> diverged;
+};
+
+enum class AcceptOutcome { accepted, not_diverged, not_reconciled };
+
 struct StatusReport {
   std::string ledger_uuid;
   int schema_version = 0;
@@ -100,6 +119,7 @@ struct StatusReport {
   int64_t tasks_due = 0;
   std::optional<int64_t> oldest_uploading_age_ms;
   std::map<std::string, std::optional<JobRun>> last_runs; // sweep, repair, reconcile
+  std::optional<Divergence> diverged;                     // set while the ledger's history is diverged
 };
 
 } // namespace lodge::ledger

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/store/store.hpp>
+#include <optional>
 #include <string>
 
 namespace lodge::ops {
@@ -38,6 +39,14 @@ struct CleanupResult {
 // min(max, base * 2^retry_count).
 [[nodiscard]] int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64_t random);
 
+// Whether an object's metadata stamps it as something other than `record_id` of this
+// ledger: nullopt when unstamped or stamped as exactly that row, else who it names.
+[[nodiscard]] std::optional<std::string> foreign_stamp(const store::Metadata &meta,
+                                                       const std::string &ledger_uuid, int64_t record_id);
+
+// Decides under the lease, then HEADs the key: an object stamped by another ledger or
+// another record is never deleted (the task is dead-lettered, naming the stamp); a
+// failed HEAD retries the task; otherwise every version and upload of the key goes.
 [[nodiscard]] CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                              const ledger::TaskRecord &task, const CleanupSettings &s,
                                              const util::Clock &clock);

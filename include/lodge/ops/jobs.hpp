@@ -7,6 +7,7 @@
 #include <functional>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
+#include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
 #include <optional>
@@ -58,11 +59,14 @@ struct ReconcileOptions {
   bool verify = false;             // read objects back and compare digests
   int64_t older_than_ms = 300'000; // objects younger than this may be uploads in flight
   int max_retries = 8;
+  // With apply, in a diverged ledger: rows found "confirmed after the backup" become ACTIVE
+  // (and nothing else is applied until the divergence is accepted).
+  bool roll_forward = false;
 };
 
 struct Finding {
   std::string kind; // dangling, corrupt, leftover, stale_multipart, unmanaged, foreign, diverged,
-                    // beyond_history, unknown
+                    // beyond_history, unknown; confirmed_after_backup (only in a diverged ledger)
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;
@@ -76,10 +80,16 @@ struct ReconcileSummary {
   // skipped kind has no count.
   std::map<std::string, std::string> skipped;
   int64_t applied = 0;
+  bool diverged = false;      // the ledger's history diverged (found now or earlier)
+  std::optional<Error> error; // a step failed (listing, HEAD of the marker): the rest was not checked
   [[nodiscard]] bool clean() const;
 };
 
-// Reports each finding to `report` as it is found (so memory stays constant).
+// Reports each finding to `report` as it is found (so memory stays constant). A step that
+// fails once findings may have been applied ends the run with `error` set, so the caller
+// still prints and records what was applied. Throws LEDGER_DIVERGED for --apply (without
+// --roll-forward) in a diverged ledger; a full run while diverged is what lets
+// `init --accept-diverged` clear the state.
 [[nodiscard]] ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
                                          const util::Clock &clock,
                                          const std::function<void(const Finding &)> &report);

@@ -7,6 +7,7 @@
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
+#include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
@@ -39,6 +40,8 @@ struct UploadSettings {
   CleanupSettings cleanup;
   bool follow_symlinks = false;
   std::string worker_id;
+  // The run's id blocks, shared by its workers (one is made per Uploader when unset).
+  std::shared_ptr<IdBlocks> id_blocks;
 };
 
 struct FileResult {

@@ -71,6 +71,7 @@ struct PutOptions {
   std::string sha256_hex;                      // payload hash and x-amz-checksum-sha256
   std::map<std::string, std::string> metadata; // x-amz-meta-<name>
   bool if_none_match = true;                   // create-only
+  std::string if_match;                        // replace only this ETag (when set; then not create-only)
   int64_t deadline_steady_ms = 0;
 };
 
@@ -102,6 +103,8 @@ public:
 
   Result<PutResult> put_object(const std::string &key, http::BodySource &body, const PutOptions &o);
   Result<HeadResult> head_object(const std::string &key);
+  // A whole small object (up to 1 MiB; lodge's own metadata) and its ETag, as sent, in one GET.
+  Result<std::pair<std::string, std::string>> get_small_object(const std::string &key);
   // Streams the object's bytes to sink, each byte once and in order: an attempt cut off
   // mid-body is resumed with Range (and If-Match on the first answer's ETag), and the
   // total is checked against the first answer's length. A false return from sink aborts.

@@ -48,6 +48,13 @@ struct ObjectInfo {
   std::string version_id; // filled by head() on a versioned bucket; empty otherwise
 };
 
+// A small object lodge keeps for itself (the id marker under <root>/.lodge/), with the
+// tag that names this version of it.
+struct SmallObject {
+  std::string bytes;
+  std::string tag; // an ETag (S3) or the content's SHA-256 (file://)
+};
+
 struct UploadInfo {
   std::string key;
   std::string upload_id;
@@ -95,6 +102,14 @@ public:
                                                const std::vector<Part> &parts,
                                                int64_t deadline_steady_ms) = 0;
   virtual Status abort_multipart(const std::string &key, const std::string &upload_id) = 0;
+  // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
+  // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
+  // `if_tag` (S3: If-Match), or creates it only if missing when `if_tag` is empty (S3:
+  // If-None-Match: *); PRECONDITION_FAILED when the condition does not hold. Returns the
+  // new tag.
+  virtual Result<SmallObject> get_small(const std::string &key) = 0;
+  virtual Result<std::string> put_small(const std::string &key, const std::string &bytes,
+                                        const std::string &if_tag) = 0;
   // UNSUPPORTED when the server cannot list incomplete uploads (callers do without).
   virtual Status list_multipart(const std::string &prefix,
                                 const std::function<bool(const UploadInfo &)> &visit) = 0;
