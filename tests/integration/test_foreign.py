@@ -182,6 +182,7 @@ class Foreign(S3TestCase):
         self.sql_exec(f"UPDATE cleanup_task SET status = 'SUCCESS' WHERE record_id = {gone['id']}")
         proxy = FaultProxy(self.moto.port, self.dir)
         try:
+            self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
             proxy.set_rules([{"method": "GET", "path_contains": "uploads", "action": "503", "times": 100}])
             rec = self.lodge("reconcile", "--apply", env={"AWS_ENDPOINT_URL": proxy.endpoint}, later=LATER)
         finally:

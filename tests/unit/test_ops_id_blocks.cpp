@@ -20,6 +20,7 @@ struct FixedClock final : util::Clock {
 std::unique_ptr<ledger::Ledger> open_at(const std::string &path) {
   ledger::OpenOptions o;
   o.path = path;
+  o.create = true;
   return ledger::open_sqlite_ledger(o);
 }
 
@@ -27,7 +28,6 @@ ledger::ReserveRequest request(int n) {
   ledger::ReserveRequest r;
   r.owner_id = "o";
   r.original_name = "f" + std::to_string(n) + ".txt";
-  r.extension = "txt";
   r.media_type = "text/plain";
   r.sha256 = crypto::sha256_hex("content " + std::to_string(n));
   r.size = 10;
@@ -147,5 +147,8 @@ TEST_CASE("no row is reserved when the marker cannot be written") {
   REQUIRE(!r.ok());
   CHECK(r.error().code == Errc::storage_unavailable);
   CHECK(l->max_record_id() == 0);
-  CHECK(l->list_files("o", true).empty());
+  ledger::ListFilter all;
+  all.owner = "o";
+  all.include_dead = true;
+  CHECK(l->list_files(all).empty());
 }
