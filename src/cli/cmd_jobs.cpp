@@ -201,7 +201,10 @@ Command add_reconcile(CLI::App &app) {
   auto roll = std::make_shared<bool>(false);
   sub->add_flag("--roll-forward", *roll,
                 "With --apply, in a diverged ledger: make uploads confirmed after the backup ACTIVE");
-  return {sub, [apply, verify, older, roll](Context &ctx) {
+  auto strict = std::make_shared<bool>(false);
+  sub->add_flag("--strict", *strict,
+                "Count objects other writers own (unmanaged, foreign) as findings: list them, exit 1");
+  return {sub, [apply, verify, older, roll, strict](Context &ctx) {
             if (*roll && !*apply) throw LodgeError(Errc::usage, "reconcile: --roll-forward needs --apply");
             const auto &c = ctx.cfg();
             ops::ReconcileOptions ro;
@@ -210,11 +213,16 @@ Command add_reconcile(CLI::App &app) {
             ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
             ro.max_retries = c.sweep.max_retries;
             ro.roll_forward = *roll;
+            ro.strict = *strict;
+            // Others' objects are counted always, listed one by one only when asked (-v) or
+            // when they count (--strict): a shared bucket's nightly run stays short.
+            const bool list_others = *strict || ctx.g.verbose > 0;
             int64_t started = util::system_clock().now_ms();
             auto st = ctx.open_store();
             nlohmann::json items = nlohmann::json::array();
             auto sum =
                 ops::reconcile(ctx.ledger(), *st, ro, util::system_clock(), [&](const ops::Finding &f) {
+                  if (!list_others && ops::others_object(f.kind)) return;
                   if (ctx.g.json) {
                     if (items.size() < 1000)
                       items.push_back({{"kind", f.kind},

@@ -82,9 +82,13 @@ RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Cloc
   return sum;
 }
 
+bool others_object(const std::string &kind) {
+  return kind == "unmanaged" || kind == "foreign";
+}
+
 bool ReconcileSummary::clean() const {
   for (const auto &[k, v] : counts)
-    if (v > 0) return false;
+    if (v > 0 && (strict || !others_object(k))) return false;
   return true;
 }
 
@@ -108,6 +112,7 @@ std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &k
 ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
                            const util::Clock &clock, const std::function<void(const Finding &)> &report) {
   ReconcileSummary sum;
+  sum.strict = o.strict;
   for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
                         "diverged", "beyond_history", "unknown"})
     sum.counts[k] = 0;

@@ -99,7 +99,8 @@ class Foreign(S3TestCase):
 
         rec = self.lodge("reconcile", "--apply", "--json", env=self.fp(failpoints) if failpoints else None,
                          later=LATER)
-        self.assertEqual(rec.rc, 1, rec)  # findings: the others' objects, reported
+        # Others' objects are counted, never a finding by themselves; a failed HEAD is one.
+        self.assertEqual(rec.rc, 1 if failpoints else 0, rec)
         found = rec.json()["found"]
         self.assertEqual(rec.json()["applied"], 0, rec)  # A's deleted file has its live task already
         if not failpoints:
@@ -174,6 +175,33 @@ class Foreign(S3TestCase):
         out, err = b_mp.communicate(timeout=60)
         self.assertEqual(b_mp.returncode, 0, err)
         self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active")
+
+    def test_others_objects_are_counted_quietly_listed_with_v_and_findings_with_strict(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        self.assertEqual(self.lodge_b("init").rc, 0)
+        stray = self.write("stray.txt", "written by aws\n")
+        key = f"{self.prefix}/stray/handmade.txt"
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", stray)
+        b = self.upload("b1.txt", "ledger b keeps this\n", lodge=self.lodge_b)
+        self.upload("a1.txt", "ledger a keeps this\n")
+        # The nightly cron line: nothing to say, exit 0, nothing touched.
+        quiet = self.lodge("-q", "reconcile", "--apply", later=LATER)
+        self.assertEqual((quiet.rc, quiet.out, quiet.err), (0, "", ""), quiet)
+        plain = self.lodge("reconcile", "--json", later=LATER)
+        self.assertEqual(plain.rc, 0, plain)
+        self.assertEqual(plain.json()["found"]["unmanaged"], 1, plain)
+        self.assertEqual(plain.json()["found"]["foreign"], 2, plain)  # B's object and B's id marker
+        self.assertTrue(plain.json()["clean"], plain)
+        self.assertEqual(plain.json()["items"], [], "listed only with -v or --strict")
+        verbose = self.lodge("-v", "reconcile", later=LATER)
+        self.assertEqual(verbose.rc, 0, verbose)
+        self.assertIn(key, verbose.out)
+        self.assertIn(b["object_key"], verbose.out)
+        strict = self.lodge("reconcile", "--strict", "--json", later=LATER)
+        self.assertEqual(strict.rc, 1, strict)
+        self.assertFalse(strict.json()["clean"], strict)
+        self.assertEqual(sorted(i["key"] for i in strict.json()["items"] if i["kind"] == "unmanaged"), [key])
+        self.assertEqual(self.all_present([key, b["object_key"]]), [])
 
     def test_reconcile_apply_reports_and_records_what_it_applied_when_a_later_step_fails(self):
         self.assertEqual(self.lodge("init").rc, 0)

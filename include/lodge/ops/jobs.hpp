@@ -62,6 +62,10 @@ struct ReconcileOptions {
   // With apply, in a diverged ledger: rows found "confirmed after the backup" become ACTIVE
   // (and nothing else is applied until the divergence is accepted).
   bool roll_forward = false;
+  // Objects other writers own (unmanaged: no stamp; foreign: another ledger's) are always
+  // counted and never touched; they make the run unclean (exit 1) only when strict. A
+  // bucket shared with other tools is the normal case, and a nightly run must stay quiet.
+  bool strict = false;
 };
 
 struct Finding {
@@ -73,6 +77,10 @@ struct Finding {
   bool applied = false;
 };
 
+// Whether a finding is of an object another writer owns (unmanaged, foreign): reported,
+// never touched, and not a finding that needs the operator unless --strict.
+[[nodiscard]] bool others_object(const std::string &kind);
+
 struct ReconcileSummary {
   int64_t objects = 0, rows = 0;
   std::map<std::string, int64_t> counts; // by kind
@@ -82,6 +90,8 @@ struct ReconcileSummary {
   int64_t applied = 0;
   bool diverged = false;      // the ledger's history diverged (found now or earlier)
   std::optional<Error> error; // a step failed (listing, HEAD of the marker): the rest was not checked
+  bool strict = false;        // ReconcileOptions::strict: others' objects count as findings
+  // No finding that needs the operator (others' objects only when strict).
   [[nodiscard]] bool clean() const;
 };
 
