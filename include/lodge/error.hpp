@@ -50,6 +50,9 @@ enum class Errc {
   unsupported,
   metadata_corrupt,
   io_error,
+  not_active,
+  content_mismatch,
+  output_exists,
 };
 
 struct ErrcInfo {

@@ -62,6 +62,12 @@ constexpr std::array k_errcs{
              "An object's stored metadata cannot be read (not JSON, or a field of the wrong type)."},
     ErrcInfo{Errc::io_error, "IO_ERROR", 1,
              "A local file lodge writes (such as the Prometheus textfile) could not be written."},
+    ErrcInfo{Errc::not_active, "NOT_ACTIVE", 1,
+             "The file is not ACTIVE (still uploading, failed or deleted): there is nothing to get."},
+    ErrcInfo{Errc::content_mismatch, "CONTENT_MISMATCH", 1,
+             "The bytes read back from the store differ from the ledger's size or SHA-256."},
+    ErrcInfo{Errc::output_exists, "OUTPUT_EXISTS", 1,
+             "A different file already exists where get would write it (--force replaces it)."},
 };
 } // namespace
 
