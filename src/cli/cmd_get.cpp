@@ -151,6 +151,7 @@ Command add_get(CLI::App &app) {
             }
             auto dest = ops::open_destination(o->output, many).take();
             auto st = ctx.open_store();
+            install_interrupt_handlers(); // a signal stops the download and removes its temporary file
             ops::GetOptions go;
             go.force = o->force;
             go.stop = [] { return interrupted(); };

@@ -104,6 +104,21 @@ TEST_CASE("a failed download removes its temporary file and keeps the existing f
   CHECK(entries(tmp.path()) == std::vector<std::string>{"a.txt"});
 }
 
+TEST_CASE("a stopped download (a signal) removes its temporary file") {
+  test::TempDir tmp;
+  test::FakeStore st;
+  std::string bytes = "stopped\n";
+  put_object(st, tmp, "k/1", bytes);
+  fs::create_directory(tmp.path() / "out");
+  auto dest = ops::open_destination(tmp.file("out"), false).take();
+  ops::GetOptions stop;
+  stop.stop = [] { return true; };
+  auto res = ops::get_file(st, row("k/1", "a.txt", bytes), dest, stop);
+  REQUIRE(res.outcome == ops::GetOutcome::failed);
+  CHECK(res.error->code == Errc::interrupted);
+  CHECK(entries(tmp.path() / "out").empty());
+}
+
 TEST_CASE("an existing different file is replaced only with force") {
   test::TempDir tmp;
   test::FakeStore st;
