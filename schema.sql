@@ -29,13 +29,29 @@ CREATE TABLE file_upload (
   activated_at        INTEGER,
   deleted_at          INTEGER,
   upload_deadline_at  INTEGER NOT NULL,
+  -- The file's path relative to the directory argument it was found under (or as given),
+  -- each component sanitized; never absolute, never with a '..' segment. The object key
+  -- ends with it. (Declared with a default only because ALTER TABLE ADD COLUMN needs one:
+  -- every insert names it, and migrated rows take their original_name.)
+  relative_path       TEXT    NOT NULL DEFAULT '',
+  -- The run's --prefix ('' when none): keys are <root>/<owner>/[<run_prefix>/]<uuid>/<path>.
+  run_prefix          TEXT    NOT NULL DEFAULT '',
+  -- The de-dup scope the row was reserved under (the policy's "dedup"); see I4 below.
+  dedup_scope         TEXT    NOT NULL DEFAULT 'owner' CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 ) STRICT;
 
--- I4: at most one alive row per (owner, sha256).
-CREATE UNIQUE INDEX file_upload_alive_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+-- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row per (owner, sha256), and
+-- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256). The reserve
+-- transaction implements the rest of the rule (which alive rows make a request a duplicate).
+CREATE UNIQUE INDEX file_upload_alive_owner_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner';
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
+-- Finding a file by its path: get/cat/url PATH, list --prefix.
+CREATE INDEX file_upload_path
+  ON file_upload (owner_id, run_prefix, relative_path);
 CREATE UNIQUE INDEX file_upload_idempotency
   ON file_upload (owner_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- The repair scan: alive UPLOADING rows by deadline.

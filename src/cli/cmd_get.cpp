@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <lodge/config/config.hpp>
 #include <lodge/ops/retrieve.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
@@ -33,8 +34,18 @@ std::string text_or_dash(const std::optional<std::string> &s) {
   return s ? util::escape_for_terminal(*s) : "-";
 }
 
+// A --prefix value: validated like upload's.
+void check_prefix(const char *cmd, const std::string &prefix) {
+  if (prefix.empty()) return;
+  if (auto why = config::run_prefix_problem(prefix))
+    throw LodgeError(Errc::usage,
+                     std::string(cmd) + ": --prefix '" + util::escape_for_terminal(prefix) + "': " + *why);
+}
+
 // The row an ID|PATH argument names, of the owner and --prefix for a path.
-ledger::FileRecord lookup(Context &ctx, const std::string &token, const std::string &prefix) {
+ledger::FileRecord lookup(Context &ctx, const char *cmd, const std::string &token,
+                          const std::string &prefix) {
+  check_prefix(cmd, prefix);
   auto ref = ops::parse_file_ref(token);
   std::string owner = ref.id ? std::string() : ctx.owner();
   return ops::find_record(ctx.reader(), ref, owner, prefix).take();
@@ -45,10 +56,11 @@ void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRec
   line("id", std::to_string(r.id));
   line("owner", util::escape_for_terminal(r.owner_id));
   line("path", util::escape_for_terminal(ops::restore_path(r)));
+  line("prefix", r.run_prefix.empty() ? "-" : util::escape_for_terminal(r.run_prefix));
   line("name", util::escape_for_terminal(r.original_name));
   line("status", ops::shown_status(r));
   line("failure reason", text_or_dash(r.failure_reason));
-  line("policy", util::escape_for_terminal(r.policy));
+  line("policy", util::escape_for_terminal(r.policy) + " (dedup " + ledger::to_string(r.dedup_scope) + ")");
   line("created", utc(r.created_at));
   line("activated", utc(r.activated_at));
   line("deleted", utc(r.deleted_at));
@@ -140,13 +152,14 @@ Command add_get(CLI::App &app) {
                                "get: name a file (id or path), or --prefix P to restore a whole prefix");
             std::vector<ledger::FileRecord> rows;
             if (many) {
+              check_prefix("get", o->prefix);
               rows = ops::active_under_prefix(ctx.reader(), ctx.owner(), o->prefix);
               if (rows.empty())
                 throw LodgeError(Errc::not_found, "no ACTIVE file of owner " + ctx.owner() +
                                                       " under prefix '" +
                                                       util::escape_for_terminal(o->prefix) + "'");
             } else {
-              rows.push_back(lookup(ctx, o->target, o->prefix));
+              rows.push_back(lookup(ctx, "get", o->target, o->prefix));
               ops::require_active(rows.back()).take();
             }
             auto dest = ops::open_destination(o->output, many).take();
@@ -212,7 +225,7 @@ Command add_cat(CLI::App &app) {
   sub->add_option("file", *target, "File id, or its relative path (with --owner and --prefix)")->required();
   sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
   return {sub, [target, prefix](Context &ctx) {
-            auto r = lookup(ctx, *target, *prefix);
+            auto r = lookup(ctx, "cat", *target, *prefix);
             ops::require_active(r).take();
             auto st = ctx.open_store();
             int write_err = 0;
@@ -247,7 +260,7 @@ Command add_url(CLI::App &app) {
   sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
   return {sub, [target, prefix, expires](Context &ctx) {
             int64_t secs = expires_seconds(*expires);
-            auto r = lookup(ctx, *target, *prefix);
+            auto r = lookup(ctx, "url", *target, *prefix);
             ops::require_active(r).take();
             auto st = ctx.open_store();
             auto url = st->presign_get(r.object_key, secs).take();

@@ -31,6 +31,7 @@ struct UploadOptions {
   std::string policy = "default";
   int jobs = 0;
   std::string idempotency_key;
+  std::string prefix;
   bool follow_symlinks = false;
   bool no_progress = false;
 };
@@ -123,6 +124,7 @@ size_t queue_capacity_for_open_files() {
 nlohmann::json result_json(const ops::FileResult &r) {
   nlohmann::json j;
   j["file"] = r.file;
+  j["path"] = r.relative_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.relative_path);
   j["outcome"] = ops::to_string(r.outcome);
   j["id"] = r.id ? nlohmann::json(*r.id) : nlohmann::json(nullptr);
   j["object_key"] = r.object_key.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.object_key);
@@ -182,6 +184,9 @@ Command add_upload(CLI::App &app) {
       ->check(CLI::Range(1, 256));
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Make a retry of this single upload return the first result");
+  sub->add_option("--prefix", o->prefix,
+                  "Put this run's files under <root>/<owner>/PREFIX/ (segments of A-Z a-z 0-9 . _ -, "
+                  "'/' between them), e.g. builds/42");
   sub->add_flag("--follow-symlinks", o->follow_symlinks,
                 "Follow symbolic links (never by default); a link back up the tree is skipped");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
@@ -191,8 +196,13 @@ Command add_upload(CLI::App &app) {
               throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
             if (!o->idempotency_key.empty() && (o->paths.size() != 1 || !o->files_from.empty()))
               throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file");
+            if (!o->prefix.empty())
+              if (auto why = config::run_prefix_problem(o->prefix))
+                throw LodgeError(Errc::usage,
+                                 "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
             ops::UploadSettings s;
             s.policy = cfg.policy(o->policy);
+            s.run_prefix = o->prefix;
             s.owner = ctx.owner();
             if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
             s.multipart_threshold = cfg.multipart_threshold;
@@ -403,19 +413,48 @@ Command add_upload(CLI::App &app) {
 }
 
 Command add_list(CLI::App &app) {
-  auto all = std::make_shared<bool>(false);
-  auto *sub = app.add_subcommand("list", "List an owner's files (alive ones; --all adds failed and deleted)");
-  sub->add_flag("--all", *all, "Include failed and deleted files, with their reasons");
-  return {sub, [all](Context &ctx) {
-            auto owner = ctx.owner();
-            auto files = ctx.reader().list_files(owner, *all);
+  struct ListOptions {
+    bool all = false;
+    std::string prefix;
+    bool prefix_given = false;
+    std::string path_glob;
+  };
+  auto o = std::make_shared<ListOptions>();
+  auto *sub = app.add_subcommand(
+      "list", "List an owner's files (alive ones; --all adds failed and deleted; --owner '*' every owner's)");
+  sub->add_flag("--all", o->all, "Include failed and deleted files, with their reasons");
+  sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)")
+      ->each([o](const std::string &) { o->prefix_given = true; });
+  sub->add_option("--path-glob", o->path_glob,
+                  "Only files whose relative path matches this fnmatch pattern ('*' also matches '/')");
+  return {sub, [o](Context &ctx) {
+            // '*' is no owner id: taken out before the configuration checks the owner.
+            bool every_owner = ctx.g.owner == "*";
+            if (every_owner) ctx.g.owner.clear();
+            if (o->prefix_given && !o->prefix.empty())
+              if (auto why = config::run_prefix_problem(o->prefix))
+                throw LodgeError(Errc::usage,
+                                 "list: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
+            ledger::ListFilter filter;
+            filter.owner = every_owner ? std::string("*") : ctx.owner();
+            if (o->prefix_given) filter.run_prefix = o->prefix;
+            if (!o->path_glob.empty()) filter.path_glob = o->path_glob;
+            filter.include_dead = o->all;
+            auto files = ctx.reader().list_files(filter);
             for (const auto &f : files) {
+              // A soft-deleted ACTIVE row is DELETED, whatever upload_status says.
+              std::string state =
+                  f.is_deleted && f.upload_status == ledger::k_active ? "DELETED" : f.upload_status;
               if (ctx.g.json) {
                 nlohmann::json j{{"id", f.id},
                                  {"owner", f.owner_id},
                                  {"name", f.original_name},
+                                 {"path", f.relative_path},
+                                 {"prefix", f.run_prefix},
+                                 {"dedup", ledger::to_string(f.dedup_scope)},
                                  {"object_key", f.object_key},
-                                 {"status", f.upload_status},
+                                 {"status", state},
+                                 {"upload_status", f.upload_status},
                                  {"deleted", f.is_deleted},
                                  {"sha256", f.sha256},
                                  {"size", f.size},
@@ -425,11 +464,13 @@ Command add_list(CLI::App &app) {
                                                                      : nlohmann::json(nullptr)}};
                 ctx.print_json(j);
               } else {
-                std::string state = f.is_deleted && f.upload_status == "ACTIVE" ? "DELETED" : f.upload_status;
-                std::printf("%-6lld %-13s %10s  %-40s %s%s\n", static_cast<long long>(f.id), state.c_str(),
-                            util::format_size(static_cast<uint64_t>(f.size)).c_str(),
-                            util::escape_for_terminal(f.original_name).c_str(),
+                std::string where = f.run_prefix.empty() ? "-" : f.run_prefix;
+                std::printf("%-6lld %-13s %10s  %-12s %-40s %s%s%s\n", static_cast<long long>(f.id),
+                            state.c_str(), util::format_size(static_cast<uint64_t>(f.size)).c_str(),
+                            util::escape_for_terminal(where).c_str(),
+                            util::escape_for_terminal(f.relative_path).c_str(),
                             util::escape_for_terminal(f.object_key).c_str(),
+                            every_owner ? ("  [" + f.owner_id + "]").c_str() : "",
                             f.failure_reason
                                 ? ("  (" + util::escape_for_terminal(*f.failure_reason) + ")").c_str()
                                 : "");

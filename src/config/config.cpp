@@ -90,7 +90,8 @@ std::vector<std::string> get_string_list(const json &v, const std::string &path,
 
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
-  reject_unknown(obj, path, {"max_size", "extensions", "media_types", "max_files", "deadline", "grace"});
+  reject_unknown(obj, path,
+                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "dedup"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -105,6 +106,13 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   }
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
+  if (obj.contains("dedup")) {
+    auto d = get_string(obj["dedup"], path + ".dedup");
+    if (d != "owner" && d != "prefix" && d != "none")
+      bad(path + ".dedup",
+          "expected \"owner\", \"prefix\" or \"none\" (got '" + util::escape_for_terminal(d) + "')");
+    p.dedup = d;
+  }
   return p;
 }
 
@@ -151,6 +159,18 @@ bool file_exists(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 } // namespace
+
+std::optional<std::string> run_prefix_problem(const std::string &prefix) {
+  if (prefix.empty()) return std::string("it is empty");
+  if (prefix.size() > 512) return std::string("it is longer than 512 bytes");
+  for (const auto &seg : util::split(prefix, '/')) {
+    if (seg.empty()) return std::string("it has an empty segment ('//', or '/' at either end)");
+    if (!valid_owner(seg))
+      return "segment '" + util::escape_for_terminal(seg) +
+             "' is not 1-128 characters of A-Z a-z 0-9 . _ - (or is '.' or '..')";
+  }
+  return std::nullopt;
+}
 
 const Policy &Config::policy(const std::string &name) const {
   auto it = policies.find(name);
@@ -349,6 +369,7 @@ nlohmann::json to_json(const Config &c) {
     pj["extensions"] = p.extensions;
     pj["media_types"] = p.media_types;
     pj["max_files"] = p.max_files ? json(*p.max_files) : json(nullptr);
+    pj["dedup"] = p.dedup;
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     ps[name] = pj;

@@ -10,6 +10,9 @@ namespace {
 // Version 1 had no job_run table: status could not tell whether cron ran the jobs.
 // Version 2 had no verify_pass: a task finished with its first delete, even when a late
 // PUT could still land after it.
+// Version 3 kept only a file's base name and one alive row per (owner, sha256): no
+// relative path, no per-run prefix, no de-dup scope. Its rows were reserved under what is
+// now the 'owner' scope, with no prefix; their path is their name.
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -28,6 +31,22 @@ CREATE INDEX job_run_latest ON job_run (job, started_at);
     R"sql(
 ALTER TABLE cleanup_task ADD COLUMN
   verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2));
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN
+  relative_path       TEXT    NOT NULL DEFAULT '';
+ALTER TABLE file_upload ADD COLUMN
+  run_prefix          TEXT    NOT NULL DEFAULT '';
+ALTER TABLE file_upload ADD COLUMN
+  dedup_scope         TEXT    NOT NULL DEFAULT 'owner' CHECK (dedup_scope IN ('owner', 'prefix', 'none'));
+UPDATE file_upload SET relative_path = original_name;
+DROP INDEX file_upload_alive_digest;
+CREATE UNIQUE INDEX file_upload_alive_owner_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner';
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
+CREATE INDEX file_upload_path
+  ON file_upload (owner_id, run_prefix, relative_path);
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

@@ -22,7 +22,9 @@ public:
                              int64_t now) override;
   [[nodiscard]] bool mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
-  [[nodiscard]] std::vector<FileRecord> list_files(const std::string &owner, bool include_dead) override;
+  [[nodiscard]] std::vector<FileRecord> list_files(const ListFilter &filter) override;
+  [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,
+                                                     const std::string &relative_path) override;
   [[nodiscard]] std::optional<TaskRecord> find_task_for(int64_t record_id) override;
   [[nodiscard]] std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
                                                   int64_t lease_ms) override;
@@ -39,6 +41,8 @@ public:
   [[nodiscard]] bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
   [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
                                           int max_retries) override;
+  [[nodiscard]] bool mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
+                                  int max_retries) override;
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;

@@ -4,6 +4,7 @@
 #include "sqlite_ledger.hpp"
 
 #include <algorithm>
+#include <fnmatch.h>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
 
@@ -14,7 +15,7 @@ constexpr const char *k_file_cols = "id, owner_id, original_name, object_key, me
                                     "policy, upload_status, failure_reason,"
                                     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
                                     "created_at, updated_at, activated_at,"
-                                    " deleted_at, upload_deadline_at";
+                                    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope";
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
@@ -42,6 +43,10 @@ FileRecord read_file(const Stmt &st) {
   r.activated_at = st.col_opt_int(17);
   r.deleted_at = st.col_opt_int(18);
   r.upload_deadline_at = st.col_int(19);
+  r.relative_path = st.col_text(20);
+  r.run_prefix = st.col_text(21);
+  // The schema's CHECK admits only the three names.
+  r.dedup_scope = parse_dedup_scope(st.col_text(22)).value_or(DedupScope::owner);
   return r;
 }
 
@@ -114,13 +119,26 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
         throw LodgeError(Errc::internal, "idempotency key release changed no row");
     }
   }
-  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0",
-                          [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, req.sha256); });
-  if (alive) {
-    res.record = *alive;
-    res.outcome =
-        alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
-    return res;
+  // I4, scoped (ARCHITECTURE.md): the alive rows that make this request a duplicate are,
+  // under "owner", every alive row of the owner with this digest (whatever its prefix or
+  // scope); under "prefix", those with this run prefix too; under "none", no row. Of several,
+  // one in this run prefix first, then an ACTIVE one, then the oldest. Whether the duplicate
+  // is real (its object in the store) is the caller's to check.
+  if (req.dedup != DedupScope::none) {
+    auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0 AND (?3 OR run_prefix = ?4)"
+                            " ORDER BY run_prefix = ?4 DESC, upload_status = 'ACTIVE' DESC, id LIMIT 1",
+                            [&](Stmt &s) {
+                              s.bind(1, req.owner_id)
+                                  .bind(2, req.sha256)
+                                  .bind(3, static_cast<int64_t>(req.dedup == DedupScope::owner))
+                                  .bind(4, req.run_prefix);
+                            });
+    if (alive) {
+      res.record = *alive;
+      res.outcome =
+          alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
+      return res;
+    }
   }
   if (req.max_files) {
     Stmt cnt(m_db, "SELECT count(*) FROM file_upload WHERE owner_id = ?1 AND is_deleted = 0");
@@ -130,13 +148,18 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
       return res;
     }
   }
-  std::string key = req.key_prefix + req.owner_id + "/" + crypto::random_uuid();
-  if (!req.extension.empty()) key += "." + req.extension;
+  const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+  std::string key = object_key_for(req.key_prefix, req.owner_id, req.run_prefix, crypto::random_uuid(), path);
+  if (key.size() > k_max_key_bytes)
+    throw LodgeError(Errc::bad_name, "the object key for '" + path + "' would be " +
+                                         std::to_string(key.size()) + " bytes; the store allows " +
+                                         std::to_string(k_max_key_bytes));
   int64_t deadline = now + req.deadline_ms;
   Stmt ins(m_db,
            "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-           " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at)"
-           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10)");
+           " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
+           " relative_path, run_prefix, dedup_scope)"
+           " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13)");
   ins.bind(1, req.owner_id)
       .bind(2, req.original_name)
       .bind(3, key)
@@ -147,6 +170,9 @@ ReserveResult SqliteLedger::reserve(const ReserveRequest &req, int64_t now) {
       .bind(8, req.idempotency_key)
       .bind(9, now)
       .bind(10, deadline)
+      .bind(11, path)
+      .bind(12, req.run_prefix)
+      .bind(13, std::string_view(to_string(req.dedup)))
       .exec();
   int64_t id = m_db.last_insert_rowid();
   Stmt task(m_db,
@@ -213,11 +239,31 @@ std::optional<FileRecord> SqliteLedger::find_file(int64_t id) {
   return file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
 }
 
-std::vector<FileRecord> SqliteLedger::list_files(const std::string &owner, bool include_dead) {
-  std::string sql = std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE owner_id = ?1" +
-                    (include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
+std::vector<FileRecord> SqliteLedger::list_files(const ListFilter &f) {
+  // The glob is applied here, after the query, with fnmatch(3): the same matching for every
+  // backend, whatever its SQL dialect's GLOB or LIKE would do with '/', '[' or '\\'.
+  std::string sql = std::string("SELECT ") + k_file_cols +
+                    " FROM file_upload WHERE (?1 = '*' OR owner_id = ?1)" +
+                    (f.run_prefix ? " AND run_prefix = ?2" : "") +
+                    (f.include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
   Stmt st(m_db, sql);
-  st.bind(1, owner);
+  st.bind(1, f.owner);
+  if (f.run_prefix) st.bind(2, *f.run_prefix);
+  std::vector<FileRecord> out;
+  while (st.step()) {
+    auto r = read_file(st);
+    if (f.path_glob && ::fnmatch(f.path_glob->c_str(), r.relative_path.c_str(), 0) != 0) continue;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<FileRecord> SqliteLedger::find_by_path(const std::string &owner, const std::string &run_prefix,
+                                                   const std::string &relative_path) {
+  Stmt st(m_db, std::string("SELECT ") + k_file_cols +
+                    " FROM file_upload WHERE owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3"
+                    " AND upload_status = 'ACTIVE' AND is_deleted = 0 ORDER BY activated_at DESC, id DESC");
+  st.bind(1, owner).bind(2, run_prefix).bind(3, relative_path);
   std::vector<FileRecord> out;
   while (st.step())
     out.push_back(read_file(st));
@@ -486,6 +532,19 @@ DeleteOutcome SqliteLedger::soft_delete(int64_t id, const std::string &owner, in
   (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
   tx.commit();
   return DeleteOutcome::deleted;
+}
+
+bool SqliteLedger::mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
+                                int max_retries) {
+  Transaction tx(m_db);
+  auto row = find_file(id);
+  if (!row || row->is_deleted || row->upload_status != k_active) return false;
+  Stmt st(m_db, "UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2, failure_reason = ?3"
+                " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+  if (st.bind(1, id).bind(2, now).bind(3, reason).exec() != 1) return false;
+  (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
+  tx.commit();
+  return true;
 }
 
 void SqliteLedger::rows_by_key(const std::string &prefix, const std::string &after,

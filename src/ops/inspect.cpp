@@ -31,6 +31,25 @@ Result<std::string> sanitize_display_name(std::string_view path) {
   return std::string(name);
 }
 
+Result<std::string> sanitize_relative_path(std::string_view path) {
+  std::vector<std::string> parts;
+  bool escapes = !path.empty() && path.front() == '/';
+  for (auto &seg : util::split(path, '/')) {
+    if (seg.empty() || seg == ".") continue;
+    if (seg == "..") escapes = true;
+    parts.push_back(std::move(seg));
+  }
+  if (parts.empty()) return sanitize_display_name(path); // says why it is unusable
+  if (escapes) parts.erase(parts.begin(), parts.end() - 1);
+  std::string out;
+  for (const auto &part : parts) {
+    auto clean = sanitize_display_name(part);
+    if (!clean) return clean.error();
+    out += (out.empty() ? "" : "/") + clean.value();
+  }
+  return out;
+}
+
 std::string extension_of(std::string_view name) {
   auto dot = name.find_last_of('.');
   if (dot == std::string_view::npos || dot == 0 || dot + 1 >= name.size()) return {};

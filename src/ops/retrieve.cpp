@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 namespace lodge::ops {
@@ -126,7 +127,7 @@ FileRef parse_file_ref(const std::string &token) {
 }
 
 std::string restore_path(const ledger::FileRecord &r) {
-  return r.original_name;
+  return r.relative_path.empty() ? r.original_name : r.relative_path;
 }
 
 Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, const std::string &owner,
@@ -136,15 +137,20 @@ Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, co
     if (!r) return Error(Errc::not_found, "no file with id " + std::to_string(*ref.id) + " in " + l.path());
     return *r;
   }
-  std::optional<ledger::FileRecord> best;
-  for (auto &r : l.list_files(owner, false))
-    if (restore_path(r) == ref.path && (!best || r.id > best->id)) best = std::move(r);
-  if (!best) {
-    std::string where = "owner " + owner + (prefix.empty() ? std::string() : ", prefix " + prefix);
-    return Error(Errc::not_found, "no alive file with path '" + util::escape_for_terminal(ref.path) + "' (" +
-                                      where + ") in " + l.path());
-  }
-  return *best;
+  auto alive = l.find_by_path(owner, prefix, ref.path);
+  if (!alive.empty()) return alive.front(); // the newest
+  // No alive ACTIVE row: the newest row of that path, if any, says why (require_active).
+  ledger::ListFilter f;
+  f.owner = owner;
+  f.run_prefix = prefix;
+  f.include_dead = true;
+  std::optional<ledger::FileRecord> newest;
+  for (auto &r : l.list_files(f))
+    if (r.relative_path == ref.path && (!newest || r.id > newest->id)) newest = std::move(r);
+  if (newest) return *newest;
+  std::string where = "owner " + owner + (prefix.empty() ? std::string(", no prefix") : ", prefix " + prefix);
+  return Error(Errc::not_found, "no file with path '" + util::escape_for_terminal(ref.path) + "' (" + where +
+                                    ") in " + l.path());
 }
 
 std::string shown_status(const ledger::FileRecord &r) {
@@ -163,15 +169,18 @@ Status require_active(const ledger::FileRecord &r) {
 }
 
 std::vector<ledger::FileRecord> active_under_prefix(ledger::Ledger &l, const std::string &owner,
-                                                    const std::string & /*prefix*/) {
+                                                    const std::string &prefix) {
+  ledger::ListFilter f;
+  f.owner = owner;
+  f.run_prefix = prefix;
   std::map<std::string, ledger::FileRecord> newest;
-  for (auto &r : l.list_files(owner, false)) {
+  for (auto &r : l.list_files(f)) {
     if (r.upload_status != ledger::k_active || r.is_deleted) continue;
     auto path = restore_path(r);
     auto it = newest.find(path);
     if (it == newest.end())
       newest.emplace(path, std::move(r));
-    else if (r.id > it->second.id)
+    else if (std::tie(r.activated_at, r.id) > std::tie(it->second.activated_at, it->second.id))
       it->second = std::move(r);
   }
   std::vector<ledger::FileRecord> out;
@@ -187,6 +196,8 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"owner", r.owner_id},
                    {"name", r.original_name},
                    {"path", restore_path(r)},
+                   {"prefix", r.run_prefix},
+                   {"dedup_scope", ledger::to_string(r.dedup_scope)},
                    {"status", shown_status(r)},
                    {"upload_status", r.upload_status},
                    {"deleted", r.is_deleted},

@@ -33,6 +33,11 @@ const char *to_string(UploadOutcome o) {
   return "?";
 }
 
+namespace {
+// The failure_reason of a row whose object a would-be duplicate's HEAD found missing.
+constexpr const char *k_object_missing = "object missing from the store";
+} // namespace
+
 Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {}
@@ -114,6 +119,17 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
                                                std::to_string(m_s.policy.max_size)));
   auto name = sanitize_display_name(path);
   if (!name) return rejected(r, name.error());
+  auto rel = sanitize_relative_path(file.relative_path.empty() ? path : file.relative_path);
+  if (!rel) return rejected(r, rel.error());
+  r.relative_path = rel.value();
+  // Checked before the file is read: the uuid has a fixed length.
+  if (auto key = ledger::object_key_for(m_store.key_prefix(), m_s.owner, m_s.run_prefix, std::string(36, '0'),
+                                        r.relative_path);
+      key.size() > ledger::k_max_key_bytes)
+    return rejected(r, Error(Errc::bad_name, util::escape_for_terminal(path) + ": its object key would be " +
+                                                 std::to_string(key.size()) + " bytes, more than the " +
+                                                 std::to_string(ledger::k_max_key_bytes) +
+                                                 " a store allows (a shorter path or --prefix)"));
   std::string ext = extension_of(name.value());
   if (auto s = check_extension(m_s.policy, ext); !s) return rejected(r, s.error());
 
@@ -127,7 +143,9 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   ledger::ReserveRequest req;
   req.owner_id = m_s.owner;
   req.original_name = name.value();
-  req.extension = ext;
+  req.relative_path = r.relative_path;
+  req.run_prefix = m_s.run_prefix;
+  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
   req.key_prefix = m_store.key_prefix();
   req.media_type = r.media_type;
   req.sha256 = r.sha256;
@@ -139,18 +157,48 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   req.max_retries = m_s.max_retries;
   req.idempotency_key = m_s.idempotency_key;
   (void)failpoint::hit("upload.before_reserve");
-  int64_t wall_at_reserve = m_clock.now_ms();
-  int64_t steady_at_reserve = util::steady_ms();
-  auto res = m_ledger.reserve(req, wall_at_reserve);
+  int64_t wall_at_reserve = 0;
+  int64_t steady_at_reserve = 0;
+  ledger::ReserveResult res;
+  // A duplicate is reported only when its object is verified in the store. A row whose
+  // object is gone is retired (soft-deleted, its task harmless) and the reservation is
+  // made again, which then finds the next alive copy or makes a new row. Bounded: each
+  // round retires one row, and a third missing copy in a row is reported, not chased.
+  for (int round = 0;; ++round) {
+    wall_at_reserve = m_clock.now_ms();
+    steady_at_reserve = util::steady_ms();
+    res = m_ledger.reserve(req, wall_at_reserve);
+    if (res.outcome != ledger::ReserveOutcome::duplicate) break;
+    const auto &dup = res.record;
+    auto present = check_duplicate(dup);
+    if (present) {
+      r.outcome = UploadOutcome::duplicate;
+      r.id = dup.id;
+      r.object_key = dup.object_key;
+      r.error =
+          Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
+                                     m_s.owner + (dup.run_prefix.empty() ? "" : " under " + dup.run_prefix));
+      return r;
+    }
+    if (present.error().code != Errc::not_found || round == 2) {
+      r.outcome = UploadOutcome::failed;
+      r.error = present.error();
+      if (r.error->code == Errc::not_found)
+        r.error->message =
+            "three copies of the same content in a row were missing from the store (the last: " +
+            r.error->message + "); not uploaded this time, retry it";
+      return r;
+    }
+    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.policy.grace_ms,
+                              m_s.max_retries))
+      util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
+                      ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
+                      util::escape_for_terminal(path) + " anew");
+  }
   const auto &rec = res.record;
   switch (res.outcome) {
   case ledger::ReserveOutcome::duplicate:
-    r.outcome = UploadOutcome::duplicate;
-    r.id = rec.id;
-    r.object_key = rec.object_key;
-    r.error =
-        Error(Errc::duplicate, "same content as file #" + std::to_string(rec.id) + " of owner " + m_s.owner);
-    return r;
+    break; // answered in the loop above
   case ledger::ReserveOutcome::replayed:
     r.outcome = UploadOutcome::replayed;
     r.id = rec.id;
@@ -232,6 +280,38 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   return r;
 }
 
+Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
+  std::string what =
+      "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
+  auto h = m_store.head(existing.object_key);
+  if (!h) {
+    Error e = h.error();
+    if (e.code == Errc::not_found) return e;
+    // Never a duplicate, never a deletion: whether the copy is there is unknown.
+    e.message = "cannot check that " + what + ", of the same content, is in the store: " + e.message;
+    return e;
+  }
+  // The stamp is checked where the store returns one; an object that is another one (a
+  // foreign write, a restored ledger's reused key) is no copy of this file.
+  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
+    auto it = h->metadata.find(name);
+    if (it == h->metadata.end() || it->second == want) return std::nullopt;
+    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
+  };
+  std::optional<std::string> why;
+  if (h->size != static_cast<uint64_t>(existing.size))
+    why = "its size is " + std::to_string(h->size) + ", not " + std::to_string(existing.size);
+  else if (auto l = stamp("lodge-ledger", m_ledger.uuid()))
+    why = l;
+  else if (auto id = stamp("lodge-record-id", std::to_string(existing.id)))
+    why = id;
+  if (why)
+    return Error(Errc::storage_error, "the object of " + what +
+                                          ", of the same content, is not the one its row recorded (" + *why +
+                                          "); not reported as a duplicate: run lodge reconcile");
+  return ok_status();
+}
+
 namespace {
 // Best effort: a multipart upload left behind costs storage until reconcile finds it as
 // stale (it lists incomplete uploads), so a failure here is said, not fatal.
@@ -246,10 +326,14 @@ void abort_or_warn(store::ObjectStore &store, const std::string &key, const std:
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             int64_t steady_deadline) {
+  // lodge-path is percent-encoded: S3 metadata values are printable ASCII on the wire,
+  // and any UTF-8 name must come back byte for byte.
   store::Metadata meta{{"lodge-record-id", std::to_string(rec.id)},
                        {"lodge-sha256", rec.sha256},
                        {"lodge-ledger", m_ledger.uuid()},
-                       {"lodge-owner", rec.owner_id}};
+                       {"lodge-owner", rec.owner_id},
+                       {"lodge-path", util::percent_encode(rec.relative_path, true)}};
+  if (!rec.run_prefix.empty()) meta["lodge-prefix"] = rec.run_prefix;
   Result<store::PutResult> put = Error(Errc::internal, "no transfer");
   if (d.parts.empty()) {
     store::PutRequest req;
@@ -442,7 +526,7 @@ public:
       if (!fd.valid())
         return m_visit(as_given,
                        Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(errno)));
-      return enter(std::move(fd), p, identity_of(st));
+      return enter(std::move(fd), p, identity_of(st), "");
     }
     if (S_ISREG(st.st_mode)) {
       namespace fs = std::filesystem;
@@ -488,7 +572,8 @@ private:
   }
 
   // Lists the directory open at fd (which must be `id`) and visits its entries in order.
-  bool enter(util::Fd fd, const std::string &p, Identity id) {
+  // `rel`: the directory's path relative to the directory argument ("" for that one).
+  bool enter(util::Fd fd, const std::string &p, Identity id, const std::string &rel) {
     auto fail = [&](const std::string &why) {
       InputFile f;
       f.path = p;
@@ -530,16 +615,17 @@ private:
     m_path.emplace_back(id, p);
     bool go_on = true;
     for (const auto &n : names)
-      if (!(go_on = entry(dir, p, id, n))) break;
+      if (!(go_on = entry(dir, p, id, rel, n))) break;
     m_path.pop_back();
     return go_on;
   }
 
   bool entry(const std::shared_ptr<util::Fd> &dir, const std::string &dir_path, Identity dir_id,
-             const std::string &name) {
+             const std::string &dir_rel, const std::string &name) {
     InputFile f;
     f.path = join(dir_path, name);
     f.name = name;
+    f.relative_path = dir_rel.empty() ? name : dir_rel + "/" + name;
     const std::string &p = f.path;
     struct stat st {};
     if (::fstatat(dir->get(), name.c_str(), &st, m_follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
@@ -566,7 +652,7 @@ private:
                                                           " was replaced while it was walked; skipped"));
         return m_visit(f, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(e)));
       }
-      return enter(std::move(fd), p, id);
+      return enter(std::move(fd), p, id, f.relative_path);
     }
     if (S_ISREG(st.st_mode)) {
       if (skip_file(p, id, dir_id, name)) return true;

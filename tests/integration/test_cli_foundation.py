@@ -59,7 +59,7 @@ class Foundation(LodgeTestCase):
         a = self.lodge("init", "--json").json()
         b = self.lodge("init", "--json").json()
         self.assertEqual(a["ledger_uuid"], b["ledger_uuid"])
-        self.assertEqual(a["schema_version"], 3)
+        self.assertEqual(a["schema_version"], 4)
 
     def test_status_check_exit_codes(self):
         self.assertEqual(self.lodge("status", "--check", "-q").rc, 0)
@@ -163,8 +163,7 @@ class Foundation(LodgeTestCase):
 
     def test_locked_ledger_exits_3(self):
         # A version-1 ledger must be migrated (a write) while another process holds the lock.
-        self.lodge("init")
-        self.sql_exec("DROP TABLE job_run; ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 1;")
+        self.old_ledger(1)
         cfg = self.write("c.json", '{"busy_timeout": "200ms"}')
         import sqlite3
         con = sqlite3.connect(self.db, isolation_level=None)
@@ -178,7 +177,7 @@ class Foundation(LodgeTestCase):
         self.assertIn("LEDGER_LOCKED", r.err)
         r = self.lodge("--config", cfg, "init", "--json")
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(r.json()["schema_version"], 3)
+        self.assertEqual(r.json()["schema_version"], 4)
 
     def test_busy_timeout_sqlite_cannot_hold_is_a_config_error(self):
         # 30d does not fit SQLite's int milliseconds; it used to wrap to "never wait".
@@ -256,8 +255,7 @@ class Foundation(LodgeTestCase):
 
     def test_read_only_open_of_an_older_ledger_says_to_run_init(self):
         os.chmod(self.dir, 0o755)
-        self.lodge("init")
-        self.sql_exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;")
+        self.old_ledger(2)
         os.chown(self.db, 65534, 65534)
         os.chmod(self.db, 0o400)
         r = self.as_nobody("--db", self.db, "status")
@@ -265,7 +263,7 @@ class Foundation(LodgeTestCase):
         self.assertIn("schema version 2", r.err)
         self.assertIn("run `lodge init`", r.err)
         os.chmod(self.db, 0o600)
-        self.assertEqual(self.lodge("init", "--json").json()["schema_version"], 3, "init migrates it")
+        self.assertEqual(self.lodge("init", "--json").json()["schema_version"], 4, "init migrates it")
         self.assertEqual(self.as_nobody("--db", self.db, "status", "--json").rc, 0)
         os.chmod(self.dir, 0o700)
 

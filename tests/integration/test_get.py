@@ -202,6 +202,104 @@ class GetMixin:
         self.assertIsNone(j["activated_at"])
 
 
+    def make_tree(self, name="tree", n=300):
+        """n files with distinct content in nested folders (and one empty folder level
+        with a single deep file), as a build might leave them."""
+        root = os.path.join(self.dir, name)
+        for i in range(n):
+            parts = [f"d{i % 6}"] + ([f"s{i % 4}"] if i % 3 else []) + (["deep", "er"] if i % 29 == 0 else [])
+            path = os.path.join(root, *parts, f"f{i:03d}.txt")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as fh:
+                fh.write(f"file {i}\n".encode() * (1 + i % 7) + os.urandom(i % 50).hex().encode())
+        return root
+
+    def check_tree_restored(self):
+        src = self.make_tree()
+        files = self.upload("--prefix", "builds/7", src)
+        self.assertEqual(len(files), 300)
+        self.assertTrue(all(f["outcome"] == "active" for f in files))
+        out = os.path.join(self.dir, "restored")
+        r = self.lodge("--json", "get", "--prefix", "builds/7", "-o", out)
+        self.assertEqual(r.rc, 0, r)
+        lines = r.json_lines()
+        self.assertEqual(lines[-1]["summary"]["written"], 300, lines[-1])
+        self.assertEqual(lines[-1]["summary"]["failed"], 0)
+        rel = self.sql("SELECT relative_path FROM file_upload WHERE id = ?", (files[0]["id"],))[0][0]
+        # The tree comes back under its relative paths, byte for byte.
+        top = rel.split("/")[0]
+        restored = os.path.join(out, top) if top == "tree" else out
+        p = subprocess.run(["diff", "-r", src, restored], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(len(self.leftovers(out)), 300, "temporary files were left")
+        # Again: every file identical, skipped without a download.
+        r = self.lodge("--json", "get", "--prefix", "builds/7", "-o", out)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.json_lines()[-1]["summary"]["skipped"], 300)
+        # One file changed locally: refused without --force, named; the rest skipped.
+        victim = os.path.join(restored, "d1", "s1", "f001.txt")
+        with open(victim, "ab") as fh:
+            fh.write(b"local edit")
+        r = self.lodge("--json", "get", "--prefix", "builds/7", "-o", out)
+        self.assertEqual(r.rc, 1, r)
+        bad = [l for l in r.json_lines()[:-1] if l["outcome"] == "failed"]
+        self.assertEqual(len(bad), 1, bad)
+        self.assertEqual(bad[0]["error"]["code"], "OUTPUT_EXISTS")
+        self.assertTrue(bad[0]["file"].endswith("d1/s1/f001.txt"), bad[0])
+        r = self.lodge("get", "--prefix", "builds/7", "-o", out, "--force")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(subprocess.run(["diff", "-r", src, restored]).returncode, 0)
+        return src, rel
+
+    def check_by_path(self):
+        src, rel = self.check_tree_restored()
+        top = rel.split("/")[0] + "/" if rel.startswith("tree/") else ""
+        path = top + "d2/s2/f002.txt"
+        want = self.read(os.path.join(src, "d2", "s2", "f002.txt"))
+        out = os.path.join(self.dir, "by-path")
+        os.makedirs(out)
+        # A path without the right prefix is not found; with it, found.
+        r = self.lodge("get", path, "-o", out + "/")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("NOT_FOUND", r.err)
+        r = self.lodge("get", "--prefix", "builds/7", path, "-o", out + "/")
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.read(os.path.join(out, path)), want)
+        p = self.lodge_in(out, "get", "--prefix", "builds/7", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.read(os.path.join(out, "f002.txt")), want)
+        p = self.cat("--prefix", "builds/7", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, want)
+        # A deleted path is NOT_ACTIVE, not silently another file.
+        rid = self.sql("SELECT id FROM file_upload WHERE relative_path = ?", (path,))[0][0]
+        self.assertEqual(self.lodge("delete", rid).rc, 0)
+        r = self.lodge("get", "--prefix", "builds/7", path, "-o", os.path.join(self.dir, "gone") + "/")
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("NOT_ACTIVE", r.err)
+        j = self.lodge("--json", "show", rid).json()
+        self.assertEqual((j["path"], j["prefix"], j["status"]), (path, "builds/7", "DELETED"))
+        return path
+
+    def check_symlink_in_output_is_not_followed(self):
+        src = self.make_tree("small", 12)
+        self.upload("--prefix", "b1", src)
+        out = os.path.join(self.dir, "out-l")
+        elsewhere = os.path.join(self.dir, "elsewhere")
+        os.makedirs(elsewhere)
+        rel = self.sql("SELECT relative_path FROM file_upload LIMIT 1")[0][0]
+        base = os.path.join(out, "small") if rel.startswith("small/") else out
+        os.makedirs(base)
+        os.symlink(elsewhere, os.path.join(base, "d0"))
+        r = self.lodge("--json", "get", "--prefix", "b1", "-o", out)
+        self.assertEqual(r.rc, 1, r)
+        failed = [l for l in r.json_lines()[:-1] if l["outcome"] == "failed"]
+        self.assertEqual(len(failed), 2, failed)  # f000 and f006 live under d0
+        self.assertTrue(all(l["error"]["code"] == "OUTPUT_EXISTS" for l in failed), failed)
+        self.assertEqual(os.listdir(elsewhere), [])
+        self.assertEqual(r.json_lines()[-1]["summary"]["written"], 10)
+
+
 class GetS3(GetMixin, S3TestCase):
     def corrupt(self, key, data):
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
@@ -218,9 +316,21 @@ class GetS3(GetMixin, S3TestCase):
     def test_show_text_and_json_for_active_deleted_and_failed_rows(self):
         self.check_show()
 
+    def test_tree_of_300_files_restored_byte_for_byte_then_get_cat_and_url_by_path(self):
+        path = self.check_by_path()
+        other = path.replace("d2/s2/f002.txt", "d5/s1/f005.txt")
+        data = self.read(os.path.join(self.dir, "tree", "d5", "s1", "f005.txt"))
+        url = self.lodge("url", "--prefix", "builds/7", other).out.strip()
+        p = subprocess.run(["curl", "-sS", "--fail", url], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout, data)
+
+    def test_symlink_in_the_output_directory_is_not_followed(self):
+        self.check_symlink_in_output_is_not_followed()
+
     def test_url_is_fetched_with_curl(self):
         data = os.urandom(5000)
-        f = self.upload_one("u.bin", data)
+        f = self.upload_one("dir/odd name+1=x.bin", data)
         r = self.lodge("url", f["id"], "--expires", "10m")
         self.assertEqual(r.rc, 0, r)
         url = r.out.strip()
@@ -262,6 +372,9 @@ class GetFileStore(GetMixin, LodgeTestCase):
 
     def test_show_text_and_json_for_active_deleted_and_failed_rows(self):
         self.check_show()
+
+    def test_tree_of_300_files_restored_byte_for_byte_then_get_and_cat_by_path(self):
+        self.check_by_path()
 
     def test_url_is_unsupported(self):
         f = self.upload_one("u.txt", "u\n")

@@ -76,7 +76,7 @@ class UploadS3(UploadMixin, S3TestCase):
         status, deleted, key, _ = self.row(res["id"])
         self.assertEqual((status, deleted), ("ACTIVE", 0))
         self.assertEqual(self.task(res["id"])[0], "IGNORED")
-        self.assertRegex(key, r"^lodge/ci/[0-9a-f-]{36}\.pdf$")
+        self.assertRegex(key, r"^lodge/ci/[0-9a-f-]{36}/report\.pdf$")
         out = os.path.join(self.dir, "back.pdf")
         head = aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", key, out)
         data = open(out, "rb").read()

@@ -83,6 +83,16 @@ public:
     std::lock_guard lock(m_state->mutex);
     return m_state->completed;
   }
+  // What another tool does behind lodge's back: the object goes (or its metadata changes)
+  // without a call being recorded.
+  void forget(const std::string &key) {
+    std::lock_guard lock(m_state->mutex);
+    m_state->objects.erase(key);
+  }
+  void set_metadata(const std::string &key, const std::string &name, const std::string &value) {
+    std::lock_guard lock(m_state->mutex);
+    m_state->objects.at(key).first.metadata[name] = value;
+  }
   [[nodiscard]] bool has(const std::string &key) const {
     std::lock_guard lock(m_state->mutex);
     return m_state->objects.count(key) > 0;

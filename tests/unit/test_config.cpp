@@ -173,3 +173,34 @@ TEST_CASE("durations that would overflow a wall-clock time are refused, naming t
             .policy("p")
             .deadline_ms == 36'500LL * 86'400'000);
 }
+
+TEST_CASE("a policy's dedup is owner, prefix or none; prefix by default; anything else is named") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(
+      dir, R"({"policies": {"q": {"dedup": "owner"}, "n": {"dedup": "none"}, "p": {"max_files": 3}}})"));
+  CHECK(c.policy("q").dedup == "owner");
+  CHECK(c.policy("n").dedup == "none");
+  CHECK(c.policy("p").dedup == "prefix");
+  CHECK(c.policy("default").dedup == "prefix");
+  auto msg = error_of(inputs_with(dir, R"({"policies": {"p": {"dedup": "global"}}})"));
+  CHECK(msg.rfind("policies.p.dedup:", 0) == 0);
+  CHECK(msg.find("global") != std::string::npos);
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"dedup": 1}}})")).rfind("policies.p.dedup:", 0) ==
+        0);
+}
+
+TEST_CASE("run prefixes: owner-id segments joined by '/'; the reason names what is wrong") {
+  CHECK_FALSE(config::run_prefix_problem("builds/42").has_value());
+  CHECK_FALSE(config::run_prefix_problem("a.b_c-d/e").has_value());
+  auto why = [](const std::string &p) { return config::run_prefix_problem(p).value_or("(fine)"); };
+  CHECK(why("").find("empty") != std::string::npos);
+  CHECK(why("/builds").find("empty segment") != std::string::npos);
+  CHECK(why("builds/").find("empty segment") != std::string::npos);
+  CHECK(why("a//b").find("empty segment") != std::string::npos);
+  CHECK(why("a/../b").find("'..'") != std::string::npos);
+  CHECK(why("a/./b").find("'.'") != std::string::npos);
+  CHECK(why("a b").find("'a b'") != std::string::npos);
+  CHECK(why("caf\xC3\xA9").find("segment") != std::string::npos);
+  CHECK(why(std::string(129, 'x')).find("segment") != std::string::npos);
+  CHECK(why(std::string(600, 'x')).find("512") != std::string::npos);
+}

@@ -26,6 +26,16 @@ std::unique_ptr<ledger::Ledger> open_at(const std::string &path,
   return ledger::open_sqlite_ledger(o);
 }
 
+// A ledger at an older schema version, made from its frozen sample in tests/data/ledger.
+void make_old_ledger(const std::string &path, const std::string &sample, int version) {
+  test::write_file(path, ""); // an empty file is an empty database
+  ledger::Db db(path, 1000);
+  db.exec(test::read_file(std::string(LODGE_TEST_DATA) + "/ledger/" + sample));
+  db.exec("INSERT INTO ledger_meta (key, value) VALUES ('uuid', '00000000-0000-4000-8000-000000000001'),"
+          " ('created_at', '1'); PRAGMA user_version = " +
+          std::to_string(version) + ";");
+}
+
 Errc open_error(const std::string &path) {
   try {
     (void)open_at(path);
@@ -54,12 +64,9 @@ TEST_CASE("a new ledger is created 0600 at the current version with WAL and FULL
 TEST_CASE("an older ledger is migrated on open and keeps its rows") {
   test::TempDir dir;
   auto path = dir.file("old.db");
-  { auto l = open_at(path); }
+  make_old_ledger(path, "schema_v1.sql", 1);
   {
-    // Turn it into a version-1 ledger: version 1 had no job_run table (and, like
-    // version 2, no cleanup_task.verify_pass).
     ledger::Db db(path, 1000);
-    db.exec("DROP TABLE job_run; ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 1;");
     db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
             " upload_status, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1', "
             "'text/plain',"
@@ -76,10 +83,11 @@ TEST_CASE("an older ledger is migrated on open and keeps its rows") {
 TEST_CASE("a version-2 ledger gains verify_pass; its tasks keep their state and owe no pass") {
   test::TempDir dir;
   auto path = dir.file("v2.db");
-  { auto l = open_at(path); }
+  make_old_ledger(path, "schema_v3.sql", 2);
   {
     ledger::Db db(path, 1000);
-    db.exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;");
+    // Version 2 is version 3 without cleanup_task.verify_pass.
+    db.exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass;");
     db.exec(
         "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
         " upload_status, is_deleted, created_at, updated_at, upload_deadline_at) VALUES ('o', 'a.txt', 'k1',"
@@ -88,7 +96,7 @@ TEST_CASE("a version-2 ledger gains verify_pass; its tasks keep their state and 
             " created_at, updated_at) VALUES (1, 'DELETE_OBJECT', 'k1', 'PENDING', 5, 3, 1, 1)");
   }
   auto l = open_at(path);
-  CHECK(l->schema_version() == 3);
+  CHECK(l->schema_version() == ledger::k_schema_version);
   auto t = l->find_task_for(1);
   REQUIRE(t);
   CHECK(t->status == "PENDING");
@@ -99,11 +107,7 @@ TEST_CASE("a version-2 ledger gains verify_pass; its tasks keep their state and 
 TEST_CASE("read-only: a ledger too old says to run lodge init; a current one is read without writing") {
   test::TempDir dir;
   auto path = dir.file("ro.db");
-  { auto l = open_at(path); }
-  {
-    ledger::Db db(path, 1000);
-    db.exec("ALTER TABLE cleanup_task DROP COLUMN verify_pass; PRAGMA user_version = 2;");
-  }
+  make_old_ledger(path, "schema_v3.sql", 3);
   ledger::OpenOptions o;
   o.path = path;
   o.read_only = true;
@@ -240,7 +244,7 @@ TEST_CASE("status figures on a hand-built ledger") {
   CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
 }
 
-TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a new one") {
+TEST_CASE("a ledger migrated from the oldest version (and from v3) has exactly the schema of a new one") {
   static_assert(ledger::k_oldest_schema_version == 1, "add the frozen schema of the new oldest version");
   test::TempDir dir;
   // ALTER TABLE ADD COLUMN splices the column's text into the stored CREATE TABLE without
@@ -280,19 +284,61 @@ TEST_CASE("a ledger migrated from the oldest version has exactly the schema of a
   };
   auto fresh = dir.file("new.db");
   { auto l = open_at(fresh); }
-  auto old = dir.file("v1.db");
-  test::write_file(old, ""); // an empty file is an empty database
-  {
-    ledger::Db db(old, 1000);
-    db.exec(test::read_file(std::string(LODGE_TEST_DATA) + "/ledger/schema_v1.sql"));
-    db.exec("INSERT INTO ledger_meta (key, value) VALUES ('uuid', '00000000-0000-4000-8000-000000000001'),"
-            " ('created_at', '1'); PRAGMA user_version = 1;");
-  }
-  { auto l = open_at(old); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  auto got = schema(old);
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < want.size(); ++i)
-    CHECK(got[i] == want[i]);
+  for (auto [sample, version] : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}}) {
+    INFO("migrated from ", sample);
+    auto old = dir.file(std::string(sample) + ".db");
+    make_old_ledger(old, sample, version);
+    { auto l = open_at(old); }
+    auto got = schema(old);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      CHECK(got[i] == want[i]);
+  }
+}
+
+TEST_CASE("v3 -> v4: rows take their name as relative path, no prefix, the owner de-dup scope") {
+  test::TempDir dir;
+  auto path = dir.file("v3.db");
+  make_old_ledger(path, "schema_v3.sql", 3);
+  {
+    ledger::Db db(path, 1000);
+    db.exec(R"sql(
+      INSERT INTO file_upload (id, owner_id, original_name, object_key, media_type, sha256, size, policy,
+        upload_status, is_deleted, created_at, updated_at, activated_at, upload_deadline_at) VALUES
+        (1, 'o', 'a.txt', 'p/o/u1.txt', 't', printf('%064d', 1), 1, 'default', 'ACTIVE', 0, 1, 1, 2, 10),
+        (2, 'o', 'a.txt', 'p/o/u2.txt', 't', printf('%064d', 2), 1, 'default', 'ACTIVE', 0, 1, 1, 3, 10),
+        (3, 'o', 'b.txt', 'p/o/u3.txt', 't', printf('%064d', 1), 1, 'default', 'UPLOAD_FAILED', 1, 1, 1, NULL, 10);
+    )sql");
+  }
+  auto l = open_at(path);
+  CHECK(l->schema_version() == 4);
+  auto r = l->find_file(3);
+  REQUIRE(r);
+  CHECK(r->relative_path == "b.txt");
+  CHECK(r->run_prefix.empty());
+  CHECK(r->dedup_scope == ledger::DedupScope::owner);
+  // Found by the path they now have: newest first.
+  auto found = l->find_by_path("o", "", "a.txt");
+  REQUIRE(found.size() == 2);
+  CHECK(found[0].id == 2);
+  CHECK(found[1].id == 1);
+  CHECK(l->find_by_path("o", "", "b.txt").empty()); // failed rows are not found
+  // The migrated rows keep the old rule: a second alive 'owner' row of digest 1 is refused,
+  // in any prefix; a 'prefix' row in another prefix is not theirs to refuse.
+  ledger::Db db(path, 1000);
+  auto insert = [&](const std::string &key, const std::string &prefix, const std::string &scope) {
+    db.exec("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+            " upload_status, created_at, updated_at, upload_deadline_at, relative_path, run_prefix,"
+            " dedup_scope) VALUES ('o', 'c', '" +
+            key + "', 't', printf('%064d', 1), 1, 'default', 'UPLOADING', 1, 1, 1, 'c', '" + prefix + "', '" +
+            scope + "')");
+  };
+  CHECK_THROWS_AS(insert("k9", "other", "owner"), LodgeError);
+  CHECK_THROWS_AS(insert("k9", "", "prefix"), LodgeError);
+  insert("k10", "other", "prefix");
+  CHECK_THROWS_AS(insert("k11", "other", "prefix"), LodgeError);
+  insert("k12", "other", "none");
+  insert("k13", "other", "none");
 }

@@ -32,7 +32,6 @@ struct Env {
     ledger::ReserveRequest r;
     r.owner_id = "o";
     r.original_name = "f.txt";
-    r.extension = "txt";
     r.media_type = "text/plain";
     r.sha256 = std::string(64 - sha_seed.size(), '0') + sha_seed;
     r.size = 1;

@@ -32,7 +32,8 @@ ledger::FileRecord row(const std::string &key, const std::string &path, const st
   ledger::FileRecord r;
   r.id = 7;
   r.owner_id = "ci";
-  r.original_name = path;
+  r.original_name = path.substr(path.rfind('/') + 1);
+  r.relative_path = path;
   r.object_key = key;
   r.sha256 = crypto::sha256_hex(bytes);
   r.size = static_cast<int64_t>(bytes.size());

@@ -173,3 +173,17 @@ TEST_CASE("unsafe path segments are named; plain ones pass") {
   CHECK(util::has_dot_segment("x/."));
   CHECK_FALSE(util::has_dot_segment("p/.x/..y/x."));
 }
+
+TEST_CASE("percent-encoding keeps unreserved bytes (and '/' when asked) and round-trips any bytes") {
+  CHECK(util::percent_encode("a-b_c.d~e/f g", true) == "a-b_c.d~e/f%20g");
+  CHECK(util::percent_encode("a/b", false) == "a%2Fb");
+  std::string any = "r\xC3\xA9sum\xC3\xA9 100%+=&:\x01\xFF/x";
+  auto enc = util::percent_encode(any, true);
+  for (char c : enc)
+    CHECK((c > 0x20 && c < 0x7F));
+  CHECK(util::percent_decode(enc) == any);
+  CHECK(util::percent_decode("%e2%82%AC") == std::string("\xE2\x82\xAC"));
+  CHECK_FALSE(util::percent_decode("50%").has_value());
+  CHECK_FALSE(util::percent_decode("%4").has_value());
+  CHECK_FALSE(util::percent_decode("%zz").has_value());
+}

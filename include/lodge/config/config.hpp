@@ -19,6 +19,9 @@ struct Policy {
   std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
   int64_t deadline_ms = 900'000;        // 15m
   int64_t grace_ms = 300'000;           // 5m
+  // De-dup scope: "owner" (one alive copy per owner), "prefix" (one per owner and run
+  // --prefix) or "none" (every upload its own row); I4 in ARCHITECTURE.md.
+  std::string dedup = "prefix";
 };
 
 struct SweepSettings {
@@ -60,6 +63,11 @@ struct ConfigInputs {
   bool no_verify_ssl = false;
   bool force_network_fs = false;
 };
+
+// Why `prefix` cannot be a run prefix (--prefix): it must be '/'-separated segments of
+// 1-128 characters of A-Z a-z 0-9 . _ - (as an owner id), none '.' or '..', at most 512
+// bytes in all. nullopt when it is fine.
+[[nodiscard]] std::optional<std::string> run_prefix_problem(const std::string &prefix);
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".

@@ -27,11 +27,23 @@ struct OpenOptions {
   const util::Clock *clock = &util::system_clock();
 };
 
+// S3's limit on a key's length, in bytes.
+inline constexpr size_t k_max_key_bytes = 1024;
+
+// The key reserve() gives a new row: <root><owner>/[<run_prefix>/]<uuid>/<relative_path>
+// (root is the store's key prefix, "" or ending in '/').
+[[nodiscard]] std::string object_key_for(const std::string &root, const std::string &owner,
+                                         const std::string &run_prefix, const std::string &uuid,
+                                         const std::string &relative_path);
+
 struct ReserveRequest {
   std::string owner_id;
   std::string original_name;
-  std::string extension; // sanitized, lowercase; may be empty
-  std::string key_prefix;
+  // Sanitized, '/'-separated, relative, no '.' or '..' segment; "" means original_name.
+  std::string relative_path;
+  std::string run_prefix; // the run's --prefix (validated by the caller), "" for none
+  DedupScope dedup = DedupScope::prefix;
+  std::string key_prefix; // the store's root: "" or "prefix/"
   std::string media_type;
   std::string sha256;
   int64_t size = 0;
@@ -68,6 +80,16 @@ enum class QueueOutcome {
 
 enum class DeleteOutcome { deleted, not_found, not_active };
 
+// Which rows list_files returns, by id.
+struct ListFilter {
+  std::string owner;                     // "*": every owner
+  std::optional<std::string> run_prefix; // only rows of this run prefix ("" = no prefix)
+  // Only rows whose relative_path matches this fnmatch(3) pattern, flags 0: '*' and '?'
+  // match '/' too (so "src/*.c" also matches "src/lib/x.c"), '[...]' classes, '\' escapes.
+  std::optional<std::string> path_glob;
+  bool include_dead = false; // also failed and deleted rows
+};
+
 class Ledger {
 public:
   virtual ~Ledger() = default;
@@ -95,7 +117,11 @@ public:
   [[nodiscard]] virtual bool mark_failed(int64_t id, const std::string &reason, bool run_now,
                                          int64_t now) = 0;
   [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
-  [[nodiscard]] virtual std::vector<FileRecord> list_files(const std::string &owner, bool include_dead) = 0;
+  [[nodiscard]] virtual std::vector<FileRecord> list_files(const ListFilter &filter) = 0;
+  // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
+  // then id). More than one only under the "none" de-dup scope, or for different content.
+  [[nodiscard]] virtual std::vector<FileRecord>
+  find_by_path(const std::string &owner, const std::string &run_prefix, const std::string &relative_path) = 0;
   [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
 
   // --- cleanup tasks ---
@@ -137,6 +163,14 @@ public:
   // task pending, due after the grace.
   [[nodiscard]] virtual DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now,
                                                   int64_t grace_ms, int max_retries) = 0;
+
+  // An alive ACTIVE row whose object the store no longer has: soft-deleted with `reason` as
+  // its failure_reason (its quota and de-dup slot freed at once) and its task made pending,
+  // due after the grace (deleting a missing key is harmless). False when the row was not
+  // alive and ACTIVE any more (nothing changed). Deciding that the object is missing is
+  // the caller's.
+  [[nodiscard]] virtual bool mark_missing(int64_t id, const std::string &reason, int64_t now,
+                                          int64_t grace_ms, int max_retries) = 0;
 
   // --- reconcile ---
   // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte

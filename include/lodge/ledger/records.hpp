@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace lodge::ledger {
 
@@ -13,10 +14,22 @@ inline constexpr const char *k_uploading = "UPLOADING";
 inline constexpr const char *k_active = "ACTIVE";
 inline constexpr const char *k_upload_failed = "UPLOAD_FAILED";
 
+// The de-dup scope a row was reserved under (file_upload.dedup_scope), from the policy's
+// "dedup": which alive rows make a new upload of the same content a duplicate (I4,
+// ARCHITECTURE.md). owner: any alive row of the owner; prefix: an alive row of the owner
+// under the same run prefix; none: no row, every upload is its own row and object.
+enum class DedupScope { owner, prefix, none };
+[[nodiscard]] const char *to_string(DedupScope s);
+// nullopt for anything but "owner", "prefix" and "none".
+[[nodiscard]] std::optional<DedupScope> parse_dedup_scope(std::string_view s);
+
 struct FileRecord {
   int64_t id = 0;
   std::string owner_id;
   std::string original_name;
+  std::string relative_path; // as the upload found it (sanitized); the key ends with it
+  std::string run_prefix;    // the run's --prefix, "" when none
+  DedupScope dedup_scope = DedupScope::owner;
   std::string object_key;
   std::string media_type;
   std::string sha256;

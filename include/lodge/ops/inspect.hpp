@@ -20,6 +20,12 @@ inline constexpr size_t k_max_name_bytes = 255;
 // characters, valid UTF-8, at most k_max_name_bytes. BAD_NAME otherwise.
 [[nodiscard]] Result<std::string> sanitize_display_name(std::string_view path);
 
+// The relative path a row records (and its object key ends with): `path` split at '/',
+// empty and '.' segments dropped, each remaining component held to sanitize_display_name's
+// rules (BAD_NAME naming the component). A path that is absolute or has a '..' segment is
+// recorded by its last component alone, as `aws s3 cp` and `rclone copy` name one file.
+[[nodiscard]] Result<std::string> sanitize_relative_path(std::string_view path);
+
 // Lowercase extension after the last dot ("" for none, for dotfiles, or when it is not
 // 1-16 ASCII letters and digits).
 [[nodiscard]] std::string extension_of(std::string_view name);

@@ -25,6 +25,9 @@ struct UploadSettings {
   config::Policy policy;
   std::string owner;
   std::optional<std::string> idempotency_key;
+  // The run's --prefix (checked with config::run_prefix_problem), "" for none: keys are
+  // <root>/<owner>/[<run_prefix>/]<uuid>/<relative path>.
+  std::string run_prefix;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 1;
@@ -39,6 +42,7 @@ struct UploadSettings {
 
 struct FileResult {
   std::string file;
+  std::string relative_path; // what the row records, once it is known
   UploadOutcome outcome = UploadOutcome::failed;
   std::optional<int64_t> id;
   std::string object_key;
@@ -55,6 +59,9 @@ struct InputFile {
   std::string path;                 // for messages and results
   std::shared_ptr<util::Fd> parent; // the directory holding `name`; null: `name` is a path as given
   std::string name;
+  // Relative to the directory argument it was found under; "" for a path as given (then
+  // the row records `path`, normalized: see sanitize_relative_path).
+  std::string relative_path;
   bool has_identity = false; // dev/ino below were seen by the walk and must match at open
   dev_t dev = 0;
   ino_t ino = 0;
@@ -81,6 +88,10 @@ private:
   Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
                                              const std::string &upload_id, int64_t steady_deadline);
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
+  // Whether a would-be duplicate's object is in the store as its row says (HEAD: size, and
+  // the stamp where the store returns one): ok; NOT_FOUND (a missing object); or the error
+  // that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
+  Status check_duplicate(const ledger::FileRecord &existing);
 
   ledger::Ledger &m_ledger;
   store::ObjectStore &m_store;

@@ -29,6 +29,11 @@ namespace lodge::util {
 [[nodiscard]] std::optional<std::string> unsafe_path_reason(std::string_view path);
 // Whether a '/'-separated path has a '.' or '..' segment (which URL handling resolves).
 [[nodiscard]] bool has_dot_segment(std::string_view path);
+// Percent-encodes every byte but A-Z a-z 0-9 - . _ ~ (and '/' when keep_slash), so any
+// bytes (UTF-8 names included) fit where only printable ASCII may go (S3 metadata values).
+[[nodiscard]] std::string percent_encode(std::string_view s, bool keep_slash);
+// Decodes %XX escapes (either case); nullopt on a '%' not followed by two hex digits.
+[[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
 // Parses a decimal integer that must fill the whole string.
 [[nodiscard]] std::optional<int64_t> parse_int(std::string_view s);
 
