@@ -53,6 +53,9 @@ enum class Errc {
   store_mismatch,
   ledger_not_found,
   ledger_diverged,
+  not_active,
+  content_mismatch,
+  output_exists,
 };
 
 struct ErrcInfo {

@@ -265,6 +265,10 @@ int run(int argc, char **argv) {
                                 add_delete(app),
                                 add_tasks(app),
                                 add_retry(app),
+                                add_show(app),
+                                add_get(app),
+                                add_cat(app),
+                                add_url(app),
                                 add_debug(app)};
 
   try {

@@ -286,6 +286,23 @@ std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::stri
 }
 } // namespace
 
+Result<std::string> Client::presign_get(const std::string &key, int64_t expires_s) {
+  if (expires_s < 1 || expires_s > 604'800)
+    return Error(Errc::usage, "presigned URL of " + key + ": expiry must be 1s to 7d, got " +
+                                  std::to_string(expires_s) + "s");
+  if (util::has_dot_segment(key) || key.empty())
+    return Error(Errc::storage_error,
+                 "presigned URL: invalid object key '" + util::escape_for_terminal(key) + "'");
+  std::string path = (m_path_style ? "/" + m_cfg.bucket : "") + "/" + key;
+  SignInput in;
+  in.method = "GET";
+  in.raw_path = path;
+  in.payload_hash = std::string(k_unsigned_payload);
+  in.headers.emplace_back("host", m_host);
+  std::string q = presign_query(in, m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
+  return m_base_url + canonical_uri(path) + "?" + q;
+}
+
 Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
   // Retrying into the same sink would hand it the bytes of the cut-off attempt twice, so
   // a retry asks only for what the sink has not seen, of the very object it started on.

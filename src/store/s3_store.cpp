@@ -69,6 +69,10 @@ public:
     return m_client->get_object(key, sink);
   }
 
+  Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
+    return m_client->presign_get(key, expires_s);
+  }
+
   Status remove_all(const std::string &key) override { return m_client->delete_everything(key); }
 
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {

@@ -29,6 +29,9 @@ public:
   Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
     return m_inner->read(key, sink);
   }
+  Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
+    return m_inner->presign_get(key, expires_s);
+  }
   Status remove_all(const std::string &key) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_all(key);
@@ -79,6 +82,11 @@ private:
 
 std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner) {
   return std::make_unique<FailpointStore>(std::move(inner));
+}
+
+Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {
+  return Error(Errc::unsupported,
+               "cannot make a presigned URL for " + key + ": " + describe() + " is not an S3 store");
 }
 
 Status ObjectStore::get(const std::string &key, int fd) {

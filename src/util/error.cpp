@@ -69,6 +69,12 @@ constexpr std::array k_errcs{
     ErrcInfo{Errc::ledger_diverged, "LEDGER_DIVERGED", 3,
              "The ledger's history diverged from the store's (a restored or copied ledger); repair, sweep "
              "and reconcile --apply refuse until reconcile ran and init --accept-diverged cleared it."},
+    ErrcInfo{Errc::not_active, "NOT_ACTIVE", 1,
+             "The file is not ACTIVE (still uploading, failed or deleted): there is nothing to get."},
+    ErrcInfo{Errc::content_mismatch, "CONTENT_MISMATCH", 1,
+             "The bytes read back from the store differ from the ledger's size or SHA-256."},
+    ErrcInfo{Errc::output_exists, "OUTPUT_EXISTS", 1,
+             "A different file already exists where get would write it (--force replaces it)."},
 };
 } // namespace
 

@@ -109,6 +109,9 @@ public:
   // mid-body is resumed with Range (and If-Match on the first answer's ETag), and the
   // total is checked against the first answer's length. A false return from sink aborts.
   Status get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink);
+  // A presigned GET URL of the key (SigV4 query signing, UNSIGNED-PAYLOAD), valid for
+  // expires_s seconds (1 to 604800, the most SigV4 allows) from the clock's now.
+  Result<std::string> presign_get(const std::string &key, int64_t expires_s);
   // A missing key is success; a missing bucket is not.
   Status delete_object(const std::string &key, const std::string &version_id = {});
   // Calls visit for each object under prefix in key order, page by page; visit may stop

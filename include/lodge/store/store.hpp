@@ -113,6 +113,9 @@ public:
   // UNSUPPORTED when the server cannot list incomplete uploads (callers do without).
   virtual Status list_multipart(const std::string &prefix,
                                 const std::function<bool(const UploadInfo &)> &visit) = 0;
+  // A URL that lets whoever holds it GET the object until `expires_s` seconds from now,
+  // without credentials. UNSUPPORTED for a store that cannot sign one (file://).
+  virtual Result<std::string> presign_get(const std::string &key, int64_t expires_s);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
 };

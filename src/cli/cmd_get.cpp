@@ -1,0 +1,276 @@
+// lodge show, lodge get, lodge cat, lodge url.
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <lodge/config/config.hpp>
+#include <lodge/ops/retrieve.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+#include <utility>
+
+namespace lodge::cli {
+namespace {
+
+// "2026-12-01T11:30:00.123Z" (UTC), or "-".
+std::string utc(const std::optional<int64_t> &ms) {
+  if (!ms) return "-";
+  std::time_t t = static_cast<std::time_t>(*ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  char out[48];
+  std::snprintf(out, sizeof out, "%s.%03lldZ", buf, static_cast<long long>(*ms % 1000));
+  return out;
+}
+
+std::string text_or_dash(const std::optional<std::string> &s) {
+  return s ? util::escape_for_terminal(*s) : "-";
+}
+
+// A --prefix value: validated like upload's.
+void check_prefix(const char *cmd, const std::string &prefix) {
+  if (prefix.empty()) return;
+  if (auto why = config::run_prefix_problem(prefix))
+    throw LodgeError(Errc::usage,
+                     std::string(cmd) + ": --prefix '" + util::escape_for_terminal(prefix) + "': " + *why);
+}
+
+// The row an ID|PATH argument names, of the owner and --prefix for a path.
+ledger::FileRecord lookup(Context &ctx, const char *cmd, const std::string &token,
+                          const std::string &prefix) {
+  check_prefix(cmd, prefix);
+  auto ref = ops::parse_file_ref(token);
+  std::string owner = ref.id ? std::string() : ctx.owner();
+  return ops::find_record(ctx.reader(), ref, owner, prefix).take();
+}
+
+void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRecord> &t) {
+  auto line = [](const char *k, const std::string &v) { std::printf("%-20s %s\n", k, v.c_str()); };
+  line("id", std::to_string(r.id));
+  line("owner", util::escape_for_terminal(r.owner_id));
+  line("path", util::escape_for_terminal(ops::restore_path(r)));
+  line("prefix", r.run_prefix.empty() ? "-" : util::escape_for_terminal(r.run_prefix));
+  line("name", util::escape_for_terminal(r.original_name));
+  line("status", ops::shown_status(r));
+  line("failure reason", text_or_dash(r.failure_reason));
+  line("policy", util::escape_for_terminal(r.policy) + " (dedup " + ledger::to_string(r.dedup_scope) + ")");
+  line("created", utc(r.created_at));
+  line("activated", utc(r.activated_at));
+  line("deleted", utc(r.deleted_at));
+  line("updated", utc(r.updated_at));
+  line("deadline", utc(r.upload_deadline_at));
+  line("key", util::escape_for_terminal(r.object_key));
+  line("size", std::to_string(r.size) + " (" + util::format_size(static_cast<uint64_t>(r.size)) + ")");
+  line("sha256", r.sha256);
+  line("media type", util::escape_for_terminal(r.media_type));
+  line("etag", text_or_dash(r.etag));
+  line("version id", text_or_dash(r.version_id));
+  line("multipart upload id", text_or_dash(r.multipart_upload_id));
+  line("idempotency key", text_or_dash(r.idempotency_key));
+  if (!t) {
+    line("task", "-");
+    return;
+  }
+  line("task", "#" + std::to_string(t->id) + " " + t->task_type + " " + t->status);
+  line("task retries", std::to_string(t->retry_count) + " of " + std::to_string(t->max_retries));
+  line("task next retry", utc(t->next_retry_at));
+  line("task last error", text_or_dash(t->last_error));
+}
+
+struct GetCli {
+  std::string target;
+  std::string output;
+  std::string prefix;
+  bool force = false;
+};
+
+nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &r) {
+  nlohmann::json j{{"file", res.file},
+                   {"outcome", ops::to_string(res.outcome)},
+                   {"id", r.id},
+                   {"path", ops::restore_path(r)},
+                   {"object_key", r.object_key},
+                   {"sha256", r.sha256},
+                   {"size", r.size}};
+  if (res.error)
+    j["error"] = {{"code", res.error->name()}, {"message", res.error->message}};
+  else
+    j["error"] = nullptr;
+  return j;
+}
+
+// An --expires value: a duration like the other duration flags, 1s to 7 days (SigV4's most).
+int64_t expires_seconds(const std::string &text) {
+  auto v = util::parse_duration_ms(text);
+  if (!v) throw LodgeError(Errc::usage, "--expires: expected a duration like 1h or 30m, got '" + text + "'");
+  if (*v < 1000) throw LodgeError(Errc::usage, "--expires: '" + text + "' is too short (at least 1s)");
+  if (*v > 7LL * 86'400'000)
+    throw LodgeError(Errc::usage, "--expires: '" + text + "' is too long (a presigned URL lasts at most 7d)");
+  return *v / 1000;
+}
+
+} // namespace
+
+Command add_show(CLI::App &app) {
+  auto id = std::make_shared<int64_t>(0);
+  auto *sub =
+      app.add_subcommand("show", "Show one file record: state, times, key, digests, its cleanup task");
+  sub->add_option("id", *id, "File id")->required();
+  return {sub, [id](Context &ctx) {
+            auto &l = ctx.reader();
+            auto r = ops::find_record(l, ops::FileRef{*id, {}}, {}, {}).take();
+            auto t = l.find_task_for(r.id);
+            if (ctx.g.json)
+              ctx.print_json(ops::show_json(r, t));
+            else
+              print_show(r, t);
+            return exit_status(Errc::ok);
+          }};
+}
+
+Command add_get(CLI::App &app) {
+  auto o = std::make_shared<GetCli>();
+  auto *sub = app.add_subcommand(
+      "get", "Download a file by id or path, verified against its SHA-256, written atomically");
+  sub->add_option("file", o->target, "File id, or its relative path (with --owner and --prefix)");
+  sub->add_option("-o,--output", o->output,
+                  "FILE, or DIR (existing, or ending in '/') to restore the relative path under");
+  sub->add_option("--prefix", o->prefix,
+                  "The upload prefix the path is under; with no file, restore every ACTIVE file under it");
+  sub->add_flag("--force", o->force, "Replace an existing different file");
+  return {sub, [o](Context &ctx) {
+            bool many = o->target.empty();
+            if (many && o->prefix.empty())
+              throw LodgeError(Errc::usage,
+                               "get: name a file (id or path), or --prefix P to restore a whole prefix");
+            std::vector<ledger::FileRecord> rows;
+            if (many) {
+              check_prefix("get", o->prefix);
+              rows = ops::active_under_prefix(ctx.reader(), ctx.owner(), o->prefix);
+              if (rows.empty())
+                throw LodgeError(Errc::not_found, "no ACTIVE file of owner " + ctx.owner() +
+                                                      " under prefix '" +
+                                                      util::escape_for_terminal(o->prefix) + "'");
+            } else {
+              rows.push_back(lookup(ctx, "get", o->target, o->prefix));
+              ops::require_active(rows.back()).take();
+            }
+            auto dest = ops::open_destination(o->output, many).take();
+            auto st = ctx.open_store();
+            install_interrupt_handlers(); // a signal stops the download and removes its temporary file
+            ops::GetOptions go;
+            go.force = o->force;
+            go.stop = [] { return interrupted(); };
+            int64_t written = 0, skipped = 0, failed = 0, unreachable = 0;
+            uint64_t bytes = 0;
+            std::optional<Error> last_error;
+            for (const auto &r : rows) {
+              if (interrupted()) break;
+              auto res = ops::get_file(*st, r, dest, go);
+              if (res.outcome == ops::GetOutcome::written) {
+                ++written;
+                bytes += static_cast<uint64_t>(r.size);
+              } else if (res.outcome == ops::GetOutcome::skipped) {
+                ++skipped;
+              } else {
+                ++failed;
+                if (res.error && store::is_unreachable(*res.error)) ++unreachable;
+                last_error = res.error;
+              }
+              if (ctx.g.json) {
+                ctx.print_json(result_json(res, r));
+              } else if (res.outcome == ops::GetOutcome::failed) {
+                std::fprintf(stderr, "lodge: error: %s: %s (%s)\n", res.file.c_str(),
+                             util::escape_for_terminal(res.error->message).c_str(),
+                             std::string(res.error->name()).c_str());
+              } else if (!ctx.g.quiet) {
+                std::printf("%-8s %s\n", ops::to_string(res.outcome), res.file.c_str());
+              }
+            }
+            bool stopped = interrupted();
+            if (ctx.g.json)
+              ctx.print_json(nlohmann::json{{"summary",
+                                             {{"files", rows.size()},
+                                              {"written", written},
+                                              {"skipped", skipped},
+                                              {"failed", failed},
+                                              {"bytes", bytes},
+                                              {"interrupted", stopped}}}});
+            else if (!ctx.g.quiet && many)
+              std::printf("get: %zu files, written %lld (%s), skipped %lld (identical), failed %lld\n",
+                          rows.size(), static_cast<long long>(written), util::format_size(bytes).c_str(),
+                          static_cast<long long>(skipped), static_cast<long long>(failed));
+            if (stopped) return exit_status(Errc::interrupted);
+            if (failed == 0) return exit_status(Errc::ok);
+            // One file: its error's exit status; many: 4 if the store was never reached, else 1.
+            if (rows.size() == 1 && last_error) return last_error->exit_code();
+            if (unreachable == failed && written + skipped == 0)
+              return exit_status(Errc::storage_unavailable);
+            return exit_items_failed();
+          }};
+}
+
+Command add_cat(CLI::App &app) {
+  auto target = std::make_shared<std::string>();
+  auto prefix = std::make_shared<std::string>();
+  auto *sub = app.add_subcommand(
+      "cat", "Write a file's bytes to stdout, verified (a mismatch is reported after the fact, exit 1)");
+  sub->add_option("file", *target, "File id, or its relative path (with --owner and --prefix)")->required();
+  sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
+  return {sub, [target, prefix](Context &ctx) {
+            auto r = lookup(ctx, "cat", *target, *prefix);
+            ops::require_active(r).take();
+            auto st = ctx.open_store();
+            int write_err = 0;
+            auto s = ops::read_verified(*st, r, [&](const char *p, size_t n) {
+              while (n > 0) {
+                ssize_t w = ::write(STDOUT_FILENO, p, n);
+                if (w < 0 && errno == EINTR) continue;
+                if (w < 0) {
+                  write_err = errno;
+                  return false;
+                }
+                p += w;
+                n -= static_cast<size_t>(w);
+              }
+              return true;
+            });
+            if (write_err != 0)
+              throw LodgeError(Errc::io_error,
+                               "cat: writing to stdout: " + std::string(std::strerror(write_err)));
+            std::move(s).take();
+            return exit_status(Errc::ok);
+          }};
+}
+
+Command add_url(CLI::App &app) {
+  auto target = std::make_shared<std::string>();
+  auto prefix = std::make_shared<std::string>();
+  auto expires = std::make_shared<std::string>("1h");
+  auto *sub = app.add_subcommand("url", "Print a presigned GET URL of a file (S3 stores)");
+  sub->add_option("file", *target, "File id, or its relative path (with --owner and --prefix)")->required();
+  sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
+  sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
+  return {sub, [target, prefix, expires](Context &ctx) {
+            int64_t secs = expires_seconds(*expires);
+            auto r = lookup(ctx, "url", *target, *prefix);
+            ops::require_active(r).take();
+            auto st = ctx.open_store();
+            auto url = st->presign_get(r.object_key, secs).take();
+            if (ctx.g.json)
+              ctx.print_json(nlohmann::json{
+                  {"id", r.id}, {"object_key", r.object_key}, {"url", url}, {"expires_in", secs}});
+            else
+              std::printf("%s\n", url.c_str());
+            return exit_status(Errc::ok);
+          }};
+}
+
+} // namespace lodge::cli

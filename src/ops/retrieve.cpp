@@ -1,0 +1,420 @@
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <lodge/crypto/random.hpp>
+#include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/retrieve.hpp>
+#include <lodge/util/strings.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
+
+namespace lodge::ops {
+namespace {
+
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
+
+Error io_error(const std::string &what, int err) {
+  return Error(Errc::io_error, what + ": " + errno_text(err));
+}
+
+// "#12 (tree/a.txt)": how messages name a row.
+std::string describe(const ledger::FileRecord &r) {
+  return "#" + std::to_string(r.id) + " (" + util::escape_for_terminal(restore_path(r)) + ")";
+}
+
+bool all_digits(const std::string &s) {
+  return !s.empty() && s.size() <= 18 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+std::string join(const std::string &dir, const std::string &name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// The SHA-256 and size of an existing regular file (opened without following a link).
+Result<std::pair<std::string, int64_t>> hash_existing(int dir, const std::string &name,
+                                                      const std::string &shown) {
+  util::Fd f(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!f.valid()) return io_error("reading the existing " + shown, errno);
+  crypto::Sha256 h;
+  int64_t total = 0;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(f.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return io_error("reading the existing " + shown, errno);
+    if (n == 0) break;
+    h.update(buf, static_cast<size_t>(n));
+    total += n;
+  }
+  return std::make_pair(crypto::to_hex(h.finish()), total);
+}
+
+// Opens (creating when missing) each directory of `dirs` under root, one component at a
+// time, never following a symlink: a component that is a link or not a directory is
+// refused. Returns the last one (a duplicate of root when dirs is empty).
+Result<util::Fd> open_subdirs(int root, const std::vector<std::string> &dirs, const std::string &shown_root) {
+  util::Fd cur(::fcntl(root, F_DUPFD_CLOEXEC, 0));
+  if (!cur.valid()) return io_error("opening " + (shown_root.empty() ? std::string(".") : shown_root), errno);
+  std::string shown = shown_root;
+  for (const auto &d : dirs) {
+    shown = join(shown, d);
+    bool made = ::mkdirat(cur.get(), d.c_str(), 0777) == 0;
+    if (!made && errno != EEXIST)
+      return io_error("creating directory " + util::escape_for_terminal(shown), errno);
+    if (made && ::fsync(cur.get()) != 0) return io_error("fsync of the directory above " + shown, errno);
+    util::Fd next(::openat(cur.get(), d.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.valid()) {
+      int err = errno;
+      if (err == ELOOP || err == ENOTDIR)
+        return Error(Errc::output_exists, util::escape_for_terminal(shown) +
+                                              " exists and is not a directory (a symlink is never followed)");
+      return io_error("opening directory " + util::escape_for_terminal(shown), err);
+    }
+    cur = std::move(next);
+  }
+  return cur;
+}
+
+// Removes the temporary file unless the rename took it.
+class TempFile {
+public:
+  TempFile(int dir, std::string name) : m_dir(dir), m_name(std::move(name)) {}
+  TempFile(const TempFile &) = delete;
+  TempFile &operator=(const TempFile &) = delete;
+  ~TempFile() {
+    if (!m_kept) ::unlinkat(m_dir, m_name.c_str(), 0);
+  }
+  void keep() { m_kept = true; }
+  [[nodiscard]] const std::string &name() const { return m_name; }
+
+private:
+  int m_dir;
+  std::string m_name;
+  bool m_kept = false;
+};
+
+} // namespace
+
+FileRef parse_file_ref(const std::string &token) {
+  FileRef ref;
+  if (all_digits(token))
+    ref.id = std::stoll(token);
+  else
+    ref.path = token;
+  return ref;
+}
+
+std::string restore_path(const ledger::FileRecord &r) {
+  return r.relative_path.empty() ? r.original_name : r.relative_path;
+}
+
+Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, const std::string &owner,
+                                       const std::string &prefix) {
+  if (ref.id) {
+    auto r = l.find_file(*ref.id);
+    if (!r) return Error(Errc::not_found, "no file with id " + std::to_string(*ref.id) + " in " + l.path());
+    return *r;
+  }
+  auto alive = l.find_by_path(owner, prefix, ref.path);
+  if (!alive.empty()) return alive.front(); // the newest
+  // No alive ACTIVE row: the newest row of that path, if any, says why (require_active).
+  ledger::ListFilter f;
+  f.owner = owner;
+  f.run_prefix = prefix;
+  f.include_dead = true;
+  std::optional<ledger::FileRecord> newest;
+  for (auto &r : l.list_files(f))
+    if (r.relative_path == ref.path && (!newest || r.id > newest->id)) newest = std::move(r);
+  if (newest) return *newest;
+  std::string where = "owner " + owner + (prefix.empty() ? std::string(", no prefix") : ", prefix " + prefix);
+  return Error(Errc::not_found, "no file with path '" + util::escape_for_terminal(ref.path) + "' (" + where +
+                                    ") in " + l.path());
+}
+
+std::string shown_status(const ledger::FileRecord &r) {
+  if (r.is_deleted && r.upload_status == ledger::k_active) return "DELETED";
+  return r.upload_status;
+}
+
+Status require_active(const ledger::FileRecord &r) {
+  if (r.upload_status == ledger::k_active && !r.is_deleted) return ok_status();
+  std::string state = shown_status(r);
+  std::string why = state == "DELETED"             ? "it was deleted"
+                    : state == ledger::k_uploading ? "its upload has not finished (UPLOADING)"
+                                                   : "its upload failed (UPLOAD_FAILED)";
+  if (r.failure_reason) why += ": " + util::escape_for_terminal(*r.failure_reason);
+  return Error(Errc::not_active, "file " + describe(r) + " is not ACTIVE: " + why);
+}
+
+std::vector<ledger::FileRecord> active_under_prefix(ledger::Ledger &l, const std::string &owner,
+                                                    const std::string &prefix) {
+  ledger::ListFilter f;
+  f.owner = owner;
+  f.run_prefix = prefix;
+  std::map<std::string, ledger::FileRecord> newest;
+  for (auto &r : l.list_files(f)) {
+    if (r.upload_status != ledger::k_active || r.is_deleted) continue;
+    auto path = restore_path(r);
+    auto it = newest.find(path);
+    if (it == newest.end())
+      newest.emplace(path, std::move(r));
+    else if (std::tie(r.activated_at, r.id) > std::tie(it->second.activated_at, it->second.id))
+      it->second = std::move(r);
+  }
+  std::vector<ledger::FileRecord> out;
+  out.reserve(newest.size());
+  for (auto &[p, r] : newest)
+    out.push_back(std::move(r));
+  return out;
+}
+
+nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger::TaskRecord> &t) {
+  auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  nlohmann::json j{{"id", r.id},
+                   {"owner", r.owner_id},
+                   {"name", r.original_name},
+                   {"path", restore_path(r)},
+                   {"prefix", r.run_prefix},
+                   {"dedup_scope", ledger::to_string(r.dedup_scope)},
+                   {"status", shown_status(r)},
+                   {"upload_status", r.upload_status},
+                   {"deleted", r.is_deleted},
+                   {"failure_reason", opt(r.failure_reason)},
+                   {"policy", r.policy},
+                   {"created_at", r.created_at},
+                   {"activated_at", opt(r.activated_at)},
+                   {"deleted_at", opt(r.deleted_at)},
+                   {"updated_at", r.updated_at},
+                   {"upload_deadline_at", r.upload_deadline_at},
+                   {"object_key", r.object_key},
+                   {"size", r.size},
+                   {"sha256", r.sha256},
+                   {"media_type", r.media_type},
+                   {"etag", opt(r.etag)},
+                   {"version_id", opt(r.version_id)},
+                   {"multipart_upload_id", opt(r.multipart_upload_id)},
+                   {"idempotency_key", opt(r.idempotency_key)}};
+  if (t)
+    j["task"] = {{"id", t->id},
+                 {"type", t->task_type},
+                 {"status", t->status},
+                 {"retry_count", t->retry_count},
+                 {"max_retries", t->max_retries},
+                 {"next_retry_at", t->next_retry_at},
+                 {"lease_version", t->lease_version},
+                 {"verify_pass", t->verify_pass},
+                 {"last_error", opt(t->last_error)}};
+  else
+    j["task"] = nullptr;
+  return j;
+}
+
+Status read_verified(store::ObjectStore &st, const ledger::FileRecord &r, const Sink &sink) {
+  crypto::Sha256 h;
+  uint64_t total = 0;
+  const auto expected = static_cast<uint64_t>(r.size);
+  bool too_long = false, sink_stopped = false;
+  auto s = st.read(r.object_key, [&](const char *p, size_t n) {
+    total += n;
+    if (total > expected) {
+      too_long = true;
+      return false;
+    }
+    h.update(p, n);
+    if (!sink(p, n)) {
+      sink_stopped = true;
+      return false;
+    }
+    return true;
+  });
+  auto mismatch = [&](const std::string &what) {
+    return Error(Errc::content_mismatch, "file " + describe(r) + ", object " +
+                                             util::escape_for_terminal(r.object_key) + ": " + what +
+                                             ": the stored object is not the file the ledger recorded");
+  };
+  if (too_long)
+    return mismatch("the object is longer than the " + std::to_string(expected) + " bytes recorded");
+  if (sink_stopped) return Error(Errc::interrupted, "reading " + describe(r) + " was stopped");
+  if (!s) return s.error();
+  if (total != expected)
+    return mismatch(std::to_string(total) + " bytes read, " + std::to_string(expected) + " recorded");
+  auto got = crypto::to_hex(h.finish());
+  if (got != r.sha256)
+    return mismatch("SHA-256 of the bytes read is " + got + ", the ledger records " + r.sha256);
+  return ok_status();
+}
+
+Result<Destination> open_destination(const std::string &output, bool many) {
+  Destination d;
+  if (output.empty()) {
+    d.dir.reset(::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!d.dir.valid()) return io_error("opening the current directory", errno);
+    d.keep_paths = many;
+    return d;
+  }
+  struct stat sb {};
+  bool is_dir = ::stat(output.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
+  if (is_dir || many || output.back() == '/') {
+    if (!is_dir) {
+      // mkdir -p of the directory the user named (its own components are theirs to choose).
+      std::string partial;
+      for (const auto &part : util::split(output, '/')) {
+        partial += part;
+        if (!part.empty() && ::mkdir(partial.c_str(), 0777) != 0 && errno != EEXIST)
+          return io_error("creating directory " + util::escape_for_terminal(partial), errno);
+        partial += "/";
+      }
+    }
+    d.dir.reset(::open(output.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!d.dir.valid()) return io_error("opening directory " + util::escape_for_terminal(output), errno);
+    d.shown = output;
+    d.keep_paths = true;
+    return d;
+  }
+  auto slash = output.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : (slash == 0 ? "/" : output.substr(0, slash));
+  d.file_name = slash == std::string::npos ? output : output.substr(slash + 1);
+  if (d.file_name == "." || d.file_name == "..")
+    return Error(Errc::usage, "-o " + util::escape_for_terminal(output) + ": not a file name");
+  d.dir.reset(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!d.dir.valid()) return io_error("opening directory " + util::escape_for_terminal(parent), errno);
+  d.shown = slash == std::string::npos ? "" : output.substr(0, slash + 1);
+  return d;
+}
+
+const char *to_string(GetOutcome o) {
+  switch (o) {
+  case GetOutcome::written:
+    return "written";
+  case GetOutcome::skipped:
+    return "skipped";
+  case GetOutcome::failed:
+    return "failed";
+  }
+  return "failed";
+}
+
+GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destination &dest,
+                   const GetOptions &opts) {
+  GetResult res;
+  auto fail = [&](Error e) {
+    res.outcome = GetOutcome::failed;
+    res.error = std::move(e);
+    return res;
+  };
+  // Which directory and name: the relative path is sanitized in the ledger; check again.
+  std::string rel = restore_path(r);
+  std::vector<std::string> dirs;
+  std::string name;
+  if (!dest.file_name.empty()) {
+    name = dest.file_name;
+  } else {
+    if (rel.empty() || rel.front() == '/')
+      return fail(
+          Error(Errc::bad_name, "file " + describe(r) + ": its path is empty or absolute; not written"));
+    if (auto why = util::unsafe_path_reason(rel))
+      return fail(Error(Errc::bad_name, "file " + describe(r) + ": its path has " + *why + "; not written"));
+    auto parts = util::split(rel, '/');
+    name = parts.back();
+    if (dest.keep_paths) dirs.assign(parts.begin(), parts.end() - 1);
+  }
+  std::string shown_dir = dest.shown;
+  for (const auto &d : dirs)
+    shown_dir = join(shown_dir, d) + "/";
+  res.file = util::escape_for_terminal(shown_dir + name);
+
+  if (auto a = require_active(r); !a) return fail(a.error());
+  auto dir = open_subdirs(dest.dir.get(), dirs, dest.shown);
+  if (!dir) return fail(dir.error());
+  int dfd = dir->get();
+
+  // What is there already: an identical file is kept (no download); a different one is
+  // replaced only with force; a directory never.
+  struct stat sb {};
+  if (::fstatat(dfd, name.c_str(), &sb, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR(sb.st_mode))
+      return fail(
+          Error(Errc::output_exists, res.file + " is a directory; file " + describe(r) + " not written"));
+    if (S_ISREG(sb.st_mode) && sb.st_size == r.size) {
+      auto h = hash_existing(dfd, name, res.file);
+      if (!h) return fail(h.error());
+      if (h->first == r.sha256) {
+        res.outcome = GetOutcome::skipped;
+        return res;
+      }
+    }
+    if (!opts.force)
+      return fail(Error(Errc::output_exists, res.file + " exists and differs from file " + describe(r) +
+                                                 (S_ISLNK(sb.st_mode) ? " (a symlink, not followed)" : "") +
+                                                 "; not replaced (--force replaces it)"));
+  } else if (errno != ENOENT) {
+    return fail(io_error("checking " + res.file, errno));
+  }
+
+  // Short, fixed-length: a name near NAME_MAX still gets a temporary sibling.
+  char tag[17];
+  std::snprintf(tag, sizeof tag, "%016llx",
+                static_cast<unsigned long long>(crypto::random_below(UINT64_MAX)));
+  TempFile tmp(dfd, ".lodge-get-" + std::string(tag) + ".tmp");
+  util::Fd out(::openat(dfd, tmp.name().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+  if (!out.valid()) return fail(io_error("creating a temporary file beside " + res.file, errno));
+  int write_err = 0;
+  auto s = read_verified(st, r, [&](const char *p, size_t n) {
+    if (opts.stop && opts.stop()) return false;
+    if (!write_all(out.get(), p, n)) {
+      write_err = errno;
+      return false;
+    }
+    return true;
+  });
+  if (write_err != 0) return fail(io_error("writing " + res.file, write_err));
+  if (!s) return fail(s.error());
+  if (::fsync(out.get()) != 0) return fail(io_error("fsync of " + res.file, errno));
+  out.reset(); // fsync has reported any delayed write error
+  // Without force, never over a file that appeared meanwhile.
+  unsigned flags = opts.force ? 0U : RENAME_NOREPLACE;
+  if (::renameat2(dfd, tmp.name().c_str(), dfd, name.c_str(), flags) != 0) {
+    int err = errno;
+    if (err == EEXIST)
+      return fail(Error(Errc::output_exists, res.file + " appeared while file " + describe(r) +
+                                                 " was being read; not replaced (--force replaces it)"));
+    if (err != EINVAL || opts.force) return fail(io_error("renaming the temporary file to " + res.file, err));
+    // A filesystem without RENAME_NOREPLACE: link(2) is create-only as well.
+    if (::linkat(dfd, tmp.name().c_str(), dfd, name.c_str(), 0) != 0) {
+      err = errno;
+      if (err == EEXIST)
+        return fail(Error(Errc::output_exists, res.file + " appeared while file " + describe(r) +
+                                                   " was being read; not replaced (--force replaces it)"));
+      return fail(io_error("linking the temporary file to " + res.file, err));
+    }
+  } else {
+    tmp.keep();
+  }
+  if (::fsync(dfd) != 0) return fail(io_error("fsync of the directory of " + res.file, errno));
+  res.outcome = GetOutcome::written;
+  return res;
+}
+
+} // namespace lodge::ops
