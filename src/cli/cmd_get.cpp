@@ -142,14 +142,16 @@ Command add_get(CLI::App &app) {
   sub->add_option("file", o->target, "File id, or its relative path (with --owner and --prefix)");
   sub->add_option("-o,--output", o->output,
                   "FILE, or DIR (existing, or ending in '/') to restore the relative path under");
-  sub->add_option("--prefix", o->prefix,
-                  "The upload prefix the path is under; with no file, restore every ACTIVE file under it");
+  auto *prefix_opt = sub->add_option(
+      "--prefix", o->prefix,
+      "The upload prefix the path is under; with no file, restore every ACTIVE file under it ('': the "
+      "files uploaded without one)");
   sub->add_flag("--force", o->force, "Replace an existing different file");
-  return {sub, [o](Context &ctx) {
+  return {sub, [o, prefix_opt](Context &ctx) {
             bool many = o->target.empty();
-            if (many && o->prefix.empty())
-              throw LodgeError(Errc::usage,
-                               "get: name a file (id or path), or --prefix P to restore a whole prefix");
+            if (many && prefix_opt->count() == 0)
+              throw LodgeError(Errc::usage, "get: name a file (id or path), or --prefix P to restore a whole "
+                                            "prefix (--prefix '' for the files uploaded without one)");
             std::vector<ledger::FileRecord> rows;
             if (many) {
               check_prefix("get", o->prefix);

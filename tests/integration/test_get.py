@@ -281,6 +281,22 @@ class GetMixin:
         self.assertEqual((j["path"], j["prefix"], j["status"]), (path, "builds/7", "DELETED"))
         return path
 
+    def check_tree_without_prefix_restored(self):
+        """An admin's archive: a tree uploaded without --prefix comes back whole with
+        `get --prefix ''`; files uploaded under a prefix are not part of it; a bare
+        `get` with neither a file nor --prefix is a usage error."""
+        src = self.make_tree("admin", 40)
+        self.upload(src)
+        self.upload("--prefix", "elsewhere", self.write("other/x.txt", "under a prefix\n"))
+        out = os.path.join(self.dir, "restored-admin")
+        r = self.lodge("get", "--prefix", "", "-o", out + "/")
+        self.assertEqual(r.rc, 0, r)
+        d = subprocess.run(["diff", "-r", src, out], capture_output=True, text=True)
+        self.assertEqual(d.returncode, 0, d.stdout + d.stderr)
+        bare = self.lodge("get", "-o", out + "/")
+        self.assertEqual(bare.rc, 2, bare)
+        self.assertIn("--prefix ''", bare.err)
+
     def check_symlink_in_output_is_not_followed(self):
         src = self.make_tree("small", 12)
         self.upload("--prefix", "b1", src)
@@ -375,6 +391,9 @@ class GetFileStore(GetMixin, LodgeTestCase):
 
     def test_tree_of_300_files_restored_byte_for_byte_then_get_and_cat_by_path(self):
         self.check_by_path()
+
+    def test_a_tree_uploaded_without_prefix_is_restored_with_an_empty_prefix(self):
+        self.check_tree_without_prefix_restored()
 
     def test_url_is_unsupported(self):
         f = self.upload_one("u.txt", "u\n")
