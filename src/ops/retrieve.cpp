@@ -34,19 +34,6 @@ bool all_digits(const std::string &s) {
          std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-bool write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
 std::string join(const std::string &dir, const std::string &name) {
   if (dir.empty()) return name;
   return dir.back() == '/' ? dir + name : dir + "/" + name;
@@ -383,7 +370,7 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
   int write_err = 0;
   auto s = read_verified(st, r, [&](const char *p, size_t n) {
     if (opts.stop && opts.stop()) return false;
-    if (!write_all(out.get(), p, n)) {
+    if (!util::write_all(out.get(), p, n)) {
       write_err = errno;
       return false;
     }

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <lodge/store/store.hpp>
+#include <lodge/util/fd.hpp>
 #include <unistd.h>
 
 namespace lodge::store {
@@ -12,17 +13,6 @@ std::unique_ptr<ObjectStore> make_s3_store(const StoreOptions &o, const std::str
 std::unique_ptr<ObjectStore> make_file_store(const std::string &url, const std::string &root);
 std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner);
 
-inline bool write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
+using util::write_all;
 
 } // namespace lodge::store

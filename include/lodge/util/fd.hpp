@@ -1,6 +1,7 @@
 #pragma once
 // RAII owner of a POSIX file descriptor. Move-only.
 
+#include <cstddef>
 #include <utility>
 
 namespace lodge::util {
@@ -27,5 +28,8 @@ public:
 private:
   int m_fd = -1;
 };
+
+// Writes all n bytes (retrying short writes and EINTR); false with errno set on failure.
+[[nodiscard]] bool write_all(int fd, const char *p, size_t n);
 
 } // namespace lodge::util
