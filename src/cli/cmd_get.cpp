@@ -20,7 +20,7 @@ namespace {
 // "2026-12-01T11:30:00.123Z" (UTC), or "-".
 std::string utc(const std::optional<int64_t> &ms) {
   if (!ms) return "-";
-  std::time_t t = static_cast<std::time_t>(*ms / 1000);
+  auto t = static_cast<std::time_t>(*ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[40];

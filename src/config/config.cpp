@@ -117,7 +117,7 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
     auto d = get_string(obj["dedup"], path + ".dedup");
     if (d != "owner" && d != "prefix" && d != "none")
       bad(path + ".dedup",
-          "expected \"owner\", \"prefix\" or \"none\" (got '" + util::escape_for_terminal(d) + "')");
+          R"(expected "owner", "prefix" or "none" (got ')" + util::escape_for_terminal(d) + "')");
     p.dedup = d;
   }
   return p;
