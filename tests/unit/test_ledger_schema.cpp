@@ -287,7 +287,9 @@ TEST_CASE("a ledger migrated from the oldest version (and from v3) has exactly t
   { auto l = open_at(fresh); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  for (auto [sample, version] : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}}) {
+  for (const auto &old_schema : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}}) {
+    const char *sample = old_schema.first; // not a structured binding: INFO captures it
+    const int version = old_schema.second;
     INFO("migrated from ", sample);
     auto old = dir.file(std::string(sample) + ".db");
     make_old_ledger(old, sample, version);
