@@ -56,6 +56,7 @@ enum class Errc {
   not_active,
   content_mismatch,
   output_exists,
+  ledger_unavailable,
 };
 
 struct ErrcInfo {
