@@ -1,4 +1,4 @@
-#include "sqlite_ledger.hpp"
+#include "sql_ledger.hpp"
 
 #include <array>
 #include <lodge/ledger/schema.hpp>

@@ -1,6 +1,6 @@
 // The id blocks behind the store's id marker, and the diverged state: ledger_meta keys,
 // no schema change. The rule that uses them lives in ops/id_blocks.cpp.
-#include "sqlite_ledger.hpp"
+#include "sql_ledger.hpp"
 
 #include <algorithm>
 #include <lodge/util/strings.hpp>

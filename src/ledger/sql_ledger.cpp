@@ -1,4 +1,4 @@
-#include "sqlite_ledger.hpp"
+#include "sql_ledger.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,7 +1,7 @@
 // The SQLite ledger's upload and cleanup-task transitions. Every write is one
 // BEGIN IMMEDIATE transaction; every transition names the state it expects and checks
 // that exactly the expected rows changed.
-#include "sqlite_ledger.hpp"
+#include "sql_ledger.hpp"
 
 #include <algorithm>
 #include <fnmatch.h>
