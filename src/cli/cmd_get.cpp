@@ -78,7 +78,7 @@ void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRec
     line("task", "-");
     return;
   }
-  line("task", "#" + std::to_string(t->id) + " " + t->task_type + " " + t->status);
+  line("task", "#" + std::to_string(t->id) + " " + t->task_type + " " + ledger::to_string(t->status));
   line("task retries", std::to_string(t->retry_count) + " of " + std::to_string(t->max_retries));
   line("task next retry", utc(t->next_retry_at));
   line("task last error", text_or_dash(t->last_error));

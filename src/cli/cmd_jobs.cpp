@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <lodge/ops/grace.hpp>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -24,15 +25,6 @@ int64_t duration_option(const std::string &text, const char *name, int64_t fallb
   if (*v > 36'500LL * 86'400'000)
     throw LodgeError(Errc::usage, std::string(name) + ": '" + text + "' is too long (at most 36500d)");
   return *v;
-}
-
-// The longest grace of any policy: tasks do not record their policy, and waiting
-// longer is always the safe side.
-int64_t max_grace(const config::Config &c) {
-  int64_t g = 0;
-  for (const auto &[n, p] : c.policies)
-    g = std::max(g, p.grace_ms);
-  return g;
 }
 
 std::string default_worker() {
@@ -105,7 +97,8 @@ Command add_sweep(CLI::App &app) {
             so.max_runtime_ms = duration_option(o->max_runtime, "--max-runtime", 0);
             so.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
             so.dry_run = o->dry_run;
-            so.cleanup = {max_grace(c), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
+            // Tasks do not record their policy: the longest grace.
+            so.cleanup = {ops::grace_for(c, std::nullopt), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
             int64_t started = util::system_clock().now_ms();
             auto &l = ctx.ledger();
             auto st = ctx.open_store();
@@ -155,12 +148,8 @@ Command add_repair(CLI::App &app) {
         ops::RepairOptions ro;
         ro.limit = *limit;
         ro.dry_run = *dry;
-        ro.grace_ms = max_grace(c);
         ro.max_retries = c.sweep.max_retries;
-        ro.grace_for = [&c](const std::string &policy) {
-          auto it = c.policies.find(policy);
-          return it == c.policies.end() ? max_grace(c) : it->second.grace_ms;
-        };
+        ro.config = &c;
         int64_t started = util::system_clock().now_ms();
         if (!*dry) {
           // A restored ledger would fail uploads its other copy confirmed: look at the
@@ -210,7 +199,7 @@ Command add_reconcile(CLI::App &app) {
             ops::ReconcileOptions ro;
             ro.apply = *apply;
             ro.verify = *verify;
-            ro.older_than_ms = duration_option(*older, "--older-than", max_grace(c));
+            ro.older_than_ms = duration_option(*older, "--older-than", ops::grace_for(c, std::nullopt));
             ro.max_retries = c.sweep.max_retries;
             ro.roll_forward = *roll;
             ro.strict = *strict;
@@ -291,8 +280,7 @@ Command add_delete(CLI::App &app) {
             int bad = 0;
             for (auto id : *ids) {
               auto rec = ctx.ledger().find_file(id);
-              int64_t grace = rec && c.policies.contains(rec->policy) ? c.policies.at(rec->policy).grace_ms
-                                                                      : max_grace(c);
+              int64_t grace = ops::grace_for(c, rec ? std::optional<std::string>(rec->policy) : std::nullopt);
               auto r = ctx.ledger().soft_delete(id, owner, util::system_clock().now_ms(), grace,
                                                 c.sweep.max_retries);
               const char *outcome = r == ledger::DeleteOutcome::deleted     ? "deleted"
@@ -318,14 +306,16 @@ Command add_tasks(CLI::App &app) {
   sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all")
       ->check(CLI::IsMember({"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"}));
   return {sub, [status](Context &ctx) {
-            auto tasks = ctx.reader().list_tasks(*status == "all" ? "" : *status);
+            // CLI::IsMember admits only the names and "all".
+            auto tasks =
+                ctx.reader().list_tasks(*status == "all" ? std::nullopt : ledger::parse_task_status(*status));
             for (const auto &t : tasks) {
               if (ctx.g.json) {
                 ctx.print_json(nlohmann::json{
                     {"id", t.id},
                     {"record_id", t.record_id},
                     {"object_key", t.object_key},
-                    {"status", t.status},
+                    {"status", ledger::to_string(t.status)},
                     {"retry_count", t.retry_count},
                     {"next_retry_at", t.next_retry_at},
                     {"lease_version", t.lease_version},
@@ -333,7 +323,7 @@ Command add_tasks(CLI::App &app) {
                     {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}});
               } else {
                 std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id),
-                            t.status.c_str(), static_cast<long long>(t.retry_count),
+                            ledger::to_string(t.status), static_cast<long long>(t.retry_count),
                             util::escape_for_terminal(t.object_key).c_str(),
                             t.last_error ? util::escape_for_terminal(*t.last_error).c_str() : "");
               }
@@ -349,7 +339,8 @@ Command add_retry(CLI::App &app) {
   return {sub, [ids](Context &ctx) {
             int bad = 0;
             for (auto id : *ids) {
-              bool ok = ctx.ledger().retry_task(id, util::system_clock().now_ms());
+              bool ok = ctx.ledger().retry_task(id, util::system_clock().now_ms()) ==
+                        ledger::RetryOutcome::requeued;
               if (!ok) ++bad;
               if (ctx.g.json)
                 ctx.print_json(nlohmann::json{{"task_id", id}, {"outcome", ok ? "pending" : "not_failed"}});

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/grace.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
@@ -225,7 +226,7 @@ Command add_upload(CLI::App &app) {
             s.open_store = [&ctx] { return ctx.open_store(); };
             s.max_retries = cfg.sweep.max_retries;
             s.lease_ms = cfg.sweep.lease_ms;
-            s.cleanup = {s.policy.grace_ms, cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
+            s.cleanup = {ops::grace_for(cfg, o->policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
             s.follow_symlinks = o->follow_symlinks;
             s.worker_id = "upload-" + std::to_string(::getpid());
             int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
@@ -494,8 +495,9 @@ Command add_list(CLI::App &app) {
             auto files = ctx.reader().list_files(filter);
             for (const auto &f : files) {
               // A soft-deleted ACTIVE row is DELETED, whatever upload_status says.
-              std::string state =
-                  f.is_deleted && f.upload_status == ledger::k_active ? "DELETED" : f.upload_status;
+              std::string state = f.is_deleted && f.upload_status == ledger::FileStatus::active
+                                      ? "DELETED"
+                                      : ledger::to_string(f.upload_status);
               if (ctx.g.json) {
                 nlohmann::json j{{"id", f.id},
                                  {"owner", f.owner_id},
@@ -505,7 +507,7 @@ Command add_list(CLI::App &app) {
                                  {"dedup", ledger::to_string(f.dedup_scope)},
                                  {"object_key", f.object_key},
                                  {"status", state},
-                                 {"upload_status", f.upload_status},
+                                 {"upload_status", ledger::to_string(f.upload_status)},
                                  {"deleted", f.is_deleted},
                                  {"sha256", f.sha256},
                                  {"size", f.size},

@@ -1,3 +1,4 @@
+#include <iterator>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/records.hpp>
 
@@ -21,10 +22,33 @@ std::optional<DedupScope> parse_dedup_scope(std::string_view s) {
   return std::nullopt;
 }
 
-std::string object_key_for(const std::string &root, const std::string &owner, const std::string &run_prefix,
-                           const std::string &uuid, const std::string &relative_path) {
-  // The uuid stays: a key is unique to its row and never reused, whatever the path.
-  return root + owner + "/" + (run_prefix.empty() ? "" : run_prefix + "/") + uuid + "/" + relative_path;
+namespace {
+// One name per state, in the enum's order: what the ledger stores and lodge prints.
+constexpr const char *k_file_status_names[] = {"UPLOADING", "ACTIVE", "UPLOAD_FAILED"};
+constexpr const char *k_task_status_names[] = {"PENDING", "PROCESSING", "RETRY",
+                                               "SUCCESS", "FAILED",     "IGNORED"};
+static_assert(std::size(k_file_status_names) == std::size(k_file_statuses));
+static_assert(std::size(k_task_status_names) == std::size(k_task_statuses));
+} // namespace
+
+const char *to_string(FileStatus s) {
+  return k_file_status_names[static_cast<size_t>(s)];
+}
+
+std::optional<FileStatus> parse_file_status(std::string_view s) {
+  for (auto v : k_file_statuses)
+    if (s == to_string(v)) return v;
+  return std::nullopt;
+}
+
+const char *to_string(TaskStatus s) {
+  return k_task_status_names[static_cast<size_t>(s)];
+}
+
+std::optional<TaskStatus> parse_task_status(std::string_view s) {
+  for (auto v : k_task_statuses)
+    if (s == to_string(v)) return v;
+  return std::nullopt;
 }
 
 } // namespace lodge::ledger

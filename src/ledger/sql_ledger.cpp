@@ -38,27 +38,27 @@ StatusReport SqlLedger::status(int64_t now) {
     {
       auto st = q("SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");
       while (st.step()) {
-        auto s = st.col_text(0);
+        auto s = parse_file_status(st.col_text(0));
         bool del = st.col_int(1) != 0;
         int64_t n = st.col_int(2);
-        if (s == k_upload_failed)
+        if (s == FileStatus::upload_failed)
           r.files_failed += n;
         else if (del)
           r.files_deleted += n;
-        else if (s == k_active)
+        else if (s == FileStatus::active)
           r.files_active += n;
-        else if (s == k_uploading)
+        else if (s == FileStatus::uploading)
           r.files_uploading += n;
       }
     }
-    for (const char *s : {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED"})
-      r.tasks[s] = 0;
+    for (auto s : k_task_statuses)
+      r.tasks[to_string(s)] = 0;
     {
       auto st = q("SELECT status, count(*) FROM cleanup_task GROUP BY 1");
       while (st.step())
         r.tasks[st.col_text(0)] = st.col_int(1);
     }
-    r.dead_letters = r.tasks["FAILED"];
+    r.dead_letters = r.tasks[to_string(TaskStatus::failed)];
     {
       auto st = q("SELECT count(*) FROM file_upload "
                   "WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1");

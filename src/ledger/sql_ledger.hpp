@@ -23,10 +23,12 @@ public:
   [[nodiscard]] BindResult bind_store(const StoreBinding &b, Rebind rebind) override;
 
   [[nodiscard]] ReserveResult reserve(const ReserveRequest &req, int64_t now) override;
-  [[nodiscard]] bool set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) override;
-  [[nodiscard]] bool confirm(int64_t id, const std::string &etag, const std::string &version_id,
-                             int64_t now) override;
-  [[nodiscard]] bool mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) override;
+  [[nodiscard]] SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
+                                                           int64_t now) override;
+  [[nodiscard]] ConfirmOutcome confirm(int64_t id, const std::string &etag, const std::string &version_id,
+                                       int64_t now) override;
+  [[nodiscard]] MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
+                                              int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
   [[nodiscard]] std::vector<FileRecord> list_files(const ListFilter &filter) override;
   [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,
@@ -41,21 +43,23 @@ public:
                                   int64_t next_retry_at, int64_t now) override;
 
   [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;
-  [[nodiscard]] std::vector<TaskRecord> list_tasks(const std::string &status) override;
-  [[nodiscard]] bool retry_task(int64_t task_id, int64_t now) override;
+  [[nodiscard]] std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) override;
+  [[nodiscard]] RetryOutcome retry_task(int64_t task_id, int64_t now) override;
   [[nodiscard]] std::vector<FileRecord> overdue_uploads(int64_t now, int limit) override;
-  [[nodiscard]] bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
   [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
                                           int max_retries) override;
-  [[nodiscard]] bool mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
-                                  int max_retries) override;
+  [[nodiscard]] MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
+                                            int64_t grace_ms, int max_retries) override;
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
   [[nodiscard]] QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
-  [[nodiscard]] bool dead_letter(const TaskRecord &t, const std::string &error, int64_t now) override;
+  [[nodiscard]] DeadLetterOutcome dead_letter(const TaskRecord &t, const std::string &error,
+                                              int64_t now) override;
   [[nodiscard]] IdBlockState id_blocks() override;
-  [[nodiscard]] bool begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t now) override;
+  [[nodiscard]] BlockOutcome begin_id_block(int64_t expected_intent, int64_t new_intent,
+                                            int64_t now) override;
   void end_id_block(int64_t end, int64_t now) override;
   [[nodiscard]] bool record_divergence(int64_t store_mark, int64_t now) override;
   void note_reconciled(int64_t now) override;

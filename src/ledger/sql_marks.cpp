@@ -65,14 +65,14 @@ IdBlockState SqlLedger::id_blocks() {
   });
 }
 
-bool SqlLedger::begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t /*now*/) {
+BlockOutcome SqlLedger::begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t /*now*/) {
   return m_c->write([&](sql::Tx &tx) {
     lock_meta();
     int64_t cur = std::max(meta_int(k_block_end).value_or(0), meta_int(k_block_intent).value_or(0));
-    if (cur != expected_intent || new_intent <= cur) return false;
+    if (cur != expected_intent || new_intent <= cur) return BlockOutcome::moved;
     set_meta(k_block_intent, std::to_string(new_intent));
     tx.commit();
-    return true;
+    return BlockOutcome::begun;
   });
 }
 
@@ -129,14 +129,15 @@ AcceptOutcome SqlLedger::accept_divergence(int64_t /*now*/) {
   });
 }
 
-bool SqlLedger::dead_letter(const TaskRecord &t, const std::string &error, int64_t now) {
+DeadLetterOutcome SqlLedger::dead_letter(const TaskRecord &t, const std::string &error, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto st = q("UPDATE cleanup_task SET status = 'FAILED', last_error = ?4, lease_owner = NULL,"
                 " lease_until = NULL, updated_at = ?3"
                 " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-    if (st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, error).exec() != 1) return false;
+    if (st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, error).exec() != 1)
+      return DeadLetterOutcome::lease_lost;
     tx.commit();
-    return true;
+    return DeadLetterOutcome::dead_lettered;
   });
 }
 

@@ -22,6 +22,14 @@ constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
     " lease_until, lease_version, last_error, created_at, updated_at, verify_pass";
 
+// A state as stored: the schema's CHECK admits only the names of the enum's table.
+template <class E> E stored_state(std::optional<E> v, const char *column, const std::string &text) {
+  if (!v)
+    throw LodgeError(Errc::ledger_unusable,
+                     std::string("the ledger holds an unknown ") + column + " '" + text + "'");
+  return *v;
+}
+
 FileRecord read_file(const sql::Stmt &st) {
   FileRecord r;
   r.id = st.col_int(0);
@@ -32,7 +40,7 @@ FileRecord read_file(const sql::Stmt &st) {
   r.sha256 = st.col_text(5);
   r.size = st.col_int(6);
   r.policy = st.col_text(7);
-  r.upload_status = st.col_text(8);
+  r.upload_status = stored_state(parse_file_status(st.col_text(8)), "upload_status", st.col_text(8));
   r.failure_reason = st.col_opt_text(9);
   r.is_deleted = st.col_int(10) != 0;
   r.idempotency_key = st.col_opt_text(11);
@@ -57,7 +65,7 @@ TaskRecord read_task(const sql::Stmt &st) {
   t.record_id = st.col_int(1);
   t.task_type = st.col_text(2);
   t.object_key = st.col_text(3);
-  t.status = st.col_text(4);
+  t.status = stored_state(parse_task_status(st.col_text(4)), "status", st.col_text(4));
   t.next_retry_at = st.col_int(5);
   t.retry_count = st.col_int(6);
   t.max_retries = st.col_int(7);
@@ -119,11 +127,11 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
           res.outcome = ReserveOutcome::key_reused;
           return res;
         }
-        if (!prior->is_deleted && prior->upload_status == k_active) {
+        if (!prior->is_deleted && prior->upload_status == FileStatus::active) {
           res.outcome = ReserveOutcome::replayed;
           return res;
         }
-        if (!prior->is_deleted && prior->upload_status == k_uploading) {
+        if (!prior->is_deleted && prior->upload_status == FileStatus::uploading) {
           res.outcome = ReserveOutcome::in_progress;
           return res;
         }
@@ -153,8 +161,8 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
                      });
       if (alive) {
         res.record = *alive;
-        res.outcome =
-            alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
+        res.outcome = alive->upload_status == FileStatus::uploading ? ReserveOutcome::in_progress
+                                                                    : ReserveOutcome::duplicate;
         return res;
       }
     }
@@ -216,38 +224,40 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
   });
 }
 
-bool SqlLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
+SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto st = q("UPDATE file_upload SET multipart_upload_id = ?2, updated_at = ?3"
                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
-    if (st.bind(1, id).bind(2, upload_id).bind(3, now).exec() != 1) return false;
+    if (st.bind(1, id).bind(2, upload_id).bind(3, now).exec() != 1) return SetUploadIdOutcome::not_uploading;
     tx.commit();
-    return true;
+    return SetUploadIdOutcome::recorded;
   });
 }
 
-bool SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id, int64_t now) {
+ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,
+                                  int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = q("UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
                  " etag = ?3, version_id = NULLIF(?4, '')"
                  " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
-    if (row.bind(1, id).bind(2, now).bind(3, etag).bind(4, version_id).exec() != 1) return false;
+    if (row.bind(1, id).bind(2, now).bind(3, etag).bind(4, version_id).exec() != 1)
+      return ConfirmOutcome::row_not_uploading;
     // A task a sweep already holds (PROCESSING) means the cleanup may be under way:
     // then the upload must not become ACTIVE. Rolling back keeps the row UPLOADING.
     auto task = q("UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
                   " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
-    if (task.bind(1, id).bind(2, now).exec() != 1) return false;
+    if (task.bind(1, id).bind(2, now).exec() != 1) return ConfirmOutcome::task_held;
     tx.commit();
-    return true;
+    return ConfirmOutcome::confirmed;
   });
 }
 
-bool SqlLedger::mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) {
+MarkFailedOutcome SqlLedger::mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto row =
         q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
           " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING'");
-    if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return false;
+    if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return MarkFailedOutcome::not_uploading;
     if (run_now) {
       auto task = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?2"
                     " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
@@ -261,7 +271,7 @@ bool SqlLedger::mark_failed(int64_t id, const std::string &reason, bool run_now,
       task.bind(1, id).bind(2, now).exec();
     }
     tx.commit();
-    return true;
+    return MarkFailedOutcome::failed;
   });
 }
 
@@ -350,49 +360,52 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
     auto cur = task_by_id(t.id, m_c->for_update());
-    if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
-      return TaskDecision::lease_lost;
-    // object_key is UNIQUE, so the task's own row is the only one that can use the key:
-    // the object is in use exactly when that row is alive.
-    bool in_use = row && !row->is_deleted;
-    if (row && !row->is_deleted && row->upload_status == k_uploading) {
-      // Postponed to deadline + grace, which is ahead of now in both branches below: the
-      // task is not due again within this run (it used to be re-claimed at once, up to
-      // --limit times, for a row past its grace that repair had not reached yet).
-      auto postpone = [&](int64_t verify_pass) {
-        auto back = q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
-                      " lease_until = NULL, verify_pass = ?5, updated_at = ?4"
-                      " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-        if (back.bind(1, t.id)
-                .bind(2, t.lease_version)
-                .bind(3, std::max(now + 1, row->upload_deadline_at + grace_ms))
-                .bind(4, now)
-                .bind(5, verify_pass)
-                .exec() != 1)
-          return TaskDecision::lease_lost;
-        tx.commit();
-        return TaskDecision::postponed;
-      };
-      if (row->upload_deadline_at >= now) return postpone(cur->verify_pass); // may still be confirmed
-      // Overdue: this transaction already knows it, so it fails the row as repair would.
-      // The failure is by deadline, not definite: the delete owes a verify pass.
+    const Decision d = decide_task(t, cur, row, now, grace_ms);
+    // Every change below is fenced by the lease: status PROCESSING, the same version.
+    auto fenced = [&](Stmt &st) {
+      return st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() == 1;
+    };
+    auto postpone = [&] {
+      auto back = q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?4, lease_owner = NULL,"
+                    " lease_until = NULL, verify_pass = ?5, updated_at = ?3"
+                    " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      back.bind(4, d.due).bind(5, d.verify_pass);
+      return fenced(back);
+    };
+    auto fail_row = [&] {
       if (!fail_overdue_row(row->id, now, "sweep"))
         throw LodgeError(Errc::internal, "an overdue row changed inside its own transaction");
-      if (now < row->upload_deadline_at + grace_ms) return postpone(k_verify_owed);
-      auto owe = q("UPDATE cleanup_task SET verify_pass = 1, updated_at = ?3"
+    };
+    switch (d.kind) {
+    case DecisionKind::lease_lost:
+      return TaskDecision::lease_lost;
+    case DecisionKind::postpone:
+      if (!postpone()) return TaskDecision::lease_lost;
+      tx.commit();
+      return TaskDecision::postponed;
+    case DecisionKind::fail_overdue_then_postpone:
+      fail_row();
+      if (!postpone()) return TaskDecision::lease_lost;
+      tx.commit();
+      return TaskDecision::postponed;
+    case DecisionKind::fail_overdue_then_allow: {
+      fail_row();
+      auto owe = q("UPDATE cleanup_task SET verify_pass = ?4, updated_at = ?3"
                    " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-      if (owe.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1)
-        return TaskDecision::lease_lost;
+      owe.bind(4, d.verify_pass);
+      if (!fenced(owe)) return TaskDecision::lease_lost;
       tx.commit();
       return TaskDecision::allowed;
     }
-    if (in_use) {
+    case DecisionKind::ignore: {
       auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
                    " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-      if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1)
-        return TaskDecision::lease_lost;
+      if (!fenced(ign)) return TaskDecision::lease_lost;
       tx.commit();
       return TaskDecision::ignored;
+    }
+    case DecisionKind::allow:
+      break;
     }
     tx.commit();
     return TaskDecision::allowed;
@@ -403,7 +416,7 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
                              int64_t next_retry_at, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto cur = task_by_id(t.id, m_c->for_update());
-    if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
+    if (!cur || cur->status != TaskStatus::processing || cur->lease_version != t.lease_version)
       return TaskFinish::lease_lost;
     TaskFinish result = TaskFinish::success;
     int changed = 0;
@@ -420,7 +433,7 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
                   "'PROCESSING'");
       changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec();
     } else {
-      bool dead = cur->retry_count + 1 > cur->max_retries;
+      bool dead = dead_letters(cur->retry_count, cur->max_retries);
       result = dead ? TaskFinish::dead_letter : TaskFinish::retry;
       auto st = q("UPDATE cleanup_task SET status = ?4, retry_count = retry_count + 1, next_retry_at = ?5,"
                   " last_error = ?6, lease_owner = NULL, lease_until = NULL, updated_at = ?3"
@@ -453,24 +466,24 @@ std::vector<TaskRecord> SqlLedger::due_tasks(int64_t now, int limit) {
   return out;
 }
 
-std::vector<TaskRecord> SqlLedger::list_tasks(const std::string &status) {
+std::vector<TaskRecord> SqlLedger::list_tasks(std::optional<TaskStatus> status) {
   auto st =
       q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
-  st.bind(1, status);
+  st.bind(1, status ? to_string(*status) : "");
   std::vector<TaskRecord> out;
   while (st.step())
     out.push_back(read_task(st));
   return out;
 }
 
-bool SqlLedger::retry_task(int64_t task_id, int64_t now) {
+RetryOutcome SqlLedger::retry_task(int64_t task_id, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto st =
         q("UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
           " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
-    if (st.bind(1, task_id).bind(2, now).exec() != 1) return false;
+    if (st.bind(1, task_id).bind(2, now).exec() != 1) return RetryOutcome::not_failed;
     tx.commit();
-    return true;
+    return RetryOutcome::requeued;
   });
 }
 
@@ -509,8 +522,9 @@ QueueOutcome SqlLedger::ensure_pending_task(int64_t record_id, const std::string
             .exec());
     return QueueOutcome::queued;
   }
-  if (t->status == "PROCESSING") return QueueOutcome::held; // a worker holds it; its own checks decide
-  if (t->status == "PENDING" || t->status == "RETRY") {
+  if (t->status == TaskStatus::processing)
+    return QueueOutcome::held; // a worker holds it; its own checks decide
+  if (t->status == TaskStatus::pending || t->status == TaskStatus::retry) {
     // Never earlier than the grace allows: a PUT may still be landing. A pass owed stays owed.
     auto st = q("UPDATE cleanup_task SET"
                 " next_retry_at = CASE WHEN next_retry_at > ?2 THEN next_retry_at ELSE ?2 END,"
@@ -537,12 +551,13 @@ bool SqlLedger::fail_overdue_row(int64_t id, int64_t now, std::string_view by) {
              .exec() == 1;
 }
 
-bool SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
+RepairOutcome SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(id);
-    if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now)
-      return false;
-    if (!fail_overdue_row(id, now, "repair")) return false;
+    if (!row || row->is_deleted || row->upload_status != FileStatus::uploading ||
+        row->upload_deadline_at >= now)
+      return RepairOutcome::not_overdue;
+    if (!fail_overdue_row(id, now, "repair")) return RepairOutcome::not_overdue;
     // Failed by deadline, not definitely: a late PUT may still land, so the delete owes a
     // verify pass.
     (void)ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms),
@@ -550,7 +565,7 @@ bool SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_re
     if (failpoint::hit("repair.before_commit"))
       throw LodgeError(Errc::internal, "injected failure before repair commit");
     tx.commit();
-    return true;
+    return RepairOutcome::repaired;
   });
 }
 
@@ -559,7 +574,7 @@ DeleteOutcome SqlLedger::soft_delete(int64_t id, const std::string &owner, int64
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(id);
     if (!row || row->owner_id != owner) return DeleteOutcome::not_found;
-    if (row->is_deleted || row->upload_status != k_active) return DeleteOutcome::not_active;
+    if (row->is_deleted || row->upload_status != FileStatus::active) return DeleteOutcome::not_active;
     auto st = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
                 " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
     if (st.bind(1, id).bind(2, now).exec() != 1) return DeleteOutcome::not_active;
@@ -569,17 +584,18 @@ DeleteOutcome SqlLedger::soft_delete(int64_t id, const std::string &owner, int64
   });
 }
 
-bool SqlLedger::mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
-                             int max_retries) {
+MissingOutcome SqlLedger::mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
+                                       int max_retries) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(id);
-    if (!row || row->is_deleted || row->upload_status != k_active) return false;
+    if (!row || row->is_deleted || row->upload_status != FileStatus::active)
+      return MissingOutcome::not_active;
     auto st = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2, failure_reason = ?3"
                 " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
-    if (st.bind(1, id).bind(2, now).bind(3, reason).exec() != 1) return false;
+    if (st.bind(1, id).bind(2, now).bind(3, reason).exec() != 1) return MissingOutcome::not_active;
     (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
     tx.commit();
-    return true;
+    return MissingOutcome::marked_missing;
   });
 }
 

@@ -71,7 +71,8 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
       std::string err = "not deleted: the object at " + task.object_key + " is stamped " + *whose +
                         ", not record #" + std::to_string(task.record_id) + " of this ledger (" +
                         ledger.uuid() + ")";
-      if (!ledger.dead_letter(task, err, clock.now_ms())) return {CleanupOutcome::lease_lost, {}};
+      if (ledger.dead_letter(task, err, clock.now_ms()) == ledger::DeadLetterOutcome::lease_lost)
+        return {CleanupOutcome::lease_lost, {}};
       util::log::error("task " + std::to_string(task.id) + " dead-lettered: " + err);
       return {CleanupOutcome::dead_lettered, err};
     }

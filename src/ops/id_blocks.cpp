@@ -90,7 +90,7 @@ Status IdBlocks::advance_locked(ledger::Ledger &l, store::ObjectStore &s, int64_
     if (fresh || target < need) {
       target = std::max({st.block_intent, st.sequence, m->high_water, need - 1}) + m_block;
       // The ledger's transaction decides who advances; a loser reads again.
-      if (!l.begin_id_block(st.block_intent, target, now)) continue;
+      if (l.begin_id_block(st.block_intent, target, now) == ledger::BlockOutcome::moved) continue;
       fresh = false;
       need = target; // ours now: finished even if a conditional write below loses a round
     }

@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/grace.hpp>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
@@ -69,8 +70,9 @@ RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Cloc
     for (const auto &r : rows) {
       ++sum.examined;
       if (o.dry_run) continue;
-      int64_t grace = o.grace_for ? o.grace_for(r.policy) : o.grace_ms;
-      if (l.repair_row(r.id, clock.now_ms(), grace, o.max_retries)) {
+      if (!o.config) throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
+      int64_t grace = grace_for(*o.config, r.policy);
+      if (l.repair_row(r.id, clock.now_ms(), grace, o.max_retries) == ledger::RepairOutcome::repaired) {
         ++sum.repaired;
         util::log::info("repaired file #" + std::to_string(r.id) + " (" + r.object_key + ")");
       } else {
@@ -94,7 +96,9 @@ bool ReconcileSummary::clean() const {
 
 namespace {
 bool live_task(const std::optional<ledger::TaskRecord> &t) {
-  return t && (t->status == "PENDING" || t->status == "RETRY" || t->status == "PROCESSING");
+  using ledger::TaskStatus;
+  return t && (t->status == TaskStatus::pending || t->status == TaskStatus::retry ||
+               t->status == TaskStatus::processing);
 }
 
 // Hashes the object as it streams in: nothing is stored, whatever its size.
@@ -169,7 +173,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
 
   auto row_only = [&](const ledger::FileRecord &r) {
     ++sum.rows;
-    if (r.upload_status == ledger::k_active && !r.is_deleted)
+    if (r.upload_status == ledger::FileStatus::active && !r.is_deleted)
       found({"dangling", r.object_key, r.id, "ACTIVE record #" + std::to_string(r.id) + " has no object",
              false});
   };
@@ -214,7 +218,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
 
   auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     ++sum.rows;
-    if (r.upload_status == ledger::k_active && !r.is_deleted) {
+    if (r.upload_status == ledger::FileStatus::active && !r.is_deleted) {
       if (obj.size != static_cast<uint64_t>(r.size)) {
         found({"corrupt", r.object_key, r.id,
                "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});
@@ -225,7 +229,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       }
       return;
     }
-    if (sum.diverged && r.upload_status == ledger::k_uploading && !r.is_deleted) {
+    if (sum.diverged && r.upload_status == ledger::FileStatus::uploading && !r.is_deleted) {
       // Restored from a backup taken while this upload ran: the other copy may have
       // confirmed it. Complete, and stamped with this row and its digest, it is kept.
       auto h = s.head(r.object_key);
@@ -237,7 +241,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                     " is UPLOADING here, but its object is complete and stamped with this record and digest "
                     "(confirmed after the backup); reconcile --apply --roll-forward makes it ACTIVE",
                 false};
-      if (o.apply && o.roll_forward) f.applied = l.confirm(r.id, h->etag, h->version_id, now);
+      if (o.apply && o.roll_forward)
+        f.applied = l.confirm(r.id, h->etag, h->version_id, now) == ledger::ConfirmOutcome::confirmed;
       found(f);
       return;
     }
@@ -297,7 +302,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       if (r.object_key == u.key) row = r;
       return false;
     });
-    if (row && row->upload_status == ledger::k_uploading && !row->is_deleted) return true;
+    if (row && row->upload_status == ledger::FileStatus::uploading && !row->is_deleted) return true;
     if (!row) { // no row has this key: another tool's upload
       found({"unmanaged", u.key, std::nullopt,
              "incomplete multipart upload " + u.upload_id + " with no record; never touched", false});

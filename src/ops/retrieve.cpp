@@ -142,16 +142,16 @@ Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, co
 }
 
 std::string shown_status(const ledger::FileRecord &r) {
-  if (r.is_deleted && r.upload_status == ledger::k_active) return "DELETED";
-  return r.upload_status;
+  if (r.is_deleted && r.upload_status == ledger::FileStatus::active) return "DELETED";
+  return ledger::to_string(r.upload_status);
 }
 
 Status require_active(const ledger::FileRecord &r) {
-  if (r.upload_status == ledger::k_active && !r.is_deleted) return ok_status();
-  std::string state = shown_status(r);
-  std::string why = state == "DELETED"             ? "it was deleted"
-                    : state == ledger::k_uploading ? "its upload has not finished (UPLOADING)"
-                                                   : "its upload failed (UPLOAD_FAILED)";
+  using ledger::FileStatus;
+  if (r.upload_status == FileStatus::active && !r.is_deleted) return ok_status();
+  std::string why = r.upload_status == FileStatus::active      ? "it was deleted"
+                    : r.upload_status == FileStatus::uploading ? "its upload has not finished (UPLOADING)"
+                                                               : "its upload failed (UPLOAD_FAILED)";
   if (r.failure_reason) why += ": " + util::escape_for_terminal(*r.failure_reason);
   return Error(Errc::not_active, "file " + describe(r) + " is not ACTIVE: " + why);
 }
@@ -163,7 +163,7 @@ std::vector<ledger::FileRecord> active_under_prefix(ledger::Ledger &l, const std
   f.run_prefix = prefix;
   std::map<std::string, ledger::FileRecord> newest;
   for (auto &r : l.list_files(f)) {
-    if (r.upload_status != ledger::k_active || r.is_deleted) continue;
+    if (r.upload_status != ledger::FileStatus::active || r.is_deleted) continue;
     auto path = restore_path(r);
     auto it = newest.find(path);
     if (it == newest.end())
@@ -187,7 +187,7 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"prefix", r.run_prefix},
                    {"dedup_scope", ledger::to_string(r.dedup_scope)},
                    {"status", shown_status(r)},
-                   {"upload_status", r.upload_status},
+                   {"upload_status", ledger::to_string(r.upload_status)},
                    {"deleted", r.is_deleted},
                    {"failure_reason", opt(r.failure_reason)},
                    {"policy", r.policy},
@@ -207,7 +207,7 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
   if (t)
     j["task"] = {{"id", t->id},
                  {"type", t->task_type},
-                 {"status", t->status},
+                 {"status", ledger::to_string(t->status)},
                  {"retry_count", t->retry_count},
                  {"max_retries", t->max_retries},
                  {"next_retry_at", t->next_retry_at},

@@ -159,7 +159,7 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   req.policy = m_s.policy.name;
   req.max_files = m_s.policy.max_files;
   req.deadline_ms = m_s.policy.deadline_ms;
-  req.grace_ms = m_s.policy.grace_ms;
+  req.grace_ms = m_s.cleanup.grace_ms; // ops::grace_for of the run's policy
   req.max_retries = m_s.max_retries;
   req.idempotency_key = m_s.idempotency_key;
   (void)failpoint::hit("upload.before_reserve");
@@ -201,8 +201,8 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
             r.error->message + "); not uploaded this time, retry it";
       return r;
     }
-    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.policy.grace_ms,
-                              m_s.max_retries))
+    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
+                              m_s.max_retries) == ledger::MissingOutcome::marked_missing)
       util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
                       ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
                       util::escape_for_terminal(path) + " anew");
@@ -285,11 +285,22 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
         Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
     return r;
   }
-  if (!m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms())) {
+  switch (m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms())) {
+  case ledger::ConfirmOutcome::confirmed:
+    break;
+  case ledger::ConfirmOutcome::row_not_uploading:
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(
+        Errc::state_changed,
+        "file #" + std::to_string(rec.id) +
+            " changed state during the upload (failed by repair or a sweep past its deadline?); not stored");
+    return r;
+  case ledger::ConfirmOutcome::task_held:
     r.outcome = UploadOutcome::failed;
     r.error =
         Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
-                                       " changed state during the upload (past its deadline?); not stored");
+                                       " could not be confirmed: a sweep holds its cleanup task (past its "
+                                       "deadline?); not stored");
     return r;
   }
   r.outcome = UploadOutcome::active;
@@ -363,7 +374,8 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     auto id = m_store.begin_multipart(rec.object_key, rec.media_type, meta);
     if (!id) return id.error();
     // The upload id is on the row before the first part, so cleanup can find it.
-    if (!m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms())) {
+    if (m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+        ledger::SetUploadIdOutcome::not_uploading) {
       abort_or_warn(m_store, rec.object_key, id.value());
       return Error(Errc::state_changed,
                    "file #" + std::to_string(rec.id) + " changed state before its first part");
@@ -460,8 +472,8 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   }
   bool marked = false;
   try {
-    marked =
-        m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite, m_clock.now_ms());
+    marked = m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite,
+                                  m_clock.now_ms()) == ledger::MarkFailedOutcome::failed;
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");

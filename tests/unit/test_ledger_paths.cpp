@@ -49,7 +49,7 @@ struct Env {
     auto res = reserve(sha_seed, path, prefix, scope, owner);
     REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
     ++clock.t;
-    REQUIRE(l->confirm(res.record.id, "etag", "", clock.t));
+    REQUIRE(l->confirm(res.record.id, "etag", "", clock.t) == ledger::ConfirmOutcome::confirmed);
     return *l->find_file(res.record.id);
   }
 };

@@ -100,7 +100,7 @@ TEST_CASE("a version-2 ledger gains verify_pass; its tasks keep their state and 
   CHECK(l->schema_version() == ledger::k_schema_version);
   auto t = l->find_task_for(1);
   REQUIRE(t);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->next_retry_at == 5);
   CHECK(t->verify_pass == ledger::k_verify_none);
 }

@@ -51,10 +51,10 @@ struct Env {
 TEST_CASE("reserve: duplicate, quota and a task due at deadline + grace") {
   Env e;
   auto a = e.reserve("a", 2);
-  CHECK(a.upload_status == "UPLOADING");
+  CHECK(a.upload_status == ledger::FileStatus::uploading);
   auto t = e.l->find_task_for(a.id);
   REQUIRE(t);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->next_retry_at == e.clock.t + 11'000);
   ledger::ReserveRequest dup;
   dup.owner_id = "o";
@@ -63,8 +63,8 @@ TEST_CASE("reserve: duplicate, quota and a task due at deadline + grace") {
   dup.media_type = "t";
   dup.policy = "default";
   CHECK(e.l->reserve(dup, e.clock.t).outcome == ledger::ReserveOutcome::in_progress);
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.clock.t));
-  CHECK(e.l->find_task_for(a.id)->status == "IGNORED");
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.clock.t) == ledger::ConfirmOutcome::confirmed);
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::ignored);
   CHECK(e.l->reserve(dup, e.clock.t).outcome == ledger::ReserveOutcome::duplicate);
   e.reserve("b", 2);
   ledger::ReserveRequest third = dup;
@@ -77,11 +77,11 @@ TEST_CASE("confirm after repair changed the row is refused and changes nothing")
   Env e;
   auto a = e.reserve("a");
   e.clock.t += 20'000;
-  REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));
-  CHECK_FALSE(e.l->repair_row(a.id, e.clock.t, 1'000, 3)); // idempotent
-  CHECK_FALSE(e.l->confirm(a.id, "etag", "", e.clock.t));
+  REQUIRE(e.l->repair_row(a.id, e.clock.t, 1'000, 3) == ledger::RepairOutcome::repaired);
+  CHECK(e.l->repair_row(a.id, e.clock.t, 1'000, 3) == ledger::RepairOutcome::not_overdue); // idempotent
+  CHECK(e.l->confirm(a.id, "etag", "", e.clock.t) == ledger::ConfirmOutcome::row_not_uploading);
   auto row = e.l->find_file(a.id);
-  CHECK(row->upload_status == "UPLOAD_FAILED");
+  CHECK(row->upload_status == ledger::FileStatus::upload_failed);
   CHECK(row->is_deleted);
 }
 
@@ -98,12 +98,13 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(r.outcome == ops::CleanupOutcome::postponed);
   CHECK(e.store.removed().empty());
   // The decision failed the overdue row itself (as repair would) and owes a verify pass.
-  CHECK(e.l->find_file(a.id)->upload_status == "UPLOAD_FAILED");
+  CHECK(e.l->find_file(a.id)->upload_status == ledger::FileStatus::upload_failed);
   auto t = e.l->find_task_for(a.id);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->next_retry_at == a.upload_deadline_at + 5'000);
   CHECK(t->verify_pass == ledger::k_verify_owed);
-  CHECK_FALSE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));  // nothing left for repair
+  CHECK(e.l->repair_row(a.id, e.clock.t, 1'000, 3) ==
+        ledger::RepairOutcome::not_overdue);                // nothing left for repair
   CHECK(e.l->claim_due(e.clock.t, 10, "w", 5'000).empty()); // not due again at once
   e.clock.t = t->next_retry_at;
   auto again = e.l->claim_due(e.clock.t, 10, "w", 5'000);
@@ -114,7 +115,7 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(d.verify_scheduled);
   CHECK(e.store.removed() == std::vector<std::string>{a.object_key});
   t = e.l->find_task_for(a.id);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->verify_pass == ledger::k_verify_due);
   // Due after the row's whole deadline length and one more grace.
   CHECK(t->next_retry_at == e.clock.t + 10'000 + 5'000);
@@ -125,7 +126,7 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(ops::run_claimed_task(*e.l, e.store, verify[0], long_grace, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
   CHECK(e.store.removed() == std::vector<std::string>{a.object_key, a.object_key});
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
   CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
 }
 
@@ -143,16 +144,16 @@ TEST_CASE("sweep does not re-claim a task it postponed or decided in the same ru
   for (const auto &r : {a, b}) {
     auto t = e.l->find_task_for(r.id);
     CHECK(t->lease_version == 1);
-    CHECK(t->status == "PENDING");
+    CHECK(t->status == ledger::TaskStatus::pending);
     CHECK(t->next_retry_at > e.clock.t);
-    CHECK(e.l->find_file(r.id)->upload_status == "UPLOAD_FAILED");
+    CHECK(e.l->find_file(r.id)->upload_status == ledger::FileStatus::upload_failed);
   }
   e.clock.t += 11'000;
   s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs}, e.clock);
   CHECK(s.claimed == 2);
   CHECK(s.verified == 2);
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(b.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(b.id)->status == ledger::TaskStatus::success);
 }
 
 TEST_CASE("a not yet overdue UPLOADING row postpones its task to deadline + grace") {
@@ -165,7 +166,7 @@ TEST_CASE("a not yet overdue UPLOADING row postpones its task to deadline + grac
   auto t = e.l->find_task_for(a.id);
   CHECK(t->next_retry_at == a.upload_deadline_at + 1'000);
   CHECK(t->verify_pass == ledger::k_verify_none);
-  CHECK(e.l->find_file(a.id)->upload_status == "UPLOADING");
+  CHECK(e.l->find_file(a.id)->upload_status == ledger::FileStatus::uploading);
 }
 
 TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after definite ones") {
@@ -174,11 +175,11 @@ TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after 
   auto ambiguous = e.reserve("b");
   auto repaired = e.reserve("c");
   auto deleted = e.reserve("d");
-  REQUIRE(e.l->mark_failed(definite.id, "refused", true, e.clock.t));
-  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, e.clock.t));
-  REQUIRE(e.l->confirm(deleted.id, "e", "", e.clock.t));
+  REQUIRE(e.l->mark_failed(definite.id, "refused", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
+  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, e.clock.t) == ledger::MarkFailedOutcome::failed);
+  REQUIRE(e.l->confirm(deleted.id, "e", "", e.clock.t) == ledger::ConfirmOutcome::confirmed);
   e.clock.t += 20'000;
-  REQUIRE(e.l->repair_row(repaired.id, e.clock.t, 1'000, 3));
+  REQUIRE(e.l->repair_row(repaired.id, e.clock.t, 1'000, 3) == ledger::RepairOutcome::repaired);
   REQUIRE(e.l->soft_delete(deleted.id, "o", e.clock.t, 0, 3) == ledger::DeleteOutcome::deleted);
   CHECK(e.l->find_task_for(definite.id)->verify_pass == ledger::k_verify_none);
   CHECK(e.l->find_task_for(ambiguous.id)->verify_pass == ledger::k_verify_owed);
@@ -187,34 +188,34 @@ TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after 
   auto s = ops::sweep(*e.l, e.store, {100, 16, 1'000, 0, "w", false, e.cs}, e.clock);
   CHECK(s.deleted == 4);
   CHECK(s.verify_scheduled == 2);
-  CHECK(e.l->find_task_for(definite.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(deleted.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(ambiguous.id)->status == "PENDING");
-  CHECK(e.l->find_task_for(repaired.id)->status == "PENDING");
+  CHECK(e.l->find_task_for(definite.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(deleted.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(ambiguous.id)->status == ledger::TaskStatus::pending);
+  CHECK(e.l->find_task_for(repaired.id)->status == ledger::TaskStatus::pending);
 }
 
 TEST_CASE("queueing writes report what they did: a held task is not reported queued") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
   auto claimed = e.l->claim_due(e.clock.t, 1, "w", 60'000);
   REQUIRE(claimed.size() == 1);
   // A worker holds the task: nothing is written, and the caller hears so (it used to
   // hear "true", and reconcile --apply reported the leftover as queued).
   CHECK(e.l->requeue_task_for(a.id, e.clock.t, 3) == ledger::QueueOutcome::held);
-  CHECK(e.l->find_task_for(a.id)->status == "PROCESSING");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::processing);
   auto alive = e.reserve("b");
   CHECK(e.l->requeue_task_for(alive.id, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
   CHECK(e.l->requeue_task_for(9999, e.clock.t, 3) == ledger::QueueOutcome::not_dead);
   REQUIRE(e.l->finish(claimed[0], true, "", 0, e.clock.t) == ledger::TaskFinish::success);
   CHECK(e.l->requeue_task_for(a.id, e.clock.t, 3) == ledger::QueueOutcome::queued);
-  CHECK(e.l->find_task_for(a.id)->status == "PENDING");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::pending);
 }
 
 TEST_CASE("I6: a worker with a stale lease_version changes nothing") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
   auto first = e.l->claim_due(e.clock.t, 1, "A", 1'000);
   REQUIRE(first.size() == 1);
   e.clock.t += 5'000; // A's lease expired
@@ -229,20 +230,20 @@ TEST_CASE("I6: a worker with a stale lease_version changes nothing") {
   CHECK(e.store.removed().empty());
   CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
 }
 
 TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
   e.store.fail("remove_all", Error(Errc::storage_unavailable, "fake outage"));
   std::vector<ops::CleanupOutcome> seen;
   for (int i = 0; i < 3; ++i) {
     auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock);
     seen.push_back(s.dead_lettered ? ops::CleanupOutcome::dead_lettered : ops::CleanupOutcome::retried);
     auto t = e.l->find_task_for(a.id);
-    if (t->status == "RETRY") {
+    if (t->status == ledger::TaskStatus::retry) {
       CHECK(t->next_retry_at >= e.clock.t + 50); // at least half the base
       e.clock.t = t->next_retry_at;
     }
@@ -250,11 +251,11 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   CHECK(seen == std::vector<ops::CleanupOutcome>{ops::CleanupOutcome::retried, ops::CleanupOutcome::retried,
                                                  ops::CleanupOutcome::dead_lettered});
   auto t = e.l->find_task_for(a.id);
-  CHECK(t->status == "FAILED");
+  CHECK(t->status == ledger::TaskStatus::failed);
   CHECK(t->last_error == "fake outage");
   CHECK(e.l->status(e.clock.t).dead_letters == 1);
-  REQUIRE(e.l->retry_task(t->id, e.clock.t));
-  CHECK_FALSE(e.l->retry_task(t->id, e.clock.t));
+  REQUIRE(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::requeued);
+  CHECK(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::not_failed);
   e.store.clear_failures();
   CHECK(ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock).deleted == 1);
 }
@@ -262,13 +263,13 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
 TEST_CASE("user delete frees the quota at once and schedules the object after the grace") {
   Env e;
   auto a = e.reserve("a", 1);
-  REQUIRE(e.l->confirm(a.id, "e", "", e.clock.t));
+  REQUIRE(e.l->confirm(a.id, "e", "", e.clock.t) == ledger::ConfirmOutcome::confirmed);
   CHECK(e.l->soft_delete(a.id, "someone-else", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::not_found);
   CHECK(e.l->soft_delete(a.id, "o", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::deleted);
   CHECK(e.l->soft_delete(a.id, "o", e.clock.t, 5'000, 3) == ledger::DeleteOutcome::not_active);
   e.reserve("b", 1); // the slot is free
   auto t = e.l->find_task_for(a.id);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->next_retry_at == e.clock.t + 5'000);
   CHECK(e.l->claim_due(e.clock.t + 4'999, 10, "w", 1'000).empty());
 }

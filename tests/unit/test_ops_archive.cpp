@@ -64,12 +64,12 @@ TEST_CASE("an object missing from the store: its row is retired and the file is 
   auto old = e.l->find_file(*first.id);
   REQUIRE(old);
   CHECK(old->is_deleted);
-  CHECK(old->upload_status == "ACTIVE");
+  CHECK(old->upload_status == ledger::FileStatus::active);
   CHECK(old->failure_reason == std::optional<std::string>("object missing from the store"));
   // Its task is pending: deleting a key that is gone is harmless, and it is never the new key.
   auto t = e.l->find_task_for(*first.id);
   REQUIRE(t);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->object_key == first.object_key);
 }
 

@@ -123,7 +123,7 @@ TEST_CASE("an advance another process has under way is not a divergence, and a l
   ops::IdBlocks blocks(10);
   (void)reserve_one(blocks, *l, s, 1, c); // marker 10
   // Another process: its intent (to 20) is in the ledger and the store already holds it.
-  REQUIRE(l->begin_id_block(10, 20, c.t));
+  REQUIRE(l->begin_id_block(10, 20, c.t) == ledger::BlockOutcome::begun);
   s.set_small(ops::id_marker_key(s, l->uuid()),
               nlohmann::json{{"ledger", l->uuid()}, {"high_water", 20}, {"updated_at", 0}}.dump());
   // A third writer slips in between our read and our write once: the conditional PUT loses.

@@ -37,7 +37,7 @@ ledger::FileRecord row(const std::string &key, const std::string &path, const st
   r.object_key = key;
   r.sha256 = crypto::sha256_hex(bytes);
   r.size = static_cast<int64_t>(bytes.size());
-  r.upload_status = ledger::k_active;
+  r.upload_status = ledger::FileStatus::active;
   return r;
 }
 
@@ -180,7 +180,7 @@ TEST_CASE("a row that is not ACTIVE is refused before any download") {
   auto res = ops::get_file(st, r, dest, {});
   CHECK(res.error->code == Errc::not_active);
   r.is_deleted = false;
-  r.upload_status = ledger::k_uploading;
+  r.upload_status = ledger::FileStatus::uploading;
   CHECK(ops::require_active(r).error().code == Errc::not_active);
   CHECK(st.count("read") == 0);
 }

@@ -74,11 +74,11 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
   for (int i = 0; i < 5; ++i)
     CHECK(completed[static_cast<size_t>(i)].number == i + 1);
   auto row = l->find_file(*r.id);
-  CHECK(row->upload_status == "ACTIVE");
+  CHECK(row->upload_status == ledger::FileStatus::active);
   CHECK(row->multipart_upload_id == "upload-1");
   CHECK(main_store.count("put_part") == 5);
   CHECK(main_store.has(row->object_key));
-  CHECK(l->find_task_for(*r.id)->status == "IGNORED");
+  CHECK(l->find_task_for(*r.id)->status == ledger::TaskStatus::ignored);
 }
 
 TEST_CASE("an exception in a part thread fails the upload and aborts the multipart upload") {
@@ -97,7 +97,7 @@ TEST_CASE("an exception in a part thread fails the upload and aborts the multipa
   CHECK(r.error->message.find("part store exploded") != std::string::npos);
   auto row = l->find_file(*r.id);
   CHECK(main_store.succeeded("abort_multipart") == std::vector<std::string>{row->object_key});
-  CHECK(row->upload_status == "UPLOAD_FAILED");
+  CHECK(row->upload_status == ledger::FileStatus::upload_failed);
 }
 
 TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {

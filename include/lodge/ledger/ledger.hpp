@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/records.hpp>
 #include <lodge/util/clock.hpp>
 #include <memory>
@@ -33,15 +34,6 @@ struct OpenOptions {
   bool read_only = false;
   const util::Clock *clock = &util::system_clock();
 };
-
-// S3's limit on a key's length, in bytes.
-inline constexpr size_t k_max_key_bytes = 1024;
-
-// The key reserve() gives a new row: <root><owner>/[<run_prefix>/]<uuid>/<relative_path>
-// (root is the store's key prefix, "" or ending in '/').
-[[nodiscard]] std::string object_key_for(const std::string &root, const std::string &owner,
-                                         const std::string &run_prefix, const std::string &uuid,
-                                         const std::string &relative_path);
 
 struct ReserveRequest {
   std::string owner_id;
@@ -98,6 +90,24 @@ enum class QueueOutcome {
 
 enum class DeleteOutcome { deleted, not_found, not_active };
 
+// What each transition did; every failure names the precondition that did not hold (and
+// then nothing was written).
+enum class ConfirmOutcome {
+  confirmed,         // UPLOADING -> ACTIVE, its task IGNORED
+  row_not_uploading, // the row moved on (failed by repair or a sweep, deleted) or is missing
+  task_held,         // the row is UPLOADING but a sweep holds its task (PROCESSING): cleanup may be under way
+};
+enum class MarkFailedOutcome { failed, not_uploading };
+enum class SetUploadIdOutcome { recorded, not_uploading };
+enum class RepairOutcome {
+  repaired,
+  not_overdue
+}; // not_overdue: not (or no longer) an alive, overdue UPLOADING row
+enum class RetryOutcome { requeued, not_failed };
+enum class MissingOutcome { marked_missing, not_active }; // not_active: not an alive ACTIVE row (any more)
+enum class DeadLetterOutcome { dead_lettered, lease_lost };
+enum class BlockOutcome { begun, moved }; // moved: another process moved the intent meanwhile
+
 // The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical).
 struct StoreBinding {
   std::string scheme, endpoint, location, root;
@@ -145,17 +155,18 @@ public:
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
   // and its cleanup task (due at deadline + grace). The key is made here.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
-  // Records the multipart upload id on an UPLOADING row; false if the row moved on.
-  [[nodiscard]] virtual bool set_multipart_upload_id(int64_t id, const std::string &upload_id,
-                                                     int64_t now) = 0;
-  // UPLOADING -> ACTIVE and its task -> IGNORED, together; false (nothing changed) when
-  // the row or the task is no longer where an upload in progress leaves them.
-  [[nodiscard]] virtual bool confirm(int64_t id, const std::string &etag, const std::string &version_id,
-                                     int64_t now) = 0;
+  // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
+  [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
+                                                                   int64_t now) = 0;
+  // UPLOADING -> ACTIVE and its task -> IGNORED, together; nothing changed when the row
+  // (row_not_uploading) or the task (task_held) is no longer where an upload in progress
+  // leaves them.
+  [[nodiscard]] virtual ConfirmOutcome confirm(int64_t id, const std::string &etag,
+                                               const std::string &version_id, int64_t now) = 0;
   // UPLOADING -> UPLOAD_FAILED (+ deleted); when run_now, the task becomes due at once.
-  // False when the row was not UPLOADING any more.
-  [[nodiscard]] virtual bool mark_failed(int64_t id, const std::string &reason, bool run_now,
-                                         int64_t now) = 0;
+  // not_uploading when the row was not UPLOADING any more.
+  [[nodiscard]] virtual MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
+                                                      int64_t now) = 0;
   [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
   [[nodiscard]] virtual std::vector<FileRecord> list_files(const ListFilter &filter) = 0;
   // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
@@ -185,18 +196,19 @@ public:
                                           int64_t next_retry_at, int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.
   [[nodiscard]] virtual std::vector<TaskRecord> due_tasks(int64_t now, int limit) = 0;
-  // Tasks in one status (all when empty), by id.
-  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(const std::string &status) = 0;
-  // FAILED (dead letter) -> PENDING, due now, retry count reset. False if not FAILED.
-  [[nodiscard]] virtual bool retry_task(int64_t task_id, int64_t now) = 0;
+  // Tasks in one status (all when nullopt), by id.
+  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) = 0;
+  // FAILED (dead letter) -> PENDING, due now, retry count reset. not_failed if not FAILED.
+  [[nodiscard]] virtual RetryOutcome retry_task(int64_t task_id, int64_t now) = 0;
 
   // --- repair ---
   // Alive UPLOADING rows past their deadline, oldest deadline first.
   [[nodiscard]] virtual std::vector<FileRecord> overdue_uploads(int64_t now, int limit) = 0;
   // One transaction: re-checks the row is alive, UPLOADING and overdue; marks it
   // UPLOAD_FAILED + deleted; makes sure its task is pending, due no sooner than
-  // deadline + grace. False when the row had moved on.
-  [[nodiscard]] virtual bool repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) = 0;
+  // deadline + grace. not_overdue when the row had moved on.
+  [[nodiscard]] virtual RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms,
+                                                 int max_retries) = 0;
 
   // --- delete ---
   // Soft-deletes an alive ACTIVE row of the owner (quota freed at once) and makes its
@@ -206,11 +218,11 @@ public:
 
   // An alive ACTIVE row whose object the store no longer has: soft-deleted with `reason` as
   // its failure_reason (its quota and de-dup slot freed at once) and its task made pending,
-  // due after the grace (deleting a missing key is harmless). False when the row was not
-  // alive and ACTIVE any more (nothing changed). Deciding that the object is missing is
-  // the caller's.
-  [[nodiscard]] virtual bool mark_missing(int64_t id, const std::string &reason, int64_t now,
-                                          int64_t grace_ms, int max_retries) = 0;
+  // due after the grace (deleting a missing key is harmless). not_active when the row was
+  // not alive and ACTIVE any more (nothing changed). Deciding that the object is missing
+  // is the caller's.
+  [[nodiscard]] virtual MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
+                                                    int64_t grace_ms, int max_retries) = 0;
 
   // --- reconcile ---
   // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte
@@ -224,13 +236,15 @@ public:
   [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
   // The dead-letter path for a task whose delete must not happen (the object at its key
   // is not its row's): FAILED at once with `error`, only under the caller's lease.
-  [[nodiscard]] virtual bool dead_letter(const TaskRecord &t, const std::string &error, int64_t now) = 0;
+  [[nodiscard]] virtual DeadLetterOutcome dead_letter(const TaskRecord &t, const std::string &error,
+                                                      int64_t now) = 0;
 
   // --- id blocks and divergence (the rule is in ops/id_blocks; these only store it) ---
   [[nodiscard]] virtual IdBlockState id_blocks() = 0;
   // One transaction: when the recorded intent is still `expected_intent`, records
-  // `new_intent` as the block end being advanced to. False when another process moved it.
-  [[nodiscard]] virtual bool begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t now) = 0;
+  // `new_intent` as the block end being advanced to. moved when another process moved it.
+  [[nodiscard]] virtual BlockOutcome begin_id_block(int64_t expected_intent, int64_t new_intent,
+                                                    int64_t now) = 0;
   // The store's marker now covers `end`: block_end = max(block_end, end).
   virtual void end_id_block(int64_t end, int64_t now) = 0;
   // The store's mark is above everything this ledger reserved. One transaction: the

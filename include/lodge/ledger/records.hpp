@@ -10,10 +10,23 @@
 
 namespace lodge::ledger {
 
-// file_upload.upload_status values, exactly as stored.
-inline constexpr const char *k_uploading = "UPLOADING";
-inline constexpr const char *k_active = "ACTIVE";
-inline constexpr const char *k_upload_failed = "UPLOAD_FAILED";
+// file_upload.upload_status. Stored (and shown) as its name: UPLOADING, ACTIVE, UPLOAD_FAILED.
+enum class FileStatus { uploading, active, upload_failed };
+inline constexpr FileStatus k_file_statuses[] = {FileStatus::uploading, FileStatus::active,
+                                                 FileStatus::upload_failed};
+[[nodiscard]] const char *to_string(FileStatus s);
+// nullopt for anything but the stored names.
+[[nodiscard]] std::optional<FileStatus> parse_file_status(std::string_view s);
+
+// cleanup_task.status. Stored (and shown) as its name: PENDING, PROCESSING, RETRY,
+// SUCCESS, FAILED (a dead letter), IGNORED.
+enum class TaskStatus { pending, processing, retry, success, failed, ignored };
+inline constexpr TaskStatus k_task_statuses[] = {TaskStatus::pending, TaskStatus::processing,
+                                                 TaskStatus::retry,   TaskStatus::success,
+                                                 TaskStatus::failed,  TaskStatus::ignored};
+[[nodiscard]] const char *to_string(TaskStatus s);
+// nullopt for anything but the stored names.
+[[nodiscard]] std::optional<TaskStatus> parse_task_status(std::string_view s);
 
 // The de-dup scope a row was reserved under (file_upload.dedup_scope), from the policy's
 // "dedup": which alive rows make a new upload of the same content a duplicate (I4,
@@ -36,7 +49,7 @@ struct FileRecord {
   std::string sha256;
   int64_t size = 0;
   std::string policy;
-  std::string upload_status;
+  FileStatus upload_status = FileStatus::uploading;
   std::optional<std::string> failure_reason;
   bool is_deleted = false;
   std::optional<std::string> idempotency_key;
@@ -55,7 +68,7 @@ struct TaskRecord {
   int64_t record_id = 0;
   std::string task_type;
   std::string object_key;
-  std::string status;
+  TaskStatus status = TaskStatus::pending;
   int64_t next_retry_at = 0;
   int64_t retry_count = 0;
   int64_t max_retries = 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/id_blocks.hpp>
@@ -43,9 +44,9 @@ struct RepairOptions {
   int limit = 1000;
   int batch = 100;
   bool dry_run = false;
-  int64_t grace_ms = 300'000;
   int max_retries = 8;
-  std::function<int64_t(const std::string &policy)> grace_for; // per-policy grace, when set
+  // Required: the configuration whose policies give each row its grace (ops::grace_for).
+  const config::Config *config = nullptr;
 };
 
 struct RepairSummary {

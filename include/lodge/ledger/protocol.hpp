@@ -1,0 +1,67 @@
+#pragma once
+// The protocol's rules, written once as pure functions: the object key's format and its
+// parser, what a cleanup worker may do with the task it holds, and when a task
+// dead-letters. SqlLedger calls them inside its transactions, on the row and task it read
+// under the locks its write holds; no backend decides any of this itself.
+
+#include <cstdint>
+#include <lodge/ledger/records.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lodge::ledger {
+
+// S3's limit on a key's length, in bytes.
+inline constexpr size_t k_max_key_bytes = 1024;
+
+// The key reserve() gives a new row: <root><owner>/[<run_prefix>/]<uuid>/<relative_path>
+// (root is the store's key prefix, "" or ending in '/').
+[[nodiscard]] std::string object_key_for(const std::string &root, const std::string &owner,
+                                         const std::string &run_prefix, const std::string &uuid,
+                                         const std::string &relative_path);
+
+struct ObjectKeyParts {
+  std::string owner, run_prefix, uuid, relative_path;
+  bool operator==(const ObjectKeyParts &) const = default;
+};
+
+// The parts of a key object_key_for made under `root`: nullopt for any other key. The
+// uuid is the first segment after the owner that has a uuid's form (8-4-4-4-12 lowercase
+// hex): what precedes it is the run prefix (a run prefix with a segment of that form
+// cannot be told apart), what follows it, non-empty, the relative path.
+[[nodiscard]] std::optional<ObjectKeyParts> parse_object_key(std::string_view root, std::string_view key);
+
+// What a cleanup worker's task comes to, decided on the task as read under the lock and
+// its row (file_upload row first, then the task: the lock order).
+enum class DecisionKind {
+  lease_lost,                 // the task is not ours any more: change nothing
+  ignore,                     // the row is alive and ACTIVE: the task becomes IGNORED
+  allow,                      // the row is dead: delete the object
+  postpone,                   // the row is UPLOADING and may still be confirmed: PENDING at `due`
+  fail_overdue_then_postpone, // overdue: fail the row (as repair would), PENDING at `due`, a verify pass owed
+  fail_overdue_then_allow,    // overdue and past its grace: fail the row, verify pass owed, delete now
+};
+
+struct Decision {
+  DecisionKind kind = DecisionKind::lease_lost;
+  int64_t due = 0;         // postpone kinds: the task's next_retry_at (after now)
+  int64_t verify_pass = 0; // postpone kinds: the task's verify_pass then
+};
+
+// `held`: the task as the worker claimed it (its lease_version); `current`: the task as it
+// is now, read under the lock; `row`: its file_upload row. A row still UPLOADING and not
+// overdue: postponed to deadline + grace (never due again within this run). An overdue
+// UPLOADING row is failed right here, as repair_row would, and the task owes a verify
+// pass; postponed to deadline + grace when that is still ahead, allowed otherwise. A dead
+// row (or none): allowed. An alive ACTIVE row: ignored.
+[[nodiscard]] Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
+                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms);
+
+// A failed attempt of a task that has already failed retry_count times: FAILED (a dead
+// letter) rather than RETRY when this attempt makes more than max_retries failures.
+[[nodiscard]] constexpr bool dead_letters(int64_t retry_count, int64_t max_retries) {
+  return retry_count + 1 > max_retries;
+}
+
+} // namespace lodge::ledger

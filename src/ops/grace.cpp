@@ -1,0 +1,17 @@
+#include <algorithm>
+#include <lodge/ops/grace.hpp>
+
+namespace lodge::ops {
+
+int64_t grace_for(const config::Config &c, const std::optional<std::string> &policy) {
+  if (policy) {
+    auto it = c.policies.find(*policy);
+    if (it != c.policies.end()) return it->second.grace_ms;
+  }
+  int64_t g = 0;
+  for (const auto &entry : c.policies)
+    g = std::max(g, entry.second.grace_ms);
+  return g;
+}
+
+} // namespace lodge::ops
