@@ -276,7 +276,18 @@ std::unique_ptr<sql::StmtImpl> PgConn::prepare(std::string_view sql) {
 }
 
 void PgConn::commit() {
-  auto r = simple("COMMIT");
+  PgResultHandle r;
+  bool was_lost = m_lost;
+  try {
+    r = simple("COMMIT");
+  } catch (const LodgeError &e) {
+    if (was_lost || !m_lost) throw;
+    // The server may have committed before the connection went: say so, not "rolled back".
+    Error err = e.error();
+    err.message = m_display + ": lost the connection to the PostgreSQL ledger during COMMIT (" +
+                  m_lost_message + "): the transaction either committed whole or not at all";
+    throw LodgeError(err);
+  }
   // COMMIT of a transaction an error already aborted answers ROLLBACK, not an error.
   if (std::string_view(PQcmdStatus(r.get())) != "COMMIT")
     throw LodgeError(Errc::internal,
