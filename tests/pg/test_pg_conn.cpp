@@ -378,7 +378,7 @@ TEST_CASE("pg: a deadlock is a TransientConflict, and Conn::write runs the body 
   std::thread tb([&] { worker(*b, r2, r1); });
   ta.join();
   tb.join();
-  CHECK(attempts.load() == 3); // one of the two ran again
+  CHECK(attempts.load() >= 3); // the deadlock's victim ran again (and both committed)
   sql::Stmt st(a->prepare("SELECT size FROM file_upload ORDER BY id"));
   std::vector<int64_t> sizes;
   while (st.step())
