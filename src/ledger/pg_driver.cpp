@@ -2,6 +2,7 @@
 // its version in ledger_meta), prepares each SQL text once per connection and runs it with
 // every parameter bound, and maps SQLSTATEs onto lodge's error codes.
 
+#include "drivers.hpp"
 #include "pg.hpp"
 
 #include <algorithm>
