@@ -65,6 +65,11 @@ def pg_server():
         server.start()
         atexit.register(server.stop)
         _PG = server
+        # A test process ended by SIGTERM/SIGHUP (CTest's timeout, a closed terminal) still
+        # runs its atexit handlers, so the server does not outlive it.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, lambda n, _f: sys.exit(128 + n))
     return _PG
 
 
