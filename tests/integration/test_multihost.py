@@ -202,6 +202,8 @@ class MultiHost(S3TestCase):
                 r = rows[line["id"]]
                 self.assertEqual((r["upload_status"], r["deleted"]), ("ACTIVE", False), line)
                 self.assertEqual((r["sha256"], r["object_key"]), (line["sha256"], line["object_key"]))
+            elif self.outcome(line) in ("STATE_CHANGED", "DEADLINE_EXCEEDED"):  # its own row failed
+                self.assertNotEqual(rows[line["id"]]["upload_status"], "ACTIVE", line)
         # Once converged, every file of every tree is there or refused by the quota.
         self.results = []
         for u in range(len(UPLOADERS)):
