@@ -78,7 +78,8 @@ struct ErrorDetails {
   long http_status = 0;
   std::string s3_code;
   std::string request_id;
-  int sqlite_code = 0; // extended result code
+  int sqlite_code = 0;  // extended result code
+  std::string sqlstate; // PostgreSQL's SQLSTATE (PG_DIAG_SQLSTATE), "" when none
   int curl_code = 0;
   // A transfer whose whole body left but whose answer never came: the server may
   // still store it. Decides whether compensation may run at once.

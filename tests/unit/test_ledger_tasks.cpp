@@ -24,10 +24,10 @@ struct Env {
   ops::CleanupSettings cs{1000, 100, 1000};
   Env() {
     ledger::OpenOptions o;
-    o.path = dir.file("l.db");
+    o.location = dir.file("l.db");
     o.create = true;
     o.clock = &clock;
-    l = ledger::open_sqlite_ledger(o);
+    l = ledger::open_ledger(o);
   }
   ledger::FileRecord reserve(const std::string &sha_seed, std::optional<int64_t> max_files = std::nullopt) {
     ledger::ReserveRequest r;

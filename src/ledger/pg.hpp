@@ -1,0 +1,64 @@
+#pragma once
+// The PostgreSQL driver's internals (pg_driver.cpp): RAII owners for libpq's handles, and
+// the pure pieces the driver is built from, declared here so unit tests can reach them.
+
+#include <cstdint>
+#include <libpq-fe.h>
+#include <lodge/error.hpp>
+#include <lodge/ledger/sql.hpp>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace lodge::ledger {
+// schema_pg.sql, embedded at build time (CMakeLists.txt).
+extern const char *const k_schema_pg_sql;
+} // namespace lodge::ledger
+
+namespace lodge::ledger::pg {
+
+struct PgConnCloser {
+  void operator()(PGconn *c) const noexcept { PQfinish(c); }
+};
+struct PgResultClearer {
+  void operator()(PGresult *r) const noexcept { PQclear(r); }
+};
+using PgConnHandle = std::unique_ptr<PGconn, PgConnCloser>;
+using PgResultHandle = std::unique_ptr<PGresult, PgResultClearer>;
+
+// ?N → $N (the seam's placeholders to PostgreSQL's). Throws INTERNAL for a '?' that is not
+// followed by a parameter number.
+[[nodiscard]] std::string translate_placeholders(std::string_view sql);
+// The highest parameter number in SQL written with ?N (0 for none).
+[[nodiscard]] int max_placeholder(std::string_view sql);
+
+// How a PostgreSQL ledger location (a postgres:// URL or a key=value conninfo string) is
+// shown to people: postgres://user@host:port/dbname, never the password (nor any other
+// option). A location libpq cannot parse is shown as "postgres (unparsable location)".
+[[nodiscard]] std::string display_location(const std::string &location);
+
+// FNV-1a 32 over the bytes of `key`, as the int4 second key of pg_advisory_xact_lock. Two
+// keys hashing alike only serialize each other's transactions: never a broken rule.
+[[nodiscard]] uint32_t fnv1a32(std::string_view key);
+[[nodiscard]] int32_t lock_key_hash(std::string_view key);
+
+// What a failed statement becomes, from its SQLSTATE (`sqlstate` may be empty when libpq
+// gave none). `lost` is true when the connection is gone. `where` names the ledger.
+// TransientConflict (40001, 40P01) is thrown by the caller when is_transient says so.
+[[nodiscard]] Error map_error(std::string_view sqlstate, bool lost, std::string_view message,
+                              std::string_view where);
+[[nodiscard]] bool is_transient(std::string_view sqlstate);
+
+struct PgOpen {
+  std::string location; // URL or conninfo, handed to libpq as is
+  bool create = false;  // `lodge init`: create the schema when the database has none
+  bool read_only = false;
+  int64_t lock_timeout_ms = 10'000;
+  int64_t now_ms = 0; // the ledger's created_at when it is created here
+};
+
+// Connects, then creates or migrates the schema (or, read-only, checks it). Throws
+// LodgeError: LEDGER_UNAVAILABLE (no connection), LEDGER_NOT_FOUND, LEDGER_TOO_NEW, ...
+[[nodiscard]] std::unique_ptr<sql::Conn> open_pg_conn(const PgOpen &o);
+
+} // namespace lodge::ledger::pg

@@ -1,0 +1,561 @@
+// The PostgreSQL driver (sql::Conn over libpq): connects, keeps the schema (schema_pg.sql,
+// its version in ledger_meta), prepares each SQL text once per connection and runs it with
+// every parameter bound, and maps SQLSTATEs onto lodge's error codes.
+
+#include "drivers.hpp"
+#include "pg.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <lodge/crypto/random.hpp>
+#include <lodge/ledger/schema.hpp>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace lodge::ledger::pg {
+
+namespace {
+
+// The oldest PostgreSQL schema version this build migrates from (the first one it had).
+constexpr int k_oldest_pg_schema_version = 4;
+// Step i brings a PostgreSQL ledger from version k_oldest_pg_schema_version + i to the next
+// one; run in the schema transaction, under the schema lock. None yet.
+constexpr std::array<std::string_view, 0> k_pg_steps{};
+static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
+              "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");
+
+std::string trim(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0)
+    s.pop_back();
+  return s;
+}
+
+void ignore_notice(void * /*arg*/, const char * /*message*/) {}
+
+std::string result_field(const PGresult *r, int field) {
+  const char *v = r ? PQresultErrorField(r, field) : nullptr;
+  return v ? std::string(v) : std::string();
+}
+
+class PgConn;
+
+class PgStmt final : public sql::StmtImpl {
+public:
+  PgStmt(PgConn *conn, const std::string *name, int nparams)
+      : m_conn(conn), m_name(name), m_values(static_cast<size_t>(nparams)),
+        m_state(static_cast<size_t>(nparams), Param::unbound) {}
+  void bind_int(int i, int64_t v) override { set(i, std::to_string(v), Param::value); }
+  void bind_text(int i, std::string_view v) override;
+  void bind_null(int i) override { set(i, std::string(), Param::null); }
+  bool step() override;
+  int64_t exec() override;
+  void reset() override {
+    m_result.reset();
+    m_row = -1;
+    m_rows = 0;
+  }
+  [[nodiscard]] bool is_null(int col) const override { return PQgetisnull(row_result(col), m_row, col) != 0; }
+  [[nodiscard]] int64_t col_int(int col) const override;
+  [[nodiscard]] std::string col_text(int col) const override {
+    const PGresult *r = row_result(col);
+    return {PQgetvalue(r, m_row, col), static_cast<size_t>(PQgetlength(r, m_row, col))};
+  }
+
+private:
+  enum class Param { unbound, value, null };
+  void set(int i, std::string v, Param p) {
+    if (i < 1 || static_cast<size_t>(i) > m_values.size())
+      throw LodgeError(Errc::internal, "SQL parameter ?" + std::to_string(i) +
+                                           " out of range (the statement has " +
+                                           std::to_string(m_values.size()) + ")");
+    m_values[static_cast<size_t>(i - 1)] = std::move(v);
+    m_state[static_cast<size_t>(i - 1)] = p;
+  }
+  [[nodiscard]] const PGresult *row_result(int col) const {
+    if (!m_result || m_row < 0 || m_row >= m_rows || col < 0 || col >= PQnfields(m_result.get()))
+      throw LodgeError(Errc::internal,
+                       "SQL column " + std::to_string(col) + " read with no row or out of range");
+    return m_result.get();
+  }
+  void run();
+
+  PgConn *m_conn;
+  const std::string *m_name;
+  std::vector<std::string> m_values;
+  std::vector<Param> m_state;
+  PgResultHandle m_result;
+  int m_row = -1;
+  int m_rows = 0;
+};
+
+class PgConn final : public sql::Conn {
+public:
+  explicit PgConn(const PgOpen &o);
+  [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::postgres; }
+  [[nodiscard]] const std::string &display_name() const override { return m_display; }
+  [[nodiscard]] std::unique_ptr<sql::StmtImpl> prepare(std::string_view sql) override;
+  void begin_write() override { simple("BEGIN ISOLATION LEVEL READ COMMITTED"); }
+  void begin_read() override { simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); }
+  void commit() override;
+  void rollback() noexcept override;
+  void lock_key(std::string_view key) override;
+  [[nodiscard]] const char *for_update() const override { return " FOR UPDATE"; }
+  [[nodiscard]] const char *skip_locked() const override { return " FOR UPDATE SKIP LOCKED"; }
+  [[nodiscard]] int64_t max_record_id() override;
+  void raise_record_id(int64_t id) override;
+  [[nodiscard]] int schema_version() override;
+  [[nodiscard]] sql::Health health() override;
+
+  // Runs a prepared statement; the result of a statement that succeeded, else throws.
+  PgResultHandle exec_prepared(const std::string &name, const std::vector<const char *> &values);
+
+private:
+  void ensure_alive() const;
+  // Runs SQL (one or more statements, no parameters) and returns its last result.
+  PgResultHandle simple(const std::string &sql);
+  PgResultHandle checked(PGresult *r);
+  [[noreturn]] void fail(const PGresult *r);
+  int read_version();
+  void setup_schema(const PgOpen &o);
+  int64_t query_int(const std::string &sql);
+
+  std::string m_display;
+  PgConnHandle m_conn;
+  bool m_lost = false;
+  std::string m_lost_message;
+  // SQL text → its prepared statement's name and parameter count, for this connection.
+  struct Prepared {
+    std::string name;
+    int nparams = 0;
+  };
+  std::unordered_map<std::string, Prepared> m_prepared;
+  std::string m_sequence; // file_upload's id sequence, as a quoted, qualified name
+};
+
+void PgStmt::bind_text(int i, std::string_view v) {
+  // libpq passes text parameters as C strings: a NUL would cut the value short unseen.
+  if (v.find('\0') != std::string_view::npos) {
+    ErrorDetails d;
+    d.sqlstate = "22P05";
+    throw LodgeError(
+        Errc::bad_name,
+        m_conn->display_name() + ": the ledger's database takes only UTF-8 text: a NUL byte in a value", d);
+  }
+  set(i, std::string(v), Param::value);
+}
+
+bool PgStmt::step() {
+  if (!m_result) run();
+  ++m_row;
+  return m_row < m_rows;
+}
+
+int64_t PgStmt::exec() {
+  reset();
+  run();
+  const char *n = PQcmdTuples(m_result.get());
+  int64_t v = 0;
+  if (n && *n) std::from_chars(n, n + std::char_traits<char>::length(n), v);
+  return v;
+}
+
+void PgStmt::run() {
+  std::vector<const char *> values(m_values.size());
+  for (size_t i = 0; i < m_values.size(); ++i) {
+    if (m_state[i] == Param::unbound)
+      throw LodgeError(Errc::internal, "SQL parameter ?" + std::to_string(i + 1) + " not bound");
+    values[i] = m_state[i] == Param::null ? nullptr : m_values[i].c_str();
+  }
+  m_result = m_conn->exec_prepared(*m_name, values);
+  m_row = -1;
+  m_rows = PQntuples(m_result.get());
+}
+
+int64_t PgStmt::col_int(int col) const {
+  const PGresult *r = row_result(col);
+  if (PQgetisnull(r, m_row, col) != 0) return 0;
+  std::string_view v(PQgetvalue(r, m_row, col), static_cast<size_t>(PQgetlength(r, m_row, col)));
+  if (v == "t") return 1; // a boolean expression's value
+  if (v == "f") return 0;
+  int64_t out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size())
+    throw LodgeError(Errc::internal,
+                     "SQL column " + std::to_string(col) + " is not an integer: '" + std::string(v) + "'");
+  return out;
+}
+
+PgConn::PgConn(const PgOpen &o) : m_display(display_location(o.location)) {
+  // Keywords before dbname are defaults the location may override; those after it win.
+  // connect_timeout: a host that never answers fails the open instead of hanging it.
+  // client_encoding: lodge speaks UTF-8. fallback_application_name: "lodge" unless the
+  // location or PGAPPNAME names the application.
+  const std::array<const char *, 5> keys{"connect_timeout", "dbname", "fallback_application_name",
+                                         "client_encoding", nullptr};
+  const std::array<const char *, 5> vals{"10", o.location.c_str(), "lodge", "UTF8", nullptr};
+  m_conn.reset(PQconnectdbParams(keys.data(), vals.data(), 1));
+  if (!m_conn) throw LodgeError(Errc::ledger_unavailable, m_display + ": cannot connect (out of memory)");
+  if (PQstatus(m_conn.get()) != CONNECTION_OK) {
+    std::string msg = trim(PQerrorMessage(m_conn.get()));
+    ErrorDetails d;
+    if (msg.find("database \"") != std::string::npos && msg.find("does not exist") != std::string::npos) {
+      d.sqlstate = "3D000";
+      throw LodgeError(
+          Errc::ledger_not_found,
+          m_display + ": " + msg + ". Create the database, then run `lodge init --db " + m_display + "`", d);
+    }
+    throw LodgeError(Errc::ledger_unavailable,
+                     m_display + ": cannot connect to the PostgreSQL ledger: " + msg, d);
+  }
+  PQsetNoticeProcessor(m_conn.get(), ignore_notice, nullptr);
+  // lock_timeout bounds every wait for a row or advisory lock (LEDGER_LOCKED past it);
+  // statement_timeout is left as the server or role sets it.
+  simple("SET lock_timeout = " + std::to_string(std::max<int64_t>(o.lock_timeout_ms, 1)));
+  if (o.read_only) simple("SET default_transaction_read_only = on");
+  setup_schema(o);
+  auto r = simple("SELECT pg_get_serial_sequence('file_upload', 'id')");
+  m_sequence = PQgetvalue(r.get(), 0, 0);
+  if (m_sequence.empty())
+    throw LodgeError(Errc::ledger_unusable,
+                     m_display + ": file_upload.id has no sequence: not a lodge ledger");
+}
+
+void PgConn::ensure_alive() const {
+  if (m_lost)
+    throw LodgeError(Errc::ledger_unavailable,
+                     m_display + ": the connection to the PostgreSQL ledger was lost earlier (" +
+                         m_lost_message + "); lodge does not reconnect in the middle of a run");
+}
+
+[[noreturn]] void PgConn::fail(const PGresult *r) {
+  std::string state = result_field(r, PG_DIAG_SQLSTATE);
+  std::string msg = result_field(r, PG_DIAG_MESSAGE_PRIMARY);
+  if (msg.empty()) msg = trim(PQerrorMessage(m_conn.get()));
+  bool lost = PQstatus(m_conn.get()) == CONNECTION_BAD;
+  Error e = map_error(state, lost, msg, m_display);
+  if (e.code == Errc::ledger_unavailable) {
+    m_lost = true;
+    m_lost_message = msg;
+  }
+  if (e.code != Errc::ledger_unavailable && is_transient(state)) throw sql::TransientConflict(e);
+  throw LodgeError(e);
+}
+
+PgResultHandle PgConn::checked(PGresult *raw) {
+  PgResultHandle r(raw);
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+  fail(r.get());
+}
+
+PgResultHandle PgConn::simple(const std::string &sql) {
+  ensure_alive();
+  return checked(PQexec(m_conn.get(), sql.c_str()));
+}
+
+PgResultHandle PgConn::exec_prepared(const std::string &name, const std::vector<const char *> &values) {
+  ensure_alive();
+  return checked(PQexecPrepared(m_conn.get(), name.c_str(), static_cast<int>(values.size()), values.data(),
+                                nullptr, nullptr, 0));
+}
+
+std::unique_ptr<sql::StmtImpl> PgConn::prepare(std::string_view sql) {
+  ensure_alive();
+  std::string key(sql);
+  auto it = m_prepared.find(key);
+  if (it == m_prepared.end()) {
+    Prepared p{"lodge_" + std::to_string(m_prepared.size() + 1), max_placeholder(sql)};
+    // Parameter types are left to the server, inferred from where each one is used.
+    checked(PQprepare(m_conn.get(), p.name.c_str(), translate_placeholders(sql).c_str(), 0, nullptr));
+    it = m_prepared.emplace(std::move(key), std::move(p)).first;
+  }
+  return std::make_unique<PgStmt>(this, &it->second.name, it->second.nparams);
+}
+
+void PgConn::commit() {
+  PgResultHandle r;
+  bool was_lost = m_lost;
+  try {
+    r = simple("COMMIT");
+  } catch (const LodgeError &e) {
+    if (was_lost || !m_lost) throw;
+    // The server may have committed before the connection went: say so, not "rolled back".
+    Error err = e.error();
+    err.message = m_display + ": lost the connection to the PostgreSQL ledger during COMMIT (" +
+                  m_lost_message + "): the transaction either committed whole or not at all";
+    throw LodgeError(err);
+  }
+  // COMMIT of a transaction an error already aborted answers ROLLBACK, not an error.
+  if (std::string_view(PQcmdStatus(r.get())) != "COMMIT")
+    throw LodgeError(Errc::internal,
+                     m_display + ": the transaction was rolled back by the server, not committed");
+}
+
+void PgConn::rollback() noexcept {
+  if (m_lost || !m_conn || PQstatus(m_conn.get()) != CONNECTION_OK) return;
+  if (PQtransactionStatus(m_conn.get()) == PQTRANS_IDLE) return;
+  PgResultHandle r(PQexec(m_conn.get(), "ROLLBACK"));
+  if (PQstatus(m_conn.get()) == CONNECTION_BAD) {
+    m_lost = true;
+    m_lost_message = trim(PQerrorMessage(m_conn.get()));
+  }
+}
+
+void PgConn::lock_key(std::string_view key) {
+  sql::Stmt st(prepare("SELECT pg_advisory_xact_lock(CAST(?1 AS INTEGER), CAST(?2 AS INTEGER))"));
+  st.bind(1, static_cast<int64_t>(sql::k_lock_namespace)).bind(2, static_cast<int64_t>(lock_key_hash(key)));
+  st.step();
+}
+
+int64_t PgConn::query_int(const std::string &sql) {
+  sql::Stmt st(prepare(sql));
+  return st.step() ? st.col_int(0) : 0;
+}
+
+int64_t PgConn::max_record_id() {
+  // The sequence's last value counts ids of rolled-back inserts too; max(id) counts rows
+  // inserted with an explicit id.
+  return query_int("SELECT GREATEST((SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM " +
+                   m_sequence + "), (SELECT COALESCE(max(id), 0) FROM file_upload))");
+}
+
+void PgConn::raise_record_id(int64_t id) {
+  if (id <= 0) return;
+  if (PQtransactionStatus(m_conn.get()) != PQTRANS_INTRANS)
+    throw LodgeError(Errc::internal, "raise_record_id outside a write transaction");
+  // Reading the sequence and setting it must not let another transaction's insert take
+  // an id in between (setval would then move the sequence back under it): this lock waits
+  // for every transaction that may have drawn an id and keeps new inserts out until commit.
+  simple("LOCK TABLE file_upload IN SHARE ROW EXCLUSIVE MODE");
+  std::string literal = "'";
+  for (char c : m_sequence)
+    literal += c == '\'' ? std::string("''") : std::string(1, c);
+  literal += "'";
+  sql::Stmt st(prepare("SELECT setval(" + literal +
+                       ", GREATEST(CAST(?1 AS BIGINT), (SELECT CASE WHEN is_called " +
+                       "THEN last_value ELSE 0 END FROM " + m_sequence + ")))"));
+  st.bind(1, id).step();
+}
+
+int PgConn::read_version() {
+  // Read from pg_class itself, under the statement's snapshot: to_regclass would consult
+  // the catalog caches, which a transaction that began before another one created the
+  // table (two inits at once) may still hold as "no such table".
+  auto r = simple("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
+                  "n.oid = c.relnamespace WHERE c.relname = 'ledger_meta' AND n.nspname = current_schema())");
+  if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t") return 0;
+  r = simple("SELECT value FROM ledger_meta WHERE key = 'schema_version'");
+  std::string v = PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
+  int out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || out <= 0)
+    throw LodgeError(Errc::ledger_unusable, m_display +
+                                                ": the database has a ledger_meta table with no valid " +
+                                                "schema_version ('" + v + "'): not a lodge ledger");
+  return out;
+}
+
+int PgConn::schema_version() {
+  return read_version();
+}
+
+void PgConn::setup_schema(const PgOpen &o) {
+  auto too_new = [&](int v) {
+    return LodgeError(Errc::ledger_too_new, m_display + ": the ledger has schema version " +
+                                                std::to_string(v) + " but this lodge knows up to " +
+                                                std::to_string(k_schema_version) + "; upgrade lodge");
+  };
+  auto not_found = [&] {
+    return LodgeError(Errc::ledger_not_found, m_display +
+                                                  ": no lodge ledger in this database (it has no ledger_meta "
+                                                  "table). Run `lodge init --db " +
+                                                  m_display + "` to create one");
+  };
+  int v = read_version();
+  if (v > k_schema_version) throw too_new(v);
+  if (v == k_schema_version) return;
+  if (o.read_only) {
+    if (v == 0) throw not_found();
+    throw LodgeError(Errc::ledger_unusable,
+                     m_display + ": the ledger has schema version " + std::to_string(v) +
+                         ", older than this lodge's " + std::to_string(k_schema_version) +
+                         "; this command only reads it and does not migrate: run `lodge "
+                         "init` first");
+  }
+  if (v == 0 && !o.create) throw not_found();
+  // Creation and migration: one transaction, under the schema lock, deciding on the
+  // version read after the lock is held (another process may have just done it).
+  simple("BEGIN ISOLATION LEVEL READ COMMITTED");
+  try {
+    simple("SELECT pg_advisory_xact_lock(" + std::to_string(sql::k_lock_namespace) + ", " +
+           std::to_string(sql::k_schema_lock) + ")");
+    v = read_version();
+    if (v > k_schema_version) throw too_new(v);
+    if (v == 0) {
+      if (!o.create) throw not_found();
+      simple(k_schema_pg_sql);
+      sql::Stmt ins(
+          prepare("INSERT INTO ledger_meta (key, value) VALUES ('schema_version', ?1), ('uuid', ?2), "
+                  "('created_at', ?3)"));
+      ins.bind(1, std::to_string(k_schema_version))
+          .bind(2, crypto::random_uuid())
+          .bind(3, std::to_string(o.now_ms));
+      ins.exec();
+    } else if (v < k_schema_version) {
+      if (v < k_oldest_pg_schema_version)
+        throw LodgeError(Errc::ledger_unusable,
+                         m_display + ": ledger schema version " + std::to_string(v) +
+                             " cannot be migrated (this lodge reads PostgreSQL versions " +
+                             std::to_string(k_oldest_pg_schema_version) + " to " +
+                             std::to_string(k_schema_version) + ")");
+      for (int step = v; step < k_schema_version; ++step)
+        simple(std::string(k_pg_steps.at(static_cast<size_t>(step - k_oldest_pg_schema_version))));
+      sql::Stmt up(prepare("UPDATE ledger_meta SET value = ?1 WHERE key = 'schema_version'"));
+      up.bind(1, std::to_string(k_schema_version)).exec();
+    }
+    commit();
+  } catch (...) {
+    rollback();
+    throw;
+  }
+}
+
+sql::Health PgConn::health() {
+  sql::Health h;
+  auto r = simple("SHOW server_version");
+  h.emplace_back("server_version", std::string(PQgetvalue(r.get(), 0, 0)));
+  const char *host = PQhost(m_conn.get());
+  h.emplace_back("host", std::string(host ? host : ""));
+  int64_t port = 0;
+  const char *p = PQport(m_conn.get());
+  if (p && *p) std::from_chars(p, p + std::char_traits<char>::length(p), port);
+  h.emplace_back("port", port);
+  h.emplace_back("database", std::string(PQdb(m_conn.get())));
+  h.emplace_back("user", std::string(PQuser(m_conn.get())));
+  h.emplace_back("connected", PQstatus(m_conn.get()) == CONNECTION_OK);
+  h.emplace_back("schema_version", static_cast<int64_t>(schema_version()));
+  return h;
+}
+
+} // namespace
+
+std::string translate_placeholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  for (size_t i = 0; i < sql.size(); ++i) {
+    if (sql[i] != '?') {
+      out += sql[i];
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < sql.size() && std::isdigit(static_cast<unsigned char>(sql[j])) != 0)
+      ++j;
+    if (j == i + 1 || sql[i + 1] == '0')
+      throw LodgeError(Errc::internal, "SQL with a '?' that is not a parameter ?1..?N: " + std::string(sql));
+    out += '$';
+    out.append(sql.substr(i + 1, j - i - 1));
+    i = j - 1;
+  }
+  return out;
+}
+
+int max_placeholder(std::string_view sql) {
+  int best = 0;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    if (sql[i] != '?') continue;
+    int n = 0;
+    auto [end, ec] = std::from_chars(sql.data() + i + 1, sql.data() + sql.size(), n);
+    if (ec == std::errc()) best = std::max(best, n);
+    i = static_cast<size_t>(end - sql.data()) - 1;
+  }
+  return best;
+}
+
+std::string display_location(const std::string &location) {
+  char *err = nullptr;
+  PQconninfoOption *opts = PQconninfoParse(location.c_str(), &err);
+  if (err) PQfreemem(err);
+  if (!opts) return "postgres (unparsable location)";
+  std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption *)> own(opts, PQconninfoFree);
+  std::string user, host, hostaddr, port, db;
+  for (PQconninfoOption *o = opts; o->keyword; ++o) {
+    if (!o->val || !*o->val) continue;
+    std::string_view k(o->keyword);
+    if (k == "user")
+      user = o->val;
+    else if (k == "host")
+      host = o->val;
+    else if (k == "hostaddr")
+      hostaddr = o->val;
+    else if (k == "port")
+      port = o->val;
+    else if (k == "dbname")
+      db = o->val;
+  }
+  if (host.empty()) host = hostaddr;
+  std::string out = "postgres://";
+  if (!user.empty()) out += user + "@";
+  for (char c : host)
+    out += c == '/' ? std::string("%2F") : std::string(1, c); // a socket directory
+  if (!port.empty()) out += ":" + port;
+  out += "/" + db;
+  return out;
+}
+
+uint32_t fnv1a32(std::string_view key) {
+  uint32_t h = 2166136261U;
+  for (char c : key) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 16777619U;
+  }
+  return h;
+}
+
+int32_t lock_key_hash(std::string_view key) {
+  return static_cast<int32_t>(fnv1a32(key)); // two's complement (C++20): the same bits as int4
+}
+
+bool is_transient(std::string_view sqlstate) {
+  return sqlstate == "40001" || sqlstate == "40P01";
+}
+
+Error map_error(std::string_view sqlstate, bool lost, std::string_view message, std::string_view where) {
+  ErrorDetails d;
+  d.sqlstate = std::string(sqlstate);
+  std::string w(where);
+  std::string msg(message);
+  std::string state = sqlstate.empty() ? std::string() : " (SQLSTATE " + std::string(sqlstate) + ")";
+  // 57P01..57P03: the server is shutting down or terminated this session.
+  if (lost || sqlstate.substr(0, 2) == "08" || sqlstate == "57P01" || sqlstate == "57P02" ||
+      sqlstate == "57P03")
+    return {Errc::ledger_unavailable,
+            w + ": lost the connection to the PostgreSQL ledger: " + msg + state +
+                "; the transaction in progress was not committed",
+            d};
+  if (is_transient(sqlstate))
+    return {Errc::ledger_locked, w + ": a concurrent transaction conflicted: " + msg + state, d};
+  if (sqlstate == "55P03" || sqlstate == "57014")
+    return {Errc::ledger_locked,
+            w + ": the ledger is locked by another process (waited past lock_timeout): " + msg + state, d};
+  if (sqlstate == "22021" || sqlstate == "22P05")
+    return {Errc::bad_name, w + ": the ledger's database takes only UTF-8 text: " + msg + state, d};
+  if (sqlstate == "3D000")
+    return {Errc::ledger_not_found,
+            w + ": " + msg + ". Create the database, then run `lodge init --db " + w + "`", d};
+  if (sqlstate == "42P01")
+    return {Errc::ledger_not_found,
+            w + ": " + msg + ": no lodge ledger in this database. Run `lodge init --db " + w +
+                "` to create one",
+            d};
+  return {Errc::internal, w + ": PostgreSQL error" + state + ": " + msg, d};
+}
+
+std::unique_ptr<sql::Conn> open_pg_conn(const PgOpen &o) {
+  return std::make_unique<PgConn>(o);
+}
+
+} // namespace lodge::ledger::pg
