@@ -559,3 +559,17 @@ std::unique_ptr<sql::Conn> open_pg_conn(const PgOpen &o) {
 }
 
 } // namespace lodge::ledger::pg
+
+namespace lodge::ledger {
+
+std::unique_ptr<sql::Conn> open_postgres(const OpenOptions &opts) {
+  pg::PgOpen o;
+  o.location = opts.location;
+  o.create = opts.create;
+  o.read_only = opts.read_only;
+  o.lock_timeout_ms = opts.lock_timeout_ms;
+  o.now_ms = opts.clock->now_ms();
+  return pg::open_pg_conn(o);
+}
+
+} // namespace lodge::ledger

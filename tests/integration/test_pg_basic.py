@@ -77,7 +77,14 @@ class PgBasic(S3TestCase):
         self.assertEqual(self.q("SELECT count(*) FROM cleanup_task WHERE status = 'PENDING'"), [["1"]])
         sw = self.lodge("sweep", "--json", later=AFTER_DEADLINE)
         self.assertEqual(sw.rc, 0, sw)
-        self.assertEqual(self.q("SELECT count(*) FROM cleanup_task WHERE status = 'PENDING'"), [["0"]])
+        self.assertEqual(sw.json()["deleted"], 1, sw)
+        # The upload failed by its deadline: one verify pass is owed, later.
+        self.assertEqual(sw.json()["verify_scheduled"], 1, sw)
+        sw = self.lodge("sweep", "--json", later="+1h")
+        self.assertEqual(sw.json()["verified"], 1, sw)
+        self.assertEqual(self.q("SELECT f.upload_status, f.is_deleted, t.status FROM file_upload f "
+                                "JOIN cleanup_task t ON t.record_id = f.id WHERE f.original_name = 'c.txt'"),
+                         [["UPLOAD_FAILED", "1", "SUCCESS"]])
 
         st = self.lodge("status", "--json")
         self.assertEqual(st.rc, 0, st)
