@@ -331,8 +331,11 @@ class LodgeTestCase(unittest.TestCase):
         self.ledger_backend = LEDGER
         self.pg_database = None
         if LEDGER == "postgres":
+            # A name no other test of this process or server uses: created without a DROP
+            # first, and never dropped (the server and its directory go at exit).
             self.pg_database = f"lodge_t{os.getpid()}_{next(_PG_DB_NUMBERS)}"
-            self.db = pg_server().create_database(self.pg_database)
+            pg_server().sql(f'CREATE DATABASE "{self.pg_database}"')
+            self.db = pg_server().db_url(self.pg_database)
         else:
             self.db = os.path.join(self.dir, "ledger.db")
         # Nothing of the caller's lodge, AWS or libpq settings reaches the test's lodge.
@@ -352,11 +355,9 @@ class LodgeTestCase(unittest.TestCase):
         if failed:
             sys.stderr.write(f"kept test directory: {self.dir}\n")
             if self.pg_database:
-                sys.stderr.write(f"kept test database: {self.db} (until the test process ends)\n")
+                sys.stderr.write(f"test database: {self.db} (until the test process ends)\n")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
-            if self.pg_database:
-                pg_server().sql(f'DROP DATABASE IF EXISTS "{self.pg_database}" WITH (FORCE)')
 
     @property
     def postgres(self):

@@ -40,7 +40,7 @@ BATCHES = 3
 PER_BATCH = 12
 SHARED = 8
 
-CHAOS_SECONDS = 15
+CHAOS_SECONDS = 12
 # A job's clock: the real one, or ahead by less than deadline + grace (so the tasks of uploads
 # killed some seconds ago are due, and a healthy upload in flight is not), or now and then far
 # ahead (a clock step: it fails uploads in flight, whose late PUTs the verify pass removes).
