@@ -1,8 +1,19 @@
 """Shared helpers for lodge's integration tests: run the real binary, make temp dirs,
-start a moto_server on a free loopback port, read the ledger with sqlite3."""
+start a moto_server on a free loopback port, read the ledger (SQLite or PostgreSQL) through
+a backend-neutral query layer, check the invariants through lodge itself.
 
+The ledger backend is chosen by LODGE_TEST_LEDGER=sqlite|postgres (default sqlite). Under
+postgres one throwaway PostgreSQL server (tests/harness/pgserver.py) is started per test
+process, on first use, and stopped at exit by its PID; every test case gets a fresh database,
+whose URL is the test's `self.db` (passed as --db / LODGE_DB exactly as a file path is).
+Tests that are about SQLite itself are marked `@sqlite_only("why")` (a method or a class)
+and are not collected under postgres; `main()` prints which were left out and why."""
+
+import atexit
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -16,6 +27,149 @@ import urllib.request
 
 LODGE = os.environ.get("LODGE_BIN", "")
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+LEDGER = os.environ.get("LODGE_TEST_LEDGER", "sqlite") or "sqlite"
+if LEDGER not in ("sqlite", "postgres"):
+    raise SystemExit(f"LODGE_TEST_LEDGER={LEDGER!r}: must be 'sqlite' or 'postgres'")
+
+
+def sqlite_only(reason):
+    """Marks a test method or a whole class as about SQLite itself (the ledger file, its
+    locks, its old schema samples): `reason` says why. Under LODGE_TEST_LEDGER=postgres such
+    tests are not collected, and main() lists them with their reasons."""
+    assert reason and isinstance(reason, str), "say why the test is SQLite only"
+
+    def mark(obj):
+        obj.lodge_sqlite_only = reason
+        return obj
+    return mark
+
+
+def _sqlite_only_reason(test):
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    return getattr(method, "lodge_sqlite_only", None) or getattr(type(test), "lodge_sqlite_only", None)
+
+
+# --- PostgreSQL: one server per test process, a database per test case ---
+
+_PG = None
+_PG_DB_NUMBERS = itertools.count(1)
+
+
+def pg_server():
+    """The test process's PostgreSQL server (started on first use, stopped at exit by PID)."""
+    global _PG
+    if _PG is None:
+        from pgserver import PgServer
+        server = PgServer()
+        server.start()
+        atexit.register(server.stop)
+        _PG = server
+        # A test process ended by SIGTERM/SIGHUP (CTest's timeout, a closed terminal) still
+        # runs its atexit handlers, so the server does not outlive it.
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, lambda n, _f: sys.exit(128 + n))
+    return _PG
+
+
+PSQL_NULL = "\x1d"        # how psql prints NULL here (no column of lodge's holds this byte)
+_PSQL_MARK = "\x1dLODGE-ROWS\x1d"
+_PG_INT_TYPES = {"smallint", "integer", "bigint"}
+
+
+def _pg_literal(value):
+    """A parameter as a PostgreSQL literal: NULL, integers bare, text quoted with '' doubled."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        if "\0" in value:
+            raise ValueError("a text parameter with a NUL byte: PostgreSQL text cannot hold it")
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"unsupported SQL parameter type {type(value).__name__}: {value!r}")
+
+
+def bind_params(query, params):
+    """`query` with each `?` outside quotes replaced by the next parameter as a literal."""
+    out = []
+    params = list(params)
+    used = 0
+    quote = None
+    for ch in query:
+        if quote:
+            out.append(ch)
+            if ch == quote:
+                quote = None
+        elif ch in ("'", '"'):
+            quote = ch
+            out.append(ch)
+        elif ch == "?":
+            if used >= len(params):
+                raise ValueError(f"more ? than parameters in {query!r}")
+            out.append(_pg_literal(params[used]))
+            used += 1
+        else:
+            out.append(ch)
+    if used != len(params):
+        raise ValueError(f"{len(params)} parameters for {used} ? in {query!r}")
+    return "".join(out)
+
+
+def _pg_value(text, typ):
+    if text == PSQL_NULL:
+        return None
+    if typ in _PG_INT_TYPES:
+        return int(text)
+    if typ == "boolean":  # SQLite answers a comparison with 0 or 1
+        return 1 if text == "t" else 0
+    if typ == "numeric":  # sum() of a bigint
+        return int(text) if re.fullmatch(r"-?[0-9]+", text) else float(text)
+    if typ in ("real", "double precision"):
+        return float(text)
+    return text
+
+
+def psql(url, script, single_transaction=False):
+    """Runs `script` with psql -X -A -t on `url`; returns its stdout (fails on any error)."""
+    argv = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-F", "\x1f", "-R", "\x1e",
+            "-P", "null=" + PSQL_NULL, "-d", url, "-f", "-"]
+    if single_transaction:
+        argv.insert(1, "-1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["PGCONNECT_TIMEOUT"] = "10"
+    p = subprocess.run(argv, input=script, capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError(f"psql on {url} failed ({p.returncode}): {p.stderr.strip()}\n--- script ---\n{script}")
+    return p.stdout
+
+
+def pg_query(url, query, params=()):
+    """Rows of `query` (with `?` parameters) as tuples, integer columns as int, NULL as None,
+    like sqlite3's fetchall()."""
+    q = bind_params(query, params).strip().rstrip(";")
+    out = psql(url, f"{q} \\gdesc\n\\echo {_PSQL_MARK}\n{q};\n")
+    desc, sep, rows = out.partition(_PSQL_MARK + "\n")
+    if not sep:
+        raise AssertionError(f"unexpected psql output for {q!r}: {out!r}")
+    # \gdesc: one "name<US>type" record per column (a statement with no result prints a note).
+    types = [line.split("\x1f")[1] for line in desc.rstrip("\n").split("\x1e") if "\x1f" in line]
+    if not rows:
+        return []
+    if rows.endswith("\n"):
+        rows = rows[:-1]
+    result = []
+    for record in rows.split("\x1e"):
+        fields = record.split("\x1f")
+        if len(fields) != len(types):
+            raise AssertionError(f"psql row {record!r} does not have the {len(types)} columns of {q!r}")
+        result.append(tuple(_pg_value(f, t) for f, t in zip(fields, types)))
+    return result
 
 
 def free_port():
@@ -174,9 +328,19 @@ class LodgeTestCase(unittest.TestCase):
     def setUp(self):
         self.assertTrue(LODGE and os.access(LODGE, os.X_OK), "LODGE_BIN must name the built lodge binary")
         self.dir = tempfile.mkdtemp(prefix="lodge-it-")
-        self.db = os.path.join(self.dir, "ledger.db")
+        self.ledger_backend = LEDGER
+        self.pg_database = None
+        if LEDGER == "postgres":
+            # A name no other test of this process or server uses: created without a DROP
+            # first, and never dropped (the server and its directory go at exit).
+            self.pg_database = f"lodge_t{os.getpid()}_{next(_PG_DB_NUMBERS)}"
+            pg_server().sql(f'CREATE DATABASE "{self.pg_database}"')
+            self.db = pg_server().db_url(self.pg_database)
+        else:
+            self.db = os.path.join(self.dir, "ledger.db")
+        # Nothing of the caller's lodge, AWS or libpq settings reaches the test's lodge.
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("LODGE_") and not k.startswith("AWS_")}
+                    if not k.startswith("LODGE_") and not k.startswith("AWS_") and not k.startswith("PG")}
         self.env.update({"HOME": self.dir, "XDG_CONFIG_HOME": os.path.join(self.dir, ".config"),
                          "XDG_DATA_HOME": os.path.join(self.dir, ".local/share")})
         self.env.update(AWS_ENV)
@@ -190,8 +354,14 @@ class LodgeTestCase(unittest.TestCase):
             failed = any(t is self for t, _ in errors)
         if failed:
             sys.stderr.write(f"kept test directory: {self.dir}\n")
+            if self.pg_database:
+                sys.stderr.write(f"test database: {self.db} (until the test process ends)\n")
         else:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+    @property
+    def postgres(self):
+        return self.ledger_backend == "postgres"
 
     def spawn(self, *args, env=None, later=None):
         """Starts lodge in the background (for races and pauses); returns the Popen."""
@@ -228,6 +398,11 @@ class LodgeTestCase(unittest.TestCase):
         return r
 
     def sql(self, query, params=()):
+        """Rows of one query on this test's ledger, on either backend: `?` placeholders, a list
+        of tuples (integers as int, NULL as None). Write it in SQL both SQLite and PostgreSQL
+        accept."""
+        if self.postgres:
+            return pg_query(self.db, query, params)
         con = sqlite3.connect(self.db, timeout=30)
         try:
             return con.execute(query, params).fetchall()
@@ -235,6 +410,10 @@ class LodgeTestCase(unittest.TestCase):
             con.close()
 
     def sql_exec(self, statements):
+        """Runs `statements` (no parameters) on this test's ledger in one transaction."""
+        if self.postgres:
+            psql(self.db, statements, single_transaction=True)
+            return
         con = sqlite3.connect(self.db, timeout=30)
         try:
             con.executescript(statements)
@@ -242,9 +421,22 @@ class LodgeTestCase(unittest.TestCase):
         finally:
             con.close()
 
+    def ledger_files(self):
+        """Every row of the ledger, dead ones too, read through lodge (`list --all`)."""
+        r = self.lodge("--owner", "*", "list", "--json", "--all")
+        self.assertEqual(r.rc, 0, r)
+        return r.json_lines()
+
+    def ledger_tasks(self):
+        """Every cleanup task of the ledger, read through lodge (`tasks --status all`)."""
+        r = self.lodge("tasks", "--json", "--status", "all")
+        self.assertEqual(r.rc, 0, r)
+        return r.json_lines()
+
     def old_ledger(self, version):
         """Makes self.db a ledger at an older schema version (1, 2 or 3), from the frozen
         samples in tests/data/ledger (version 2 is version 3 without verify_pass)."""
+        assert not self.postgres, "old_ledger makes SQLite files: mark the test @sqlite_only"
         sample = "schema_v1.sql" if version == 1 else "schema_v3.sql"
         with open(os.path.join(SOURCE_DIR, "tests", "data", "ledger", sample)) as f:
             script = f.read()
@@ -270,8 +462,46 @@ class LodgeTestCase(unittest.TestCase):
         return path
 
 
+class _Loader(unittest.TestLoader):
+    """Leaves out the tests marked @sqlite_only when the ledger is PostgreSQL, and says so."""
+
+    def __init__(self):
+        super().__init__()
+        self.left_out = []
+
+    def _filter(self, suite):
+        if LEDGER != "postgres":
+            return suite
+        kept = []
+        for t in suite:
+            if isinstance(t, unittest.TestSuite):
+                kept.append(self._filter(t))
+            elif _sqlite_only_reason(t):
+                self.left_out.append((t.id(), _sqlite_only_reason(t)))
+            else:
+                kept.append(t)
+        return self.suiteClass(kept)
+
+    def loadTestsFromModule(self, module, *args, **kw):
+        return self._filter(super().loadTestsFromModule(module, *args, **kw))
+
+    def loadTestsFromNames(self, names, module=None):
+        return self._filter(super().loadTestsFromNames(names, module))
+
+
+class _Program(unittest.TestProgram):
+    def runTests(self):
+        left_out = getattr(self.testLoader, "left_out", [])
+        sys.stderr.write(f"ledger backend: {LEDGER}\n")
+        if left_out:
+            sys.stderr.write(f"left out under LODGE_TEST_LEDGER={LEDGER} ({len(left_out)} SQLite-only tests):\n")
+            for name, why in left_out:
+                sys.stderr.write(f"  {name}: {why}\n")
+        super().runTests()
+
+
 def main():
-    unittest.main(verbosity=2)
+    _Program(module="__main__", testLoader=_Loader(), verbosity=2)
 
 
 class FaultProxy:
@@ -364,33 +594,57 @@ def is_lodge_metadata(key):
 
 
 def check_invariants(tc, objects, max_files=None):
-    """Asserts what must hold at any quiet moment: PRAGMA integrity_check; I1 (every alive
-    ACTIVE row has its object); I3 (alive rows per owner within max_files); I4 (scoped: one
-    alive row per owner, prefix and digest; per owner and digest for 'owner' rows); every row has exactly one task; no object under the prefix
-    without a row (I2: objects exist only for keys the ledger issued)."""
-    tc.assertEqual(tc.sql("PRAGMA integrity_check"), [("ok",)])
-    tc.assertEqual(tc.sql("PRAGMA foreign_key_check"), [])
-    rows = tc.sql("SELECT id, owner_id, object_key, sha256, upload_status, is_deleted FROM file_upload")
-    keys = {r[2] for r in rows}
-    for rid, owner, key, sha, status, deleted in rows:
-        if status == "ACTIVE" and not deleted:
-            tc.assertIn(key, objects, f"I1: alive ACTIVE row {rid} has no object")
+    """Asserts what must hold at any quiet moment, reading the ledger through lodge itself
+    (`list --all --owner '*'`, `tasks --status all`), so the same check runs on every
+    backend: I1 (every alive ACTIVE row has its object); I2 (no object under the prefix
+    without a row: objects exist only for keys the ledger issued); I3 (alive rows per owner
+    within max_files); I4 (scoped: one alive 'owner' row per owner and digest, one alive
+    row that is not 'none' per owner, prefix and digest); every row has exactly one cleanup
+    task and every task belongs to an existing row. On SQLite also PRAGMA integrity_check
+    and foreign_key_check."""
+    if not tc.postgres:
+        tc.assertEqual(tc.sql("PRAGMA integrity_check"), [("ok",)])
+        tc.assertEqual(tc.sql("PRAGMA foreign_key_check"), [])
+    rows = tc.ledger_files()
+    tasks = tc.ledger_tasks()
+    by_id = {r["id"]: r for r in rows}
+    tc.assertEqual(len(by_id), len(rows), "row ids are unique")
+    keys = {r["object_key"] for r in rows}
+    tc.assertEqual(len(keys), len(rows), "one object key per row, never reused")
+    alive = [r for r in rows if not r["deleted"]]
+    for r in rows:
+        if r["upload_status"] == "ACTIVE" and not r["deleted"]:
+            tc.assertIn(r["object_key"], objects, f"I1: alive ACTIVE row {r['id']} has no object")
+        if r["upload_status"] == "UPLOAD_FAILED":
+            tc.assertTrue(r["deleted"], f"row {r['id']}: UPLOAD_FAILED is always deleted")
     for key in objects:
         if not is_lodge_metadata(key):
             tc.assertIn(key, keys, f"I2: object {key} has no row")
     if max_files is not None:
-        for owner, n in tc.sql("SELECT owner_id, count(*) FROM file_upload WHERE is_deleted = 0 GROUP BY 1"):
-            tc.assertLessEqual(n, max_files, f"I3: owner {owner}")
+        per_owner = {}
+        for r in alive:
+            per_owner[r["owner"]] = per_owner.get(r["owner"], 0) + 1
+        for owner, n in per_owner.items():
+            tc.assertLessEqual(n, max_files, f"I3: owner {owner} has {n} alive rows")
     # I4, scoped (ARCHITECTURE.md): one alive 'owner' row per (owner, digest); one alive row
     # that is not 'none' per (owner, run prefix, digest).
-    dup = tc.sql("SELECT owner_id, sha256, count(*) FROM file_upload WHERE is_deleted = 0 AND dedup_scope = 'owner'"
-                 " GROUP BY 1, 2 HAVING count(*) > 1")
-    tc.assertEqual(dup, [], "I4 (owner scope)")
-    dup = tc.sql("SELECT owner_id, run_prefix, sha256, count(*) FROM file_upload WHERE is_deleted = 0"
-                 " AND dedup_scope <> 'none' GROUP BY 1, 2, 3 HAVING count(*) > 1")
-    tc.assertEqual(dup, [], "I4 (per prefix)")
-    orphans = tc.sql("SELECT f.id FROM file_upload f LEFT JOIN cleanup_task t ON t.record_id = f.id WHERE t.id IS NULL")
-    tc.assertEqual(orphans, [], "every row has its cleanup task")
+    seen_owner, seen_prefix = {}, {}
+    for r in alive:
+        if r["dedup"] == "owner":
+            k = (r["owner"], r["sha256"])
+            tc.assertNotIn(k, seen_owner, f"I4 (owner scope): rows {seen_owner.get(k)} and {r['id']}")
+            seen_owner[k] = r["id"]
+        if r["dedup"] != "none":
+            k = (r["owner"], r["prefix"], r["sha256"])
+            tc.assertNotIn(k, seen_prefix, f"I4 (per prefix): rows {seen_prefix.get(k)} and {r['id']}")
+            seen_prefix[k] = r["id"]
+    tasks_of = {}
+    for t in tasks:
+        tc.assertIn(t["record_id"], by_id, f"task {t['id']} belongs to no row")
+        tasks_of.setdefault(t["record_id"], []).append(t["id"])
+        tc.assertEqual(t["object_key"], by_id[t["record_id"]]["object_key"], f"task {t['id']}: its row's key")
+    for rid in by_id:
+        tc.assertEqual(len(tasks_of.get(rid, [])), 1, f"row {rid} has exactly one cleanup task")
 
 
 def converge(tc, later="+1h"):

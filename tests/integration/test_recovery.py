@@ -1,6 +1,8 @@
 """The verification table: each scenario of recovery (sweep, repair, reconcile, delete),
 run against moto_server with failpoints, real SIGKILL, real processes and faketime for
-"later". Every scenario ends with the invariant checker (I1-I7)."""
+"later". Every scenario ends with the invariant checker (I1-I7). It runs on either ledger
+backend (LODGE_TEST_LEDGER=sqlite|postgres; CTest: it_recovery, it_recovery_pg); the few
+scenarios about the SQLite file itself are marked @sqlite_only."""
 
 import json
 import os
@@ -12,7 +14,8 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import samples  # noqa: E402
-from lodgetest import FaultProxy, S3TestCase, aws, check_invariants, converge, main, wait_until  # noqa: E402
+from lodgetest import (FaultProxy, S3TestCase, aws, check_invariants, converge, main, sqlite_only,  # noqa: E402
+                       wait_until)
 
 CONFIG = {
     "policies": {
@@ -401,6 +404,7 @@ class Recovery(S3TestCase):
         self.lodge("sweep", later="+1h")
         self.assertIn(key, self.objects(), "never touched")
 
+    @sqlite_only("restores a copy of the ledger file itself (sqlite3's backup API)")
     def test_restored_ledger(self):
         self.upload("a.txt", "before the backup\n")
         backup = os.path.join(self.dir, "backup.db")
@@ -553,6 +557,7 @@ class Recovery(S3TestCase):
         self.assertEqual(version, head["VersionId"])
         self.check()
 
+    @sqlite_only("holds SQLite's write lock (BEGIN IMMEDIATE on the ledger file) while the upload confirms")
     def test_failure_after_reservation_reports_the_reserved_id_and_key(self):
         cfg = dict(CONFIG, busy_timeout="200ms")
         env = {"LODGE_CONFIG": self.write("locked.json", json.dumps(cfg))}

@@ -12,7 +12,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import samples  # noqa: E402
 from lodgetest import (LODGE, AWS_ENV, LodgeTestCase, S3TestCase, aws, check_invariants, main,  # noqa: E402
-                       wait_until)
+                       sqlite_only, wait_until)
 
 CONFIG = {
     "policies": {
@@ -179,12 +179,11 @@ class UploadS3(UploadMixin, S3TestCase):
         stop = threading.Event()
 
         def watch():
-            import sqlite3
+            # Through the harness's query layer: a fresh read of the committed rows each time,
+            # on either backend (a read may meet a lock or the schema being made: skip it).
             while not stop.is_set():
                 try:
-                    con = sqlite3.connect(self.db, timeout=5)
-                    n = con.execute("SELECT count(*) FROM file_upload WHERE owner_id='ci' AND is_deleted=0").fetchone()[0]
-                    con.close()
+                    n = self.sql("SELECT count(*) FROM file_upload WHERE owner_id = ? AND is_deleted = 0", ("ci",))[0][0]
                     peak[0] = max(peak[0], n)
                 except Exception:
                     pass
@@ -354,6 +353,7 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE upload_status = 'UPLOADING'"), [(0,)])
         self.assertEqual(self.sql("SELECT count(*) FROM file_upload"), [(len(done),)])
 
+    @sqlite_only("holds SQLite's write lock (BEGIN IMMEDIATE on the ledger file)")
     def test_ledger_locked_for_the_whole_run_exits_3(self):
         self.lodge("init")
         cfg = dict(CONFIG, busy_timeout="200ms")
@@ -394,6 +394,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    @sqlite_only("puts the ledger file on a tiny tmpfs and checks it with sqlite3")
     def test_disk_full_leaves_the_ledger_intact(self):
         # The ledger on a 256 KiB tmpfs in a private mount namespace: it fills after a
         # few uploads. Every later file must fail cleanly, and the ledger stay whole.
@@ -432,6 +433,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
             self.assertIn(rows[key], ("ACTIVE", "UPLOADING"))
         self.assertEqual(sum(1 for st in rows.values() if st == "ACTIVE"), active)
 
+    @sqlite_only("the ledger file and its -wal/-shm in the uploaded tree")
     def test_uploading_the_ledgers_own_directory_skips_the_ledger(self):
         self.write("a.txt", "next to the ledger\n")
         self.lodge("init")
@@ -440,6 +442,7 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
         self.assertIn("a.txt", files)
         self.assertFalse({"ledger.db", "ledger.db-wal", "ledger.db-shm"} & files, files)
 
+    @sqlite_only("the modes of the ledger file and its -wal/-shm")
     def test_ledger_and_its_wal_are_0600_under_umask_000(self):
         gate = os.path.join(self.dir, "go")
         e = dict(self.env, **self.failpoints(f"upload.after_reserve=pause:{gate}"))
