@@ -313,4 +313,31 @@ TEST_CASE("migration: a version-3 ledger is migrated on open and its rows go on 
   CHECK(claimed[0].lease_version == 1);
 }
 
+TEST_CASE("rows_by_key: a prefix ending in 0xFF bytes is bounded by the next prefix that is not") {
+  // SQLite keeps any bytes as text (PostgreSQL only UTF-8, where no 0xFF byte occurs).
+  LedgerFixture e;
+  std::map<std::string, std::string> key_of_root;
+  int n = 0;
+  for (const char *root : {"p/", "p\xFF/", "p\xFF\xFF/", "p\xFE/", "q/"}) {
+    auto r = request("o", "f" + std::to_string(n++));
+    r.key_prefix = root;
+    auto res = e.l->reserve(r, e.now());
+    REQUIRE(res.outcome == ReserveOutcome::reserved);
+    key_of_root[root] = res.record.object_key;
+  }
+  auto keys = [&](const std::string &prefix) {
+    std::vector<std::string> out;
+    e.l->rows_by_key(prefix, "", [&](const ledger::FileRecord &r) {
+      out.push_back(r.object_key);
+      return true;
+    });
+    return out;
+  };
+  CHECK(keys("p\xFF") == std::vector<std::string>{key_of_root["p\xFF/"], key_of_root["p\xFF\xFF/"]});
+  CHECK(keys("p\xFF\xFF") == std::vector<std::string>{key_of_root["p\xFF\xFF/"]});
+  CHECK(keys("p") == std::vector<std::string>{key_of_root["p/"], key_of_root["p\xFE/"], key_of_root["p\xFF/"],
+                                              key_of_root["p\xFF\xFF/"]});
+  CHECK(keys("\xFF").empty());
+}
+
 TEST_SUITE_END(); // sqliteonly
