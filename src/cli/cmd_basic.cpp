@@ -10,6 +10,9 @@
 #include <lodge/util/units.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+#include <variant>
 
 namespace lodge::cli {
 
@@ -40,24 +43,24 @@ Command add_init(CLI::App &app) {
               switch (l.accept_divergence(util::system_clock().now_ms())) {
               case ledger::AcceptOutcome::not_diverged:
                 throw LodgeError(Errc::usage,
-                                 "init --accept-diverged: ledger " + l.path() + " is not diverged");
+                                 "init --accept-diverged: ledger " + l.location() + " is not diverged");
               case ledger::AcceptOutcome::not_reconciled:
                 throw LodgeError(
                     Errc::ledger_diverged,
                     "init --accept-diverged refused: no `lodge reconcile` ran since the divergence of " +
-                        l.path() + " was detected; run it first and read its report");
+                        l.location() + " was detected; run it first and read its report");
               case ledger::AcceptOutcome::accepted:
                 if (!ctx.g.quiet && !ctx.g.json)
                   std::fprintf(stderr,
                                "lodge: the divergence of %s is accepted; repair, sweep and "
                                "reconcile --apply run again\n",
-                               util::escape_for_terminal(l.path()).c_str());
+                               util::escape_for_terminal(l.location()).c_str());
                 break;
               }
             }
             if (ctx.g.json) {
               nlohmann::json j{
-                  {"ledger", l.path()},
+                  {"ledger", l.location()},
                   {"ledger_uuid", l.uuid()},
                   {"schema_version", l.schema_version()},
                   {"store", store},
@@ -71,12 +74,12 @@ Command add_init(CLI::App &app) {
               ctx.print_json(j);
             } else if (!ctx.g.quiet) {
               std::printf("ledger %s ready (schema %d, uuid %s), bound to store %s\n",
-                          util::escape_for_terminal(l.path()).c_str(), l.schema_version(), l.uuid().c_str(),
-                          util::escape_for_terminal(store).c_str());
+                          util::escape_for_terminal(l.location()).c_str(), l.schema_version(),
+                          l.uuid().c_str(), util::escape_for_terminal(store).c_str());
             }
             if (rebound)
               std::fprintf(stderr, "lodge: ledger %s rebound: its store was %s, it is now %s\n",
-                           util::escape_for_terminal(l.path()).c_str(),
+                           util::escape_for_terminal(l.location()).c_str(),
                            util::escape_for_terminal(store::describe(from_ledger(*r.previous))).c_str(),
                            util::escape_for_terminal(store).c_str());
             return exit_status(Errc::ok);
@@ -96,6 +99,24 @@ std::string ago(int64_t now, int64_t t) {
 void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path) {
   std::printf("ledger            %s (schema %d)\n", util::escape_for_terminal(path).c_str(),
               r.schema_version);
+  std::string backend = r.backend_kind;
+  const char *sep = ": ";
+  for (const auto &field : r.backend) {
+    std::string value = std::visit(
+        [](const auto &x) -> std::string {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::string>)
+            return x;
+          else if constexpr (std::is_same_v<T, bool>)
+            return x ? "yes" : "no";
+          else
+            return std::to_string(x);
+        },
+        field.second);
+    backend += sep + field.first + " " + value;
+    sep = ", ";
+  }
+  std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
   std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
               static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
               static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
@@ -152,9 +173,9 @@ Command add_status(CLI::App &app) {
             if (!opts->prometheus.empty())
               ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health));
             if (ctx.g.json)
-              ctx.print_json(ops::status_json(report, health, l.path()));
+              ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
-              print_status_table(report, health, l.path());
+              print_status_table(report, health, l.location());
             if (opts->check && !health.healthy) {
               if (ctx.g.quiet || ctx.g.json)
                 for (const auto &p : health.problems)

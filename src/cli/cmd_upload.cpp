@@ -368,7 +368,9 @@ Command add_upload(CLI::App &app) {
               (void)failpoint::hit("upload.after_walk");
               queue.start();
             };
-            const ops::WalkSkips skips{cfg.ledger, store::file_store_root(cfg.store)};
+            // A PostgreSQL ledger has no files here to keep out of the upload.
+            const ops::WalkSkips skips{ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
+                                       store::file_store_root(cfg.store)};
             auto feed = [&](const std::string &p) {
               if (interrupted()) return false;
               bool go_on = true;

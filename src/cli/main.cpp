@@ -58,10 +58,10 @@ std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only, bool create
   ledger::OpenOptions o;
   o.read_only = read_only;
   o.create = create;
-  o.path = cfg().ledger;
-  o.busy_timeout_ms = cfg().busy_timeout_ms;
+  o.location = cfg().ledger;
+  o.lock_timeout_ms = cfg().busy_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
-  return ledger::open_sqlite_ledger(o);
+  return ledger::open_ledger(o);
 }
 
 ledger::StoreBinding to_ledger(const store::Binding &b) {
@@ -80,7 +80,8 @@ LodgeError Context::store_mismatch(const ledger::StoreBinding &have, const store
   auto had = store::describe(from_ledger(have));
   auto given = store::describe(want);
   return LodgeError(Errc::store_mismatch,
-                    "the ledger " + cfg().ledger + " is bound to the store " + had + ", not " + given +
+                    "the ledger " + (m_ledger ? m_ledger->location() : cfg().ledger) +
+                        " is bound to the store " + had + ", not " + given +
                         " (the store given). A ledger serves one store: use " + had +
                         ", or another ledger for this store (lodge --db OTHER init). If the data was moved "
                         "to " +
@@ -101,7 +102,7 @@ std::unique_ptr<store::ObjectStore> Context::open_store() {
       if (!g.quiet)
         std::fprintf(stderr,
                      "lodge: ledger %s is now bound to store %s (recorded on first use after upgrade)\n",
-                     util::escape_for_terminal(l.path()).c_str(),
+                     util::escape_for_terminal(l.location()).c_str(),
                      util::escape_for_terminal(store::describe(want)).c_str());
       m_binding_checked = true;
       return st;
@@ -237,7 +238,8 @@ int run(int argc, char **argv) {
   app.require_subcommand(1);
   app.fallthrough();
   auto &g = ctx.g;
-  app.add_option("--db", g.db, "Ledger file (env LODGE_DB)")->group("Global options");
+  app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+      ->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
   app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")
       ->group("Global options");

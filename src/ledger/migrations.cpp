@@ -1,7 +1,8 @@
-#include "sqlite_ledger.hpp"
+#include "drivers.hpp"
 
 #include <array>
 #include <lodge/ledger/schema.hpp>
+#include <lodge/ledger/sqlite.hpp>
 #include <string_view>
 
 namespace lodge::ledger {

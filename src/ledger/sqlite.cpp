@@ -108,6 +108,10 @@ void Stmt::reset() {
   sqlite3_clear_bindings(m_stmt.get());
 }
 
+bool Stmt::is_null(int i) const {
+  return sqlite3_column_type(m_stmt.get(), i) == SQLITE_NULL;
+}
+
 int64_t Stmt::col_int(int i) const {
   return sqlite3_column_int64(m_stmt.get(), i);
 }

@@ -16,7 +16,7 @@ std::string marker_json(const std::string &uuid, int64_t high_water, int64_t now
 
 void say_diverged(const ledger::Ledger &l, int64_t mark, int64_t sequence) {
   util::log::warn(
-      "ledger " + l.path() + " has DIVERGED from the store: the store's id marker says ids up to #" +
+      "ledger " + l.location() + " has DIVERGED from the store: the store's id marker says ids up to #" +
       std::to_string(mark) + " were reserved, but this ledger's last is #" + std::to_string(sequence) +
       " (restored from a backup, or copied?). New ids start after #" + std::to_string(mark) +
       "; repair, sweep and reconcile --apply refuse until `lodge reconcile` and then "

@@ -121,7 +121,8 @@ Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, co
                                        const std::string &prefix) {
   if (ref.id) {
     auto r = l.find_file(*ref.id);
-    if (!r) return Error(Errc::not_found, "no file with id " + std::to_string(*ref.id) + " in " + l.path());
+    if (!r)
+      return Error(Errc::not_found, "no file with id " + std::to_string(*ref.id) + " in " + l.location());
     return *r;
   }
   auto alive = l.find_by_path(owner, prefix, ref.path);
@@ -137,7 +138,7 @@ Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, co
   if (newest) return *newest;
   std::string where = "owner " + owner + (prefix.empty() ? std::string(", no prefix") : ", prefix " + prefix);
   return Error(Errc::not_found, "no file with path '" + util::escape_for_terminal(ref.path) + "' (" + where +
-                                    ") in " + l.path());
+                                    ") in " + l.location());
 }
 
 std::string shown_status(const ledger::FileRecord &r) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unistd.h>
+#include <variant>
 
 namespace lodge::ops {
 
@@ -45,7 +46,10 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
   j["ledger"] = ledger_path;
   j["ledger_uuid"] = r.ledger_uuid;
   j["schema_version"] = r.schema_version;
-  j["sqlite"] = {{"journal_mode", r.journal_mode}, {"synchronous", r.synchronous}};
+  json backend{{"kind", r.backend_kind}};
+  for (const auto &field : r.backend)
+    std::visit([&](const auto &x) { backend[field.first] = x; }, field.second);
+  j["backend"] = backend;
   j["files"] = {{"uploading", r.files_uploading},
                 {"active", r.files_active},
                 {"failed", r.files_failed},

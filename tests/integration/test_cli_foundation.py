@@ -29,7 +29,10 @@ class Foundation(LodgeTestCase):
         self.assertEqual(j["last_runs"], {"sweep": None, "repair": None, "reconcile": None})
         self.assertTrue(j["healthy"])
         # kill -9 cannot tell NORMAL from FULL; only the pragma can.
-        self.assertEqual(j["sqlite"], {"journal_mode": "wal", "synchronous": "FULL"})
+        self.assertEqual(
+            j["backend"], {"kind": "sqlite", "path": self.db, "journal_mode": "wal", "synchronous": "FULL"}
+        )
+        self.assertNotIn("sqlite", j)
 
     def test_new_ledger_is_0600_even_under_umask_000(self):
         r = self.lodge("init", umask=0)

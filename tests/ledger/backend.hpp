@@ -46,12 +46,10 @@ inline Backend backend() {
 inline std::unique_ptr<ledger::Ledger> open_ledger(const std::string &location, const util::Clock *clock,
                                                    bool create = true) {
   ledger::OpenOptions o;
-  o.path = location;
+  o.location = location;
   o.create = create;
   o.clock = clock;
-  if (backend() == Backend::postgres)
-    throw std::runtime_error("this lodge has no PostgreSQL ledger yet (location " + location + ")");
-  return ledger::open_sqlite_ledger(o);
+  return ledger::open_ledger(o);
 }
 
 namespace detail {

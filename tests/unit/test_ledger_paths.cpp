@@ -19,10 +19,10 @@ struct Env {
   std::unique_ptr<ledger::Ledger> l;
   Env() {
     ledger::OpenOptions o;
-    o.path = dir.file("l.db");
+    o.location = dir.file("l.db");
     o.create = true;
     o.clock = &clock;
-    l = ledger::open_sqlite_ledger(o);
+    l = ledger::open_ledger(o);
   }
   ledger::ReserveResult reserve(const std::string &sha_seed, const std::string &path,
                                 const std::string &prefix, ledger::DedupScope scope,

@@ -21,10 +21,10 @@ public:
 std::unique_ptr<ledger::Ledger> open_at(const std::string &path,
                                         const util::Clock *clock = &util::system_clock()) {
   ledger::OpenOptions o;
-  o.path = path;
+  o.location = path;
   o.clock = clock;
   o.create = true;
-  return ledger::open_sqlite_ledger(o);
+  return ledger::open_ledger(o);
 }
 
 // A ledger at an older schema version, made from its frozen sample in tests/data/ledger.
@@ -110,17 +110,17 @@ TEST_CASE("read-only: a ledger too old says to run lodge init; a current one is 
   auto path = dir.file("ro.db");
   make_old_ledger(path, "schema_v3.sql", 3);
   ledger::OpenOptions o;
-  o.path = path;
+  o.location = path;
   o.read_only = true;
   try {
-    (void)ledger::open_sqlite_ledger(o);
+    (void)ledger::open_ledger(o);
     FAIL("a too-old ledger opened read-only");
   } catch (const LodgeError &e) {
     CHECK(e.error().code == Errc::ledger_unusable);
     CHECK(e.error().message.find("run `lodge init`") != std::string::npos);
   }
   { auto l = open_at(path); } // migrates
-  auto r = ledger::open_sqlite_ledger(o);
+  auto r = ledger::open_ledger(o);
   CHECK(r->schema_version() == ledger::k_schema_version);
   CHECK(r->status(10).files_active == 0);
   CHECK_THROWS_AS(r->record_job_run({"sweep", "w", 1, 2, "ok", "{}"}), LodgeError);
@@ -350,25 +350,33 @@ TEST_CASE(
     "only an open that may create makes a ledger: a missing path or an empty file is LEDGER_NOT_FOUND") {
   test::TempDir dir;
   ledger::OpenOptions o;
-  o.path = dir.file("typo/ledger.db");
-  CHECK(test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found,
-                          "Run `lodge init --db " + o.path + "`"));
+  o.location = dir.file("typo/ledger.db");
+  CHECK(test::throws_errc([&] { (void)ledger::open_ledger(o); }, Errc::ledger_not_found,
+                          "Run `lodge init --db " + o.location + "`"));
   CHECK_FALSE(std::filesystem::exists(dir.file("typo")));
   o.read_only = true;
-  CHECK(test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, o.path));
+  CHECK(test::throws_errc([&] { (void)ledger::open_ledger(o); }, Errc::ledger_not_found, o.location));
   CHECK_FALSE(std::filesystem::exists(dir.file("typo")));
-  o.path = dir.file("empty.db");
-  test::write_file(o.path, "");
-  CHECK(
-      test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, "lodge init"));
+  o.location = dir.file("empty.db");
+  test::write_file(o.location, "");
+  CHECK(test::throws_errc([&] { (void)ledger::open_ledger(o); }, Errc::ledger_not_found, "lodge init"));
   o.read_only = false;
-  CHECK(
-      test::throws_errc([&] { (void)ledger::open_sqlite_ledger(o); }, Errc::ledger_not_found, "lodge init"));
+  CHECK(test::throws_errc([&] { (void)ledger::open_ledger(o); }, Errc::ledger_not_found, "lodge init"));
   CHECK(errc_info(Errc::ledger_not_found).exit_code == 3);
   CHECK(errc_info(Errc::store_mismatch).exit_code == 2);
   o.create = true;
-  auto l = ledger::open_sqlite_ledger(o);
+  auto l = ledger::open_ledger(o);
   CHECK(l->schema_version() == ledger::k_schema_version);
+}
+
+TEST_CASE("a ledger location is PostgreSQL only as a postgres: or postgresql: URL or conninfo") {
+  CHECK(ledger::is_postgres_location("postgres://lodge@db.example/lodge"));
+  CHECK(ledger::is_postgres_location("postgresql://db.example:5432/lodge?sslmode=require"));
+  CHECK(ledger::is_postgres_location("postgres:host=db.example dbname=lodge"));
+  CHECK_FALSE(ledger::is_postgres_location("/var/lib/lodge/ledger.db"));
+  CHECK_FALSE(ledger::is_postgres_location("postgres.db"));
+  CHECK_FALSE(ledger::is_postgres_location("./postgres://x"));
+  CHECK_FALSE(ledger::is_postgres_location(""));
 }
 
 TEST_CASE("the store binding: recorded once, kept unless rebound, read back by every connection") {
@@ -387,9 +395,9 @@ TEST_CASE("the store binding: recorded once, kept unless rebound, read back by e
   r = l->bind_store(a, ledger::Rebind::yes); // the same store: nothing to write
   CHECK_FALSE(r.written);
   ledger::OpenOptions ro;
-  ro.path = path;
+  ro.location = path;
   ro.read_only = true;
-  CHECK(ledger::open_sqlite_ledger(ro)->store_binding() == a);
+  CHECK(ledger::open_ledger(ro)->store_binding() == a);
   r = l->bind_store(b, ledger::Rebind::yes);
   CHECK(r.written);
   CHECK(r.previous == a);

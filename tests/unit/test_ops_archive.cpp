@@ -19,9 +19,9 @@ struct Env {
   std::string file;
   Env() {
     ledger::OpenOptions o;
-    o.path = dir.file("l.db");
+    o.location = dir.file("l.db");
     o.create = true;
-    l = ledger::open_sqlite_ledger(o);
+    l = ledger::open_ledger(o);
     std::filesystem::create_directories(dir.path() / "in");
     file = dir.file("in/a.txt");
     test::write_file(file, "the same bytes\n");

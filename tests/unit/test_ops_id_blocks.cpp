@@ -19,9 +19,9 @@ struct FixedClock final : util::Clock {
 
 std::unique_ptr<ledger::Ledger> open_at(const std::string &path) {
   ledger::OpenOptions o;
-  o.path = path;
+  o.location = path;
   o.create = true;
-  return ledger::open_sqlite_ledger(o);
+  return ledger::open_ledger(o);
 }
 
 ledger::ReserveRequest request(int n) {

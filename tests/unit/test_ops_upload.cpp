@@ -37,9 +37,9 @@ ops::UploadSettings multipart_settings(test::FakeStore &store, int concurrency) 
 
 std::unique_ptr<ledger::Ledger> ledger_in(test::TempDir &dir) {
   ledger::OpenOptions o;
-  o.path = dir.file("l.db");
+  o.location = dir.file("l.db");
   o.create = true;
-  return ledger::open_sqlite_ledger(o);
+  return ledger::open_ledger(o);
 }
 } // namespace
 

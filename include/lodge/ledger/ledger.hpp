@@ -1,9 +1,9 @@
 #pragma once
 // The ledger: every upload's intent and every compensation's execution state.
-// Ledger is the interface the operations talk to; SQLite is the embedded backend and the
-// only place its SQL lives (ledger/sqlite_ledger.cpp). Every write is one short
-// BEGIN IMMEDIATE transaction; every state change is a conditional UPDATE whose changed
-// row count is checked.
+// Ledger is the interface the operations talk to; SqlLedger (src/ledger/sql_ledger*.cpp)
+// is its one implementation, over a database driver (ledger/sql.hpp: SQLite, the embedded
+// default, or PostgreSQL). Every write is one short transaction; every state change is a
+// conditional UPDATE whose changed row count is checked.
 
 #include <cstdint>
 #include <functional>
@@ -12,20 +12,24 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lodge::ledger {
 
 struct OpenOptions {
-  std::string path;
-  // Only `lodge init` creates a ledger; every other open of a path with none (or an empty
-  // file) throws LEDGER_NOT_FOUND.
+  // Where the ledger is: a SQLite file path, or a PostgreSQL URL (postgres://...,
+  // postgresql://...) or libpq conninfo string starting with "postgres:".
+  std::string location;
+  // Only `lodge init` creates a ledger; every other open of a location with none (or an
+  // empty file) throws LEDGER_NOT_FOUND.
   bool create = false;
-  int64_t busy_timeout_ms = 10'000;
+  // How long to wait for another writer (SQLite's busy timeout, PostgreSQL's lock_timeout).
+  int64_t lock_timeout_ms = 10'000;
   bool force_network_fs = false;
-  // For commands that only read (status, list, tasks): SQLITE_OPEN_READONLY, never
-  // created, never migrated (a ledger too old for this lodge says to run `lodge init`),
-  // so they work on a read-only mount or a ledger the user may only read.
+  // For commands that only read (status, list, tasks): opened read-only, never created,
+  // never migrated (a ledger too old for this lodge says to run `lodge init`), so they
+  // work on a read-only mount or a ledger the user may only read.
   bool read_only = false;
   const util::Clock *clock = &util::system_clock();
 };
@@ -121,7 +125,9 @@ class Ledger {
 public:
   virtual ~Ledger() = default;
 
-  [[nodiscard]] virtual const std::string &path() const = 0;
+  // Where the ledger is, as people see it in messages: the SQLite path, or the PostgreSQL
+  // URL without its password.
+  [[nodiscard]] virtual const std::string &location() const = 0;
   // The uuid made when the ledger was created; stamped into every object's metadata.
   [[nodiscard]] virtual const std::string &uuid() const = 0;
   [[nodiscard]] virtual int schema_version() = 0;
@@ -238,9 +244,14 @@ public:
   [[nodiscard]] virtual AcceptOutcome accept_divergence(int64_t now) = 0;
 };
 
-// Opens (creating with mode 0600 when missing and opts.create) and migrates the SQLite
-// ledger at opts.path. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE (corrupt, not a database, a
-// symlink, not a lodge ledger), LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
-[[nodiscard]] std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts);
+// Whether a ledger location names a PostgreSQL database (postgres:... or postgresql:...)
+// rather than a SQLite file: nothing may treat it as a path then.
+[[nodiscard]] bool is_postgres_location(std::string_view location);
+
+// Opens (creating when missing and opts.create: a SQLite file with mode 0600) and migrates
+// the ledger at opts.location. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE
+// (corrupt, not a database, a symlink, not a lodge ledger), LEDGER_TOO_NEW,
+// LEDGER_ON_NETWORK_FS, LEDGER_LOCKED, LEDGER_UNAVAILABLE (a server not reached).
+[[nodiscard]] std::unique_ptr<Ledger> open_ledger(const OpenOptions &opts);
 
 } // namespace lodge::ledger

@@ -2,6 +2,7 @@
 // Plain records read from and written to the ledger.
 
 #include <cstdint>
+#include <lodge/ledger/sql.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -104,8 +105,10 @@ enum class AcceptOutcome { accepted, not_diverged, not_reconciled };
 struct StatusReport {
   std::string ledger_uuid;
   int schema_version = 0;
-  std::string journal_mode; // of the connection that read the report: "wal"
-  std::string synchronous;  // "FULL": a reservation is durable before its PUT starts
+  std::string backend_kind; // "sqlite" or "postgres"
+  // The backend's own facts (SQLite: path, journal_mode "wal", synchronous "FULL": a
+  // reservation is durable before its PUT starts).
+  sql::Health backend;
   int64_t ledger_created_at = 0;
   int64_t now = 0;
   int64_t files_uploading = 0;          // alive UPLOADING

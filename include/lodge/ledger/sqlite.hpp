@@ -1,6 +1,8 @@
 #pragma once
 // Thin RAII over sqlite3: one owner per handle, errors that keep SQLite's extended code,
 // a BEGIN IMMEDIATE transaction that rolls back in its destructor unless committed.
+// The SQLite driver's internals (src/ledger/sqlite_driver.cpp); the ledger itself speaks
+// to a database only through ledger/sql.hpp.
 
 #include <cstdint>
 #include <lodge/error.hpp>
@@ -45,6 +47,7 @@ public:
   // Steps to completion and returns sqlite3_changes().
   int exec();
   void reset();
+  [[nodiscard]] bool is_null(int i) const;
   [[nodiscard]] int64_t col_int(int i) const;
   [[nodiscard]] std::string col_text(int i) const;
   [[nodiscard]] std::optional<int64_t> col_opt_int(int i) const;

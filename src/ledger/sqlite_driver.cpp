@@ -1,4 +1,9 @@
-#include "sqlite_ledger.hpp"
+// The SQLite driver: one sql::Conn over today's Db/Stmt (ledger/sqlite.hpp). Everything
+// SQLite-only lives here: the checks on the file before SQLite opens it (network
+// filesystems, symbolic links, permissions), read-only and immutable opening, WAL with
+// synchronous=FULL, PRAGMA user_version with schema.sql and the migrations, and the
+// file_upload sequence in sqlite_sequence.
+#include "drivers.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -6,8 +11,8 @@
 #include <filesystem>
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
-#include <lodge/util/strings.hpp>
-#include <map>
+#include <lodge/ledger/sqlite.hpp>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -76,7 +81,7 @@ void check_openable(const std::string &path, bool read_only) {
 // write somewhere it was not told to.
 void prepare_file(const OpenOptions &o) {
   namespace fs = std::filesystem;
-  const auto &path = o.path;
+  const auto &path = o.location;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
@@ -132,8 +137,8 @@ void prepare_file(const OpenOptions &o) {
 bool needs_immutable(const OpenOptions &o) {
   if (!o.read_only) return false;
   struct stat st {};
-  if (::lstat((o.path + "-shm").c_str(), &st) == 0) return false;
-  std::filesystem::path p(o.path);
+  if (::lstat((o.location + "-shm").c_str(), &st) == 0) return false;
+  std::filesystem::path p(o.location);
   std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
   return ::access(dir.c_str(), W_OK) != 0;
 }
@@ -144,10 +149,58 @@ LodgeError not_found(const std::string &path, const std::string &what) {
                                                 path + "` to create one");
 }
 
-} // namespace
+class SqliteStmt final : public sql::StmtImpl {
+public:
+  SqliteStmt(Db &db, std::string_view sql) : m_st(db, sql) {}
+  void bind_int(int i, int64_t v) override { m_st.bind(i, v); }
+  void bind_text(int i, std::string_view v) override { m_st.bind(i, v); }
+  void bind_null(int i) override { m_st.bind_null(i); }
+  bool step() override { return m_st.step(); }
+  int64_t exec() override { return m_st.exec(); }
+  void reset() override { m_st.reset(); }
+  [[nodiscard]] bool is_null(int col) const override { return m_st.is_null(col); }
+  [[nodiscard]] int64_t col_int(int col) const override { return m_st.col_int(col); }
+  [[nodiscard]] std::string col_text(int col) const override { return m_st.col_text(col); }
 
-SqliteLedger::SqliteLedger(const OpenOptions &opts)
-    : m_db((prepare_file(opts), opts.path), opts.busy_timeout_ms, opts.read_only, needs_immutable(opts)),
+private:
+  Stmt m_st;
+};
+
+class SqliteConn final : public sql::Conn {
+public:
+  explicit SqliteConn(const OpenOptions &opts);
+
+  [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::sqlite; }
+  [[nodiscard]] const std::string &display_name() const override { return m_db.path(); }
+  [[nodiscard]] std::unique_ptr<sql::StmtImpl> prepare(std::string_view sql) override {
+    return std::make_unique<SqliteStmt>(m_db, sql);
+  }
+  // BEGIN IMMEDIATE takes the write lock at once (waiting up to the busy timeout): every
+  // writer is serialized, so a transaction's reads stay true until it commits.
+  void begin_write() override { m_db.exec("BEGIN IMMEDIATE"); }
+  void begin_read() override { m_db.exec("BEGIN DEFERRED"); }
+  void commit() override { m_db.exec("COMMIT"); }
+  void rollback() noexcept override { sqlite3_exec(m_db.raw(), "ROLLBACK", nullptr, nullptr, nullptr); }
+  void lock_key(std::string_view /*key*/) override {}
+  [[nodiscard]] const char *for_update() const override { return ""; }
+  [[nodiscard]] const char *skip_locked() const override { return ""; }
+  [[nodiscard]] int64_t max_record_id() override;
+  void raise_record_id(int64_t id) override;
+  [[nodiscard]] int schema_version() override;
+  [[nodiscard]] sql::Health health() override;
+
+private:
+  void initialise_or_migrate();
+  // A read-only connection: the ledger must be at exactly this lodge's version.
+  void check_version_for_reading();
+
+  Db m_db;
+  const util::Clock *m_clock;
+  bool m_create;
+};
+
+SqliteConn::SqliteConn(const OpenOptions &opts)
+    : m_db((prepare_file(opts), opts.location), opts.lock_timeout_ms, opts.read_only, needs_immutable(opts)),
       m_clock(opts.clock), m_create(opts.create) {
   // The first statement is where SQLite notices a file that is not a database.
   try {
@@ -160,7 +213,7 @@ SqliteLedger::SqliteLedger(const OpenOptions &opts)
     auto mode = m_db.query_text("PRAGMA journal_mode = WAL");
     if (mode != "wal")
       throw LodgeError(Errc::ledger_unusable,
-                       opts.path + ": cannot switch the ledger to WAL mode (got " + mode + ")");
+                       opts.location + ": cannot switch the ledger to WAL mode (got " + mode + ")");
     // A reservation must be durable before its PUT starts.
     m_db.exec("PRAGMA synchronous = FULL");
     initialise_or_migrate();
@@ -174,8 +227,8 @@ SqliteLedger::SqliteLedger(const OpenOptions &opts)
   }
 }
 
-void SqliteLedger::check_version_for_reading() {
-  int version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
+void SqliteConn::check_version_for_reading() {
+  int version = schema_version();
   if (version > k_schema_version)
     throw LodgeError(Errc::ledger_too_new, m_db.path() + ": the ledger has schema version " +
                                                std::to_string(version) + " but this lodge knows up to " +
@@ -190,161 +243,66 @@ void SqliteLedger::check_version_for_reading() {
                      m_db.path() + ": the ledger has schema version " + std::to_string(version) +
                          ", older than this lodge's " + std::to_string(k_schema_version) +
                          "; this command only reads it and does not migrate: run `lodge init` first");
-  m_uuid = m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'uuid'");
-  if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_db.path() + ": ledger has no uuid");
 }
 
-void SqliteLedger::initialise_or_migrate() {
-  int version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
+void SqliteConn::initialise_or_migrate() {
+  int version = schema_version();
   if (version > k_schema_version)
     throw LodgeError(Errc::ledger_too_new, m_db.path() + ": the ledger has schema version " +
                                                std::to_string(version) + " but this lodge knows up to " +
                                                std::to_string(k_schema_version) + "; upgrade lodge");
-  if (version != k_schema_version) {
-    Transaction tx(m_db); // re-read under the write lock: another process may have won
-    version = static_cast<int>(m_db.query_int("PRAGMA user_version"));
-    if (version == 0) {
-      if (m_db.query_int("SELECT count(*) FROM sqlite_schema") != 0)
-        throw LodgeError(Errc::ledger_unusable, m_db.path() + ": a SQLite database, but not a lodge ledger");
-      if (!m_create) throw not_found(m_db.path(), "an empty file, not a ledger");
-      m_db.exec(k_schema_sql);
-      Stmt ins(m_db, "INSERT INTO ledger_meta (key, value) VALUES ('uuid', ?1), ('created_at', ?2)");
-      ins.bind(1, crypto::random_uuid()).bind(2, std::to_string(m_clock->now_ms())).exec();
-      m_db.exec("PRAGMA user_version = " + std::to_string(k_schema_version));
-    } else if (version < k_schema_version) {
-      migrate(m_db, version);
-    }
-    tx.commit();
+  if (version == k_schema_version) return;
+  Transaction tx(m_db); // re-read under the write lock: another process may have won
+  version = schema_version();
+  if (version == 0) {
+    if (m_db.query_int("SELECT count(*) FROM sqlite_schema") != 0)
+      throw LodgeError(Errc::ledger_unusable, m_db.path() + ": a SQLite database, but not a lodge ledger");
+    if (!m_create) throw not_found(m_db.path(), "an empty file, not a ledger");
+    m_db.exec(k_schema_sql);
+    Stmt ins(m_db, "INSERT INTO ledger_meta (key, value) VALUES ('uuid', ?1), ('created_at', ?2)");
+    ins.bind(1, crypto::random_uuid()).bind(2, std::to_string(m_clock->now_ms())).exec();
+    m_db.exec("PRAGMA user_version = " + std::to_string(k_schema_version));
+  } else if (version < k_schema_version) {
+    migrate(m_db, version);
   }
-  m_uuid = m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'uuid'");
-  if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_db.path() + ": ledger has no uuid");
+  tx.commit();
 }
 
-int SqliteLedger::schema_version() {
+int SqliteConn::schema_version() {
   return static_cast<int>(m_db.query_int("PRAGMA user_version"));
 }
 
-StatusReport SqliteLedger::status(int64_t now) {
-  StatusReport r;
-  ReadTransaction rt(m_db);
-  r.now = now;
-  r.ledger_uuid = m_uuid;
-  r.schema_version = schema_version();
-  r.journal_mode = m_db.query_text("PRAGMA journal_mode");
+int64_t SqliteConn::max_record_id() {
+  return m_db.query_int("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'file_upload'), 0)");
+}
+
+void SqliteConn::raise_record_id(int64_t id) {
+  // AUTOINCREMENT issues max(seq, largest rowid) + 1: raising seq skips every id up to `id`.
+  if (id <= max_record_id()) return;
+  Stmt up(m_db, "UPDATE sqlite_sequence SET seq = ?1 WHERE name = 'file_upload'");
+  if (up.bind(1, id).exec() == 0) {
+    Stmt ins(m_db, "INSERT INTO sqlite_sequence (name, seq) VALUES ('file_upload', ?1)");
+    ins.bind(1, id).exec();
+  }
+}
+
+sql::Health SqliteConn::health() {
   static constexpr const char *k_sync[] = {"OFF", "NORMAL", "FULL", "EXTRA"};
   auto sync = m_db.query_int("PRAGMA synchronous");
-  r.synchronous = sync >= 0 && sync < 4 ? k_sync[sync] : std::to_string(sync);
-  r.ledger_created_at =
-      util::parse_int(m_db.query_text("SELECT value FROM ledger_meta WHERE key = 'created_at'")).value_or(0);
-  r.diverged = divergence();
-  {
-    Stmt st(m_db, "SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");
-    while (st.step()) {
-      auto s = st.col_text(0);
-      bool del = st.col_int(1) != 0;
-      int64_t n = st.col_int(2);
-      if (s == k_upload_failed)
-        r.files_failed += n;
-      else if (del)
-        r.files_deleted += n;
-      else if (s == k_active)
-        r.files_active += n;
-      else if (s == k_uploading)
-        r.files_uploading += n;
-    }
-  }
-  for (const char *s : {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED"})
-    r.tasks[s] = 0;
-  {
-    Stmt st(m_db, "SELECT status, count(*) FROM cleanup_task GROUP BY 1");
-    while (st.step())
-      r.tasks[st.col_text(0)] = st.col_int(1);
-  }
-  r.dead_letters = r.tasks["FAILED"];
-  {
-    Stmt st(m_db, "SELECT count(*) FROM file_upload "
-                  "WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1");
-    st.bind(1, now).step();
-    r.overdue_uploading = st.col_int(0);
-  }
-  {
-    Stmt st(m_db,
-            "SELECT min(created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
-    st.step();
-    if (auto oldest = st.col_opt_int(0)) r.oldest_uploading_age_ms = now - *oldest;
-  }
-  {
-    Stmt st(m_db, "SELECT count(*) FROM cleanup_task WHERE status = 'PROCESSING' AND lease_until < ?1");
-    st.bind(1, now).step();
-    r.expired_leases = st.col_int(0);
-  }
-  {
-    Stmt st(m_db,
-            "SELECT count(*) FROM cleanup_task WHERE status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1");
-    st.bind(1, now).step();
-    r.tasks_due = st.col_int(0);
-  }
-  for (const char *job : {"sweep", "repair", "reconcile"}) {
-    Stmt st(m_db, "SELECT worker_id, started_at, finished_at, outcome, counts FROM job_run "
-                  "WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT 1");
-    st.bind(1, std::string_view(job));
-    if (st.step())
-      r.last_runs[job] =
-          JobRun{job, st.col_text(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_text(4)};
-    else
-      r.last_runs[job] = std::nullopt;
-  }
-  return r;
+  return {{"path", m_db.path()},
+          {"journal_mode", m_db.query_text("PRAGMA journal_mode")},
+          {"synchronous", sync >= 0 && sync < 4 ? std::string(k_sync[sync]) : std::to_string(sync)}};
 }
 
-void SqliteLedger::record_job_run(const JobRun &run) {
-  Transaction tx(m_db);
-  Stmt st(m_db, "INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome, counts) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
-  st.bind(1, run.job)
-      .bind(2, run.worker_id)
-      .bind(3, run.started_at)
-      .bind(4, run.finished_at)
-      .bind(5, run.outcome)
-      .bind(6, run.counts_json)
-      .exec();
-  tx.commit();
-}
+} // namespace
 
-std::optional<StoreBinding> SqliteLedger::store_binding() {
-  std::map<std::string, std::string> kv;
-  {
-    Stmt st(m_db, "SELECT key, value FROM ledger_meta WHERE key LIKE 'binding.%'");
-    while (st.step())
-      kv[st.col_text(0)] = st.col_text(1);
-  }
-  if (!kv.contains("binding.scheme")) return std::nullopt;
-  return StoreBinding{kv["binding.scheme"], kv["binding.endpoint"], kv["binding.location"],
-                      kv["binding.root"]};
-}
-
-BindResult SqliteLedger::bind_store(const StoreBinding &b, Rebind rebind) {
-  Transaction tx(m_db); // read under the write lock: two first uses race to record it
-  BindResult r;
-  r.previous = store_binding();
-  if (r.previous && (rebind == Rebind::no || *r.previous == b)) return r;
-  Stmt st(m_db,
-          "INSERT INTO ledger_meta (key, value) VALUES ('binding.scheme', ?1), ('binding.endpoint', ?2),"
-          " ('binding.location', ?3), ('binding.root', ?4)"
-          " ON CONFLICT (key) DO UPDATE SET value = excluded.value");
-  st.bind(1, b.scheme).bind(2, b.endpoint).bind(3, b.location).bind(4, b.root).exec();
-  tx.commit();
-  r.written = true;
-  return r;
-}
-
-std::unique_ptr<Ledger> open_sqlite_ledger(const OpenOptions &opts) {
+std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts) {
   // Only `lodge init` creates a ledger: a typo in --db must not make a fresh, empty one
   // (that status --check would call healthy).
   struct stat st {};
-  if (!opts.create && ::lstat(opts.path.c_str(), &st) != 0 && errno == ENOENT)
-    throw not_found(opts.path, "no ledger there");
-  return std::make_unique<SqliteLedger>(opts);
+  if (!opts.create && ::lstat(opts.location.c_str(), &st) != 0 && errno == ENOENT)
+    throw not_found(opts.location, "no ledger there");
+  return std::make_unique<SqliteConn>(opts);
 }
 
 } // namespace lodge::ledger

@@ -1,16 +1,20 @@
 #pragma once
-// The SQLite backend of Ledger; internal to the ledger layer.
+// The ledger, written once over the driver seam (ledger/sql.hpp); internal to the ledger
+// layer. Every write is one Conn::write transaction; every transition names the state it
+// expects and checks that exactly the expected rows changed.
 
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ledger/sqlite.hpp>
+#include <lodge/ledger/sql.hpp>
+#include <memory>
 
 namespace lodge::ledger {
 
-class SqliteLedger final : public Ledger {
+class SqlLedger final : public Ledger {
 public:
-  explicit SqliteLedger(const OpenOptions &opts);
+  // `conn`: a connection to a migrated ledger (a driver's open_*).
+  explicit SqlLedger(std::unique_ptr<sql::Conn> conn);
 
-  [[nodiscard]] const std::string &path() const override { return m_db.path(); }
+  [[nodiscard]] const std::string &location() const override { return m_c->display_name(); }
   [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
   [[nodiscard]] int schema_version() override;
   [[nodiscard]] StatusReport status(int64_t now) override;
@@ -58,32 +62,35 @@ public:
   [[nodiscard]] AcceptOutcome accept_divergence(int64_t now) override;
 
 private:
+  using Stmt = sql::Stmt;
+  [[nodiscard]] Stmt q(std::string_view sql) { return Stmt(m_c->prepare(sql)); }
+
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
   // worker holds it (held); resets a finished one. `verify`: the task owes a verify pass.
+  // Inside the caller's write transaction, after it read (and locked) the row.
   QueueOutcome ensure_pending_task(int64_t record_id, const std::string &key, int64_t due, int max_retries,
                                    bool verify, int64_t now);
   // UPLOADING (alive, overdue) -> UPLOAD_FAILED + deleted: repair's transition, also taken
   // by decide(). False when the row was not there any more.
   bool fail_overdue_row(int64_t id, int64_t now, std::string_view by);
-  std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind);
-  std::optional<TaskRecord> task_by_id(int64_t id);
-  // ledger_meta reads and writes (the writes inside the caller's transaction).
+  // The first row matching `where`; `lock`: m_c->for_update() inside a write transaction
+  // that then changes the row, "" otherwise.
+  std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind,
+                                       const char *lock = "");
+  std::optional<FileRecord> file_for_update(int64_t id);
+  std::optional<TaskRecord> task_by_id(int64_t id, const char *lock = "");
+  std::optional<TaskRecord> task_for_record(int64_t record_id, const char *lock = "");
+  // ledger_meta reads and writes (the writes inside the caller's transaction, which took
+  // lock_meta() first: a key may not have a row to lock yet).
+  void lock_meta();
+  std::optional<std::string> meta_text(const char *key);
   std::optional<int64_t> meta_int(const char *key);
   void set_meta(const char *key, const std::string &value);
   void clear_meta(const char *key);
   std::optional<Divergence> divergence();
-  void initialise_or_migrate();
-  // A read-only connection: the ledger must be at exactly this lodge's version.
-  void check_version_for_reading();
 
-  Db m_db;
-  const util::Clock *m_clock;
-  bool m_create;
+  std::unique_ptr<sql::Conn> m_c;
   std::string m_uuid;
 };
-
-// Applies each migration step from `from` up to k_schema_version (inside the caller's
-// transaction). Throws LodgeError when `from` is outside the supported range.
-void migrate(Db &db, int from);
 
 } // namespace lodge::ledger

@@ -1,0 +1,28 @@
+#pragma once
+// The ledger's database drivers (internal to the ledger layer): each opens one connection
+// to a migrated ledger database, creating it when asked, and hands SqlLedger a sql::Conn.
+
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ledger/sql.hpp>
+#include <memory>
+
+namespace lodge::ledger {
+
+// The SQLite ledger file at opts.location (sqlite_driver.cpp): created 0600 only when
+// opts.create, refused on a network filesystem or through a symbolic link, WAL with
+// synchronous=FULL, schema.sql + migrations keyed by PRAGMA user_version; read-only (or
+// immutable) when opts.read_only. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE,
+// LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
+[[nodiscard]] std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts);
+
+// The PostgreSQL ledger at opts.location (a postgres:// or postgresql:// URL, or a libpq
+// conninfo string starting with "postgres:"; pg_driver.cpp).
+[[nodiscard]] std::unique_ptr<sql::Conn> open_postgres(const OpenOptions &opts);
+
+class Db;
+// SQLite: applies each migration step from `from` up to k_schema_version (inside the
+// caller's transaction; migrations.cpp). Throws LodgeError when `from` is outside the
+// supported range.
+void migrate(Db &db, int from);
+
+} // namespace lodge::ledger

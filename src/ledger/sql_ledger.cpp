@@ -1,0 +1,143 @@
+#include "sql_ledger.hpp"
+
+#include "drivers.hpp"
+
+#include <lodge/util/strings.hpp>
+#include <map>
+
+namespace lodge::ledger {
+
+bool is_postgres_location(std::string_view location) {
+  return location.rfind("postgres:", 0) == 0 || location.rfind("postgresql:", 0) == 0;
+}
+
+std::unique_ptr<Ledger> open_ledger(const OpenOptions &opts) {
+  return std::make_unique<SqlLedger>(is_postgres_location(opts.location) ? open_postgres(opts)
+                                                                         : open_sqlite(opts));
+}
+
+SqlLedger::SqlLedger(std::unique_ptr<sql::Conn> conn) : m_c(std::move(conn)) {
+  m_uuid = meta_text("uuid").value_or("");
+  if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_c->display_name() + ": ledger has no uuid");
+}
+
+int SqlLedger::schema_version() {
+  return m_c->schema_version();
+}
+
+StatusReport SqlLedger::status(int64_t now) {
+  return m_c->read([&] {
+    StatusReport r;
+    r.now = now;
+    r.ledger_uuid = m_uuid;
+    r.schema_version = m_c->schema_version();
+    r.backend_kind = m_c->dialect() == sql::Dialect::postgres ? "postgres" : "sqlite";
+    r.backend = m_c->health();
+    r.ledger_created_at = meta_int("created_at").value_or(0);
+    r.diverged = divergence();
+    {
+      auto st = q("SELECT upload_status, is_deleted, count(*) FROM file_upload GROUP BY 1, 2");
+      while (st.step()) {
+        auto s = st.col_text(0);
+        bool del = st.col_int(1) != 0;
+        int64_t n = st.col_int(2);
+        if (s == k_upload_failed)
+          r.files_failed += n;
+        else if (del)
+          r.files_deleted += n;
+        else if (s == k_active)
+          r.files_active += n;
+        else if (s == k_uploading)
+          r.files_uploading += n;
+      }
+    }
+    for (const char *s : {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED"})
+      r.tasks[s] = 0;
+    {
+      auto st = q("SELECT status, count(*) FROM cleanup_task GROUP BY 1");
+      while (st.step())
+        r.tasks[st.col_text(0)] = st.col_int(1);
+    }
+    r.dead_letters = r.tasks["FAILED"];
+    {
+      auto st = q("SELECT count(*) FROM file_upload "
+                  "WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1");
+      st.bind(1, now).step();
+      r.overdue_uploading = st.col_int(0);
+    }
+    {
+      auto st =
+          q("SELECT min(created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
+      st.step();
+      if (auto oldest = st.col_opt_int(0)) r.oldest_uploading_age_ms = now - *oldest;
+    }
+    {
+      auto st = q("SELECT count(*) FROM cleanup_task WHERE status = 'PROCESSING' AND lease_until < ?1");
+      st.bind(1, now).step();
+      r.expired_leases = st.col_int(0);
+    }
+    {
+      auto st =
+          q("SELECT count(*) FROM cleanup_task WHERE status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1");
+      st.bind(1, now).step();
+      r.tasks_due = st.col_int(0);
+    }
+    for (const char *job : {"sweep", "repair", "reconcile"}) {
+      auto st = q("SELECT worker_id, started_at, finished_at, outcome, counts FROM job_run "
+                  "WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT 1");
+      st.bind(1, std::string_view(job));
+      if (st.step())
+        r.last_runs[job] =
+            JobRun{job, st.col_text(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_text(4)};
+      else
+        r.last_runs[job] = std::nullopt;
+    }
+    return r;
+  });
+}
+
+void SqlLedger::record_job_run(const JobRun &run) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto st = q("INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome, counts) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    st.bind(1, run.job)
+        .bind(2, run.worker_id)
+        .bind(3, run.started_at)
+        .bind(4, run.finished_at)
+        .bind(5, run.outcome)
+        .bind(6, run.counts_json)
+        .exec();
+    tx.commit();
+  });
+}
+
+std::optional<StoreBinding> SqlLedger::store_binding() {
+  std::map<std::string, std::string> kv;
+  {
+    auto st = q("SELECT key, value FROM ledger_meta WHERE key LIKE 'binding.%'");
+    while (st.step())
+      kv[st.col_text(0)] = st.col_text(1);
+  }
+  if (!kv.contains("binding.scheme")) return std::nullopt;
+  return StoreBinding{kv["binding.scheme"], kv["binding.endpoint"], kv["binding.location"],
+                      kv["binding.root"]};
+}
+
+BindResult SqlLedger::bind_store(const StoreBinding &b, Rebind rebind) {
+  return m_c->write([&](sql::Tx &tx) {
+    lock_meta(); // read under the write lock: two first uses race to record it
+    BindResult r;
+    r.previous = store_binding();
+    if (r.previous && (rebind == Rebind::no || *r.previous == b)) return r;
+    auto st =
+        q("INSERT INTO ledger_meta (key, value) VALUES ('binding.scheme', ?1), ('binding.endpoint', ?2),"
+          " ('binding.location', ?3), ('binding.root', ?4)"
+          " ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+    st.bind(1, b.scheme).bind(2, b.endpoint).bind(3, b.location).bind(4, b.root).exec();
+    tx.commit();
+    r.written = true;
+    return r;
+  });
+}
+
+} // namespace lodge::ledger

@@ -1,0 +1,616 @@
+// The ledger's upload and cleanup-task transitions, in the SQL SQLite and PostgreSQL both
+// speak. Every write is one Conn::write transaction; every transition names the state it
+// expects and checks that exactly the expected rows changed. A row a transaction reads and
+// then changes is read with for_update(); lock order: the file_upload row, then its task.
+#include "sql_ledger.hpp"
+
+#include <algorithm>
+#include <fnmatch.h>
+#include <lodge/crypto/random.hpp>
+#include <lodge/failpoint.hpp>
+
+namespace lodge::ledger {
+namespace {
+
+constexpr const char *k_file_cols = "id, owner_id, original_name, object_key, media_type, sha256, size, "
+                                    "policy, upload_status, failure_reason,"
+                                    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
+                                    "created_at, updated_at, activated_at,"
+                                    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope";
+
+constexpr const char *k_task_cols =
+    "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
+    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass";
+
+FileRecord read_file(const sql::Stmt &st) {
+  FileRecord r;
+  r.id = st.col_int(0);
+  r.owner_id = st.col_text(1);
+  r.original_name = st.col_text(2);
+  r.object_key = st.col_text(3);
+  r.media_type = st.col_text(4);
+  r.sha256 = st.col_text(5);
+  r.size = st.col_int(6);
+  r.policy = st.col_text(7);
+  r.upload_status = st.col_text(8);
+  r.failure_reason = st.col_opt_text(9);
+  r.is_deleted = st.col_int(10) != 0;
+  r.idempotency_key = st.col_opt_text(11);
+  r.etag = st.col_opt_text(12);
+  r.version_id = st.col_opt_text(13);
+  r.multipart_upload_id = st.col_opt_text(14);
+  r.created_at = st.col_int(15);
+  r.updated_at = st.col_int(16);
+  r.activated_at = st.col_opt_int(17);
+  r.deleted_at = st.col_opt_int(18);
+  r.upload_deadline_at = st.col_int(19);
+  r.relative_path = st.col_text(20);
+  r.run_prefix = st.col_text(21);
+  // The schema's CHECK admits only the three names.
+  r.dedup_scope = parse_dedup_scope(st.col_text(22)).value_or(DedupScope::owner);
+  return r;
+}
+
+TaskRecord read_task(const sql::Stmt &st) {
+  TaskRecord t;
+  t.id = st.col_int(0);
+  t.record_id = st.col_int(1);
+  t.task_type = st.col_text(2);
+  t.object_key = st.col_text(3);
+  t.status = st.col_text(4);
+  t.next_retry_at = st.col_int(5);
+  t.retry_count = st.col_int(6);
+  t.max_retries = st.col_int(7);
+  t.lease_owner = st.col_opt_text(8);
+  t.lease_until = st.col_opt_int(9);
+  t.lease_version = st.col_int(10);
+  t.last_error = st.col_opt_text(11);
+  t.created_at = st.col_int(12);
+  t.updated_at = st.col_int(13);
+  t.verify_pass = st.col_int(14);
+  return t;
+}
+
+// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
+constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
+                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
+} // namespace
+
+std::optional<FileRecord> SqlLedger::file_where(const std::string &where,
+                                                const std::function<void(Stmt &)> &bind, const char *lock) {
+  auto st = q(std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE " + where + lock);
+  bind(st);
+  if (!st.step()) return std::nullopt;
+  return read_file(st);
+}
+
+std::optional<FileRecord> SqlLedger::file_for_update(int64_t id) {
+  return file_where(
+      "id = ?1", [&](Stmt &s) { s.bind(1, id); }, m_c->for_update());
+}
+
+std::optional<TaskRecord> SqlLedger::task_by_id(int64_t id, const char *lock) {
+  auto st = q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE id = ?1" + lock);
+  st.bind(1, id);
+  if (!st.step()) return std::nullopt;
+  return read_task(st);
+}
+
+std::optional<TaskRecord> SqlLedger::task_for_record(int64_t record_id, const char *lock) {
+  auto st = q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE record_id = ?1" + lock);
+  st.bind(1, record_id);
+  if (!st.step()) return std::nullopt;
+  return read_task(st);
+}
+
+ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    // The owner's check-then-insert (idempotency, duplicate, quota) is serialized with every
+    // other reserve of the same owner.
+    m_c->lock_key(req.owner_id);
+    ReserveResult res;
+    if (req.idempotency_key) {
+      auto prior = file_where(
+          "owner_id = ?1 AND idempotency_key = ?2",
+          [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, *req.idempotency_key); }, m_c->for_update());
+      if (prior) {
+        res.record = *prior;
+        if (prior->sha256 != req.sha256) {
+          res.outcome = ReserveOutcome::key_reused;
+          return res;
+        }
+        if (!prior->is_deleted && prior->upload_status == k_active) {
+          res.outcome = ReserveOutcome::replayed;
+          return res;
+        }
+        if (!prior->is_deleted && prior->upload_status == k_uploading) {
+          res.outcome = ReserveOutcome::in_progress;
+          return res;
+        }
+        // The earlier attempt failed or its file was deleted: this one starts afresh and
+        // takes the key over.
+        auto clear = q("UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND "
+                       "is_deleted = 1");
+        if (clear.bind(1, prior->id).bind(2, now).exec() != 1)
+          throw LodgeError(Errc::internal, "idempotency key release changed no row");
+      }
+    }
+    // I4, scoped (ARCHITECTURE.md): the alive rows that make this request a duplicate are,
+    // under "owner", every alive row of the owner with this digest (whatever its prefix or
+    // scope); under "prefix", those with this run prefix too; under "none", no row. Of several,
+    // one in this run prefix first, then an ACTIVE one, then the oldest. Whether the duplicate
+    // is real (its object in the store) is the caller's to check.
+    if (req.dedup != DedupScope::none) {
+      auto alive =
+          file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0 AND (?3 = 1 OR run_prefix = ?4)"
+                     " ORDER BY CASE WHEN run_prefix = ?4 THEN 0 ELSE 1 END,"
+                     " CASE WHEN upload_status = 'ACTIVE' THEN 0 ELSE 1 END, id LIMIT 1",
+                     [&](Stmt &s) {
+                       s.bind(1, req.owner_id)
+                           .bind(2, req.sha256)
+                           .bind(3, static_cast<int64_t>(req.dedup == DedupScope::owner))
+                           .bind(4, req.run_prefix);
+                     });
+      if (alive) {
+        res.record = *alive;
+        res.outcome =
+            alive->upload_status == k_uploading ? ReserveOutcome::in_progress : ReserveOutcome::duplicate;
+        return res;
+      }
+    }
+    if (req.max_files) {
+      auto cnt = q("SELECT count(*) FROM file_upload WHERE owner_id = ?1 AND is_deleted = 0");
+      cnt.bind(1, req.owner_id).step();
+      if (cnt.col_int(0) >= *req.max_files) {
+        res.outcome = ReserveOutcome::quota_exceeded;
+        return res;
+      }
+    }
+    const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+    std::string key =
+        object_key_for(req.key_prefix, req.owner_id, req.run_prefix, crypto::random_uuid(), path);
+    if (key.size() > k_max_key_bytes)
+      throw LodgeError(Errc::bad_name, "the object key for '" + path + "' would be " +
+                                           std::to_string(key.size()) + " bytes; the store allows " +
+                                           std::to_string(k_max_key_bytes));
+    int64_t deadline = now + req.deadline_ms;
+    auto ins = q(
+        "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+        " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
+        " relative_path, run_prefix, dedup_scope)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13) RETURNING id");
+    ins.bind(1, req.owner_id)
+        .bind(2, req.original_name)
+        .bind(3, key)
+        .bind(4, req.media_type)
+        .bind(5, req.sha256)
+        .bind(6, req.size)
+        .bind(7, req.policy)
+        .bind(8, req.idempotency_key)
+        .bind(9, now)
+        .bind(10, deadline)
+        .bind(11, path)
+        .bind(12, req.run_prefix)
+        .bind(13, std::string_view(to_string(req.dedup)));
+    if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
+    int64_t id = ins.col_int(0);
+    ins.reset();
+    // Past the end of the id block the store's marker covers: rolled back (no commit), so
+    // concurrent reservers can never both slip under the limit.
+    if (req.id_limit && id > *req.id_limit) {
+      res.outcome = ReserveOutcome::id_limit_reached;
+      return res;
+    }
+    auto task =
+        q("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+          " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
+    task.bind(1, id)
+        .bind(2, key)
+        .bind(3, deadline + req.grace_ms)
+        .bind(4, static_cast<int64_t>(req.max_retries))
+        .bind(5, now)
+        .exec();
+    res.record = *file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
+    tx.commit();
+    return res;
+  });
+}
+
+bool SqlLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto st = q("UPDATE file_upload SET multipart_upload_id = ?2, updated_at = ?3"
+                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+    if (st.bind(1, id).bind(2, upload_id).bind(3, now).exec() != 1) return false;
+    tx.commit();
+    return true;
+  });
+}
+
+bool SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = q("UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
+                 " etag = ?3, version_id = NULLIF(?4, '')"
+                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+    if (row.bind(1, id).bind(2, now).bind(3, etag).bind(4, version_id).exec() != 1) return false;
+    // A task a sweep already holds (PROCESSING) means the cleanup may be under way:
+    // then the upload must not become ACTIVE. Rolling back keeps the row UPLOADING.
+    auto task = q("UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
+                  " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    if (task.bind(1, id).bind(2, now).exec() != 1) return false;
+    tx.commit();
+    return true;
+  });
+}
+
+bool SqlLedger::mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row =
+        q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
+          " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING'");
+    if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return false;
+    if (run_now) {
+      auto task = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?2"
+                    " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+      task.bind(1, id).bind(2, now).exec();
+    } else {
+      // Not definite: the object may still land after the task's delete, so the task owes
+      // a second pass. (A worker may hold it: the flag is no fencing matter, and finish()
+      // reads it under the lease.)
+      auto task = q("UPDATE cleanup_task SET verify_pass = 1, updated_at = ?2 WHERE record_id = ?1"
+                    " AND status IN ('PENDING', 'RETRY', 'PROCESSING') AND verify_pass = 0");
+      task.bind(1, id).bind(2, now).exec();
+    }
+    tx.commit();
+    return true;
+  });
+}
+
+std::optional<FileRecord> SqlLedger::find_file(int64_t id) {
+  return file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
+}
+
+std::vector<FileRecord> SqlLedger::list_files(const ListFilter &f) {
+  // The glob is applied here, after the query, with fnmatch(3): the same matching for every
+  // backend, whatever its SQL dialect's GLOB or LIKE would do with '/', '[' or '\\'.
+  std::string sql = std::string("SELECT ") + k_file_cols +
+                    " FROM file_upload WHERE (?1 = '*' OR owner_id = ?1)" +
+                    (f.run_prefix ? " AND run_prefix = ?2" : "") +
+                    (f.include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
+  auto st = q(sql);
+  st.bind(1, f.owner);
+  if (f.run_prefix) st.bind(2, *f.run_prefix);
+  std::vector<FileRecord> out;
+  while (st.step()) {
+    auto r = read_file(st);
+    if (f.path_glob && ::fnmatch(f.path_glob->c_str(), r.relative_path.c_str(), 0) != 0) continue;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<FileRecord> SqlLedger::find_by_path(const std::string &owner, const std::string &run_prefix,
+                                                const std::string &relative_path) {
+  auto st = q(std::string("SELECT ") + k_file_cols +
+              " FROM file_upload WHERE owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3"
+              " AND upload_status = 'ACTIVE' AND is_deleted = 0 ORDER BY activated_at DESC, id DESC");
+  st.bind(1, owner).bind(2, run_prefix).bind(3, relative_path);
+  std::vector<FileRecord> out;
+  while (st.step())
+    out.push_back(read_file(st));
+  return out;
+}
+
+std::optional<TaskRecord> SqlLedger::find_task_for(int64_t record_id) {
+  return task_for_record(record_id);
+}
+
+std::vector<TaskRecord> SqlLedger::claim_due(int64_t now, int limit, const std::string &worker,
+                                             int64_t lease_ms) {
+  return m_c->write([&](sql::Tx &tx) {
+    std::vector<int64_t> ids;
+    {
+      auto sel = q(std::string("SELECT id FROM cleanup_task WHERE ") + k_due +
+                   " ORDER BY next_retry_at, id LIMIT ?2" + m_c->skip_locked());
+      sel.bind(1, now).bind(2, static_cast<int64_t>(limit));
+      while (sel.step())
+        ids.push_back(sel.col_int(0));
+    }
+    std::vector<TaskRecord> out;
+    auto upd =
+        q(std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                      " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") +
+          k_due);
+    for (auto id : ids) {
+      upd.reset();
+      if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, id).exec() != 1)
+        throw LodgeError(Errc::internal, "claim changed no row inside its own transaction");
+      out.push_back(*task_by_id(id));
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+std::optional<TaskRecord> SqlLedger::claim_task(int64_t task_id, int64_t now, const std::string &worker,
+                                                int64_t lease_ms) {
+  return m_c->write([&](sql::Tx &tx) -> std::optional<TaskRecord> {
+    auto upd =
+        q(std::string("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
+                      " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND ") +
+          k_due);
+    if (upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).exec() != 1)
+      return std::nullopt;
+    auto t = task_by_id(task_id);
+    tx.commit();
+    return t;
+  });
+}
+
+TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
+    auto cur = task_by_id(t.id, m_c->for_update());
+    if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
+      return TaskDecision::lease_lost;
+    // object_key is UNIQUE, so the task's own row is the only one that can use the key:
+    // the object is in use exactly when that row is alive.
+    bool in_use = row && !row->is_deleted;
+    if (row && !row->is_deleted && row->upload_status == k_uploading) {
+      // Postponed to deadline + grace, which is ahead of now in both branches below: the
+      // task is not due again within this run (it used to be re-claimed at once, up to
+      // --limit times, for a row past its grace that repair had not reached yet).
+      auto postpone = [&](int64_t verify_pass) {
+        auto back = q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?3, lease_owner = NULL,"
+                      " lease_until = NULL, verify_pass = ?5, updated_at = ?4"
+                      " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+        if (back.bind(1, t.id)
+                .bind(2, t.lease_version)
+                .bind(3, std::max(now + 1, row->upload_deadline_at + grace_ms))
+                .bind(4, now)
+                .bind(5, verify_pass)
+                .exec() != 1)
+          return TaskDecision::lease_lost;
+        tx.commit();
+        return TaskDecision::postponed;
+      };
+      if (row->upload_deadline_at >= now) return postpone(cur->verify_pass); // may still be confirmed
+      // Overdue: this transaction already knows it, so it fails the row as repair would.
+      // The failure is by deadline, not definite: the delete owes a verify pass.
+      if (!fail_overdue_row(row->id, now, "sweep"))
+        throw LodgeError(Errc::internal, "an overdue row changed inside its own transaction");
+      if (now < row->upload_deadline_at + grace_ms) return postpone(k_verify_owed);
+      auto owe = q("UPDATE cleanup_task SET verify_pass = 1, updated_at = ?3"
+                   " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      if (owe.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1)
+        return TaskDecision::lease_lost;
+      tx.commit();
+      return TaskDecision::allowed;
+    }
+    if (in_use) {
+      auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
+                   " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1)
+        return TaskDecision::lease_lost;
+      tx.commit();
+      return TaskDecision::ignored;
+    }
+    tx.commit();
+    return TaskDecision::allowed;
+  });
+}
+
+TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::string &error,
+                             int64_t next_retry_at, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto cur = task_by_id(t.id, m_c->for_update());
+    if (!cur || cur->status != "PROCESSING" || cur->lease_version != t.lease_version)
+      return TaskFinish::lease_lost;
+    TaskFinish result = TaskFinish::success;
+    int changed = 0;
+    if (succeeded && cur->verify_pass == k_verify_owed) {
+      // The first delete of an upload that may still land: look once more, later.
+      result = TaskFinish::verify_scheduled;
+      auto st = q("UPDATE cleanup_task SET status = 'PENDING', verify_pass = 2, next_retry_at = ?4,"
+                  " lease_owner = NULL, lease_until = NULL, last_error = NULL, updated_at = ?3"
+                  " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, next_retry_at).exec();
+    } else if (succeeded) {
+      auto st = q("UPDATE cleanup_task SET status = 'SUCCESS', lease_owner = NULL, lease_until = NULL,"
+                  " last_error = NULL, updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = "
+                  "'PROCESSING'");
+      changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec();
+    } else {
+      bool dead = cur->retry_count + 1 > cur->max_retries;
+      result = dead ? TaskFinish::dead_letter : TaskFinish::retry;
+      auto st = q("UPDATE cleanup_task SET status = ?4, retry_count = retry_count + 1, next_retry_at = ?5,"
+                  " last_error = ?6, lease_owner = NULL, lease_until = NULL, updated_at = ?3"
+                  " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      changed = st.bind(1, t.id)
+                    .bind(2, t.lease_version)
+                    .bind(3, now)
+                    .bind(4, dead ? "FAILED" : "RETRY")
+                    .bind(5, next_retry_at)
+                    .bind(6, error)
+                    .exec();
+    }
+    if (changed != 1) return TaskFinish::lease_lost;
+    tx.commit();
+    return result;
+  });
+}
+
+} // namespace lodge::ledger
+
+namespace lodge::ledger {
+
+std::vector<TaskRecord> SqlLedger::due_tasks(int64_t now, int limit) {
+  auto st = q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE " + k_due +
+              " ORDER BY next_retry_at, id LIMIT ?2");
+  st.bind(1, now).bind(2, static_cast<int64_t>(limit));
+  std::vector<TaskRecord> out;
+  while (st.step())
+    out.push_back(read_task(st));
+  return out;
+}
+
+std::vector<TaskRecord> SqlLedger::list_tasks(const std::string &status) {
+  auto st =
+      q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
+  st.bind(1, status);
+  std::vector<TaskRecord> out;
+  while (st.step())
+    out.push_back(read_task(st));
+  return out;
+}
+
+bool SqlLedger::retry_task(int64_t task_id, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto st =
+        q("UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
+          " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
+    if (st.bind(1, task_id).bind(2, now).exec() != 1) return false;
+    tx.commit();
+    return true;
+  });
+}
+
+std::vector<FileRecord> SqlLedger::overdue_uploads(int64_t now, int limit) {
+  auto st =
+      q(std::string("SELECT ") + k_file_cols +
+        " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?1"
+        " ORDER BY upload_deadline_at LIMIT ?2");
+  st.bind(1, now).bind(2, static_cast<int64_t>(limit));
+  std::vector<FileRecord> out;
+  while (st.step())
+    out.push_back(read_file(st));
+  return out;
+}
+
+QueueOutcome SqlLedger::ensure_pending_task(int64_t record_id, const std::string &key, int64_t due,
+                                            int max_retries, bool verify, int64_t now) {
+  // Each statement names one task by id inside this transaction: anything but one
+  // changed row is a bug, never a success to report.
+  auto one = [](int changed) {
+    if (changed != 1) throw LodgeError(Errc::internal, "queueing a cleanup task changed no row");
+  };
+  const int64_t pass = verify ? k_verify_owed : k_verify_none;
+  auto t = task_for_record(record_id, m_c->for_update());
+  if (!t) {
+    auto ins =
+        q("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+          " verify_pass, created_at, updated_at)"
+          " VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?6, ?5, ?5)");
+    one(ins.bind(1, record_id)
+            .bind(2, key)
+            .bind(3, due)
+            .bind(4, static_cast<int64_t>(max_retries))
+            .bind(5, now)
+            .bind(6, pass)
+            .exec());
+    return QueueOutcome::queued;
+  }
+  if (t->status == "PROCESSING") return QueueOutcome::held; // a worker holds it; its own checks decide
+  if (t->status == "PENDING" || t->status == "RETRY") {
+    // Never earlier than the grace allows: a PUT may still be landing. A pass owed stays owed.
+    auto st = q("UPDATE cleanup_task SET"
+                " next_retry_at = CASE WHEN next_retry_at > ?2 THEN next_retry_at ELSE ?2 END,"
+                " verify_pass = CASE WHEN verify_pass > ?4 THEN verify_pass ELSE ?4 END,"
+                " updated_at = ?3 WHERE id = ?1");
+    one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
+    return QueueOutcome::queued;
+  }
+  auto st =
+      q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
+        " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, updated_at = ?3 WHERE id = ?1");
+  one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
+  return QueueOutcome::queued;
+}
+
+bool SqlLedger::fail_overdue_row(int64_t id, int64_t now, std::string_view by) {
+  auto st =
+      q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
+        " updated_at = ?2, failure_reason = ?3"
+        " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND upload_deadline_at < ?2");
+  return st.bind(1, id)
+             .bind(2, now)
+             .bind(3, "DEADLINE_EXCEEDED: not confirmed before its deadline (" + std::string(by) + ")")
+             .exec() == 1;
+}
+
+bool SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(id);
+    if (!row || row->is_deleted || row->upload_status != k_uploading || row->upload_deadline_at >= now)
+      return false;
+    if (!fail_overdue_row(id, now, "repair")) return false;
+    // Failed by deadline, not definitely: a late PUT may still land, so the delete owes a
+    // verify pass.
+    (void)ensure_pending_task(id, row->object_key, std::max(now, row->upload_deadline_at + grace_ms),
+                              max_retries, true, now);
+    if (failpoint::hit("repair.before_commit"))
+      throw LodgeError(Errc::internal, "injected failure before repair commit");
+    tx.commit();
+    return true;
+  });
+}
+
+DeleteOutcome SqlLedger::soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
+                                     int max_retries) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(id);
+    if (!row || row->owner_id != owner) return DeleteOutcome::not_found;
+    if (row->is_deleted || row->upload_status != k_active) return DeleteOutcome::not_active;
+    auto st = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
+                " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+    if (st.bind(1, id).bind(2, now).exec() != 1) return DeleteOutcome::not_active;
+    (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
+    tx.commit();
+    return DeleteOutcome::deleted;
+  });
+}
+
+bool SqlLedger::mark_missing(int64_t id, const std::string &reason, int64_t now, int64_t grace_ms,
+                             int max_retries) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(id);
+    if (!row || row->is_deleted || row->upload_status != k_active) return false;
+    auto st = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2, failure_reason = ?3"
+                " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+    if (st.bind(1, id).bind(2, now).bind(3, reason).exec() != 1) return false;
+    (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
+    tx.commit();
+    return true;
+  });
+}
+
+void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
+                            const std::function<bool(const FileRecord &)> &visit) {
+  // The keys with the prefix are the ones from the prefix on, in byte order (the store's
+  // listing order; the column compares bytes), up to the first key without it: a range
+  // scan on the UNIQUE index with no upper bound to compute.
+  auto st = q(std::string("SELECT ") + k_file_cols +
+              " FROM file_upload WHERE object_key >= ?1 AND object_key > ?2 ORDER BY object_key");
+  st.bind(1, prefix).bind(2, after);
+  while (st.step()) {
+    auto r = read_file(st);
+    if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
+    if (!visit(r)) return;
+  }
+}
+
+int64_t SqlLedger::max_record_id() {
+  return m_c->max_record_id();
+}
+
+QueueOutcome SqlLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(record_id);
+    if (!row || !row->is_deleted) return QueueOutcome::not_dead; // only dead rows' objects may go
+    auto q = ensure_pending_task(record_id, row->object_key, now, max_retries, false, now);
+    if (q != QueueOutcome::queued) return q; // nothing was written: nothing to commit
+    tx.commit();
+    return q;
+  });
+}
+
+} // namespace lodge::ledger
