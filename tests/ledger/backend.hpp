@@ -1,0 +1,166 @@
+#pragma once
+// The ledger under test, named by the environment:
+//   LODGE_TEST_LEDGER=sqlite                          a fresh ledger file per test case
+//   LODGE_TEST_LEDGER=postgres LODGE_TEST_PG_URL=...  a fresh database per test case, made
+//     on a connection to that URL (CREATE DATABASE lodge_c_<pid>_<n>) and dropped after
+// Every ledger a test opens comes from open_ledger() below: the one place that knows how
+// this build's lodge opens a ledger at a location. The raw connections (sqlite3, libpq)
+// are test-only: they change what no Ledger call may, such as the schema version.
+
+#include <atomic>
+#include <cstdlib>
+#include <doctest/doctest.h>
+#include <filesystem>
+#include <libpq-fe.h>
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/util/clock.hpp>
+#include <memory>
+#include <sqlite3.h>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
+
+namespace lodge::test {
+
+enum class Backend { sqlite, postgres };
+
+inline std::string env_or_empty(const char *k) {
+  const char *v = std::getenv(k);
+  return v ? v : "";
+}
+
+// The backend LODGE_TEST_LEDGER names; anything else is a setup error, never a pass.
+inline Backend backend() {
+  auto b = env_or_empty("LODGE_TEST_LEDGER");
+  if (b == "sqlite") return Backend::sqlite;
+  if (b == "postgres") {
+    if (env_or_empty("LODGE_TEST_PG_URL").empty())
+      throw std::runtime_error("LODGE_TEST_LEDGER=postgres needs LODGE_TEST_PG_URL");
+    return Backend::postgres;
+  }
+  throw std::runtime_error("LODGE_TEST_LEDGER must be sqlite or postgres, not '" + b + "'");
+}
+
+// Opens the ledger at `location` (a SQLite path or a PostgreSQL URL), creating it when
+// `create`. The one factory every test uses.
+inline std::unique_ptr<ledger::Ledger> open_ledger(const std::string &location, const util::Clock *clock,
+                                                   bool create = true) {
+  ledger::OpenOptions o;
+  o.location = location;
+  o.create = create;
+  o.clock = clock;
+  return ledger::open_ledger(o);
+}
+
+namespace detail {
+struct PgCloser {
+  void operator()(PGconn *c) const noexcept { PQfinish(c); }
+};
+struct PgResultCloser {
+  void operator()(PGresult *r) const noexcept { PQclear(r); }
+};
+using PgConnPtr = std::unique_ptr<PGconn, PgCloser>;
+using PgResultPtr = std::unique_ptr<PGresult, PgResultCloser>;
+
+inline PgConnPtr pg_connect(const std::string &url) {
+  PgConnPtr c(PQconnectdb(url.c_str()));
+  if (!c || PQstatus(c.get()) != CONNECTION_OK)
+    throw std::runtime_error("cannot connect to " + url + ": " +
+                             (c ? PQerrorMessage(c.get()) : "out of memory"));
+  return c;
+}
+
+inline void pg_exec(const std::string &url, const std::string &sql) {
+  auto c = pg_connect(url);
+  PgResultPtr r(PQexec(c.get(), sql.c_str()));
+  auto st = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+    throw std::runtime_error("on " + url + ": " + sql + ": " + PQerrorMessage(c.get()));
+}
+
+// `url` with its database replaced by `db` (postgres://auth@host:port/DB?query).
+inline std::string with_database(const std::string &url, const std::string &db) {
+  auto scheme = url.find("://");
+  if (scheme == std::string::npos) throw std::runtime_error("LODGE_TEST_PG_URL is not a URL: " + url);
+  auto query = url.find('?', scheme + 3);
+  std::string head = url.substr(0, query), tail = query == std::string::npos ? "" : url.substr(query);
+  auto slash = head.find('/', scheme + 3);
+  if (slash != std::string::npos) head.resize(slash);
+  return head + "/" + db + tail;
+}
+
+inline void sqlite_exec(const std::string &path, const std::string &sql) {
+  sqlite3 *raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr);
+  std::unique_ptr<sqlite3, int (*)(sqlite3 *)> db(raw, sqlite3_close);
+  if (rc != SQLITE_OK) throw std::runtime_error("cannot open " + path + ": " + sqlite3_errstr(rc));
+  sqlite3_busy_timeout(raw, 10'000);
+  char *err = nullptr;
+  if (sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    throw std::runtime_error(path + ": " + sql + ": " + msg);
+  }
+}
+} // namespace detail
+
+// One test case's ledger location, fresh and empty (nothing there yet), removed at the end.
+class FreshLedger {
+public:
+  FreshLedger() : m_backend(backend()) {
+    static std::atomic<int> n{0};
+    int i = n++;
+    if (m_backend == Backend::sqlite) {
+      char tmpl[] = "/tmp/lodge-ledger-XXXXXX";
+      if (!::mkdtemp(tmpl)) throw std::runtime_error("mkdtemp failed");
+      m_dir = tmpl;
+      m_location = m_dir + "/ledger.db";
+    } else {
+      m_admin_url = env_or_empty("LODGE_TEST_PG_URL");
+      m_db = "lodge_c_" + std::to_string(::getpid()) + "_" + std::to_string(i);
+      detail::pg_exec(m_admin_url, "DROP DATABASE IF EXISTS " + m_db + " WITH (FORCE)");
+      detail::pg_exec(m_admin_url, "CREATE DATABASE " + m_db);
+      m_location = detail::with_database(m_admin_url, m_db);
+    }
+  }
+  ~FreshLedger() {
+    try {
+      if (m_backend == Backend::sqlite) {
+        std::error_code ec;
+        std::filesystem::remove_all(m_dir, ec);
+      } else {
+        detail::pg_exec(m_admin_url, "DROP DATABASE IF EXISTS " + m_db + " WITH (FORCE)");
+      }
+    } catch (const std::exception &e) {
+      MESSAGE("could not remove the test ledger ", m_location, ": ", e.what());
+    }
+  }
+  FreshLedger(const FreshLedger &) = delete;
+  FreshLedger &operator=(const FreshLedger &) = delete;
+
+  [[nodiscard]] const std::string &location() const { return m_location; }
+  [[nodiscard]] Backend kind() const { return m_backend; }
+  [[nodiscard]] std::unique_ptr<ledger::Ledger> open(const util::Clock *clock, bool create = true) const {
+    return open_ledger(m_location, clock, create);
+  }
+  // SQL on a raw connection of the ledger's own database, behind lodge's back.
+  void exec_raw(const std::string &sql) const {
+    if (m_backend == Backend::sqlite)
+      detail::sqlite_exec(m_location, sql);
+    else
+      detail::pg_exec(m_location, sql);
+  }
+  // Makes the ledger say it is at schema version `v` (where each backend keeps it).
+  void set_schema_version(int v) const {
+    if (m_backend == Backend::sqlite)
+      exec_raw("PRAGMA user_version = " + std::to_string(v));
+    else
+      exec_raw("UPDATE ledger_meta SET value = '" + std::to_string(v) + "' WHERE key = 'schema_version'");
+  }
+
+private:
+  Backend m_backend;
+  std::string m_dir, m_location, m_admin_url, m_db;
+};
+
+} // namespace lodge::test

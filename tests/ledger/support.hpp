@@ -1,0 +1,75 @@
+#pragma once
+// Helpers shared by the ledger contract's test files: a settable clock, reserve requests,
+// and a fixture holding one fresh ledger.
+
+#include "backend.hpp"
+
+#include <atomic>
+#include <lodge/ledger/ledger.hpp>
+#include <memory>
+#include <string>
+
+namespace lodge::test {
+
+class ManualClock final : public util::Clock {
+public:
+  std::atomic<int64_t> t{1'000'000};
+  [[nodiscard]] int64_t now_ms() const override { return t.load(); }
+};
+
+// A 64-character digest made from `seed` (hex digits), so tests name content briefly.
+inline std::string sha(const std::string &seed) {
+  return std::string(64 - seed.size(), '0') + seed;
+}
+
+inline ledger::ReserveRequest request(const std::string &owner, const std::string &seed) {
+  ledger::ReserveRequest r;
+  r.owner_id = owner;
+  r.original_name = "f.txt";
+  r.media_type = "text/plain";
+  r.sha256 = sha(seed);
+  r.size = 1;
+  r.policy = "default";
+  r.deadline_ms = 10'000;
+  r.grace_ms = 1'000;
+  r.max_retries = 2;
+  return r;
+}
+
+// The outcomes confirm() reports. Today a bool (true: confirmed); named here so the tests
+// say which failure they expect and a typed outcome changes only these lines.
+namespace confirm_outcome {
+inline constexpr bool confirmed = true;
+inline constexpr bool row_not_uploading = false;
+inline constexpr bool task_held = false;
+} // namespace confirm_outcome
+
+// One fresh ledger, opened once; more connections to it with connect().
+struct LedgerFixture {
+  FreshLedger fresh;
+  ManualClock clock;
+  std::unique_ptr<ledger::Ledger> l;
+  LedgerFixture() : l(fresh.open(&clock)) {}
+  [[nodiscard]] int64_t now() const { return clock.t.load(); }
+  [[nodiscard]] std::unique_ptr<ledger::Ledger> connect() const { return fresh.open(&clock, false); }
+  // Reserves seed's content for owner "o"; the test fails unless it is reserved.
+  ledger::FileRecord reserve(const std::string &seed, std::optional<int64_t> max_files = std::nullopt) {
+    auto r = request("o", seed);
+    r.max_files = max_files;
+    auto res = l->reserve(r, now());
+    REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+    return res.record;
+  }
+  ledger::TaskRecord task_of(int64_t record_id) {
+    auto t = l->find_task_for(record_id);
+    REQUIRE(t.has_value());
+    return *t;
+  }
+  ledger::FileRecord row(int64_t id) {
+    auto r = l->find_file(id);
+    REQUIRE(r.has_value());
+    return *r;
+  }
+};
+
+} // namespace lodge::test
