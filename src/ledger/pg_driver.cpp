@@ -28,10 +28,20 @@ constexpr std::array<std::string_view, 0> k_pg_steps{};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())) != 0)
-    s.pop_back();
-  return s;
+// libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...");
+// lodge prints one line per error: each run of white space becomes one space.
+std::string trim(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (std::isspace(static_cast<unsigned char>(c)) != 0) {
+      if (!out.empty() && out.back() != ' ') out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && out.back() == ' ')
+    out.pop_back();
+  return out;
 }
 
 void ignore_notice(void * /*arg*/, const char * /*message*/) {}
@@ -233,7 +243,7 @@ void PgConn::ensure_alive() const {
 
 [[noreturn]] void PgConn::fail(const PGresult *r) {
   std::string state = result_field(r, PG_DIAG_SQLSTATE);
-  std::string msg = result_field(r, PG_DIAG_MESSAGE_PRIMARY);
+  std::string msg = trim(result_field(r, PG_DIAG_MESSAGE_PRIMARY));
   if (msg.empty()) msg = trim(PQerrorMessage(m_conn.get()));
   bool lost = PQstatus(m_conn.get()) == CONNECTION_BAD;
   Error e = map_error(state, lost, msg, m_display);

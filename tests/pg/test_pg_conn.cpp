@@ -180,6 +180,7 @@ TEST_CASE("pg: a ledger newer than this lodge is refused; a connect failure is L
   CHECK(e->code == Errc::ledger_unavailable);
   CHECK(e->message.find("127.0.0.1:1") != std::string::npos);
   CHECK(e->message.find("secretpw") == std::string::npos);
+  CHECK(e->message.find('\n') == std::string::npos); // libpq's lines joined: one line per error
   CHECK(errc_info(e->code).exit_code == 3);
 }
 
