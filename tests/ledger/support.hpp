@@ -36,12 +36,11 @@ inline ledger::ReserveRequest request(const std::string &owner, const std::strin
   return r;
 }
 
-// The outcomes confirm() reports. Today a bool (true: confirmed); named here so the tests
-// say which failure they expect and a typed outcome changes only these lines.
+// confirm()'s outcomes, by the names the cases use.
 namespace confirm_outcome {
-inline constexpr bool confirmed = true;
-inline constexpr bool row_not_uploading = false;
-inline constexpr bool task_held = false;
+inline constexpr auto confirmed = ledger::ConfirmOutcome::confirmed;
+inline constexpr auto row_not_uploading = ledger::ConfirmOutcome::row_not_uploading;
+inline constexpr auto task_held = ledger::ConfirmOutcome::task_held;
 } // namespace confirm_outcome
 
 // One fresh ledger, opened once; more connections to it with connect().

@@ -125,7 +125,7 @@ TEST_CASE("claims never hand one task to two workers whose leases overlap") {
   std::vector<int64_t> task_ids;
   for (int i = 0; i < k_tasks; ++i) {
     auto r = e.reserve("7" + std::to_string(i));
-    REQUIRE(e.l->mark_failed(r.id, "refused", true, e.now()));
+    REQUIRE(e.l->mark_failed(r.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
     task_ids.push_back(e.task_of(r.id).id);
   }
   std::vector<std::unique_ptr<ledger::Ledger>> conns;
@@ -298,7 +298,7 @@ TEST_CASE("migration: a version-3 ledger is migrated on open and its rows go on 
   // The migrated rows go on: the upload confirms, a duplicate finds the old row, a new
   // row gets the next id, the old ACTIVE row deletes.
   REQUIRE(l->confirm(2, "etag", "", clock.t) == test::confirm_outcome::confirmed);
-  CHECK(l->find_task_for(2)->status == "IGNORED");
+  CHECK(l->find_task_for(2)->status == ledger::TaskStatus::ignored);
   auto dup = request("o", "1");
   auto d = l->reserve(dup, clock.t);
   CHECK(d.outcome == ReserveOutcome::duplicate);

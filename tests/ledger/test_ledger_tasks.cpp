@@ -31,12 +31,13 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(r.outcome == ops::CleanupOutcome::postponed);
   CHECK(e.store.removed().empty());
   // The decision failed the overdue row itself (as repair would) and owes a verify pass.
-  CHECK(e.l->find_file(a.id)->upload_status == "UPLOAD_FAILED");
+  CHECK(e.l->find_file(a.id)->upload_status == ledger::FileStatus::upload_failed);
   auto t = e.l->find_task_for(a.id);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->next_retry_at == a.upload_deadline_at + 5'000);
   CHECK(t->verify_pass == ledger::k_verify_owed);
-  CHECK_FALSE(e.l->repair_row(a.id, e.clock.t, 1'000, 3));  // nothing left for repair
+  CHECK(e.l->repair_row(a.id, e.clock.t, 1'000, 3) ==
+        ledger::RepairOutcome::not_overdue);                // nothing left for repair
   CHECK(e.l->claim_due(e.clock.t, 10, "w", 5'000).empty()); // not due again at once
   e.clock.t = t->next_retry_at;
   auto again = e.l->claim_due(e.clock.t, 10, "w", 5'000);
@@ -47,7 +48,7 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(d.verify_scheduled);
   CHECK(e.store.removed() == std::vector<std::string>{a.object_key});
   t = e.l->find_task_for(a.id);
-  CHECK(t->status == "PENDING");
+  CHECK(t->status == ledger::TaskStatus::pending);
   CHECK(t->verify_pass == ledger::k_verify_due);
   // Due after the row's whole deadline length and one more grace.
   CHECK(t->next_retry_at == e.clock.t + 10'000 + 5'000);
@@ -58,7 +59,7 @@ TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once"
   CHECK(ops::run_claimed_task(*e.l, e.store, verify[0], long_grace, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
   CHECK(e.store.removed() == std::vector<std::string>{a.object_key, a.object_key});
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
   CHECK(e.l->claim_due(e.clock.t + 100'000, 10, "w", 5'000).empty());
 }
 
@@ -76,16 +77,16 @@ TEST_CASE("sweep does not re-claim a task it postponed or decided in the same ru
   for (const auto &r : {a, b}) {
     auto t = e.l->find_task_for(r.id);
     CHECK(t->lease_version == 1);
-    CHECK(t->status == "PENDING");
+    CHECK(t->status == ledger::TaskStatus::pending);
     CHECK(t->next_retry_at > e.clock.t);
-    CHECK(e.l->find_file(r.id)->upload_status == "UPLOAD_FAILED");
+    CHECK(e.l->find_file(r.id)->upload_status == ledger::FileStatus::upload_failed);
   }
   e.clock.t += 11'000;
   s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs}, e.clock);
   CHECK(s.claimed == 2);
   CHECK(s.verified == 2);
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(b.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(b.id)->status == ledger::TaskStatus::success);
 }
 
 TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after definite ones") {
@@ -94,11 +95,11 @@ TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after 
   auto ambiguous = e.reserve("b");
   auto repaired = e.reserve("c");
   auto deleted = e.reserve("d");
-  REQUIRE(e.l->mark_failed(definite.id, "refused", true, e.clock.t));
-  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, e.clock.t));
+  REQUIRE(e.l->mark_failed(definite.id, "refused", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
+  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, e.clock.t) == ledger::MarkFailedOutcome::failed);
   REQUIRE(e.l->confirm(deleted.id, "e", "", e.clock.t) == test::confirm_outcome::confirmed);
   e.clock.t += 20'000;
-  REQUIRE(e.l->repair_row(repaired.id, e.clock.t, 1'000, 3));
+  REQUIRE(e.l->repair_row(repaired.id, e.clock.t, 1'000, 3) == ledger::RepairOutcome::repaired);
   REQUIRE(e.l->soft_delete(deleted.id, "o", e.clock.t, 0, 3) == ledger::DeleteOutcome::deleted);
   CHECK(e.l->find_task_for(definite.id)->verify_pass == ledger::k_verify_none);
   CHECK(e.l->find_task_for(ambiguous.id)->verify_pass == ledger::k_verify_owed);
@@ -107,16 +108,16 @@ TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after 
   auto s = ops::sweep(*e.l, e.store, {100, 16, 1'000, 0, "w", false, e.cs}, e.clock);
   CHECK(s.deleted == 4);
   CHECK(s.verify_scheduled == 2);
-  CHECK(e.l->find_task_for(definite.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(deleted.id)->status == "SUCCESS");
-  CHECK(e.l->find_task_for(ambiguous.id)->status == "PENDING");
-  CHECK(e.l->find_task_for(repaired.id)->status == "PENDING");
+  CHECK(e.l->find_task_for(definite.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(deleted.id)->status == ledger::TaskStatus::success);
+  CHECK(e.l->find_task_for(ambiguous.id)->status == ledger::TaskStatus::pending);
+  CHECK(e.l->find_task_for(repaired.id)->status == ledger::TaskStatus::pending);
 }
 
 TEST_CASE("I6: the cleanup path with a stale lease deletes nothing; the current lease deletes") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
   auto first = e.l->claim_due(e.clock.t, 1, "A", 1'000);
   REQUIRE(first.size() == 1);
   e.clock.t += 5'000; // A's lease expired
@@ -128,20 +129,20 @@ TEST_CASE("I6: the cleanup path with a stale lease deletes nothing; the current 
   CHECK(e.store.removed().empty());
   CHECK(ops::run_claimed_task(*e.l, e.store, second[0], e.cs, e.clock).outcome ==
         ops::CleanupOutcome::deleted);
-  CHECK(e.l->find_task_for(a.id)->status == "SUCCESS");
+  CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
 }
 
 TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
   e.store.fail("remove_all", Error(Errc::storage_unavailable, "fake outage"));
   std::vector<ops::CleanupOutcome> seen;
   for (int i = 0; i < 3; ++i) {
     auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock);
     seen.push_back(s.dead_lettered ? ops::CleanupOutcome::dead_lettered : ops::CleanupOutcome::retried);
     auto t = e.l->find_task_for(a.id);
-    if (t->status == "RETRY") {
+    if (t->status == ledger::TaskStatus::retry) {
       CHECK(t->next_retry_at >= e.clock.t + 50); // at least half the base
       e.clock.t = t->next_retry_at;
     }
@@ -149,11 +150,11 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   CHECK(seen == std::vector<ops::CleanupOutcome>{ops::CleanupOutcome::retried, ops::CleanupOutcome::retried,
                                                  ops::CleanupOutcome::dead_lettered});
   auto t = e.l->find_task_for(a.id);
-  CHECK(t->status == "FAILED");
+  CHECK(t->status == ledger::TaskStatus::failed);
   CHECK(t->last_error == "fake outage");
   CHECK(e.l->status(e.clock.t).dead_letters == 1);
-  REQUIRE(e.l->retry_task(t->id, e.clock.t));
-  CHECK_FALSE(e.l->retry_task(t->id, e.clock.t));
+  REQUIRE(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::requeued);
+  CHECK(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::not_failed);
   e.store.clear_failures();
   CHECK(ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs}, e.clock).deleted == 1);
 }

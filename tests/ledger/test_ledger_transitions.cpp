@@ -81,7 +81,7 @@ TEST_CASE("reserve: a new UPLOADING row under the key format, and its task due a
   CHECK(row.relative_path == "src/main.c");
   CHECK(row.run_prefix == "nightly");
   CHECK(row.dedup_scope == ledger::DedupScope::prefix);
-  CHECK(row.upload_status == ledger::k_uploading);
+  CHECK(row.upload_status == ledger::FileStatus::uploading);
   CHECK_FALSE(row.is_deleted);
   CHECK(row.sha256 == sha("a1"));
   CHECK(row.size == 42);
@@ -102,7 +102,7 @@ TEST_CASE("reserve: a new UPLOADING row under the key format, and its task due a
   auto t = e.task_of(row.id);
   CHECK(t.task_type == "DELETE_OBJECT");
   CHECK(t.object_key == row.object_key);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == e.now() + 11'000);
   CHECK(t.retry_count == 0);
   CHECK(t.max_retries == 2);
@@ -204,13 +204,13 @@ TEST_CASE("idempotency takeover: the key of a failed or deleted row goes to a ne
   };
   auto failed = e.l->reserve(with_key("f1", "k-failed"), e.now());
   REQUIRE(failed.outcome == ReserveOutcome::reserved);
-  REQUIRE(e.l->mark_failed(failed.record.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(failed.record.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto retry = e.l->reserve(with_key("f1", "k-failed"), e.now());
   REQUIRE(retry.outcome == ReserveOutcome::reserved);
   CHECK(retry.record.id != failed.record.id);
   CHECK(retry.record.idempotency_key == "k-failed");
   CHECK_FALSE(e.row(failed.record.id).idempotency_key.has_value());
-  CHECK(e.row(failed.record.id).upload_status == ledger::k_upload_failed);
+  CHECK(e.row(failed.record.id).upload_status == ledger::FileStatus::upload_failed);
 
   auto deleted = e.l->reserve(with_key("f2", "k-deleted"), e.now());
   REQUIRE(deleted.outcome == ReserveOutcome::reserved);
@@ -228,7 +228,7 @@ TEST_CASE("idempotency takeover: the key of a failed or deleted row goes to a ne
   // A dead row's key with other content is still refused, and keeps its row.
   auto dead = e.l->reserve(with_key("f3", "k-dead"), e.now());
   REQUIRE(dead.outcome == ReserveOutcome::reserved);
-  REQUIRE(e.l->mark_failed(dead.record.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(dead.record.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto refused = e.l->reserve(with_key("f4", "k-dead"), e.now());
   CHECK(refused.outcome == ReserveOutcome::key_reused);
   CHECK(e.row(dead.record.id).idempotency_key == "k-dead");
@@ -258,7 +258,7 @@ TEST_CASE("reserve: the quota counts the owner's alive rows; dead ones free thei
   third.sha256 = sha("d");
   third.max_files = 3;
   CHECK(e.l->reserve(third, e.now()).outcome == ReserveOutcome::quota_exceeded);
-  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   CHECK(e.l->reserve(third, e.now()).outcome == ReserveOutcome::reserved);
 }
 
@@ -274,28 +274,35 @@ TEST_CASE("reserve: id_limit_reached when the new id would pass the limit; nothi
   CHECK(ok.record.id == top + 1);
   r.sha256 = sha("c");
   CHECK(e.l->reserve(r, e.now()).outcome == ReserveOutcome::id_limit_reached);
-  CHECK(e.l->max_record_id() == top + 1);
-  CHECK(row_count(*e.l) == 2);
-  r.id_limit = top + 2;
-  CHECK(e.l->reserve(r, e.now()).outcome == ReserveOutcome::reserved);
+  CHECK(row_count(*e.l) == 2); // nothing written
+  // SQLite's rollback gives the id back; a PostgreSQL sequence is not transactional, so the
+  // refused attempt used one up (a gap, nothing more). Either way no id is issued twice.
+  int64_t issued = e.l->max_record_id();
+  CHECK(issued >= top + 1);
+  CHECK(issued <= top + 2);
+  r.id_limit = issued + 1;
+  auto next = e.l->reserve(r, e.now());
+  REQUIRE(next.outcome == ReserveOutcome::reserved);
+  CHECK(next.record.id == issued + 1);
 }
 
 TEST_CASE("set_multipart_upload_id: recorded on an UPLOADING row only") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  CHECK(e.l->set_multipart_upload_id(a.id, "mpu-1", e.now() + 1));
+  CHECK(e.l->set_multipart_upload_id(a.id, "mpu-1", e.now() + 1) == ledger::SetUploadIdOutcome::recorded);
   CHECK(e.row(a.id).multipart_upload_id == "mpu-1");
   CHECK(e.row(a.id).updated_at == e.now() + 1);
-  CHECK(e.l->set_multipart_upload_id(a.id, "mpu-2", e.now() + 2)); // a new attempt's id
+  CHECK(e.l->set_multipart_upload_id(a.id, "mpu-2", e.now() + 2) ==
+        ledger::SetUploadIdOutcome::recorded); // a new attempt's id
   CHECK(e.row(a.id).multipart_upload_id == "mpu-2");
   REQUIRE(e.l->confirm(a.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
-  CHECK_FALSE(e.l->set_multipart_upload_id(a.id, "mpu-3", e.now()));
+  CHECK(e.l->set_multipart_upload_id(a.id, "mpu-3", e.now()) == ledger::SetUploadIdOutcome::not_uploading);
   CHECK(e.row(a.id).multipart_upload_id == "mpu-2");
   auto b = e.reserve("b");
-  REQUIRE(e.l->mark_failed(b.id, "refused", true, e.now()));
-  CHECK_FALSE(e.l->set_multipart_upload_id(b.id, "mpu-4", e.now()));
+  REQUIRE(e.l->mark_failed(b.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
+  CHECK(e.l->set_multipart_upload_id(b.id, "mpu-4", e.now()) == ledger::SetUploadIdOutcome::not_uploading);
   CHECK_FALSE(e.row(b.id).multipart_upload_id.has_value());
-  CHECK_FALSE(e.l->set_multipart_upload_id(9999, "mpu-5", e.now()));
+  CHECK(e.l->set_multipart_upload_id(9999, "mpu-5", e.now()) == ledger::SetUploadIdOutcome::not_uploading);
 }
 
 TEST_CASE("confirm: UPLOADING -> ACTIVE and its task IGNORED, together") {
@@ -304,11 +311,11 @@ TEST_CASE("confirm: UPLOADING -> ACTIVE and its task IGNORED, together") {
   auto b = e.reserve("b");
   REQUIRE(e.l->confirm(a.id, "etag-a", "ver-1", e.now() + 5) == test::confirm_outcome::confirmed);
   auto row = e.row(a.id);
-  CHECK(row.upload_status == ledger::k_active);
+  CHECK(row.upload_status == ledger::FileStatus::active);
   CHECK(row.etag == "etag-a");
   CHECK(row.version_id == "ver-1");
   CHECK(row.activated_at == e.now() + 5);
-  CHECK(e.task_of(a.id).status == "IGNORED");
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::ignored);
   CHECK_FALSE(e.task_of(a.id).lease_owner.has_value());
   // No version id (an unversioned bucket) is stored as none.
   REQUIRE(e.l->confirm(b.id, "etag-b", "", e.now()) == test::confirm_outcome::confirmed);
@@ -323,14 +330,15 @@ TEST_CASE("confirm: refused when the row moved on (failed, repaired) and when a 
   LedgerFixture e;
   // Moved on: failed by the upload itself, or repaired past its deadline.
   auto failed = e.reserve("a");
-  REQUIRE(e.l->mark_failed(failed.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(failed.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto before = e.row(failed.id);
   CHECK(e.l->confirm(failed.id, "etag", "", e.now()) == test::confirm_outcome::row_not_uploading);
   check_same_row(e.row(failed.id), before);
   auto repaired = e.reserve("b");
-  REQUIRE(e.l->repair_row(repaired.id, repaired.upload_deadline_at + 1, 1'000, 3));
+  REQUIRE(e.l->repair_row(repaired.id, repaired.upload_deadline_at + 1, 1'000, 3) ==
+          ledger::RepairOutcome::repaired);
   CHECK(e.l->confirm(repaired.id, "etag", "", e.now()) == test::confirm_outcome::row_not_uploading);
-  CHECK(e.row(repaired.id).upload_status == ledger::k_upload_failed);
+  CHECK(e.row(repaired.id).upload_status == ledger::FileStatus::upload_failed);
   // Held: a sweep claimed the task (its delete may be under way): the row stays
   // UPLOADING and the task the sweep's, as they were.
   auto held = e.reserve("c");
@@ -339,7 +347,7 @@ TEST_CASE("confirm: refused when the row moved on (failed, repaired) and when a 
   CHECK(e.l->confirm(held.id, "etag", "", e.now()) == test::confirm_outcome::task_held);
   check_same_row(e.row(held.id), row_before);
   check_same_task(e.task_of(held.id), t);
-  CHECK(e.task_of(held.id).status == "PROCESSING");
+  CHECK(e.task_of(held.id).status == ledger::TaskStatus::processing);
 }
 
 TEST_CASE("mark_failed: run_now makes the task due at once; a failure not definite owes a verify pass") {
@@ -348,33 +356,33 @@ TEST_CASE("mark_failed: run_now makes the task due at once; a failure not defini
   auto ambiguous = e.reserve("b");
   auto t_amb = e.task_of(ambiguous.id);
   int64_t at = e.now() + 7;
-  REQUIRE(e.l->mark_failed(definite.id, "403 refused", true, at));
+  REQUIRE(e.l->mark_failed(definite.id, "403 refused", true, at) == ledger::MarkFailedOutcome::failed);
   auto row = e.row(definite.id);
-  CHECK(row.upload_status == ledger::k_upload_failed);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
   CHECK(row.is_deleted);
   CHECK(row.failure_reason == "403 refused");
   CHECK(row.deleted_at == at);
   auto t = e.task_of(definite.id);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == at);
   CHECK(t.verify_pass == ledger::k_verify_none);
-  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, at));
+  REQUIRE(e.l->mark_failed(ambiguous.id, "no answer", false, at) == ledger::MarkFailedOutcome::failed);
   auto ta = e.task_of(ambiguous.id);
   CHECK(ta.next_retry_at == t_amb.next_retry_at); // not sooner: the PUT may still land
   CHECK(ta.verify_pass == ledger::k_verify_owed);
   // Only an UPLOADING row fails.
-  CHECK_FALSE(e.l->mark_failed(definite.id, "again", true, at));
+  CHECK(e.l->mark_failed(definite.id, "again", true, at) == ledger::MarkFailedOutcome::not_uploading);
   CHECK(e.row(definite.id).failure_reason == "403 refused");
   auto active = e.reserve("c");
   REQUIRE(e.l->confirm(active.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
-  CHECK_FALSE(e.l->mark_failed(active.id, "late", true, at));
-  CHECK(e.row(active.id).upload_status == ledger::k_active);
+  CHECK(e.l->mark_failed(active.id, "late", true, at) == ledger::MarkFailedOutcome::not_uploading);
+  CHECK(e.row(active.id).upload_status == ledger::FileStatus::active);
   // A task a worker holds still learns that it owes a verify pass.
   auto held = e.reserve("d");
   auto claimed = claim(e, held.id, held.upload_deadline_at + 1'000);
-  REQUIRE(e.l->mark_failed(held.id, "timeout", false, at));
+  REQUIRE(e.l->mark_failed(held.id, "timeout", false, at) == ledger::MarkFailedOutcome::failed);
   auto th = e.task_of(held.id);
-  CHECK(th.status == "PROCESSING");
+  CHECK(th.status == ledger::TaskStatus::processing);
   CHECK(th.lease_version == claimed.lease_version);
   CHECK(th.verify_pass == ledger::k_verify_owed);
 }
@@ -394,11 +402,11 @@ TEST_CASE("claim_due and claim_task: due or not, expired leases reclaimed, lease
   auto listed = e.l->due_tasks(due_b, 10);
   REQUIRE(listed.size() == 2);
   CHECK(listed[0].record_id == a.id);
-  CHECK(e.task_of(a.id).status == "PENDING");
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::pending);
   auto first = e.l->claim_due(due_b, 1, "A", 1'000);
   REQUIRE(first.size() == 1);
   CHECK(first[0].record_id == a.id);
-  CHECK(first[0].status == "PROCESSING");
+  CHECK(first[0].status == ledger::TaskStatus::processing);
   CHECK(first[0].lease_owner == "A");
   CHECK(first[0].lease_until == due_b + 1'000);
   CHECK(first[0].lease_version == 1);
@@ -435,11 +443,11 @@ TEST_CASE("decide: postponed for an UPLOADING row within its deadline, ignored f
   auto t = claim(e, a.id, a.upload_deadline_at + 1'000);
   CHECK(e.l->decide(t, e.now(), 2'000) == ledger::TaskDecision::postponed);
   auto back = e.task_of(a.id);
-  CHECK(back.status == "PENDING");
+  CHECK(back.status == ledger::TaskStatus::pending);
   CHECK(back.next_retry_at == a.upload_deadline_at + 2'000); // deadline + the grace given
   CHECK_FALSE(back.lease_owner.has_value());
   CHECK(back.verify_pass == ledger::k_verify_none);
-  CHECK(e.row(a.id).upload_status == ledger::k_uploading);
+  CHECK(e.row(a.id).upload_status == ledger::FileStatus::uploading);
   // Postponed, the lease is gone.
   CHECK(e.l->decide(t, e.now(), 2'000) == ledger::TaskDecision::lease_lost);
 
@@ -450,19 +458,19 @@ TEST_CASE("decide: postponed for an UPLOADING row within its deadline, ignored f
                    std::to_string(b.id));
   auto tb = claim(e, b.id, e.now());
   CHECK(e.l->decide(tb, e.now(), 1'000) == ledger::TaskDecision::ignored);
-  CHECK(e.task_of(b.id).status == "IGNORED");
+  CHECK(e.task_of(b.id).status == ledger::TaskStatus::ignored);
   CHECK_FALSE(e.task_of(b.id).lease_owner.has_value());
-  CHECK(e.row(b.id).upload_status == ledger::k_active);
+  CHECK(e.row(b.id).upload_status == ledger::FileStatus::active);
 }
 
 TEST_CASE("decide: allowed for a dead row; an overdue row is failed and owes a verify pass") {
   LedgerFixture e;
   auto dead = e.reserve("a");
-  REQUIRE(e.l->mark_failed(dead.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(dead.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto t = claim(e, dead.id, e.now());
   CHECK(e.l->decide(t, e.now(), 1'000) == ledger::TaskDecision::allowed);
   auto still = e.task_of(dead.id);
-  CHECK(still.status == "PROCESSING"); // the worker's to finish
+  CHECK(still.status == ledger::TaskStatus::processing); // the worker's to finish
   CHECK(still.lease_version == t.lease_version);
   CHECK(still.verify_pass == ledger::k_verify_none);
 
@@ -472,11 +480,11 @@ TEST_CASE("decide: allowed for a dead row; an overdue row is failed and owes a v
   auto tl = claim(e, late.id, past);
   CHECK(e.l->decide(tl, past, 1'000) == ledger::TaskDecision::allowed);
   auto row = e.row(late.id);
-  CHECK(row.upload_status == ledger::k_upload_failed);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
   CHECK(row.is_deleted);
   REQUIRE(row.failure_reason.has_value());
   CHECK(row.failure_reason->find("DEADLINE_EXCEEDED") == 0);
-  CHECK(e.task_of(late.id).status == "PROCESSING");
+  CHECK(e.task_of(late.id).status == ledger::TaskStatus::processing);
   CHECK(e.task_of(late.id).verify_pass == ledger::k_verify_owed);
 
   // Overdue but within a longer grace: failed here, postponed to deadline + grace, owed.
@@ -484,9 +492,9 @@ TEST_CASE("decide: allowed for a dead row; an overdue row is failed and owes a v
   int64_t soon = within.upload_deadline_at + 1'000;
   auto tw = claim(e, within.id, soon);
   CHECK(e.l->decide(tw, soon, 5'000) == ledger::TaskDecision::postponed);
-  CHECK(e.row(within.id).upload_status == ledger::k_upload_failed);
+  CHECK(e.row(within.id).upload_status == ledger::FileStatus::upload_failed);
   auto pw = e.task_of(within.id);
-  CHECK(pw.status == "PENDING");
+  CHECK(pw.status == ledger::TaskStatus::pending);
   CHECK(pw.next_retry_at == within.upload_deadline_at + 5'000);
   CHECK(pw.verify_pass == ledger::k_verify_owed);
   CHECK(e.l->claim_due(soon, 10, "w", 1'000).empty()); // not due again in the same run
@@ -495,7 +503,7 @@ TEST_CASE("decide: allowed for a dead row; an overdue row is failed and owes a v
 TEST_CASE("decide: lease_lost when the task is not ours any more, and nothing changes") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto t = claim(e, a.id, e.now());
   REQUIRE(e.l->finish(t, true, "", 0, e.now()) == ledger::TaskFinish::success);
   auto done = e.task_of(a.id);
@@ -509,11 +517,11 @@ TEST_CASE("decide: lease_lost when the task is not ours any more, and nothing ch
 TEST_CASE("finish: success, verify_scheduled, retry, dead_letter after max_retries, lease_lost") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto t = claim(e, a.id, e.now());
   CHECK(e.l->finish(t, true, "", 0, e.now() + 1) == ledger::TaskFinish::success);
   auto s = e.task_of(a.id);
-  CHECK(s.status == "SUCCESS");
+  CHECK(s.status == ledger::TaskStatus::success);
   CHECK_FALSE(s.lease_owner.has_value());
   CHECK_FALSE(s.lease_until.has_value());
   CHECK(s.updated_at == e.now() + 1);
@@ -521,12 +529,12 @@ TEST_CASE("finish: success, verify_scheduled, retry, dead_letter after max_retri
 
   // Owed a verify pass: the delete is followed by one more, due at next_retry_at.
   auto b = e.reserve("b");
-  REQUIRE(e.l->mark_failed(b.id, "no answer", false, e.now()));
+  REQUIRE(e.l->mark_failed(b.id, "no answer", false, e.now()) == ledger::MarkFailedOutcome::failed);
   auto tb = claim(e, b.id, b.upload_deadline_at + 1'000);
   CHECK(e.l->finish(tb, true, "", b.upload_deadline_at + 50'000, e.now()) ==
         ledger::TaskFinish::verify_scheduled);
   auto v = e.task_of(b.id);
-  CHECK(v.status == "PENDING");
+  CHECK(v.status == ledger::TaskStatus::pending);
   CHECK(v.next_retry_at == b.upload_deadline_at + 50'000);
   CHECK(v.verify_pass == ledger::k_verify_due);
   auto tv = claim(e, b.id, v.next_retry_at);
@@ -535,13 +543,13 @@ TEST_CASE("finish: success, verify_scheduled, retry, dead_letter after max_retri
 
   // Failures: RETRY due at next_retry_at until retry_count passes max_retries (2), then FAILED.
   auto c = e.reserve("c");
-  REQUIRE(e.l->mark_failed(c.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(c.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   int64_t at = e.now();
   for (int i = 1; i <= 2; ++i) {
     auto tc = claim(e, c.id, at);
     CHECK(e.l->finish(tc, false, "outage " + std::to_string(i), at + 100, at) == ledger::TaskFinish::retry);
     auto r = e.task_of(c.id);
-    CHECK(r.status == "RETRY");
+    CHECK(r.status == ledger::TaskStatus::retry);
     CHECK(r.retry_count == i);
     CHECK(r.next_retry_at == at + 100);
     CHECK(r.last_error == "outage " + std::to_string(i));
@@ -552,7 +560,7 @@ TEST_CASE("finish: success, verify_scheduled, retry, dead_letter after max_retri
   auto last = claim(e, c.id, at);
   CHECK(e.l->finish(last, false, "outage 3", at + 100, at) == ledger::TaskFinish::dead_letter);
   auto dl = e.task_of(c.id);
-  CHECK(dl.status == "FAILED");
+  CHECK(dl.status == ledger::TaskStatus::failed);
   CHECK(dl.retry_count == 3);
   CHECK(dl.last_error == "outage 3");
   CHECK(e.l->claim_due(at + 1'000'000, 10, "w", 1'000).empty());
@@ -563,20 +571,21 @@ TEST_CASE("finish: success, verify_scheduled, retry, dead_letter after max_retri
 TEST_CASE("retry_task: a dead letter is PENDING again, due now, retries reset; nothing else is") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto t = claim(e, a.id, e.now());
-  REQUIRE(e.l->dead_letter(t, "foreign object at the key", e.now()));
+  REQUIRE(e.l->dead_letter(t, "foreign object at the key", e.now()) ==
+          ledger::DeadLetterOutcome::dead_lettered);
   int64_t later = e.now() + 5'000;
-  REQUIRE(e.l->retry_task(t.id, later));
+  REQUIRE(e.l->retry_task(t.id, later) == ledger::RetryOutcome::requeued);
   auto r = e.task_of(a.id);
-  CHECK(r.status == "PENDING");
+  CHECK(r.status == ledger::TaskStatus::pending);
   CHECK(r.next_retry_at == later);
   CHECK(r.retry_count == 0);
   CHECK_FALSE(r.lease_owner.has_value());
-  CHECK_FALSE(e.l->retry_task(t.id, later)); // PENDING, not FAILED
+  CHECK(e.l->retry_task(t.id, later) == ledger::RetryOutcome::not_failed); // PENDING, not FAILED
   auto b = e.reserve("b");
-  CHECK_FALSE(e.l->retry_task(e.task_of(b.id).id, later));
-  CHECK_FALSE(e.l->retry_task(9999, later));
+  CHECK(e.l->retry_task(e.task_of(b.id).id, later) == ledger::RetryOutcome::not_failed);
+  CHECK(e.l->retry_task(9999, later) == ledger::RetryOutcome::not_failed);
   auto claimed = e.l->claim_due(later, 10, "w", 1'000);
   REQUIRE(claimed.size() == 1);
   CHECK(claimed[0].record_id == a.id);
@@ -591,7 +600,7 @@ TEST_CASE("overdue_uploads and repair_row: only alive UPLOADING rows past their 
   REQUIRE(e.l->confirm(c.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
   // At the deadline itself a row is not overdue yet.
   CHECK(e.l->overdue_uploads(a.upload_deadline_at, 10).empty());
-  CHECK_FALSE(e.l->repair_row(a.id, a.upload_deadline_at, 1'000, 3));
+  CHECK(e.l->repair_row(a.id, a.upload_deadline_at, 1'000, 3) == ledger::RepairOutcome::not_overdue);
   int64_t late = b.upload_deadline_at + 1;
   auto over = e.l->overdue_uploads(late, 10);
   REQUIRE(over.size() == 2);
@@ -599,26 +608,26 @@ TEST_CASE("overdue_uploads and repair_row: only alive UPLOADING rows past their 
   CHECK(over[1].id == b.id);
   REQUIRE(e.l->overdue_uploads(late, 1).size() == 1);
   // Repaired: failed and dead, the task pending no sooner than deadline + grace, owing a pass.
-  REQUIRE(e.l->repair_row(a.id, late, 5'000, 3));
+  REQUIRE(e.l->repair_row(a.id, late, 5'000, 3) == ledger::RepairOutcome::repaired);
   auto row = e.row(a.id);
-  CHECK(row.upload_status == ledger::k_upload_failed);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
   CHECK(row.is_deleted);
   CHECK(row.deleted_at == late);
   REQUIRE(row.failure_reason.has_value());
   CHECK(row.failure_reason->find("DEADLINE_EXCEEDED") == 0);
   auto t = e.task_of(a.id);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == a.upload_deadline_at + 5'000);
   CHECK(t.verify_pass == ledger::k_verify_owed);
-  CHECK_FALSE(e.l->repair_row(a.id, late, 5'000, 3));           // once
-  CHECK_FALSE(e.l->repair_row(c.id, late + 100'000, 5'000, 3)); // ACTIVE
-  CHECK_FALSE(e.l->repair_row(9999, late, 5'000, 3));
+  CHECK(e.l->repair_row(a.id, late, 5'000, 3) == ledger::RepairOutcome::not_overdue);           // once
+  CHECK(e.l->repair_row(c.id, late + 100'000, 5'000, 3) == ledger::RepairOutcome::not_overdue); // ACTIVE
+  CHECK(e.l->repair_row(9999, late, 5'000, 3) == ledger::RepairOutcome::not_overdue);
   over = e.l->overdue_uploads(late, 10);
   REQUIRE(over.size() == 1);
   CHECK(over[0].id == b.id);
   // Past deadline + grace: due at once.
   int64_t much_later = b.upload_deadline_at + 60'000;
-  REQUIRE(e.l->repair_row(b.id, much_later, 5'000, 3));
+  REQUIRE(e.l->repair_row(b.id, much_later, 5'000, 3) == ledger::RepairOutcome::repaired);
   CHECK(e.task_of(b.id).next_retry_at == much_later);
   CHECK(e.l->overdue_uploads(much_later, 10).empty());
 }
@@ -634,10 +643,10 @@ TEST_CASE("soft_delete: deleted, not_found for another owner or no row, not_acti
   CHECK(e.l->soft_delete(a.id, "o", e.now(), 5'000, 4) == ledger::DeleteOutcome::deleted);
   auto row = e.row(a.id);
   CHECK(row.is_deleted);
-  CHECK(row.upload_status == ledger::k_active);
+  CHECK(row.upload_status == ledger::FileStatus::active);
   CHECK(row.deleted_at == e.now());
   auto t = e.task_of(a.id);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == e.now() + 5'000);
   CHECK(t.retry_count == 0);
   CHECK(t.verify_pass == ledger::k_verify_none);
@@ -649,19 +658,21 @@ TEST_CASE("soft_delete: deleted, not_found for another owner or no row, not_acti
 TEST_CASE("mark_missing: an alive ACTIVE row is soft-deleted with the reason and its task queued") {
   LedgerFixture e;
   auto a = e.reserve("a", 1);
-  CHECK_FALSE(e.l->mark_missing(a.id, "gone", e.now(), 1'000, 3)); // UPLOADING
+  CHECK(e.l->mark_missing(a.id, "gone", e.now(), 1'000, 3) ==
+        ledger::MissingOutcome::not_active); // UPLOADING
   REQUIRE(e.l->confirm(a.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
-  REQUIRE(e.l->mark_missing(a.id, "MISSING: not in the store", e.now(), 2'000, 3));
+  REQUIRE(e.l->mark_missing(a.id, "MISSING: not in the store", e.now(), 2'000, 3) ==
+          ledger::MissingOutcome::marked_missing);
   auto row = e.row(a.id);
   CHECK(row.is_deleted);
   CHECK(row.failure_reason == "MISSING: not in the store");
   CHECK(row.deleted_at == e.now());
   auto t = e.task_of(a.id);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == e.now() + 2'000);
-  CHECK_FALSE(e.l->mark_missing(a.id, "gone again", e.now(), 1'000, 3));
+  CHECK(e.l->mark_missing(a.id, "gone again", e.now(), 1'000, 3) == ledger::MissingOutcome::not_active);
   CHECK(e.row(a.id).failure_reason == "MISSING: not in the store");
-  CHECK_FALSE(e.l->mark_missing(9999, "gone", e.now(), 1'000, 3));
+  CHECK(e.l->mark_missing(9999, "gone", e.now(), 1'000, 3) == ledger::MissingOutcome::not_active);
   // Its de-dup slot and quota are free: the same content reserves anew.
   CHECK(e.l->reserve(
                [] {
@@ -676,7 +687,7 @@ TEST_CASE("mark_missing: an alive ACTIVE row is soft-deleted with the reason and
 TEST_CASE("requeue_task_for: queued for a dead row's finished task, not_dead, held") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto claimed = claim(e, a.id, e.now());
   CHECK(e.l->requeue_task_for(a.id, e.now(), 3) == ledger::QueueOutcome::held);
   check_same_task(e.task_of(a.id), claimed);
@@ -685,13 +696,13 @@ TEST_CASE("requeue_task_for: queued for a dead row's finished task, not_dead, he
   auto active = e.reserve("c");
   REQUIRE(e.l->confirm(active.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
   CHECK(e.l->requeue_task_for(active.id, e.now(), 3) == ledger::QueueOutcome::not_dead);
-  CHECK(e.task_of(active.id).status == "IGNORED");
+  CHECK(e.task_of(active.id).status == ledger::TaskStatus::ignored);
   CHECK(e.l->requeue_task_for(9999, e.now(), 3) == ledger::QueueOutcome::not_dead);
   REQUIRE(e.l->finish(claimed, true, "", 0, e.now()) == ledger::TaskFinish::success);
   int64_t later = e.now() + 3'000;
   CHECK(e.l->requeue_task_for(a.id, later, 5) == ledger::QueueOutcome::queued);
   auto t = e.task_of(a.id);
-  CHECK(t.status == "PENDING");
+  CHECK(t.status == ledger::TaskStatus::pending);
   CHECK(t.next_retry_at == later);
   CHECK(t.retry_count == 0);
   CHECK(t.lease_version == claimed.lease_version); // versions only grow, with claims
@@ -706,15 +717,16 @@ TEST_CASE("requeue_task_for: queued for a dead row's finished task, not_dead, he
 TEST_CASE("dead_letter: FAILED at once with the error, only under the caller's lease") {
   LedgerFixture e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->mark_failed(a.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(a.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto t = claim(e, a.id, e.now());
-  REQUIRE(e.l->dead_letter(t, "the object at the key is not this row's", e.now() + 1));
+  REQUIRE(e.l->dead_letter(t, "the object at the key is not this row's", e.now() + 1) ==
+          ledger::DeadLetterOutcome::dead_lettered);
   auto d = e.task_of(a.id);
-  CHECK(d.status == "FAILED");
+  CHECK(d.status == ledger::TaskStatus::failed);
   CHECK(d.last_error == "the object at the key is not this row's");
   CHECK_FALSE(d.lease_owner.has_value());
   CHECK(d.updated_at == e.now() + 1);
-  CHECK_FALSE(e.l->dead_letter(t, "twice", e.now()));
+  CHECK(e.l->dead_letter(t, "twice", e.now()) == ledger::DeadLetterOutcome::lease_lost);
   CHECK(e.task_of(a.id).last_error == "the object at the key is not this row's");
   CHECK(e.l->status(e.now()).dead_letters == 1);
 }
@@ -724,7 +736,7 @@ TEST_CASE("fencing: a stale lease_version changes nothing in decide, finish or d
   // Tasks in the states decide acts on: dead row (allowed), ACTIVE row (ignored), UPLOADING
   // row not overdue (postponed), overdue row (fails the row).
   auto dead = e.reserve("a");
-  REQUIRE(e.l->mark_failed(dead.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(dead.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto overdue = e.reserve("b");
   int64_t t0 = overdue.upload_deadline_at + 1'000;
   std::vector<int64_t> rows{dead.id, overdue.id};
@@ -744,7 +756,7 @@ TEST_CASE("fencing: a stale lease_version changes nothing in decide, finish or d
     CHECK(e.l->decide(stale[i], t1, 100'000) == ledger::TaskDecision::lease_lost);
     CHECK(e.l->finish(stale[i], true, "", t1 + 5, t1) == ledger::TaskFinish::lease_lost);
     CHECK(e.l->finish(stale[i], false, "err", t1 + 5, t1) == ledger::TaskFinish::lease_lost);
-    CHECK_FALSE(e.l->dead_letter(stale[i], "stale", t1));
+    CHECK(e.l->dead_letter(stale[i], "stale", t1) == ledger::DeadLetterOutcome::lease_lost);
     check_same_task(e.task_of(rows[i]), task_before);
     check_same_row(e.row(rows[i]), row_before);
     CHECK(e.row(rows[i]).upload_status == row_before.upload_status); // overdue: still UPLOADING
@@ -758,7 +770,7 @@ TEST_CASE("fencing: a stale lease_version changes nothing in decide, finish or d
   for (const auto &t : fresh) {
     auto before = e.task_of(t.record_id);
     CHECK(e.l->finish(t, true, "", 0, t1 + 120'000) == ledger::TaskFinish::lease_lost);
-    CHECK_FALSE(e.l->dead_letter(t, "stale", t1 + 120'000));
+    CHECK(e.l->dead_letter(t, "stale", t1 + 120'000) == ledger::DeadLetterOutcome::lease_lost);
     check_same_task(e.task_of(t.record_id), before);
   }
 }
@@ -815,7 +827,7 @@ TEST_CASE("rows_by_key: byte order of key, bounded by the prefix, after a key") 
   CHECK(keys("r/", "", 2) == expect({"r/Z/", "r/a/"}));
   // Dead rows are walked too (their objects may be leftovers).
   REQUIRE(e.l->mark_failed(e.l->list_files({"o", std::nullopt, std::nullopt, false}).front().id, "x", true,
-                           e.now()));
+                           e.now()) == ledger::MarkFailedOutcome::failed);
   CHECK(keys("", "").size() == roots.size());
 }
 
@@ -826,7 +838,7 @@ TEST_CASE("max_record_id: the highest id ever issued, 0 for a new ledger") {
   auto b = e.reserve("b");
   CHECK(e.l->max_record_id() == b.id);
   CHECK(b.id > a.id);
-  REQUIRE(e.l->mark_failed(b.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(b.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   CHECK(e.l->max_record_id() == b.id);
   CHECK(e.l->id_blocks().sequence == b.id);
 }
@@ -838,13 +850,13 @@ TEST_CASE("id blocks: begin_id_block only from the expected intent and forward; 
   CHECK(s.block_end == 0);
   CHECK(s.block_intent == 0);
   CHECK_FALSE(s.diverged.has_value());
-  CHECK(e.l->begin_id_block(0, 100, e.now()));
+  CHECK(e.l->begin_id_block(0, 100, e.now()) == ledger::BlockOutcome::begun);
   s = e.l->id_blocks();
   CHECK(s.block_intent == 100);
   CHECK(s.block_end == 0);
-  CHECK_FALSE(e.l->begin_id_block(0, 200, e.now()));   // another process moved it
-  CHECK_FALSE(e.l->begin_id_block(100, 100, e.now())); // not forward
-  CHECK_FALSE(e.l->begin_id_block(100, 50, e.now()));
+  CHECK(e.l->begin_id_block(0, 200, e.now()) == ledger::BlockOutcome::moved);   // another process moved it
+  CHECK(e.l->begin_id_block(100, 100, e.now()) == ledger::BlockOutcome::moved); // not forward
+  CHECK(e.l->begin_id_block(100, 50, e.now()) == ledger::BlockOutcome::moved);
   CHECK(e.l->id_blocks().block_intent == 100);
   e.l->end_id_block(100, e.now());
   s = e.l->id_blocks();
@@ -852,7 +864,7 @@ TEST_CASE("id blocks: begin_id_block only from the expected intent and forward; 
   CHECK(s.block_intent == 100);
   e.l->end_id_block(50, e.now());
   CHECK(e.l->id_blocks().block_end == 100);
-  CHECK(e.l->begin_id_block(100, 200, e.now()));
+  CHECK(e.l->begin_id_block(100, 200, e.now()) == ledger::BlockOutcome::begun);
   e.l->end_id_block(200, e.now());
   s = e.l->id_blocks();
   CHECK(s.block_end == 200);
@@ -860,7 +872,7 @@ TEST_CASE("id blocks: begin_id_block only from the expected intent and forward; 
   // Another connection sees the same state.
   auto other = e.connect();
   CHECK(other->id_blocks().block_end == 200);
-  CHECK_FALSE(other->begin_id_block(100, 300, e.now()));
+  CHECK(other->begin_id_block(100, 300, e.now()) == ledger::BlockOutcome::moved);
 }
 
 TEST_CASE("divergence: recorded once, raises the sequence past the mark; reconciled, then accepted") {
@@ -952,7 +964,7 @@ TEST_CASE("record_job_run and status: counts by state, due and dead tasks, the l
   REQUIRE(e.l->confirm(deleted.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
   REQUIRE(e.l->soft_delete(deleted.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
   auto failed = e.reserve("d");
-  REQUIRE(e.l->mark_failed(failed.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(failed.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto held = e.l->claim_task(e.task_of(failed.id).id, e.now(), "w", 1'000);
   REQUIRE(held.has_value());
   int64_t later = up.upload_deadline_at + 1; // up is overdue, held's lease expired
@@ -1005,7 +1017,7 @@ TEST_CASE("list_files and find_by_path read what reserve and confirm wrote") {
   e.clock.t += 1;
   auto a2 = in("o", "a2", "p", "src/x.c");
   REQUIRE(e.l->confirm(a2.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
-  REQUIRE(e.l->mark_failed(b.id, "x", true, e.now()));
+  REQUIRE(e.l->mark_failed(b.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
   ledger::ListFilter f;
   f.owner = "o";
   auto ids = [&](const ledger::ListFilter &flt) {
