@@ -419,7 +419,7 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
     if (!cur || cur->status != TaskStatus::processing || cur->lease_version != t.lease_version)
       return TaskFinish::lease_lost;
     TaskFinish result = TaskFinish::success;
-    int changed = 0;
+    int64_t changed = 0;
     if (succeeded && cur->verify_pass == k_verify_owed) {
       // The first delete of an upload that may still land: look once more, later.
       result = TaskFinish::verify_scheduled;
@@ -503,7 +503,7 @@ QueueOutcome SqlLedger::ensure_pending_task(int64_t record_id, const std::string
                                             int max_retries, bool verify, int64_t now) {
   // Each statement names one task by id inside this transaction: anything but one
   // changed row is a bug, never a success to report.
-  auto one = [](int changed) {
+  auto one = [](int64_t changed) {
     if (changed != 1) throw LodgeError(Errc::internal, "queueing a cleanup task changed no row");
   };
   const int64_t pass = verify ? k_verify_owed : k_verify_none;
