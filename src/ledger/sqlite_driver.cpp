@@ -6,6 +6,7 @@
 #include "drivers.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -210,7 +211,20 @@ SqliteConn::SqliteConn(const OpenOptions &opts)
       check_version_for_reading();
       return;
     }
-    auto mode = m_db.query_text("PRAGMA journal_mode = WAL");
+    // Switching a new file to WAL needs it alone for a moment, and SQLite answers SQLITE_BUSY
+    // there without its busy handler waiting: two `lodge init` at once would fail. So the
+    // wait is here, as long as the lock timeout.
+    std::string mode;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(opts.lock_timeout_ms);
+    for (int attempt = 1;; ++attempt) {
+      try {
+        mode = m_db.query_text("PRAGMA journal_mode = WAL");
+        break;
+      } catch (const LodgeError &e) {
+        if (e.error().code != Errc::ledger_locked || std::chrono::steady_clock::now() >= until) throw;
+        sql::conflict_backoff(attempt);
+      }
+    }
     if (mode != "wal")
       throw LodgeError(Errc::ledger_unusable,
                        opts.location + ": cannot switch the ledger to WAL mode (got " + mode + ")");
