@@ -193,6 +193,7 @@ Command add_config(CLI::App &app) {
   return {
       sub, [](Context &ctx) {
         auto j = config::to_json(ctx.cfg());
+        j["ledger"] = ledger::shown_location(ctx.cfg().ledger); // a URL's password never
         j["credentials"] = nullptr;
         if (store::is_s3_url(ctx.cfg().store)) {
           // Which credentials an S3 store would use, never what they are.

@@ -1,6 +1,7 @@
 #include "sql_ledger.hpp"
 
 #include "drivers.hpp"
+#include "pg.hpp"
 
 #include <lodge/util/strings.hpp>
 #include <map>
@@ -9,6 +10,10 @@ namespace lodge::ledger {
 
 bool is_postgres_location(std::string_view location) {
   return location.rfind("postgres:", 0) == 0 || location.rfind("postgresql:", 0) == 0;
+}
+
+std::string shown_location(const std::string &location) {
+  return is_postgres_location(location) ? pg::display_location(location) : location;
 }
 
 std::unique_ptr<Ledger> open_ledger(const OpenOptions &opts) {

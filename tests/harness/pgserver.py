@@ -68,7 +68,8 @@ def _alive(pid):
 
 
 class PgServer:
-    def __init__(self, start_timeout=60.0, stop_timeout=30.0):
+    def __init__(self, start_timeout=60.0, stop_timeout=30.0, durable=False):
+        self.durable = durable  # fsync on, as a real server runs (scripts/bench-ledger)
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.bindir = _bindir()
@@ -121,7 +122,7 @@ class PgServer:
             # losing it does not matter, and it saves the tests much time. Never use it
             # for a real ledger.
             opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.dir} "
-                    f"-c fsync=off -c max_connections=200")
+                    f"-c fsync={'on' if self.durable else 'off'} -c max_connections=200")
             p = self._run([os.path.join(self.bindir, "pg_ctl"), "-w", "-t",
                            str(int(self.start_timeout)), "-D", data, "-l",
                            os.path.join(self.dir, "log"), "-o", opts, "start"], check=False)

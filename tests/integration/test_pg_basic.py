@@ -111,7 +111,7 @@ class PgBasic(S3TestCase):
         self.assertEqual(r.json()["backend"]["database"], self.dbname)
         # A password in the URL (this server trusts every local connection) is never shown.
         with_pw = self.db.replace("lodge@", "lodge:hunter2secret@")
-        for args in (["status", "--json"], ["list"], ["status"]):
+        for args in (["status", "--json"], ["list"], ["status"], ["config"]):
             r = self.lodge("--db", with_pw, *args, db=False)
             self.assertEqual(r.rc, 0, r)
             self.assertNotIn("hunter2secret", r.out + r.err)

@@ -261,6 +261,9 @@ public:
 // Whether a ledger location names a PostgreSQL database (postgres:... or postgresql:...)
 // rather than a SQLite file: nothing may treat it as a path then.
 [[nodiscard]] bool is_postgres_location(std::string_view location);
+// A ledger location as people may see it (messages, `lodge config`): a SQLite path as it
+// is; a PostgreSQL location as postgres://user@host:port/dbname, never its password.
+[[nodiscard]] std::string shown_location(const std::string &location);
 
 // Opens (creating when missing and opts.create: a SQLite file with mode 0600) and migrates
 // the ledger at opts.location. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE
