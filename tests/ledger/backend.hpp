@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <doctest/doctest.h>
 #include <filesystem>
+#include <ledger/pg.hpp>
 #include <libpq-fe.h>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/util/clock.hpp>
@@ -53,14 +54,9 @@ inline std::unique_ptr<ledger::Ledger> open_ledger(const std::string &location, 
 }
 
 namespace detail {
-struct PgCloser {
-  void operator()(PGconn *c) const noexcept { PQfinish(c); }
-};
-struct PgResultCloser {
-  void operator()(PGresult *r) const noexcept { PQclear(r); }
-};
-using PgConnPtr = std::unique_ptr<PGconn, PgCloser>;
-using PgResultPtr = std::unique_ptr<PGresult, PgResultCloser>;
+// The driver's own RAII owners (src/ledger/pg.hpp).
+using PgConnPtr = ledger::pg::PgConnHandle;
+using PgResultPtr = ledger::pg::PgResultHandle;
 
 inline PgConnPtr pg_connect(const std::string &url) {
   PgConnPtr c(PQconnectdb(url.c_str()));

@@ -4,6 +4,8 @@
 // database, for creating more and for terminating backends). Nothing here is skipped: with
 // no server the suite fails.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "../unit/support.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,14 +31,7 @@ std::string env(const char *name) {
   return v;
 }
 
-template <class F> std::optional<Error> thrown_error(F &&fn) {
-  try {
-    fn();
-  } catch (const LodgeError &e) {
-    return e.error();
-  }
-  return std::nullopt;
-}
+using test::thrown_error;
 
 // A libpq connection to the server's `postgres` database, for what the tests do around
 // the driver (create databases, terminate backends, look at rows).
