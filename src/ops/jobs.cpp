@@ -63,6 +63,8 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
 RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock) {
   RepairSummary sum;
   if (!o.dry_run) refuse_if_diverged(l.id_blocks().diverged, "repair");
+  if (!o.dry_run && !o.config)
+    throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
   while (sum.examined < o.limit) {
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
     auto rows = l.overdue_uploads(clock.now_ms(), n);
@@ -70,7 +72,6 @@ RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Cloc
     for (const auto &r : rows) {
       ++sum.examined;
       if (o.dry_run) continue;
-      if (!o.config) throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
       int64_t grace = grace_for(*o.config, r.policy);
       if (l.repair_row(r.id, clock.now_ms(), grace, o.max_retries) == ledger::RepairOutcome::repaired) {
         ++sum.repaired;
