@@ -15,32 +15,7 @@
 
 namespace lodge::s3 {
 
-int64_t RetryPolicy::delay_ms(int attempt, uint64_t random) const {
-  int64_t cap = base_delay_ms;
-  for (int i = 1; i < attempt && cap < max_delay_ms; ++i)
-    cap *= 2;
-  cap = std::min(cap, max_delay_ms);
-  return cap <= 0 ? 0 : static_cast<int64_t>(random % static_cast<uint64_t>(cap + 1));
-}
-
-bool is_transient(const Error &e) {
-  if (e.code == Errc::throttled) return true;
-  if (e.code != Errc::storage_unavailable) return false;
-  // TLS set-up and verification failures will not heal by retrying.
-  static constexpr std::array<int, 12> k_tls{
-      CURLE_SSL_CONNECT_ERROR,    CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_NOTFOUND,
-      CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,          CURLE_SSL_CIPHER,
-      CURLE_SSL_CACERT_BADFILE,   CURLE_USE_SSL_FAILED,           CURLE_SSL_CRL_BADFILE,
-      CURLE_SSL_ISSUER_ERROR,     CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS};
-  return std::find(k_tls.begin(), k_tls.end(), e.details.curl_code) == k_tls.end();
-}
-
 namespace {
-class RealSleeper final : public Sleeper {
-public:
-  void sleep_ms(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-};
-
 std::optional<int64_t> parse_http_date_ms(const std::string &s) {
   std::tm tm{};
   if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
@@ -75,11 +50,6 @@ std::string base64_of_hex(const std::string &hex) {
   return raw ? util::base64_encode(*raw) : std::string{};
 }
 } // namespace
-
-Sleeper &real_sleeper() {
-  static RealSleeper s;
-  return s;
-}
 
 Support ServerTraits::get(Feature f) const {
   return static_cast<Support>((f == Feature::list_versions ? m_versions : m_uploads).load());
@@ -162,7 +132,7 @@ Error Client::error_from(const http::Response &r, const std::string &what) const
     code = Errc::unsupported; // the server answered: it cannot do this, and never will
   else if (r.status >= 500 || c == "RequestTimeout" || c == "InternalError")
     code = Errc::storage_unavailable;
-  if (auto ra = util::parse_int(r.header("retry-after")); ra && *ra >= 0) d.retry_after_ms = *ra * 1000;
+  d.retry_after_ms = http::retry_after_ms(r);
   std::string text = what + ": HTTP " + std::to_string(r.status);
   if (!c.empty()) text += " " + c;
   if (!message.empty()) text += ": " + message;
@@ -213,14 +183,7 @@ Result<http::Response> Client::send_once(const Call &call,
 }
 
 bool Client::retry_after(const Call &call, int attempt, const Error &e) {
-  if (!is_transient(e) || attempt >= m_cfg.retry.max_attempts) return false;
-  int64_t delay = m_cfg.retry.delay_ms(attempt, crypto::random_below(UINT64_MAX));
-  // A server that says when to come back is believed, within the backoff cap.
-  if (e.details.retry_after_ms > delay) delay = std::min(e.details.retry_after_ms, m_cfg.retry.max_delay_ms);
-  if (call.deadline_steady_ms > 0 && util::steady_ms() + delay >= call.deadline_steady_ms) return false;
-  util::log::info("retrying " + call.what + " after " + std::to_string(delay) + "ms: " + e.message);
-  m_sleeper.sleep_ms(delay);
-  return true;
+  return http::retry_after(m_cfg.retry, m_sleeper, call.what, attempt, e, call.deadline_steady_ms);
 }
 
 Result<http::Response> Client::send(const Call &call) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
+#include <lodge/http/retry.hpp>
 #include <lodge/http/transport.hpp>
 #include <lodge/s3/signer.hpp>
 #include <lodge/s3/xml.hpp>
@@ -19,25 +20,10 @@
 
 namespace lodge::s3 {
 
-struct RetryPolicy {
-  int max_attempts = 4;
-  int64_t base_delay_ms = 200;
-  int64_t max_delay_ms = 10'000;
-  // Full jitter: uniform in [0, min(max, base * 2^(attempt-1))]; `attempt` counts
-  // failures so far (1 after the first); `random` is any uniform 64-bit value.
-  [[nodiscard]] int64_t delay_ms(int attempt, uint64_t random) const;
-};
-
-// Whether an error is worth another attempt (5xx, 429/SlowDown, RequestTimeout, resets,
-// refused connections, timeouts — never TLS verification, 4xx answers or deadlines).
-[[nodiscard]] bool is_transient(const Error &e);
-
-class Sleeper {
-public:
-  virtual ~Sleeper() = default;
-  virtual void sleep_ms(int64_t ms) = 0;
-};
-[[nodiscard]] Sleeper &real_sleeper();
+using http::is_transient;
+using http::real_sleeper;
+using http::RetryPolicy;
+using http::Sleeper;
 
 // What a server was found, from its answers, to implement or not (HTTP 405/501,
 // MethodNotAllowed, NotImplemented). Shared by every client of one server in a process,

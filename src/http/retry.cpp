@@ -1,0 +1,73 @@
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <curl/curl.h>
+#include <lodge/crypto/random.hpp>
+#include <lodge/http/retry.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <thread>
+
+namespace lodge::http {
+
+int64_t RetryPolicy::delay_ms(int attempt, uint64_t random) const {
+  int64_t cap = base_delay_ms;
+  for (int i = 1; i < attempt && cap < max_delay_ms; ++i)
+    cap *= 2;
+  cap = std::min(cap, max_delay_ms);
+  return cap <= 0 ? 0 : static_cast<int64_t>(random % static_cast<uint64_t>(cap + 1));
+}
+
+bool is_transient(const Error &e) {
+  if (e.code == Errc::throttled) return true;
+  if (e.code != Errc::storage_unavailable) return false;
+  // TLS set-up and verification failures will not heal by retrying.
+  static constexpr std::array<int, 12> k_tls{
+      CURLE_SSL_CONNECT_ERROR,    CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ENGINE_NOTFOUND,
+      CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CERTPROBLEM,          CURLE_SSL_CIPHER,
+      CURLE_SSL_CACERT_BADFILE,   CURLE_USE_SSL_FAILED,           CURLE_SSL_CRL_BADFILE,
+      CURLE_SSL_ISSUER_ERROR,     CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS};
+  return std::find(k_tls.begin(), k_tls.end(), e.details.curl_code) == k_tls.end();
+}
+
+namespace {
+class RealSleeper final : public Sleeper {
+public:
+  void sleep_ms(int64_t ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+};
+} // namespace
+
+Sleeper &real_sleeper() {
+  static RealSleeper s;
+  return s;
+}
+
+bool retry_after(const RetryPolicy &policy, Sleeper &sleeper, const std::string &what, int attempt,
+                 const Error &e, int64_t deadline_steady_ms) {
+  if (!is_transient(e) || attempt >= policy.max_attempts) return false;
+  int64_t delay = policy.delay_ms(attempt, crypto::random_below(UINT64_MAX));
+  // A server that says when to come back is believed, within the backoff cap.
+  if (e.details.retry_after_ms > delay) delay = std::min(e.details.retry_after_ms, policy.max_delay_ms);
+  if (deadline_steady_ms > 0 && util::steady_ms() + delay >= deadline_steady_ms) return false;
+  util::log::info("retrying " + what + " after " + std::to_string(delay) + "ms: " + e.message);
+  sleeper.sleep_ms(delay);
+  return true;
+}
+
+Errc errc_for_status(long status) {
+  if (status == 404) return Errc::not_found;
+  if (status == 412) return Errc::precondition_failed;
+  if (status == 401 || status == 403) return Errc::access_denied;
+  if (status == 429) return Errc::throttled;
+  if (status == 405 || status == 501) return Errc::unsupported; // it cannot, and never will
+  if (status >= 500) return Errc::storage_unavailable;
+  return Errc::storage_error;
+}
+
+int64_t retry_after_ms(const Response &r) {
+  auto ra = util::parse_int(r.header("retry-after"));
+  return ra && *ra >= 0 ? *ra * 1000 : 0;
+}
+
+} // namespace lodge::http
