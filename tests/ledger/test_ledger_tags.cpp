@@ -38,7 +38,8 @@ TEST_CASE("confirm owing the committed tag keeps the task pending; settle ends i
   Env e;
   auto a = e.reserve("a");
   auto due = e.task_of(a.id).next_retry_at;
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   CHECK(e.row(a.id).upload_status == ledger::FileStatus::active);
   auto t = e.task_of(a.id);
   CHECK(t.status == ledger::TaskStatus::pending);
@@ -51,7 +52,8 @@ TEST_CASE("confirm owing the committed tag keeps the task pending; settle ends i
 TEST_CASE("settle leaves the task of a row deleted after its confirm: the delete needs it") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
   CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::not_pending);
   CHECK(e.task_of(a.id).status == ledger::TaskStatus::pending);
@@ -60,7 +62,8 @@ TEST_CASE("settle leaves the task of a row deleted after its confirm: the delete
 TEST_CASE("settle does not touch a task a sweep holds") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   auto held = e.claim_at_due(a.id);
   CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::not_pending);
   CHECK(e.task_of(a.id).status == ledger::TaskStatus::processing);
@@ -71,7 +74,8 @@ TEST_CASE("a sweep tags an ACTIVE row's object committed when its upload could n
   Env e;
   auto a = e.reserve("a");
   e.place(a);
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   // The upload's own tagging failed (or its process died): the task is still due.
   auto t = e.claim_at_due(a.id);
   e.store.fail("mark_committed", Error(Errc::storage_unavailable, "PUT ?comp=tags: reset"), 1);
@@ -91,7 +95,8 @@ TEST_CASE("a sweep tags an ACTIVE row's object committed when its upload could n
 TEST_CASE("a stale lease can neither tag-and-ignore nor ignore a task") {
   Env e;
   auto a = e.reserve("a");
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   auto t = e.claim_at_due(a.id);
   CHECK(e.l->decide(t, e.now(), 1'000, ledger::CommitTag::owed) == ledger::TaskDecision::tag);
   CHECK(e.task_of(a.id).status == ledger::TaskStatus::processing); // held meanwhile
@@ -129,7 +134,8 @@ TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the g
   Env e;
   auto a = e.reserve("a");
   e.place(a);
-  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
+          test::confirm_outcome::confirmed);
   REQUIRE(e.store.mark_committed(a.object_key).ok());
   REQUIRE(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::settled);
   REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);

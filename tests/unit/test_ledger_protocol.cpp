@@ -192,7 +192,9 @@ TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` when its object is o
   ledger::FileRecord row;
   row.upload_status = ledger::FileStatus::active;
   CHECK(ledger::decide_task(held, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
-  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind == ledger::DecisionKind::tag);
+  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind ==
+        ledger::DecisionKind::tag);
   row.is_deleted = true; // deleted by its user: the object goes, tag or not
-  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind == ledger::DecisionKind::allow);
+  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind ==
+        ledger::DecisionKind::allow);
 }
