@@ -6,7 +6,6 @@
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/s3/signer.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
 #include <memory>
@@ -53,7 +52,7 @@ public:
   [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
   // A new ledger connection (for worker threads; each needs its own).
   std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false, bool create = false);
-  // A new store connection (credentials resolved when the store is S3). The first one of
+  // A new store connection (credentials resolved once, by the backend). The first one of
   // a run checks the ledger's binding: STORE_MISMATCH for another store; a ledger with no
   // binding yet (made by an older lodge) is bound to this store, said once on stderr.
   std::unique_ptr<store::ObjectStore> open_store();
@@ -65,8 +64,9 @@ public:
   [[nodiscard]] LodgeError store_mismatch(const ledger::StoreBinding &have, const store::Binding &want);
   // Records that this run's store matches the ledger's binding (init made it so).
   void binding_checked() { m_binding_checked = true; }
-  // The S3 credentials, resolved once (environment, then the shared file); thread-safe.
-  const Result<s3::Credentials> &credentials();
+  // The configured store's backend, opened once (its URL parsed, its credentials
+  // resolved); thread-safe.
+  store::Backend &backend();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
@@ -79,8 +79,8 @@ private:
   std::unique_ptr<ledger::Ledger> m_reader;
   std::mutex m_binding_mutex;
   bool m_binding_checked = false;
-  std::once_flag m_credentials_once;
-  std::optional<Result<s3::Credentials>> m_credentials;
+  std::mutex m_backend_mutex;
+  std::shared_ptr<store::Backend> m_backend;
 };
 
 // store::Binding as the ledger keeps it, and back.

@@ -190,29 +190,24 @@ Command add_status(CLI::App &app) {
 
 Command add_config(CLI::App &app) {
   auto *sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted)");
-  return {
-      sub, [](Context &ctx) {
-        auto j = config::to_json(ctx.cfg());
-        j["ledger"] = ledger::shown_location(ctx.cfg().ledger); // a URL's password never
-        j["credentials"] = nullptr;
-        if (store::is_s3_url(ctx.cfg().store)) {
-          // Which credentials an S3 store would use, never what they are.
-          const auto &c = ctx.credentials();
-          if (c) {
-            const auto &id = c->access_key_id;
-            std::string shown = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
-            j["credentials"] = {{"source", c->source},
-                                {"access_key_id", shown},
-                                {"secret_access_key", "(redacted)"},
-                                {"session_token", c->session_token.empty() ? nlohmann::json(nullptr)
-                                                                           : nlohmann::json("(redacted)")}};
-          } else {
-            j["credentials"] = {{"error", c.error().message}};
-          }
-        }
-        ctx.print_json(j, ctx.g.json ? -1 : 2);
-        return exit_status(Errc::ok);
-      }};
+  return {sub, [](Context &ctx) {
+            auto j = config::to_json(ctx.cfg());
+            j["ledger"] = ledger::shown_location(ctx.cfg().ledger); // a URL's password never
+            j["credentials"] = nullptr;
+            // Which credentials the store would use, never what they are.
+            if (auto v = ctx.backend().credentials()) {
+              if (v->error.empty())
+                j["credentials"] = {
+                    {"source", v->source},
+                    {"access_key_id", v->identity},
+                    {"secret_access_key", "(redacted)"},
+                    {"session_token", v->has_token ? nlohmann::json("(redacted)") : nlohmann::json(nullptr)}};
+              else
+                j["credentials"] = {{"error", v->error}};
+            }
+            ctx.print_json(j, ctx.g.json ? -1 : 2);
+            return exit_status(Errc::ok);
+          }};
 }
 
 Command add_debug(CLI::App &app) {

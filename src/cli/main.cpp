@@ -115,27 +115,26 @@ std::unique_ptr<store::ObjectStore> Context::open_store() {
 }
 
 std::unique_ptr<store::ObjectStore> Context::open_store_unbound() {
-  const auto &c = cfg();
-  store::StoreOptions o;
-  o.url = c.store;
-  o.endpoint = c.endpoint;
-  o.region = c.region;
-  o.ca_bundle = c.ca_bundle;
-  o.verify_tls = c.verify_tls;
-  if (store::is_s3_url(c.store)) {
-    const auto &creds = credentials();
-    if (!creds) throw LodgeError(creds.error());
-    o.credentials = creds.value();
-  }
-  return store::open_store(o);
+  return backend().connect();
 }
 
-const Result<s3::Credentials> &Context::credentials() {
-  // Workers and their part connections all open stores: read the credentials file once.
-  std::call_once(m_credentials_once, [this] {
-    m_credentials.emplace(s3::resolve_credentials(env, cfg().credentials_file, cfg().profile));
-  });
-  return *m_credentials;
+store::Backend &Context::backend() {
+  // Workers and their part connections all open stores: resolve the credentials once.
+  std::lock_guard lock(m_backend_mutex);
+  if (!m_backend) {
+    const auto &c = cfg();
+    store::StoreOptions o;
+    o.url = c.store;
+    o.endpoint = c.endpoint;
+    o.region = c.region;
+    o.env = env;
+    o.credentials_file = c.credentials_file;
+    o.profile = c.profile;
+    o.ca_bundle = c.ca_bundle;
+    o.verify_tls = c.verify_tls;
+    m_backend = store::open_backend(o);
+  }
+  return *m_backend;
 }
 
 std::string Context::owner() {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
+#include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
@@ -134,26 +135,6 @@ void check_owner(const std::string &owner, const std::string &path) {
   if (!owner.empty() && !valid_owner(owner))
     bad(path, "owner ids are 1-128 characters of A-Z a-z 0-9 . _ -, not '.', '..' or '.lodge' (got '" +
                   util::escape_for_terminal(owner) + "')");
-}
-
-// A prefix (s3://bucket/prefix) or a directory (file:///dir) that a server or a URL parser
-// would rewrite lands under keys no row records: refused before anything is opened.
-// One trailing '/' is allowed; store::open_store checks the same.
-void check_store_url(const std::string &url) {
-  bool s3 = url.rfind("s3://", 0) == 0;
-  std::string path;
-  if (s3) {
-    auto slash = url.find('/', 5);
-    path = slash == std::string::npos ? "" : url.substr(slash + 1);
-  } else {
-    path = url.substr(7);
-    if (!path.empty() && path.front() == '/') path.erase(0, 1);
-  }
-  if (!path.empty() && path.back() == '/') path.pop_back();
-  if (path.empty()) return;
-  if (auto why = util::unsafe_path_reason(path))
-    bad("store", "the " + std::string(s3 ? "prefix" : "directory") + " of '" + url + "' has " + *why +
-                     "; use plain '/'-separated names");
 }
 
 std::string env_or(const std::map<std::string, std::string> &env, const std::string &k) {
@@ -357,9 +338,9 @@ Config load(const ConfigInputs &in) {
         "file://" + (cwd.string() == "/" ? std::string{} : cwd.string()) + (rel.empty() ? "" : "/" + rel);
     if (c.store == "file://") c.store = "file:///";
   }
-  if (c.store.rfind("s3://", 0) != 0 && c.store.rfind("file://", 0) != 0)
-    bad("store", "expected s3://bucket/prefix or file:///dir, got '" + c.store + "'");
-  check_store_url(c.store);
+  // The store's own backend checks its URL (one registry of schemes): a prefix or a
+  // directory a server or a URL parser would rewrite lands under keys no row records.
+  store::check_store_url(c.store);
   return c;
 }
 

@@ -26,7 +26,8 @@ public:
   [[nodiscard]] SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                            int64_t now) override;
   [[nodiscard]] ConfirmOutcome confirm(int64_t id, const std::string &etag, const std::string &version_id,
-                                       int64_t now) override;
+                                       int64_t now, CommitTag tag = CommitTag::none) override;
+  [[nodiscard]] SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                               int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
@@ -38,7 +39,9 @@ public:
                                                   int64_t lease_ms) override;
   [[nodiscard]] std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string &worker,
                                                      int64_t lease_ms) override;
-  [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) override;
+  [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
+                                    CommitTag tag = CommitTag::none) override;
+  [[nodiscard]] TaskFinish ignore_task(const TaskRecord &t, int64_t now) override;
   [[nodiscard]] TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                   int64_t next_retry_at, int64_t now) override;
 

@@ -235,7 +235,7 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
 }
 
 ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,
-                                  int64_t now) {
+                                  int64_t now, CommitTag tag) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = q("UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
                  " etag = ?3, version_id = NULLIF(?4, '')"
@@ -244,11 +244,40 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
       return ConfirmOutcome::row_not_uploading;
     // A task a sweep already holds (PROCESSING) means the cleanup may be under way:
     // then the upload must not become ACTIVE. Rolling back keeps the row UPLOADING.
-    auto task = q("UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
-                  " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    // Owed a committed tag, the task stays PENDING (due as it was) until settle().
+    auto task = q(tag == CommitTag::owed
+                      ? "UPDATE cleanup_task SET updated_at = ?2 WHERE record_id = ?1 AND status IN "
+                        "('PENDING', 'RETRY')"
+                      : "UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
+                        " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
     if (task.bind(1, id).bind(2, now).exec() != 1) return ConfirmOutcome::task_held;
     tx.commit();
     return ConfirmOutcome::confirmed;
+  });
+}
+
+SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    // The row first (the lock order): a delete that makes it dead meanwhile must win, its
+    // task then being the one that deletes the object.
+    auto row = file_for_update(record_id);
+    if (!row || row->is_deleted || row->upload_status != FileStatus::active)
+      return SettleOutcome::not_pending;
+    auto task = q("UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
+                  " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    if (task.bind(1, record_id).bind(2, now).exec() != 1) return SettleOutcome::not_pending;
+    tx.commit();
+    return SettleOutcome::settled;
+  });
+}
+
+TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
+                 " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1) return TaskFinish::lease_lost;
+    tx.commit();
+    return TaskFinish::success;
   });
 }
 
@@ -356,11 +385,11 @@ std::optional<TaskRecord> SqlLedger::claim_task(int64_t task_id, int64_t now, co
   });
 }
 
-TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms) {
+TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms, CommitTag tag) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
     auto cur = task_by_id(t.id, m_c->for_update());
-    const Decision d = decide_task(t, cur, row, now, grace_ms);
+    const Decision d = decide_task(t, cur, row, now, grace_ms, tag);
     // Every change below is fenced by the lease: status PROCESSING, the same version.
     auto fenced = [&](Stmt &st) {
       return st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() == 1;
@@ -404,6 +433,8 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
       tx.commit();
       return TaskDecision::ignored;
     }
+    case DecisionKind::tag:
+      return TaskDecision::tag; // nothing written: the lease holds the task meanwhile
     case DecisionKind::allow:
       break;
     }

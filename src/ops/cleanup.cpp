@@ -38,6 +38,35 @@ int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64
 namespace {
 CleanupResult failed_attempt(ledger::Ledger &ledger, const ledger::TaskRecord &task, const CleanupSettings &s,
                              const util::Clock &clock, const Error &error);
+
+// The row is alive and ACTIVE and its object owed the committed tag (the upload's own
+// tagging failed, or its process died first): tag it, then the task is done.
+CleanupResult finish_commit_tag(ledger::Ledger &ledger, store::ObjectStore &store,
+                                const ledger::TaskRecord &task, const CleanupSettings &s,
+                                const util::Clock &clock) {
+  auto t = store.mark_committed(task.object_key);
+  if (!t) return failed_attempt(ledger, task, s, clock, t.error());
+  if (ledger.ignore_task(task, clock.now_ms()) == ledger::TaskFinish::lease_lost)
+    return {CleanupOutcome::lease_lost, {}};
+  util::log::info("tagged " + task.object_key + " committed (task " + std::to_string(task.id) + ")");
+  return {CleanupOutcome::ignored, {}};
+}
+
+// The store refused a guarded delete: the object is tagged committed, so it is not the
+// failed upload's own pending object. Nothing is deleted; the row is re-checked (it is
+// dead: UPLOAD_FAILED never comes back) and the task ends IGNORED, said loudly.
+CleanupResult refused_by_guard(ledger::Ledger &ledger, const ledger::TaskRecord &task,
+                               const util::Clock &clock, const Error &error) {
+  auto row = ledger.find_file(task.record_id);
+  if (!row || row->upload_status != ledger::FileStatus::upload_failed)
+    return {CleanupOutcome::lease_lost, {}}; // cannot happen: the next sweep decides again
+  if (ledger.ignore_task(task, clock.now_ms()) == ledger::TaskFinish::lease_lost)
+    return {CleanupOutcome::lease_lost, {}};
+  util::log::warn("not deleted: " + task.object_key + " (record #" + std::to_string(task.record_id) +
+                  ", a failed upload) is tagged committed, so the store refused the guarded delete (" +
+                  error.message + "); left in place, task " + std::to_string(task.id) + " ignored");
+  return {CleanupOutcome::ignored, error.message};
+}
 } // namespace
 
 int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms) {
@@ -48,13 +77,17 @@ int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grac
 CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
-  switch (ledger.decide(task, clock.now_ms(), s.grace_ms)) {
+  const bool tags = store.capabilities().state_tags;
+  switch (ledger.decide(task, clock.now_ms(), s.grace_ms,
+                        tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
   case ledger::TaskDecision::lease_lost:
     return {CleanupOutcome::lease_lost, {}};
   case ledger::TaskDecision::ignored:
     return {CleanupOutcome::ignored, {}};
   case ledger::TaskDecision::postponed:
     return {CleanupOutcome::postponed, {}};
+  case ledger::TaskDecision::tag:
+    return finish_commit_tag(ledger, store, task, s, clock);
   case ledger::TaskDecision::allowed:
     break;
   }
@@ -77,7 +110,15 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
       return {CleanupOutcome::dead_lettered, err};
     }
   }
-  auto removed = store.remove_all(task.object_key);
+  // A failed upload's object was never tagged committed: its delete is guarded, so a
+  // committed object (a confirmed upload) can never be deleted by it, even by mistake.
+  // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
+  auto row = ledger.find_file(task.record_id);
+  const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
+  auto removed = store.remove_all(task.object_key,
+                                  failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
+  if (!removed && removed.error().code == Errc::precondition_failed && failed_row)
+    return refused_by_guard(ledger, task, clock, removed.error());
   if (failpoint::hit("sweep.after_delete") && removed) {
     // The delete happened but its answer was lost (a timeout): the task is retried, and
     // the retry finds nothing left to delete.
@@ -87,7 +128,7 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
   }
   int64_t now = clock.now_ms();
   if (removed) {
-    auto row = ledger.find_file(task.record_id);
+    row = ledger.find_file(task.record_id);
     auto f = ledger.finish(task, true, {}, verify_pass_due(row ? &*row : nullptr, now, s.grace_ms), now);
     if (f == ledger::TaskFinish::lease_lost) return {CleanupOutcome::lease_lost, {}};
     CleanupResult r{CleanupOutcome::deleted, {}};
@@ -106,8 +147,8 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
 
 std::optional<std::string> foreign_stamp(const store::Metadata &meta, const std::string &ledger_uuid,
                                          int64_t record_id) {
-  auto l = meta.find("lodge-ledger");
-  auto r = meta.find("lodge-record-id");
+  auto l = meta.find(store::meta::ledger);
+  auto r = meta.find(store::meta::record);
   if (l == meta.end() && r == meta.end()) return std::nullopt; // unstamped: the exact key decides
   std::string named_ledger = l == meta.end() ? "(none)" : l->second;
   std::string named_record = r == meta.end() ? "(none)" : r->second;

@@ -187,8 +187,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
     const auto &meta = h->metadata;
-    auto ledger_it = meta.find("lodge-ledger");
-    auto id_it = meta.find("lodge-record-id");
+    auto ledger_it = meta.find(store::meta::ledger);
+    auto id_it = meta.find(store::meta::record);
     if (ledger_it == meta.end() || id_it == meta.end())
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
@@ -235,7 +235,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       // confirmed it. Complete, and stamped with this row and its digest, it is kept.
       auto h = s.head(r.object_key);
       if (!h || h->size != static_cast<uint64_t>(r.size) || foreign_stamp(h->metadata, l.uuid(), r.id) ||
-          h->metadata["lodge-sha256"] != r.sha256)
+          h->metadata[store::meta::sha256] != r.sha256)
         return;
       Finding f{"confirmed_after_backup", r.object_key, r.id,
                 "record #" + std::to_string(r.id) +
@@ -296,8 +296,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     ++pos;
   }
 
-  // Incomplete multipart uploads whose record is no longer uploading.
-  auto mp = s.list_multipart(prefix, [&](const store::UploadInfo &u) {
+  // Incomplete staged uploads whose record is no longer uploading.
+  auto mp = s.list_staged(prefix, [&](const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
     l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
       if (r.object_key == u.key) row = r;
@@ -306,12 +306,12 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (row && row->upload_status == ledger::FileStatus::uploading && !row->is_deleted) return true;
     if (!row) { // no row has this key: another tool's upload
       found({"unmanaged", u.key, std::nullopt,
-             "incomplete multipart upload " + u.upload_id + " with no record; never touched", false});
+             "incomplete upload " + u.handle + " with no record; never touched", false});
       return true;
     }
-    Finding f{"stale_multipart", u.key, row->id, "incomplete multipart upload " + u.upload_id, false};
+    Finding f{"stale_multipart", u.key, row->id, "incomplete upload " + u.handle, false};
     // Aborted only when the row of exactly this key is dead (I8); an ACTIVE row's is reported.
-    if (apply_cleanup && row->is_deleted) f.applied = s.abort_multipart(u.key, u.upload_id).ok();
+    if (apply_cleanup && row->is_deleted) f.applied = s.abort_staged(u.key, u.handle).ok();
     found(f);
     return true;
   });

@@ -285,7 +285,9 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
         Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
     return r;
   }
-  switch (m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms())) {
+  const bool tags = m_store.capabilities().state_tags;
+  switch (m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms(),
+                           tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
   case ledger::ConfirmOutcome::confirmed:
     break;
   case ledger::ConfirmOutcome::row_not_uploading:
@@ -304,7 +306,21 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     return r;
   }
   r.outcome = UploadOutcome::active;
+  if (tags) commit_tag(rec);
   return r;
+}
+
+// The row is ACTIVE: the object's tag becomes committed, then the task that would retry
+// the tag is settled. Neither failure undoes the upload (the row is the truth); the task,
+// still due at deadline + grace, makes a sweep finish the tag.
+void Uploader::commit_tag(const ledger::FileRecord &rec) {
+  if (auto t = m_store.mark_committed(rec.object_key); !t) {
+    util::log::warn("file #" + std::to_string(rec.id) + " is stored, but tagging " +
+                    util::escape_for_terminal(rec.object_key) + " committed failed (" + t.error().message +
+                    "); lodge sweep tags it later");
+    return;
+  }
+  (void)m_ledger.settle(rec.id, m_clock.now_ms()); // not_pending: a sweep or a delete has it
 }
 
 Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
@@ -328,9 +344,9 @@ Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
   std::optional<std::string> why;
   if (h->size != static_cast<uint64_t>(existing.size))
     why = "its size is " + std::to_string(h->size) + ", not " + std::to_string(existing.size);
-  else if (auto l = stamp("lodge-ledger", m_ledger.uuid()))
+  else if (auto l = stamp(store::meta::ledger, m_ledger.uuid()))
     why = l;
-  else if (auto id = stamp("lodge-record-id", std::to_string(existing.id)))
+  else if (auto id = stamp(store::meta::record, std::to_string(existing.id)))
     why = id;
   if (why)
     return Error(Errc::storage_error, "the object of " + what +
@@ -340,12 +356,12 @@ Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
 }
 
 namespace {
-// Best effort: a multipart upload left behind costs storage until reconcile finds it as
+// Best effort: a staged upload left behind costs storage until reconcile finds it as
 // stale (it lists incomplete uploads), so a failure here is said, not fatal.
 void abort_or_warn(store::ObjectStore &store, const std::string &key, const std::string &upload_id) {
-  auto a = store.abort_multipart(key, upload_id);
+  auto a = store.abort_staged(key, upload_id);
   if (!a)
-    util::log::warn("could not abort multipart upload " + upload_id + " of " + key + ": " +
+    util::log::warn("could not abort the staged upload " + upload_id + " of " + key + ": " +
                     a.error().message +
                     " (lodge reconcile reports it as stale_multipart; --apply aborts it)");
 }
@@ -353,14 +369,14 @@ void abort_or_warn(store::ObjectStore &store, const std::string &key, const std:
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             int64_t steady_deadline) {
-  // lodge-path is percent-encoded: S3 metadata values are printable ASCII on the wire,
-  // and any UTF-8 name must come back byte for byte.
-  store::Metadata meta{{"lodge-record-id", std::to_string(rec.id)},
-                       {"lodge-sha256", rec.sha256},
-                       {"lodge-ledger", m_ledger.uuid()},
-                       {"lodge-owner", rec.owner_id},
-                       {"lodge-path", util::percent_encode(rec.relative_path, true)}};
-  if (!rec.run_prefix.empty()) meta["lodge-prefix"] = rec.run_prefix;
+  // The path is percent-encoded: metadata values are printable ASCII on the wire, and
+  // any UTF-8 name must come back byte for byte.
+  store::Metadata meta{{store::meta::record, std::to_string(rec.id)},
+                       {store::meta::sha256, rec.sha256},
+                       {store::meta::ledger, m_ledger.uuid()},
+                       {store::meta::owner, rec.owner_id},
+                       {store::meta::path, util::percent_encode(rec.relative_path, true)}};
+  if (!rec.run_prefix.empty()) meta[store::meta::prefix] = rec.run_prefix;
   Result<store::PutResult> put = Error(Errc::internal, "no transfer");
   if (d.parts.empty()) {
     store::PutRequest req;
@@ -371,9 +387,10 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     req.deadline_steady_ms = steady_deadline;
     put = m_store.put(req);
   } else {
-    auto id = m_store.begin_multipart(rec.object_key, rec.media_type, meta);
+    store::StagedRequest staged{rec.object_key, rec.media_type, meta};
+    auto id = m_store.begin_staged(staged);
     if (!id) return id.error();
-    // The upload id is on the row before the first part, so cleanup can find it.
+    // The handle is on the row before the first part, so cleanup can find it.
     if (m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
         ledger::SetUploadIdOutcome::not_uploading) {
       abort_or_warn(m_store, rec.object_key, id.value());
@@ -387,15 +404,15 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
       e.details.ambiguous = false; // a part never becomes an object by itself
       return e;
     }
-    put = m_store.complete_multipart(rec.object_key, id.value(), parts.value(), steady_deadline);
+    put = m_store.complete_staged(staged, id.value(), parts.value(), steady_deadline);
     if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, id.value());
   }
   if (!put && put.error().code == Errc::precondition_failed) {
     // Our own earlier attempt may have landed (a retry after a lost answer): it is ours
     // only if the object carries our record id and digest.
     auto h = m_store.head(rec.object_key);
-    if (h && h->metadata["lodge-record-id"] == std::to_string(rec.id) &&
-        h->metadata["lodge-sha256"] == rec.sha256)
+    if (h && h->metadata[store::meta::record] == std::to_string(rec.id) &&
+        h->metadata[store::meta::sha256] == rec.sha256)
       return store::PutResult{h->etag, h->version_id};
     Error e = put.error();
     e.details.ambiguous = true; // not ours to delete at once

@@ -113,6 +113,12 @@ public:
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
   [[nodiscard]] Support support(Capability /*capability*/) const override { return Support::present; }
+  [[nodiscard]] Capabilities capabilities() const override {
+    Capabilities c;
+    c.staged_listing = true;
+    return c;
+  }
+  Status mark_committed(const std::string & /*key*/) override { return ok_status(); } // no tags here
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
@@ -150,6 +156,7 @@ public:
       i.sha256_hex = sha.value();
       i.etag = i.sha256_hex;
       i.metadata = std::move(m.value());
+      adopt_legacy_metadata(i.metadata);
     }
     return i;
   }
@@ -172,7 +179,7 @@ public:
     }
   }
 
-  Status remove_all(const std::string &key) override {
+  Status remove_all(const std::string &key, DeleteGuard /*guard*/) override {
     if (auto v = check_key(key); !v) return v.error();
     if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
       return io_error("DELETE " + key, errno);
@@ -180,13 +187,13 @@ public:
       return io_error("DELETE " + key, errno);
     fsync_dir(obj(key).parent_path());
     std::vector<std::string> ids;
-    auto s = list_multipart(key, [&](const UploadInfo &u) {
-      if (u.key == key) ids.push_back(u.upload_id);
+    auto s = list_staged(key, [&](const StagedUpload &u) {
+      if (u.key == key) ids.push_back(u.handle);
       return true;
     });
     if (!s) return s.error();
     for (const auto &id : ids)
-      if (auto a = abort_multipart(key, id); !a) return a.error();
+      if (auto a = abort_staged(key, id); !a) return a.error();
     return ok_status();
   }
 
@@ -241,8 +248,10 @@ public:
     return crypto::sha256_hex(bytes);
   }
 
-  Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
-                                      const Metadata &metadata) override {
+  Result<std::string> begin_staged(const StagedRequest &req) override {
+    const auto &key = req.key;
+    const auto &content_type = req.content_type;
+    const auto &metadata = req.metadata;
     if (auto v = check_key(key); !v) return v.error();
     std::string id = crypto::random_uuid();
     fs::path dir = m_root / k_mpu_dir / id;
@@ -274,8 +283,9 @@ public:
     return Part{number, body.sha256_hex, body.sha256_hex};
   }
 
-  Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
-                                       const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
+  Result<PutResult> complete_staged(const StagedRequest &req, const std::string &upload_id,
+                                    const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
+    const auto &key = req.key;
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
     fs::path dir = m_root / k_mpu_dir / upload_id;
@@ -325,7 +335,7 @@ public:
     return r;
   }
 
-  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
+  Status abort_staged(const std::string &key, const std::string &upload_id) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error().code == Errc::not_found ? ok_status() : Status(up.error());
     std::error_code ec;
@@ -334,9 +344,9 @@ public:
     return ok_status();
   }
 
-  Status list_multipart(const std::string &prefix,
-                        const std::function<bool(const UploadInfo &)> &visit) override {
-    std::vector<UploadInfo> all;
+  Status list_staged(const std::string &prefix,
+                     const std::function<bool(const StagedUpload &)> &visit) override {
+    std::vector<StagedUpload> all;
     std::error_code ec;
     fs::path base = m_root / k_mpu_dir;
     fs::directory_iterator it(base, ec), end;
@@ -367,8 +377,8 @@ public:
     // A failed increment sets ec and makes `it` the end iterator: the loop ends without
     // passing its check, so look again here.
     if (ec) return io_error("LIST UPLOADS " + base.string(), ec.value());
-    std::sort(all.begin(), all.end(), [](const UploadInfo &a, const UploadInfo &b) {
-      return a.key != b.key ? a.key < b.key : a.upload_id < b.upload_id;
+    std::sort(all.begin(), all.end(), [](const StagedUpload &a, const StagedUpload &b) {
+      return a.key != b.key ? a.key < b.key : a.handle < b.handle;
     });
     for (const auto &u : all)
       if (!visit(u)) break;
@@ -547,11 +557,60 @@ private:
 };
 } // namespace
 
-std::unique_ptr<ObjectStore> make_file_store(const std::string &url, const std::string &root) {
+namespace {
+void check_url(const std::string &url) {
+  std::string root = url.substr(7);
+  if (root.empty() || root[0] != '/')
+    throw LodgeError(Errc::config_invalid,
+                     "store: file:// needs an absolute path, as in file:///srv/lodge (got '" + url + "')");
+  std::string dir = root.substr(1);
+  if (!dir.empty() && dir.back() == '/') dir.pop_back();
+  refuse_unsafe(url, "directory", dir);
+}
+
+Binding bind(const std::string &url, const std::string & /*endpoint*/) {
+  std::string dir = url.substr(7);
+  if (dir.empty()) dir = ".";
   std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + root + ": " + ec.message());
-  return std::make_unique<FileStore>(url, fs::path(root));
+  fs::path p = fs::absolute(fs::path(dir), ec);
+  if (ec) throw LodgeError(Errc::config_invalid, "store: cannot resolve the directory of '" + url + "'");
+  // Symlinks resolved for the part that exists, '.', '..' and doubled '/' for the rest.
+  fs::path canon = fs::weakly_canonical(p, ec);
+  std::string s = (ec ? p.lexically_normal() : canon.lexically_normal()).string();
+  while (s.size() > 1 && s.back() == '/')
+    s.pop_back();
+  Binding b;
+  b.scheme = "file";
+  b.location = s;
+  return b;
+}
+
+// The directory exists once the backend is opened; connections share nothing else.
+class FileBackend final : public Backend {
+public:
+  explicit FileBackend(std::string url) : m_url(std::move(url)), m_root(m_url.substr(7)) {
+    std::error_code ec;
+    fs::create_directories(m_root, ec);
+    if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + m_root + ": " + ec.message());
+  }
+  std::unique_ptr<ObjectStore> connect() override {
+    return with_failpoints(std::make_unique<FileStore>(m_url, fs::path(m_root)));
+  }
+  [[nodiscard]] std::optional<CredentialView> credentials() const override { return std::nullopt; }
+
+private:
+  std::string m_url;
+  std::string m_root;
+};
+
+std::shared_ptr<Backend> open(const StoreOptions &o) {
+  return std::make_shared<FileBackend>(o.url);
+}
+} // namespace
+
+const Scheme &file_scheme() {
+  static const Scheme k{"file", "file:///dir", &check_url, &bind, &open};
+  return k;
 }
 
 } // namespace lodge::store

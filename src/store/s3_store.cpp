@@ -9,13 +9,13 @@ namespace {
 
 class S3Store final : public ObjectStore {
 public:
-  S3Store(const StoreOptions &o, std::string bucket, std::string prefix)
-      : m_url(o.url), m_prefix(std::move(prefix)) {
+  S3Store(const StoreOptions &o, const s3::Credentials &credentials, std::string bucket, std::string prefix)
+      : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state) {
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
     cfg.region = o.region;
     cfg.bucket = std::move(bucket);
-    cfg.credentials = o.credentials;
+    cfg.credentials = credentials;
     cfg.retry.max_attempts = o.max_attempts;
     // Every connection of this process to the same server shares what it cannot do.
     cfg.traits = s3::traits_for((o.endpoint.empty() ? "aws:" + o.region : o.endpoint) + " " + cfg.bucket);
@@ -36,6 +36,15 @@ public:
            : s == s3::Support::absent ? Support::absent
                                       : Support::unknown;
   }
+  [[nodiscard]] Capabilities capabilities() const override {
+    Capabilities c;
+    c.versions = true;
+    c.staged_listing = true;
+    c.presign = true;
+    c.state_tags = m_tag_state;
+    return c;
+  }
+  Status mark_committed(const std::string & /*key*/) override { return ok_status(); }
 
   Result<PutResult> put(const PutRequest &req) override {
     FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
@@ -59,6 +68,7 @@ public:
     i.etag = r->etag;
     i.content_type = r->content_type;
     i.metadata = r->metadata;
+    adopt_legacy_metadata(i.metadata);
     i.last_modified_ms = r->last_modified_ms;
     i.sha256_hex = r->checksum_sha256_hex;
     i.version_id = r->version_id;
@@ -73,7 +83,9 @@ public:
     return m_client->presign_get(key, expires_s);
   }
 
-  Status remove_all(const std::string &key) override { return m_client->delete_everything(key); }
+  Status remove_all(const std::string &key, DeleteGuard /*guard*/) override {
+    return m_client->delete_everything(key);
+  }
 
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     return m_client->list_objects(prefix, [&](const s3::ListedObject &o) {
@@ -86,12 +98,11 @@ public:
     });
   }
 
-  Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
-                                      const Metadata &metadata) override {
+  Result<std::string> begin_staged(const StagedRequest &req) override {
     s3::PutOptions o;
-    o.content_type = content_type;
-    o.metadata = metadata;
-    return m_client->create_multipart(key, o);
+    o.content_type = req.content_type;
+    o.metadata = req.metadata;
+    return m_client->create_multipart(req.key, o);
   }
 
   Result<Part> put_part(const std::string &key, const std::string &upload_id, int number, const Body &b,
@@ -103,13 +114,13 @@ public:
     return Part{r->number, r->etag, r->sha256_hex};
   }
 
-  Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
-                                       const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
+  Result<PutResult> complete_staged(const StagedRequest &req, const std::string &upload_id,
+                                    const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
     std::vector<s3::CompletedPart> cp;
     cp.reserve(parts.size());
     for (const auto &p : parts)
       cp.push_back({p.number, p.etag, p.sha256_hex});
-    auto r = m_client->complete_multipart(key, upload_id, cp, true, deadline_steady_ms);
+    auto r = m_client->complete_multipart(req.key, upload_id, cp, true, deadline_steady_ms);
     if (!r) return r.error();
     return PutResult{r->etag, r->version_id};
   }
@@ -132,14 +143,14 @@ public:
     return r->etag;
   }
 
-  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
+  Status abort_staged(const std::string &key, const std::string &upload_id) override {
     return m_client->abort_multipart(key, upload_id);
   }
 
-  Status list_multipart(const std::string &prefix,
-                        const std::function<bool(const UploadInfo &)> &visit) override {
+  Status list_staged(const std::string &prefix,
+                     const std::function<bool(const StagedUpload &)> &visit) override {
     return m_client->list_multipart_uploads(prefix, [&](const s3::ListedUpload &u) {
-      return visit(UploadInfo{u.key, u.upload_id, s3::parse_iso8601_ms(u.initiated).value_or(0)});
+      return visit(StagedUpload{u.key, u.upload_id, s3::parse_iso8601_ms(u.initiated).value_or(0)});
     });
   }
 
@@ -158,13 +169,84 @@ private:
 
   std::string m_url;
   std::string m_prefix;
+  bool m_tag_state = false;
   std::unique_ptr<s3::Client> m_client;
 };
+
+// s3://bucket[/prefix]: the bucket, and the prefix without its one allowed trailing '/'.
+std::pair<std::string, std::string> split_url(const std::string &url) {
+  std::string rest = url.substr(5);
+  auto slash = rest.find('/');
+  std::string bucket = rest.substr(0, slash);
+  std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  return {bucket, prefix};
+}
+
+void check_url(const std::string &url) {
+  auto [bucket, prefix] = split_url(url);
+  refuse_unsafe(url, "prefix", prefix);
+  if (bucket.size() < 3 || bucket.size() > 63)
+    throw LodgeError(Errc::config_invalid, "store: bucket name must be 3-63 characters in '" + url + "'");
+  for (char c : bucket)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
+      throw LodgeError(Errc::config_invalid, "store: invalid bucket name in '" + url + "'");
+}
+
+Binding bind(const std::string &url, const std::string &endpoint) {
+  std::string rest = url.substr(5);
+  auto slash = rest.find('/');
+  Binding b;
+  b.scheme = "s3";
+  b.endpoint = canonical_endpoint_url(endpoint);
+  if (b.endpoint.empty()) b.endpoint = "aws";
+  b.location = rest.substr(0, slash);
+  b.root = slash == std::string::npos ? "" : join_segments(rest.substr(slash + 1));
+  return b;
+}
+
+// The bucket and prefix parsed, the credentials resolved once (environment, then the
+// shared credentials file) for every connection of the process.
+class S3Backend final : public Backend {
+public:
+  explicit S3Backend(const StoreOptions &o)
+      : m_opts(o), m_credentials(s3::resolve_credentials(o.env, o.credentials_file, o.profile)) {
+    auto [bucket, prefix] = split_url(o.url);
+    m_bucket = bucket;
+    m_prefix = prefix.empty() ? "" : prefix + "/";
+  }
+  std::unique_ptr<ObjectStore> connect() override {
+    if (!m_credentials) throw LodgeError(m_credentials.error());
+    return with_failpoints(std::make_unique<S3Store>(m_opts, m_credentials.value(), m_bucket, m_prefix));
+  }
+  [[nodiscard]] std::optional<CredentialView> credentials() const override {
+    CredentialView v;
+    if (!m_credentials) {
+      v.error = m_credentials.error().message;
+      return v;
+    }
+    const auto &id = m_credentials->access_key_id;
+    v.source = m_credentials->source;
+    v.identity = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
+    v.has_token = !m_credentials->session_token.empty();
+    return v;
+  }
+
+private:
+  StoreOptions m_opts;
+  Result<s3::Credentials> m_credentials;
+  std::string m_bucket;
+  std::string m_prefix;
+};
+
+std::shared_ptr<Backend> open(const StoreOptions &o) {
+  return std::make_shared<S3Backend>(o);
+}
 } // namespace
 
-std::unique_ptr<ObjectStore> make_s3_store(const StoreOptions &o, const std::string &bucket,
-                                           const std::string &prefix) {
-  return std::make_unique<S3Store>(o, bucket, prefix);
+const Scheme &s3_scheme() {
+  static const Scheme k{"s3", "s3://bucket/prefix", &check_url, &bind, &open};
+  return k;
 }
 
 } // namespace lodge::store

@@ -1,6 +1,7 @@
 #include "stores.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <filesystem>
 #include <lodge/failpoint.hpp>
@@ -17,6 +18,10 @@ public:
   [[nodiscard]] std::string describe() const override { return m_inner->describe(); }
   [[nodiscard]] const std::string &key_prefix() const override { return m_inner->key_prefix(); }
   [[nodiscard]] Support support(Capability c) const override { return m_inner->support(c); }
+  [[nodiscard]] Capabilities capabilities() const override { return m_inner->capabilities(); }
+  Status mark_committed(const std::string &key) override { return m_inner->mark_committed(key); }
+  Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
+  Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);
@@ -32,35 +37,34 @@ public:
   Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
     return m_inner->presign_get(key, expires_s);
   }
-  Status remove_all(const std::string &key) override {
+  Status remove_all(const std::string &key, DeleteGuard guard) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
-    return m_inner->remove_all(key);
+    return m_inner->remove_all(key, guard);
   }
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST " + prefix);
     return m_inner->list(prefix, visit);
   }
-  Result<std::string> begin_multipart(const std::string &key, const std::string &ct,
-                                      const Metadata &m) override {
-    if (failpoint::hit("store.put")) return injected("CREATE MULTIPART " + key);
-    return m_inner->begin_multipart(key, ct, m);
+  Result<std::string> begin_staged(const StagedRequest &req) override {
+    if (failpoint::hit("store.put")) return injected("BEGIN STAGED UPLOAD " + req.key);
+    return m_inner->begin_staged(req);
   }
-  Result<Part> put_part(const std::string &key, const std::string &id, int n, const Body &b,
+  Result<Part> put_part(const std::string &key, const std::string &handle, int n, const Body &b,
                         int64_t d) override {
-    return m_inner->put_part(key, id, n, b, d);
+    return m_inner->put_part(key, handle, n, b, d);
   }
-  Result<PutResult> complete_multipart(const std::string &key, const std::string &id,
-                                       const std::vector<Part> &p, int64_t d) override {
-    return m_inner->complete_multipart(key, id, p, d);
+  Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
+                                    const std::vector<Part> &p, int64_t d) override {
+    return m_inner->complete_staged(req, handle, p, d);
   }
-  Status abort_multipart(const std::string &key, const std::string &id) override {
-    if (failpoint::hit("store.delete")) return injected("ABORT MULTIPART " + key);
-    return m_inner->abort_multipart(key, id);
+  Status abort_staged(const std::string &key, const std::string &handle) override {
+    if (failpoint::hit("store.delete")) return injected("ABORT STAGED UPLOAD " + key);
+    return m_inner->abort_staged(key, handle);
   }
-  Status list_multipart(const std::string &prefix,
-                        const std::function<bool(const UploadInfo &)> &visit) override {
+  Status list_staged(const std::string &prefix,
+                     const std::function<bool(const StagedUpload &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST UPLOADS " + prefix);
-    return m_inner->list_multipart(prefix, visit);
+    return m_inner->list_staged(prefix, visit);
   }
   // The id marker: no store.* failpoint applies (they test the protocol's own objects).
   Result<SmallObject> get_small(const std::string &key) override { return m_inner->get_small(key); }
@@ -86,7 +90,34 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
 
 Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {
   return Error(Errc::unsupported,
-               "cannot make a presigned URL for " + key + ": " + describe() + " is not an S3 store");
+               "cannot make a presigned URL for " + key + ": " + describe() + " cannot sign one");
+}
+
+Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {
+  return Error(Errc::unsupported,
+               describe() + " has no lifecycle rules: nothing expires there but what sweep deletes");
+}
+
+Status ObjectStore::apply_lifecycle(const LifecycleRule &rule) {
+  return Error(Errc::unsupported, "lodge cannot install the lifecycle rule of " + describe() +
+                                      (rule.apply_hint.empty() ? std::string{} : ": " + rule.apply_hint));
+}
+
+void adopt_legacy_metadata(Metadata &m) {
+  static constexpr std::array<std::pair<const char *, const char *>, 6> k_old{{
+      {"lodge-record-id", meta::record},
+      {"lodge-sha256", meta::sha256},
+      {"lodge-ledger", meta::ledger},
+      {"lodge-owner", meta::owner},
+      {"lodge-path", meta::path},
+      {"lodge-prefix", meta::prefix},
+  }};
+  for (const auto &[old_name, name] : k_old) {
+    auto it = m.find(old_name);
+    if (it == m.end()) continue;
+    m.emplace(name, it->second); // a new name already present wins
+    m.erase(it);
+  }
 }
 
 Status ObjectStore::get(const std::string &key, int fd) {
@@ -100,16 +131,10 @@ bool is_unreachable(const Error &e) {
   return e.code == Errc::access_denied || (e.code == Errc::storage_unavailable && e.details.curl_code != 0);
 }
 
-bool is_s3_url(const std::string &url) {
-  return url.rfind("s3://", 0) == 0;
-}
-
 std::string file_store_root(const std::string &url) {
   return url.rfind("file://", 0) == 0 ? url.substr(7) : std::string{};
 }
 
-namespace {
-// "a//b/" -> "a/b": the segments, none empty, joined by one '/'.
 std::string join_segments(const std::string &path) {
   std::string out;
   for (const auto &seg : util::split(path, '/')) {
@@ -120,12 +145,12 @@ std::string join_segments(const std::string &path) {
   return out;
 }
 
-std::string canonical_endpoint(std::string e) {
+std::string canonical_endpoint_url(std::string e) {
   while (!e.empty() && std::isspace(static_cast<unsigned char>(e.back())))
     e.pop_back();
   while (!e.empty() && e.back() == '/')
     e.pop_back();
-  if (e.empty()) return "aws";
+  if (e.empty()) return e;
   auto sep = e.find("://");
   size_t host_begin = sep == std::string::npos ? 0 : sep + 3;
   size_t host_end = e.find('/', host_begin);
@@ -139,37 +164,29 @@ std::string canonical_endpoint(std::string e) {
     host.erase(host.rfind(':'));
   return e.substr(0, host_begin) + host + e.substr(host_end);
 }
+
+const Scheme *scheme_for(const std::string &url) {
+  static const std::array<const Scheme *, 2> k_schemes{&s3_scheme(), &file_scheme()};
+  for (const Scheme *sc : k_schemes)
+    if (url.rfind(std::string(sc->name) + "://", 0) == 0) return sc;
+  return nullptr;
+}
+
+namespace {
+const Scheme &scheme_or_throw(const std::string &url) {
+  if (const Scheme *sc = scheme_for(url)) return *sc;
+  throw LodgeError(Errc::config_invalid,
+                   "store: expected s3://bucket/prefix, az://container/prefix or file:///dir, got '" +
+                       util::escape_for_terminal(url) + "'");
+}
 } // namespace
 
+void check_store_url(const std::string &url) {
+  scheme_or_throw(url).check(url);
+}
+
 Binding canonical_binding(const std::string &url, const std::string &endpoint) {
-  Binding b;
-  if (is_s3_url(url)) {
-    std::string rest = url.substr(5);
-    auto slash = rest.find('/');
-    b.scheme = "s3";
-    b.endpoint = canonical_endpoint(endpoint);
-    b.location = rest.substr(0, slash);
-    b.root = slash == std::string::npos ? "" : join_segments(rest.substr(slash + 1));
-    return b;
-  }
-  if (url.rfind("file://", 0) == 0) {
-    namespace fs = std::filesystem;
-    std::string dir = url.substr(7);
-    if (dir.empty()) dir = ".";
-    std::error_code ec;
-    fs::path p = fs::absolute(fs::path(dir), ec);
-    if (ec) throw LodgeError(Errc::config_invalid, "store: cannot resolve the directory of '" + url + "'");
-    // Symlinks resolved for the part that exists, '.', '..' and doubled '/' for the rest.
-    fs::path canon = fs::weakly_canonical(p, ec);
-    std::string s = (ec ? p.lexically_normal() : canon.lexically_normal()).string();
-    while (s.size() > 1 && s.back() == '/')
-      s.pop_back();
-    b.scheme = "file";
-    b.location = s;
-    return b;
-  }
-  throw LodgeError(Errc::config_invalid,
-                   "store: expected s3://bucket/prefix or file:///dir, got '" + url + "'");
+  return scheme_or_throw(url).bind(url, endpoint);
 }
 
 std::string describe(const Binding &b) {
@@ -178,46 +195,21 @@ std::string describe(const Binding &b) {
   return s + (b.endpoint == "aws" ? " (AWS)" : " at " + b.endpoint);
 }
 
-namespace {
-// A prefix or directory with a segment a server would rewrite (an empty, '.' or '..'
-// one, percent-encoding, a backslash...) lands under keys no row records.
 void refuse_unsafe(const std::string &url, const char *what, const std::string &path) {
   if (path.empty()) return;
   if (auto why = util::unsafe_path_reason(path))
-    throw LodgeError(Errc::config_invalid,
-                     "store: the " + std::string(what) + " of '" + url + "' has " + *why);
+    throw LodgeError(Errc::config_invalid, "store: the " + std::string(what) + " of '" + url + "' has " +
+                                               *why + "; use plain '/'-separated names");
 }
-} // namespace
+
+std::shared_ptr<Backend> open_backend(const StoreOptions &o) {
+  const Scheme &sc = scheme_or_throw(o.url);
+  sc.check(o.url);
+  return sc.open(o);
+}
 
 std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {
-  const auto &url = o.url;
-  if (is_s3_url(url)) {
-    std::string rest = url.substr(5);
-    auto slash = rest.find('/');
-    std::string bucket = rest.substr(0, slash);
-    std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
-    if (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-    refuse_unsafe(url, "prefix", prefix);
-    if (!prefix.empty()) prefix += "/";
-    if (bucket.size() < 3 || bucket.size() > 63)
-      throw LodgeError(Errc::config_invalid, "store: bucket name must be 3-63 characters in '" + url + "'");
-    for (char c : bucket)
-      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
-        throw LodgeError(Errc::config_invalid, "store: invalid bucket name in '" + url + "'");
-    return with_failpoints(make_s3_store(o, bucket, prefix));
-  }
-  if (url.rfind("file://", 0) == 0) {
-    std::string root = url.substr(7);
-    if (root.empty() || root[0] != '/')
-      throw LodgeError(Errc::config_invalid,
-                       "store: file:// needs an absolute path, as in file:///srv/lodge (got '" + url + "')");
-    std::string dir = root.substr(1);
-    if (!dir.empty() && dir.back() == '/') dir.pop_back();
-    refuse_unsafe(url, "directory", dir);
-    return with_failpoints(make_file_store(url, root));
-  }
-  throw LodgeError(Errc::config_invalid,
-                   "store: expected s3://bucket/prefix or file:///dir, got '" + url + "'");
+  return open_backend(o)->connect();
 }
 
 } // namespace lodge::store

@@ -70,9 +70,9 @@ class ArchiveS3(S3TestCase):
             self.assertEqual(self.object_bytes(by_path[rel]), data, rel)
         odd = "docs/r\u00e9sum\u00e9 100% + more.txt"
         meta = self.s3.head_object(Bucket=self.bucket, Key=by_path[odd])["Metadata"]
-        self.assertTrue(meta["lodge-path"].isascii())
-        self.assertEqual(urllib.parse.unquote(meta["lodge-path"]), odd)
-        self.assertEqual(meta["lodge-prefix"], "builds/7")
+        self.assertTrue(meta["lodgepath"].isascii())
+        self.assertEqual(urllib.parse.unquote(meta["lodgepath"]), odd)
+        self.assertEqual(meta["lodgeprefix"], "builds/7")
         # Listed by prefix and path glob ('*' crosses '/').
         self.assertEqual(len(self.listed("--prefix", "builds/7")), 300)
         self.assertEqual(self.listed("--prefix", "builds/8"), [])

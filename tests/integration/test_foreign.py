@@ -262,7 +262,7 @@ class Restored(S3TestCase):
         out = {}
         for key in self.objects():
             meta = self.s3.head_object(Bucket=self.bucket, Key=key)["Metadata"]
-            out.setdefault((meta["lodge-ledger"], meta["lodge-record-id"]), []).append(key)
+            out.setdefault((meta["lodgeledger"], meta["lodgerecord"]), []).append(key)
         return out
 
     def test_a_restored_ledger_knows_it_and_deletes_nothing_uploaded_after_the_backup(self):

@@ -83,10 +83,10 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(hashlib.sha256(data).hexdigest(), res["sha256"])
         self.assertEqual(self.sql("SELECT sha256 FROM file_upload WHERE id = ?", (res["id"],))[0][0], res["sha256"])
         self.assertEqual(head["ContentType"], "application/pdf")
-        self.assertEqual(head["Metadata"]["lodge-record-id"], str(res["id"]))
-        self.assertEqual(head["Metadata"]["lodge-sha256"], res["sha256"])
+        self.assertEqual(head["Metadata"]["lodgerecord"], str(res["id"]))
+        self.assertEqual(head["Metadata"]["lodgesha256"], res["sha256"])
         ledger_uuid = self.lodge("init", "--json").json()["ledger_uuid"]
-        self.assertEqual(head["Metadata"]["lodge-ledger"], ledger_uuid)
+        self.assertEqual(head["Metadata"]["lodgeledger"], ledger_uuid)
         check_invariants(self, self.objects())
 
     def test_human_output_and_list(self):

@@ -118,7 +118,8 @@ struct Fixture {
       opts.url = "s3://" + bucket + "/pre";
       opts.endpoint = env("LODGE_TEST_S3_ENDPOINT");
       REQUIRE_MESSAGE(!opts.endpoint.empty(), "LODGE_TEST_S3_ENDPOINT must be set");
-      opts.credentials = test_creds();
+      auto c = test_creds();
+      opts.env = {{"AWS_ACCESS_KEY_ID", c.access_key_id}, {"AWS_SECRET_ACCESS_KEY", c.secret_access_key}};
       auto made = admin().create_bucket();
       REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
     } else {
@@ -166,7 +167,7 @@ store::PutRequest put_req(const std::string &key, const Source &src) {
   r.key = key;
   r.body = src.body();
   r.content_type = "text/plain";
-  r.metadata = {{"lodge-record-id", "42"}, {"lodge-sha256", src.sha}};
+  r.metadata = {{store::meta::record, "42"}, {store::meta::sha256, src.sha}};
   return r;
 }
 } // namespace
@@ -182,8 +183,8 @@ TEST_SUITE("contract") {
     REQUIRE(h.ok());
     CHECK(h->size == 20);
     CHECK(h->content_type == "text/plain");
-    CHECK(h->metadata["lodge-record-id"] == "42");
-    CHECK(h->metadata["lodge-sha256"] == src.sha);
+    CHECK(h->metadata[store::meta::record] == "42");
+    CHECK(h->metadata[store::meta::sha256] == src.sha);
     CHECK(get_all(*s, f.key("o/1.txt")) == "the quick brown fox\n");
     CHECK(s->head(f.key("o/none")).error().code == Errc::not_found);
   }
@@ -267,12 +268,12 @@ TEST_SUITE("contract") {
   TEST_CASE("deleting is idempotent; a missing key is success") {
     Fixture f;
     auto s = f.open();
-    CHECK(s->remove_all(f.key("never/was")).ok());
+    CHECK(s->remove_all(f.key("never/was"), store::DeleteGuard::none).ok());
     Source src("x");
     REQUIRE(s->put(put_req(f.key("gone"), src)).ok());
-    CHECK(s->remove_all(f.key("gone")).ok());
+    CHECK(s->remove_all(f.key("gone"), store::DeleteGuard::none).ok());
     CHECK(s->head(f.key("gone")).error().code == Errc::not_found);
-    CHECK(s->remove_all(f.key("gone")).ok());
+    CHECK(s->remove_all(f.key("gone"), store::DeleteGuard::none).ok());
   }
 
   TEST_CASE("a 1,500-key listing comes back whole, across pages, in byte order") {
@@ -327,7 +328,7 @@ TEST_SUITE("contract") {
                  return true;
                }).ok());
       CHECK(seen);
-      CHECK(s->remove_all(f.key(k)).ok());
+      CHECK(s->remove_all(f.key(k), store::DeleteGuard::none).ok());
       CHECK(s->head(f.key(k)).error().code == Errc::not_found);
     }
   }
@@ -358,7 +359,8 @@ TEST_SUITE("contract") {
       bodies.push_back({src.fd.get(), off, n, crypto::sha256_hex(std::string_view(content).substr(off, n))});
     }
     REQUIRE(bodies.size() == 3);
-    auto id = s->begin_multipart(f.key("mp/big"), "application/octet-stream", {{"lodge-record-id", "9"}});
+    const store::StagedRequest big{f.key("mp/big"), "application/octet-stream", {{store::meta::record, "9"}}};
+    auto id = s->begin_staged(big);
     REQUIRE(id.ok());
     std::vector<store::Part> parts;
     for (size_t i = 0; i < bodies.size(); ++i) {
@@ -366,21 +368,21 @@ TEST_SUITE("contract") {
       REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
       parts.push_back(p.value());
     }
-    auto done = s->complete_multipart(f.key("mp/big"), id.value(), parts, 0);
+    auto done = s->complete_staged(big, id.value(), parts, 0);
     REQUIRE_MESSAGE(done.ok(), (done.ok() ? "" : done.error().message));
     CHECK(crypto::sha256_hex(get_all(*s, f.key("mp/big"))) == src.sha);
-    CHECK(s->head(f.key("mp/big"))->metadata["lodge-record-id"] == "9");
+    CHECK(s->head(f.key("mp/big"))->metadata[store::meta::record] == "9");
 
-    auto id2 = s->begin_multipart(f.key("mp/abandoned"), "application/octet-stream", {});
+    auto id2 = s->begin_staged({f.key("mp/abandoned"), "application/octet-stream", {}});
     REQUIRE(id2.ok());
     for (size_t i = 0; i < bodies.size(); ++i)
       REQUIRE(s->put_part(f.key("mp/abandoned"), id2.value(), static_cast<int>(i + 1), bodies[i], 0).ok());
     if (lacks("multipart_listing")) {
-      auto l = s->list_multipart(f.key("mp/"), [](const store::UploadInfo &) { return true; });
+      auto l = s->list_staged(f.key("mp/"), [](const store::StagedUpload &) { return true; });
       REQUIRE_FALSE(l.ok());
       CHECK(l.error().code == Errc::unsupported);
-      CHECK(s->support(store::Capability::multipart_listing) == store::Support::absent);
-      auto aborted = s->abort_multipart(f.key("mp/abandoned"), id2.value());
+      CHECK(s->support(store::Capability::staged_listing) == store::Support::absent);
+      auto aborted = s->abort_staged(f.key("mp/abandoned"), id2.value());
       if (lacks("multipart_abort")) { // declared: a typed refusal, not "unreachable"
         REQUIRE_FALSE(aborted.ok());
         CHECK(aborted.error().code == Errc::unsupported);
@@ -392,15 +394,15 @@ TEST_SUITE("contract") {
       return;
     }
     int listed = 0;
-    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo &u) {
+    REQUIRE(s->list_staged(f.key("mp/"), [&](const store::StagedUpload &u) {
                CHECK(u.key == f.key("mp/abandoned"));
                ++listed;
                return true;
              }).ok());
     CHECK(listed == 1);
-    REQUIRE(s->abort_multipart(f.key("mp/abandoned"), id2.value()).ok());
+    REQUIRE(s->abort_staged(f.key("mp/abandoned"), id2.value()).ok());
     listed = 0;
-    REQUIRE(s->list_multipart(f.key("mp/"), [&](const store::UploadInfo &) {
+    REQUIRE(s->list_staged(f.key("mp/"), [&](const store::StagedUpload &) {
                ++listed;
                return true;
              }).ok());
@@ -411,17 +413,17 @@ TEST_SUITE("contract") {
   TEST_CASE("remove_all also aborts the key's incomplete multipart uploads") {
     Fixture f;
     auto s = f.open();
-    auto id = s->begin_multipart(f.key("mp2/k"), "application/octet-stream", {});
+    auto id = s->begin_staged({f.key("mp2/k"), "application/octet-stream", {}});
     REQUIRE(id.ok());
-    auto other = s->begin_multipart(f.key("mp2/k2"), "application/octet-stream", {});
+    auto other = s->begin_staged({f.key("mp2/k2"), "application/octet-stream", {}});
     REQUIRE(other.ok());
-    REQUIRE(s->remove_all(f.key("mp2/k")).ok());
+    REQUIRE(s->remove_all(f.key("mp2/k"), store::DeleteGuard::none).ok());
     if (lacks("multipart_listing")) { // declared: nothing can find the uploads to abort
-      CHECK(s->support(store::Capability::multipart_listing) == store::Support::absent);
+      CHECK(s->support(store::Capability::staged_listing) == store::Support::absent);
       return;
     }
     std::vector<std::string> left;
-    REQUIRE(s->list_multipart(f.key("mp2/"), [&](const store::UploadInfo &u) {
+    REQUIRE(s->list_staged(f.key("mp2/"), [&](const store::StagedUpload &u) {
                left.push_back(u.key);
                return true;
              }).ok());
@@ -437,13 +439,13 @@ TEST_SUITE("contract") {
     Source src("capable?");
     REQUIRE(s->put(put_req(f.key("cap/k"), src)).ok());
     // remove_all lists the key's versions and uploads: the answers teach the store.
-    auto removed = s->remove_all(f.key("cap/k"));
+    auto removed = s->remove_all(f.key("cap/k"), store::DeleteGuard::none);
     REQUIRE_MESSAGE(removed.ok(), (removed.ok() ? "" : removed.error().message));
     CHECK(s->head(f.key("cap/k")).error().code == Errc::not_found);
-    auto listed = s->list_multipart(f.key("cap/"), [](const store::UploadInfo &) { return true; });
+    auto listed = s->list_staged(f.key("cap/"), [](const store::StagedUpload &) { return true; });
     // (Not a structured binding: clang 14 cannot capture one, and CAPTURE captures.)
     for (const auto &entry : {std::pair{store::Capability::version_listing, "version_listing"},
-                              std::pair{store::Capability::multipart_listing, "multipart_listing"}}) {
+                              std::pair{store::Capability::staged_listing, "multipart_listing"}}) {
       const char *name = entry.second;
       CAPTURE(name);
       CHECK(s->support(entry.first) == (lacks(name) ? store::Support::absent : store::Support::present));
@@ -454,7 +456,7 @@ TEST_SUITE("contract") {
       CHECK_FALSE(store::is_unreachable(listed.error()));
       // Learned for the run: a second connection to the same server knows it already.
       auto again = f.open();
-      CHECK(again->support(store::Capability::multipart_listing) == store::Support::absent);
+      CHECK(again->support(store::Capability::staged_listing) == store::Support::absent);
     }
   }
 }
@@ -483,7 +485,7 @@ TEST_SUITE("s3only") {
                                })
                 .ok());
     CHECK(before == 3);
-    REQUIRE(s->remove_all(f.key("ver/k")).ok());
+    REQUIRE(s->remove_all(f.key("ver/k"), store::DeleteGuard::none).ok());
     int after = 0;
     REQUIRE(admin
                 .list_versions(f.key("ver/"),
@@ -544,36 +546,36 @@ TEST_SUITE("fileonly") {
     Fixture f;
     auto s = f.open();
     Source src("part bytes");
-    auto id = s->begin_multipart("mp/k", "text/plain", {{"lodge-record-id", "1"}});
+    auto id = s->begin_staged({"mp/k", "text/plain", {{store::meta::record, "1"}}});
     REQUIRE(id.ok());
     auto part = s->put_part("mp/k", id.value(), 1, src.body(), 0);
     REQUIRE(part.ok());
-    auto other = s->begin_multipart("mp/ok", "text/plain", {});
+    auto other = s->begin_staged({"mp/ok", "text/plain", {}});
     REQUIRE(other.ok());
     fs::path record = f.dir / ".lodge-mpu" / id.value() / "upload.json";
     std::ofstream(record, std::ios::trunc) << R"({"key": "mp/k", "content_type": 7, "initiated_ms": 1})";
-    auto done = s->complete_multipart("mp/k", id.value(), {part.value()}, 0);
+    auto done = s->complete_staged({"mp/k", "application/octet-stream", {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error().code == Errc::metadata_corrupt);
     CHECK(done.error().message.find("'content_type'") != std::string::npos);
     std::ofstream(record, std::ios::trunc) << R"({"key": ["mp/k"], "initiated_ms": "soon"})";
     std::vector<std::string> listed;
-    REQUIRE(s->list_multipart("mp/", [&](const store::UploadInfo &u) {
+    REQUIRE(s->list_staged("mp/", [&](const store::StagedUpload &u) {
                listed.push_back(u.key);
                return true;
              }).ok());
     CHECK(listed == std::vector<std::string>{"mp/ok"});
-    auto again = s->complete_multipart("mp/k", id.value(), {part.value()}, 0);
+    auto again = s->complete_staged({"mp/k", "application/octet-stream", {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().code == Errc::metadata_corrupt);
-    CHECK(s->remove_all("mp/ok").ok());
+    CHECK(s->remove_all("mp/ok", store::DeleteGuard::none).ok());
   }
 
   TEST_CASE("a part that cannot be read fails the completion instead of being taken as empty") {
     Fixture f;
     auto s = f.open();
     Source a("first part;"), b("second part");
-    auto id = s->begin_multipart("mp/read", "text/plain", {});
+    auto id = s->begin_staged({"mp/read", "text/plain", {}});
     REQUIRE(id.ok());
     auto p1 = s->put_part("mp/read", id.value(), 1, a.body(), 0);
     auto p2 = s->put_part("mp/read", id.value(), 2, b.body(), 0);
@@ -582,7 +584,8 @@ TEST_SUITE("fileonly") {
     fs::path part2 = f.dir / ".lodge-mpu" / id.value() / "part-00002";
     fs::remove(part2);
     fs::create_directory(part2);
-    auto done = s->complete_multipart("mp/read", id.value(), {p1.value(), p2.value()}, 0);
+    auto done = s->complete_staged({"mp/read", "application/octet-stream", {}}, id.value(),
+                                   {p1.value(), p2.value()}, 0);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error().code == Errc::storage_unavailable);
     CHECK(done.error().message.find("part-00002") != std::string::npos);
@@ -594,11 +597,12 @@ TEST_SUITE("fileonly") {
     auto s = f.open();
     fs::remove_all(f.dir / ".lodge-mpu");
     std::ofstream(f.dir / ".lodge-mpu") << "not a directory";
-    auto l = s->list_multipart("", [](const store::UploadInfo &) { return true; });
+    auto l = s->list_staged("", [](const store::StagedUpload &) { return true; });
     REQUIRE_FALSE(l.ok());
     CHECK(l.error().code == Errc::storage_unavailable);
     CHECK(l.error().message.find(".lodge-mpu") != std::string::npos);
-    CHECK_FALSE(s->remove_all("any/key").ok()); // a delete that cannot see uploads does not claim success
+    CHECK_FALSE(s->remove_all("any/key", store::DeleteGuard::none)
+                    .ok()); // a delete that cannot see uploads does not claim success
   }
 }
 
@@ -731,12 +735,13 @@ TEST_SUITE("auth") {
     store::StoreOptions o;
     o.endpoint = env("LODGE_TEST_AUTH_ENDPOINT");
     o.url = "s3://" + env("LODGE_TEST_AUTH_BUCKET") + "/p";
-    o.credentials = {env("LODGE_TEST_AUTH_KEY_ID"), env("LODGE_TEST_AUTH_SECRET"), "", "test"};
+    o.env = {{"AWS_ACCESS_KEY_ID", env("LODGE_TEST_AUTH_KEY_ID")},
+             {"AWS_SECRET_ACCESS_KEY", env("LODGE_TEST_AUTH_SECRET")}};
     REQUIRE(!o.endpoint.empty());
     Source src("signed");
     auto good = store::open_store(o)->put(put_req("p/plain-key.txt", src));
     REQUIRE_MESSAGE(good.ok(), (good.ok() ? "" : good.error().message));
-    o.credentials.secret_access_key = "not-the-secret";
+    o.env["AWS_SECRET_ACCESS_KEY"] = "not-the-secret";
     auto bad = store::open_store(o)->put(put_req("p/other-key.txt", src));
     REQUIRE_FALSE(bad.ok());
     CHECK(bad.error().code == Errc::access_denied);

@@ -18,8 +18,9 @@
 namespace lodge::test {
 
 struct StoreCall {
-  std::string op; // put, head, read, remove_all, list, begin_multipart, put_part,
-                  // complete_multipart, abort_multipart, list_multipart, get_small, put_small
+  std::string op; // put, head, read, remove_all, list, begin_staged, put_part,
+                  // complete_staged, abort_staged, list_staged, get_small, put_small,
+                  // mark_committed
   std::string key;
   bool ok = true;
 };
@@ -35,8 +36,10 @@ class FakeStore final : public store::ObjectStore {
     std::vector<StoreCall> calls;
     std::vector<Failure> failures;
     std::map<std::string, std::pair<store::ObjectInfo, std::string>> objects;
-    std::map<std::string, std::string> uploads; // upload id -> key
-    std::vector<store::Part> completed;         // the parts of the last complete_multipart
+    std::map<std::string, std::string> uploads;    // upload id -> key
+    std::vector<store::Part> completed;            // the parts of the last complete_staged
+    std::map<std::string, std::string> state_tags; // key -> "pending" | "committed" (tagging fakes)
+    bool tags = false;                             // behave as a store with state tags and guarded deletes
     int next_upload = 1;
     int next_tag = 0;
   };
@@ -47,6 +50,23 @@ public:
   // Another connection to the same fake server: shares objects, calls and failures.
   [[nodiscard]] std::unique_ptr<FakeStore> connection() const {
     return std::unique_ptr<FakeStore>(new FakeStore(m_state, on_put_part));
+  }
+
+  // Makes the fake tag objects as Azure does: puts tag pending, mark_committed tags
+  // committed, a pending_only delete of a committed object is PRECONDITION_FAILED.
+  void enable_state_tags() {
+    std::lock_guard lock(m_state->mutex);
+    m_state->tags = true;
+  }
+  // The object's state tag ("" when none).
+  [[nodiscard]] std::string state_tag(const std::string &key) const {
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->state_tags.find(key);
+    return it == m_state->state_tags.end() ? std::string{} : it->second;
+  }
+  void set_state_tag(const std::string &key, const std::string &tag) {
+    std::lock_guard lock(m_state->mutex);
+    m_state->state_tags[key] = tag;
   }
 
   // Runs inside put_part, before it records, outside any lock (to hold parts in flight).
@@ -119,6 +139,7 @@ public:
     info.metadata = req.metadata;
     info.sha256_hex = req.body.sha256_hex;
     m_state->objects[req.key] = {info, std::move(bytes)};
+    if (m_state->tags) m_state->state_tags[req.key] = "pending";
     record("put", req.key, true);
     return store::PutResult{info.etag, ""};
   }
@@ -146,10 +167,33 @@ public:
     return ok_status();
   }
 
-  Status remove_all(const std::string &key) override {
+  [[nodiscard]] store::Capabilities capabilities() const override {
+    std::lock_guard lock(m_state->mutex);
+    store::Capabilities c;
+    c.staged_listing = true;
+    c.state_tags = m_state->tags;
+    c.guarded_delete = m_state->tags;
+    return c;
+  }
+
+  Status mark_committed(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (!m_state->tags) return ok_status();
+    if (auto e = scripted("mark_committed", key)) return *e;
+    if (!m_state->objects.count(key)) return refuse("mark_committed", key, Errc::not_found, "no such object");
+    m_state->state_tags[key] = "committed";
+    record("mark_committed", key, true);
+    return ok_status();
+  }
+
+  Status remove_all(const std::string &key, store::DeleteGuard guard) override {
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("remove_all", key)) return *e;
+    if (m_state->tags && guard == store::DeleteGuard::pending_only && m_state->objects.count(key) &&
+        m_state->state_tags[key] != "pending")
+      return refuse("remove_all", key, Errc::precondition_failed, "the object is not tagged pending");
     m_state->objects.erase(key);
+    m_state->state_tags.erase(key);
     for (auto it = m_state->uploads.begin(); it != m_state->uploads.end();)
       it = it->second == key ? m_state->uploads.erase(it) : std::next(it);
     record("remove_all", key, true);
@@ -171,13 +215,13 @@ public:
     return ok_status();
   }
 
-  Result<std::string> begin_multipart(const std::string &key, const std::string &,
-                                      const store::Metadata &) override {
+  Result<std::string> begin_staged(const store::StagedRequest &req) override {
+    const auto &key = req.key;
     std::lock_guard lock(m_state->mutex);
-    if (auto e = scripted("begin_multipart", key)) return *e;
+    if (auto e = scripted("begin_staged", key)) return *e;
     std::string id = "upload-" + std::to_string(m_state->next_upload++);
     m_state->uploads[id] = key;
-    record("begin_multipart", key, true);
+    record("begin_staged", key, true);
     return id;
   }
 
@@ -190,38 +234,40 @@ public:
     return store::Part{number, "etag-" + std::to_string(number), b.sha256_hex};
   }
 
-  Result<store::PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
-                                              const std::vector<store::Part> &parts, int64_t) override {
+  Result<store::PutResult> complete_staged(const store::StagedRequest &req, const std::string &upload_id,
+                                           const std::vector<store::Part> &parts, int64_t) override {
+    const auto &key = req.key;
     std::lock_guard lock(m_state->mutex);
-    if (auto e = scripted("complete_multipart", key)) return *e;
+    if (auto e = scripted("complete_staged", key)) return *e;
     if (m_state->uploads.erase(upload_id) == 0)
-      return refuse("complete_multipart", key, Errc::not_found, "no such upload");
+      return refuse("complete_staged", key, Errc::not_found, "no such upload");
     if (m_state->objects.count(key))
-      return refuse("complete_multipart", key, Errc::precondition_failed, "exists");
+      return refuse("complete_staged", key, Errc::precondition_failed, "exists");
+    if (m_state->tags) m_state->state_tags[key] = "pending";
     m_state->completed = parts;
     store::ObjectInfo info;
     info.key = key;
     info.etag = "final";
     m_state->objects[key] = {info, ""};
-    record("complete_multipart", key, true);
+    record("complete_staged", key, true);
     return store::PutResult{"final", ""};
   }
 
-  Status abort_multipart(const std::string &key, const std::string &upload_id) override {
+  Status abort_staged(const std::string &key, const std::string &upload_id) override {
     std::lock_guard lock(m_state->mutex);
-    if (auto e = scripted("abort_multipart", key)) return *e;
+    if (auto e = scripted("abort_staged", key)) return *e;
     m_state->uploads.erase(upload_id);
-    record("abort_multipart", key, true);
+    record("abort_staged", key, true);
     return ok_status();
   }
 
-  Status list_multipart(const std::string &prefix,
-                        const std::function<bool(const store::UploadInfo &)> &visit) override {
-    std::vector<store::UploadInfo> found;
+  Status list_staged(const std::string &prefix,
+                     const std::function<bool(const store::StagedUpload &)> &visit) override {
+    std::vector<store::StagedUpload> found;
     {
       std::lock_guard lock(m_state->mutex);
-      if (auto e = scripted("list_multipart", prefix)) return *e;
-      record("list_multipart", prefix, true);
+      if (auto e = scripted("list_staged", prefix)) return *e;
+      record("list_staged", prefix, true);
       for (const auto &[id, key] : m_state->uploads)
         if (key.compare(0, prefix.size(), prefix) == 0) found.push_back({key, id, 0});
     }

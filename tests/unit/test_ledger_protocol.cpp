@@ -183,3 +183,16 @@ TEST_CASE("confirm says which precondition failed: a sweep holding the task, or 
   CHECK(l->mark_failed(id, "x", true, clock.t) == ledger::MarkFailedOutcome::not_uploading);
   CHECK(l->set_multipart_upload_id(id, "u", clock.t) == ledger::SetUploadIdOutcome::not_uploading);
 }
+
+TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` when its object is owed the committed tag") {
+  ledger::TaskRecord held;
+  held.id = 1;
+  held.status = ledger::TaskStatus::processing;
+  held.lease_version = 3;
+  ledger::FileRecord row;
+  row.upload_status = ledger::FileStatus::active;
+  CHECK(ledger::decide_task(held, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
+  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind == ledger::DecisionKind::tag);
+  row.is_deleted = true; // deleted by its user: the object goes, tag or not
+  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind == ledger::DecisionKind::allow);
+}

@@ -94,12 +94,12 @@ TEST_CASE("an object that is not the row's (size or stamp) is no duplicate and i
   Env e;
   auto first = e.upload();
   REQUIRE(first.outcome == ops::UploadOutcome::active);
-  e.store.set_metadata(first.object_key, "lodge-ledger", "00000000-0000-4000-8000-00000000000f");
+  e.store.set_metadata(first.object_key, store::meta::ledger, "00000000-0000-4000-8000-00000000000f");
   auto r = e.upload();
   CHECK(r.outcome == ops::UploadOutcome::failed);
   REQUIRE(r.error);
   CHECK(r.error->code == Errc::storage_error);
-  CHECK(r.error->message.find("lodge-ledger") != std::string::npos);
+  CHECK(r.error->message.find("lodgeledger") != std::string::npos);
   CHECK(e.store.removed().empty());
   CHECK_FALSE(e.l->find_file(*first.id)->is_deleted);
 }
@@ -122,8 +122,8 @@ TEST_CASE("dedup scopes through the uploader: prefix keeps a copy per prefix, ow
   // The object carries its path, percent-encoded, and its prefix.
   auto h = e.store.head(n1.object_key);
   REQUIRE(h);
-  CHECK(h->metadata.at("lodge-path") == "a.txt");
-  CHECK(h->metadata.at("lodge-prefix") == "builds/1");
+  CHECK(h->metadata.at(store::meta::path) == "a.txt");
+  CHECK(h->metadata.at(store::meta::prefix) == "builds/1");
 }
 
 TEST_CASE("relative paths: normalized, each component sanitized, never absolute or climbing") {

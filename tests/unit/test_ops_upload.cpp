@@ -96,7 +96,7 @@ TEST_CASE("an exception in a part thread fails the upload and aborts the multipa
   CHECK(r.error->code == Errc::internal);
   CHECK(r.error->message.find("part store exploded") != std::string::npos);
   auto row = l->find_file(*r.id);
-  CHECK(main_store.succeeded("abort_multipart") == std::vector<std::string>{row->object_key});
+  CHECK(main_store.succeeded("abort_staged") == std::vector<std::string>{row->object_key});
   CHECK(row->upload_status == ledger::FileStatus::upload_failed);
 }
 
@@ -106,7 +106,7 @@ TEST_CASE("a failed abort of a multipart upload is logged with its key and uploa
   // Parts fail, and so does the abort that follows: the upload id must not vanish silently.
   test::FakeStore main_store;
   main_store.fail("put_part", Error(Errc::storage_error, "PUT part: refused"));
-  main_store.fail("abort_multipart", Error(Errc::storage_unavailable, "DELETE: connection reset"));
+  main_store.fail("abort_staged", Error(Errc::storage_unavailable, "DELETE: connection reset"));
   auto s = multipart_settings(main_store, 1);
   test::write_file(dir.file("big.txt"), std::string(3000, 'y'));
   std::vector<std::string> warnings;
@@ -125,4 +125,38 @@ TEST_CASE("a failed abort of a multipart upload is logged with its key and uploa
     said = said || (w.find("upload-1") != std::string::npos && w.find(key) != std::string::npos &&
                     w.find("connection reset") != std::string::npos);
   CHECK_MESSAGE(said, "warnings: ", warnings.size());
+}
+
+TEST_CASE("on a store that tags objects, a stored upload ends tagged committed with its task settled") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  test::FakeStore store;
+  store.enable_state_tags();
+  auto s = multipart_settings(store, 1);
+  test::write_file(dir.file("small.txt"), "tagged bytes");
+  ops::Uploader up(*l, store, s, util::system_clock());
+  auto r = up.upload(dir.file("small.txt"));
+  REQUIRE(r.outcome == ops::UploadOutcome::active);
+  auto row = l->find_file(*r.id);
+  CHECK(store.state_tag(row->object_key) == "committed");
+  CHECK(l->find_task_for(*r.id)->status == ledger::TaskStatus::ignored);
+}
+
+TEST_CASE("a failed committed tag never fails the upload: the task stays due so a sweep tags it") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  test::FakeStore store;
+  store.enable_state_tags();
+  store.fail("mark_committed", Error(Errc::storage_unavailable, "PUT ?comp=tags: connection reset"));
+  auto s = multipart_settings(store, 1);
+  test::write_file(dir.file("big.txt"), std::string(3000, 'z')); // staged: 3 parts
+  ops::Uploader up(*l, store, s, util::system_clock());
+  auto r = up.upload(dir.file("big.txt"));
+  REQUIRE(r.outcome == ops::UploadOutcome::active);
+  auto row = l->find_file(*r.id);
+  CHECK(row->upload_status == ledger::FileStatus::active);
+  CHECK(store.state_tag(row->object_key) == "pending");
+  auto task = l->find_task_for(*r.id);
+  CHECK(task->status == ledger::TaskStatus::pending);
+  CHECK(task->next_retry_at > row->upload_deadline_at); // due at deadline + grace
 }

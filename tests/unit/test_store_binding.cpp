@@ -60,3 +60,24 @@ TEST_CASE("file bindings: the directory's absolute path, symlinks and relative s
   CHECK(test::throws_errc([] { (void)store::canonical_binding("ftp://x", ""); }, Errc::config_invalid,
                           "ftp://x"));
 }
+
+TEST_CASE("the stamp names of objects written before the rename are read as today's") {
+  store::Metadata m{{"lodge-record-id", "7"}, {"lodge-sha256", "ab"}, {"lodge-ledger", "u"},
+                    {"lodge-owner", "o"},     {"lodge-path", "a%20b"}, {"lodge-prefix", "p"},
+                    {"other", "kept"}};
+  store::adopt_legacy_metadata(m);
+  CHECK(m == store::Metadata{{store::meta::record, "7"}, {store::meta::sha256, "ab"}, {store::meta::ledger, "u"},
+                             {store::meta::owner, "o"},  {store::meta::path, "a%20b"}, {store::meta::prefix, "p"},
+                             {"other", "kept"}});
+  store::Metadata both{{"lodge-record-id", "1"}, {store::meta::record, "2"}};
+  store::adopt_legacy_metadata(both);
+  CHECK(both == store::Metadata{{store::meta::record, "2"}}); // today's name wins
+}
+
+TEST_CASE("every scheme's URL is checked by its own backend; an unknown one names the forms") {
+  CHECK_NOTHROW(store::check_store_url("s3://bucket/p"));
+  CHECK_NOTHROW(store::check_store_url("file:///srv/x"));
+  CHECK_THROWS_WITH_AS(store::check_store_url("gs://b/p"), doctest::Contains("s3://bucket/prefix"), LodgeError);
+  CHECK_THROWS_WITH_AS(store::check_store_url("s3://B/p"), doctest::Contains("invalid bucket name"), LodgeError);
+  CHECK_THROWS_WITH_AS(store::check_store_url("file://rel"), doctest::Contains("absolute path"), LodgeError);
+}

@@ -73,7 +73,11 @@ struct ReserveResult {
 };
 
 // What a cleanup worker may do with its task, decided in a transaction under its lease.
-enum class TaskDecision { allowed, ignored, postponed, lease_lost };
+// tag: the row is alive and ACTIVE on a store that tags objects committed: the worker
+// tags the object, then ignore_task (the task stays PROCESSING under its lease meanwhile).
+enum class TaskDecision { allowed, ignored, postponed, lease_lost, tag };
+
+enum class SettleOutcome { settled, not_pending }; // not_pending: the row or the task moved on
 
 // verify_scheduled: the delete succeeded but the task owes one more pass (its upload
 // failed ambiguously or by deadline): it is PENDING again, due at the time given.
@@ -161,8 +165,14 @@ public:
   // UPLOADING -> ACTIVE and its task -> IGNORED, together; nothing changed when the row
   // (row_not_uploading) or the task (task_held) is no longer where an upload in progress
   // leaves them.
+  // With CommitTag::owed the task stays PENDING (its due time unchanged): settle ends it
+  // once the object is tagged committed.
   [[nodiscard]] virtual ConfirmOutcome confirm(int64_t id, const std::string &etag,
-                                               const std::string &version_id, int64_t now) = 0;
+                                               const std::string &version_id, int64_t now,
+                                               CommitTag tag = CommitTag::none) = 0;
+  // After the object of a confirmed row was tagged committed: its task (PENDING or RETRY,
+  // not held by a worker) becomes IGNORED, if the row is still alive and ACTIVE.
+  [[nodiscard]] virtual SettleOutcome settle(int64_t record_id, int64_t now) = 0;
   // UPLOADING -> UPLOAD_FAILED (+ deleted); when run_now, the task becomes due at once.
   // not_uploading when the row was not UPLOADING any more.
   [[nodiscard]] virtual MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
@@ -188,7 +198,12 @@ public:
   // same run). An overdue UPLOADING row is failed right here, as repair_row would, and
   // the task owes a verify pass; it is postponed to deadline + grace when that is still
   // ahead, allowed otherwise. A dead row: allowed. An alive ACTIVE row: ignored.
-  [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) = 0;
+  // With CommitTag::owed an alive ACTIVE row's task is `tag`, not ignored.
+  [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
+                                            CommitTag tag = CommitTag::none) = 0;
+  // The task (still ours: PROCESSING, the same lease_version) becomes IGNORED: after a `tag`
+  // decision's tag was set, or when the store refused a guarded delete. success or lease_lost.
+  [[nodiscard]] virtual TaskFinish ignore_task(const TaskRecord &t, int64_t now) = 0;
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
   // Failed: RETRY (or FAILED past max_retries) due at next_retry_at. Succeeded: SUCCESS,
   // or, when the task owes a verify pass, PENDING again due at next_retry_at.

@@ -32,11 +32,18 @@ struct ObjectKeyParts {
 // cannot be told apart), what follows it, non-empty, the relative path.
 [[nodiscard]] std::optional<ObjectKeyParts> parse_object_key(std::string_view root, std::string_view key);
 
+// Whether the store tags an ACTIVE row's object committed after confirm (Azure, S3 with
+// tag_state). Then the row's task outlives the confirm until the tag is set (settle, or a
+// sweep's `tag` decision): a crash in between leaves a task to finish it, never an ACTIVE
+// object still tagged pending for a lifecycle rule to expire.
+enum class CommitTag { none, owed };
+
 // What a cleanup worker's task comes to, decided on the task as read under the lock and
 // its row (file_upload row first, then the task: the lock order).
 enum class DecisionKind {
   lease_lost,                 // the task is not ours any more: change nothing
   ignore,                     // the row is alive and ACTIVE: the task becomes IGNORED
+  tag,                        // alive and ACTIVE, its object owed the committed tag: the worker tags it
   allow,                      // the row is dead: delete the object
   postpone,                   // the row is UPLOADING and may still be confirmed: PENDING at `due`
   fail_overdue_then_postpone, // overdue: fail the row (as repair would), PENDING at `due`, a verify pass owed
@@ -54,9 +61,11 @@ struct Decision {
 // overdue: postponed to deadline + grace (never due again within this run). An overdue
 // UPLOADING row is failed right here, as repair_row would, and the task owes a verify
 // pass; postponed to deadline + grace when that is still ahead, allowed otherwise. A dead
-// row (or none): allowed. An alive ACTIVE row: ignored.
+// row (or none): allowed. An alive ACTIVE row: ignored, or `tag` when its object is owed
+// the committed tag (CommitTag::owed).
 [[nodiscard]] Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
-                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms);
+                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms,
+                                   CommitTag tag = CommitTag::none);
 
 // A failed attempt of a task that has already failed retry_count times: FAILED (a dead
 // letter) rather than RETRY when this attempt makes more than max_retries failures.

@@ -89,6 +89,8 @@ public:
 private:
   // Fills r as it goes (upload() reports what it holds if this throws).
   FileResult upload_unguarded(const InputFile &file, FileResult &r);
+  // After confirm on a store that tags objects: tag committed, then settle the task.
+  void commit_tag(const ledger::FileRecord &rec);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                     int64_t steady_deadline);

@@ -1,20 +1,38 @@
 #pragma once
-// The object store as the pipeline sees it: keys, bodies, digests, metadata and typed
-// errors; nothing S3-specific leaks out. Backends: S3 (s3://bucket/prefix) and a local
-// directory (file:///dir) with the same contract.
+// The object store as the pipeline sees it: keys, bodies, digests, metadata, staged
+// uploads, state tags, capabilities and typed errors; nothing of one backend leaks out.
+// Backends, chosen by URL scheme through one registry (src/store/registry.cpp): S3
+// (s3://bucket/prefix), Azure Blob Storage (az://container/prefix) and a local directory
+// (file:///dir), each with the same contract (tests/store).
 
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
-#include <lodge/s3/signer.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace lodge::store {
 
 using Metadata = std::map<std::string, std::string>; // lowercase names
+
+// lodge's stamp on every object it writes. The names are valid on every backend (Azure
+// metadata names are C# identifiers: no '-'). S3 and file:// also read the names lodge
+// wrote before (lodge-record-id, lodge-sha256, ...) and report them under these.
+namespace meta {
+inline constexpr const char *record = "lodgerecord"; // the record id, decimal
+inline constexpr const char *sha256 = "lodgesha256"; // the content's SHA-256, hex
+inline constexpr const char *ledger = "lodgeledger"; // the ledger's uuid
+inline constexpr const char *owner = "lodgeowner";
+inline constexpr const char *path = "lodgepath";     // the relative path, percent-encoded
+inline constexpr const char *prefix = "lodgeprefix"; // the run prefix, when there is one
+} // namespace meta
+
+// Renames the old hyphenated stamp names of `m` to the ones above (a new name already
+// present wins). For backends that may hold objects written before the rename.
+void adopt_legacy_metadata(Metadata &m);
 
 // A byte range of an open file, to be sent as an object or a part.
 struct Body {
@@ -55,9 +73,19 @@ struct SmallObject {
   std::string tag; // an ETag (S3) or the content's SHA-256 (file://)
 };
 
-struct UploadInfo {
+// A staged (multi-part) upload: parts sent separately, then committed as one object.
+// S3: an upload id and parts; Azure: block ids and a block list; file://: parts in a temp
+// dir. The handle names it; the ledger stores the handle before the first part is sent.
+struct StagedRequest {
   std::string key;
-  std::string upload_id;
+  std::string content_type;
+  Metadata metadata;
+};
+
+// An incomplete staged upload, as a listing shows it.
+struct StagedUpload {
+  std::string key;
+  std::string handle;
   int64_t initiated_ms = 0;
 };
 
@@ -68,8 +96,29 @@ struct Part {
 };
 
 // Optional abilities of a store's server, learned from its answers during a run.
-enum class Capability { version_listing, multipart_listing };
+enum class Capability { version_listing, staged_listing };
 enum class Support { unknown, present, absent };
+
+// What a backend can do, known without asking its server.
+struct Capabilities {
+  bool versions = false;       // it may keep old versions (remove_all clears them)
+  bool staged_listing = false; // it can list incomplete staged uploads
+  bool guarded_delete = false; // remove_all(key, pending_only) is enforced by the server itself
+  bool state_tags = false;     // puts tag objects pending; mark_committed tags them committed
+  bool presign = false;        // presign_get can make a URL
+};
+
+// remove_all's guard: pending_only refuses (PRECONDITION_FAILED, nothing deleted) when the
+// object is tagged committed. Stores without state tags ignore it.
+enum class DeleteGuard { none, pending_only };
+
+// The backstop rule that deletes what sweep missed, in the store's own format.
+struct LifecycleRule {
+  std::string format;     // "s3-lifecycle-xml" or "azure-management-policy-json"
+  std::string document;   // the rule (S3: the whole bucket configuration, others' rules kept)
+  std::string apply_hint; // how to install it where lodge cannot
+  bool can_apply = false; // apply_lifecycle can install it
+};
 
 class ObjectStore {
 public:
@@ -87,21 +136,21 @@ public:
   virtual Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) = 0;
   // Writes the object's bytes to fd.
   Status get(const std::string &key, int fd);
-  // Removes every version, delete marker and incomplete multipart upload of the key.
-  // A missing key is success.
-  virtual Status remove_all(const std::string &key) = 0;
+  // Removes every version, delete marker and incomplete staged upload of the key. A
+  // missing key is success. With DeleteGuard::pending_only, an object tagged committed is
+  // not deleted: PRECONDITION_FAILED.
+  virtual Status remove_all(const std::string &key, DeleteGuard guard) = 0;
   // Visits objects under prefix in ascending byte order of key; visit returns false to stop.
   virtual Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) = 0;
 
-  virtual Result<std::string> begin_multipart(const std::string &key, const std::string &content_type,
-                                              const Metadata &metadata) = 0;
-  virtual Result<Part> put_part(const std::string &key, const std::string &upload_id, int number,
+  // The handle of a new staged upload (which may be made without a request).
+  virtual Result<std::string> begin_staged(const StagedRequest &req) = 0;
+  virtual Result<Part> put_part(const std::string &key, const std::string &handle, int number,
                                 const Body &body, int64_t deadline_steady_ms) = 0;
-  // Create-only, like put().
-  virtual Result<PutResult> complete_multipart(const std::string &key, const std::string &upload_id,
-                                               const std::vector<Part> &parts,
-                                               int64_t deadline_steady_ms) = 0;
-  virtual Status abort_multipart(const std::string &key, const std::string &upload_id) = 0;
+  // Create-only, like put(); `req` is the one begin_staged was given.
+  virtual Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
+                                            const std::vector<Part> &parts, int64_t deadline_steady_ms) = 0;
+  virtual Status abort_staged(const std::string &key, const std::string &handle) = 0;
   // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
   // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
   // `if_tag` (S3: If-Match), or creates it only if missing when `if_tag` is empty (S3:
@@ -110,38 +159,73 @@ public:
   virtual Result<SmallObject> get_small(const std::string &key) = 0;
   virtual Result<std::string> put_small(const std::string &key, const std::string &bytes,
                                         const std::string &if_tag) = 0;
-  // UNSUPPORTED when the server cannot list incomplete uploads (callers do without).
-  virtual Status list_multipart(const std::string &prefix,
-                                const std::function<bool(const UploadInfo &)> &visit) = 0;
+  // UNSUPPORTED when the server cannot list incomplete staged uploads (callers do without).
+  virtual Status list_staged(const std::string &prefix,
+                             const std::function<bool(const StagedUpload &)> &visit) = 0;
   // A URL that lets whoever holds it GET the object until `expires_s` seconds from now,
   // without credentials. UNSUPPORTED for a store that cannot sign one (file://).
   virtual Result<std::string> presign_get(const std::string &key, int64_t expires_s);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
+  [[nodiscard]] virtual Capabilities capabilities() const = 0;
+  // After the object's row became ACTIVE: its state tag becomes committed. Success without
+  // a request on a store that does not tag.
+  virtual Status mark_committed(const std::string &key) = 0;
+  // The backstop rule expiring pending objects (and abandoned staged uploads) under the
+  // store's root after `days` days. UNSUPPORTED where there is no such thing (file://).
+  virtual Result<LifecycleRule> lifecycle_rule(int days);
+  // Installs a rule lifecycle_rule made. UNSUPPORTED where lodge cannot (rule.apply_hint
+  // says how).
+  virtual Status apply_lifecycle(const LifecycleRule &rule);
 };
 
 struct StoreOptions {
-  std::string url; // s3://bucket/prefix or file:///dir
-  std::string endpoint;
-  std::string region = "us-east-1";
-  s3::Credentials credentials;
+  std::string url;                  // s3://bucket/prefix, az://container/prefix or file:///dir
+  std::string endpoint;             // S3: the S3 endpoint; Azure: the blob endpoint ("" for the cloud's own)
+  std::string region = "us-east-1"; // S3
+  std::map<std::string, std::string> env; // where a backend finds its credentials
+  std::string credentials_file;           // S3: the shared credentials file
+  std::string profile;                    // S3: its profile
   std::string ca_bundle;
   bool verify_tls = true;
   int64_t connect_timeout_ms = 10'000;
   int64_t low_speed_time_s = 30;
   int max_attempts = 4;
+  bool tag_state = false; // S3: tag objects lodge-state=pending/committed (Azure always tags)
 };
 
-// Opens the store the URL names, wrapped so the store.* failpoints apply. Throws
-// LodgeError(CONFIG_INVALID) on a bad URL.
+// What `lodge config` shows of the credentials a store would use, never the secrets.
+struct CredentialView {
+  std::string source;   // "environment", "shared credentials file (profile ci)", ...
+  std::string identity; // shortened: "AKIA...WXYZ", an account name
+  bool has_token = false;
+  std::string error; // when none could be found: why
+};
+
+// A store location resolved once for the process: its URL parsed, its credentials found.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  // A new connection (one per worker), wrapped so the store.* failpoints apply. Throws
+  // LodgeError when the credentials could not be resolved.
+  [[nodiscard]] virtual std::unique_ptr<ObjectStore> connect() = 0;
+  // nullopt for a store that needs no credentials.
+  [[nodiscard]] virtual std::optional<CredentialView> credentials() const = 0;
+};
+
+// The backend the URL's scheme names. Throws LodgeError(CONFIG_INVALID) on a bad URL.
+[[nodiscard]] std::shared_ptr<Backend> open_backend(const StoreOptions &opts);
+
+// open_backend(opts)->connect(): for one connection.
 [[nodiscard]] std::unique_ptr<ObjectStore> open_store(const StoreOptions &opts);
+
+// Throws LodgeError(CONFIG_INVALID) naming the URL and the reason when it names no store
+// or one a server would rewrite ('.', '..', percent-encoding, doubled '/').
+void check_store_url(const std::string &url);
 
 // Whether a failure means the store was never reached (no HTTP answer at all) or refused
 // our credentials — what, met by a whole run, makes lodge exit 4.
 [[nodiscard]] bool is_unreachable(const Error &e);
-
-// Whether a URL names an S3 store (and so needs credentials).
-[[nodiscard]] bool is_s3_url(const std::string &url);
 
 // The directory of a file:// store URL ("" for any other URL): walks skip it.
 [[nodiscard]] std::string file_store_root(const std::string &url);
@@ -149,12 +233,14 @@ struct StoreOptions {
 // The store a ledger serves, canonicalized so that two spellings of one place compare
 // equal: s3://b/archive, s3://b/archive/ and s3://b//archive; file://./x and file:///abs/x.
 struct Binding {
-  std::string scheme;   // "s3" or "file"
+  std::string scheme;   // "s3", "az" or "file"
   std::string endpoint; // s3: the endpoint URL (scheme and host lowercased, no default
-                        // port, no trailing '/'), "aws" for AWS's own; file: ""
-  std::string location; // s3: the bucket; file: the directory's absolute path, symlinks resolved
-  std::string root;     // s3: the prefix, no leading, trailing or doubled '/' ("" at the
-                        // bucket root); file: ""
+                        // port, no trailing '/'), "aws" for AWS's own; az: the blob
+                        // endpoint URL, likewise; file: ""
+  std::string location; // s3: the bucket; az: the container; file: the directory's absolute
+                        // path, symlinks resolved
+  std::string root;     // s3, az: the prefix, no leading, trailing or doubled '/' ("" at
+                        // the root); file: ""
   bool operator==(const Binding &) const = default;
 };
 

@@ -1,0 +1,141 @@
+// The committed tag on a store that tags objects (Azure; S3 with tag_state): the task of a
+// confirmed row outlives the confirm until its object is tagged committed, and a failed
+// upload's delete is guarded. Part of the ledger contract (every backend), through the
+// cleanup path (ops/cleanup) and the recording fake store.
+#include "../unit/fake_store.hpp"
+#include "support.hpp"
+
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/cleanup.hpp>
+
+using namespace lodge;
+
+namespace {
+struct Env : test::LedgerFixture {
+  test::FakeStore store;
+  ops::CleanupSettings cs{1000, 100, 1000};
+  Env() { store.enable_state_tags(); }
+  // An object at the row's key, as its upload left it (tagged pending).
+  void place(const ledger::FileRecord &r) {
+    store::PutRequest req;
+    req.key = r.object_key;
+    REQUIRE(store.put(req).ok());
+  }
+  // Claims the row's task at its due time.
+  ledger::TaskRecord claim_at_due(int64_t record_id) {
+    auto t = task_of(record_id);
+    clock.t = std::max(clock.t.load(), t.next_retry_at);
+    auto c = l->claim_task(t.id, clock.t, "w", 60'000);
+    REQUIRE(c.has_value());
+    return *c;
+  }
+};
+} // namespace
+
+TEST_SUITE_BEGIN("contract");
+
+TEST_CASE("confirm owing the committed tag keeps the task pending; settle ends it") {
+  Env e;
+  auto a = e.reserve("a");
+  auto due = e.task_of(a.id).next_retry_at;
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  CHECK(e.row(a.id).upload_status == ledger::FileStatus::active);
+  auto t = e.task_of(a.id);
+  CHECK(t.status == ledger::TaskStatus::pending);
+  CHECK(t.next_retry_at == due); // still due at deadline + grace: a sweep finishes the tag
+  CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::settled);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::ignored);
+  CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::not_pending); // once
+}
+
+TEST_CASE("settle leaves the task of a row deleted after its confirm: the delete needs it") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
+  CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::not_pending);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::pending);
+}
+
+TEST_CASE("settle does not touch a task a sweep holds") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  auto held = e.claim_at_due(a.id);
+  CHECK(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::not_pending);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::processing);
+  CHECK(e.task_of(a.id).lease_version == held.lease_version);
+}
+
+TEST_CASE("a sweep tags an ACTIVE row's object committed when its upload could not, then ignores the task") {
+  Env e;
+  auto a = e.reserve("a");
+  e.place(a);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  // The upload's own tagging failed (or its process died): the task is still due.
+  auto t = e.claim_at_due(a.id);
+  e.store.fail("mark_committed", Error(Errc::storage_unavailable, "PUT ?comp=tags: reset"), 1);
+  auto first = ops::run_claimed_task(*e.l, e.store, t, e.cs, e.clock);
+  CHECK(first.outcome == ops::CleanupOutcome::retried);
+  CHECK(e.store.state_tag(a.object_key) == "pending");
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::retry);
+  auto again = e.claim_at_due(a.id);
+  auto second = ops::run_claimed_task(*e.l, e.store, again, e.cs, e.clock);
+  CHECK(second.outcome == ops::CleanupOutcome::ignored);
+  CHECK(e.store.state_tag(a.object_key) == "committed");
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::ignored);
+  CHECK(e.store.removed().empty()); // never a delete of an ACTIVE row's object
+  CHECK(e.row(a.id).upload_status == ledger::FileStatus::active);
+}
+
+TEST_CASE("a stale lease can neither tag-and-ignore nor ignore a task") {
+  Env e;
+  auto a = e.reserve("a");
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  auto t = e.claim_at_due(a.id);
+  CHECK(e.l->decide(t, e.now(), 1'000, ledger::CommitTag::owed) == ledger::TaskDecision::tag);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::processing); // held meanwhile
+  // Another worker takes the task over once the lease expires.
+  e.clock.t += 61'000;
+  auto newer = e.l->claim_task(t.id, e.now(), "w2", 60'000);
+  REQUIRE(newer.has_value());
+  CHECK(e.l->ignore_task(t, e.now()) == ledger::TaskFinish::lease_lost);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::processing);
+  CHECK(e.l->ignore_task(*newer, e.now()) == ledger::TaskFinish::success);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::ignored);
+}
+
+TEST_CASE("a failed upload's pending object is deleted; one tagged committed is refused and kept") {
+  Env e;
+  auto pending = e.reserve("p");
+  e.place(pending);
+  REQUIRE(e.l->mark_failed(pending.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
+  auto t = e.claim_at_due(pending.id);
+  CHECK(ops::run_claimed_task(*e.l, e.store, t, e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK_FALSE(e.store.has(pending.object_key));
+
+  auto committed = e.reserve("c");
+  e.place(committed);
+  e.store.set_state_tag(committed.object_key, "committed"); // not the failed upload's own object
+  REQUIRE(e.l->mark_failed(committed.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
+  auto tc = e.claim_at_due(committed.id);
+  auto r = ops::run_claimed_task(*e.l, e.store, tc, e.cs, e.clock);
+  CHECK(r.outcome == ops::CleanupOutcome::ignored);
+  CHECK(e.store.has(committed.object_key));
+  CHECK(e.task_of(committed.id).status == ledger::TaskStatus::ignored);
+}
+
+TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the guard") {
+  Env e;
+  auto a = e.reserve("a");
+  e.place(a);
+  REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) == test::confirm_outcome::confirmed);
+  REQUIRE(e.store.mark_committed(a.object_key).ok());
+  REQUIRE(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::settled);
+  REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
+  auto t = e.claim_at_due(a.id);
+  CHECK(ops::run_claimed_task(*e.l, e.store, t, e.cs, e.clock).outcome == ops::CleanupOutcome::deleted);
+  CHECK_FALSE(e.store.has(a.object_key));
+}
+
+TEST_SUITE_END();
