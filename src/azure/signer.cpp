@@ -9,7 +9,7 @@ namespace lodge::azure {
 
 namespace {
 std::tm utc(int64_t epoch_ms) {
-  std::time_t t = static_cast<std::time_t>(epoch_ms / 1000);
+  auto t = static_cast<std::time_t>(epoch_ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   return tm;
