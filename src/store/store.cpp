@@ -166,7 +166,7 @@ std::string canonical_endpoint_url(std::string e) {
 }
 
 const Scheme *scheme_for(const std::string &url) {
-  static const std::array<const Scheme *, 2> k_schemes{&s3_scheme(), &file_scheme()};
+  static const std::array<const Scheme *, 3> k_schemes{&s3_scheme(), &az_scheme(), &file_scheme()};
   for (const Scheme *sc : k_schemes)
     if (url.rfind(std::string(sc->name) + "://", 0) == 0) return sc;
   return nullptr;

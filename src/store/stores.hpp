@@ -26,6 +26,7 @@ struct Scheme {
 // The backends' entries (each in its own file).
 [[nodiscard]] const Scheme &s3_scheme();
 [[nodiscard]] const Scheme &file_scheme();
+[[nodiscard]] const Scheme &az_scheme();
 
 // Wraps a connection so the store.* failpoints apply; every Backend::connect uses it.
 std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner);

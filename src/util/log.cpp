@@ -38,11 +38,14 @@ std::string redact(std::string_view line) {
   static const std::regex k_query(R"(((?:X-Amz-Signature|X-Amz-Security-Token|X-Amz-Credential)=)[^&\s]*)",
                                   std::regex::icase);
   static const std::regex k_sig(R"((Signature=)[0-9a-fA-F]{16,})");
+  // An Azure SAS token's signature (a query parameter named sig).
+  static const std::regex k_sas(R"(((?:^|[?&\s])sig=)[^&\s]*)");
   std::string s(line);
   s = std::regex_replace(s, k_auth, "$1[REDACTED]");
   s = std::regex_replace(s, k_token_header, "$1[REDACTED]");
   s = std::regex_replace(s, k_query, "$1[REDACTED]");
   s = std::regex_replace(s, k_sig, "$1[REDACTED]");
+  s = std::regex_replace(s, k_sas, "$1[REDACTED]");
   return s;
 }
 

@@ -1,6 +1,8 @@
 // The object-store contract, run against whichever store the environment names:
 //   LODGE_TEST_STORE=file                       a fresh directory per test
 //   LODGE_TEST_STORE=s3 LODGE_TEST_S3_ENDPOINT=  a fresh bucket per test on that endpoint
+//   LODGE_TEST_STORE=az LODGE_TEST_AZ_ENDPOINT=  a fresh container per test on that blob
+//     endpoint (Azurite's http://127.0.0.1:PORT/devstoreaccount1, its well-known key)
 //     (keys LODGE_TEST_S3_KEY_ID / LODGE_TEST_S3_SECRET, default "testing")
 // Fault cases (suite "faults") need LODGE_TEST_PROXY_ENDPOINT, _RULES and _LOG (the
 // fault-injecting proxy in tests/harness); suite "auth" needs LODGE_TEST_AUTH_*.
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <lodge/azure/client.hpp>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/s3/client.hpp>
@@ -40,6 +43,10 @@ std::string env(const char *k) {
 
 bool is_s3() {
   return env("LODGE_TEST_STORE") == "s3";
+}
+
+bool is_az() {
+  return env("LODGE_TEST_STORE") == "az";
 }
 
 // Whether the server under test is declared to lack a capability.
@@ -122,8 +129,16 @@ struct Fixture {
       opts.env = {{"AWS_ACCESS_KEY_ID", c.access_key_id}, {"AWS_SECRET_ACCESS_KEY", c.secret_access_key}};
       auto made = admin().create_bucket();
       REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
+    } else if (is_az()) {
+      bucket = "t-" + crypto::random_uuid().substr(0, 18);
+      opts.url = "az://" + bucket + "/pre";
+      opts.endpoint = env("LODGE_TEST_AZ_ENDPOINT");
+      REQUIRE_MESSAGE(!opts.endpoint.empty(), "LODGE_TEST_AZ_ENDPOINT must be set");
+      opts.env = {{"AZURE_STORAGE_ACCOUNT", azure::k_dev_account}, {"AZURE_STORAGE_KEY", azure::k_dev_key}};
+      auto made = az_admin().create_container();
+      REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
     } else {
-      REQUIRE_MESSAGE(env("LODGE_TEST_STORE") == "file", "set LODGE_TEST_STORE=file or s3");
+      REQUIRE_MESSAGE(env("LODGE_TEST_STORE") == "file", "set LODGE_TEST_STORE=file, s3 or az");
       char tmpl[] = "/tmp/lodge-store-XXXXXX";
       REQUIRE(::mkdtemp(tmpl) != nullptr);
       dir = tmpl;
@@ -131,6 +146,7 @@ struct Fixture {
     }
   }
   ~Fixture() {
+    if (is_az()) (void)az_admin().delete_container();
     if (!dir.empty()) {
       std::error_code ec;
       fs::remove_all(dir, ec);
@@ -144,7 +160,14 @@ struct Fixture {
     c.credentials = test_creds();
     return s3::Client(c, http::make_curl_transport({}), util::system_clock());
   }
-  [[nodiscard]] std::string key(const std::string &k) const { return (is_s3() ? "pre/" : "") + k; }
+  // The container's own client, for set-up and for looking behind the store.
+  [[nodiscard]] azure::Client az_admin() const {
+    azure::ClientConfig c;
+    c.account = azure::resolve_account(opts.env, opts.endpoint).value();
+    c.container = bucket;
+    return azure::Client(c, http::make_curl_transport({}), util::system_clock());
+  }
+  [[nodiscard]] std::string key(const std::string &k) const { return (is_s3() || is_az() ? "pre/" : "") + k; }
 };
 
 std::string get_all(store::ObjectStore &s, const std::string &key) {
@@ -417,6 +440,10 @@ TEST_SUITE("contract") {
     REQUIRE(id.ok());
     auto other = s->begin_staged({f.key("mp2/k2"), "application/octet-stream", {}});
     REQUIRE(other.ok());
+    // A staged upload exists on every backend once a part is sent (Azure has none before).
+    Source part("one part");
+    REQUIRE(s->put_part(f.key("mp2/k"), id.value(), 1, part.body(), 0).ok());
+    REQUIRE(s->put_part(f.key("mp2/k2"), other.value(), 1, part.body(), 0).ok());
     REQUIRE(s->remove_all(f.key("mp2/k"), store::DeleteGuard::none).ok());
     if (lacks("multipart_listing")) { // declared: nothing can find the uploads to abort
       CHECK(s->support(store::Capability::staged_listing) == store::Support::absent);
@@ -748,5 +775,206 @@ TEST_SUITE("auth") {
     CHECK(bad.error().details.http_status == 403);
     CHECK(bad.error().details.s3_code == "SignatureDoesNotMatch");
     CHECK(bad.error().message.find("not-the-secret") == std::string::npos);
+  }
+}
+
+// Azure alone: what the write-up measured against Azurite, through the store and, where the
+// store's answer is not enough, the container's own client looking behind it.
+TEST_SUITE("azonly") {
+  TEST_CASE("a conflicting create answers 409 BlobAlreadyExists or 412, and is PRECONDITION_FAILED") {
+    Fixture f;
+    auto s = f.open();
+    Source a("first"), b("second");
+    REQUIRE(s->put(put_req(f.key("exists"), a)).ok());
+    auto again = s->put(put_req(f.key("exists"), b));
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().code == Errc::precondition_failed);
+    const long status = again.error().details.http_status;
+    CHECK((status == 409 || status == 412));
+    CHECK((again.error().details.s3_code == "BlobAlreadyExists" ||
+           again.error().details.s3_code == "ConditionNotMet"));
+    CHECK(get_all(*s, f.key("exists")) == "first");
+  }
+
+  TEST_CASE("five concurrent conditional creates: 1 winner, 4 PRECONDITION_FAILED, 1 blob") {
+    Fixture f;
+    std::vector<std::unique_ptr<Source>> sources;
+    for (int i = 0; i < 5; ++i)
+      sources.push_back(std::make_unique<Source>("writer " + std::to_string(i)));
+    std::atomic<int> ok{0}, pre{0};
+    ThreadFailures failures;
+    {
+      std::vector<std::jthread> ts;
+      for (int i = 0; i < 5; ++i) {
+        ts.emplace_back([&, i] {
+          failures.guard([&] {
+            auto s = f.open();
+            auto r = s->put(put_req(f.key("g/race"), *sources[static_cast<size_t>(i)]));
+            if (r.ok())
+              ++ok;
+            else if (r.error().code == Errc::precondition_failed)
+              ++pre;
+            else
+              failures.add("writer " + std::to_string(i) + ": " + r.error().message);
+          });
+        });
+      }
+    }
+    CHECK_MESSAGE(failures.empty(), failures.text());
+    CHECK(ok == 1);
+    CHECK(pre == 4);
+    int blobs = 0;
+    REQUIRE(f.az_admin()
+                .list_blobs(f.key("g/"), azure::Include::uncommitted | azure::Include::versions,
+                            [&](const azure::ListedBlob &) {
+                              ++blobs;
+                              return true;
+                            })
+                .ok());
+    CHECK(blobs == 1);
+  }
+
+  TEST_CASE("guarded delete: a pending blob is deleted, a committed one is PRECONDITION_FAILED and stays") {
+    Fixture f;
+    auto s = f.open();
+    Source a("pending"), b("committed");
+    REQUIRE(s->put(put_req(f.key("j/pending"), a)).ok());
+    REQUIRE(s->put(put_req(f.key("j/committed"), b)).ok());
+    REQUIRE(s->mark_committed(f.key("j/committed")).ok());
+    CHECK(s->remove_all(f.key("j/pending"), store::DeleteGuard::pending_only).ok());
+    CHECK(s->head(f.key("j/pending")).error().code == Errc::not_found);
+    auto refused = s->remove_all(f.key("j/committed"), store::DeleteGuard::pending_only);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == Errc::precondition_failed);
+    CHECK(refused.error().details.http_status == 412);
+    CHECK(get_all(*s, f.key("j/committed")) == "committed");
+    // Unguarded (a user-deleted ACTIVE row's object), it goes.
+    CHECK(s->remove_all(f.key("j/committed"), store::DeleteGuard::none).ok());
+    CHECK(s->head(f.key("j/committed")).error().code == Errc::not_found);
+  }
+
+  TEST_CASE(
+      "a losing or abandoned staged upload leaves no uncommitted blocks after abort_staged / remove_all") {
+    Fixture f;
+    auto s = f.open();
+    auto admin = f.az_admin();
+    std::vector<std::unique_ptr<Source>> parts;
+    for (int i = 0; i < 3; ++i)
+      parts.push_back(std::make_unique<Source>("block " + std::to_string(i)));
+    auto stage = [&](const std::string &key) {
+      auto h = s->begin_staged({key, "application/octet-stream", {}});
+      REQUIRE(h.ok());
+      std::vector<store::Part> sent;
+      for (int i = 0; i < 3; ++i) {
+        auto p = s->put_part(key, h.value(), i + 1, parts[static_cast<size_t>(i)]->body(), 0);
+        REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+        sent.push_back(p.value());
+      }
+      auto blocks = admin.get_block_list(key, azure::BlockListType::uncommitted);
+      REQUIRE(blocks.ok());
+      CHECK(blocks->uncommitted.size() == 3);
+      return std::make_pair(h.value(), sent);
+    };
+    auto gone = [&](const std::string &key) {
+      auto blocks = admin.get_block_list(key, azure::BlockListType::all);
+      if (blocks.ok()) {
+        CHECK(blocks->uncommitted.empty());
+        CHECK(blocks->committed.empty());
+      } else {
+        CHECK(blocks.error().code == Errc::not_found);
+      }
+      CHECK(s->head(key).error().code == Errc::not_found);
+    };
+    // Abandoned: abort_staged clears it, and list_staged saw it before.
+    auto abandoned = stage(f.key("k/abandoned"));
+    std::vector<std::string> listed;
+    REQUIRE(s->list_staged(f.key("k/"), [&](const store::StagedUpload &u) {
+               listed.push_back(u.key);
+               CHECK(u.handle == abandoned.first);
+               return true;
+             }).ok());
+    CHECK(listed == std::vector<std::string>{f.key("k/abandoned")});
+    REQUIRE(s->abort_staged(f.key("k/abandoned"), abandoned.first).ok());
+    gone(f.key("k/abandoned"));
+    // Never committed, found by sweep: remove_all (guarded) clears it.
+    stage(f.key("k/swept"));
+    REQUIRE(s->remove_all(f.key("k/swept"), store::DeleteGuard::pending_only).ok());
+    gone(f.key("k/swept"));
+    // A loser: the name was taken first; its commit is refused and its 3 blocks stay on
+    // the winner's blob until that blob is removed (never touched while it is someone's).
+    Source winner("winner");
+    REQUIRE(s->put(put_req(f.key("k/taken"), winner)).ok());
+    auto loser = stage(f.key("k/taken"));
+    auto lost =
+        s->complete_staged({f.key("k/taken"), "application/octet-stream", {}}, loser.first, loser.second, 0);
+    REQUIRE_FALSE(lost.ok());
+    CHECK(lost.error().code == Errc::precondition_failed);
+    CHECK(get_all(*s, f.key("k/taken")) == "winner");
+    REQUIRE(s->abort_staged(f.key("k/taken"), loser.first).ok());
+    CHECK(get_all(*s, f.key("k/taken")) == "winner");
+    REQUIRE(s->remove_all(f.key("k/taken"), store::DeleteGuard::pending_only).ok());
+    gone(f.key("k/taken"));
+  }
+
+  TEST_CASE("puts and staged commits are tagged state=pending; mark_committed makes it committed") {
+    Fixture f;
+    auto s = f.open();
+    auto admin = f.az_admin();
+    Source src("tagged");
+    REQUIRE(s->put(put_req(f.key("t/one"), src)).ok());
+    CHECK(admin.get_tags(f.key("t/one")).value() == std::map<std::string, std::string>{{"state", "pending"}});
+    REQUIRE(s->mark_committed(f.key("t/one")).ok());
+    CHECK(admin.get_tags(f.key("t/one")).value() ==
+          std::map<std::string, std::string>{{"state", "committed"}});
+    const store::StagedRequest req{f.key("t/staged"), "text/plain", {{store::meta::record, "7"}}};
+    auto h = s->begin_staged(req);
+    REQUIRE(h.ok());
+    auto p = s->put_part(req.key, h.value(), 1, src.body(), 0);
+    REQUIRE(p.ok());
+    REQUIRE(s->complete_staged(req, h.value(), {p.value()}, 0).ok());
+    CHECK(admin.get_tags(req.key).value() == std::map<std::string, std::string>{{"state", "pending"}});
+    CHECK(s->head(req.key)->metadata[store::meta::record] == "7");
+    CHECK(s->capabilities().guarded_delete);
+    CHECK(s->capabilities().state_tags);
+    // The marker lodge keeps for itself is never tagged pending (the backstop would expire it).
+    REQUIRE(s->put_small(f.key(".lodge/marker"), "{}", "").ok());
+    CHECK(admin.get_tags(f.key(".lodge/marker")).value().empty());
+  }
+
+  TEST_CASE("the backstop rule is Azure management-policy JSON lodge cannot apply itself") {
+    Fixture f;
+    auto s = f.open();
+    auto rule = s->lifecycle_rule(3);
+    REQUIRE(rule.ok());
+    CHECK(rule->format == "azure-management-policy-json");
+    CHECK_FALSE(rule->can_apply);
+    auto doc = nlohmann::json::parse(rule->document);
+    const auto &r = doc.at("rules").at(0);
+    CHECK(
+        r.at("definition").at("actions").at("baseBlob").at("delete").at("daysAfterModificationGreaterThan") ==
+        3);
+    CHECK(r.at("definition").at("filters").at("prefixMatch").at(0) == f.bucket + "/pre/");
+    CHECK(r.at("definition").at("filters").at("blobIndexMatch").at(0).at("value") == "pending");
+    CHECK(rule->apply_hint.find("az storage account management-policy create") != std::string::npos);
+    CHECK_FALSE(s->apply_lifecycle(rule.value()).ok());
+  }
+
+  TEST_CASE("a presigned URL is a service SAS the service honours") {
+    Fixture f;
+    auto s = f.open();
+    Source src("shared");
+    REQUIRE(s->put(put_req(f.key("p/one"), src)).ok());
+    auto url = s->presign_get(f.key("p/one"), 600);
+    REQUIRE_MESSAGE(url.ok(), (url.ok() ? "" : url.error().message));
+    CHECK(url->find("sig=") != std::string::npos);
+    CHECK(url->find("sr=b") != std::string::npos);
+    auto t = http::make_curl_transport({});
+    http::Request req;
+    req.method = "GET";
+    req.url = url.value();
+    auto r = t->perform(req);
+    REQUIRE(r.ok());
+    CHECK(r->status == 200);
+    CHECK(r->body == "shared");
   }
 }

@@ -31,7 +31,7 @@ inline void debug(std::string_view m) {
 }
 
 // Removes secrets from a line: Authorization header values, X-Amz-Signature and
-// X-Amz-Security-Token query values, x-amz-security-token headers.
+// X-Amz-Security-Token query values, x-amz-security-token headers, an Azure SAS's sig=.
 [[nodiscard]] std::string redact(std::string_view line);
 
 } // namespace lodge::util::log

@@ -1,0 +1,405 @@
+#include "file_body.hpp"
+#include "stores.hpp"
+
+#include <cstdio>
+#include <lodge/azure/client.hpp>
+#include <lodge/crypto/md5.hpp>
+#include <lodge/crypto/random.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <nlohmann/json.hpp>
+
+namespace lodge::store {
+namespace {
+
+const std::map<std::string, std::string> k_pending{{"state", "pending"}};
+const std::map<std::string, std::string> k_committed{{"state", "committed"}};
+
+Error file_changed(const std::string &key) {
+  return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
+}
+
+// The MD5 of a byte range of a file, read before it is sent (Content-MD5 goes in the
+// headers, ahead of the body). The same read is hashed to SHA-256: bytes other than the
+// reserved ones are FILE_CHANGED before anything is sent (Azure has no SHA-256 check of
+// its own); a change after this read is caught by the service's MD5 check.
+Result<std::string> range_md5(const Body &b, const std::string &key) {
+  crypto::Md5 md5;
+  crypto::Sha256 sha;
+  std::string buf(static_cast<size_t>(1) << 20, '\0');
+  uint64_t pos = 0;
+  while (pos < b.size) {
+    size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), b.size - pos));
+    ssize_t got = 0;
+    do {
+      got = ::pread(b.fd, buf.data(), want, static_cast<off_t>(b.offset + pos));
+    } while (got < 0 && errno == EINTR);
+    if (got == 0) return file_changed(key);
+    if (got < 0) return Error(Errc::unreadable, "reading the file to send as " + key + " failed");
+    md5.update(buf.data(), static_cast<size_t>(got));
+    sha.update(buf.data(), static_cast<size_t>(got));
+    pos += static_cast<uint64_t>(got);
+  }
+  if (crypto::to_hex(sha.finish()) != b.sha256_hex) return file_changed(key);
+  return crypto::to_base64(md5.finish());
+}
+
+// The bytes sent must be the bytes reserved: a server-side MD5 mismatch or a digest of
+// the sent bytes other than the reserved one is FILE_CHANGED, as on S3.
+Error changed_or(FileRangeBody &body, const Error &e, const std::string &key) {
+  if (body.shrank() || e.code == Errc::unreadable || e.code == Errc::bad_digest) {
+    Error c = file_changed(key);
+    c.details = e.details;
+    return c;
+  }
+  return e;
+}
+
+std::string random_handle() {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(crypto::random_below(UINT64_MAX)));
+  return buf;
+}
+
+// All block ids of a blob have one length (Azure requires it): handle + "-" + 6 digits.
+std::string block_id(const std::string &handle, int number) {
+  char n[16];
+  std::snprintf(n, sizeof n, "%06d", number);
+  return util::base64_encode(handle + "-" + n);
+}
+
+std::optional<std::string> container_problem(const std::string &c) {
+  if (c.size() < 3 || c.size() > 63) return "a container name has 3 to 63 characters";
+  for (char ch : c)
+    if ((ch < 'a' || ch > 'z') && (ch < '0' || ch > '9') && ch != '-')
+      return "a container name has only a-z, 0-9 and '-'";
+  if (c.front() == '-' || c.back() == '-' || c.find("--") != std::string::npos)
+    return "a container name neither starts nor ends with '-' nor holds \"--\"";
+  return std::nullopt;
+}
+
+std::pair<std::string, std::string> split_url(const std::string &url) {
+  std::string rest = url.substr(5); // "az://"
+  auto slash = rest.find('/');
+  std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
+  while (!prefix.empty() && prefix.back() == '/')
+    prefix.pop_back();
+  return {rest.substr(0, slash), prefix};
+}
+
+void check_url(const std::string &url) {
+  auto [container, prefix] = split_url(url);
+  if (auto why = container_problem(container))
+    throw LodgeError(Errc::config_invalid, "store: invalid container in '" + util::escape_for_terminal(url) +
+                                               "': " + *why + " (expected az://container/prefix)");
+  refuse_unsafe(url, "prefix", prefix);
+}
+
+Binding bind(const std::string &url, const std::string &endpoint) {
+  auto [container, prefix] = split_url(url);
+  Binding b;
+  b.scheme = "az";
+  b.endpoint = canonical_endpoint_url(endpoint);
+  if (b.endpoint.empty()) b.endpoint = "azure"; // the account's own, from the environment
+  b.location = container;
+  b.root = join_segments(prefix);
+  return b;
+}
+
+class AzureStore final : public ObjectStore {
+public:
+  AzureStore(const StoreOptions &o, const azure::Account &account, const std::string &container,
+             std::string prefix)
+      : m_url(o.url), m_prefix(std::move(prefix)) {
+    azure::ClientConfig cfg;
+    cfg.account = account;
+    cfg.container = container;
+    cfg.retry.max_attempts = o.max_attempts;
+    cfg.traits = azure::traits_for(account.endpoint + " " + container);
+    http::TransportOptions t;
+    t.ca_bundle = o.ca_bundle;
+    t.verify_tls = o.verify_tls;
+    t.connect_timeout_ms = o.connect_timeout_ms;
+    t.low_speed_time_s = o.low_speed_time_s;
+    m_client = std::make_unique<azure::Client>(cfg, http::make_curl_transport(t), util::system_clock());
+  }
+
+  [[nodiscard]] std::string describe() const override { return m_url; }
+  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
+  [[nodiscard]] Support support(Capability c) const override {
+    if (c == Capability::staged_listing) return Support::present;
+    auto s = m_client->versions_support();
+    return s == azure::Support::present  ? Support::present
+           : s == azure::Support::absent ? Support::absent
+                                         : Support::unknown;
+  }
+  [[nodiscard]] Capabilities capabilities() const override {
+    Capabilities c;
+    c.versions = true; // where the account keeps versions; learned from the listing
+    c.staged_listing = true;
+    c.guarded_delete = true;
+    c.state_tags = true;
+    c.presign = !m_client->config().account.key.empty();
+    return c;
+  }
+
+  Result<PutResult> put(const PutRequest &req) override {
+    auto md5 = range_md5(req.body, req.key);
+    if (!md5) return md5.error();
+    FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
+    azure::WriteOptions o;
+    o.content_type = req.content_type;
+    o.content_md5 = md5.value();
+    o.metadata = req.metadata;
+    o.tags = k_pending;
+    o.deadline_steady_ms = req.deadline_steady_ms;
+    auto r = m_client->put_blob(req.key, body, o);
+    if (!r) return changed_or(body, r.error(), req.key);
+    if (body.sent_sha256_hex() != req.body.sha256_hex) return file_changed(req.key);
+    return PutResult{r->etag, r->version_id};
+  }
+
+  Result<ObjectInfo> head(const std::string &key) override {
+    auto r = m_client->get_properties(key);
+    if (!r) return r.error();
+    ObjectInfo i;
+    i.key = key;
+    i.size = r->size;
+    i.etag = r->etag;
+    i.content_type = r->content_type;
+    i.metadata = r->metadata;
+    i.last_modified_ms = r->last_modified_ms;
+    if (auto it = i.metadata.find(meta::sha256); it != i.metadata.end()) i.sha256_hex = it->second;
+    i.version_id = r->version_id;
+    return i;
+  }
+
+  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
+    return m_client->get_blob(key, sink);
+  }
+
+  Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
+    return m_client->presign_get(key, expires_s);
+  }
+
+  Status mark_committed(const std::string &key) override { return m_client->set_tags(key, k_committed); }
+
+  Status remove_all(const std::string &key, DeleteGuard guard) override {
+    azure::DeleteOptions d;
+    if (guard == DeleteGuard::pending_only) d.if_tags = azure::k_if_pending;
+    // The service enforces the tag condition: a committed blob answers 412 and stays.
+    if (auto s = m_client->delete_blob(key, d); !s) return s;
+    if (auto s = remove_versions(key); !s) return s;
+    return clear_uncommitted(key);
+  }
+
+  Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
+    return m_client->list_blobs(prefix, azure::Include::none, [&](const azure::ListedBlob &b) {
+      ObjectInfo i;
+      i.key = b.name;
+      i.size = b.size;
+      i.etag = b.etag;
+      return visit(i);
+    });
+  }
+
+  // No request: Azure has no upload object; the handle names the blocks.
+  Result<std::string> begin_staged(const StagedRequest & /*req*/) override { return random_handle(); }
+
+  Result<Part> put_part(const std::string &key, const std::string &handle, int number, const Body &b,
+                        int64_t deadline_steady_ms) override {
+    if (number < 1 || number > 50'000)
+      return Error(Errc::internal,
+                   "PUT BLOCK " + key + ": part number " + std::to_string(number) + " out of range");
+    auto md5 = range_md5(b, key);
+    if (!md5) return md5.error();
+    FileRangeBody body(b.fd, b.offset, b.size);
+    std::string id = block_id(handle, number);
+    auto r = m_client->put_block(key, id, body, md5.value(), deadline_steady_ms);
+    if (!r) return changed_or(body, r.error(), key);
+    if (body.sent_sha256_hex() != b.sha256_hex) return file_changed(key);
+    return Part{number, id, b.sha256_hex};
+  }
+
+  Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
+                                    const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
+    std::vector<Part> sorted = parts;
+    std::sort(sorted.begin(), sorted.end(), [](const Part &a, const Part &b) { return a.number < b.number; });
+    std::vector<std::string> ids;
+    ids.reserve(sorted.size());
+    for (const auto &p : sorted)
+      ids.push_back(block_id(handle, p.number));
+    azure::WriteOptions o;
+    o.content_type = req.content_type;
+    o.metadata = req.metadata;
+    o.tags = k_pending;
+    o.deadline_steady_ms = deadline_steady_ms;
+    auto r = m_client->put_block_list(req.key, ids, o);
+    if (!r) return r.error();
+    return PutResult{r->etag, r->version_id};
+  }
+
+  Status abort_staged(const std::string &key, const std::string & /*handle*/) override {
+    return clear_uncommitted(key);
+  }
+
+  Status list_staged(const std::string &prefix,
+                     const std::function<bool(const StagedUpload &)> &visit) override {
+    // A blob with only uncommitted blocks is listed (length 0) by include=uncommittedblobs
+    // and unknown to Get Blob Properties; its handle is in its block ids.
+    std::vector<std::pair<std::string, int64_t>> candidates;
+    auto s = m_client->list_blobs(prefix, azure::Include::uncommitted, [&](const azure::ListedBlob &b) {
+      if (b.size == 0) candidates.emplace_back(b.name, 0);
+      return true;
+    });
+    if (!s) return s;
+    for (const auto &[name, when] : candidates) {
+      auto p = m_client->get_properties(name);
+      if (p) continue;
+      if (p.error().code != Errc::not_found) return p.error();
+      auto blocks = m_client->get_block_list(name, azure::BlockListType::uncommitted);
+      if (!blocks && blocks.error().code == Errc::not_found) continue;
+      if (!blocks) return blocks.error();
+      if (blocks->uncommitted.empty()) continue;
+      std::string handle = util::base64_decode(blocks->uncommitted.front().name).value_or("");
+      handle = handle.substr(0, handle.rfind('-'));
+      if (!visit(StagedUpload{name, handle, when})) return ok_status();
+    }
+    return ok_status();
+  }
+
+  Result<SmallObject> get_small(const std::string &key) override {
+    auto r = m_client->get_small_blob(key);
+    if (!r) return r.error();
+    return SmallObject{std::move(r->first), std::move(r->second)};
+  }
+
+  // lodge's own marker: never tagged pending (the backstop rule would expire it).
+  Result<std::string> put_small(const std::string &key, const std::string &bytes,
+                                const std::string &if_tag) override {
+    http::StringBody body(bytes);
+    azure::WriteOptions o;
+    o.content_type = "application/json";
+    o.content_md5 = crypto::md5_base64(bytes);
+    o.if_none_match = if_tag.empty();
+    o.if_match = if_tag;
+    auto r = m_client->put_blob(key, body, o);
+    if (!r) return r.error();
+    return r->etag;
+  }
+
+  Result<LifecycleRule> lifecycle_rule(int days) override {
+    if (days < 1)
+      return Error(Errc::usage, "lifecycle: days must be at least 1, got " + std::to_string(days));
+    const auto &cfg = m_client->config();
+    nlohmann::json filters = {{"blobTypes", {"blockBlob"}},
+                              {"prefixMatch", {cfg.container + "/" + m_prefix}},
+                              {"blobIndexMatch", {{{"name", "state"}, {"op", "=="}, {"value", "pending"}}}}};
+    nlohmann::json rule = {
+        {"enabled", true},
+        {"name", "lodge-pending-backstop"},
+        {"type", "Lifecycle"},
+        {"definition",
+         {{"actions", {{"baseBlob", {{"delete", {{"daysAfterModificationGreaterThan", days}}}}}}},
+          {"filters", filters}}}};
+    LifecycleRule r;
+    r.format = "azure-management-policy-json";
+    r.document = nlohmann::json{{"rules", {rule}}}.dump(2) + "\n";
+    r.apply_hint = "a management-plane call lodge cannot make with a storage key; save the policy as "
+                   "policy.json and run: az storage account management-policy create --account-name " +
+                   cfg.account.name + " --resource-group RESOURCE_GROUP --policy @policy.json";
+    r.can_apply = false;
+    return r;
+  }
+
+private:
+  // Older versions of exactly this name, where the account keeps versions.
+  Status remove_versions(const std::string &key) {
+    if (m_client->versions_support() == azure::Support::absent) return ok_status();
+    std::vector<std::string> versions;
+    auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
+      if (b.name == key && !b.version_id.empty()) versions.push_back(b.version_id);
+      return true;
+    });
+    if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
+    if (!s) return s;
+    for (const auto &v : versions)
+      if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+    return ok_status();
+  }
+
+  // A blob holding only uncommitted blocks (a losing or abandoned staged upload) is made
+  // real by committing an empty block list under lodge's conditions, which drops every
+  // uncommitted block, then deleted under the ETag just made and the pending tag.
+  // Uncommitted blocks of a committed blob are never touched (it is not ours to clear).
+  Status clear_uncommitted(const std::string &key) {
+    auto blocks = m_client->get_block_list(key, azure::BlockListType::all);
+    if (!blocks && blocks.error().code == Errc::not_found) return ok_status();
+    if (!blocks) return blocks.error();
+    if (blocks->uncommitted.empty() || !blocks->committed.empty()) return ok_status();
+    if (m_client->get_properties(key)) return ok_status(); // a committed (empty) blob
+    azure::WriteOptions o;
+    o.tags = k_pending;
+    o.metadata = {{meta::record, "0"}};
+    auto made = m_client->put_block_list(key, {}, o);
+    if (!made && made.error().code == Errc::precondition_failed) return ok_status(); // someone committed
+    if (!made) return made.error();
+    azure::DeleteOptions d;
+    d.if_tags = azure::k_if_pending;
+    d.if_match = made->etag;
+    auto del = m_client->delete_blob(key, d);
+    if (!del && del.error().code == Errc::precondition_failed) return ok_status();
+    return del;
+  }
+
+  std::string m_url;
+  std::string m_prefix;
+  std::unique_ptr<azure::Client> m_client;
+};
+
+// The container and prefix parsed, the account and credential resolved once for every
+// connection of the process.
+class AzureBackend final : public Backend {
+public:
+  explicit AzureBackend(const StoreOptions &o)
+      : m_opts(o), m_account(azure::resolve_account(o.env, o.endpoint)) {
+    auto [container, prefix] = split_url(o.url);
+    m_container = container;
+    prefix = join_segments(prefix);
+    m_prefix = prefix.empty() ? "" : prefix + "/";
+  }
+  std::unique_ptr<ObjectStore> connect() override {
+    if (!m_account) throw LodgeError(m_account.error());
+    return with_failpoints(std::make_unique<AzureStore>(m_opts, m_account.value(), m_container, m_prefix));
+  }
+  [[nodiscard]] std::optional<CredentialView> credentials() const override {
+    CredentialView v;
+    if (!m_account) {
+      v.error = m_account.error().message;
+      return v;
+    }
+    v.source = m_account->source;
+    v.identity = m_account->name + (m_account->key.empty() ? " (SAS token)" : " (account key)");
+    v.has_token = !m_account->sas.empty();
+    return v;
+  }
+
+private:
+  StoreOptions m_opts;
+  Result<azure::Account> m_account;
+  std::string m_container;
+  std::string m_prefix;
+};
+
+std::shared_ptr<Backend> open(const StoreOptions &o) {
+  return std::make_shared<AzureBackend>(o);
+}
+} // namespace
+
+const Scheme &az_scheme() {
+  static const Scheme k{"az", "az://container/prefix", &check_url, &bind, &open};
+  return k;
+}
+
+} // namespace lodge::store
