@@ -24,8 +24,10 @@
 //   block-list C B [--type uncommitted|committed|all]
 //   stage-blocks C B --count N [--size BYTES] [--id-prefix P]
 //                              Put Block N times and never commit (a losing staged upload)
-//   commit-blocks C B [--if-none-match]
+//   commit-blocks C B [--if-none-match] [--empty] [--meta K=V]... [--tag K=V]...
 //                              Put Block List of every uncommitted block, in staged order
+//                              (--empty: of none, which leaves an empty committed blob and
+//                              drops the uncommitted blocks)
 //   delete C B [--if-tags EXPR] [--no-snapshots]
 // A service error prints {"error": {"status": HTTP status, "code": x-ms-error-code,
 // "message": ...}} and exits 3; a usage error exits 2.
@@ -44,7 +46,7 @@ function usage(message) {
 
 // argv: positional arguments and --options (repeatable ones collect into arrays).
 const REPEATED = new Set(["meta", "tag"]);
-const FLAGS = new Set(["uncommitted", "if-none-match", "no-snapshots"]);
+const FLAGS = new Set(["uncommitted", "if-none-match", "no-snapshots", "empty"]);
 
 function parse(argv) {
   const positional = [];
@@ -250,9 +252,12 @@ async function stageBlocks(container, name, options) {
 
 async function commitBlocks(container, name, options) {
   const bc = client(options).getContainerClient(container).getBlockBlobClient(name);
-  const bl = await bc.getBlockList("uncommitted");
-  const ids = (bl.uncommittedBlocks || []).map((b) => b.name);
-  const opts = {};
+  let ids = [];
+  if (!options.empty) {
+    const bl = await bc.getBlockList("uncommitted");
+    ids = (bl.uncommittedBlocks || []).map((b) => b.name);
+  }
+  const opts = { metadata: pairs(options.meta, "--meta"), tags: pairs(options.tag, "--tag") };
   if (options["if-none-match"]) opts.conditions = { ifNoneMatch: "*" };
   const r = await bc.commitBlockList(ids, opts);
   return { status: 201, etag: unquote(r.etag), blocks: ids.length };
