@@ -720,6 +720,28 @@ class S3TestCase(LodgeTestCase):
     def delete_object(self, key):
         self.s3.delete_object(Bucket=self.bucket, Key=key)
 
+    def stamp(self, ledger, record):
+        """Metadata claiming an object for `record` of ledger `ledger`: S3 keeps the hyphenated
+        names lodge wrote before they became valid on every backend (still read)."""
+        return {"lodge-ledger": str(ledger), "lodge-record-id": str(record)}
+
+    def start_staged(self, key):
+        """Another tool's staged upload at `key`, never completed (a multipart upload)."""
+        self.s3.create_multipart_upload(Bucket=self.bucket, Key=key)
+
+    @property
+    def server_port(self):
+        """The store server's port (for a FaultProxy in front of it)."""
+        return self.moto.port
+
+    def endpoint_env(self, url):
+        """The environment pointing lodge at `url` (such as a proxy) instead of the server."""
+        return {"AWS_ENDPOINT_URL": url}
+
+    def request_path(self, key):
+        """The HTTP path of requests on `key` (what a FaultProxy rule matches)."""
+        return f"/{self.bucket}/{key}"
+
 
 class AzureTestCase(LodgeTestCase):
     """One Azurite per test process (azurite_server()), a fresh container per test, lodge pointed at it:
@@ -811,6 +833,25 @@ class AzureTestCase(LodgeTestCase):
         r = self.az("delete", self.container, key, check=False)
         if "error" in r and r["error"]["status"] != 404:
             raise AzBlobError(["delete", key], r["error"])
+
+    def stamp(self, ledger, record):
+        """Metadata claiming a blob for `record` of ledger `ledger` (Azure metadata names are
+        identifiers: no hyphens)."""
+        return {"lodgeledger": str(ledger), "lodgerecord": str(record)}
+
+    def start_staged(self, key):
+        """Another tool's staged upload at `key`, never committed (blocks staged by Put Block)."""
+        self.az("stage-blocks", self.container, key, "--count", 2, "--size", 1024, "--id-prefix", "other")
+
+    @property
+    def server_port(self):
+        return self.azurite.port
+
+    def endpoint_env(self, url):
+        return {"LODGE_ENDPOINT": f"{url}/{AZURITE_ACCOUNT}"}
+
+    def request_path(self, key):
+        return f"/{AZURITE_ACCOUNT}/{self.container}/{key}"
 
 
 def store_test_case():

@@ -7,8 +7,9 @@ silently overwrites, the tag-guarded delete, the uncommitted blocks a losing sta
 leaves behind, and the empty-block-list commit that clears them.
 
 Then lodge's CLI on az://: upload, get, sweep, repair, reconcile, lifecycle, and the
-write-up's experiments as named tests: C (crash before the mark: swept), G (five
-concurrent conditional creates: one winner), I (a blob pre-placed at the exact key lodge
+write-up's experiments as named tests: C (crash before the mark: swept; a tag that failed
+after it: finished by sweep), G (five concurrent conditional creates: one winner, through
+the SDK above and the store contract suite), I (a blob pre-placed at the exact key lodge
 will use is never overwritten), J (guarded delete: pending deleted, committed refused with
 412 and kept), K (a losing staged upload: no uncommitted blocks after repair + sweep)."""
 
@@ -19,8 +20,8 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (AzBlobError, AzureTestCase, azblob, azurite_server, check_invariants,  # noqa: E402
-                       converge, main, wait_until)
+from lodgetest import (AzBlobError, AzureTestCase, FaultProxy, azblob, azurite_server,  # noqa: E402
+                       check_invariants, converge, main, wait_until)
 
 CONFIG = {
     "policies": {"default": {"max_size": "64MiB", "deadline": "10s", "grace": "5s"}},
@@ -221,34 +222,34 @@ class LodgeOnAzure(AzureTestCase):
         check_invariants(self)
         converge(self)
 
-    def test_C_a_crash_between_the_mark_and_the_tag_is_tagged_committed_by_sweep(self):
-        # The row became ACTIVE but the blob still says pending: sweep's `tag` decision makes
-        # it committed (the lifecycle backstop would otherwise delete live data).
-        r, _ = self.upload("a.txt", "crash before the tag\n", env=self.fp("upload.before_mark_committed=crash"))
-        self.assertEqual(r.rc, -9, r)
-        rid, status, deleted, key = self.last_row()
-        self.assertEqual((status, deleted), ("ACTIVE", 0))
+    def test_C_a_failed_tag_after_the_mark_leaves_the_upload_active_and_sweep_tags_it_committed(self):
+        # The row became ACTIVE but tagging the blob committed failed (every Set Blob Tags
+        # answered 503): the upload still succeeds, the blob still says pending, and the task
+        # left due makes sweep finish the tag (the lifecycle backstop would otherwise delete
+        # live data).
+        proxy = FaultProxy(self.server_port, self.dir)
+        try:
+            proxy.set_rules([{"method": "PUT", "path_contains": "comp=tags", "action": "503", "times": 1000}])
+            self.rebind(self.endpoint_env(proxy.endpoint))  # the same container, through the proxy
+            r, res = self.upload("a.txt", "the tag fails\n", env=self.endpoint_env(proxy.endpoint))
+            tag_puts = [e for e in proxy.entries() if e["method"] == "PUT" and "comp=tags" in e["path"]]
+        finally:
+            proxy.stop()
+        self.rebind({})
+        self.assertEqual((r.rc, res["outcome"]), (0, "active"), r)
+        self.assertGreaterEqual(len(tag_puts), 1, "the tag was attempted")
+        self.assertIn("committed", r.err, "a warning says the tag failed")
+        key = res["object_key"]
+        self.assertEqual(self.row(res["id"])[:2], ("ACTIVE", 0))
         self.assertEqual(self.object_tags(key), {"state": "pending"})
+        self.assertEqual(self.task(res["id"]), "PENDING", "the tag is still owed")
         sw = self.lodge("sweep", "--json", later=AFTER_DEADLINE)
         self.assertEqual(sw.rc, 0, sw)
         self.assertEqual(self.object_tags(key), {"state": "committed"})
-        self.assertEqual(self.task(rid), "IGNORED")
-        self.assertIn(key, self.objects())
+        self.assertEqual(self.task(res["id"]), "IGNORED")
+        self.assertEqual(self.object_bytes(key), b"the tag fails\n")
         check_invariants(self)
         converge(self)
-
-    def test_G_five_concurrent_lodge_uploads_of_one_file_make_one_blob(self):
-        # Five processes released together upload the same content: one row and one blob.
-        gate = os.path.join(self.dir, "gate")
-        f = self.write("same.txt", "five writers\n")
-        procs = [self.spawn("upload", "--json", f, env=self.fp(f"upload.before_reserve=pause:{gate}"))
-                 for _ in range(5)]
-        wait_until(lambda: self.fired().count("upload.before_reserve") == 5, 60, "all five at the gate")
-        open(gate, "w").close()
-        outcomes = sorted(json.loads(p.communicate(timeout=120)[0].splitlines()[0])["outcome"] for p in procs)
-        self.assertEqual(outcomes, ["active"] + ["duplicate"] * 4)
-        self.assertEqual(len(self.objects()), 1)
-        check_invariants(self)
 
     def test_I_a_blob_pre_placed_at_the_exact_key_is_never_overwritten(self):
         gate = os.path.join(self.dir, "gate")
