@@ -7,7 +7,13 @@ postgres one throwaway PostgreSQL server (tests/harness/pgserver.py) is started 
 process, on first use, and stopped at exit by its PID; every test case gets a fresh database,
 whose URL is the test's `self.db` (passed as --db / LODGE_DB exactly as a file path is).
 Tests that are about SQLite itself are marked `@sqlite_only("why")` (a method or a class)
-and are not collected under postgres; `main()` prints which were left out and why."""
+and are not collected under postgres; `main()` prints which were left out and why.
+
+The object store of a suite written against `StoreTestCase` is chosen by LODGE_IT_STORE=s3|az
+(default s3): moto_server (S3TestCase) or Azurite (AzureTestCase), one server per test class,
+a fresh bucket or container per test; both classes answer the same questions (objects(),
+object_bytes(), object_metadata(), put_object(), delete_object(), staged()). Rows that only
+S3 can run are marked `@s3_only("why")` and are not collected under az."""
 
 import atexit
 import itertools
@@ -46,8 +52,37 @@ def sqlite_only(reason):
 
 
 def _sqlite_only_reason(test):
+    return _mark(test, "lodge_sqlite_only")
+
+
+def _mark(test, attr):
     method = getattr(test, getattr(test, "_testMethodName", ""), None)
-    return getattr(method, "lodge_sqlite_only", None) or getattr(type(test), "lodge_sqlite_only", None)
+    return getattr(method, attr, None) or getattr(type(test), attr, None)
+
+
+IT_STORE = os.environ.get("LODGE_IT_STORE", "s3") or "s3"
+if IT_STORE not in ("s3", "az"):
+    raise SystemExit(f"LODGE_IT_STORE={IT_STORE!r}: must be 's3' or 'az'")
+
+
+def s3_only(reason):
+    """Marks a test method or class of a StoreTestCase suite as needing S3 itself (bucket
+    versioning, a hand-made multipart upload, moto behind the fault proxy): `reason` says why.
+    Under LODGE_IT_STORE=az it is not collected; main() lists it with its reason."""
+    assert reason and isinstance(reason, str), "say why the test is S3 only"
+
+    def mark(obj):
+        obj.lodge_s3_only = reason
+        return obj
+    return mark
+
+
+def _left_out_reason(test):
+    if LEDGER == "postgres" and _mark(test, "lodge_sqlite_only"):
+        return "LODGE_TEST_LEDGER=postgres", _mark(test, "lodge_sqlite_only")
+    if IT_STORE == "az" and _mark(test, "lodge_s3_only"):
+        return "LODGE_IT_STORE=az", _mark(test, "lodge_s3_only")
+    return None
 
 
 # --- PostgreSQL: one server per test process, a database per test case ---
@@ -240,7 +275,7 @@ class LoopbackServer:
 
     NAME = "server"
 
-    def start(self, argv, env):
+    def start(self, argv, env, timeout=30):
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
@@ -250,7 +285,7 @@ class LoopbackServer:
                 self.log.seek(0)
                 raise AssertionError(f"{self.NAME} exited at start: " + self.log.read().decode(errors="replace"))
             return port_open(self.port)
-        wait_until(up, 30, f"{self.NAME} to listen")
+        wait_until(up, timeout, f"{self.NAME} to listen")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -302,6 +337,79 @@ class S3rver(LoopbackServer):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+AZURITE_ACCOUNT = "devstoreaccount1"
+# Azurite's well-known development account key (published with the emulator; not a secret).
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+NODE_DIR = os.path.join(SOURCE_DIR, "tests", "node")
+
+
+class Azurite(LoopbackServer):
+    """Azurite 3.37.0's blob service (the Azure Blob Storage emulator, from tests/node via
+    scripts/node-deps) on 127.0.0.1: in memory, silent, no telemetry, stopped by PID.
+    `endpoint` is the path-style account endpoint lodge and azblob.js take:
+    http://127.0.0.1:PORT/devstoreaccount1. It checks Shared Key signatures."""
+
+    NAME = "azurite"
+    SCRIPT = os.path.join(NODE_DIR, "node_modules", "azurite", "dist", "src", "blob", "main.js")
+
+    def __init__(self):
+        if not os.path.exists(self.SCRIPT):
+            raise AssertionError(f"{self.SCRIPT} is missing: run scripts/node-deps (scripts/test does)")
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}/{AZURITE_ACCOUNT}"
+        # Its start loads a large module tree: on a busy 2-core machine that took 25 s.
+        self.start(["node", self.SCRIPT, "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
+                    "--inMemoryPersistence", "--silent", "--disableTelemetry", "--skipApiVersionCheck"],
+                   dict(os.environ), timeout=120)
+
+
+_AZURITE = None
+
+
+def azurite_server():
+    """The test process's Azurite (started on first use, stopped at exit by PID): every
+    AzureTestCase class of a process shares it, each test in a container of its own."""
+    global _AZURITE
+    if _AZURITE is None:
+        server = Azurite()
+        atexit.register(server.stop)
+        _AZURITE = server
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                signal.signal(signum, lambda n, _f: sys.exit(128 + n))
+    return _AZURITE
+
+
+class AzBlobError(AssertionError):
+    """A service error azblob.js reported: `status` (HTTP) and `code` (x-ms-error-code)."""
+
+    def __init__(self, argv, error):
+        super().__init__(f"azblob {' '.join(argv)}: {error}")
+        self.status = error.get("status")
+        self.code = error.get("code")
+
+
+def azblob(endpoint, *args, check=True, raw=False, timeout=120):
+    """Runs tests/node/azblob.js (the official @azure/storage-blob SDK) against `endpoint`
+    with the well-known key; returns its JSON answer (`raw`: the stdout bytes). A service
+    error raises AzBlobError, or is returned as {"error": {...}} when not `check`."""
+    argv = [str(a) for a in args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AZURE_") and not k.startswith("AZBLOB_")}
+    env.update({"AZBLOB_ENDPOINT": endpoint, "AZBLOB_KEY": AZURITE_KEY})
+    p = subprocess.run(["node", os.path.join(NODE_DIR, "azblob.js"), *argv], capture_output=True, env=env,
+                       timeout=timeout)
+    if p.returncode == 3:
+        error = json.loads(p.stdout)["error"]
+        if check:
+            raise AzBlobError(argv, error)
+        return {"error": error}
+    if p.returncode != 0:
+        raise AssertionError(f"azblob {' '.join(argv)} failed ({p.returncode}): {p.stderr.decode(errors='replace')}")
+    if raw:
+        return p.stdout
+    return json.loads(p.stdout) if p.stdout.strip() else None
+
+
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
 
@@ -338,9 +446,9 @@ class LodgeTestCase(unittest.TestCase):
             self.db = pg_server().db_url(self.pg_database)
         else:
             self.db = os.path.join(self.dir, "ledger.db")
-        # Nothing of the caller's lodge, AWS or libpq settings reaches the test's lodge.
+        # Nothing of the caller's lodge, AWS, Azure or libpq settings reaches the test's lodge.
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith("LODGE_") and not k.startswith("AWS_") and not k.startswith("PG")}
+                    if not k.startswith(("LODGE_", "AWS_", "AZURE_", "PG"))}
         self.env.update({"HOME": self.dir, "XDG_CONFIG_HOME": os.path.join(self.dir, ".config"),
                          "XDG_DATA_HOME": os.path.join(self.dir, ".local/share")})
         self.env.update(AWS_ENV)
@@ -463,21 +571,22 @@ class LodgeTestCase(unittest.TestCase):
 
 
 class _Loader(unittest.TestLoader):
-    """Leaves out the tests marked @sqlite_only when the ledger is PostgreSQL, and says so."""
+    """Leaves out the tests marked @sqlite_only when the ledger is PostgreSQL and those marked
+    @s3_only when the store is Azurite, and says so."""
 
     def __init__(self):
         super().__init__()
         self.left_out = []
 
     def _filter(self, suite):
-        if LEDGER != "postgres":
+        if LEDGER != "postgres" and IT_STORE != "az":
             return suite
         kept = []
         for t in suite:
             if isinstance(t, unittest.TestSuite):
                 kept.append(self._filter(t))
-            elif _sqlite_only_reason(t):
-                self.left_out.append((t.id(), _sqlite_only_reason(t)))
+            elif _left_out_reason(t):
+                self.left_out.append((t.id(),) + _left_out_reason(t))
             else:
                 kept.append(t)
         return self.suiteClass(kept)
@@ -492,11 +601,11 @@ class _Loader(unittest.TestLoader):
 class _Program(unittest.TestProgram):
     def runTests(self):
         left_out = getattr(self.testLoader, "left_out", [])
-        sys.stderr.write(f"ledger backend: {LEDGER}\n")
+        sys.stderr.write(f"ledger backend: {LEDGER}, object store of StoreTestCase suites: {IT_STORE}\n")
         if left_out:
-            sys.stderr.write(f"left out under LODGE_TEST_LEDGER={LEDGER} ({len(left_out)} SQLite-only tests):\n")
-            for name, why in left_out:
-                sys.stderr.write(f"  {name}: {why}\n")
+            sys.stderr.write(f"left out ({len(left_out)} tests):\n")
+            for name, under, why in left_out:
+                sys.stderr.write(f"  {name} (under {under}): {why}\n")
         super().runTests()
 
 
@@ -550,6 +659,8 @@ def s3_client(endpoint, key="testing"):
 class S3TestCase(LodgeTestCase):
     """A moto_server per class, a fresh bucket per test, lodge pointed at it."""
 
+    store_kind = "s3"
+
     @classmethod
     def setUpClass(cls):
         cls.moto = Moto()
@@ -565,7 +676,8 @@ class S3TestCase(LodgeTestCase):
         self.bucket = "b-" + uuid.uuid4().hex[:20]
         self.s3.create_bucket(Bucket=self.bucket)
         self.prefix = "lodge"
-        self.env.update({"LODGE_STORE": f"s3://{self.bucket}/{self.prefix}", "AWS_ENDPOINT_URL": self.moto.endpoint,
+        self.store = f"s3://{self.bucket}/{self.prefix}"
+        self.env.update({"LODGE_STORE": self.store, "AWS_ENDPOINT_URL": self.moto.endpoint,
                          "LODGE_OWNER": "ci"})
         self.init()
 
@@ -584,8 +696,171 @@ class S3TestCase(LodgeTestCase):
         r = self.s3.list_multipart_uploads(Bucket=self.bucket)
         return [u["Key"] for u in r.get("Uploads", [])]
 
+    def staged(self):
+        """Keys with a staged upload that was never completed (S3: multipart uploads in
+        progress)."""
+        return sorted(self.uploads_in_progress())
+
     def object_bytes(self, key):
         return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+
+    def object_metadata(self, key):
+        """The object's user metadata (names as the store keeps them), or None when absent."""
+        try:
+            return self.s3.head_object(Bucket=self.bucket, Key=key)["Metadata"]
+        except self.s3.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] in ("404", "NoSuchKey"):
+                return None
+            raise
+
+    def put_object(self, key, body, metadata=None):
+        """Another writer's object at `key` (unconditional, as such a writer would)."""
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=body, Metadata=metadata or {})
+
+    def delete_object(self, key):
+        self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def stamp(self, ledger, record):
+        """Metadata claiming an object for `record` of ledger `ledger`: S3 keeps the hyphenated
+        names lodge wrote before they became valid on every backend (still read)."""
+        return {"lodge-ledger": str(ledger), "lodge-record-id": str(record)}
+
+    def start_staged(self, key):
+        """Another tool's staged upload at `key`, never completed (a multipart upload)."""
+        self.s3.create_multipart_upload(Bucket=self.bucket, Key=key)
+
+    @property
+    def server_port(self):
+        """The store server's port (for a FaultProxy in front of it)."""
+        return self.moto.port
+
+    def endpoint_env(self, url):
+        """The environment pointing lodge at `url` (such as a proxy) instead of the server."""
+        return {"AWS_ENDPOINT_URL": url}
+
+    def request_path(self, key):
+        """The HTTP path of requests on `key` (what a FaultProxy rule matches)."""
+        return f"/{self.bucket}/{key}"
+
+
+class AzureTestCase(LodgeTestCase):
+    """One Azurite per test process (azurite_server()), a fresh container per test, lodge pointed at it:
+    `self.store` = az://CONTAINER/lodge, the well-known devstoreaccount1 account and key in
+    AZURE_STORAGE_ACCOUNT / AZURE_STORAGE_KEY, the endpoint in LODGE_ENDPOINT (what
+    --endpoint sets). What lodge wrote is read back through tests/node/azblob.js (the
+    official SDK), the way S3TestCase reads moto through boto3."""
+
+    store_kind = "az"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.azurite = azurite_server()
+
+    def setUp(self):
+        super().setUp()
+        import uuid
+        self.container = "c-" + uuid.uuid4().hex[:20]
+        self.az("create-container", self.container)
+        self.prefix = "lodge"
+        self.store = f"az://{self.container}/{self.prefix}"
+        self.env.update({"LODGE_STORE": self.store, "LODGE_ENDPOINT": self.azurite.endpoint,
+                         "AZURE_STORAGE_ACCOUNT": AZURITE_ACCOUNT, "AZURE_STORAGE_KEY": AZURITE_KEY,
+                         "LODGE_OWNER": "ci"})
+        self.init()
+
+    def az(self, *args, **kw):
+        """azblob.js against this class's Azurite (see azblob())."""
+        return azblob(self.azurite.endpoint, *args, **kw)
+
+    def listing(self, prefix=None):
+        """Every committed blob under the prefix with its size, etag, metadata and tags."""
+        return self.az("list", self.container, "--prefix", self.prefix + "/" if prefix is None else prefix)
+
+    def objects(self, prefix=None, metadata=False):
+        """Committed blobs under the prefix: name -> size; lodge's own `.lodge/` id markers
+        only when `metadata` (as S3TestCase.objects)."""
+        return {b["name"]: b["size"] for b in self.listing(prefix)
+                if metadata or not is_lodge_metadata(b["name"])}
+
+    def uncommitted(self, prefix=None):
+        """Blobs under the prefix that carry uncommitted blocks (staged by Put Block and never
+        committed): [{name, committed, uncommitted_blocks}], `committed` False for a name
+        that exists only as uncommitted blocks (invisible to a normal listing)."""
+        return self.az("list", self.container, "--uncommitted",
+                       "--prefix", self.prefix + "/" if prefix is None else prefix)
+
+    def staged(self):
+        """Keys with a staged upload that was never completed (Azure: blobs with uncommitted
+        blocks)."""
+        return sorted(b["name"] for b in self.uncommitted(prefix=""))
+
+    def uploads_in_progress(self):
+        return self.staged()
+
+    def object_bytes(self, key):
+        return self.az("get", self.container, key, raw=True)
+
+    def head(self, key):
+        """Properties, metadata and tags of a blob (azblob head), or None when absent."""
+        r = self.az("head", self.container, key, check=False)
+        if "error" in r:
+            if r["error"]["status"] == 404:
+                return None
+            raise AzBlobError(["head", key], r["error"])
+        return r
+
+    def object_metadata(self, key):
+        h = self.head(key)
+        return None if h is None else h["metadata"]
+
+    def object_tags(self, key):
+        h = self.head(key)
+        return None if h is None else h["tags"]
+
+    def put_object(self, key, body, metadata=None, tags=None):
+        """Another writer's blob at `key` (unconditional, as such a writer would)."""
+        path = os.path.join(self.dir, "azblob-body")
+        with open(path, "wb") as f:
+            f.write(body if isinstance(body, bytes) else body.encode())
+        args = ["put", self.container, key, path]
+        for k, v in (metadata or {}).items():
+            args += ["--meta", f"{k}={v}"]
+        for k, v in (tags or {}).items():
+            args += ["--tag", f"{k}={v}"]
+        return self.az(*args)
+
+    def delete_object(self, key):
+        r = self.az("delete", self.container, key, check=False)
+        if "error" in r and r["error"]["status"] != 404:
+            raise AzBlobError(["delete", key], r["error"])
+
+    def stamp(self, ledger, record):
+        """Metadata claiming a blob for `record` of ledger `ledger` (Azure metadata names are
+        identifiers: no hyphens)."""
+        return {"lodgeledger": str(ledger), "lodgerecord": str(record)}
+
+    def start_staged(self, key):
+        """Another tool's staged upload at `key`, never committed (blocks staged by Put Block)."""
+        self.az("stage-blocks", self.container, key, "--count", 2, "--size", 1024, "--id-prefix", "other")
+
+    @property
+    def server_port(self):
+        return self.azurite.port
+
+    def endpoint_env(self, url):
+        return {"LODGE_ENDPOINT": f"{url}/{AZURITE_ACCOUNT}"}
+
+    def request_path(self, key):
+        return f"/{AZURITE_ACCOUNT}/{self.container}/{key}"
+
+
+def store_test_case():
+    """The test case class LODGE_IT_STORE names: S3TestCase (s3, the default) or
+    AzureTestCase (az)."""
+    return AzureTestCase if IT_STORE == "az" else S3TestCase
+
+
+StoreTestCase = store_test_case()
 
 
 def is_lodge_metadata(key):
@@ -593,7 +868,7 @@ def is_lodge_metadata(key):
     return key.startswith(".lodge/") or "/.lodge/" in key
 
 
-def check_invariants(tc, objects, max_files=None):
+def check_invariants(tc, objects=None, max_files=None):
     """Asserts what must hold at any quiet moment, reading the ledger through lodge itself
     (`list --all --owner '*'`, `tasks --status all`), so the same check runs on every
     backend: I1 (every alive ACTIVE row has its object); I2 (no object under the prefix
@@ -601,7 +876,10 @@ def check_invariants(tc, objects, max_files=None):
     within max_files); I4 (scoped: one alive 'owner' row per owner and digest, one alive
     row that is not 'none' per owner, prefix and digest); every row has exactly one cleanup
     task and every task belongs to an existing row. On SQLite also PRAGMA integrity_check
-    and foreign_key_check."""
+    and foreign_key_check. `objects` (key -> size) defaults to the test's `objects()`, on
+    either kind of store."""
+    if objects is None:
+        objects = tc.objects()
     if not tc.postgres:
         tc.assertEqual(tc.sql("PRAGMA integrity_check"), [("ok",)])
         tc.assertEqual(tc.sql("PRAGMA foreign_key_check"), [])

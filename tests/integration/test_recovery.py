@@ -2,7 +2,9 @@
 run against moto_server with failpoints, real SIGKILL, real processes and faketime for
 "later". Every scenario ends with the invariant checker (I1-I7). It runs on either ledger
 backend (LODGE_TEST_LEDGER=sqlite|postgres; CTest: it_recovery, it_recovery_pg); the few
-scenarios about the SQLite file itself are marked @sqlite_only."""
+scenarios about the SQLite file itself are marked @sqlite_only. The same rows run on either
+object store (LODGE_IT_STORE=s3|az: moto or Azurite; CTest: it_recovery_az); the rows about
+S3 itself (bucket versioning) are marked @s3_only."""
 
 import json
 import os
@@ -14,8 +16,8 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 import samples  # noqa: E402
-from lodgetest import (FaultProxy, S3TestCase, aws, check_invariants, converge, main, sqlite_only,  # noqa: E402
-                       wait_until)
+from lodgetest import (FaultProxy, StoreTestCase, aws, check_invariants, converge, main, s3_only,  # noqa: E402
+                       sqlite_only, wait_until)
 
 CONFIG = {
     "policies": {
@@ -30,7 +32,7 @@ CONFIG = {
 AFTER_DEADLINE = "+20s"   # past deadline (10s) + grace (5s), with room for a slow machine
 
 
-class Recovery(S3TestCase):
+class Recovery(StoreTestCase):
     def setUp(self):
         super().setUp()
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
@@ -291,6 +293,7 @@ class Recovery(S3TestCase):
         self.assertEqual(self.objects(), {})
         self.check()
 
+    @s3_only("bucket versioning (Azurite 3.37 has no blob versioning)")
     def test_versioned_bucket(self):
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
         r, res = self.upload("a.txt", "versioned\n", env=self.fp("upload.confirm=error"))
@@ -304,7 +307,7 @@ class Recovery(S3TestCase):
     def test_unmanaged_object_is_reported_and_survives_apply_and_sweep(self):
         # I8: another tool's object under lodge's prefix, even with a key shaped like lodge's.
         key = f"{self.prefix}/ci/{uuid.uuid4()}.txt"
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"nobody's")
+        self.put_object(key, b"nobody's")
         young = self.lodge("reconcile", "--json", "--older-than", "1h")
         self.assertEqual(young.json()["found"]["unmanaged"], 0, "younger than the grace: maybe in flight")
         rep = self.lodge("reconcile", "--json", later="+1h")
@@ -326,8 +329,7 @@ class Recovery(S3TestCase):
         key = self.row(res["id"])[2]
         self.assertEqual(self.lodge("delete", str(res["id"])).rc, 0)
         converge(self)
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"theirs",
-                           Metadata={"lodge-ledger": str(uuid.uuid4()), "lodge-record-id": str(res["id"])})
+        self.put_object(key, b"theirs", metadata=self.stamp(uuid.uuid4(), res["id"]))
         rep = self.lodge("reconcile", "--apply", "--json", later="+2h")
         self.assertEqual(rep.json()["found"]["foreign"], 1, rep)
         self.assertEqual((rep.json()["found"]["leftover"], rep.json()["applied"]), (0, 0), rep)
@@ -337,7 +339,7 @@ class Recovery(S3TestCase):
     def test_dangling(self):
         r, res = self.upload("a.txt", "will vanish\n")
         key = self.row(res["id"])[2]
-        self.s3.delete_object(Bucket=self.bucket, Key=key)
+        self.delete_object(key)
         rep = self.lodge("reconcile", "--json")
         self.assertEqual(rep.rc, 1)
         self.assertEqual(rep.json()["found"]["dangling"], 1)
@@ -349,11 +351,11 @@ class Recovery(S3TestCase):
     def test_corrupt_is_found_by_size_and_by_verify(self):
         r, res = self.upload("a.txt", "original bytes\n")
         key = self.row(res["id"])[2]
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"original bytez\n")  # same size, other content
+        self.put_object(key, b"original bytez\n")  # same size, other content
         self.assertEqual(self.lodge("reconcile").rc, 0)
         v = self.lodge("reconcile", "--verify", "--json")
         self.assertEqual(v.json()["found"]["corrupt"], 1, v)
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"short\n")
+        self.put_object(key, b"short\n")
         self.assertEqual(self.lodge("reconcile", "--json").json()["found"]["corrupt"], 1)
 
     def test_stale_multipart(self):
@@ -364,7 +366,7 @@ class Recovery(S3TestCase):
         converge(self, later=AFTER_DEADLINE)  # repair then sweep: the task aborts it
         self.assertEqual(self.uploads_in_progress(), [])
         # An upload no row has the key of is another tool's: reported, never aborted (I8).
-        self.s3.create_multipart_upload(Bucket=self.bucket, Key=f"{self.prefix}/ci/abandoned.bin")
+        self.start_staged(f"{self.prefix}/ci/abandoned.bin")
         rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
         self.assertEqual(rep.json()["found"]["unmanaged"], 1, rep)
         self.assertEqual((rep.json()["found"]["stale_multipart"], rep.json()["applied"]), (0, 0), rep)
@@ -395,8 +397,7 @@ class Recovery(S3TestCase):
     def test_foreign_object(self):
         key = f"{self.prefix}/ci/{uuid.uuid4()}.txt"
         self.lodge("init")
-        self.s3.put_object(Bucket=self.bucket, Key=key, Body=b"theirs",
-                           Metadata={"lodge-ledger": str(uuid.uuid4()), "lodge-record-id": "1"})
+        self.put_object(key, b"theirs", metadata=self.stamp(uuid.uuid4(), 1))
         rep = self.lodge("reconcile", "--apply", "--json", later="+1h")
         self.assertEqual(rep.rc, 0, "another ledger's object is counted, not a finding")
         self.assertEqual(rep.json()["found"]["foreign"], 1)
@@ -432,12 +433,12 @@ class Recovery(S3TestCase):
         self.assertIn("restored", self.lodge("reconcile", later="+1h").out)
 
     def test_ambiguous_put(self):
-        proxy = FaultProxy(self.moto.port, self.dir)
+        proxy = FaultProxy(self.server_port, self.dir)
         try:
-            proxy.set_rules([{"method": "PUT", "path_contains": f"/{self.bucket}/{self.prefix}/ci/",
+            proxy.set_rules([{"method": "PUT", "path_contains": self.request_path(f"{self.prefix}/ci/"),
                               "action": "forward_then_reset", "times": 20}])
-            self.rebind({"AWS_ENDPOINT_URL": proxy.endpoint})  # the same bucket, through the proxy
-            r, res = self.upload("a.txt", "did it land?\n", env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            self.rebind(self.endpoint_env(proxy.endpoint))  # the same bucket, through the proxy
+            r, res = self.upload("a.txt", "did it land?\n", env=self.endpoint_env(proxy.endpoint))
             self.rebind({})
             self.assertNotEqual(res["outcome"], "active")
             self.assertEqual(res["outcome"], "failed")
@@ -535,6 +536,7 @@ class Recovery(S3TestCase):
         self.check()
         converge(self, later="+2h")
 
+    @s3_only("bucket versioning and the version id of the object (Azurite 3.37 has no blob versioning)")
     def test_own_object_recovery_records_the_version_id(self):
         # The first PUT is stored but its answer is lost; the retry gets 412, HEAD shows our
         # record id and digest: the row is confirmed with the object's real version id.
@@ -613,8 +615,8 @@ class Recovery(S3TestCase):
         st = self.lodge("status", "--json").json()
         self.assertEqual(sorted(k for k, v in st["last_runs"].items() if v), ["reconcile", "repair", "sweep"])
         self.assertEqual(self.lodge("sweep", "--dry-run").out.strip(), "sweep: 0 tasks due")
-        self.rebind({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # the ledger's store, unreachable
-        down = self.lodge("reconcile", env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})
+        self.rebind(self.endpoint_env("http://127.0.0.1:9"))  # the ledger's store, unreachable
+        down = self.lodge("reconcile", env=self.endpoint_env("http://127.0.0.1:9"))
         self.assertEqual(down.rc, 4, down)
 
 
