@@ -271,6 +271,7 @@ int run(int argc, char **argv) {
                                 add_get(app),
                                 add_cat(app),
                                 add_url(app),
+                                add_lifecycle(app),
                                 add_debug(app)};
 
   try {

@@ -3,6 +3,7 @@
 
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/xml.hpp>
+#include <lodge/store/lifecycle.hpp>
 
 namespace lodge::store {
 namespace {
@@ -143,7 +144,38 @@ public:
     });
   }
 
+  Result<LifecycleRule> lifecycle_rule(int days) override {
+    // The whole configuration is replaced by a PUT, so the rule is the bucket's current
+    // configuration merged with lodge's rules; a versioned (or suspended) bucket also
+    // gets the noncurrent-version rule.
+    auto versioning = m_client->get_versioning();
+    if (!versioning) return versioning.error();
+    std::string current;
+    if (auto existing = m_client->get_bucket_lifecycle())
+      current = std::move(existing.value());
+    else if (existing.error().code != Errc::not_found)
+      return existing.error();
+    lifecycle::S3Rules rules{m_prefix, days, m_tag_state, !versioning->empty()};
+    auto document = lifecycle::s3_configuration(rules, current);
+    if (!document) return document.error();
+    LifecycleRule r;
+    r.format = k_s3_format;
+    r.document = std::move(document.value());
+    r.can_apply = true;
+    r.apply_hint = "lodge --store " + m_url +
+                   " lifecycle --apply (PutBucketLifecycleConfiguration of this whole document: the bucket's "
+                   "rules whose IDs do not start with lodge- are kept as they are)";
+    return r;
+  }
+
+  Status apply_lifecycle(const LifecycleRule &rule) override {
+    if (rule.format != k_s3_format)
+      return Error(Errc::internal, "a " + rule.format + " rule cannot be installed on " + m_url);
+    return m_client->put_bucket_lifecycle(rule.document);
+  }
+
 private:
+  static constexpr const char *k_s3_format = "s3-lifecycle-xml";
   static Error file_changed(const std::string &key) {
     return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
   }
@@ -159,6 +191,7 @@ private:
   std::string m_url;
   std::string m_prefix;
   std::unique_ptr<s3::Client> m_client;
+  bool m_tag_state = false; // objects are tagged lodge-state=pending/committed
 };
 } // namespace
 

@@ -32,6 +32,8 @@ public:
   Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
     return m_inner->presign_get(key, expires_s);
   }
+  Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
+  Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
   Status remove_all(const std::string &key) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_all(key);
@@ -87,6 +89,16 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
 Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {
   return Error(Errc::unsupported,
                "cannot make a presigned URL for " + key + ": " + describe() + " is not an S3 store");
+}
+
+Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {
+  return Error(Errc::unsupported, describe() +
+                                      ": this store has no lifecycle rules; `lodge sweep` (run from cron) is "
+                                      "its only cleanup");
+}
+
+Status ObjectStore::apply_lifecycle(const LifecycleRule & /*rule*/) {
+  return Error(Errc::unsupported, "lodge cannot install a lifecycle rule on " + describe());
 }
 
 Status ObjectStore::get(const std::string &key, int fd) {

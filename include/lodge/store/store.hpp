@@ -67,6 +67,14 @@ struct Part {
   std::string sha256_hex;
 };
 
+// The lifecycle rule that backs up sweep on a store (see store/lifecycle.hpp).
+struct LifecycleRule {
+  std::string format;     // "s3-lifecycle-xml" | "azure-management-policy-json"
+  std::string document;   // the rule (S3: the whole merged configuration)
+  std::string apply_hint; // how to install it when lodge cannot
+  bool can_apply = false;
+};
+
 // Optional abilities of a store's server, learned from its answers during a run.
 enum class Capability { version_listing, multipart_listing };
 enum class Support { unknown, present, absent };
@@ -116,6 +124,11 @@ public:
   // A URL that lets whoever holds it GET the object until `expires_s` seconds from now,
   // without credentials. UNSUPPORTED for a store that cannot sign one (file://).
   virtual Result<std::string> presign_get(const std::string &key, int64_t expires_s);
+  // The backstop rule for this store, acting after `days`. UNSUPPORTED by default
+  // (file://: sweep is its only cleanup).
+  virtual Result<LifecycleRule> lifecycle_rule(int days);
+  // Installs what lifecycle_rule() made. UNSUPPORTED where lodge cannot (the default).
+  virtual Status apply_lifecycle(const LifecycleRule &rule);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
 };
