@@ -2,6 +2,7 @@
 
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace lodge;
 

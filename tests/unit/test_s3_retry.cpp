@@ -368,14 +368,6 @@ TEST_CASE("405 and 501 mean UNSUPPORTED: learned once, not retried, not unreacha
   CHECK(once.transport->seen.size() == 1); // 501 was retried as "unavailable" before
 }
 
-namespace {
-std::string header_of(const http::Request &req, const std::string &name) {
-  for (const auto &[k, v] : req.headers)
-    if (k == name) return v;
-  return {};
-}
-} // namespace
-
 TEST_CASE("state tags: x-amz-tagging on PutObject and CreateMultipartUpload, none when unset") {
   const char *k_initiate =
       "<InitiateMultipartUploadResult><UploadId>U1</UploadId></InitiateMultipartUploadResult>";
@@ -409,7 +401,7 @@ TEST_CASE("PutObjectTagging sends the tag set with Content-MD5; GetObjectTagging
   CHECK(header_of(put, "authorization").find("content-md5") != std::string::npos); // signed
   auto tags = h.client->get_object_tagging("dir/k");
   REQUIRE(tags.ok());
-  CHECK(*tags == std::map<std::string, std::string>{{"lodge-state", "committed"}, {"other", "a&b"}});
+  CHECK(tags.value() == std::map<std::string, std::string>{{"lodge-state", "committed"}, {"other", "a&b"}});
   CHECK(h.transport->seen.at(1).method == "GET");
   CHECK(h.transport->seen.at(1).url == "http://127.0.0.1:9/b/dir/k?tagging=");
   CHECK(h.client->get_object_tagging("gone").error().code == Errc::not_found);
@@ -431,11 +423,11 @@ TEST_CASE("bucket lifecycle: GET names NOT_FOUND only for no configuration; PUT 
   CHECK(missing_bucket.error().code == Errc::storage_error);
   CHECK(missing_bucket.error().details.s3_code == "NoSuchBucket");
   CHECK(h.client->get_bucket_lifecycle().value() == k_config);
-  CHECK(h.transport->seen.at(0).url == "http://127.0.0.1:9/b?lifecycle=");
+  CHECK(h.transport->seen.at(0).url == "http://127.0.0.1:9/b/?lifecycle=");
   REQUIRE(h.client->put_bucket_lifecycle("<LifecycleConfiguration/>").ok());
   const auto &put = h.transport->seen.at(3);
   CHECK(put.method == "PUT");
-  CHECK(put.url == "http://127.0.0.1:9/b?lifecycle=");
+  CHECK(put.url == "http://127.0.0.1:9/b/?lifecycle=");
   CHECK(h.transport->bodies_sent.at(3) == "<LifecycleConfiguration/>");
   CHECK(header_of(put, "content-md5") == "j9VfG/p/L54O4f1X84gDLQ==");
   CHECK(header_of(put, "x-amz-checksum-sha256") == "de89DinK3Gw5ZBExKLi0pSyYCmL7Nad0PqYZj/rjWGo=");

@@ -27,11 +27,11 @@ TEST_CASE("S3: a bucket without a configuration gets the abort rule under the pr
   auto xml = lc::s3_configuration({"archive/", 3, false, false}, "");
   REQUIRE(xml.ok());
   pugi::xml_document doc;
-  REQUIRE(doc.load_string(xml->c_str()));
+  REQUIRE(doc.load_string(xml.value().c_str()));
   CHECK(std::string(doc.document_element().name()) == "LifecycleConfiguration");
   CHECK(std::string(doc.document_element().attribute("xmlns").value()) ==
         "http://s3.amazonaws.com/doc/2006-03-01/");
-  CHECK(lc::s3_rule_ids(*xml).value() == std::vector<std::string>{"lodge-abort-incomplete-uploads"});
+  CHECK(lc::s3_rule_ids(xml.value()).value() == std::vector<std::string>{"lodge-abort-incomplete-uploads"});
   auto r = rule_by_id(doc, "lodge-abort-incomplete-uploads");
   CHECK(at(r, "Filter/Prefix") == "archive/");
   CHECK(at(r, "Status") == "Enabled");
@@ -43,7 +43,7 @@ TEST_CASE("S3: with tag_state, objects tagged lodge-state=pending under the pref
   auto xml = lc::s3_configuration({"archive/", 1, true, false}, "");
   REQUIRE(xml.ok());
   pugi::xml_document doc;
-  REQUIRE(doc.load_string(xml->c_str()));
+  REQUIRE(doc.load_string(xml.value().c_str()));
   auto r = rule_by_id(doc, "lodge-expire-pending");
   REQUIRE(r);
   CHECK(at(r, "Filter/And/Prefix") == "archive/");
@@ -56,7 +56,7 @@ TEST_CASE("S3: with tag_state, objects tagged lodge-state=pending under the pref
   auto root = lc::s3_configuration({"", 1, true, false}, "");
   REQUIRE(root.ok());
   pugi::xml_document rd;
-  REQUIRE(rd.load_string(root->c_str()));
+  REQUIRE(rd.load_string(root.value().c_str()));
   auto rr = rule_by_id(rd, "lodge-expire-pending");
   CHECK_FALSE(rr.child("Filter").child("And"));
   CHECK(at(rr, "Filter/Tag/Key") == "lodge-state");
@@ -67,7 +67,7 @@ TEST_CASE("S3: a versioned bucket also expires noncurrent versions under the pre
   auto xml = lc::s3_configuration({"p/", 7, false, true}, "");
   REQUIRE(xml.ok());
   pugi::xml_document doc;
-  REQUIRE(doc.load_string(xml->c_str()));
+  REQUIRE(doc.load_string(xml.value().c_str()));
   auto r = rule_by_id(doc, "lodge-expire-noncurrent");
   REQUIRE(r);
   CHECK(at(r, "Filter/Prefix") == "p/");
@@ -80,28 +80,28 @@ TEST_CASE("S3: merging keeps another tool's rule as the server gave it and repla
   auto foreign = data("lifecycle_foreign.xml"); // captured from moto: other-tool-archive
   auto first = lc::s3_configuration({"archive/", 1, true, false}, foreign);
   REQUIRE(first.ok());
-  CHECK(lc::s3_rule_ids(*first).value() == std::vector<std::string>{"other-tool-archive",
-                                                                    "lodge-abort-incomplete-uploads",
-                                                                    "lodge-expire-pending"});
+  CHECK(lc::s3_rule_ids(first.value()).value() == std::vector<std::string>{"other-tool-archive",
+                                                                           "lodge-abort-incomplete-uploads",
+                                                                           "lodge-expire-pending"});
   pugi::xml_document doc;
-  REQUIRE(doc.load_string(first->c_str()));
+  REQUIRE(doc.load_string(first.value().c_str()));
   auto other = rule_by_id(doc, "other-tool-archive");
   CHECK(at(other, "Filter/Prefix") == "logs/");
   CHECK(at(other, "Transition/StorageClass") == "GLACIER");
   CHECK(at(other, "Expiration/Days") == "365");
 
   // Merging again (what the bucket holds after an apply) changes nothing: idempotent.
-  auto again = lc::s3_configuration({"archive/", 1, true, false}, *first);
+  auto again = lc::s3_configuration({"archive/", 1, true, false}, first.value());
   REQUIRE(again.ok());
-  CHECK(*again == *first);
+  CHECK(again.value() == first.value());
 
   // Other days, tag_state off: lodge's rules are replaced, never duplicated; the other stays.
-  auto changed = lc::s3_configuration({"archive/", 5, false, false}, *first);
+  auto changed = lc::s3_configuration({"archive/", 5, false, false}, first.value());
   REQUIRE(changed.ok());
-  CHECK(lc::s3_rule_ids(*changed).value() ==
+  CHECK(lc::s3_rule_ids(changed.value()).value() ==
         std::vector<std::string>{"other-tool-archive", "lodge-abort-incomplete-uploads"});
   pugi::xml_document cd;
-  REQUIRE(cd.load_string(changed->c_str()));
+  REQUIRE(cd.load_string(changed.value().c_str()));
   CHECK(at(rule_by_id(cd, "lodge-abort-incomplete-uploads"),
            "AbortIncompleteMultipartUpload/DaysAfterInitiation") == "5");
 }
