@@ -132,6 +132,7 @@ store::Backend &Context::backend() {
     o.profile = c.profile;
     o.ca_bundle = c.ca_bundle;
     o.verify_tls = c.verify_tls;
+    o.tag_state = c.tag_state;
     m_backend = store::open_backend(o);
   }
   return *m_backend;
@@ -270,6 +271,7 @@ int run(int argc, char **argv) {
                                 add_get(app),
                                 add_cat(app),
                                 add_url(app),
+                                add_lifecycle(app),
                                 add_debug(app)};
 
   try {

@@ -182,7 +182,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   reject_unknown(doc, "",
                  {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
                   "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status"});
+                  "sweep", "status", "tag_state"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   if (doc.contains("endpoint")) c.endpoint = get_string(doc["endpoint"], "endpoint");
@@ -193,6 +193,11 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (doc.contains("ca_bundle")) c.ca_bundle = get_string(doc["ca_bundle"], "ca_bundle");
   if (doc.contains("profile")) c.profile = get_string(doc["profile"], "profile");
+  if (doc.contains("tag_state")) {
+    const auto &v = doc["tag_state"];
+    if (!v.is_boolean()) bad("tag_state", "expected true or false (got " + v.dump() + ")");
+    c.tag_state = v.get<bool>();
+  }
   // SQLite takes the busy timeout as an int of milliseconds: a longer one would wrap
   // around to "do not wait at all".
   if (doc.contains("busy_timeout"))
@@ -355,6 +360,7 @@ nlohmann::json to_json(const Config &c) {
   j["ca_bundle"] = c.ca_bundle;
   j["profile"] = c.profile;
   j["verify_tls"] = c.verify_tls;
+  j["tag_state"] = c.tag_state;
   j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);

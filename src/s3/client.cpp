@@ -11,6 +11,7 @@
 #include <lodge/util/strings.hpp>
 #include <map>
 #include <mutex>
+#include <openssl/evp.h>
 #include <thread>
 
 namespace lodge::s3 {
@@ -43,6 +44,16 @@ std::string xml_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+// Content-MD5 (RFC 1864: base64 of the raw digest), which S3 requires on the tagging and
+// lifecycle PUTs.
+std::string md5_base64(std::string_view data) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md.data(), &len, EVP_md5(), nullptr) != 1)
+    throw LodgeError(Errc::internal, "EVP_Digest(MD5) failed");
+  return util::base64_encode(std::string_view(reinterpret_cast<const char *>(md.data()), len));
 }
 
 std::string base64_of_hex(const std::string &hex) {
@@ -208,6 +219,7 @@ Result<PutResult> Client::put_object(const std::string &key, http::BodySource &b
     c.headers.emplace_back("if-none-match", "*");
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-amz-meta-" + k, v);
+  if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
   auto r = send(c);
   if (!r) return r.error();
   return PutResult{util::trim(r->header("etag")), r->header("x-amz-version-id")};
@@ -440,6 +452,7 @@ Result<std::string> Client::create_multipart(const std::string &key, const PutOp
   c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-amz-meta-" + k, v);
+  if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
   auto r = send(c);
   if (!r) return r.error();
   auto id = parse_initiate_multipart(r->body);
@@ -529,6 +542,64 @@ Status Client::list_multipart_uploads(const std::string &prefix,
     key_marker = page->next_key_marker;
     id_marker = page->next_upload_id_marker;
   }
+}
+
+Result<http::Response> Client::send_xml(const std::string &method, const std::string &key, Params query,
+                                        const std::string &xml, const std::string &what) {
+  http::StringBody body(xml);
+  Call c{method, key, std::move(query), {}, &body, crypto::sha256_hex(xml), {}, 0, what};
+  c.headers.emplace_back("content-type", "application/xml");
+  c.headers.emplace_back("content-md5", md5_base64(xml));
+  c.headers.emplace_back("x-amz-checksum-sha256", crypto::to_base64(crypto::sha256(xml)));
+  return send(c);
+}
+
+Status Client::put_object_tagging(const std::string &key, const std::map<std::string, std::string> &tags) {
+  std::string xml = "<Tagging xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet>";
+  for (const auto &[k, v] : tags)
+    xml += "<Tag><Key>" + xml_escape(k) + "</Key><Value>" + xml_escape(v) + "</Value></Tag>";
+  xml += "</TagSet></Tagging>";
+  auto r = send_xml("PUT", key, {{"tagging", ""}}, xml, "PUT TAGGING " + key);
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Result<std::map<std::string, std::string>> Client::get_object_tagging(const std::string &key) {
+  Call c{"GET", key, {{"tagging", ""}}, {}, nullptr, {}, {}, 0, "GET TAGGING " + key};
+  auto r = send(c);
+  if (!r) return r.error();
+  auto tags = parse_tagging(r->body);
+  if (!tags) return Error(Errc::storage_error, "GET TAGGING " + key + ": unreadable answer");
+  return *tags;
+}
+
+Result<std::string> Client::get_bucket_lifecycle() {
+  Call c{"GET", "", {{"lifecycle", ""}}, {}, nullptr, {}, {}, 0, "GET LIFECYCLE " + m_cfg.bucket};
+  auto r = send(c);
+  if (!r) {
+    // NOT_FOUND means "no configuration" to callers; a missing bucket (404 NoSuchBucket)
+    // must not read as an empty one.
+    const auto &e = r.error();
+    if (e.code == Errc::not_found && e.details.s3_code != "NoSuchLifecycleConfiguration")
+      return Error(Errc::storage_error, e.message, e.details);
+    return e;
+  }
+  return r->body;
+}
+
+Status Client::put_bucket_lifecycle(const std::string &xml) {
+  auto r = send_xml("PUT", "", {{"lifecycle", ""}}, xml, "PUT LIFECYCLE " + m_cfg.bucket);
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Result<std::string> Client::get_versioning() {
+  Call c{"GET", "", {{"versioning", ""}}, {}, nullptr, {}, {}, 0, "GET VERSIONING " + m_cfg.bucket};
+  auto r = send(c);
+  if (!r) return r.error();
+  auto status = parse_versioning(r->body);
+  if (!status) return Error(Errc::storage_error, "GET VERSIONING " + m_cfg.bucket + ": unreadable answer");
+  return *status;
 }
 
 Status Client::create_bucket() {

@@ -130,6 +130,30 @@ std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
   return r;
 }
 
+std::optional<std::map<std::string, std::string>> parse_tagging(std::string_view xml) {
+  auto doc = load(xml);
+  if (!doc) return std::nullopt;
+  auto root = doc->document_element();
+  if (std::string_view(root.name()) != "Tagging") return std::nullopt;
+  std::map<std::string, std::string> tags;
+  for (auto t : root.child("TagSet").children("Tag")) {
+    auto key = text(t, "Key");
+    if (key.empty()) return std::nullopt;
+    tags[key] = text(t, "Value");
+  }
+  return tags;
+}
+
+std::optional<std::string> parse_versioning(std::string_view xml) {
+  auto doc = load(xml);
+  if (!doc) return std::nullopt;
+  auto root = doc->document_element();
+  // AWS answers VersioningConfiguration; moto GetBucketVersioningResponse.
+  std::string_view name = root.name();
+  if (name != "VersioningConfiguration" && name != "GetBucketVersioningResponse") return std::nullopt;
+  return text(root, "Status");
+}
+
 std::optional<int64_t> parse_iso8601_ms(std::string_view s) {
   std::tm tm{};
   std::string str(s);

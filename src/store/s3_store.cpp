@@ -3,6 +3,7 @@
 
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/xml.hpp>
+#include <lodge/store/lifecycle.hpp>
 
 namespace lodge::store {
 namespace {
@@ -44,7 +45,11 @@ public:
     c.state_tags = m_tag_state;
     return c;
   }
-  Status mark_committed(const std::string & /*key*/) override { return ok_status(); }
+  // PutObjectTagging replaces the object's whole tag set: lodge's objects carry no other tags.
+  Status mark_committed(const std::string &key) override {
+    if (!m_tag_state) return ok_status();
+    return m_client->put_object_tagging(key, {{std::string(lifecycle::k_s3_state_tag), "committed"}});
+  }
 
   Result<PutResult> put(const PutRequest &req) override {
     FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
@@ -52,6 +57,7 @@ public:
     o.content_type = req.content_type;
     o.sha256_hex = req.body.sha256_hex;
     o.metadata = req.metadata;
+    o.tagging = pending_tagging();
     o.deadline_steady_ms = req.deadline_steady_ms;
     auto r = m_client->put_object(req.key, body, o);
     if (!r) return changed_or(body, r.error(), req.key);
@@ -83,7 +89,21 @@ public:
     return m_client->presign_get(key, expires_s);
   }
 
-  Status remove_all(const std::string &key, DeleteGuard /*guard*/) override {
+  Status remove_all(const std::string &key, DeleteGuard guard) override {
+    if (m_tag_state && guard == DeleteGuard::pending_only) {
+      // S3 has no delete conditional on tags: the tags are read first. Not atomic, but the
+      // row was checked before, so this only stops a stale task meeting a committed object.
+      auto tags = m_client->get_object_tagging(key);
+      // No current object (404; 405 on a delete marker): nothing committed to protect.
+      if (!tags && tags.error().code != Errc::not_found && tags.error().code != Errc::unsupported)
+        return tags.error();
+      if (tags) {
+        auto it = tags->find(std::string(lifecycle::k_s3_state_tag));
+        if (it != tags->end() && it->second == "committed")
+          return Error(Errc::precondition_failed,
+                       "not deleted: " + key + " is tagged " + it->first + "=committed (a confirmed upload)");
+      }
+    }
     return m_client->delete_everything(key);
   }
 
@@ -102,6 +122,7 @@ public:
     s3::PutOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
+    o.tagging = pending_tagging();
     return m_client->create_multipart(req.key, o);
   }
 
@@ -154,7 +175,42 @@ public:
     });
   }
 
+  Result<LifecycleRule> lifecycle_rule(int days) override {
+    // The whole configuration is replaced by a PUT, so the rule is the bucket's current
+    // configuration merged with lodge's rules; a versioned (or suspended) bucket also
+    // gets the noncurrent-version rule.
+    auto versioning = m_client->get_versioning();
+    if (!versioning) return versioning.error();
+    std::string current;
+    if (auto existing = m_client->get_bucket_lifecycle())
+      current = std::move(existing.value());
+    else if (existing.error().code != Errc::not_found)
+      return existing.error();
+    lifecycle::S3Rules rules{m_prefix, days, m_tag_state, !versioning->empty()};
+    auto document = lifecycle::s3_configuration(rules, current);
+    if (!document) return document.error();
+    LifecycleRule r;
+    r.format = k_s3_format;
+    r.document = std::move(document.value());
+    r.can_apply = true;
+    r.apply_hint = "lodge --store " + m_url +
+                   " lifecycle --apply (PutBucketLifecycleConfiguration of this whole document: the bucket's "
+                   "rules whose IDs do not start with lodge- are kept as they are)";
+    return r;
+  }
+
+  Status apply_lifecycle(const LifecycleRule &rule) override {
+    if (rule.format != k_s3_format)
+      return Error(Errc::internal, "a " + rule.format + " rule cannot be installed on " + m_url);
+    return m_client->put_bucket_lifecycle(rule.document);
+  }
+
 private:
+  static constexpr const char *k_s3_format = "s3-lifecycle-xml";
+  // x-amz-tagging of every put of a tagging store (not of lodge's own small objects).
+  [[nodiscard]] std::string pending_tagging() const {
+    return m_tag_state ? std::string(lifecycle::k_s3_state_tag) + "=pending" : std::string{};
+  }
   static Error file_changed(const std::string &key) {
     return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
   }

@@ -2,6 +2,7 @@
 
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
+#include <nlohmann/json.hpp>
 
 using namespace lodge;
 
@@ -186,6 +187,17 @@ TEST_CASE(
   CHECK(msg.find("expected true or false") != std::string::npos);
   CHECK(error_of(inputs_with(dir, R"({"policies": {"resume": {"allow_empty": 0}}})")).find("allow_empty") !=
         std::string::npos);
+}
+
+TEST_CASE("tag_state: off unless the file says true; shown by to_json; a non-bool is an error") {
+  test::TempDir dir;
+  CHECK_FALSE(config::load(inputs_with(dir, "{}")).tag_state);
+  auto c = config::load(inputs_with(dir, R"({"tag_state": true})"));
+  CHECK(c.tag_state);
+  CHECK(config::to_json(c)["tag_state"] == true);
+  auto msg = error_of(inputs_with(dir, R"({"tag_state": "yes"})"));
+  CHECK(msg.rfind("tag_state:", 0) == 0);
+  CHECK(msg.find("expected true or false") != std::string::npos);
 }
 
 TEST_CASE("a relative file:// store is made absolute from the current directory") {

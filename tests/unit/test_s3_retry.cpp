@@ -367,3 +367,71 @@ TEST_CASE("405 and 501 mean UNSUPPORTED: learned once, not retried, not unreacha
   CHECK(e.error().name() == "UNSUPPORTED");
   CHECK(once.transport->seen.size() == 1); // 501 was retried as "unavailable" before
 }
+
+TEST_CASE("state tags: x-amz-tagging on PutObject and CreateMultipartUpload, none when unset") {
+  const char *k_initiate =
+      "<InitiateMultipartUploadResult><UploadId>U1</UploadId></InitiateMultipartUploadResult>";
+  Harness h({{200, "", {}}, {200, k_initiate, {}}, {200, "", {}}});
+  http::StringBody body("abc");
+  s3::PutOptions o;
+  o.tagging = "lodge-state=pending";
+  REQUIRE(h.client->put_object("k", body, o).ok());
+  REQUIRE(h.client->create_multipart("k", o).value() == "U1");
+  REQUIRE(h.client->put_object("k2", body, {}).ok());
+  CHECK(header_of(h.transport->seen.at(0), "x-amz-tagging") == "lodge-state=pending");
+  CHECK(header_of(h.transport->seen.at(1), "x-amz-tagging") == "lodge-state=pending");
+  CHECK(h.transport->seen.at(1).url == "http://127.0.0.1:9/b/k?uploads=");
+  CHECK(header_of(h.transport->seen.at(2), "x-amz-tagging").empty());
+}
+
+TEST_CASE("PutObjectTagging sends the tag set with Content-MD5; GetObjectTagging reads it back") {
+  const char *k_tags = "<?xml version=\"1.0\"?><Tagging xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                       "<TagSet><Tag><Key>lodge-state</Key><Value>committed</Value></Tag>"
+                       "<Tag><Key>other</Key><Value>a&amp;b</Value></Tag></TagSet></Tagging>";
+  Harness h({{200, "", {}}, {200, k_tags, {}}, {404, "<Error><Code>NoSuchKey</Code></Error>", {}}});
+  REQUIRE(h.client->put_object_tagging("dir/k", {{"lodge-state", "committed"}}).ok());
+  const auto &put = h.transport->seen.at(0);
+  CHECK(put.method == "PUT");
+  CHECK(put.url == "http://127.0.0.1:9/b/dir/k?tagging=");
+  CHECK(h.transport->bodies_sent.at(0) ==
+        "<Tagging xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet><Tag><Key>lodge-state</Key>"
+        "<Value>committed</Value></Tag></TagSet></Tagging>");
+  CHECK(header_of(put, "content-md5") == "1g2HjlXPDXTOUjLJn8SOOA==");
+  CHECK(header_of(put, "x-amz-checksum-sha256") == "/fGFFie4r2lKrUAT+MHuHcFhQD6Q2WmUhyaL6mWVfFQ=");
+  CHECK(header_of(put, "authorization").find("content-md5") != std::string::npos); // signed
+  auto tags = h.client->get_object_tagging("dir/k");
+  REQUIRE(tags.ok());
+  CHECK(tags.value() == std::map<std::string, std::string>{{"lodge-state", "committed"}, {"other", "a&b"}});
+  CHECK(h.transport->seen.at(1).method == "GET");
+  CHECK(h.transport->seen.at(1).url == "http://127.0.0.1:9/b/dir/k?tagging=");
+  CHECK(h.client->get_object_tagging("gone").error().code == Errc::not_found);
+}
+
+TEST_CASE("bucket lifecycle: GET names NOT_FOUND only for no configuration; PUT carries Content-MD5") {
+  const char *k_none = "<Error><Code>NoSuchLifecycleConfiguration</Code><Message>none</Message></Error>";
+  const char *k_bucket = "<Error><Code>NoSuchBucket</Code><Message>no bucket</Message></Error>";
+  const char *k_config = "<LifecycleConfiguration><Rule><ID>x</ID></Rule></LifecycleConfiguration>";
+  const char *k_versioning = "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
+  Harness h({{404, k_none, {}},
+             {404, k_bucket, {}},
+             {200, k_config, {}},
+             {200, "", {}},
+             {200, k_versioning, {}},
+             {200, "<GetBucketVersioningResponse/>", {}}});
+  CHECK(h.client->get_bucket_lifecycle().error().code == Errc::not_found);
+  auto missing_bucket = h.client->get_bucket_lifecycle();
+  CHECK(missing_bucket.error().code == Errc::storage_error);
+  CHECK(missing_bucket.error().details.s3_code == "NoSuchBucket");
+  CHECK(h.client->get_bucket_lifecycle().value() == k_config);
+  CHECK(h.transport->seen.at(0).url == "http://127.0.0.1:9/b/?lifecycle=");
+  REQUIRE(h.client->put_bucket_lifecycle("<LifecycleConfiguration/>").ok());
+  const auto &put = h.transport->seen.at(3);
+  CHECK(put.method == "PUT");
+  CHECK(put.url == "http://127.0.0.1:9/b/?lifecycle=");
+  CHECK(h.transport->bodies_sent.at(3) == "<LifecycleConfiguration/>");
+  CHECK(header_of(put, "content-md5") == "j9VfG/p/L54O4f1X84gDLQ==");
+  CHECK(header_of(put, "x-amz-checksum-sha256") == "de89DinK3Gw5ZBExKLi0pSyYCmL7Nad0PqYZj/rjWGo=");
+  CHECK(header_of(put, "content-type") == "application/xml");
+  CHECK(h.client->get_versioning().value() == "Enabled");
+  CHECK(h.client->get_versioning().value().empty()); // moto's answer for a bucket never versioned
+}

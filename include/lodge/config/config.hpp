@@ -44,6 +44,7 @@ struct Config {
   std::string credentials_file;
   bool verify_tls = true;
   bool force_network_fs = false;
+  bool tag_state = false; // S3: tag objects lodge-state=pending, then committed once ACTIVE
   int64_t busy_timeout_ms = 10'000;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;

@@ -58,6 +58,7 @@ struct PutOptions {
   std::map<std::string, std::string> metadata; // x-amz-meta-<name>
   bool if_none_match = true;                   // create-only
   std::string if_match;                        // replace only this ETag (when set; then not create-only)
+  std::string tagging; // x-amz-tagging, URL-encoded ("lodge-state=pending"); "" sends none
   int64_t deadline_steady_ms = 0;
 };
 
@@ -124,6 +125,18 @@ public:
                                 const std::function<bool(const ListedUpload &)> &visit);
   [[nodiscard]] Support support(Feature f) const { return m_traits->get(f); }
 
+  // The object's tags (PutObjectTagging replaces the whole set; GetObjectTagging reads it).
+  Status put_object_tagging(const std::string &key, const std::map<std::string, std::string> &tags);
+  Result<std::map<std::string, std::string>> get_object_tagging(const std::string &key);
+  // The bucket's lifecycle configuration as the server sent it (XML); NOT_FOUND when the
+  // bucket has none (NoSuchLifecycleConfiguration).
+  Result<std::string> get_bucket_lifecycle();
+  // Replaces the bucket's whole lifecycle configuration with xml (sent with Content-MD5
+  // and x-amz-checksum-sha256, which S3 requires of this call).
+  Status put_bucket_lifecycle(const std::string &xml);
+  // The bucket's versioning status: "Enabled", "Suspended", or "" when never versioned.
+  Result<std::string> get_versioning();
+
   // Bucket set-up, for tests and tooling.
   Status create_bucket();
   Status set_versioning(bool enabled);
@@ -150,6 +163,9 @@ private:
   bool retry_after(const Call &call, int attempt, const Error &e);
   // Records a feature's presence or absence from a call's outcome (warning once).
   void learn(Feature f, const Status &outcome);
+  // A bucket- or object-level call with an XML body, its Content-MD5 and SHA-256 checksum.
+  Result<http::Response> send_xml(const std::string &method, const std::string &key, Params query,
+                                  const std::string &xml, const std::string &what);
   [[nodiscard]] Error error_from(const http::Response &r, const std::string &what) const;
 
   ClientConfig m_cfg;

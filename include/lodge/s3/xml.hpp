@@ -3,6 +3,7 @@
 // DTD or entity is ever processed). Each returns nullopt on a document it cannot read.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -67,6 +68,11 @@ struct CompleteResult {
   std::string etag;
 };
 [[nodiscard]] std::optional<CompleteResult> parse_complete_multipart(std::string_view xml);
+
+// GetObjectTagging's <Tagging><TagSet><Tag><Key/><Value/></Tag>...: the tags by key.
+[[nodiscard]] std::optional<std::map<std::string, std::string>> parse_tagging(std::string_view xml);
+// GetBucketVersioning's <Status>: "Enabled", "Suspended", or "" for a bucket never versioned.
+[[nodiscard]] std::optional<std::string> parse_versioning(std::string_view xml);
 
 // "2010-11-10T20:48:34.000Z" to ms since the epoch; nullopt when malformed.
 [[nodiscard]] std::optional<int64_t> parse_iso8601_ms(std::string_view s);
