@@ -241,10 +241,13 @@ int run(int argc, char **argv) {
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
       ->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
-  app.add_option("--store", g.store, "s3://bucket/prefix or file:///dir (env LODGE_STORE)")
+  app.add_option("--store", g.store,
+                 "s3://bucket/prefix, az://container/prefix or file:///dir (env LODGE_STORE)")
       ->group("Global options");
   app.add_option("--owner", g.owner, "Owner of the files (env LODGE_OWNER)")->group("Global options");
-  app.add_option("--endpoint", g.endpoint, "S3 endpoint URL (env AWS_ENDPOINT_URL)")->group("Global options");
+  app.add_option("--endpoint", g.endpoint,
+                 "S3 endpoint URL (env AWS_ENDPOINT_URL), or Azure blob endpoint (env LODGE_ENDPOINT)")
+      ->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
   app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")
       ->group("Global options");

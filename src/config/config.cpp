@@ -296,7 +296,19 @@ Config load(const ConfigInputs &in) {
       }
     }
   };
-  apply_env(c.endpoint, {"LODGE_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+  // AWS_ENDPOINT_URL(_S3) name an S3 endpoint: they never send an Azure or file:// store
+  // anywhere (undone below once the store is known).
+  const std::string file_endpoint = c.endpoint;
+  apply_env(c.endpoint, {"LODGE_ENDPOINT"});
+  bool endpoint_from_aws = false;
+  if (env_or(env, "LODGE_ENDPOINT").empty()) {
+    std::string aws;
+    apply_env(aws, {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+    if (!aws.empty()) {
+      c.endpoint = aws;
+      endpoint_from_aws = true;
+    }
+  }
   apply_env(c.region, {"LODGE_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"});
   apply_env(c.ca_bundle, {"LODGE_CA_BUNDLE", "AWS_CA_BUNDLE"});
   apply_env(c.profile, {"AWS_PROFILE"});
@@ -320,6 +332,7 @@ Config load(const ConfigInputs &in) {
   flag("ledger", c.ledger);
   flag("store", c.store);
   flag("endpoint", c.endpoint);
+  if (in.flags.count("endpoint")) endpoint_from_aws = false;
   flag("region", c.region);
   flag("ca_bundle", c.ca_bundle);
   flag("owner", c.default_owner);
@@ -346,6 +359,7 @@ Config load(const ConfigInputs &in) {
   // The store's own backend checks its URL (one registry of schemes): a prefix or a
   // directory a server or a URL parser would rewrite lands under keys no row records.
   store::check_store_url(c.store);
+  if (endpoint_from_aws && c.store.rfind("s3://", 0) != 0) c.endpoint = file_endpoint;
   return c;
 }
 

@@ -248,3 +248,20 @@ TEST_CASE("run prefixes: owner-id segments joined by '/'; the reason names what 
   CHECK(why(std::string(129, 'x')).find("segment") != std::string::npos);
   CHECK(why(std::string(600, 'x')).find("512") != std::string::npos);
 }
+
+TEST_CASE(
+    "AWS_ENDPOINT_URL names an S3 endpoint: an az:// store keeps its own (LODGE_ENDPOINT, flag, file)") {
+  test::TempDir dir;
+  auto in = inputs_with(dir, "{}");
+  in.env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9000";
+  in.flags["store"] = "az://container/p";
+  CHECK(config::load(in).endpoint.empty());
+  in.flags["store"] = "s3://bucket/p";
+  CHECK(config::load(in).endpoint == "http://127.0.0.1:9000");
+  in.flags["store"] = "az://container/p";
+  in.env["LODGE_ENDPOINT"] = "http://127.0.0.1:10000/devstoreaccount1";
+  CHECK(config::load(in).endpoint == "http://127.0.0.1:10000/devstoreaccount1");
+  auto file = inputs_with(dir, R"({"store": "az://c/p", "endpoint": "http://127.0.0.1:7/acct"})");
+  file.env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9000";
+  CHECK(config::load(file).endpoint == "http://127.0.0.1:7/acct");
+}
