@@ -8,12 +8,13 @@
 
 namespace lodge::azure {
 
-namespace {
 std::optional<int64_t> parse_http_date_ms(const std::string &s) {
   std::tm tm{};
   if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
   return static_cast<int64_t>(timegm(&tm)) * 1000;
 }
+
+namespace {
 
 // "bytes FIRST-LAST/TOTAL" of a 206 answer.
 std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::string &v) {

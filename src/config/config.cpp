@@ -332,7 +332,7 @@ Config load(const ConfigInputs &in) {
   flag("ledger", c.ledger);
   flag("store", c.store);
   flag("endpoint", c.endpoint);
-  if (in.flags.count("endpoint")) endpoint_from_aws = false;
+  if (in.flags.contains("endpoint")) endpoint_from_aws = false;
   flag("region", c.region);
   flag("ca_bundle", c.ca_bundle);
   flag("owner", c.default_owner);

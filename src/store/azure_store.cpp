@@ -200,6 +200,8 @@ public:
       i.key = b.name;
       i.size = b.size;
       i.etag = b.etag;
+      // reconcile leaves objects younger than its --older-than alone (maybe in flight).
+      i.last_modified_ms = azure::parse_http_date_ms(b.last_modified).value_or(0);
       return visit(i);
     });
   }

@@ -288,6 +288,22 @@ TEST_SUITE("contract") {
     CHECK(pre == 4);
   }
 
+  TEST_CASE("a listing says when each object was last modified (reconcile spares young ones)") {
+    Fixture f;
+    auto s = f.open();
+    Source src("when");
+    int64_t before = util::system_clock().now_ms();
+    REQUIRE(s->put(put_req(f.key("lm/a.txt"), src)).ok());
+    int64_t seen = 0;
+    REQUIRE(s->list(f.key("lm/"), [&](const store::ObjectInfo &o) {
+               seen = o.last_modified_ms;
+               return true;
+             }).ok());
+    // Stores keep whole seconds; a minute either way allows for a server's clock.
+    CHECK(seen > before - 60'000);
+    CHECK(seen < before + 60'000);
+  }
+
   TEST_CASE("deleting is idempotent; a missing key is success") {
     Fixture f;
     auto s = f.open();

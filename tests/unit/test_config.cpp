@@ -261,7 +261,7 @@ TEST_CASE(
   in.flags["store"] = "az://container/p";
   in.env["LODGE_ENDPOINT"] = "http://127.0.0.1:10000/devstoreaccount1";
   CHECK(config::load(in).endpoint == "http://127.0.0.1:10000/devstoreaccount1");
-  auto file = inputs_with(dir, R"({"store": "az://c/p", "endpoint": "http://127.0.0.1:7/acct"})");
+  auto file = inputs_with(dir, R"({"store": "az://cont/p", "endpoint": "http://127.0.0.1:7/acct"})");
   file.env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9000";
   CHECK(config::load(file).endpoint == "http://127.0.0.1:7/acct");
 }
