@@ -1,50 +1,16 @@
 #include <lodge/azure/xml.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/xml.hpp>
 #include <pugixml.hpp>
 
 namespace lodge::azure {
 namespace {
 
-// Parses without DOCTYPE processing; refuses documents that carry one at all.
-std::optional<pugi::xml_document> load(std::string_view xml) {
-  pugi::xml_document doc;
-  auto res =
-      doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_doctype, pugi::encoding_utf8);
-  if (!res) return std::nullopt;
-  for (auto n : doc.children())
-    if (n.type() == pugi::node_doctype) return std::nullopt;
-  if (!doc.document_element()) return std::nullopt;
-  return doc;
+auto load(std::string_view xml) {
+  return util::load_xml(xml);
 }
-
 std::string text(const pugi::xml_node &n, const char *child) {
-  return n.child(child).text().as_string();
-}
-
-std::string escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    case '\'':
-      out += "&apos;";
-      break;
-    default:
-      out.push_back(c);
-    }
-  }
-  return out;
+  return util::xml_text(n, child);
 }
 
 std::optional<std::vector<Block>> blocks(const pugi::xml_node &list) {
@@ -127,14 +93,14 @@ std::optional<std::map<std::string, std::string>> parse_tags(std::string_view xm
 std::string block_list_xml(const std::vector<std::string> &block_ids) {
   std::string out = R"(<?xml version="1.0" encoding="utf-8"?><BlockList>)";
   for (const auto &id : block_ids)
-    out += "<Latest>" + escape(id) + "</Latest>";
+    out += "<Latest>" + util::xml_escape(id) + "</Latest>";
   return out + "</BlockList>";
 }
 
 std::string tags_xml(const std::map<std::string, std::string> &tags) {
   std::string out = R"(<?xml version="1.0" encoding="utf-8"?><Tags><TagSet>)";
   for (const auto &[k, v] : tags)
-    out += "<Tag><Key>" + escape(k) + "</Key><Value>" + escape(v) + "</Value></Tag>";
+    out += "<Tag><Key>" + util::xml_escape(k) + "</Key><Value>" + util::xml_escape(v) + "</Value></Tag>";
   return out + "</TagSet></Tags>";
 }
 

@@ -9,6 +9,7 @@
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/xml.hpp>
 #include <map>
 #include <mutex>
 #include <openssl/evp.h>
@@ -21,29 +22,6 @@ std::optional<int64_t> parse_http_date_ms(const std::string &s) {
   std::tm tm{};
   if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
   return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-    case '&':
-      out += "&amp;";
-      break;
-    case '<':
-      out += "&lt;";
-      break;
-    case '>':
-      out += "&gt;";
-      break;
-    case '"':
-      out += "&quot;";
-      break;
-    default:
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 // Content-MD5 (RFC 1864: base64 of the raw digest), which S3 requires on the tagging and
@@ -484,8 +462,9 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
                                              int64_t deadline_steady_ms) {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const auto &p : parts)
-    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + xml_escape(p.etag) +
-           "</ETag><ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256></Part>";
+    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
+           util::xml_escape(p.etag) + "</ETag><ChecksumSHA256>" + base64_of_hex(p.sha256_hex) +
+           "</ChecksumSHA256></Part>";
   xml += "</CompleteMultipartUpload>";
   http::StringBody body(xml);
   Call c{"POST",
@@ -557,7 +536,7 @@ Result<http::Response> Client::send_xml(const std::string &method, const std::st
 Status Client::put_object_tagging(const std::string &key, const std::map<std::string, std::string> &tags) {
   std::string xml = "<Tagging xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><TagSet>";
   for (const auto &[k, v] : tags)
-    xml += "<Tag><Key>" + xml_escape(k) + "</Key><Value>" + xml_escape(v) + "</Value></Tag>";
+    xml += "<Tag><Key>" + util::xml_escape(k) + "</Key><Value>" + util::xml_escape(v) + "</Value></Tag>";
   xml += "</TagSet></Tagging>";
   auto r = send_xml("PUT", key, {{"tagging", ""}}, xml, "PUT TAGGING " + key);
   if (!r) return r.error();

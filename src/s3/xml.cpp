@@ -1,25 +1,17 @@
 #include <ctime>
 #include <lodge/s3/xml.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/xml.hpp>
 #include <pugixml.hpp>
 
 namespace lodge::s3 {
 namespace {
 
-// Parses without DOCTYPE processing; refuses documents that carry one at all.
-std::optional<pugi::xml_document> load(std::string_view xml) {
-  pugi::xml_document doc;
-  auto res =
-      doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_doctype, pugi::encoding_utf8);
-  if (!res) return std::nullopt;
-  for (auto n : doc.children())
-    if (n.type() == pugi::node_doctype) return std::nullopt;
-  if (!doc.document_element()) return std::nullopt;
-  return doc;
+auto load(std::string_view xml) {
+  return util::load_xml(xml);
 }
-
 std::string text(const pugi::xml_node &n, const char *child) {
-  return n.child(child).text().as_string();
+  return util::xml_text(n, child);
 }
 
 bool truthy(const pugi::xml_node &n, const char *child) {

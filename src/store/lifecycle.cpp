@@ -1,6 +1,7 @@
 #include <iterator>
 #include <lodge/store/lifecycle.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/xml.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <pugixml.hpp>
@@ -13,20 +14,14 @@ constexpr const char *k_s3_namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
 // PutBucketLifecycleConfiguration takes at most 1000 rules.
 constexpr size_t k_s3_max_rules = 1000;
 
-// Parses without DOCTYPE processing and refuses a document that carries one (as
-// s3/xml.cpp does), so no entity of a hostile answer is ever expanded.
+// Parsed without DOCTYPE processing (util::load_xml), so no entity of a hostile answer is
+// ever expanded; anything but a LifecycleConfiguration is refused.
 std::optional<pugi::xml_document> load(std::string_view xml) {
-  pugi::xml_document doc;
-  auto res =
-      doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_doctype, pugi::encoding_utf8);
-  if (!res) return std::nullopt;
-  for (auto n : doc.children())
-    if (n.type() == pugi::node_doctype) return std::nullopt;
-  auto root = doc.document_element();
-  if (!root || std::string_view(root.name()) != "LifecycleConfiguration") return std::nullopt;
+  auto doc = util::load_xml(xml);
+  if (!doc || std::string_view(doc->document_element().name()) != "LifecycleConfiguration")
+    return std::nullopt;
   return doc;
 }
-
 Error unreadable(std::string_view why) {
   return Error(Errc::storage_error,
                "the bucket's lifecycle configuration cannot be read (" + std::string(why) +
