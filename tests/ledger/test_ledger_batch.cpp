@@ -3,6 +3,7 @@
 // exactly what the ledger holds.
 #include "support.hpp"
 
+#include <atomic>
 #include <ledger/drivers.hpp>
 #include <ledger/sql_ledger.hpp>
 #include <lodge/error.hpp>
@@ -217,6 +218,65 @@ TEST_CASE("a batch on a ledger that fills up: no request is told it committed un
     CHECK(e.l->find_task_for(r.id).has_value());
   }
   CHECK(held == told_reserved);
+}
+
+TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("sqliteonly");
+
+TEST_CASE("a batch whose transaction SQLite rolls back under one request: the ones that ran fail, the rest "
+          "run again") {
+  LedgerFixture e;
+  ledger::OpenOptions o;
+  o.location = e.fresh.location();
+  o.clock = &e.clock;
+  auto group = std::make_shared<ledger::GroupCommit>(ledger::open_sqlite(o), 64);
+  constexpr int k_workers = 6, k_each = 60;
+  std::vector<std::unique_ptr<ledger::Ledger>> workers;
+  for (int i = 0; i < k_workers; ++i)
+    workers.push_back(std::make_unique<ledger::SqlLedger>(ledger::open_sqlite(o), group));
+  std::mutex mu;
+  std::set<int64_t> told_reserved;
+  int failed = 0;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  // What SQLite does on its own after SQLITE_FULL, IOERR or NOMEM mid-transaction.
+  threads.emplace_back([&] {
+    while (!stop.load()) {
+      try {
+        (void)group->run([](ledger::SqlLedger &w) {
+          w.connection().rollback();
+          return 0;
+        });
+      } catch (const LodgeError &) { // told its batch was lost: right
+      }
+    }
+  });
+  std::vector<std::thread> reservers;
+  for (int w = 0; w < k_workers; ++w)
+    reservers.emplace_back([&, w] {
+      for (int i = 0; i < k_each; ++i) {
+        auto r = request("o", std::to_string(w) + "c" + std::to_string(i));
+        try {
+          auto res = workers[static_cast<size_t>(w)]->reserve(r, e.now());
+          std::lock_guard g(mu);
+          if (res.outcome == ReserveOutcome::reserved) told_reserved.insert(res.record.id);
+        } catch (const LodgeError &) {
+          std::lock_guard g(mu);
+          ++failed;
+        }
+      }
+    });
+  for (auto &t : reservers)
+    t.join();
+  stop = true;
+  for (auto &t : threads)
+    t.join();
+  std::set<int64_t> held;
+  for (const auto &r : e.l->list_files({"*", std::nullopt, std::nullopt, true}))
+    held.insert(r.id);
+  CHECK(held == told_reserved);
+  CHECK(static_cast<int>(told_reserved.size()) + failed == k_workers * k_each);
 }
 
 TEST_SUITE_END();
