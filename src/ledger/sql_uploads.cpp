@@ -183,11 +183,12 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
                                            std::to_string(key.size()) + " bytes; the store allows " +
                                            std::to_string(k_max_key_bytes));
     int64_t deadline = now + req.deadline_ms;
-    auto ins = q(
-        "INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-        " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
-        " relative_path, run_prefix, dedup_scope)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13) RETURNING id");
+    auto ins =
+        q("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+          " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
+          " relative_path, run_prefix, dedup_scope)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13) RETURNING " +
+          std::string(k_file_cols));
     ins.bind(1, req.owner_id)
         .bind(2, req.original_name)
         .bind(3, key)
@@ -202,11 +203,14 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
         .bind(12, req.run_prefix)
         .bind(13, std::string_view(to_string(req.dedup)));
     if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
-    int64_t id = ins.col_int(0);
+    // The new row as stored, from the insert itself: no second read.
+    res.record = read_file(ins);
+    const int64_t id = res.record.id;
     ins.reset();
     // Past the end of the id block the store's marker covers: rolled back (no commit), so
     // concurrent reservers can never both slip under the limit.
     if (req.id_limit && id > *req.id_limit) {
+      res.record = FileRecord{};
       res.outcome = ReserveOutcome::id_limit_reached;
       return res;
     }
@@ -219,7 +223,6 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
         .bind(4, static_cast<int64_t>(req.max_retries))
         .bind(5, now)
         .exec();
-    res.record = *file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
     tx.commit();
     return res;
   });
