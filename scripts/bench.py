@@ -136,8 +136,16 @@ def timed(argv, env, what):
     errf = tempfile.TemporaryFile()
     with tempfile.NamedTemporaryFile("r", prefix="time-", dir=BENCH_TMP[0]) as tf:
         t0 = time.perf_counter()
-        p = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, *argv], env=env,
-                           stdout=subprocess.DEVNULL, stderr=errf)
+        # In its own process group, so that a benchmark stopped mid-run (SIGINT, SIGTERM)
+        # stops the tool under time(1) too.
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%U %S %M", "-o", tf.name, *argv], env=env,
+                             stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
+        try:
+            p.wait()
+        except BaseException:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            raise
         wall = time.perf_counter() - t0
         if p.returncode != 0:
             errf.seek(0)
@@ -369,6 +377,7 @@ def main():
             die(f"{tool} is not installed (scripts/deps installs the packages in scripts/packages.txt)")
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     atexit.register(stop_servers)
 
     b = Bench(a)
