@@ -270,6 +270,14 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
+  // The object is durable before its row says so (file:// writes without fsync and makes
+  // a batch durable with one syncfs here). A failure leaves the object perhaps stored.
+  if (auto f = m_store.flush(); !f) {
+    Error e = f.error();
+    e.details.ambiguous = true;
+    fail(r, rec, e, false);
+    return r;
+  }
   if (failpoint::hit("upload.after_put")) {
     // What a real fault here looks like: the object landed, its answer was lost (a
     // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
