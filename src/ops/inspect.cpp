@@ -2,13 +2,17 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/util/strings.hpp>
 #include <magic.h>
 #include <map>
 #include <set>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace lodge::ops {
@@ -137,20 +141,206 @@ Status check_media_type(const config::Policy &p, const std::string &ext, const s
   return ok_status();
 }
 
+bool needs_libmagic(const config::Policy &p, const std::string &ext) {
+  return !p.media_types.empty() || claims().contains(ext);
+}
+
+namespace {
+bool starts_with(const unsigned char *d, size_t n, size_t at, std::string_view sig) {
+  return n >= at + sig.size() && std::memcmp(d + at, sig.data(), sig.size()) == 0;
+}
+
+// Bytes that do not occur in text (libmagic's view: NUL, most C0 controls, DEL); BEL,
+// BS, TAB, LF, VT, FF, CR and ESC do.
+bool binary_byte(unsigned char c) {
+  if (c == 0x7f) return true;
+  if (c >= 0x20) return false;
+  return !(c == '\a' || c == '\b' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' ||
+           c == 0x1b);
+}
+
+// Valid UTF-8 (a sequence cut by the end of the head is allowed) with no binary byte.
+bool is_text(const unsigned char *d, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = d[i];
+    if (c < 0x80) {
+      if (binary_byte(c)) return false;
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1fU;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0fU;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07U;
+    } else {
+      return false;
+    }
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= n) return i > 0; // cut by the end of the head: text so far
+      if ((d[i + k] & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (d[i + k] & 0x3fU);
+    }
+    static constexpr std::array<uint32_t, 5> k_min{0, 0, 0x80, 0x800, 0x10000};
+    if (cp < k_min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string elf_type(const unsigned char *d, size_t n) {
+  if (n < 18) return "application/x-executable";
+  bool big = d[5] == 2;
+  unsigned hi = big ? d[16] : d[17];
+  unsigned lo = big ? d[17] : d[16];
+  unsigned type = (hi << 8U) | lo;
+  switch (type) {
+  case 1:
+    return "application/x-object";
+  case 3:
+    return "application/x-sharedlib";
+  case 4:
+    return "application/x-coredump";
+  default:
+    return "application/x-executable";
+  }
+}
+} // namespace
+
+std::string sniff_media_type(const char *data, size_t n) {
+  if (n == 0) return "application/x-empty";
+  const auto *d = reinterpret_cast<const unsigned char *>(data);
+  using namespace std::string_view_literals;
+  struct Signature {
+    size_t at;
+    std::string_view bytes;
+    const char *type;
+  };
+  // Each signature as the format's specification gives its first bytes.
+  static constexpr std::array<Signature, 18> k_signatures{{
+      {0, "\x89PNG\r\n\x1a\n"sv, "image/png"},
+      {0, "\xff\xd8\xff"sv, "image/jpeg"},
+      {0, "GIF87a"sv, "image/gif"},
+      {0, "GIF89a"sv, "image/gif"},
+      {0, "II*\0"sv, "image/tiff"},
+      {0, "MM\0*"sv, "image/tiff"},
+      {0, "%PDF-"sv, "application/pdf"},
+      {0, "\x1f\x8b"sv, "application/gzip"},
+      {0, "PK\x03\x04"sv, "application/zip"},
+      {0, "PK\x05\x06"sv, "application/zip"},
+      {0, "PK\x07\x08"sv, "application/zip"},
+      {0, "BZh"sv, "application/x-bzip2"},
+      {0,
+       "\xfd"
+       "7zXZ\0"sv,
+       "application/x-xz"},
+      {0, "\x28\xb5\x2f\xfd"sv, "application/zstd"},
+      {0, "7z\xbc\xaf\x27\x1c"sv, "application/x-7z-compressed"},
+      {0, "\0asm"sv, "application/wasm"},
+      {0,
+       "\x7f"
+       "ELF"sv,
+       ""},                        // by e_type
+      {8, "WEBP"sv, "image/webp"}, // after "RIFF" and a length
+  }};
+  for (const auto &s : k_signatures) {
+    if (!starts_with(d, n, s.at, s.bytes)) continue;
+    if (*s.type == '\0') return elf_type(d, n);
+    if (s.at == 8 && !starts_with(d, n, 0, "RIFF")) continue;
+    return s.type;
+  }
+  return is_text(d, n) ? "text/plain" : "application/octet-stream";
+}
+
 void MagicClose::operator()(magic_set *m) const noexcept {
   magic_close(m);
 }
 
-MediaTypeDetector::MediaTypeDetector()
-    : m_magic(magic_open(MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS | MAGIC_ERROR)) {
-  if (!m_magic) throw LodgeError(Errc::internal, "magic_open failed");
-  if (magic_load(m_magic.get(), nullptr) != 0)
-    throw LodgeError(Errc::internal,
-                     std::string("cannot load the libmagic database: ") + magic_error(m_magic.get()));
+namespace {
+// The compiled magic database, mapped read-only once for the process. libmagic's
+// magic_load_buffers keeps pointers into the buffers (it does not copy them), so the
+// mapping lives as long as the process. `usable` is false when the database is not all in
+// compiled files (a text magic file with rules, as /etc/magic may hold): then every
+// handle loads it the ordinary way.
+struct MagicDatabase {
+  std::vector<void *> buffers;
+  std::vector<size_t> sizes;
+  bool usable = false;
+};
+
+bool holds_rules(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "re");
+  if (!f) return false;
+  char line[4096];
+  bool rules = false;
+  while (!rules && std::fgets(line, sizeof line, f)) {
+    const char *c = line;
+    while (*c == ' ' || *c == '\t')
+      ++c;
+    rules = *c != '\0' && *c != '\n' && *c != '#';
+  }
+  std::fclose(f);
+  return rules;
 }
+
+bool map_file(const std::string &path, MagicDatabase &db) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  void *p = MAP_FAILED;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    p = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return false;
+  db.buffers.push_back(p);
+  db.sizes.push_back(static_cast<size_t>(st.st_size));
+  return true;
+}
+
+MagicDatabase map_database() {
+  MagicDatabase db;
+  const char *path = magic_getpath(nullptr, 0);
+  if (!path) return db;
+  for (const auto &entry : util::split(path, ':')) {
+    if (entry.empty()) continue;
+    bool compiled = entry.size() > 4 && entry.compare(entry.size() - 4, 4, ".mgc") == 0;
+    if (compiled ? map_file(entry, db) : map_file(entry + ".mgc", db)) continue;
+    struct stat st {};
+    if (!compiled && ::stat(entry.c_str(), &st) == 0 && S_ISREG(st.st_mode) && holds_rules(entry)) return {};
+  }
+  db.usable = !db.buffers.empty();
+  return db;
+}
+
+MagicDatabase &magic_database() {
+  static MagicDatabase db = map_database();
+  return db;
+}
+} // namespace
+
+MediaTypeDetector::MediaTypeDetector() = default;
 
 std::string MediaTypeDetector::detect(const char *data, size_t n) {
   if (n == 0) return "application/x-empty";
+  if (!m_magic) {
+    std::unique_ptr<magic_set, MagicClose> m(
+        magic_open(MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS | MAGIC_ERROR));
+    if (!m) throw LodgeError(Errc::internal, "magic_open failed");
+    auto &db = magic_database();
+    int rc = db.usable ? magic_load_buffers(m.get(), db.buffers.data(), db.sizes.data(), db.buffers.size())
+                       : magic_load(m.get(), nullptr);
+    if (rc != 0)
+      throw LodgeError(Errc::internal,
+                       std::string("cannot load the libmagic database: ") + magic_error(m.get()));
+    m_magic = std::move(m);
+  }
   const char *t = magic_buffer(m_magic.get(), data, n);
   return t ? t : "application/octet-stream";
 }

@@ -143,7 +143,10 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 256 << 10, m_buf);
   if (!digests) return rejected(r, digests.error());
   r.sha256 = digests->sha256;
-  r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
+  // libmagic only where its verdict is checked; elsewhere the signature sniff names it.
+  r.media_type = needs_libmagic(m_s.policy, ext)
+                     ? m_detector.detect(digests->head.data(), digests->head.size())
+                     : sniff_media_type(digests->head.data(), digests->head.size());
   if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
 
   ledger::ReserveRequest req;
@@ -265,6 +268,14 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   if (!put) {
     const auto &e = put.error();
     fail(r, rec, e, !e.details.ambiguous);
+    return r;
+  }
+  // The object is durable before its row says so (file:// writes without fsync and makes
+  // a batch durable with one syncfs here). A failure leaves the object perhaps stored.
+  if (auto f = m_store.flush(); !f) {
+    Error e = f.error();
+    e.details.ambiguous = true;
+    fail(r, rec, e, false);
     return r;
   }
   if (failpoint::hit("upload.after_put")) {

@@ -1,9 +1,12 @@
 // file:///dir — the embedded store that needs no server. The same contract as S3:
-// create-only via link(2) of a fully written, fsynced temporary file (EEXIST means the
-// key exists); idempotent delete; listing in byte order of key; metadata kept beside.
+// create-only via link(2) of a fully written temporary file (EEXIST means the key
+// exists); idempotent delete; listing in byte order of key; metadata kept beside. Objects
+// and their metadata are written without fsync: flush() makes every one written so far
+// durable with one syncfs(2) of the store's filesystem, shared by all connections.
 #include "stores.hpp"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -13,9 +16,11 @@
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace lodge::store {
 namespace {
@@ -106,9 +111,59 @@ void fsync_dir(const fs::path &dir) {
   if (d.valid()) ::fsync(d.get());
 }
 
+// One syncfs(2) at a time for every connection of a backend, on a generation counter: a
+// flush needs a syncfs that started after it was called (so after the puts it covers
+// returned); it waits for the one running to end, then runs the next itself or finds that
+// another caller started it, and waits for that.
+class SyncState {
+public:
+  explicit SyncState(const std::string &root)
+      : m_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)), m_root(root) {}
+
+  Status flush() {
+    std::unique_lock lock(m_mutex);
+    const uint64_t need = m_started + 1; // the first syncfs to start from now on
+    while (m_completed < need) {
+      if (m_running) {
+        m_cv.wait(lock);
+        continue;
+      }
+      m_running = true;
+      const uint64_t gen = ++m_started;
+      lock.unlock();
+      int rc = m_fd.valid() ? ::syncfs(m_fd.get()) : -1;
+      int err = m_fd.valid() ? errno : EBADF;
+      lock.lock();
+      if (rc != 0) {
+        m_failed = gen;
+        m_errno = err;
+      }
+      m_completed = gen;
+      m_running = false;
+      m_cv.notify_all();
+    }
+    if (m_failed >= need) return io_error("syncfs " + m_root, m_errno);
+    return ok_status();
+  }
+
+private:
+  util::Fd m_fd;
+  std::string m_root;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  uint64_t m_started = 0;   // syncfs calls begun
+  uint64_t m_completed = 0; // the generation of the last one that ended
+  uint64_t m_failed = 0;    // the generation of the last one that failed
+  int m_errno = 0;
+  bool m_running = false;
+};
+
 class FileStore final : public ObjectStore {
 public:
-  FileStore(std::string url, fs::path root) : m_url(std::move(url)), m_root(std::move(root)) {}
+  FileStore(std::string url, fs::path root, std::shared_ptr<SyncState> sync)
+      : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)) {}
+
+  Status flush() override { return m_sync->flush(); }
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
@@ -262,7 +317,7 @@ public:
                      {"content_type", content_type},
                      {"metadata", metadata},
                      {"initiated_ms", util::system_clock().now_ms()}};
-    if (auto w = write_small(dir / "upload.json", j.dump()); !w) return w.error();
+    if (auto w = write_small(dir / "upload.json", j.dump(), true); !w) return w.error();
     return id;
   }
 
@@ -318,8 +373,7 @@ public:
           return fail(io_error("COMPLETE MULTIPART " + key, errno));
       }
     }
-    if (::fsync(out.get()) != 0) return fail(io_error("COMPLETE MULTIPART " + key + " (fsync)", errno));
-    out.reset();
+    out.reset(); // made durable by flush(), as a put is
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
       return fail(Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed"));
     const auto &side = up.value();
@@ -453,7 +507,7 @@ private:
     return ok_status();
   }
 
-  // Copies the body's range into a new temporary file, verifying its digest; fsynced.
+  // Copies the body's range into a new temporary file, verifying its digest.
   Result<fs::path> write_temp(const Body &body, int64_t deadline_steady_ms) {
     std::error_code ec;
     fs::create_directories(m_root / k_tmp_dir, ec);
@@ -480,7 +534,7 @@ private:
       if (!write_all(out.get(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
       done += static_cast<uint64_t>(n);
     }
-    if (::fsync(out.get()) != 0) return fail(io_error("PUT (fsync)", errno));
+    // No fsync: flush() makes it durable before anything relies on it.
     if (!body.sha256_hex.empty() && crypto::to_hex(h.finish()) != body.sha256_hex)
       return fail(Error(Errc::file_changed, "the file changed while it was being stored"));
     return tmp;
@@ -507,19 +561,20 @@ private:
       return io_error("PUT " + key, e);
     }
     ::unlink(tmp.c_str());
-    fsync_dir(dest.parent_path());
     nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
     fs::create_directories(meta(key).parent_path(), ec);
-    if (auto w = write_small(meta(key), j.dump()); !w) return w.error();
+    if (auto w = write_small(meta(key), j.dump(), false); !w) return w.error();
     return PutResult{sha256_hex, ""};
   }
 
-  Status write_small(const fs::path &path, const std::string &text) {
+  // Replaces path's content by rename; `durable`: fsynced (with its directory) before it
+  // returns, for what no later flush() covers (a staged upload's record).
+  Status write_small(const fs::path &path, const std::string &text, bool durable) {
     fs::path tmp = path;
     tmp += ".tmp-" + crypto::random_uuid();
     util::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (!f.valid()) return io_error("write " + path.string(), errno);
-    if (!write_all(f.get(), text.data(), text.size()) || ::fsync(f.get()) != 0) {
+    if (!write_all(f.get(), text.data(), text.size()) || (durable && ::fsync(f.get()) != 0)) {
       int e = errno;
       ::unlink(tmp.c_str());
       return io_error("write " + path.string(), e);
@@ -530,6 +585,7 @@ private:
       ::unlink(tmp.c_str());
       return io_error("write " + path.string(), e);
     }
+    if (durable) fsync_dir(path.parent_path());
     return ok_status();
   }
 
@@ -554,6 +610,7 @@ private:
   std::string m_url;
   fs::path m_root;
   std::string m_prefix;
+  std::shared_ptr<SyncState> m_sync;
 };
 } // namespace
 
@@ -592,15 +649,17 @@ public:
     std::error_code ec;
     fs::create_directories(m_root, ec);
     if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + m_root + ": " + ec.message());
+    m_sync = std::make_shared<SyncState>(m_root);
   }
   std::unique_ptr<ObjectStore> connect() override {
-    return with_failpoints(std::make_unique<FileStore>(m_url, fs::path(m_root)));
+    return with_failpoints(std::make_unique<FileStore>(m_url, fs::path(m_root), m_sync));
   }
   [[nodiscard]] std::optional<CredentialView> credentials() const override { return std::nullopt; }
 
 private:
   std::string m_url;
   std::string m_root;
+  std::shared_ptr<SyncState> m_sync;
 };
 
 std::shared_ptr<Backend> open(const StoreOptions &o) {

@@ -27,6 +27,7 @@ public:
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);
     return m_inner->put(req);
   }
+  Status flush() override { return m_inner->flush(); }
   Result<ObjectInfo> head(const std::string &key) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key);
     return m_inner->head(key);

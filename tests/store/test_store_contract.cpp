@@ -212,6 +212,37 @@ TEST_SUITE("contract") {
     CHECK(s->head(f.key("o/none")).error().code == Errc::not_found);
   }
 
+  TEST_CASE("flush after puts succeeds, on many connections at once, and the objects stay readable") {
+    Fixture f;
+    auto backend = store::open_backend(f.opts);
+    constexpr int k_workers = 4;
+    std::vector<std::unique_ptr<store::ObjectStore>> conns;
+    for (int i = 0; i < k_workers; ++i)
+      conns.push_back(backend->connect());
+    Source src("durable bytes\n");
+    std::vector<std::string> errors(k_workers);
+    {
+      std::vector<std::thread> threads;
+      for (int i = 0; i < k_workers; ++i)
+        threads.emplace_back([&, i] {
+          for (int n = 0; n < 5; ++n) {
+            auto key = f.key("flush/" + std::to_string(i) + "-" + std::to_string(n));
+            auto p = conns[static_cast<size_t>(i)]->put(put_req(key, src));
+            if (!p) errors[static_cast<size_t>(i)] = p.error().message;
+            auto fl = conns[static_cast<size_t>(i)]->flush();
+            if (!fl) errors[static_cast<size_t>(i)] = fl.error().message;
+          }
+        });
+      for (auto &t : threads)
+        t.join();
+    }
+    for (const auto &e : errors)
+      CHECK_MESSAGE(e.empty(), e);
+    CHECK(conns[0]->flush().ok()); // with nothing new written
+    for (int i = 0; i < k_workers; ++i)
+      CHECK(get_all(*conns[0], f.key("flush/" + std::to_string(i) + "-4")) == "durable bytes\n");
+  }
+
   TEST_CASE("put is create-only") {
     Fixture f;
     auto s = f.open();

@@ -38,15 +38,30 @@ inline constexpr size_t k_max_name_bytes = 255;
 [[nodiscard]] Status check_media_type(const config::Policy &p, const std::string &ext,
                                       const std::string &media_type);
 
+// Whether the media type must come from libmagic: the policy lists media types, or the
+// extension is one that claims a kind of content (check_media_type compares it). Otherwise
+// sniff_media_type's answer is used.
+[[nodiscard]] bool needs_libmagic(const config::Policy &p, const std::string &ext);
+
+// The media type from the leading bytes by signature alone: png, jpeg, gif, webp, tiff,
+// pdf, gzip, zip, bzip2, xz, zstd, 7z, ELF, wasm; valid UTF-8 text without NUL or other
+// binary control bytes is text/plain; anything else application/octet-stream; nothing
+// at all application/x-empty.
+[[nodiscard]] std::string sniff_media_type(const char *data, size_t n);
+
 struct MagicClose {
   void operator()(magic_set *m) const noexcept;
 };
 
-// libmagic detection; one per thread (a magic_t is not thread-safe).
+// libmagic detection; one per thread (a magic_t is not thread-safe). Every detector of a
+// process loads the one read-only mapping of the compiled magic database (mapped at the
+// first use, found where libmagic looks: magic_getpath), so each handle costs no copy of
+// it. The handle is opened at the first detect().
 class MediaTypeDetector {
 public:
   MediaTypeDetector();
-  // The MIME type of the given leading bytes of a file.
+  // The MIME type of the given leading bytes of a file. Throws LodgeError(INTERNAL)
+  // when the magic database cannot be loaded.
   [[nodiscard]] std::string detect(const char *data, size_t n);
 
 private:
