@@ -634,10 +634,14 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
                             const std::function<bool(const FileRecord &)> &visit) {
   // The keys with the prefix are the ones from the prefix on, in byte order (the store's
   // listing order; the column compares bytes), up to the first key without it: a range
-  // scan on the UNIQUE index with no upper bound to compute.
-  auto st = q(std::string("SELECT ") + k_file_cols +
-              " FROM file_upload WHERE object_key >= ?1 AND object_key > ?2 ORDER BY object_key");
-  st.bind(1, prefix).bind(2, after);
+  // scan on the UNIQUE index with no upper bound to compute. One lower bound only: with
+  // both `>= prefix` and `> after`, SQLite seeks on the first and filters on the second,
+  // so a page resumed after key N stepped over the N rows before it (reconcile, which
+  // reads the ledger in pages, was quadratic in rows).
+  const bool resume = !after.empty() && after >= prefix; // after < prefix: the prefix bounds
+  auto st = q(std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE object_key " +
+              (resume ? ">" : ">=") + " ?1 ORDER BY object_key");
+  st.bind(1, resume ? after : prefix);
   while (st.step()) {
     auto r = read_file(st);
     if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
