@@ -483,6 +483,57 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
   });
 }
 
+// The batch forms: each item is the single-item method itself, whose own write is a
+// savepoint inside this transaction (sql::Conn::write nests).
+std::vector<TaskDecision> SqlLedger::decide_many(const std::vector<TaskRecord> &tasks, int64_t now,
+                                                 int64_t grace_ms, CommitTag tag) {
+  if (tasks.empty()) return {};
+  return m_c->write([&](sql::Tx &tx) {
+    std::vector<TaskDecision> out;
+    out.reserve(tasks.size());
+    for (const auto &t : tasks) {
+      out.push_back(decide(t, now, grace_ms, tag));
+      still_in_batch("decide_many");
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+std::vector<TaskFinish> SqlLedger::finish_many(const std::vector<TaskEnd> &ends, int64_t now) {
+  if (ends.empty()) return {};
+  return m_c->write([&](sql::Tx &tx) {
+    std::vector<TaskFinish> out;
+    out.reserve(ends.size());
+    for (const auto &e : ends) {
+      switch (e.kind) {
+      case TaskEnd::Kind::finish:
+        out.push_back(finish(e.task, e.succeeded, e.error, e.next_retry_at, now));
+        break;
+      case TaskEnd::Kind::ignore:
+        out.push_back(ignore_task(e.task, now));
+        break;
+      case TaskEnd::Kind::dead_letter:
+        out.push_back(dead_letter(e.task, e.error, now) == DeadLetterOutcome::dead_lettered
+                          ? TaskFinish::dead_letter
+                          : TaskFinish::lease_lost);
+        break;
+      }
+      still_in_batch("finish_many");
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+void SqlLedger::still_in_batch(const char *what) {
+  // SQLite may roll a whole transaction back on its own (SQLITE_FULL, IOERR, BUSY, NOMEM):
+  // what ran before would then be lost while the rest ran outside any transaction.
+  if (!m_c->in_transaction())
+    throw LodgeError(Errc::internal,
+                     std::string(what) + ": the database rolled the batch's transaction back");
+}
+
 } // namespace lodge::ledger
 
 namespace lodge::ledger {

@@ -69,6 +69,8 @@ public:
   void begin_read() override { m_in->begin_read(); }
   void commit() override { m_in->commit(); }
   void rollback() noexcept override { m_in->rollback(); }
+  void exec_plain(std::string_view sql) override { m_in->exec_plain(sql); }
+  [[nodiscard]] bool in_transaction() const override { return m_in->in_transaction(); }
   void lock_key(std::string_view key) override { m_in->lock_key(key); }
   [[nodiscard]] const char *for_update() const override { return m_in->for_update(); }
   [[nodiscard]] const char *skip_locked() const override { return m_in->skip_locked(); }
