@@ -52,6 +52,10 @@ public:
   [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
   // A new ledger connection (for worker threads; each needs its own).
   std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false, bool create = false);
+  // The ledgers of a run's worker threads (opened once per run): on SQLite their upload
+  // writes are group-committed through one shared writer (ledger::LedgerPool).
+  std::shared_ptr<ledger::LedgerPool> ledger_pool();
+  [[nodiscard]] ledger::OpenOptions ledger_options(bool read_only, bool create);
   // A new store connection (credentials resolved once, by the backend). The first one of
   // a run checks the ledger's binding: STORE_MISMATCH for another store; a ledger with no
   // binding yet (made by an older lodge) is bound to this store, said once on stderr.
@@ -77,6 +81,7 @@ private:
   std::unique_ptr<config::Config> m_cfg;
   std::unique_ptr<ledger::Ledger> m_ledger;
   std::unique_ptr<ledger::Ledger> m_reader;
+  std::shared_ptr<ledger::LedgerPool> m_pool;
   std::mutex m_binding_mutex;
   bool m_binding_checked = false;
   std::mutex m_backend_mutex;

@@ -234,6 +234,7 @@ Command add_upload(CLI::App &app) {
             // exists before the walk, which must skip it.
             auto store = ctx.open_store();
             (void)ctx.ledger(); // migrate once, before the workers race to
+            auto pool = ctx.ledger_pool();
 
             install_interrupt_handlers();
             bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
@@ -333,7 +334,7 @@ Command add_upload(CLI::App &app) {
                 std::unique_ptr<store::ObjectStore> st;
                 std::unique_ptr<ops::Uploader> up;
                 try {
-                  l = ctx.open_ledger();
+                  l = pool->worker();
                   st = ctx.open_store();
                   auto ws = s;
                   ws.worker_id += "-" + std::to_string(i);

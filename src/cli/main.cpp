@@ -54,14 +54,23 @@ ledger::Ledger &Context::reader() {
   return *m_reader;
 }
 
-std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only, bool create) {
+ledger::OpenOptions Context::ledger_options(bool read_only, bool create) {
   ledger::OpenOptions o;
   o.read_only = read_only;
   o.create = create;
   o.location = cfg().ledger;
   o.lock_timeout_ms = cfg().busy_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
-  return ledger::open_ledger(o);
+  return o;
+}
+
+std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only, bool create) {
+  return ledger::open_ledger(ledger_options(read_only, create));
+}
+
+std::shared_ptr<ledger::LedgerPool> Context::ledger_pool() {
+  if (!m_pool) m_pool = ledger::open_ledger_pool(ledger_options(false, false));
+  return m_pool;
 }
 
 ledger::StoreBinding to_ledger(const store::Binding &b) {

@@ -112,6 +112,11 @@ public:
   void begin_read() override { simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); }
   void commit() override;
   void rollback() noexcept override;
+  void exec_plain(std::string_view sql) override { simple(std::string(sql)); }
+  [[nodiscard]] bool in_transaction() const override {
+    auto s = m_conn ? PQtransactionStatus(m_conn.get()) : PQTRANS_UNKNOWN;
+    return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
+  }
   void lock_key(std::string_view key) override;
   [[nodiscard]] const char *for_update() const override { return " FOR UPDATE"; }
   [[nodiscard]] const char *skip_locked() const override { return " FOR UPDATE SKIP LOCKED"; }

@@ -21,7 +21,8 @@ std::unique_ptr<Ledger> open_ledger(const OpenOptions &opts) {
                                                                          : open_sqlite(opts));
 }
 
-SqlLedger::SqlLedger(std::unique_ptr<sql::Conn> conn) : m_c(std::move(conn)) {
+SqlLedger::SqlLedger(std::unique_ptr<sql::Conn> conn, std::shared_ptr<GroupCommit> group)
+    : m_c(std::move(conn)), m_group(std::move(group)) {
   m_uuid = meta_text("uuid").value_or("");
   if (m_uuid.empty()) throw LodgeError(Errc::ledger_unusable, m_c->display_name() + ": ledger has no uuid");
 }

@@ -3,16 +3,31 @@
 // layer. Every write is one Conn::write transaction; every transition names the state it
 // expects and checks that exactly the expected rows changed.
 
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/sql.hpp>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <vector>
 
 namespace lodge::ledger {
 
+class GroupCommit;
+
 class SqlLedger final : public Ledger {
 public:
-  // `conn`: a connection to a migrated ledger (a driver's open_*).
-  explicit SqlLedger(std::unique_ptr<sql::Conn> conn);
+  // `conn`: a connection to a migrated ledger (a driver's open_*). With `group`, the upload
+  // path's writes (reserve, set_multipart_upload_id, confirm, settle, mark_failed) go to the
+  // group's writer, batched with other threads' (DESIGN: group commit); everything else
+  // runs on `conn`.
+  explicit SqlLedger(std::unique_ptr<sql::Conn> conn, std::shared_ptr<GroupCommit> group = nullptr);
+  [[nodiscard]] sql::Conn &connection() { return *m_c; }
 
   [[nodiscard]] const std::string &location() const override { return m_c->display_name(); }
   [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
@@ -104,6 +119,55 @@ private:
 
   std::unique_ptr<sql::Conn> m_c;
   std::string m_uuid;
+  std::shared_ptr<GroupCommit> m_group;
+};
+
+// Group commit: one writer connection shared by the worker threads of a process. A thread
+// that calls run() queues its request; the first one that finds no batch running becomes
+// the leader, takes every queued request (at most max_batch), runs them in one write
+// transaction, each in its own savepoint (one request's rollback or exception never touches
+// another's), commits once, and hands each its own result or exception. Nobody waits for
+// partners: a batch is whatever queued while the one before committed. When SQLite rolls
+// the whole transaction back under a request (SQLITE_FULL, IOERR, ...), the requests that
+// ran get that error and the ones that did not run are queued again.
+class GroupCommit {
+public:
+  GroupCommit(std::unique_ptr<sql::Conn> conn, size_t max_batch);
+  GroupCommit(const GroupCommit &) = delete;
+  GroupCommit &operator=(const GroupCommit &) = delete;
+  ~GroupCommit();
+
+  // Runs f(writer) in a batch; returns what it returned once the batch committed, or throws
+  // what f threw, or what the batch's commit threw.
+  template <class F> auto run(F &&f) {
+    using R = std::invoke_result_t<F &, SqlLedger &>;
+    std::optional<R> out;
+    submit([&](SqlLedger &w) { out.emplace(f(w)); });
+    return std::move(*out);
+  }
+
+  struct Stats {
+    int64_t requests = 0, commits = 0, largest = 0;
+  };
+  [[nodiscard]] Stats stats();
+
+private:
+  struct Request {
+    std::function<void(SqlLedger &)> fn;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  void submit(std::function<void(SqlLedger &)> fn);
+  // Runs one batch (no lock held); returns the requests that did not run.
+  std::vector<Request *> lead(const std::vector<Request *> &batch);
+
+  std::unique_ptr<SqlLedger> m_writer;
+  size_t m_max;
+  std::mutex m_mu;
+  std::condition_variable m_cv;
+  std::deque<Request *> m_queue;
+  bool m_leading = false;
+  Stats m_stats;
 };
 
 } // namespace lodge::ledger

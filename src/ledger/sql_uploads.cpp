@@ -112,6 +112,7 @@ std::optional<TaskRecord> SqlLedger::task_for_record(int64_t record_id, const ch
 }
 
 ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.reserve(req, now); });
   return m_c->write([&](sql::Tx &tx) {
     // The owner's check-then-insert (idempotency, duplicate, quota) is serialized with every
     // other reserve of the same owner.
@@ -225,6 +226,8 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
 }
 
 SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
+  if (m_group)
+    return m_group->run([&](SqlLedger &w) { return w.set_multipart_upload_id(id, upload_id, now); });
   return m_c->write([&](sql::Tx &tx) {
     auto st = q("UPDATE file_upload SET multipart_upload_id = ?2, updated_at = ?3"
                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
@@ -236,6 +239,7 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
 
 ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,
                                   int64_t now, CommitTag tag) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.confirm(id, etag, version_id, now, tag); });
   return m_c->write([&](sql::Tx &tx) {
     auto row = q("UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
                  " etag = ?3, version_id = NULLIF(?4, '')"
@@ -257,6 +261,7 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
 }
 
 SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.settle(record_id, now); });
   return m_c->write([&](sql::Tx &tx) {
     // The row first (the lock order): a delete that makes it dead meanwhile must win, its
     // task then being the one that deletes the object.
@@ -282,6 +287,7 @@ TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now) {
 }
 
 MarkFailedOutcome SqlLedger::mark_failed(int64_t id, const std::string &reason, bool run_now, int64_t now) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.mark_failed(id, reason, run_now, now); });
   return m_c->write([&](sql::Tx &tx) {
     auto row =
         q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"

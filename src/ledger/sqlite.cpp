@@ -57,9 +57,10 @@ Error sqlite_error(sqlite3 *db, int rc, std::string_view what, std::string_view 
   return Error(code, std::string(path) + ": " + std::string(what) + ": " + msg, d);
 }
 
-Stmt::Stmt(Db &db, std::string_view sql) : m_db(&db) {
+Stmt::Stmt(Db &db, std::string_view sql, bool persistent) : m_db(&db) {
   sqlite3_stmt *raw = nullptr;
-  int rc = sqlite3_prepare_v3(db.raw(), sql.data(), static_cast<int>(sql.size()), 0, &raw, nullptr);
+  int rc = sqlite3_prepare_v3(db.raw(), sql.data(), static_cast<int>(sql.size()),
+                              persistent ? SQLITE_PREPARE_PERSISTENT : 0, &raw, nullptr);
   m_stmt.reset(raw);
   if (rc != SQLITE_OK) throw LodgeError(db.error(rc, "prepare"));
 }
@@ -106,6 +107,11 @@ int Stmt::exec() {
 void Stmt::reset() {
   sqlite3_reset(m_stmt.get());
   sqlite3_clear_bindings(m_stmt.get());
+}
+
+StmtHandle Stmt::release() {
+  reset();
+  return std::move(m_stmt);
 }
 
 bool Stmt::is_null(int i) const {

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <unordered_map>
+#include <vector>
 
 namespace lodge::ledger {
 namespace {
@@ -150,9 +152,37 @@ LodgeError not_found(const std::string &path, const std::string &what) {
                                                 path + "` to create one");
 }
 
+// The statements a connection prepared, kept by their SQL text for the next use: the hot
+// path runs the same dozen statements for every file, and compiling them was a tenth of
+// its cost. A statement in use is out of the cache; a second use of the same text meanwhile
+// (a nested query) prepares its own, and both are kept when they come back.
+class StmtCache {
+public:
+  StmtHandle take(const std::string &sql) {
+    auto it = m_free.find(sql);
+    if (it == m_free.end() || it->second.empty()) return nullptr;
+    auto h = std::move(it->second.back());
+    it->second.pop_back();
+    return h;
+  }
+  void give(const std::string &sql, StmtHandle h) {
+    auto &v = m_free[sql];
+    if (v.size() < k_per_text) v.push_back(std::move(h));
+  }
+
+private:
+  static constexpr size_t k_per_text = 4;
+  std::unordered_map<std::string, std::vector<StmtHandle>> m_free;
+};
+
 class SqliteStmt final : public sql::StmtImpl {
 public:
-  SqliteStmt(Db &db, std::string_view sql) : m_st(db, sql) {}
+  SqliteStmt(Db &db, StmtCache &cache, std::string sql, StmtHandle cached)
+      : m_cache(&cache), m_sql(std::move(sql)),
+        m_st(cached ? Stmt(db, std::move(cached)) : Stmt(db, m_sql, true)) {}
+  SqliteStmt(const SqliteStmt &) = delete;
+  SqliteStmt &operator=(const SqliteStmt &) = delete;
+  ~SqliteStmt() override { m_cache->give(m_sql, m_st.release()); }
   void bind_int(int i, int64_t v) override { m_st.bind(i, v); }
   void bind_text(int i, std::string_view v) override { m_st.bind(i, v); }
   void bind_null(int i) override { m_st.bind_null(i); }
@@ -164,6 +194,8 @@ public:
   [[nodiscard]] std::string col_text(int col) const override { return m_st.col_text(col); }
 
 private:
+  StmtCache *m_cache;
+  std::string m_sql;
   Stmt m_st;
 };
 
@@ -174,7 +206,9 @@ public:
   [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::sqlite; }
   [[nodiscard]] const std::string &display_name() const override { return m_db.path(); }
   [[nodiscard]] std::unique_ptr<sql::StmtImpl> prepare(std::string_view sql) override {
-    return std::make_unique<SqliteStmt>(m_db, sql);
+    std::string text(sql);
+    auto cached = m_cache.take(text);
+    return std::make_unique<SqliteStmt>(m_db, m_cache, std::move(text), std::move(cached));
   }
   // BEGIN IMMEDIATE takes the write lock at once (waiting up to the busy timeout): every
   // writer is serialized, so a transaction's reads stay true until it commits.
@@ -182,6 +216,8 @@ public:
   void begin_read() override { m_db.exec("BEGIN DEFERRED"); }
   void commit() override { m_db.exec("COMMIT"); }
   void rollback() noexcept override { sqlite3_exec(m_db.raw(), "ROLLBACK", nullptr, nullptr, nullptr); }
+  void exec_plain(std::string_view sql) override { m_db.exec(sql); }
+  [[nodiscard]] bool in_transaction() const override { return sqlite3_get_autocommit(m_db.raw()) == 0; }
   void lock_key(std::string_view /*key*/) override {}
   [[nodiscard]] const char *for_update() const override { return ""; }
   [[nodiscard]] const char *skip_locked() const override { return ""; }
@@ -196,6 +232,7 @@ private:
   void check_version_for_reading();
 
   Db m_db;
+  StmtCache m_cache; // after m_db: its statements are finalized before the database closes
   const util::Clock *m_clock;
   bool m_create;
 };

@@ -66,14 +66,27 @@ template <class F> void on_threads(int n, ThreadErrors &errors, F fn) {
 
 TEST_SUITE_BEGIN("contract");
 
+// Each case runs twice: threads on their own connections (as several processes would be),
+// and threads whose reserves a pool group-commits in shared transactions (as the workers
+// of one `lodge upload --jobs N` are).
+namespace {
+std::vector<std::unique_ptr<ledger::Ledger>> connections(const LedgerFixture &e, bool pooled) {
+  std::vector<std::unique_ptr<ledger::Ledger>> conns;
+  auto pool = pooled ? e.pool() : nullptr;
+  for (int i = 0; i < k_threads; ++i)
+    conns.push_back(pooled ? pool->worker() : e.connect());
+  return conns;
+}
+} // namespace
+
 TEST_CASE("I3: N concurrent reservers on their own connections never pass the quota") {
   LedgerFixture e;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 6; ++round) {
+    const bool pooled = round % 2 == 1;
     CAPTURE(round);
+    CAPTURE(pooled);
     const std::string owner = "owner-" + std::to_string(round);
-    std::vector<std::unique_ptr<ledger::Ledger>> conns;
-    for (int i = 0; i < k_threads; ++i)
-      conns.push_back(e.connect());
+    auto conns = connections(e, pooled);
     std::vector<ReserveOutcome> got(k_threads);
     ThreadErrors errors;
     on_threads(k_threads, errors, [&](int i) {
@@ -90,12 +103,13 @@ TEST_CASE("I3: N concurrent reservers on their own connections never pass the qu
 
 TEST_CASE("I4: N concurrent reservers of the same content: one row, the others find it") {
   LedgerFixture e;
-  for (auto scope : {ledger::DedupScope::owner, ledger::DedupScope::prefix}) {
+  for (int run = 0; run < 4; ++run) {
+    const auto scope = run % 2 == 0 ? ledger::DedupScope::owner : ledger::DedupScope::prefix;
+    const bool pooled = run >= 2;
     CAPTURE(ledger::to_string(scope));
-    const std::string owner = std::string("owner-") + ledger::to_string(scope);
-    std::vector<std::unique_ptr<ledger::Ledger>> conns;
-    for (int i = 0; i < k_threads; ++i)
-      conns.push_back(e.connect());
+    CAPTURE(pooled);
+    const std::string owner = std::string("owner-") + ledger::to_string(scope) + (pooled ? "-pooled" : "");
+    auto conns = connections(e, pooled);
     std::vector<ledger::ReserveResult> got(k_threads);
     ThreadErrors errors;
     on_threads(k_threads, errors, [&](int i) {

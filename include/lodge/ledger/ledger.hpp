@@ -5,6 +5,7 @@
 // default, or PostgreSQL). Every write is one short transaction; every state change is a
 // conditional UPDATE whose changed row count is checked.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <lodge/ledger/protocol.hpp>
@@ -295,6 +296,31 @@ public:
   // `lodge init --accept-diverged`: clears the divergence, only after a reconcile.
   [[nodiscard]] virtual AcceptOutcome accept_divergence(int64_t now) = 0;
 };
+
+// Ledgers for the worker threads of one process, one worker() per thread.
+// On SQLite, the upload path's writes of every worker (reserve, set_multipart_upload_id,
+// confirm, settle, mark_failed) go to one writer connection shared by the pool, which runs
+// whatever is queued in one transaction, each request in its own savepoint, and commits it
+// once (group commit: one fsync for many files; in-process writers queue there, never on
+// SQLite's busy handler). Each reserve still sees every earlier one (the same transaction),
+// so quota and de-duplication hold; a request's result is returned only once it committed.
+// Reads and other writes run on the worker's own connection. PostgreSQL: plain connections
+// (its server commits them in parallel).
+class LedgerPool {
+public:
+  virtual ~LedgerPool() = default;
+  // A ledger for one thread (thread-safe to call).
+  [[nodiscard]] virtual std::unique_ptr<Ledger> worker() = 0;
+};
+
+struct PoolOptions {
+  bool group_commit = true; // false: every worker commits on its own (for comparison)
+  size_t max_batch = 64;    // requests per transaction at most
+};
+
+// Opens the pool's shared writer (when it has one) at once, so a bad location fails here.
+[[nodiscard]] std::shared_ptr<LedgerPool> open_ledger_pool(const OpenOptions &opts,
+                                                           const PoolOptions &pool = {});
 
 // Whether a ledger location names a PostgreSQL database (postgres:... or postgresql:...)
 // rather than a SQLite file: nothing may treat it as a path then.

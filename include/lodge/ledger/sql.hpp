@@ -100,6 +100,12 @@ public:
   virtual void begin_read() = 0;
   virtual void commit() = 0;
   virtual void rollback() noexcept = 0;
+  // Runs one statement without parameters or results (SAVEPOINT, RELEASE, ROLLBACK TO).
+  virtual void exec_plain(std::string_view sql) = 0;
+  // Whether the connection is inside a transaction. SQLite may roll a whole transaction back
+  // on its own (SQLITE_FULL, IOERR, BUSY, NOMEM): whoever runs several bodies in one
+  // transaction checks this before going on.
+  [[nodiscard]] virtual bool in_transaction() const = 0;
 
   // Serializes the rest of this write transaction with every other one that locks the same
   // key (an owner: reserve's check-then-insert). PostgreSQL:
@@ -128,11 +134,35 @@ public:
   // it, or threw). A TransientConflict rolls back and runs the body again, at most
   // k_write_attempts times, then propagates. Returns what body returned.
   //   return conn.write([&](sql::Tx &tx) { ...; if (changed != 1) return false; tx.commit(); return true; });
+  // Called inside another write (or a batch), the body runs in a savepoint instead: its
+  // "commit" releases the savepoint into the enclosing transaction, anything else rolls back
+  // to it, so one body's rollback never touches what the others wrote. A TransientConflict
+  // then propagates to the outermost write, which runs everything again.
   template <class Body> auto write(Body &&body);
+
+  // A batch: one write transaction that the caller fills with write() calls (each one a
+  // savepoint) and then ends. begin_batch waits for the write lock like begin_write;
+  // end_batch(true) commits (throws what COMMIT throws), end_batch(false) rolls back.
+  void begin_batch() {
+    begin_write();
+    m_depth = 1;
+  }
+  void end_batch(bool commit_it) {
+    m_depth = 0;
+    if (commit_it)
+      commit();
+    else
+      rollback();
+  }
   // Runs `body()` in a read transaction (one snapshot) and ends it. Returns what body returned.
   template <class Body> auto read(Body &&body);
 
   static constexpr int k_write_attempts = 8;
+
+private:
+  template <class Body> auto nested_write(Body &&body);
+  // How many write() bodies (or a batch) this connection is inside.
+  int m_depth = 0;
 };
 
 // Handed to a write transaction's body: commit() asks for the commit (made after the body
@@ -154,12 +184,64 @@ inline constexpr int32_t k_schema_lock = 0;
 // Backs off briefly between attempts (jittered, a few ms growing to ~100 ms).
 void conflict_backoff(int attempt);
 
+template <class Body> auto Conn::nested_write(Body &&body) {
+  const std::string name = "lodge_w" + std::to_string(m_depth);
+  exec_plain("SAVEPOINT " + name);
+  struct Depth {
+    int &d;
+    explicit Depth(int &x) : d(x) { ++d; }
+    ~Depth() { --d; }
+    Depth(const Depth &) = delete;
+    Depth &operator=(const Depth &) = delete;
+  };
+  // Undoes the body's work and forgets the savepoint. When the transaction itself is gone
+  // (SQLite rolled it back), there is nothing to undo: the enclosing writer sees that.
+  auto undo = [&]() noexcept {
+    if (!in_transaction()) return;
+    try {
+      exec_plain("ROLLBACK TO " + name);
+      exec_plain("RELEASE " + name);
+    } catch (...) { // NOLINT(bugprone-empty-catch): the enclosing transaction fails on its own
+    }
+  };
+  Tx tx;
+  try {
+    if constexpr (std::is_void_v<decltype(body(tx))>) {
+      {
+        Depth d(m_depth);
+        body(tx);
+      }
+      if (tx.committing())
+        exec_plain("RELEASE " + name);
+      else
+        undo();
+      return;
+    } else {
+      auto r = [&] {
+        Depth d(m_depth);
+        return body(tx);
+      }();
+      if (tx.committing())
+        exec_plain("RELEASE " + name);
+      else
+        undo();
+      return r;
+    }
+  } catch (...) {
+    undo();
+    throw;
+  }
+}
+
 template <class Body> auto Conn::write(Body &&body) {
+  if (m_depth > 0) return nested_write(std::forward<Body>(body));
   for (int attempt = 1;; ++attempt) {
     begin_write();
+    m_depth = 1;
     try {
       Tx tx;
       auto end = [&] {
+        m_depth = 0;
         if (tx.committing())
           commit();
         else
@@ -175,10 +257,12 @@ template <class Body> auto Conn::write(Body &&body) {
         return r;
       }
     } catch (const TransientConflict &) {
+      m_depth = 0;
       rollback();
       if (attempt >= k_write_attempts) throw;
       conflict_backoff(attempt);
     } catch (...) {
+      m_depth = 0;
       rollback();
       throw;
     }

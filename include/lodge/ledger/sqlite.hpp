@@ -34,7 +34,12 @@ class Db;
 // A prepared statement bound to its Db. Bind with 1-based indexes.
 class Stmt {
 public:
-  Stmt(Db &db, std::string_view sql);
+  // `persistent`: SQLITE_PREPARE_PERSISTENT, for a statement kept and run many times.
+  Stmt(Db &db, std::string_view sql, bool persistent = false);
+  // Takes a statement prepared before (reset, no bindings) back into use.
+  Stmt(Db &db, StmtHandle prepared) : m_db(&db), m_stmt(std::move(prepared)) {}
+  // Resets the statement, clears its bindings and hands it over (to be kept).
+  [[nodiscard]] StmtHandle release();
   Stmt &bind(int i, int64_t v);
   Stmt &bind(int i, std::string_view v);
   Stmt &bind(int i, const std::string &v) { return bind(i, std::string_view(v)); }

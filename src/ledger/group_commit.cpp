@@ -1,0 +1,143 @@
+// Group commit (sql_ledger.hpp): the upload path's writes of every worker thread of one
+// process, batched into one SQLite transaction (one fsync for many files), each request in
+// its own savepoint. And the ledger pool that hands the workers their ledgers.
+#include "drivers.hpp"
+#include "sql_ledger.hpp"
+
+#include <algorithm>
+#include <lodge/util/log.hpp>
+
+namespace lodge::ledger {
+
+GroupCommit::GroupCommit(std::unique_ptr<sql::Conn> conn, size_t max_batch)
+    : m_writer(std::make_unique<SqlLedger>(std::move(conn))), m_max(std::max<size_t>(max_batch, 1)) {}
+
+GroupCommit::~GroupCommit() {
+  auto s = stats();
+  if (s.requests > 0)
+    util::log::debug("ledger: " + std::to_string(s.requests) + " upload transitions in " +
+                     std::to_string(s.commits) + " commits (largest batch " + std::to_string(s.largest) +
+                     ")");
+}
+
+GroupCommit::Stats GroupCommit::stats() {
+  std::lock_guard lock(m_mu);
+  return m_stats;
+}
+
+void GroupCommit::submit(std::function<void(SqlLedger &)> fn) {
+  Request me{std::move(fn), nullptr, false};
+  std::unique_lock lock(m_mu);
+  m_queue.push_back(&me);
+  while (!me.done) {
+    if (m_leading) {
+      m_cv.wait(lock);
+      continue;
+    }
+    m_leading = true;
+    std::vector<Request *> batch;
+    while (!m_queue.empty() && batch.size() < m_max) {
+      batch.push_back(m_queue.front());
+      m_queue.pop_front();
+    }
+    lock.unlock();
+    std::vector<Request *> again;
+    try {
+      again = lead(batch);
+    } catch (...) { // lead() catches everything itself; this only keeps the queue sound
+      for (auto *r : batch)
+        if (!r->error) r->error = std::current_exception();
+    }
+    lock.lock();
+    for (auto *r : batch)
+      if (std::find(again.begin(), again.end(), r) == again.end()) r->done = true;
+    for (auto it = again.rbegin(); it != again.rend(); ++it)
+      m_queue.push_front(*it);
+    ++m_stats.commits;
+    m_stats.requests += static_cast<int64_t>(batch.size() - again.size());
+    m_stats.largest = std::max<int64_t>(m_stats.largest, static_cast<int64_t>(batch.size()));
+    m_leading = false;
+    m_cv.notify_all();
+  }
+  lock.unlock();
+  if (me.error) std::rethrow_exception(me.error);
+}
+
+std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request *> &batch) {
+  sql::Conn &c = m_writer->connection();
+  try {
+    c.begin_batch(); // waits for other processes' writers like any write
+  } catch (...) {
+    for (auto *r : batch)
+      r->error = std::current_exception();
+    return {};
+  }
+  size_t ran = 0;
+  std::exception_ptr lost;
+  for (auto *r : batch) {
+    try {
+      r->fn(*m_writer);
+    } catch (...) {
+      r->error = std::current_exception();
+    }
+    ++ran;
+    if (!c.in_transaction()) {
+      // SQLite rolled the whole transaction back under this request: everything the batch
+      // did so far is gone.
+      lost = r->error
+                 ? r->error
+                 : std::make_exception_ptr(LodgeError(
+                       Errc::ledger_unusable, c.display_name() + ": the ledger rolled the transaction back"));
+      break;
+    }
+  }
+  if (lost) {
+    c.end_batch(false);
+    for (size_t i = 0; i < ran; ++i)
+      if (!batch[i]->error) batch[i]->error = lost;
+    return {batch.begin() + static_cast<std::ptrdiff_t>(ran), batch.end()};
+  }
+  try {
+    c.end_batch(true);
+  } catch (...) {
+    auto e = std::current_exception();
+    c.rollback();
+    for (auto *r : batch)
+      if (!r->error) r->error = e;
+  }
+  return {};
+}
+
+namespace {
+class SqlitePool final : public LedgerPool {
+public:
+  SqlitePool(const OpenOptions &opts, size_t max_batch) : m_opts(opts) {
+    m_opts.create = false;
+    m_group = std::make_shared<GroupCommit>(open_sqlite(m_opts), max_batch);
+  }
+  [[nodiscard]] std::unique_ptr<Ledger> worker() override {
+    return std::make_unique<SqlLedger>(open_sqlite(m_opts), m_group);
+  }
+
+private:
+  OpenOptions m_opts;
+  std::shared_ptr<GroupCommit> m_group;
+};
+
+class PlainPool final : public LedgerPool {
+public:
+  explicit PlainPool(const OpenOptions &opts) : m_opts(opts) { m_opts.create = false; }
+  [[nodiscard]] std::unique_ptr<Ledger> worker() override { return open_ledger(m_opts); }
+
+private:
+  OpenOptions m_opts;
+};
+} // namespace
+
+std::shared_ptr<LedgerPool> open_ledger_pool(const OpenOptions &opts, const PoolOptions &pool) {
+  if (is_postgres_location(opts.location) || opts.read_only || !pool.group_commit)
+    return std::make_shared<PlainPool>(opts);
+  return std::make_shared<SqlitePool>(opts, pool.max_batch);
+}
+
+} // namespace lodge::ledger
