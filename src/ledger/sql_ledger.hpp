@@ -59,6 +59,10 @@ public:
   [[nodiscard]] TaskFinish ignore_task(const TaskRecord &t, int64_t now) override;
   [[nodiscard]] TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                   int64_t next_retry_at, int64_t now) override;
+  [[nodiscard]] std::vector<TaskDecision> decide_many(const std::vector<TaskRecord> &tasks, int64_t now,
+                                                      int64_t grace_ms,
+                                                      CommitTag tag = CommitTag::none) override;
+  [[nodiscard]] std::vector<TaskFinish> finish_many(const std::vector<TaskEnd> &ends, int64_t now) override;
 
   [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;
   [[nodiscard]] std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) override;
@@ -95,6 +99,8 @@ private:
   // UPLOADING (alive, overdue) -> UPLOAD_FAILED + deleted: repair's transition, also taken
   // by decide(). False when the row was not there any more.
   bool fail_overdue_row(int64_t id, int64_t now, std::string_view by);
+  // Inside a batch's transaction, after an item: throws when the database ended it.
+  void still_in_batch(const char *what);
   // The first row matching `where`; `lock`: m_c->for_update() inside a write transaction
   // that then changes the row, "" otherwise.
   std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind,

@@ -492,6 +492,57 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
   });
 }
 
+// The batch forms: each item is the single-item method itself, whose own write is a
+// savepoint inside this transaction (sql::Conn::write nests).
+std::vector<TaskDecision> SqlLedger::decide_many(const std::vector<TaskRecord> &tasks, int64_t now,
+                                                 int64_t grace_ms, CommitTag tag) {
+  if (tasks.empty()) return {};
+  return m_c->write([&](sql::Tx &tx) {
+    std::vector<TaskDecision> out;
+    out.reserve(tasks.size());
+    for (const auto &t : tasks) {
+      out.push_back(decide(t, now, grace_ms, tag));
+      still_in_batch("decide_many");
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+std::vector<TaskFinish> SqlLedger::finish_many(const std::vector<TaskEnd> &ends, int64_t now) {
+  if (ends.empty()) return {};
+  return m_c->write([&](sql::Tx &tx) {
+    std::vector<TaskFinish> out;
+    out.reserve(ends.size());
+    for (const auto &e : ends) {
+      switch (e.kind) {
+      case TaskEnd::Kind::finish:
+        out.push_back(finish(e.task, e.succeeded, e.error, e.next_retry_at, now));
+        break;
+      case TaskEnd::Kind::ignore:
+        out.push_back(ignore_task(e.task, now));
+        break;
+      case TaskEnd::Kind::dead_letter:
+        out.push_back(dead_letter(e.task, e.error, now) == DeadLetterOutcome::dead_lettered
+                          ? TaskFinish::dead_letter
+                          : TaskFinish::lease_lost);
+        break;
+      }
+      still_in_batch("finish_many");
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+void SqlLedger::still_in_batch(const char *what) {
+  // SQLite may roll a whole transaction back on its own (SQLITE_FULL, IOERR, BUSY, NOMEM):
+  // what ran before would then be lost while the rest ran outside any transaction.
+  if (!m_c->in_transaction())
+    throw LodgeError(Errc::internal,
+                     std::string(what) + ": the database rolled the batch's transaction back");
+}
+
 } // namespace lodge::ledger
 
 namespace lodge::ledger {
@@ -643,10 +694,14 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
                             const std::function<bool(const FileRecord &)> &visit) {
   // The keys with the prefix are the ones from the prefix on, in byte order (the store's
   // listing order; the column compares bytes), up to the first key without it: a range
-  // scan on the UNIQUE index with no upper bound to compute.
-  auto st = q(std::string("SELECT ") + k_file_cols +
-              " FROM file_upload WHERE object_key >= ?1 AND object_key > ?2 ORDER BY object_key");
-  st.bind(1, prefix).bind(2, after);
+  // scan on the UNIQUE index with no upper bound to compute. One lower bound only: with
+  // both `>= prefix` and `> after`, SQLite seeks on the first and filters on the second,
+  // so a page resumed after key N stepped over the N rows before it (reconcile, which
+  // reads the ledger in pages, was quadratic in rows).
+  const bool resume = !after.empty() && after >= prefix; // after < prefix: the prefix bounds
+  auto st = q(std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE object_key " +
+              (resume ? ">" : ">=") + " ?1 ORDER BY object_key");
+  st.bind(1, resume ? after : prefix);
   while (st.step()) {
     auto r = read_file(st);
     if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;

@@ -36,36 +36,186 @@ int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64
 }
 
 namespace {
-CleanupResult failed_attempt(ledger::Ledger &ledger, const ledger::TaskRecord &task, const CleanupSettings &s,
-                             const util::Clock &clock, const Error &error);
+// What the store work on one decided task leaves for the ledger: a final result (nothing
+// to write), or one TaskEnd and what its TaskFinish then means.
+struct TaskWork {
+  std::optional<CleanupResult> done;
+  ledger::TaskEnd end;
+  enum class Then { tagged, guard_refused, foreign, deleted, failed } then = Then::failed;
+  std::string error;
+  bool unreachable = false;
+};
+
+TaskWork finished(CleanupOutcome o) {
+  TaskWork w;
+  w.done = CleanupResult{o, {}};
+  return w;
+}
+
+// A failed store call: the task is retried after a backoff (or dead-lettered past its retries).
+TaskWork failed_attempt(const ledger::TaskRecord &task, const CleanupSettings &s, const util::Clock &clock,
+                        const Error &error) {
+  TaskWork w;
+  w.then = TaskWork::Then::failed;
+  w.error = error.message;
+  w.unreachable = store::is_unreachable(error);
+  w.end.kind = ledger::TaskEnd::Kind::finish;
+  w.end.task = task;
+  w.end.succeeded = false;
+  w.end.error = error.message;
+  w.end.next_retry_at =
+      clock.now_ms() + cleanup_backoff_ms(s, task.retry_count, crypto::random_below(UINT64_MAX));
+  return w;
+}
+
+TaskWork ignore(const ledger::TaskRecord &task, TaskWork::Then then, std::string error = {}) {
+  TaskWork w;
+  w.then = then;
+  w.error = std::move(error);
+  w.end.kind = ledger::TaskEnd::Kind::ignore;
+  w.end.task = task;
+  return w;
+}
 
 // The row is alive and ACTIVE and its object owed the committed tag (the upload's own
 // tagging failed, or its process died first): tag it, then the task is done.
-CleanupResult finish_commit_tag(ledger::Ledger &ledger, store::ObjectStore &store,
-                                const ledger::TaskRecord &task, const CleanupSettings &s,
-                                const util::Clock &clock) {
+TaskWork commit_tag(store::ObjectStore &store, const ledger::TaskRecord &task, const CleanupSettings &s,
+                    const util::Clock &clock) {
   auto t = store.mark_committed(task.object_key);
-  if (!t) return failed_attempt(ledger, task, s, clock, t.error());
-  if (ledger.ignore_task(task, clock.now_ms()) == ledger::TaskFinish::lease_lost)
-    return {CleanupOutcome::lease_lost, {}};
-  util::log::info("tagged " + task.object_key + " committed (task " + std::to_string(task.id) + ")");
-  return {CleanupOutcome::ignored, {}};
+  if (!t) return failed_attempt(task, s, clock, t.error());
+  return ignore(task, TaskWork::Then::tagged);
 }
 
 // The store refused a guarded delete: the object is tagged committed, so it is not the
 // failed upload's own pending object. Nothing is deleted; the row is re-checked (it is
 // dead: UPLOAD_FAILED never comes back) and the task ends IGNORED, said loudly.
-CleanupResult refused_by_guard(ledger::Ledger &ledger, const ledger::TaskRecord &task,
-                               const util::Clock &clock, const Error &error) {
+TaskWork refused_by_guard(ledger::Ledger &ledger, const ledger::TaskRecord &task, const Error &error) {
   auto row = ledger.find_file(task.record_id);
   if (!row || row->upload_status != ledger::FileStatus::upload_failed)
-    return {CleanupOutcome::lease_lost, {}}; // cannot happen: the next sweep decides again
-  if (ledger.ignore_task(task, clock.now_ms()) == ledger::TaskFinish::lease_lost)
-    return {CleanupOutcome::lease_lost, {}};
-  util::log::warn("not deleted: " + task.object_key + " (record #" + std::to_string(task.record_id) +
-                  ", a failed upload) is tagged committed, so the store refused the guarded delete (" +
-                  error.message + "); left in place, task " + std::to_string(task.id) + " ignored");
-  return {CleanupOutcome::ignored, error.message};
+    return finished(CleanupOutcome::lease_lost); // cannot happen: the next sweep decides again
+  return ignore(task, TaskWork::Then::guard_refused, error.message);
+}
+
+// The store work for a task the ledger decided on: the HEAD and delete (or the tag).
+TaskWork work_on(ledger::Ledger &ledger, store::ObjectStore &store, const ledger::TaskRecord &task,
+                 ledger::TaskDecision decision, const CleanupSettings &s, const util::Clock &clock) {
+  switch (decision) {
+  case ledger::TaskDecision::lease_lost:
+    return finished(CleanupOutcome::lease_lost);
+  case ledger::TaskDecision::ignored:
+    return finished(CleanupOutcome::ignored);
+  case ledger::TaskDecision::postponed:
+    return finished(CleanupOutcome::postponed);
+  case ledger::TaskDecision::tag:
+    return commit_tag(store, task, s, clock);
+  case ledger::TaskDecision::allowed:
+    break;
+  }
+  // I8: the key is this row's, but the object now there is only ours to delete if its
+  // stamp (where the store returns one) names this ledger and this row. A failed HEAD
+  // proves nothing: the task is retried. A missing object still goes through remove_all,
+  // which clears what a HEAD cannot see (older versions, an incomplete multipart upload
+  // of this very key) and is a no-op otherwise.
+  auto seen = store.head(task.object_key);
+  if (!seen && seen.error().code != Errc::not_found) return failed_attempt(task, s, clock, seen.error());
+  if (seen) {
+    if (auto whose = foreign_stamp(seen->metadata, ledger.uuid(), task.record_id)) {
+      TaskWork w;
+      w.then = TaskWork::Then::foreign;
+      w.error = "not deleted: the object at " + task.object_key + " is stamped " + *whose + ", not record #" +
+                std::to_string(task.record_id) + " of this ledger (" + ledger.uuid() + ")";
+      w.end.kind = ledger::TaskEnd::Kind::dead_letter;
+      w.end.task = task;
+      w.end.error = w.error;
+      return w;
+    }
+  }
+  // A failed upload's object was never tagged committed: its delete is guarded, so a
+  // committed object (a confirmed upload) can never be deleted by it, even by mistake.
+  // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
+  auto row = ledger.find_file(task.record_id);
+  const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
+  auto removed = store.remove_all(task.object_key,
+                                  failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
+  if (!removed && removed.error().code == Errc::precondition_failed && failed_row)
+    return refused_by_guard(ledger, task, removed.error());
+  if (failpoint::hit("sweep.after_delete") && removed) {
+    // The delete happened but its answer was lost (a timeout): the task is retried, and
+    // the retry finds nothing left to delete.
+    ErrorDetails lost;
+    lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
+    removed = Error(Errc::storage_unavailable, "DELETE " + task.object_key + ": no answer (injected)", lost);
+  }
+  if (!removed) return failed_attempt(task, s, clock, removed.error());
+  TaskWork w;
+  w.then = TaskWork::Then::deleted;
+  w.end.kind = ledger::TaskEnd::Kind::finish;
+  w.end.task = task;
+  w.end.succeeded = true;
+  row = ledger.find_file(task.record_id);
+  w.end.next_retry_at = verify_pass_due(row ? &*row : nullptr, clock.now_ms(), s.grace_ms);
+  return w;
+}
+
+// What the ledger's end of the task makes of the store work; said in the log.
+CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f) {
+  const auto &task = w.end.task;
+  const std::string id = std::to_string(task.id);
+  if (f == ledger::TaskFinish::lease_lost) // only a failed store call's error is said then
+    return {CleanupOutcome::lease_lost, w.then == TaskWork::Then::failed ? w.error : std::string(),
+            w.unreachable};
+  switch (w.then) {
+  case TaskWork::Then::tagged:
+    util::log::info("tagged " + task.object_key + " committed (task " + id + ")");
+    return {CleanupOutcome::ignored, {}};
+  case TaskWork::Then::guard_refused:
+    util::log::warn("not deleted: " + task.object_key + " (record #" + std::to_string(task.record_id) +
+                    ", a failed upload) is tagged committed, so the store refused the guarded delete (" +
+                    w.error + "); left in place, task " + id + " ignored");
+    return {CleanupOutcome::ignored, w.error};
+  case TaskWork::Then::foreign:
+    util::log::error("task " + id + " dead-lettered: " + w.error);
+    return {CleanupOutcome::dead_lettered, w.error};
+  case TaskWork::Then::deleted: {
+    CleanupResult r{CleanupOutcome::deleted, {}};
+    if (f == ledger::TaskFinish::verify_scheduled) {
+      r.verify_scheduled = true;
+      util::log::info("deleted " + task.object_key + " (task " + id +
+                      "); a verify pass follows, in case a late upload still lands");
+    } else {
+      util::log::info((task.verify_pass == ledger::k_verify_due ? "verified " : "deleted ") +
+                      task.object_key + " (task " + id + ")");
+    }
+    return r;
+  }
+  case TaskWork::Then::failed:
+    break;
+  }
+  if (f == ledger::TaskFinish::dead_letter) {
+    util::log::error("task " + id + " (" + task.object_key + ") dead-lettered: " + w.error);
+    return {CleanupOutcome::dead_lettered, w.error, w.unreachable};
+  }
+  util::log::warn("task " + id + " (" + task.object_key + ") will be retried: " + w.error);
+  return {CleanupOutcome::retried, w.error, w.unreachable};
+}
+
+// One task's end on its own: the single-item ledger call.
+ledger::TaskFinish end_one(ledger::Ledger &ledger, const ledger::TaskEnd &e, int64_t now) {
+  switch (e.kind) {
+  case ledger::TaskEnd::Kind::ignore:
+    return ledger.ignore_task(e.task, now);
+  case ledger::TaskEnd::Kind::dead_letter:
+    return ledger.dead_letter(e.task, e.error, now) == ledger::DeadLetterOutcome::dead_lettered
+               ? ledger::TaskFinish::dead_letter
+               : ledger::TaskFinish::lease_lost;
+  case ledger::TaskEnd::Kind::finish:
+    break;
+  }
+  return ledger.finish(e.task, e.succeeded, e.error, e.next_retry_at, now);
+}
+
+ledger::CommitTag tag_of(store::ObjectStore &store) {
+  return store.capabilities().state_tags ? ledger::CommitTag::owed : ledger::CommitTag::none;
 }
 } // namespace
 
@@ -77,72 +227,40 @@ int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grac
 CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
-  const bool tags = store.capabilities().state_tags;
-  switch (ledger.decide(task, clock.now_ms(), s.grace_ms,
-                        tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
-  case ledger::TaskDecision::lease_lost:
-    return {CleanupOutcome::lease_lost, {}};
-  case ledger::TaskDecision::ignored:
-    return {CleanupOutcome::ignored, {}};
-  case ledger::TaskDecision::postponed:
-    return {CleanupOutcome::postponed, {}};
-  case ledger::TaskDecision::tag:
-    return finish_commit_tag(ledger, store, task, s, clock);
-  case ledger::TaskDecision::allowed:
-    break;
+  auto w =
+      work_on(ledger, store, task, ledger.decide(task, clock.now_ms(), s.grace_ms, tag_of(store)), s, clock);
+  if (w.done) return *w.done;
+  return conclude(w, end_one(ledger, w.end, clock.now_ms()));
+}
+
+std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger, store::ObjectStore &store,
+                                             const std::vector<ledger::TaskRecord> &tasks,
+                                             const CleanupSettings &s, const util::Clock &clock) {
+  auto decisions = ledger.decide_many(tasks, clock.now_ms(), s.grace_ms, tag_of(store));
+  if (decisions.size() != tasks.size())
+    throw LodgeError(Errc::internal, "decide_many returned " + std::to_string(decisions.size()) +
+                                         " decisions for " + std::to_string(tasks.size()) + " tasks");
+  std::vector<TaskWork> work;
+  work.reserve(tasks.size());
+  for (size_t i = 0; i < tasks.size(); ++i)
+    work.push_back(work_on(ledger, store, tasks[i], decisions[i], s, clock));
+  std::vector<ledger::TaskEnd> ends;
+  std::vector<size_t> ending; // the index in `work` of each end
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (work[i].done) continue;
+    ends.push_back(work[i].end);
+    ending.push_back(i);
   }
-  // I8: the key is this row's, but the object now there is only ours to delete if its
-  // stamp (where the store returns one) names this ledger and this row. A failed HEAD
-  // proves nothing: the task is retried. A missing object still goes through remove_all,
-  // which clears what a HEAD cannot see (older versions, an incomplete multipart upload
-  // of this very key) and is a no-op otherwise.
-  auto seen = store.head(task.object_key);
-  if (!seen && seen.error().code != Errc::not_found)
-    return failed_attempt(ledger, task, s, clock, seen.error());
-  if (seen) {
-    if (auto whose = foreign_stamp(seen->metadata, ledger.uuid(), task.record_id)) {
-      std::string err = "not deleted: the object at " + task.object_key + " is stamped " + *whose +
-                        ", not record #" + std::to_string(task.record_id) + " of this ledger (" +
-                        ledger.uuid() + ")";
-      if (ledger.dead_letter(task, err, clock.now_ms()) == ledger::DeadLetterOutcome::lease_lost)
-        return {CleanupOutcome::lease_lost, {}};
-      util::log::error("task " + std::to_string(task.id) + " dead-lettered: " + err);
-      return {CleanupOutcome::dead_lettered, err};
-    }
-  }
-  // A failed upload's object was never tagged committed: its delete is guarded, so a
-  // committed object (a confirmed upload) can never be deleted by it, even by mistake.
-  // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
-  auto row = ledger.find_file(task.record_id);
-  const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
-  auto removed = store.remove_all(task.object_key,
-                                  failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
-  if (!removed && removed.error().code == Errc::precondition_failed && failed_row)
-    return refused_by_guard(ledger, task, clock, removed.error());
-  if (failpoint::hit("sweep.after_delete") && removed) {
-    // The delete happened but its answer was lost (a timeout): the task is retried, and
-    // the retry finds nothing left to delete.
-    ErrorDetails lost;
-    lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
-    removed = Error(Errc::storage_unavailable, "DELETE " + task.object_key + ": no answer (injected)", lost);
-  }
-  int64_t now = clock.now_ms();
-  if (removed) {
-    row = ledger.find_file(task.record_id);
-    auto f = ledger.finish(task, true, {}, verify_pass_due(row ? &*row : nullptr, now, s.grace_ms), now);
-    if (f == ledger::TaskFinish::lease_lost) return {CleanupOutcome::lease_lost, {}};
-    CleanupResult r{CleanupOutcome::deleted, {}};
-    if (f == ledger::TaskFinish::verify_scheduled) {
-      r.verify_scheduled = true;
-      util::log::info("deleted " + task.object_key + " (task " + std::to_string(task.id) +
-                      "); a verify pass follows, in case a late upload still lands");
-    } else {
-      util::log::info((task.verify_pass == ledger::k_verify_due ? "verified " : "deleted ") +
-                      task.object_key + " (task " + std::to_string(task.id) + ")");
-    }
-    return r;
-  }
-  return failed_attempt(ledger, task, s, clock, removed.error());
+  auto finishes = ledger.finish_many(ends, clock.now_ms());
+  if (finishes.size() != ends.size())
+    throw LodgeError(Errc::internal, "finish_many returned " + std::to_string(finishes.size()) +
+                                         " outcomes for " + std::to_string(ends.size()) + " tasks");
+  std::vector<CleanupResult> out(tasks.size());
+  for (size_t i = 0; i < work.size(); ++i)
+    if (work[i].done) out[i] = *work[i].done;
+  for (size_t j = 0; j < ends.size(); ++j)
+    out[ending[j]] = conclude(work[ending[j]], finishes[j]);
+  return out;
 }
 
 std::optional<std::string> foreign_stamp(const store::Metadata &meta, const std::string &ledger_uuid,
@@ -155,26 +273,5 @@ std::optional<std::string> foreign_stamp(const store::Metadata &meta, const std:
   if (named_ledger == ledger_uuid && named_record == std::to_string(record_id)) return std::nullopt;
   return "by ledger " + named_ledger + " as record #" + named_record;
 }
-
-namespace {
-CleanupResult failed_attempt(ledger::Ledger &ledger, const ledger::TaskRecord &task, const CleanupSettings &s,
-                             const util::Clock &clock, const Error &error) {
-  int64_t now = clock.now_ms();
-  std::string err = error.message;
-  bool unreachable = store::is_unreachable(error);
-  int64_t next = now + cleanup_backoff_ms(s, task.retry_count, crypto::random_below(UINT64_MAX));
-  switch (ledger.finish(task, false, err, next, now)) {
-  case ledger::TaskFinish::lease_lost:
-    return {CleanupOutcome::lease_lost, err, unreachable};
-  case ledger::TaskFinish::dead_letter:
-    util::log::error("task " + std::to_string(task.id) + " (" + task.object_key + ") dead-lettered: " + err);
-    return {CleanupOutcome::dead_lettered, err, unreachable};
-  default:
-    util::log::warn("task " + std::to_string(task.id) + " (" + task.object_key + ") will be retried: " + err);
-    return {CleanupOutcome::retried, err, unreachable};
-  }
-}
-
-} // namespace
 
 } // namespace lodge::ops

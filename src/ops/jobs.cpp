@@ -29,8 +29,10 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
     if (failpoint::hit("sweep.after_claim"))
       throw LodgeError(Errc::internal,
                        "injected failure after claiming " + std::to_string(tasks.size()) + " tasks");
-    for (const auto &t : tasks) {
-      auto r = run_claimed_task(l, s, t, o.cleanup, clock);
+    auto results = run_claimed_batch(l, s, tasks, o.cleanup, clock);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      const auto &t = tasks[i];
+      const auto &r = results[i];
       switch (r.outcome) {
       case CleanupOutcome::deleted:
         ++sum.deleted;

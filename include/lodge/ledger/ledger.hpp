@@ -126,6 +126,17 @@ struct BindResult {
   bool written = false;                 // whether this call recorded `b`
 };
 
+// How a sweep ends one task it decided (Ledger::finish_many): exactly what finish,
+// ignore_task or dead_letter does with the same arguments.
+struct TaskEnd {
+  enum class Kind { finish, ignore, dead_letter };
+  Kind kind = Kind::finish;
+  TaskRecord task;           // as claimed: its lease_version is the fencing token
+  bool succeeded = false;    // finish
+  std::string error;         // finish (failed), dead_letter
+  int64_t next_retry_at = 0; // finish
+};
+
 // Which rows list_files returns, by id.
 struct ListFilter {
   std::string owner;                     // "*": every owner
@@ -210,6 +221,18 @@ public:
   // or, when the task owes a verify pass, PENDING again due at next_retry_at.
   [[nodiscard]] virtual TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                           int64_t next_retry_at, int64_t now) = 0;
+  // A claimed batch in one transaction: each task decided exactly as decide() would, under
+  // its own lease, each in its own savepoint (one task's lost lease or rollback never
+  // touches another's). The decisions, in the order of `tasks`. An error rolls the whole
+  // batch back (the tasks stay PROCESSING under their leases, as after a crash).
+  [[nodiscard]] virtual std::vector<TaskDecision> decide_many(const std::vector<TaskRecord> &tasks,
+                                                              int64_t now, int64_t grace_ms,
+                                                              CommitTag tag = CommitTag::none) = 0;
+  // The batch's ends in one transaction, each exactly its single call under its own lease
+  // and savepoint: finish's outcome; ignore_task's success or lease_lost; dead_letter's
+  // dead_lettered as TaskFinish::dead_letter, or lease_lost. In the order of `ends`.
+  [[nodiscard]] virtual std::vector<TaskFinish> finish_many(const std::vector<TaskEnd> &ends,
+                                                            int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.
   [[nodiscard]] virtual std::vector<TaskRecord> due_tasks(int64_t now, int limit) = 0;
   // Tasks in one status (all when nullopt), by id.

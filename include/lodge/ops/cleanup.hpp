@@ -8,6 +8,7 @@
 #include <lodge/store/store.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lodge::ops {
 
@@ -50,5 +51,14 @@ struct CleanupResult {
 [[nodiscard]] CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                              const ledger::TaskRecord &task, const CleanupSettings &s,
                                              const util::Clock &clock);
+
+// A claimed batch, as sweep runs it: every task decided in one transaction
+// (Ledger::decide_many), the store work per task, then every end in one transaction
+// (Ledger::finish_many). Each task's decision, store work, fencing and result are exactly
+// run_claimed_task's; the results are in the order of `tasks`.
+[[nodiscard]] std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger, store::ObjectStore &store,
+                                                           const std::vector<ledger::TaskRecord> &tasks,
+                                                           const CleanupSettings &s,
+                                                           const util::Clock &clock);
 
 } // namespace lodge::ops

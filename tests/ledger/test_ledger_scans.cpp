@@ -1,0 +1,177 @@
+// How much work the ledger's key-ordered scan does per page (SQLite): reconcile reads the
+// ledger in pages by key, so a page resumed after key N must not step over the N rows
+// before it (that made reconcile quadratic in ledger rows).
+//
+// The ledger runs over a connection that records the SQL text and parameters of every
+// statement it prepares; the scan's statement is then run again, exactly so, on a raw
+// sqlite3 connection to the same file, where sqlite3_stmt_status counts the virtual
+// machine steps it takes to its first row.
+#include "support.hpp"
+
+#include <ledger/drivers.hpp>
+#include <ledger/sql_ledger.hpp>
+#include <lodge/ledger/sql.hpp>
+#include <map>
+#include <sqlite3.h>
+#include <string>
+#include <vector>
+
+using namespace lodge;
+
+namespace {
+
+struct Prepared {
+  std::string sql;
+  std::map<int, std::variant<int64_t, std::string, std::monostate>> binds;
+};
+
+class RecordingStmt final : public ledger::sql::StmtImpl {
+public:
+  RecordingStmt(std::unique_ptr<ledger::sql::StmtImpl> inner, Prepared &rec)
+      : m_in(std::move(inner)), m_rec(rec) {}
+  void bind_int(int i, int64_t v) override {
+    m_rec.binds[i] = v;
+    m_in->bind_int(i, v);
+  }
+  void bind_text(int i, std::string_view v) override {
+    m_rec.binds[i] = std::string(v);
+    m_in->bind_text(i, v);
+  }
+  void bind_null(int i) override {
+    m_rec.binds[i] = std::monostate{};
+    m_in->bind_null(i);
+  }
+  bool step() override { return m_in->step(); }
+  int64_t exec() override { return m_in->exec(); }
+  void reset() override { m_in->reset(); }
+  [[nodiscard]] bool is_null(int col) const override { return m_in->is_null(col); }
+  [[nodiscard]] int64_t col_int(int col) const override { return m_in->col_int(col); }
+  [[nodiscard]] std::string col_text(int col) const override { return m_in->col_text(col); }
+
+private:
+  std::unique_ptr<ledger::sql::StmtImpl> m_in;
+  Prepared &m_rec;
+};
+
+// Every call goes to the real SQLite connection; prepare() also records the statement.
+class RecordingConn final : public ledger::sql::Conn {
+public:
+  explicit RecordingConn(std::unique_ptr<ledger::sql::Conn> inner) : m_in(std::move(inner)) {}
+  std::vector<std::unique_ptr<Prepared>> prepared;
+
+  [[nodiscard]] ledger::sql::Dialect dialect() const override { return m_in->dialect(); }
+  [[nodiscard]] const std::string &display_name() const override { return m_in->display_name(); }
+  [[nodiscard]] std::unique_ptr<ledger::sql::StmtImpl> prepare(std::string_view sql) override {
+    prepared.push_back(std::make_unique<Prepared>(Prepared{std::string(sql), {}}));
+    return std::make_unique<RecordingStmt>(m_in->prepare(sql), *prepared.back());
+  }
+  void begin_write() override { m_in->begin_write(); }
+  void begin_read() override { m_in->begin_read(); }
+  void commit() override { m_in->commit(); }
+  void rollback() noexcept override { m_in->rollback(); }
+  void exec_plain(std::string_view sql) override { m_in->exec_plain(sql); }
+  [[nodiscard]] bool in_transaction() const override { return m_in->in_transaction(); }
+  void lock_key(std::string_view key) override { m_in->lock_key(key); }
+  [[nodiscard]] const char *for_update() const override { return m_in->for_update(); }
+  [[nodiscard]] const char *skip_locked() const override { return m_in->skip_locked(); }
+  [[nodiscard]] int64_t max_record_id() override { return m_in->max_record_id(); }
+  void raise_record_id(int64_t id) override { m_in->raise_record_id(id); }
+  [[nodiscard]] int schema_version() override { return m_in->schema_version(); }
+  [[nodiscard]] ledger::sql::Health health() override { return m_in->health(); }
+
+private:
+  std::unique_ptr<ledger::sql::Conn> m_in;
+};
+
+// `n` valid rows (ACTIVE, each with its IGNORED task) with keys root/o/<uuid>/f<i>, in
+// key order of i; one transaction.
+void fill(const test::FreshLedger &fresh, int n) {
+  fresh.exec_raw(
+      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < " + std::to_string(n) +
+      ")"
+      " INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size,"
+      " policy, upload_status, created_at, updated_at, activated_at, upload_deadline_at,"
+      " relative_path)"
+      " SELECT 'o', 'f', printf('root/o/%08x-0000-4000-8000-000000000000/f%d', i, i), 'text/plain',"
+      " printf('%064d', i), 1, 'default', 'ACTIVE', 1, 1, 2, 10, printf('f%d', i) FROM c;"
+      " INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at,"
+      " max_retries, created_at, updated_at)"
+      " SELECT id, 'DELETE_OBJECT', object_key, 'IGNORED', 11, 3, 1, 1 FROM file_upload;");
+}
+
+std::string key_of(int i) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "root/o/%08x-0000-4000-8000-000000000000/f%d", i, i);
+  return buf;
+}
+
+// The VM steps the statement `p` takes to its first row, run on a raw connection to `path`.
+int vm_steps_to_first_row(const std::string &path, const Prepared &p) {
+  sqlite3 *raw = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  std::unique_ptr<sqlite3, int (*)(sqlite3 *)> db(raw, sqlite3_close);
+  sqlite3_stmt *st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(raw, p.sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> stmt(st, sqlite3_finalize);
+  for (const auto &[i, v] : p.binds) {
+    if (const auto *n = std::get_if<int64_t>(&v))
+      sqlite3_bind_int64(st, i, *n);
+    else if (const auto *s = std::get_if<std::string>(&v))
+      sqlite3_bind_text(st, i, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(st, i);
+  }
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+}
+
+} // namespace
+
+TEST_SUITE_BEGIN("sqliteonly");
+
+TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows before it") {
+  test::FreshLedger fresh;
+  REQUIRE(fresh.kind() == test::Backend::sqlite);
+  test::ManualClock clock;
+  (void)fresh.open(&clock, true); // creates the schema
+  const int n = 4000;
+  fill(fresh, n);
+  ledger::OpenOptions o;
+  o.location = fresh.location();
+  o.clock = &clock;
+  auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
+  auto *rec = conn.get();
+  ledger::SqlLedger l(std::move(conn));
+
+  // Reads one row of a page from `after` on and returns the VM steps its statement took.
+  auto page_cost = [&](const std::string &prefix, const std::string &after, const std::string &expect_first) {
+    size_t before = rec->prepared.size();
+    std::string first;
+    l.rows_by_key(prefix, after, [&](const ledger::FileRecord &r) {
+      first = r.object_key;
+      return false;
+    });
+    CHECK(first == expect_first);
+    REQUIRE(rec->prepared.size() == before + 1);
+    return vm_steps_to_first_row(fresh.location(), *rec->prepared.back());
+  };
+  const int at_start = page_cost("root/", "", key_of(1));
+  const int near_start = page_cost("root/", key_of(10), key_of(11));
+  const int near_end = page_cost("root/", key_of(n - 10), key_of(n - 9));
+  MESSAGE("VM steps to the first row: from the start ", at_start, ", after key 10 ", near_start,
+          ", after key ", n - 10, " ", near_end);
+  // The same work wherever the page starts (a scan bound by both the prefix and the key it
+  // resumes after stepped over each row before it: 4 VM steps a row, ~16,000 here).
+  CHECK(near_end < 200);
+  CHECK(near_end <= near_start + 10);
+  // The scan stops at the first key without the prefix: a prefix that sorts before every
+  // row finds nothing at once.
+  std::string none;
+  l.rows_by_key("root/a", "", [&](const ledger::FileRecord &r) {
+    none = r.object_key;
+    return true;
+  });
+  CHECK(none.empty());
+}
+
+TEST_SUITE_END(); // sqliteonly
