@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <lodge/util/log.hpp>
+#include <utility>
 
 namespace lodge::ledger {
 
@@ -51,8 +52,7 @@ void GroupCommit::submit(std::function<void(SqlLedger &)> fn) {
     lock.lock();
     for (auto *r : batch)
       if (std::find(again.begin(), again.end(), r) == again.end()) r->done = true;
-    for (auto it = again.rbegin(); it != again.rend(); ++it)
-      m_queue.push_front(*it);
+    m_queue.insert(m_queue.begin(), again.begin(), again.end()); // first again, in their order
     ++m_stats.commits;
     m_stats.requests += static_cast<int64_t>(batch.size() - again.size());
     m_stats.largest = std::max<int64_t>(m_stats.largest, static_cast<int64_t>(batch.size()));
@@ -111,7 +111,7 @@ std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request 
 namespace {
 class SqlitePool final : public LedgerPool {
 public:
-  SqlitePool(const OpenOptions &opts, size_t max_batch) : m_opts(opts) {
+  SqlitePool(OpenOptions opts, size_t max_batch) : m_opts(std::move(opts)) {
     m_opts.create = false;
     m_group = std::make_shared<GroupCommit>(open_sqlite(m_opts), max_batch);
   }
@@ -126,7 +126,7 @@ private:
 
 class PlainPool final : public LedgerPool {
 public:
-  explicit PlainPool(const OpenOptions &opts) : m_opts(opts) { m_opts.create = false; }
+  explicit PlainPool(OpenOptions opts) : m_opts(std::move(opts)) { m_opts.create = false; }
   [[nodiscard]] std::unique_ptr<Ledger> worker() override { return open_ledger(m_opts); }
 
 private:
