@@ -141,8 +141,11 @@ Status check_media_type(const config::Policy &p, const std::string &ext, const s
   return ok_status();
 }
 
-bool needs_libmagic(const config::Policy &p, const std::string &ext) {
-  return !p.media_types.empty() || claims().contains(ext);
+bool needs_libmagic(const config::Policy &p, const std::string &ext, const std::string &sniffed) {
+  if (!p.media_types.empty()) return true;
+  auto it = claims().find(ext);
+  // A zip is a container: which kind (docx, odt, jar) only libmagic can say.
+  return it != claims().end() && (sniffed == "application/zip" || !matches(it->second, sniffed));
 }
 
 namespace {

@@ -144,9 +144,9 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   if (!digests) return rejected(r, digests.error());
   r.sha256 = digests->sha256;
   // libmagic only where its verdict is checked; elsewhere the signature sniff names it.
-  r.media_type = needs_libmagic(m_s.policy, ext)
-                     ? m_detector.detect(digests->head.data(), digests->head.size())
-                     : sniff_media_type(digests->head.data(), digests->head.size());
+  r.media_type = sniff_media_type(digests->head.data(), digests->head.size());
+  if (needs_libmagic(m_s.policy, ext, r.media_type))
+    r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
   if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
 
   ledger::ReserveRequest req;

@@ -39,9 +39,12 @@ inline constexpr size_t k_max_name_bytes = 255;
                                       const std::string &media_type);
 
 // Whether the media type must come from libmagic: the policy lists media types, or the
-// extension is one that claims a kind of content (check_media_type compares it). Otherwise
-// sniff_media_type's answer is used.
-[[nodiscard]] bool needs_libmagic(const config::Policy &p, const std::string &ext);
+// extension is one that claims a kind of content (check_media_type compares it) and the
+// signature sniff's answer `sniffed` does not already honour that claim (a .png that sniffs
+// as image/png, a .txt that sniffs as UTF-8 text: libmagic could only agree). Otherwise
+// `sniffed` is used.
+[[nodiscard]] bool needs_libmagic(const config::Policy &p, const std::string &ext,
+                                  const std::string &sniffed);
 
 // The media type from the leading bytes by signature alone: png, jpeg, gif, webp, tiff,
 // pdf, gzip, zip, bzip2, xz, zstd, 7z, ELF, wasm; valid UTF-8 text without NUL or other
