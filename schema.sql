@@ -57,9 +57,28 @@ CREATE UNIQUE INDEX file_upload_idempotency
 -- The repair scan: alive UPLOADING rows by deadline.
 CREATE INDEX file_upload_overdue
   ON file_upload (upload_deadline_at) WHERE upload_status = 'UPLOADING' AND is_deleted = 0;
--- The quota count: alive rows of an owner.
-CREATE INDEX file_upload_owner_alive
-  ON file_upload (owner_id) WHERE is_deleted = 0;
+-- The de-dup lookup of reserve: an owner's alive rows with a digest, whatever their scope.
+CREATE INDEX file_upload_alive_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+
+-- The quota: an owner's alive rows, counted as they change (an insert alive, an alive row
+-- deleted) by the triggers below, so reserve reads one row instead of counting the owner's
+-- rows. Rows are never deleted and is_deleted never goes back to 0.
+CREATE TABLE owner_usage (
+  owner_id     TEXT    PRIMARY KEY,
+  alive_files  INTEGER NOT NULL CHECK (alive_files >= 0)
+) STRICT;
+CREATE TRIGGER file_upload_usage_insert
+  AFTER INSERT ON file_upload WHEN NEW.is_deleted = 0
+BEGIN
+  INSERT INTO owner_usage (owner_id, alive_files) VALUES (NEW.owner_id, 1)
+    ON CONFLICT (owner_id) DO UPDATE SET alive_files = alive_files + 1;
+END;
+CREATE TRIGGER file_upload_usage_delete
+  AFTER UPDATE OF is_deleted ON file_upload WHEN OLD.is_deleted = 0 AND NEW.is_deleted = 1
+BEGIN
+  UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
+END;
 
 CREATE TABLE cleanup_task (
   id             INTEGER PRIMARY KEY AUTOINCREMENT,

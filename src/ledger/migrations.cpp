@@ -14,6 +14,9 @@ namespace {
 // Version 3 kept only a file's base name and one alive row per (owner, sha256): no
 // relative path, no per-run prefix, no de-dup scope. Its rows were reserved under what is
 // now the 'owner' scope, with no prefix; their path is their name.
+// Version 4 counted an owner's alive rows for the quota (linear in them) and looked
+// duplicates up through an index on the owner alone (every reserve read all the owner's
+// rows): version 5 indexes alive rows by (owner, sha256) and keeps owner_usage.
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -48,6 +51,28 @@ CREATE UNIQUE INDEX file_upload_alive_prefix_digest
   ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
 CREATE INDEX file_upload_path
   ON file_upload (owner_id, run_prefix, relative_path);
+)sql",
+    R"sql(
+DROP INDEX file_upload_owner_alive;
+CREATE INDEX file_upload_alive_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+CREATE TABLE owner_usage (
+  owner_id     TEXT    PRIMARY KEY,
+  alive_files  INTEGER NOT NULL CHECK (alive_files >= 0)
+) STRICT;
+INSERT INTO owner_usage (owner_id, alive_files)
+  SELECT owner_id, count(*) FROM file_upload WHERE is_deleted = 0 GROUP BY owner_id;
+CREATE TRIGGER file_upload_usage_insert
+  AFTER INSERT ON file_upload WHEN NEW.is_deleted = 0
+BEGIN
+  INSERT INTO owner_usage (owner_id, alive_files) VALUES (NEW.owner_id, 1)
+    ON CONFLICT (owner_id) DO UPDATE SET alive_files = alive_files + 1;
+END;
+CREATE TRIGGER file_upload_usage_delete
+  AFTER UPDATE OF is_deleted ON file_upload WHEN OLD.is_deleted = 0 AND NEW.is_deleted = 1
+BEGIN
+  UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
+END;
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

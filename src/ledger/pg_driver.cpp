@@ -23,8 +23,35 @@ namespace {
 // The oldest PostgreSQL schema version this build migrates from (the first one it had).
 constexpr int k_oldest_pg_schema_version = 4;
 // Step i brings a PostgreSQL ledger from version k_oldest_pg_schema_version + i to the next
-// one; run in the schema transaction, under the schema lock. None yet.
-constexpr std::array<std::string_view, 0> k_pg_steps{};
+// one; run in the schema transaction, under the schema lock. Version 4 -> 5: as SQLite's
+// (src/ledger/migrations.cpp), the (owner, sha256) index of alive rows and owner_usage.
+constexpr std::array<std::string_view, 1> k_pg_steps{
+    R"sql(
+DROP INDEX file_upload_owner_alive;
+CREATE INDEX file_upload_alive_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+CREATE TABLE owner_usage (
+  owner_id     TEXT COLLATE "C" PRIMARY KEY,
+  alive_files  BIGINT NOT NULL CHECK (alive_files >= 0)
+);
+INSERT INTO owner_usage (owner_id, alive_files)
+  SELECT owner_id, count(*) FROM file_upload WHERE is_deleted = 0 GROUP BY owner_id;
+CREATE FUNCTION file_upload_usage() RETURNS trigger LANGUAGE plpgsql AS $lodge$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    IF NEW.is_deleted = 0 THEN
+      INSERT INTO owner_usage (owner_id, alive_files) VALUES (NEW.owner_id, 1)
+        ON CONFLICT (owner_id) DO UPDATE SET alive_files = owner_usage.alive_files + 1;
+    END IF;
+  ELSIF OLD.is_deleted = 0 AND NEW.is_deleted = 1 THEN
+    UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
+  END IF;
+  RETURN NULL;
+END $lodge$;
+CREATE TRIGGER file_upload_usage
+  AFTER INSERT OR UPDATE OF is_deleted ON file_upload
+  FOR EACH ROW EXECUTE FUNCTION file_upload_usage();
+)sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");
 

@@ -31,6 +31,20 @@ void put_meta(ledger::sql::Conn &c, const std::string &key) {
   st.bind(1, key).exec();
 }
 
+// owner_usage (the quota's counter, kept by triggers) against a count of the alive rows.
+void check_usage_counts(ledger::sql::Conn &c) {
+  ledger::sql::Stmt counted(c.prepare("SELECT owner_id, count(*) FROM file_upload WHERE is_deleted = 0"
+                                      " GROUP BY owner_id ORDER BY owner_id"));
+  std::vector<std::pair<std::string, int64_t>> want, got;
+  while (counted.step())
+    want.emplace_back(counted.col_text(0), counted.col_int(1));
+  ledger::sql::Stmt kept(
+      c.prepare("SELECT owner_id, alive_files FROM owner_usage WHERE alive_files > 0 ORDER BY owner_id"));
+  while (kept.step())
+    got.emplace_back(kept.col_text(0), kept.col_int(1));
+  CHECK(got == want);
+}
+
 std::set<std::string> test_keys(ledger::sql::Conn &c) {
   ledger::sql::Stmt st(c.prepare("SELECT key FROM ledger_meta WHERE key LIKE 't\\_%' ESCAPE '\\'"));
   std::set<std::string> out;
@@ -156,6 +170,14 @@ TEST_CASE("pooled workers: each reserve's answer is what committed, whatever the
     CHECK(e.row(r.id).upload_status == ledger::FileStatus::active);
     CHECK(e.task_of(r.id).status == ledger::TaskStatus::ignored);
   }
+  // The quota's counter followed every reserve that committed and none that rolled back;
+  // and every row that dies.
+  auto c = raw_conn(e.fresh, &e.clock);
+  check_usage_counts(*c);
+  for (size_t i = 0; i < reserved.size(); i += 2)
+    CHECK(e.l->soft_delete(reserved[i].id, reserved[i].owner_id, e.now(), 1'000, 3) ==
+          ledger::DeleteOutcome::deleted);
+  check_usage_counts(*c);
 }
 
 TEST_SUITE_END();

@@ -125,9 +125,78 @@ int vm_steps_to_first_row(const std::string &path, const Prepared &p) {
   return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
 }
 
+// The VM steps the SELECT `p` takes to run to its end, run on a raw connection to `path`.
+int vm_steps_to_end(const std::string &path, const Prepared &p) {
+  sqlite3 *raw = nullptr;
+  REQUIRE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+  std::unique_ptr<sqlite3, int (*)(sqlite3 *)> db(raw, sqlite3_close);
+  sqlite3_stmt *st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(raw, p.sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> stmt(st, sqlite3_finalize);
+  for (const auto &[i, v] : p.binds) {
+    if (const auto *n = std::get_if<int64_t>(&v))
+      sqlite3_bind_int64(st, i, *n);
+    else if (const auto *s = std::get_if<std::string>(&v))
+      sqlite3_bind_text(st, i, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+    else
+      sqlite3_bind_null(st, i);
+  }
+  int rc = SQLITE_ROW;
+  while (rc == SQLITE_ROW)
+    rc = sqlite3_step(st);
+  REQUIRE(rc == SQLITE_DONE);
+  return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+}
+
 } // namespace
 
 TEST_SUITE_BEGIN("sqliteonly");
+
+TEST_CASE("reserve: its reads cost the same whatever the number of the owner's rows") {
+  test::FreshLedger fresh;
+  REQUIRE(fresh.kind() == test::Backend::sqlite);
+  test::ManualClock clock;
+  (void)fresh.open(&clock, true);
+  const int n = 4000;
+  fill(fresh, n); // owner o, digests printf('%064d', i)
+  ledger::OpenOptions o;
+  o.location = fresh.location();
+  o.clock = &clock;
+  auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
+  auto *rec = conn.get();
+  ledger::SqlLedger l(std::move(conn));
+
+  // Every SELECT one reserve prepared, with the VM steps each takes to its end.
+  auto reserve_reads = [&](ledger::ReserveRequest r, ledger::ReserveOutcome want) {
+    size_t before = rec->prepared.size();
+    CHECK(l.reserve(r, clock.now_ms()).outcome == want);
+    std::vector<std::pair<std::string, int>> out;
+    for (size_t i = before; i < rec->prepared.size(); ++i)
+      if (rec->prepared[i]->sql.rfind("SELECT", 0) == 0)
+        out.emplace_back(rec->prepared[i]->sql, vm_steps_to_end(fresh.location(), *rec->prepared[i]));
+    return out;
+  };
+  auto req = test::request("o", "abc1");
+  req.max_files = n + 10; // the quota is read
+  for (auto dedup : {ledger::DedupScope::prefix, ledger::DedupScope::owner}) {
+    req.dedup = dedup;
+    auto reads = reserve_reads(req, ledger::ReserveOutcome::reserved);
+    CHECK(reads.size() >= 2); // the duplicate lookup and the quota
+    // A duplicate of a row in the middle of the owner's rows.
+    auto dup = req;
+    dup.sha256 = std::string(60, '0') + "2000";
+    auto dup_reads = reserve_reads(dup, ledger::ReserveOutcome::duplicate);
+    CHECK(dup_reads.size() == 1);
+    reads.insert(reads.end(), dup_reads.begin(), dup_reads.end());
+    for (const auto &[sql, steps] : reads) {
+      INFO(sql);
+      // Reading the owner's 4,000 rows takes more than 4 VM steps each.
+      CHECK(steps < 200);
+    }
+    req.sha256 = test::sha("abc2");
+  }
+}
+
 
 TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows before it") {
   test::FreshLedger fresh;

@@ -179,6 +179,33 @@ TEST_CASE("pg: a ledger newer than this lodge is refused; a connect failure is L
   CHECK(errc_info(e->code).exit_code == 3);
 }
 
+TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the quota's counter") {
+  Admin admin;
+  auto url = admin.fresh_db("t_v4");
+  (void)open(url, true);
+  Admin db(url);
+  // What a fresh ledger has, then the same ledger as version 4 had it (undone by hand).
+  auto shape = [&db] {
+    return db.sql("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                  " WHERE n.nspname = 'public' ORDER BY 1");
+  };
+  auto want = shape();
+  db.sql("DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
+         " DROP TABLE owner_usage; DROP INDEX file_upload_alive_digest;"
+         " CREATE INDEX file_upload_owner_alive ON file_upload (owner_id) WHERE is_deleted = 0;"
+         " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
+  db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+         " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
+         " ('alice', 'a', 'k1', 't', repeat('a', 64), 1, 'p', 'ACTIVE', 0, 1, 1, 1, 'none'),"
+         " ('alice', 'b', 'k2', 't', repeat('b', 64), 1, 'p', 'UPLOAD_FAILED', 1, 1, 1, 1, 'none')");
+  auto c = open(url, false); // migrates
+  CHECK(c->schema_version() == k_schema_version);
+  CHECK(shape() == want);
+  CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
+  insert_row(*c, "k3"); // the trigger counts from then on
+  CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");
+}
+
 TEST_CASE("pg: two inits at once: one creates the schema, the other finds it") {
   Admin admin;
   for (int round = 0; round < 3; ++round) {

@@ -245,7 +245,7 @@ TEST_CASE("status figures on a hand-built ledger") {
   CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
 }
 
-TEST_CASE("a ledger migrated from the oldest version (and from v3) has exactly the schema of a new one") {
+TEST_CASE("a ledger migrated from the oldest version (and from v3, v4) has exactly the schema of a new one") {
   static_assert(ledger::k_oldest_schema_version == 1, "add the frozen schema of the new oldest version");
   test::TempDir dir;
   // ALTER TABLE ADD COLUMN splices the column's text into the stored CREATE TABLE without
@@ -287,7 +287,8 @@ TEST_CASE("a ledger migrated from the oldest version (and from v3) has exactly t
   { auto l = open_at(fresh); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  for (const auto &old_schema : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}}) {
+  for (const auto &old_schema :
+       {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}, std::pair{"schema_v4.sql", 4}}) {
     const char *sample = old_schema.first; // not a structured binding: INFO captures it
     const int version = old_schema.second;
     INFO("migrated from ", sample);
@@ -316,7 +317,7 @@ TEST_CASE("v3 -> v4: rows take their name as relative path, no prefix, the owner
     )sql");
   }
   auto l = open_at(path);
-  CHECK(l->schema_version() == 4);
+  CHECK(l->schema_version() == ledger::k_schema_version);
   auto r = l->find_file(3);
   REQUIRE(r);
   CHECK(r->relative_path == "b.txt");
@@ -402,4 +403,40 @@ TEST_CASE("the store binding: recorded once, kept unless rebound, read back by e
   CHECK(r.written);
   CHECK(r.previous == a);
   CHECK(open_at(path)->store_binding() == b);
+}
+
+TEST_CASE("v4 -> v5: the quota's counter starts from the alive rows the ledger has") {
+  test::TempDir dir;
+  auto path = dir.file("v4.db");
+  make_old_ledger(path, "schema_v4.sql", 4);
+  {
+    ledger::Db db(path, 1000);
+    db.exec(R"sql(
+      INSERT INTO file_upload (id, owner_id, original_name, object_key, media_type, sha256, size, policy,
+        upload_status, is_deleted, created_at, updated_at, activated_at, upload_deadline_at, relative_path) VALUES
+        (1, 'o', 'a', 'p/o/u1/a', 't', printf('%064d', 1), 1, 'default', 'ACTIVE', 0, 1, 1, 2, 10, 'a'),
+        (2, 'o', 'b', 'p/o/u2/b', 't', printf('%064d', 2), 1, 'default', 'UPLOADING', 0, 1, 1, NULL, 10, 'b'),
+        (3, 'o', 'c', 'p/o/u3/c', 't', printf('%064d', 3), 1, 'default', 'UPLOAD_FAILED', 1, 1, 1, NULL, 10, 'c'),
+        (4, 'p', 'a', 'p/p/u4/a', 't', printf('%064d', 1), 1, 'default', 'ACTIVE', 0, 1, 1, 2, 10, 'a');
+    )sql");
+  }
+  auto l = open_at(path);
+  CHECK(l->schema_version() == ledger::k_schema_version);
+  ledger::Db db(path, 1000);
+  CHECK(db.query_int("SELECT alive_files FROM owner_usage WHERE owner_id = 'o'") == 2);
+  CHECK(db.query_int("SELECT alive_files FROM owner_usage WHERE owner_id = 'p'") == 1);
+  // And follows the rows from then on: o's quota of 2 is full until one of its rows dies.
+  ledger::ReserveRequest r;
+  r.owner_id = "o";
+  r.original_name = "d";
+  r.media_type = "t";
+  r.sha256 = std::string(63, '0') + "9";
+  r.size = 1;
+  r.policy = "default";
+  r.deadline_ms = 10'000;
+  r.max_files = 2;
+  CHECK(l->reserve(r, 20).outcome == ledger::ReserveOutcome::quota_exceeded);
+  REQUIRE(l->mark_failed(2, "gone", true, 20) == ledger::MarkFailedOutcome::failed);
+  CHECK(l->reserve(r, 20).outcome == ledger::ReserveOutcome::reserved);
+  CHECK(db.query_int("SELECT alive_files FROM owner_usage WHERE owner_id = 'o'") == 2);
 }
