@@ -197,7 +197,6 @@ TEST_CASE("reserve: its reads cost the same whatever the number of the owner's r
   }
 }
 
-
 TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows before it") {
   test::FreshLedger fresh;
   REQUIRE(fresh.kind() == test::Backend::sqlite);
