@@ -346,21 +346,26 @@ Command add_upload(CLI::App &app) {
                   queue.clear();
                   return;
                 }
+                // Pipelined: a file's confirm commits with the worker's next reserve, and
+                // the file is reported once it has (finish() ends the last one).
                 while (auto file = queue.pop()) {
                   if (interrupted()) {
                     queue.clear();
                     break;
                   }
-                  auto r = up->upload(*file);
-                  if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
-                    // The content of a file another worker is sending (empty files, copies
-                    // in one tree): tried again once the workers are done, as a duplicate.
-                    std::lock_guard lock(retry_mutex);
-                    retry_later.push_back(*file);
-                    continue;
+                  for (auto &r : up->upload_next(*file)) {
+                    if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
+                      // The content of a file another worker is sending (empty files, copies
+                      // in one tree): tried again once the workers are done, as a duplicate.
+                      // Only a reserve answers so: this file's, never the pending one's.
+                      std::lock_guard lock(retry_mutex);
+                      retry_later.push_back(*file);
+                      continue;
+                    }
+                    report(r, true);
                   }
-                  report(r, true);
                 }
+                if (auto r = up->finish()) report(*r, true);
               });
             }
             // Fired once the walk of the paths given has listed them (or filled the

@@ -27,9 +27,20 @@ GroupCommit::Stats GroupCommit::stats() {
 }
 
 void GroupCommit::submit(std::function<void(SqlLedger &)> fn) {
-  Request me{std::move(fn), nullptr, false};
+  auto me = enqueue(std::move(fn));
+  wait(*me);
+  if (me->error) std::rethrow_exception(me->error);
+}
+
+std::shared_ptr<GroupCommit::Request> GroupCommit::enqueue(std::function<void(SqlLedger &)> f) {
+  auto r = std::make_shared<Request>(Request{std::move(f), nullptr, false});
+  std::lock_guard lock(m_mu);
+  m_queue.push_back(r.get());
+  return r;
+}
+
+void GroupCommit::wait(Request &me) {
   std::unique_lock lock(m_mu);
-  m_queue.push_back(&me);
   while (!me.done) {
     if (m_leading) {
       m_cv.wait(lock);
@@ -59,8 +70,6 @@ void GroupCommit::submit(std::function<void(SqlLedger &)> fn) {
     m_leading = false;
     m_cv.notify_all();
   }
-  lock.unlock();
-  if (me.error) std::rethrow_exception(me.error);
 }
 
 std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request *> &batch) {

@@ -1,3 +1,4 @@
+#include <exception>
 #include <iterator>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/records.hpp>
@@ -51,4 +52,34 @@ std::optional<TaskStatus> parse_task_status(std::string_view s) {
   return std::nullopt;
 }
 
+} // namespace lodge::ledger
+
+namespace lodge::ledger {
+namespace {
+// A confirm that already ran: its outcome or its exception, kept for wait().
+class DoneConfirm final : public Ledger::PendingConfirm {
+public:
+  explicit DoneConfirm(std::function<ConfirmOutcome()> run) {
+    try {
+      m_out = run();
+    } catch (...) {
+      m_error = std::current_exception();
+    }
+  }
+  [[nodiscard]] ConfirmOutcome wait() override {
+    if (m_error) std::rethrow_exception(m_error);
+    return m_out;
+  }
+
+private:
+  ConfirmOutcome m_out = ConfirmOutcome::confirmed;
+  std::exception_ptr m_error;
+};
+} // namespace
+
+std::unique_ptr<Ledger::PendingConfirm> Ledger::confirm_later(int64_t id, const std::string &etag,
+                                                              const std::string &version_id, int64_t now,
+                                                              CommitTag tag) {
+  return std::make_unique<DoneConfirm>([&] { return confirm(id, etag, version_id, now, tag); });
+}
 } // namespace lodge::ledger

@@ -42,6 +42,9 @@ public:
                                                            int64_t now) override;
   [[nodiscard]] ConfirmOutcome confirm(int64_t id, const std::string &etag, const std::string &version_id,
                                        int64_t now, CommitTag tag = CommitTag::none) override;
+  [[nodiscard]] std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
+                                                              const std::string &version_id, int64_t now,
+                                                              CommitTag tag) override;
   [[nodiscard]] SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                               int64_t now) override;
@@ -151,12 +154,19 @@ public:
   };
   [[nodiscard]] Stats stats();
 
-private:
   struct Request {
     std::function<void(SqlLedger &)> fn;
     std::exception_ptr error;
     bool done = false;
   };
+  // Queues f for the next batch without waiting: whoever leads next runs it. wait(r)
+  // returns once it ran and its batch committed (leading a batch itself if none is
+  // running), then r.error holds what it threw, if anything. Every request enqueued must be
+  // waited for before it is destroyed.
+  [[nodiscard]] std::shared_ptr<Request> enqueue(std::function<void(SqlLedger &)> f);
+  void wait(Request &r);
+
+private:
   void submit(std::function<void(SqlLedger &)> fn);
   // Runs one batch (no lock held); returns the requests that did not run.
   std::vector<Request *> lead(const std::vector<Request *> &batch);

@@ -8,6 +8,8 @@
 #include <fnmatch.h>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
+#include <memory>
+#include <optional>
 
 namespace lodge::ledger {
 namespace {
@@ -239,6 +241,44 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
     tx.commit();
     return SetUploadIdOutcome::recorded;
   });
+}
+
+namespace {
+// A confirm queued on the group's writer: its outcome once its batch committed.
+class GroupConfirm final : public Ledger::PendingConfirm {
+public:
+  GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
+               const std::string &version_id, int64_t now, CommitTag tag)
+      : m_group(std::move(group)), m_out(std::make_shared<std::optional<ConfirmOutcome>>()) {
+    m_req = m_group->enqueue([out = m_out, id, etag, version_id, now, tag](SqlLedger &w) {
+      out->emplace(w.confirm(id, etag, version_id, now, tag));
+    });
+  }
+  GroupConfirm(const GroupConfirm &) = delete;
+  GroupConfirm &operator=(const GroupConfirm &) = delete;
+  ~GroupConfirm() override {
+    if (!m_waited) m_group->wait(*m_req);
+  }
+  [[nodiscard]] ConfirmOutcome wait() override {
+    m_group->wait(*m_req);
+    m_waited = true;
+    if (m_req->error) std::rethrow_exception(m_req->error);
+    return m_out->value();
+  }
+
+private:
+  std::shared_ptr<GroupCommit> m_group;
+  std::shared_ptr<std::optional<ConfirmOutcome>> m_out;
+  std::shared_ptr<GroupCommit::Request> m_req;
+  bool m_waited = false;
+};
+} // namespace
+
+std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, const std::string &etag,
+                                                                 const std::string &version_id, int64_t now,
+                                                                 CommitTag tag) {
+  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag);
+  return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag);
 }
 
 ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,

@@ -38,6 +38,9 @@ const char *to_string(UploadOutcome o) {
 namespace {
 // The failure_reason of a row whose object a would-be duplicate's HEAD found missing.
 constexpr const char *k_object_missing = "object missing from the store";
+// The biggest file whose read and hash may delay the previous file's pending confirm (it
+// then commits with this file's reserve); before a bigger one it is waited for at once.
+constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
 } // namespace
 
 Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
@@ -54,6 +57,13 @@ FileResult Uploader::upload(const std::string &path) {
 }
 
 FileResult Uploader::upload(const InputFile &file) {
+  auto out = upload_next(file);
+  if (auto last = finish()) out.push_back(std::move(*last));
+  return out.back();
+}
+
+std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
+  m_done.clear();
   // Filled as the upload goes, so a failure after the reservation still reports the
   // record id and key it reserved (they are in the ledger; the user needs them).
   FileResult r;
@@ -63,14 +73,27 @@ FileResult Uploader::upload(const InputFile &file) {
     r.error = std::move(e);
     return r;
   };
+  std::optional<FileResult> mine;
   try {
-    return upload_unguarded(file, r);
+    mine = upload_unguarded(file, r);
   } catch (const LodgeError &e) {
-    return failed(e.error());
+    mine = failed(e.error());
   } catch (const std::exception &e) {
     // A worker thread must never die of one file: report it and go on.
-    return failed(Error(Errc::internal, e.what()));
+    mine = failed(Error(Errc::internal, e.what()));
   }
+  if (mine) {
+    settle_tail(); // the previous file's, if this one ended before settling it
+    m_done.push_back(std::move(*mine));
+  }
+  return std::move(m_done);
+}
+
+std::optional<FileResult> Uploader::finish() {
+  m_done.clear();
+  settle_tail();
+  if (m_done.empty()) return std::nullopt;
+  return std::move(m_done.front());
 }
 
 namespace {
@@ -93,7 +116,7 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 }
 } // namespace
 
-FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
+std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   const std::string &path = file.path;
   // Relative to the directory the walk opened (the name is one component), so nothing the
   // walk checked is resolved again. O_NONBLOCK: opening a FIFO swapped in must not hang;
@@ -115,6 +138,12 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     return rejected(r, Error(Errc::file_changed, util::escape_for_terminal(path) +
                                                      " was replaced after the walk listed it; not uploaded"));
   r.size = static_cast<uint64_t>(st.st_size);
+  if (m_tail) {
+    // The previous file's confirm is queued now, to commit with this file's reserve; a big
+    // file's read would hold it too long (its row's deadline runs), so it is waited for first.
+    begin_tail();
+    if (r.size > k_confirm_alongside_max) settle_tail();
+  }
   if (r.size == 0 && !m_s.policy.allow_empty)
     return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " +
                                                    m_s.policy.name + " does not allow empty files"));
@@ -270,55 +299,115 @@ FileResult Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
-  // The object is durable before its row says so (file:// writes without fsync and makes
-  // a batch durable with one syncfs here). A failure leaves the object perhaps stored.
-  if (auto f = m_store.flush(); !f) {
-    Error e = f.error();
-    e.details.ambiguous = true;
-    fail(r, rec, e, false);
-    return r;
-  }
-  if (failpoint::hit("upload.after_put")) {
-    // What a real fault here looks like: the object landed, its answer was lost (a
-    // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
-    ErrorDetails lost;
-    lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
-    lost.ambiguous = true;
-    fail(r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
-         false);
-    return r;
-  }
-  if (failpoint::hit("upload.confirm")) {
-    // The confirmation itself failed: the row stays UPLOADING with its task pending;
-    // repair and sweep take it from here. Never reported as success.
+  // Stored and checked: the confirm is left pending (upload_next's caller learns of it once
+  // it committed). The previous file's result is settled first: its confirm was queued
+  // before this file's reserve, so it has committed by now.
+  settle_tail();
+  Tail t;
+  t.r = r;
+  t.rec = rec;
+  t.put = put.value();
+  m_tail.emplace(std::move(t));
+  return std::nullopt;
+}
+
+void Uploader::begin_tail() {
+  Tail &t = *m_tail;
+  if (t.begun) return;
+  t.begun = true;
+  FileResult &r = t.r;
+  const auto &rec = t.rec;
+  try {
+    // The object is durable before its row says so (file:// writes without fsync and makes
+    // a batch durable with one syncfs here). A failure leaves the object perhaps stored.
+    if (auto f = m_store.flush(); !f) {
+      Error e = f.error();
+      e.details.ambiguous = true;
+      fail(r, rec, e, false);
+      t.done = r;
+      return;
+    }
+    if (failpoint::hit("upload.after_put")) {
+      // What a real fault here looks like: the object landed, its answer was lost (a
+      // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
+      ErrorDetails lost;
+      lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
+      lost.ambiguous = true;
+      fail(r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
+           false);
+      t.done = r;
+      return;
+    }
+    if (failpoint::hit("upload.confirm")) {
+      // The confirmation itself failed: the row stays UPLOADING with its task pending;
+      // repair and sweep take it from here. Never reported as success.
+      r.outcome = UploadOutcome::failed;
+      r.error =
+          Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
+      t.done = r;
+      return;
+    }
+    const bool tags = m_store.capabilities().state_tags;
+    t.pending = m_ledger.confirm_later(rec.id, t.put.etag, t.put.version_id, m_clock.now_ms(),
+                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none);
+  } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
-    r.error =
-        Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
-    return r;
-  }
-  const bool tags = m_store.capabilities().state_tags;
-  switch (m_ledger.confirm(rec.id, put->etag, put->version_id, m_clock.now_ms(),
-                           tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
-  case ledger::ConfirmOutcome::confirmed:
-    break;
-  case ledger::ConfirmOutcome::row_not_uploading:
+    r.error = e.error();
+    t.done = r;
+  } catch (const std::exception &e) {
     r.outcome = UploadOutcome::failed;
-    r.error = Error(
-        Errc::state_changed,
-        "file #" + std::to_string(rec.id) +
-            " changed state during the upload (failed by repair or a sweep past its deadline?); not stored");
-    return r;
-  case ledger::ConfirmOutcome::task_held:
-    r.outcome = UploadOutcome::failed;
-    r.error =
-        Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
-                                       " could not be confirmed: a sweep holds its cleanup task (past its "
-                                       "deadline?); not stored");
-    return r;
+    r.error = Error(Errc::internal, e.what());
+    t.done = r;
   }
-  r.outcome = UploadOutcome::active;
-  if (tags) commit_tag(rec);
-  return r;
+}
+
+void Uploader::settle_tail() {
+  if (!m_tail) return;
+  begin_tail();
+  Tail &t = *m_tail;
+  FileResult &r = t.r;
+  const auto &rec = t.rec;
+  auto end = [&] {
+    m_done.push_back(std::move(r));
+    m_tail.reset();
+  };
+  if (t.done) {
+    r = std::move(*t.done);
+    end();
+    return;
+  }
+  try {
+    switch (t.pending->wait()) {
+    case ledger::ConfirmOutcome::confirmed:
+      break;
+    case ledger::ConfirmOutcome::row_not_uploading:
+      r.outcome = UploadOutcome::failed;
+      r.error =
+          Error(Errc::state_changed,
+                "file #" + std::to_string(rec.id) +
+                    " changed state during the upload (failed by repair or a sweep past its deadline?); "
+                    "not stored");
+      end();
+      return;
+    case ledger::ConfirmOutcome::task_held:
+      r.outcome = UploadOutcome::failed;
+      r.error =
+          Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
+                                         " could not be confirmed: a sweep holds its cleanup task (past its "
+                                         "deadline?); not stored");
+      end();
+      return;
+    }
+    r.outcome = UploadOutcome::active;
+    if (m_store.capabilities().state_tags) commit_tag(rec);
+  } catch (const LodgeError &e) {
+    r.outcome = UploadOutcome::failed;
+    r.error = e.error();
+  } catch (const std::exception &e) {
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::internal, e.what());
+  }
+  end();
 }
 
 // The row is ACTIVE: the object's tag becomes committed, then the task that would retry

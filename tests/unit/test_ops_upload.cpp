@@ -160,3 +160,84 @@ TEST_CASE("a failed committed tag never fails the upload: the task stays due so 
   CHECK(task->status == ledger::TaskStatus::pending);
   CHECK(task->next_retry_at > row->upload_deadline_at); // due at deadline + grace
 }
+
+TEST_CASE("pipelined: a file is reported only once its confirm committed, with the next file's reserve") {
+  test::TempDir dir;
+  auto l = ledger_in(dir); // creates the ledger; also the reader of what committed
+  ledger::OpenOptions o;
+  o.location = dir.file("l.db");
+  auto pool = ledger::open_ledger_pool(o);
+  auto worker = pool->worker();
+  test::FakeStore store;
+  auto s = multipart_settings(store, 1);
+  test::write_file(dir.file("a.txt"), "first file");
+  test::write_file(dir.file("b.txt"), "second file");
+  test::write_file(dir.file("c.txt"), "third file");
+  ops::Uploader up(*worker, store, s, util::system_clock());
+  auto input = [&](const std::string &name) {
+    ops::InputFile f;
+    f.path = dir.file(name);
+    f.name = f.path;
+    return f;
+  };
+
+  // a's bytes are stored; nothing is reported and its row is not ACTIVE yet.
+  CHECK(up.upload_next(input("a.txt")).empty());
+  auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].upload_status == ledger::FileStatus::uploading);
+  CHECK(store.has(rows[0].object_key));
+  const int64_t a_id = rows[0].id;
+
+  // b's reserve commits a's confirm with it: a is reported active, and is ACTIVE.
+  auto got = up.upload_next(input("b.txt"));
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].file == dir.file("a.txt"));
+  CHECK(got[0].outcome == ops::UploadOutcome::active);
+  CHECK(got[0].id == a_id);
+  CHECK(l->find_file(a_id)->upload_status == ledger::FileStatus::active);
+
+  // A file refused before its reserve still settles the pending one.
+  got = up.upload_next(input("missing.txt"));
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].file == dir.file("b.txt"));
+  CHECK(got[0].outcome == ops::UploadOutcome::active);
+  CHECK(got[1].outcome == ops::UploadOutcome::rejected);
+  CHECK(l->find_file(*got[0].id)->upload_status == ledger::FileStatus::active);
+
+  // The last one is ended by finish(); then there is nothing left.
+  CHECK(up.upload_next(input("c.txt")).empty());
+  auto last = up.finish();
+  REQUIRE(last);
+  CHECK(last->outcome == ops::UploadOutcome::active);
+  CHECK(l->find_file(*last->id)->upload_status == ledger::FileStatus::active);
+  CHECK_FALSE(up.finish());
+}
+
+TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported failed, never active") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  ledger::OpenOptions o;
+  o.location = dir.file("l.db");
+  auto pool = ledger::open_ledger_pool(o);
+  auto worker = pool->worker();
+  test::FakeStore store;
+  auto s = multipart_settings(store, 1);
+  test::write_file(dir.file("a.txt"), "first file");
+  ops::Uploader up(*worker, store, s, util::system_clock());
+  ops::InputFile f;
+  f.path = dir.file("a.txt");
+  f.name = f.path;
+  CHECK(up.upload_next(f).empty());
+  auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
+  REQUIRE(rows.size() == 1);
+  // A repair fails the row while its confirm is pending.
+  REQUIRE(l->mark_failed(rows[0].id, "overdue", true, util::system_clock().now_ms()) ==
+          ledger::MarkFailedOutcome::failed);
+  auto last = up.finish();
+  REQUIRE(last);
+  CHECK(last->outcome == ops::UploadOutcome::failed);
+  REQUIRE(last->error);
+  CHECK(last->error->code == Errc::state_changed);
+  CHECK(l->find_file(rows[0].id)->upload_status == ledger::FileStatus::upload_failed);
+}

@@ -182,6 +182,19 @@ public:
   [[nodiscard]] virtual ConfirmOutcome confirm(int64_t id, const std::string &etag,
                                                const std::string &version_id, int64_t now,
                                                CommitTag tag = CommitTag::none) = 0;
+  // A confirm whose commit may land later: wait() returns what confirm() would have returned
+  // (or throws what it would have thrown) once its commit landed. Until then nothing may
+  // be reported of it. A ledger that group-commits queues it for the next batch, so the
+  // caller's next transition (its next reserve) commits together with it; any other ledger
+  // confirms at once. A pending confirm not waited for is waited for by its destructor.
+  class PendingConfirm {
+  public:
+    virtual ~PendingConfirm() = default;
+    [[nodiscard]] virtual ConfirmOutcome wait() = 0;
+  };
+  [[nodiscard]] virtual std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
+                                                                      const std::string &version_id,
+                                                                      int64_t now, CommitTag tag);
   // After the object of a confirmed row was tagged committed: its task (PENDING or RETRY,
   // not held by a worker) becomes IGNORED, if the row is still alive and ACTIVE.
   [[nodiscard]] virtual SettleOutcome settle(int64_t record_id, int64_t now) = 0;

@@ -84,11 +84,33 @@ public:
   [[nodiscard]] FileResult upload(const std::string &path);
   // A file found by walk_inputs: opened relative to its parent directory and refused
   // unless it is still the regular file the walk saw.
+  // (Not to be mixed with upload_next on one Uploader.)
   [[nodiscard]] FileResult upload(const InputFile &file);
+  // The same, pipelined: a file whose bytes are stored is left with its confirm pending,
+  // and the next call queues that confirm so that it commits with the next file's reserve
+  // (one commit for both, on a ledger that group-commits). Returns the results this call
+  // finished: the previous file's (only now reported: its confirm has committed), then this
+  // one's unless it is the one now pending. finish() ends the pending one.
+  [[nodiscard]] std::vector<FileResult> upload_next(const InputFile &file);
+  [[nodiscard]] std::optional<FileResult> finish();
 
 private:
-  // Fills r as it goes (upload() reports what it holds if this throws).
-  FileResult upload_unguarded(const InputFile &file, FileResult &r);
+  // A file whose bytes are stored and checked, waiting for its confirm.
+  struct Tail {
+    FileResult r;
+    ledger::FileRecord rec;
+    store::PutResult put;
+    bool begun = false;                                      // begin_tail ran
+    std::unique_ptr<ledger::Ledger::PendingConfirm> pending; // the confirm, queued
+    std::optional<FileResult> done;                          // ended before its confirm
+  };
+  // Fills r as it goes (upload() reports what it holds if this throws). nullopt: the
+  // file's confirm is pending, in m_tail.
+  std::optional<FileResult> upload_unguarded(const InputFile &file, FileResult &r);
+  // The pending file: made durable in the store, then its confirm queued.
+  void begin_tail();
+  // The pending file's result, into m_done, once its confirm committed; m_tail emptied.
+  void settle_tail();
   // After confirm on a store that tags objects: tag committed, then settle the task.
   void commit_tag(const ledger::FileRecord &rec);
   // The PUT (single or multipart); returns its etag and version id.
@@ -110,6 +132,8 @@ private:
   MediaTypeDetector m_detector;
   std::vector<char> m_buf;                                        // the read buffer, reused for every file
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
+  std::optional<Tail> m_tail;                                     // the file whose confirm is pending
+  std::vector<FileResult> m_done;                                 // what upload_next returns
 };
 
 // What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
