@@ -18,6 +18,43 @@ struct Env : test::LedgerFixture {
 
 TEST_SUITE_BEGIN("contract");
 
+TEST_CASE("cleanup makes its deletes durable (one flush a batch) before it finishes their tasks") {
+  Env e;
+  std::vector<ledger::FileRecord> rows;
+  for (const char *seed : {"a", "b", "c"}) {
+    rows.push_back(e.reserve(seed));
+    REQUIRE(e.l->mark_failed(rows.back().id, "refused", true, e.clock.t) ==
+            ledger::MarkFailedOutcome::failed);
+  }
+  // A flush that fails: the store may still hold every object, so no task is finished.
+  e.store.fail("flush", Error(Errc::storage_error, "syncfs: I/O error"), 1);
+  auto claimed = e.l->claim_due(e.clock.t, 10, "w", 5'000);
+  REQUIRE(claimed.size() == 3);
+  for (const auto &r : ops::run_claimed_batch(*e.l, e.store, claimed, e.cs, e.clock)) {
+    CHECK(r.outcome == ops::CleanupOutcome::retried);
+    CHECK(r.error.find("syncfs") != std::string::npos);
+  }
+  CHECK(e.store.removed().size() == 3); // removed, but not known durable
+  for (const auto &row : rows)
+    CHECK(e.task_of(row.id).status == ledger::TaskStatus::retry);
+  // Then one flush for the whole batch, before its tasks end.
+  e.clock.t += 60'000;
+  claimed = e.l->claim_due(e.clock.t, 10, "w", 5'000);
+  REQUIRE(claimed.size() == 3);
+  const size_t flushes = e.store.count("flush");
+  for (const auto &r : ops::run_claimed_batch(*e.l, e.store, claimed, e.cs, e.clock))
+    CHECK(r.outcome == ops::CleanupOutcome::deleted);
+  CHECK(e.store.count("flush") == flushes + 1);
+  // And the single-task path flushes too.
+  auto d = e.reserve("d");
+  REQUIRE(e.l->mark_failed(d.id, "refused", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
+  auto one = e.l->claim_due(e.clock.t, 10, "w", 5'000);
+  REQUIRE(one.size() == 1);
+  e.store.fail("flush", Error(Errc::storage_error, "syncfs: I/O error"), 1);
+  CHECK(ops::run_claimed_task(*e.l, e.store, one[0], e.cs, e.clock).outcome == ops::CleanupOutcome::retried);
+  CHECK(e.task_of(d.id).status == ledger::TaskStatus::retry);
+}
+
 TEST_CASE("a task is never deleted while its row is UPLOADING; then it is, once") {
   Env e;
   auto a = e.reserve("a");

@@ -20,7 +20,7 @@ namespace lodge::test {
 struct StoreCall {
   std::string op; // put, head, read, remove_all, list, begin_staged, put_part,
                   // complete_staged, abort_staged, list_staged, get_small, put_small,
-                  // mark_committed
+                  // mark_committed, flush
   std::string key;
   bool ok = true;
 };
@@ -183,6 +183,13 @@ public:
     if (!m_state->objects.count(key)) return refuse("mark_committed", key, Errc::not_found, "no such object");
     m_state->state_tags[key] = "committed";
     record("mark_committed", key, true);
+    return ok_status();
+  }
+
+  Status flush() override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("flush", "")) return *e;
+    record("flush", "", true);
     return ok_status();
   }
 

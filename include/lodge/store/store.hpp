@@ -151,10 +151,11 @@ public:
   virtual Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
                                             const std::vector<Part> &parts, int64_t deadline_steady_ms) = 0;
   virtual Status abort_staged(const std::string &key, const std::string &handle) = 0;
-  // Every object this connection's put and complete_staged returned is durable when
-  // flush returns ok (a store whose puts are durable when they answer: a no-op). The
-  // uploader calls it after the put and before the row is confirmed. An error leaves the
-  // object possibly stored, possibly not.
+  // Every object this connection's put and complete_staged returned, and every removal
+  // remove_all reported, is durable when flush returns ok (a store whose writes are durable
+  // when they answer: a no-op). The uploader calls it after the put and before the row is
+  // confirmed; cleanup after its deletes and before their tasks are finished. An error
+  // leaves the object (or its removal) possibly durable, possibly not.
   virtual Status flush() { return ok_status(); }
   // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
   // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
