@@ -75,6 +75,7 @@ Command recorded_job(const char *job, Command c) {
 namespace {
 struct SweepCli {
   int limit = 1000;
+  int jobs = 0;
   std::string lease, max_runtime, worker_id;
   bool dry_run = false;
 };
@@ -89,10 +90,14 @@ Command add_sweep(CLI::App &app) {
   sub->add_option("--worker-id", o->worker_id, "Name in lease_owner (default host:pid)");
   sub->add_option("--max-runtime", o->max_runtime, "Stop claiming after this long");
   sub->add_flag("--dry-run", o->dry_run, "Only count the tasks that are due");
+  sub->add_option("-j,--jobs", o->jobs, "Store connections deleting at once (default: config jobs, 8)")
+      ->check(CLI::Range(1, 256));
   return {sub, [o](Context &ctx) {
             const auto &c = ctx.cfg();
             ops::SweepOptions so;
             so.limit = o->limit;
+            so.jobs = o->jobs > 0 ? o->jobs : c.jobs;
+            so.open_store = [&ctx] { return ctx.open_store(); };
             so.lease_ms = duration_option(o->lease, "--lease", c.sweep.lease_ms);
             so.max_runtime_ms = duration_option(o->max_runtime, "--max-runtime", 0);
             so.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;

@@ -1,8 +1,11 @@
 #include <algorithm>
+#include <functional>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/util/log.hpp>
+#include <lodge/util/threads.hpp>
+#include <mutex>
 
 namespace lodge::ops {
 
@@ -38,6 +41,9 @@ int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64
 namespace {
 // What the store work on one decided task leaves for the ledger: a final result (nothing
 // to write), or one TaskEnd and what its TaskFinish then means.
+// The ledger's row of a record, as work_on reads it (from one thread at a time).
+using RowLookup = std::function<std::optional<ledger::FileRecord>(int64_t)>;
+
 struct TaskWork {
   std::optional<CleanupResult> done;
   ledger::TaskEnd end;
@@ -89,16 +95,17 @@ TaskWork commit_tag(store::ObjectStore &store, const ledger::TaskRecord &task, c
 // The store refused a guarded delete: the object is tagged committed, so it is not the
 // failed upload's own pending object. Nothing is deleted; the row is re-checked (it is
 // dead: UPLOAD_FAILED never comes back) and the task ends IGNORED, said loudly.
-TaskWork refused_by_guard(ledger::Ledger &ledger, const ledger::TaskRecord &task, const Error &error) {
-  auto row = ledger.find_file(task.record_id);
+TaskWork refused_by_guard(const RowLookup &find_row, const ledger::TaskRecord &task, const Error &error) {
+  auto row = find_row(task.record_id);
   if (!row || row->upload_status != ledger::FileStatus::upload_failed)
     return finished(CleanupOutcome::lease_lost); // cannot happen: the next sweep decides again
   return ignore(task, TaskWork::Then::guard_refused, error.message);
 }
 
 // The store work for a task the ledger decided on: the HEAD and delete (or the tag).
-TaskWork work_on(ledger::Ledger &ledger, store::ObjectStore &store, const ledger::TaskRecord &task,
-                 ledger::TaskDecision decision, const CleanupSettings &s, const util::Clock &clock) {
+TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, store::ObjectStore &store,
+                 const ledger::TaskRecord &task, ledger::TaskDecision decision, const CleanupSettings &s,
+                 const util::Clock &clock) {
   switch (decision) {
   case ledger::TaskDecision::lease_lost:
     return finished(CleanupOutcome::lease_lost);
@@ -119,11 +126,11 @@ TaskWork work_on(ledger::Ledger &ledger, store::ObjectStore &store, const ledger
   auto seen = store.head(task.object_key);
   if (!seen && seen.error().code != Errc::not_found) return failed_attempt(task, s, clock, seen.error());
   if (seen) {
-    if (auto whose = foreign_stamp(seen->metadata, ledger.uuid(), task.record_id)) {
+    if (auto whose = foreign_stamp(seen->metadata, ledger_uuid, task.record_id)) {
       TaskWork w;
       w.then = TaskWork::Then::foreign;
       w.error = "not deleted: the object at " + task.object_key + " is stamped " + *whose + ", not record #" +
-                std::to_string(task.record_id) + " of this ledger (" + ledger.uuid() + ")";
+                std::to_string(task.record_id) + " of this ledger (" + ledger_uuid + ")";
       w.end.kind = ledger::TaskEnd::Kind::dead_letter;
       w.end.task = task;
       w.end.error = w.error;
@@ -133,12 +140,12 @@ TaskWork work_on(ledger::Ledger &ledger, store::ObjectStore &store, const ledger
   // A failed upload's object was never tagged committed: its delete is guarded, so a
   // committed object (a confirmed upload) can never be deleted by it, even by mistake.
   // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
-  auto row = ledger.find_file(task.record_id);
+  auto row = find_row(task.record_id);
   const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
   auto removed = store.remove_all(task.object_key,
                                   failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
   if (!removed && removed.error().code == Errc::precondition_failed && failed_row)
-    return refused_by_guard(ledger, task, removed.error());
+    return refused_by_guard(find_row, task, removed.error());
   if (failpoint::hit("sweep.after_delete") && removed) {
     // The delete happened but its answer was lost (a timeout): the task is retried, and
     // the retry finds nothing left to delete.
@@ -152,7 +159,7 @@ TaskWork work_on(ledger::Ledger &ledger, store::ObjectStore &store, const ledger
   w.end.kind = ledger::TaskEnd::Kind::finish;
   w.end.task = task;
   w.end.succeeded = true;
-  row = ledger.find_file(task.record_id);
+  row = find_row(task.record_id);
   w.end.next_retry_at = verify_pass_due(row ? &*row : nullptr, clock.now_ms(), s.grace_ms);
   return w;
 }
@@ -243,8 +250,8 @@ int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grac
 CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
-  auto w =
-      work_on(ledger, store, task, ledger.decide(task, clock.now_ms(), s.grace_ms, tag_of(store)), s, clock);
+  auto w = work_on([&ledger](int64_t id) { return ledger.find_file(id); }, ledger.uuid(), store, task,
+                   ledger.decide(task, clock.now_ms(), s.grace_ms, tag_of(store)), s, clock);
   if (w.done) return *w.done;
   make_deletes_durable(store, {&w}, s, clock);
   return conclude(w, end_one(ledger, w.end, clock.now_ms()));
@@ -253,19 +260,55 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
 std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger, store::ObjectStore &store,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
+  return run_claimed_batch(ledger, std::vector<store::ObjectStore *>{&store}, tasks, s, clock);
+}
+
+std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
+                                             const std::vector<store::ObjectStore *> &stores,
+                                             const std::vector<ledger::TaskRecord> &tasks,
+                                             const CleanupSettings &s, const util::Clock &clock) {
+  if (stores.empty()) throw LodgeError(Errc::internal, "run_claimed_batch: no store connection");
+  store::ObjectStore &store = *stores.front();
   auto decisions = ledger.decide_many(tasks, clock.now_ms(), s.grace_ms, tag_of(store));
   if (decisions.size() != tasks.size())
     throw LodgeError(Errc::internal, "decide_many returned " + std::to_string(decisions.size()) +
                                          " decisions for " + std::to_string(tasks.size()) + " tasks");
-  std::vector<TaskWork> work;
-  work.reserve(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i)
-    work.push_back(work_on(ledger, store, tasks[i], decisions[i], s, clock));
-  std::vector<TaskWork *> all;
-  all.reserve(work.size());
-  for (auto &w : work)
-    all.push_back(&w);
-  make_deletes_durable(store, std::move(all), s, clock);
+  // The store work of the batch, spread over the connections (one thread each); the
+  // ledger's reads it needs go one at a time over the ledger's one connection.
+  std::vector<TaskWork> work(tasks.size());
+  std::mutex reads;
+  const RowLookup find_row = [&](int64_t id) {
+    std::lock_guard lock(reads);
+    return ledger.find_file(id);
+  };
+  const std::string &uuid = ledger.uuid();
+  const size_t lanes = std::min(stores.size(), tasks.size());
+  // Each lane then makes its own deletes durable (a flush covers what its connection did;
+  // concurrent flushes of one file:// store share one syncfs).
+  auto lane = [&](size_t k) {
+    std::vector<TaskWork *> theirs;
+    for (size_t i = k; i < tasks.size(); i += lanes) {
+      work[i] = work_on(find_row, uuid, *stores[k], tasks[i], decisions[i], s, clock);
+      theirs.push_back(&work[i]);
+    }
+    make_deletes_durable(*stores[k], std::move(theirs), s, clock);
+  };
+  if (lanes <= 1) {
+    lane(0);
+  } else {
+    util::ThreadGroup group;
+    for (size_t k = 1; k < lanes; ++k)
+      group.spawn([&lane, k] { lane(k); });
+    std::exception_ptr mine;
+    try {
+      lane(0);
+    } catch (...) {
+      mine = std::current_exception();
+    }
+    group.join();
+    if (mine) std::rethrow_exception(mine);
+  }
+
   std::vector<ledger::TaskEnd> ends;
   std::vector<size_t> ending; // the index in `work` of each end
   for (size_t i = 0; i < work.size(); ++i) {

@@ -19,6 +19,12 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
   auto diverged = check_divergence(l, s, clock);
   if (!diverged) throw LodgeError(diverged.error());
   refuse_if_diverged(diverged.value(), "sweep");
+  std::vector<std::unique_ptr<store::ObjectStore>> extra;
+  std::vector<store::ObjectStore *> stores{&s};
+  for (int i = 1; i < o.jobs && o.open_store; ++i) {
+    extra.push_back(o.open_store());
+    stores.push_back(extra.back().get());
+  }
   int64_t started = util::steady_ms();
   while (sum.claimed < o.limit) {
     if (o.max_runtime_ms > 0 && util::steady_ms() - started >= o.max_runtime_ms) break;
@@ -29,7 +35,7 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
     if (failpoint::hit("sweep.after_claim"))
       throw LodgeError(Errc::internal,
                        "injected failure after claiming " + std::to_string(tasks.size()) + " tasks");
-    auto results = run_claimed_batch(l, s, tasks, o.cleanup, clock);
+    auto results = run_claimed_batch(l, stores, tasks, o.cleanup, clock);
     for (size_t i = 0; i < tasks.size(); ++i) {
       const auto &t = tasks[i];
       const auto &r = results[i];

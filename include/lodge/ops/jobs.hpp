@@ -11,6 +11,7 @@
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,12 +20,16 @@ namespace lodge::ops {
 
 struct SweepOptions {
   int limit = 1000; // tasks per run
-  int batch = 16;   // tasks per claim: small, so every lease covers its work
+  int batch = 64;   // tasks per claim: a batch shares its commits and its flush; its lease covers its work
   int64_t lease_ms = 120'000;
   int64_t max_runtime_ms = 0; // 0: no limit
   std::string worker_id;
   bool dry_run = false;
   CleanupSettings cleanup;
+  // Store connections the work of a batch is spread over (one thread each); the extra ones
+  // come from open_store (unset: one connection, the one sweep is given).
+  int jobs = 1;
+  std::function<std::unique_ptr<store::ObjectStore>()> open_store;
 };
 
 struct SweepSummary {
