@@ -66,9 +66,10 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
                Sleeper &sleeper)
     : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper),
       m_traits(m_cfg.traits ? m_cfg.traits : std::make_shared<ServerTraits>()) {
+  const auto &style = m_cfg.addressing_style;
   if (m_cfg.endpoint.empty()) {
     // AWS itself: virtual-hosted addressing, unless the bucket name would break TLS.
-    m_path_style = m_cfg.bucket.find('.') != std::string::npos;
+    m_path_style = style == "path" || (style != "virtual" && m_cfg.bucket.find('.') != std::string::npos);
     std::string region_host = "s3." + m_cfg.region + ".amazonaws.com";
     m_host = m_path_style ? region_host : m_cfg.bucket + "." + region_host;
     m_base_url = "https://" + m_host;
@@ -91,6 +92,11 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
     if (rest.empty()) throw LodgeError(Errc::config_invalid, "endpoint: no host in '" + e + "'");
     m_host = rest;
     m_base_url = e;
+    if (style == "virtual") { // bucket.host[:port], as the CLI sends it when told to
+      m_path_style = false;
+      m_host = m_cfg.bucket + "." + rest;
+      m_base_url = scheme + "://" + m_host;
+    }
   }
 }
 
@@ -612,55 +618,6 @@ Status Client::set_versioning(bool enabled) {
   auto r = send(c);
   if (!r) return r.error();
   return ok_status();
-}
-
-Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
-                                        const std::string &credentials_file, const std::string &profile) {
-  auto get = [&](const char *k) {
-    auto it = env.find(k);
-    return it == env.end() ? std::string{} : it->second;
-  };
-  Credentials c;
-  c.access_key_id = get("AWS_ACCESS_KEY_ID");
-  c.secret_access_key = get("AWS_SECRET_ACCESS_KEY");
-  if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
-    c.session_token = get("AWS_SESSION_TOKEN");
-    c.source = "environment";
-    return c;
-  }
-  std::string want = profile.empty() ? "default" : profile;
-  std::ifstream f(credentials_file);
-  if (f) {
-    std::string line, section;
-    Credentials fc;
-    while (std::getline(f, line)) {
-      auto t = util::trim(line);
-      if (t.empty() || t[0] == '#' || t[0] == ';') continue;
-      if (t.front() == '[' && t.back() == ']') {
-        section = util::trim(t.substr(1, t.size() - 2));
-        if (section.rfind("profile ", 0) == 0) section = util::trim(section.substr(8));
-        continue;
-      }
-      if (section != want) continue;
-      auto eq = t.find('=');
-      if (eq == std::string::npos) continue;
-      auto k = util::to_lower(util::trim(t.substr(0, eq)));
-      auto v = util::trim(t.substr(eq + 1));
-      if (k == "aws_access_key_id")
-        fc.access_key_id = v;
-      else if (k == "aws_secret_access_key")
-        fc.secret_access_key = v;
-      else if (k == "aws_session_token")
-        fc.session_token = v;
-    }
-    if (!fc.access_key_id.empty() && !fc.secret_access_key.empty()) {
-      fc.source = "file:" + credentials_file + " [" + want + "]";
-      return fc;
-    }
-  }
-  return Error(Errc::config_invalid,
-               "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [" + want +
-                   "] in " + credentials_file);
 }
 
 } // namespace lodge::s3

@@ -1,6 +1,7 @@
 #include "file_body.hpp"
 #include "stores.hpp"
 
+#include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>
@@ -15,6 +16,7 @@ public:
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
     cfg.region = o.region;
+    cfg.addressing_style = o.addressing_style;
     cfg.bucket = std::move(bucket);
     cfg.credentials = credentials;
     cfg.retry.max_attempts = o.max_attempts;
@@ -261,36 +263,58 @@ Binding bind(const std::string &url, const std::string &endpoint) {
   return b;
 }
 
-// The bucket and prefix parsed, the credentials resolved once (environment, then the
-// shared credentials file) for every connection of the process.
+// The credentials chain, walked once for the process: over the files config read, or
+// (callers that did not, such as the store contract tests) over the ones StoreOptions names.
+s3::CredentialChain walk_chain(const StoreOptions &o) {
+  try {
+    if (o.aws) return s3::resolve_credential_chain(o.env, *o.aws);
+    s3::AwsShared::Inputs in;
+    in.env = o.env;
+    if (!o.credentials_file.empty()) in.env["AWS_SHARED_CREDENTIALS_FILE"] = o.credentials_file;
+    in.profile = o.profile;
+    in.profile_source = "the store options";
+    return s3::resolve_credential_chain(o.env, s3::AwsShared::load(in));
+  } catch (const LodgeError &e) {
+    s3::CredentialChain c;
+    c.credentials = e.error();
+    return c;
+  }
+}
+
+// The bucket and prefix parsed, the credentials resolved once (the SDKs' chain: the
+// environment, then the shared files' profile) for every connection of the process.
 class S3Backend final : public Backend {
 public:
-  explicit S3Backend(const StoreOptions &o)
-      : m_opts(o), m_credentials(s3::resolve_credentials(o.env, o.credentials_file, o.profile)) {
+  explicit S3Backend(const StoreOptions &o) : m_opts(o), m_chain(walk_chain(o)) {
     auto [bucket, prefix] = split_url(o.url);
     m_bucket = bucket;
     m_prefix = prefix.empty() ? "" : prefix + "/";
   }
   std::unique_ptr<ObjectStore> connect() override {
-    if (!m_credentials) throw LodgeError(m_credentials.error());
-    return with_failpoints(std::make_unique<S3Store>(m_opts, m_credentials.value(), m_bucket, m_prefix));
+    const auto &c = m_chain.credentials;
+    if (!c) throw LodgeError(c.error());
+    return with_failpoints(std::make_unique<S3Store>(m_opts, c.value(), m_bucket, m_prefix));
   }
   [[nodiscard]] std::optional<CredentialView> credentials() const override {
     CredentialView v;
-    if (!m_credentials) {
-      v.error = m_credentials.error().message;
+    for (const auto &s : m_chain.steps)
+      v.chain.push_back({s.provider, s.used, s.why});
+    const auto &c = m_chain.credentials;
+    if (!c) {
+      v.error = c.error().message;
       return v;
     }
-    const auto &id = m_credentials->access_key_id;
-    v.source = m_credentials->source;
-    v.identity = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
-    v.has_token = !m_credentials->session_token.empty();
+    const auto &id = c->access_key_id;
+    v.source = c->source;
+    // "AKIA…XYZ1": enough to tell keys apart, never the whole id (and never the secret).
+    v.identity = id.size() > 8 ? id.substr(0, 4) + "\u2026" + id.substr(id.size() - 4) : "****";
+    v.has_token = !c->session_token.empty();
     return v;
   }
 
 private:
   StoreOptions m_opts;
-  Result<s3::Credentials> m_credentials;
+  s3::CredentialChain m_chain;
   std::string m_bucket;
   std::string m_prefix;
 };

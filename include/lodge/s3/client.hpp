@@ -46,6 +46,9 @@ private:
 struct ClientConfig {
   std::string endpoint; // "" = AWS (virtual-hosted); otherwise path-style, e.g. http://127.0.0.1:9000
   std::string region = "us-east-1";
+  // "auto": virtual-hosted on AWS (path-style for a bucket with a dot), path-style on a
+  // custom endpoint; "path" or "virtual" forces one (the profile's s3.addressing_style).
+  std::string addressing_style = "auto";
   std::string bucket;
   Credentials credentials;
   RetryPolicy retry;
@@ -178,11 +181,5 @@ private:
   std::string m_host;     // Host header
   bool m_path_style = true;
 };
-
-// AWS conventions: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) from env,
-// then the shared credentials file's profile. CONFIG_INVALID when none are found.
-[[nodiscard]] Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
-                                                      const std::string &credentials_file,
-                                                      const std::string &profile);
 
 } // namespace lodge::s3
