@@ -264,7 +264,7 @@ Error unsupported(const std::string &what) {
 } // namespace
 
 CredentialChain resolve_credential_chain(const std::map<std::string, std::string> &env,
-                                         const AwsShared &shared) {
+                                         const AwsShared &shared, const StsAccess *sts) {
   CredentialChain out;
   auto finish = [&](ProviderStep step, Result<Credentials> r) {
     out.steps.push_back(std::move(step));
@@ -298,15 +298,51 @@ CredentialChain resolve_credential_chain(const std::map<std::string, std::string
   const auto *cs = shared.config_section();
   const auto &cfg = shared.config_file();
   std::string profile = "profile " + shared.profile();
-  if (auto role = AwsShared::in_section(cfg, cs, "role_arn", {}))
+  if (auto role = AwsShared::in_section(cfg, cs, "role_arn", {});
+      role && !AwsShared::in_section(cfg, cs, "web_identity_token_file", {}))
     return finish({"assume role (role_arn)", false, "configured in " + role->source + ", not implemented"},
                   unsupported("role_arn in " + role->source));
 
   ProviderStep w{"web identity", false, {}};
-  auto token_file = env_value(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
-  if (!token_file.empty())
-    return finish({"web identity", false, "AWS_WEB_IDENTITY_TOKEN_FILE set, not implemented"},
-                  unsupported("AWS_WEB_IDENTITY_TOKEN_FILE"));
+  std::string token_file = env_value(env, "AWS_WEB_IDENTITY_TOKEN_FILE"),
+              role = env_value(env, "AWS_ROLE_ARN");
+  std::string named_by = "AWS_WEB_IDENTITY_TOKEN_FILE";
+  if (token_file.empty()) {
+    if (auto f = AwsShared::in_section(cfg, cs, "web_identity_token_file", {})) {
+      token_file = f->value;
+      named_by = "web_identity_token_file in " + f->source;
+      role.clear();
+      if (auto r = AwsShared::in_section(cfg, cs, "role_arn", {})) role = r->value;
+    }
+  }
+  if (!token_file.empty()) {
+    w.provider = "web identity (" + named_by + ")";
+    if (role.empty())
+      return finish(w, Error(Errc::config_invalid, named_by +
+                                                       " is set but no role: set AWS_ROLE_ARN (or role_arn "
+                                                       "beside web_identity_token_file in the profile)"));
+    if (!sts)
+      return finish(w, Error(Errc::config_invalid, named_by + ": no STS endpoint to exchange the token at"));
+    std::ifstream tf(token_file, std::ios::binary);
+    std::stringstream token;
+    if (tf) token << tf.rdbuf();
+    if (!tf || token.str().empty())
+      return finish(w, Error(Errc::config_invalid,
+                             token_file + " (" + named_by + "): cannot read the web identity token" +
+                                 (tf ? ": it is empty" : std::string(": ") + std::strerror(errno))));
+    std::string session = env_value(env, "AWS_ROLE_SESSION_NAME");
+    if (session.empty())
+      if (auto n = AwsShared::in_section(cfg, cs, "role_session_name", {})) session = n->value;
+    if (session.empty()) session = "lodge";
+    auto r = assume_role_with_web_identity(*sts, role, session, util::trim(token.str()));
+    if (r) {
+      w.used = true;
+      w.why = "STS AssumeRoleWithWebIdentity for " + role + " at " + sts->endpoint;
+    } else {
+      w.why = "STS refused or failed";
+    }
+    return finish(w, r);
+  }
   w.why = "AWS_WEB_IDENTITY_TOKEN_FILE not set";
   out.steps.push_back(w);
 

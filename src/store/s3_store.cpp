@@ -266,14 +266,28 @@ Binding bind(const std::string &url, const std::string &endpoint) {
 // The credentials chain, walked once for the process: over the files config read, or
 // (callers that did not, such as the store contract tests) over the ones StoreOptions names.
 s3::CredentialChain walk_chain(const StoreOptions &o) {
+  // STS (web identity) at AWS_ENDPOINT_URL_STS, else at the configured endpoint: a local
+  // server (moto) answers both, and a surprise trip to AWS is what the endpoint rules out.
+  s3::StsAccess sts;
+  auto it = o.env.find("AWS_ENDPOINT_URL_STS");
+  sts.endpoint = it != o.env.end() && !it->second.empty() ? it->second : o.endpoint;
+  sts.region = o.region;
+  sts.transport = [o] {
+    http::TransportOptions t;
+    t.ca_bundle = o.ca_bundle;
+    t.verify_tls = o.verify_tls;
+    t.connect_timeout_ms = o.connect_timeout_ms;
+    t.total_timeout_ms = 60'000;
+    return http::make_curl_transport(t);
+  };
   try {
-    if (o.aws) return s3::resolve_credential_chain(o.env, *o.aws);
+    if (o.aws) return s3::resolve_credential_chain(o.env, *o.aws, &sts);
     s3::AwsShared::Inputs in;
     in.env = o.env;
     if (!o.credentials_file.empty()) in.env["AWS_SHARED_CREDENTIALS_FILE"] = o.credentials_file;
     in.profile = o.profile;
     in.profile_source = "the store options";
-    return s3::resolve_credential_chain(o.env, s3::AwsShared::load(in));
+    return s3::resolve_credential_chain(o.env, s3::AwsShared::load(in), &sts);
   } catch (const LodgeError &e) {
     s3::CredentialChain c;
     c.credentials = e.error();

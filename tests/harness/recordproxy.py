@@ -103,6 +103,9 @@ class RecordingProxy:
         body = h.rfile.read(length) if length else b""
         host = h.headers.get("Host", "")
         fail = self._record(h, h.path, h.command, host)
+        if h.command == "POST" and h.path == "/":  # an STS form: kept to assert what was asked
+            with self.lock:
+                self.records[-1]["form"] = body.decode(errors="replace")
         if fail:
             payload = b"<Error><Code>SlowDown</Code><Message>recording proxy</Message></Error>"
             h.send_response(fail)

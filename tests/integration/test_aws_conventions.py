@@ -243,6 +243,52 @@ class AwsConventions(LodgeTestCase):
         self.assertEqual(c["max_attempts"], {"value": 2, "source": f"file {self.dir}/.aws/config [default]"})
         self.assertEqual(c["retry_mode"], {"value": "adaptive", "source": f"file {self.dir}/.aws/config [default]"})
 
+    # --- web identity (CI: AWS_ROLE_ARN + AWS_WEB_IDENTITY_TOKEN_FILE, moto's STS for AWS's) ---
+
+    def test_web_identity_exchanges_the_token_at_sts_and_signs_with_temporary_keys(self):
+        token = self.write("token.jwt", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUifQ.c2ln\n")
+        self.aws_files(credentials="[default]\naws_access_key_id = AKIDSTATIC\naws_secret_access_key = k\n")
+        env = {"AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_WEB_IDENTITY_TOKEN_FILE": token,
+               "AWS_ROLE_SESSION_NAME": "run-42", "AWS_ENDPOINT_URL": self.at("ci"), "AWS_REGION": "eu-west-1"}
+        self.run_lodge(env=env)
+        reqs = self.proxy.requests()
+        sts = [r for r in reqs if r.form is not None]
+        self.assertEqual(len(sts), 2, reqs)  # init and upload: one exchange per process
+        for r in sts:
+            self.assertIsNone(r.key_id, "AssumeRoleWithWebIdentity is unsigned")
+            self.assertEqual(r.host, f"ci.localhost:{self.proxy.port}")
+            self.assertIn("Action=AssumeRoleWithWebIdentity", r.form)
+            self.assertIn("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fci", r.form)
+            self.assertIn("RoleSessionName=run-42", r.form)
+            self.assertIn("WebIdentityToken=eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUifQ.c2ln", r.form)
+        signed = [r for r in reqs if r.form is None]
+        self.assertTrue(signed)
+        for r in signed:
+            self.assertTrue(r.key_id.startswith("ASIA"), r)  # moto's temporary key, not AKIDSTATIC
+            self.assertTrue(r.security_token, r)
+            self.assertEqual((r.host, r.region, r.service), (f"ci.localhost:{self.proxy.port}", "eu-west-1", "s3"))
+        listing = aws(self.moto.endpoint, "s3api", "list-objects-v2", "--bucket", self.bucket, "--prefix", "lodge/ci/")
+        self.assertEqual(len(listing["Contents"]), 1, listing)
+        explain = self.lodge("config", "--explain", env=env)
+        self.assertEqual(explain.rc, 0, explain)
+        self.assertIn("used     web identity (AWS_WEB_IDENTITY_TOKEN_FILE): STS AssumeRoleWithWebIdentity for "
+                      "arn:aws:iam::123456789012:role/ci at " + self.at("ci"), explain.out)
+        self.assertNotIn("eyJhbGciOiJSUzI1NiJ9", explain.out + explain.err)
+
+    def test_web_identity_from_the_profile_and_a_missing_token_file(self):
+        token = self.write("token.jwt", "tok-from-profile")
+        self.aws_files(config=("[profile ci]\nrole_arn = arn:aws:iam::123456789012:role/p\n"
+                               "web_identity_token_file = " + token + "\nregion = us-west-2\n"))
+        env = {"AWS_PROFILE": "ci", "AWS_ENDPOINT_URL": self.at("p")}
+        self.run_lodge(env=env)
+        sts = [r for r in self.proxy.requests() if r.form is not None]
+        self.assertTrue(sts and all("role%2Fp" in r.form for r in sts), self.proxy.requests())
+        os.unlink(token)
+        r = self.lodge("--json", "upload", self.file, env=env)
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(token + " (web_identity_token_file in file " + self.dir + "/.aws/config [profile ci]): "
+                      "cannot read the web identity token", r.err)
+
     # --- lodge config ---
 
     def test_config_shows_each_value_with_its_source_and_masks_secrets(self):

@@ -183,9 +183,15 @@ TEST_CASE("credential chain: a provider lodge lacks is an error, never another i
   auto c = s3::resolve_credential_chain({}, s);
   REQUIRE_FALSE(c.credentials.ok());
   CHECK(c.credentials.error().message.rfind("credential_process in file /c/config [profile ci]", 0) == 0);
+  // A web identity token without its role is an error, not the files' static keys.
   auto w = s3::resolve_credential_chain(
       {{"AWS_WEB_IDENTITY_TOKEN_FILE", "/t"}},
       shared("", "[default]\naws_access_key_id = A\naws_secret_access_key = B\n", "default"));
   REQUIRE_FALSE(w.credentials.ok());
-  CHECK(w.credentials.error().message.rfind("AWS_WEB_IDENTITY_TOKEN_FILE: lodge does not implement", 0) == 0);
+  CHECK(w.credentials.error().message.rfind("AWS_WEB_IDENTITY_TOKEN_FILE is set but no role", 0) == 0);
+  auto role = s3::resolve_credential_chain(
+      {}, shared("[profile ci]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = default\n", "", "ci"));
+  REQUIRE_FALSE(role.credentials.ok());
+  CHECK(role.credentials.error().message.rfind(
+            "role_arn in file /c/config [profile ci]: lodge does not implement", 0) == 0);
 }
