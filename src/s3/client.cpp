@@ -62,6 +62,38 @@ std::shared_ptr<ServerTraits> traits_for(const std::string &server) {
   return t;
 }
 
+CredentialSource::CredentialSource(Credentials initial, Fetch fetch, const util::Clock &clock,
+                                   int64_t margin_ms)
+    : m_fetch(std::move(fetch)), m_clock(clock), m_margin_ms(margin_ms),
+      m_current(std::make_shared<const Credentials>(std::move(initial))) {}
+
+std::shared_ptr<const Credentials> CredentialSource::current() {
+  std::shared_ptr<const Credentials> now;
+  {
+    std::lock_guard lock(m_mutex);
+    now = m_current;
+    if (now->expires_ms == 0 || m_clock.now_ms() < now->expires_ms - m_margin_ms || m_fetching || !m_fetch)
+      return now;
+    m_fetching = true; // this caller renews; the lock is not held across the fetch
+  }
+  auto fresh = m_fetch();
+  std::lock_guard lock(m_mutex);
+  m_fetching = false;
+  if (!fresh) {
+    util::log::warn("could not renew the temporary S3 credentials (" + fresh.error().message +
+                    "); going on with the current ones");
+    return m_current;
+  }
+  ++m_renewals;
+  m_current = std::make_shared<const Credentials>(std::move(fresh.value()));
+  return m_current;
+}
+
+int CredentialSource::renewals() const {
+  std::lock_guard lock(m_mutex);
+  return m_renewals;
+}
+
 Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
                Sleeper &sleeper)
     : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper),
@@ -155,9 +187,10 @@ Result<http::Response> Client::send_once(const Call &call,
   in.headers.emplace_back("host", m_host);
   in.headers.emplace_back("x-amz-date", amz_date(now));
   in.headers.emplace_back("x-amz-content-sha256", in.payload_hash);
-  if (!m_cfg.credentials.session_token.empty())
-    in.headers.emplace_back("x-amz-security-token", m_cfg.credentials.session_token);
-  auto s = sign_header(in, m_cfg.credentials, m_cfg.region, "s3", now, &m_keys);
+  auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
+  const Credentials &creds = held ? *held : m_cfg.credentials;
+  if (!creds.session_token.empty()) in.headers.emplace_back("x-amz-security-token", creds.session_token);
+  auto s = sign_header(in, creds, m_cfg.region, "s3", now, &m_keys);
   if (util::log::enabled(util::log::Level::debug))
     util::log::debug("canonical request:\n" + s.canonical_request + "\nstring to sign:\n" + s.string_to_sign);
 
@@ -258,7 +291,9 @@ Result<std::string> Client::presign_get(const std::string &key, int64_t expires_
   in.raw_path = path;
   in.payload_hash = std::string(k_unsigned_payload);
   in.headers.emplace_back("host", m_host);
-  std::string q = presign_query(in, m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
+  auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
+  std::string q =
+      presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
   return m_base_url + canonical_uri(path) + "?" + q;
 }
 

@@ -11,7 +11,8 @@ namespace {
 
 class S3Store final : public ObjectStore {
 public:
-  S3Store(const StoreOptions &o, const s3::Credentials &credentials, std::string bucket, std::string prefix)
+  S3Store(const StoreOptions &o, const s3::Credentials &credentials,
+          std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
       : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state) {
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
@@ -19,6 +20,7 @@ public:
     cfg.addressing_style = o.addressing_style;
     cfg.bucket = std::move(bucket);
     cfg.credentials = credentials;
+    cfg.credential_source = std::move(source);
     cfg.retry.max_attempts = o.max_attempts;
     // Every connection of this process to the same server shares what it cannot do.
     cfg.traits = s3::traits_for((o.endpoint.empty() ? "aws:" + o.region : o.endpoint) + " " + cfg.bucket);
@@ -303,11 +305,17 @@ public:
     auto [bucket, prefix] = split_url(o.url);
     m_bucket = bucket;
     m_prefix = prefix.empty() ? "" : prefix + "/";
+    // Temporary credentials (web identity) are renewed by walking the chain again, five
+    // minutes before they expire, for every connection of the process at once.
+    if (m_chain.credentials && m_chain.credentials->expires_ms != 0)
+      m_source = std::make_shared<s3::CredentialSource>(
+          m_chain.credentials.value(), [opts = o] { return walk_chain(opts).credentials; },
+          util::system_clock());
   }
   std::unique_ptr<ObjectStore> connect() override {
     const auto &c = m_chain.credentials;
     if (!c) throw LodgeError(c.error());
-    return with_failpoints(std::make_unique<S3Store>(m_opts, c.value(), m_bucket, m_prefix));
+    return with_failpoints(std::make_unique<S3Store>(m_opts, c.value(), m_source, m_bucket, m_prefix));
   }
   [[nodiscard]] std::optional<CredentialView> credentials() const override {
     CredentialView v;
@@ -329,6 +337,7 @@ public:
 private:
   StoreOptions m_opts;
   s3::CredentialChain m_chain;
+  std::shared_ptr<s3::CredentialSource> m_source; // temporary credentials only
   std::string m_bucket;
   std::string m_prefix;
 };

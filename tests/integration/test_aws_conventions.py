@@ -275,6 +275,28 @@ class AwsConventions(LodgeTestCase):
                       "arn:aws:iam::123456789012:role/ci at " + self.at("ci"), explain.out)
         self.assertNotIn("eyJhbGciOiJSUzI1NiJ9", explain.out + explain.err)
 
+    def test_web_identity_credentials_are_renewed_mid_run_before_they_expire(self):
+        # moto issues them for an hour of its (real) time; this lodge runs 56m40s later, so
+        # they are always within the five-minute renewal margin: every request of the run
+        # must find them due and renew them (one renewal at a time), never sign with expired ones.
+        token = self.write("token.jwt", "tok")
+        env = {"AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/ci", "AWS_WEB_IDENTITY_TOKEN_FILE": token,
+               "AWS_ENDPOINT_URL": self.at("ci"), "AWS_REGION": "eu-west-1"}
+        r = self.lodge("init", env=env)
+        self.assertEqual(r.rc, 0, r)
+        self.proxy.clear()
+        r = self.lodge("--json", "upload", self.file, env=env, later="+3400s")
+        self.assertEqual(r.rc, 0, r)
+        reqs = self.proxy.requests()
+        exchanges = [i for i, x in enumerate(reqs) if x.form is not None]
+        signed = [x for x in reqs if x.form is None]
+        self.assertGreaterEqual(len(exchanges), 3, reqs)  # the first, then renewals during the run
+        self.assertGreaterEqual(len({x.key_id for x in signed}), 2, signed)
+        # Each signed request uses keys obtained after the previous exchange: a renewal is used.
+        self.assertTrue(all(x.key_id.startswith("ASIA") and x.security_token for x in signed), signed)
+        listing = aws(self.moto.endpoint, "s3api", "list-objects-v2", "--bucket", self.bucket, "--prefix", "lodge/ci/")
+        self.assertEqual(len(listing["Contents"]), 1, listing)
+
     def test_web_identity_from_the_profile_and_a_missing_token_file(self):
         token = self.write("token.jwt", "tok-from-profile")
         self.aws_files(config=("[profile ci]\nrole_arn = arn:aws:iam::123456789012:role/p\n"

@@ -1,7 +1,12 @@
 #include "support.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <lodge/s3/aws_config.hpp>
+#include <lodge/s3/client.hpp>
+#include <mutex>
 #include <sys/stat.h>
+#include <thread>
 
 using namespace lodge;
 
@@ -194,4 +199,82 @@ TEST_CASE("credential chain: a provider lodge lacks is an error, never another i
   REQUIRE_FALSE(role.credentials.ok());
   CHECK(role.credentials.error().message.rfind(
             "role_arn in file /c/config [profile ci]: lodge does not implement", 0) == 0);
+}
+
+namespace {
+class SteppedClock final : public util::Clock {
+public:
+  [[nodiscard]] int64_t now_ms() const override { return m_now.load(); }
+  std::atomic<int64_t> m_now{1'000'000};
+};
+
+s3::Credentials temporary(const std::string &id, int64_t expires_ms) {
+  s3::Credentials c;
+  c.access_key_id = id;
+  c.secret_access_key = "secret-" + id;
+  c.session_token = "token-" + id;
+  c.expires_ms = expires_ms;
+  return c;
+}
+} // namespace
+
+TEST_CASE("credential source: renewed within the margin of expiry, by one caller, with no lock held") {
+  SteppedClock clock;
+  std::mutex gate;
+  std::condition_variable cv;
+  bool fetch_started = false, release = false;
+  int fetches = 0;
+  s3::CredentialSource source(
+      temporary("ASIA1", 2'000'000),
+      [&]() -> Result<s3::Credentials> {
+        std::unique_lock lock(gate);
+        ++fetches;
+        fetch_started = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return release; });
+        return temporary("ASIA2", 9'000'000);
+      },
+      clock, 300'000);
+  CHECK(source.current()->access_key_id == "ASIA1"); // far from expiry: no fetch
+  clock.m_now = 2'000'000 - 299'000;                 // within five minutes of it
+  std::thread renewer([&] { CHECK(source.current()->access_key_id == "ASIA2"); });
+  {
+    std::unique_lock lock(gate);
+    cv.wait(lock, [&] { return fetch_started; });
+  }
+  // While the renewal is in flight, the others sign with the current ones at once.
+  for (int i = 0; i < 3; ++i)
+    CHECK(source.current()->access_key_id == "ASIA1");
+  {
+    std::lock_guard lock(gate);
+    release = true;
+  }
+  cv.notify_all();
+  renewer.join();
+  CHECK(fetches == 1);
+  CHECK(source.renewals() == 1);
+  CHECK(source.current()->access_key_id == "ASIA2");
+  CHECK(source.current()->session_token == "token-ASIA2");
+}
+
+TEST_CASE("credential source: a failed renewal keeps the current credentials and is tried again") {
+  SteppedClock clock;
+  int calls = 0;
+  s3::CredentialSource source(
+      temporary("ASIA1", 1'100'000),
+      [&]() -> Result<s3::Credentials> {
+        if (++calls == 1) return Error(Errc::storage_unavailable, "STS down");
+        return temporary("ASIA3", 9'000'000);
+      },
+      clock, 300'000);
+  CHECK(source.current()->access_key_id == "ASIA1");
+  CHECK(calls == 1);
+  CHECK(source.current()->access_key_id == "ASIA3");
+  CHECK(calls == 2);
+  CHECK(source.current()->access_key_id == "ASIA3"); // fresh: no more fetches
+  CHECK(calls == 2);
+  s3::CredentialSource forever(
+      temporary("AKIA", 0), [&]() -> Result<s3::Credentials> { return Error(Errc::internal, "x"); }, clock);
+  clock.m_now = 99'000'000'000;
+  CHECK(forever.current()->access_key_id == "AKIA"); // static keys never expire
 }
