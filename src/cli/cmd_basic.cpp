@@ -188,14 +188,52 @@ Command add_status(CLI::App &app) {
           }};
 }
 
+namespace {
+// The text form of `lodge config`: every S3 value with its source, the credentials the
+// store would use (never the secret), then the whole configuration as JSON.
+void print_config_text(const nlohmann::json &j) {
+  if (j.contains("s3")) {
+    std::printf("S3 settings (value, then where it came from):\n");
+    for (const char *k :
+         {"endpoint", "region", "addressing_style", "ca_bundle", "profile", "max_attempts", "retry_mode"}) {
+      const auto &e = j["s3"][k];
+      std::string v = e["value"].is_null()     ? "(none)"
+                      : e["value"].is_string() ? e["value"].get<std::string>()
+                                               : e["value"].dump();
+      std::printf("  %-17s %s  (%s)\n", k, util::escape_for_terminal(v).c_str(),
+                  util::escape_for_terminal(e["source"].get<std::string>()).c_str());
+    }
+  }
+  const auto &c = j["credentials"];
+  if (c.is_object()) {
+    if (c.contains("error"))
+      std::printf("  %-17s none: %s\n", "credentials",
+                  util::escape_for_terminal(c["error"].get<std::string>()).c_str());
+    else
+      std::printf("  %-17s %s, access key id %s%s  (%s)\n", "credentials", "found",
+                  util::escape_for_terminal(c["access_key_id"].get<std::string>()).c_str(),
+                  c["session_token"].is_null() ? "" : " with a session token",
+                  util::escape_for_terminal(c["source"].get<std::string>()).c_str());
+  }
+  std::printf("configuration:\n%s\n",
+              j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+} // namespace
+
 Command add_config(CLI::App &app) {
-  auto *sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted)");
-  return {sub, [](Context &ctx) {
+  auto *sub = app.add_subcommand("config", "Print the effective configuration (secrets redacted); --explain "
+                                           "walks the credential chain");
+  auto explain = std::make_shared<bool>(false);
+  sub->add_flag(
+      "--explain", *explain,
+      "Say, for each credential provider in the order the AWS SDKs ask them, whether it was used and why");
+  return {sub, [explain](Context &ctx) {
             auto j = config::to_json(ctx.cfg());
             j["ledger"] = ledger::shown_location(ctx.cfg().ledger); // a URL's password never
             j["credentials"] = nullptr;
             // Which credentials the store would use, never what they are.
-            if (auto v = ctx.backend().credentials()) {
+            auto v = ctx.backend().credentials();
+            if (v) {
               if (v->error.empty())
                 j["credentials"] = {
                     {"source", v->source},
@@ -205,7 +243,28 @@ Command add_config(CLI::App &app) {
               else
                 j["credentials"] = {{"error", v->error}};
             }
-            ctx.print_json(j, ctx.g.json ? -1 : 2);
+            if (*explain) {
+              auto chain = nlohmann::json::array();
+              if (v)
+                for (const auto &s : v->chain)
+                  chain.push_back({{"provider", s.provider}, {"used", s.used}, {"why", s.why}});
+              if (ctx.g.json) {
+                ctx.print_json({{"credential_chain", chain}, {"credentials", j["credentials"]}});
+              } else {
+                if (!v) std::printf("this store needs no credentials\n");
+                for (const auto &s : chain)
+                  std::printf("%-8s %s: %s\n", s["used"].get<bool>() ? "used" : "not used",
+                              util::escape_for_terminal(s["provider"].get<std::string>()).c_str(),
+                              util::escape_for_terminal(s["why"].get<std::string>()).c_str());
+                if (v && !v->error.empty())
+                  std::printf("no credentials: %s\n", util::escape_for_terminal(v->error).c_str());
+              }
+              return exit_status(Errc::ok);
+            }
+            if (ctx.g.json)
+              ctx.print_json(j, -1);
+            else
+              print_config_text(j);
             return exit_status(Errc::ok);
           }};
 }

@@ -30,6 +30,7 @@ const config::Config &Context::cfg() {
     flag("endpoint", g.endpoint);
     flag("region", g.region);
     flag("ca_bundle", g.ca_bundle);
+    flag("profile", g.profile);
     flag("owner", g.owner);
     in.no_verify_ssl = g.no_verify_ssl;
     in.force_network_fs = g.force_network_fs;
@@ -139,7 +140,16 @@ store::Backend &Context::backend() {
     o.env = env;
     o.credentials_file = c.credentials_file;
     o.profile = c.profile;
+    o.aws = c.aws;
+    o.addressing_style = c.addressing_style;
+    o.max_attempts = c.max_attempts;
     o.ca_bundle = c.ca_bundle;
+    // Never a surprise: with no endpoint and no region, say where requests will go.
+    if (c.region_assumed && !g.quiet)
+      std::fprintf(stderr,
+                   "lodge: warning: no S3 endpoint or region configured: assuming region %s (set --region, "
+                   "AWS_REGION or region in the AWS config profile)\n",
+                   util::escape_for_terminal(c.region).c_str());
     o.verify_tls = c.verify_tls;
     o.tag_state = c.tag_state;
     m_backend = store::open_backend(o);
@@ -259,6 +269,10 @@ int run(int argc, char **argv) {
       ->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
   app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")
+      ->group("Global options");
+  app.add_option("--profile", g.profile,
+                 "AWS profile of ~/.aws/config and ~/.aws/credentials (env AWS_PROFILE); `lodge config "
+                 "--explain` shows what was used")
       ->group("Global options");
   app.add_flag("--no-verify-ssl", g.no_verify_ssl, "Do not verify TLS certificates (unsafe)")
       ->group("Global options");

@@ -4,6 +4,7 @@
 #include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
+#include <lodge/s3/aws_config.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
@@ -146,6 +147,96 @@ bool file_exists(const std::string &p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0;
 }
+
+// Below lodge's own settings: the AWS shared config file's profile (and its [services]
+// section), as the AWS CLI v2 resolves them. Only for s3:// stores: a file:// or Azure
+// user's ~/.aws is none of lodge's business.
+bool aws_bool(const std::string &v, const std::string &where) {
+  auto l = util::to_lower(util::trim(v));
+  if (l == "true") return true;
+  if (l == "false") return false;
+  bad(where, "expected true or false, got '" + util::escape_for_terminal(v) + "'");
+}
+
+void apply_aws_shared(Config &c, const std::map<std::string, std::string> &env, bool endpoint_from_aws,
+                      const std::string &file_endpoint, const std::string &file_endpoint_source) {
+  auto &src = c.sources;
+  s3::AwsShared::Inputs ai;
+  ai.env = env;
+  // --profile, or lodge's config file when no AWS_PROFILE / AWS_DEFAULT_PROFILE overrode it.
+  if (src.contains("profile") &&
+      (src["profile"].rfind("flag ", 0) == 0 || src["profile"].rfind("file ", 0) == 0)) {
+    ai.profile = c.profile;
+    ai.profile_source = src["profile"];
+  }
+  auto shared = std::make_shared<s3::AwsShared>(s3::AwsShared::load(ai));
+  c.credentials_file = shared->credentials_file().path;
+  c.aws_config_file = shared->config_file().path;
+  src["profile"] = shared->profile_source();
+
+  bool ignore = false;
+  if (auto v = env_or(env, "AWS_IGNORE_CONFIGURE_ENDPOINT_URLS"); !v.empty())
+    ignore = aws_bool(v, "AWS_IGNORE_CONFIGURE_ENDPOINT_URLS");
+  else if (auto f = shared->get("ignore_configure_endpoints_urls"))
+    ignore = aws_bool(f->value, f->source + " ignore_configure_endpoints_urls");
+  if (ignore && endpoint_from_aws) { // the CLI drops the AWS endpoint settings, env and file
+    c.endpoint = file_endpoint;
+    if (file_endpoint_source == "default")
+      src.erase("endpoint");
+    else
+      src["endpoint"] = file_endpoint_source;
+  }
+  if (!src.contains("endpoint") && !ignore) {
+    auto e = shared->service("s3", "endpoint_url");
+    if (!e) e = shared->get("endpoint_url");
+    if (e) {
+      c.endpoint = e->value;
+      src["endpoint"] = e->source;
+    }
+  }
+  auto from_file = [&](std::string &field, const char *key, const char *name) {
+    if (src.contains(key)) return;
+    if (auto v = shared->get(name)) {
+      field = v->value;
+      src[key] = v->source;
+    }
+  };
+  from_file(c.region, "region", "region");
+  from_file(c.ca_bundle, "ca_bundle", "ca_bundle");
+  if (auto v = shared->sub("s3", "addressing_style")) {
+    auto l = util::to_lower(v->value);
+    if (l != "auto" && l != "path" && l != "virtual")
+      bad(v->source, "expected auto, path or virtual, got '" + util::escape_for_terminal(v->value) + "'");
+    c.addressing_style = l;
+    src["addressing_style"] = v->source;
+  }
+  std::optional<s3::AwsValue> attempts;
+  if (auto v = env_or(env, "AWS_MAX_ATTEMPTS"); !v.empty())
+    attempts = s3::AwsValue{v, "env AWS_MAX_ATTEMPTS"};
+  else
+    attempts = shared->get("max_attempts");
+  if (attempts) {
+    auto n = util::parse_int(attempts->value);
+    if (!n || *n < 1 || *n > 100) bad(attempts->source, "max_attempts: expected an integer from 1 to 100");
+    c.max_attempts = static_cast<int>(*n);
+    src["max_attempts"] = attempts->source;
+  }
+  std::optional<s3::AwsValue> mode;
+  if (auto v = env_or(env, "AWS_RETRY_MODE"); !v.empty())
+    mode = s3::AwsValue{v, "env AWS_RETRY_MODE"};
+  else
+    mode = shared->get("retry_mode");
+  if (mode) {
+    auto l = util::to_lower(mode->value);
+    if (l != "legacy" && l != "standard" && l != "adaptive")
+      bad(mode->source, "retry_mode: expected legacy, standard or adaptive, got '" +
+                            util::escape_for_terminal(mode->value) + "'");
+    c.retry_mode = l;
+    src["retry_mode"] = mode->source;
+  }
+  c.region_assumed = !src.contains("region") && !src.contains("endpoint");
+  c.aws = std::move(shared);
+}
 } // namespace
 
 std::optional<std::string> run_prefix_problem(const std::string &prefix) {
@@ -185,6 +276,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
                   "sweep", "status", "tag_state"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
+  for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
+    if (doc.contains(k)) c.sources[k] = "file " + source;
   if (doc.contains("endpoint")) c.endpoint = get_string(doc["endpoint"], "endpoint");
   if (doc.contains("region")) c.region = get_string(doc["region"], "region");
   if (doc.contains("default_owner")) {
@@ -287,55 +380,53 @@ Config load(const ConfigInputs &in) {
   }
 
   // Environment: LODGE_* first, then the AWS conventions for what they cover.
-  auto apply_env = [&](std::string &field, std::initializer_list<const char *> names) {
+  auto &src = c.sources;
+  auto apply_env = [&](std::string &field, const char *key, std::initializer_list<const char *> names) {
     for (const char *n : names) {
       auto v = env_or(env, n);
       if (!v.empty()) {
         field = v;
-        return;
+        src[key] = std::string("env ") + n;
+        return true;
       }
     }
+    return false;
   };
   // AWS_ENDPOINT_URL(_S3) name an S3 endpoint: they never send an Azure or file:// store
   // anywhere (undone below once the store is known).
   const std::string file_endpoint = c.endpoint;
-  apply_env(c.endpoint, {"LODGE_ENDPOINT"});
+  const std::string file_endpoint_source = src.contains("endpoint") ? src["endpoint"] : "default";
   bool endpoint_from_aws = false;
-  if (env_or(env, "LODGE_ENDPOINT").empty()) {
-    std::string aws;
-    apply_env(aws, {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
-    if (!aws.empty()) {
-      c.endpoint = aws;
-      endpoint_from_aws = true;
-    }
-  }
-  apply_env(c.region, {"LODGE_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"});
-  apply_env(c.ca_bundle, {"LODGE_CA_BUNDLE", "AWS_CA_BUNDLE"});
-  apply_env(c.profile, {"AWS_PROFILE"});
-  apply_env(c.credentials_file, {"AWS_SHARED_CREDENTIALS_FILE"});
-  apply_env(c.ledger, {"LODGE_DB"});
-  apply_env(c.store, {"LODGE_STORE"});
-  apply_env(c.default_owner, {"LODGE_OWNER"});
+  if (!apply_env(c.endpoint, "endpoint", {"LODGE_ENDPOINT"}))
+    endpoint_from_aws = apply_env(c.endpoint, "endpoint", {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
+  apply_env(c.region, "region", {"LODGE_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"});
+  apply_env(c.ca_bundle, "ca_bundle", {"LODGE_CA_BUNDLE", "AWS_CA_BUNDLE"});
+  apply_env(c.profile, "profile", {"AWS_PROFILE", "AWS_DEFAULT_PROFILE"});
+  apply_env(c.ledger, "ledger", {"LODGE_DB"});
+  apply_env(c.store, "store", {"LODGE_STORE"});
+  apply_env(c.default_owner, "owner", {"LODGE_OWNER"});
   check_owner(c.default_owner, "LODGE_OWNER");
   if (auto v = env_or(env, "LODGE_JOBS"); !v.empty()) {
     auto n = util::parse_int(v);
     if (!n || *n < 1 || *n > 256) bad("LODGE_JOBS", "expected an integer from 1 to 256");
     c.jobs = static_cast<int>(*n);
   }
-  if (c.credentials_file.empty() && !home.empty()) c.credentials_file = home + "/.aws/credentials";
 
   // Flags.
-  auto flag = [&](const char *k, std::string &field) {
+  auto flag = [&](const char *k, std::string &field, const char *name) {
     auto it = in.flags.find(k);
-    if (it != in.flags.end()) field = it->second;
+    if (it == in.flags.end()) return;
+    field = it->second;
+    src[k] = std::string("flag ") + name;
   };
-  flag("ledger", c.ledger);
-  flag("store", c.store);
-  flag("endpoint", c.endpoint);
+  flag("ledger", c.ledger, "--db");
+  flag("store", c.store, "--store");
+  flag("endpoint", c.endpoint, "--endpoint");
   if (in.flags.contains("endpoint")) endpoint_from_aws = false;
-  flag("region", c.region);
-  flag("ca_bundle", c.ca_bundle);
-  flag("owner", c.default_owner);
+  flag("region", c.region, "--region");
+  flag("ca_bundle", c.ca_bundle, "--ca-bundle");
+  flag("profile", c.profile, "--profile");
+  flag("owner", c.default_owner, "--owner");
   check_owner(c.default_owner, "--owner");
   if (in.no_verify_ssl) c.verify_tls = false;
   if (in.force_network_fs) c.force_network_fs = true;
@@ -359,7 +450,15 @@ Config load(const ConfigInputs &in) {
   // The store's own backend checks its URL (one registry of schemes): a prefix or a
   // directory a server or a URL parser would rewrite lands under keys no row records.
   store::check_store_url(c.store);
-  if (endpoint_from_aws && c.store.rfind("s3://", 0) != 0) c.endpoint = file_endpoint;
+  if (c.store.rfind("s3://", 0) == 0) {
+    apply_aws_shared(c, env, endpoint_from_aws, file_endpoint, file_endpoint_source);
+  } else if (endpoint_from_aws) {
+    c.endpoint = file_endpoint;
+    src["endpoint"] = file_endpoint_source;
+  }
+  for (const char *k :
+       {"endpoint", "region", "ca_bundle", "profile", "addressing_style", "max_attempts", "retry_mode"})
+    if (!src.contains(k)) src[k] = "default";
   return c;
 }
 
@@ -399,6 +498,23 @@ nlohmann::json to_json(const Config &c) {
     ps[name] = pj;
   }
   j["policies"] = ps;
+  if (c.aws) {
+    // Every resolved S3 setting and where it came from (lodge config; not a config key).
+    auto at = [&](const char *k, json v) {
+      auto it = c.sources.find(k);
+      return json{{"value", std::move(v)}, {"source", it == c.sources.end() ? "default" : it->second}};
+    };
+    j["s3"] = {{"endpoint", at("endpoint", c.endpoint.empty() ? json(nullptr) : json(c.endpoint))},
+               {"region", at("region", c.region)},
+               {"region_assumed", c.region_assumed},
+               {"addressing_style", at("addressing_style", c.addressing_style)},
+               {"ca_bundle", at("ca_bundle", c.ca_bundle.empty() ? json(nullptr) : json(c.ca_bundle))},
+               {"profile", at("profile", c.aws->profile())},
+               {"max_attempts", at("max_attempts", c.max_attempts)},
+               {"retry_mode", at("retry_mode", c.retry_mode)},
+               {"config_file", c.aws_config_file},
+               {"credentials_file", c.credentials_file}};
+  }
   return j;
 }
 

@@ -62,13 +62,46 @@ std::shared_ptr<ServerTraits> traits_for(const std::string &server) {
   return t;
 }
 
+CredentialSource::CredentialSource(Credentials initial, Fetch fetch, const util::Clock &clock,
+                                   int64_t margin_ms)
+    : m_fetch(std::move(fetch)), m_clock(clock), m_margin_ms(margin_ms),
+      m_current(std::make_shared<const Credentials>(std::move(initial))) {}
+
+std::shared_ptr<const Credentials> CredentialSource::current() {
+  std::shared_ptr<const Credentials> now;
+  {
+    std::lock_guard lock(m_mutex);
+    now = m_current;
+    if (now->expires_ms == 0 || m_clock.now_ms() < now->expires_ms - m_margin_ms || m_fetching || !m_fetch)
+      return now;
+    m_fetching = true; // this caller renews; the lock is not held across the fetch
+  }
+  auto fresh = m_fetch();
+  std::lock_guard lock(m_mutex);
+  m_fetching = false;
+  if (!fresh) {
+    util::log::warn("could not renew the temporary S3 credentials (" + fresh.error().message +
+                    "); going on with the current ones");
+    return m_current;
+  }
+  ++m_renewals;
+  m_current = std::make_shared<const Credentials>(std::move(fresh.value()));
+  return m_current;
+}
+
+int CredentialSource::renewals() const {
+  std::lock_guard lock(m_mutex);
+  return m_renewals;
+}
+
 Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
                Sleeper &sleeper)
     : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper),
       m_traits(m_cfg.traits ? m_cfg.traits : std::make_shared<ServerTraits>()) {
+  const auto &style = m_cfg.addressing_style;
   if (m_cfg.endpoint.empty()) {
     // AWS itself: virtual-hosted addressing, unless the bucket name would break TLS.
-    m_path_style = m_cfg.bucket.find('.') != std::string::npos;
+    m_path_style = style == "path" || (style != "virtual" && m_cfg.bucket.find('.') != std::string::npos);
     std::string region_host = "s3." + m_cfg.region + ".amazonaws.com";
     m_host = m_path_style ? region_host : m_cfg.bucket + "." + region_host;
     m_base_url = "https://" + m_host;
@@ -91,6 +124,11 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
     if (rest.empty()) throw LodgeError(Errc::config_invalid, "endpoint: no host in '" + e + "'");
     m_host = rest;
     m_base_url = e;
+    if (style == "virtual") { // bucket.host[:port], as the CLI sends it when told to
+      m_path_style = false;
+      m_host = m_cfg.bucket + "." + rest;
+      m_base_url = scheme + "://" + m_host;
+    }
   }
 }
 
@@ -149,9 +187,10 @@ Result<http::Response> Client::send_once(const Call &call,
   in.headers.emplace_back("host", m_host);
   in.headers.emplace_back("x-amz-date", amz_date(now));
   in.headers.emplace_back("x-amz-content-sha256", in.payload_hash);
-  if (!m_cfg.credentials.session_token.empty())
-    in.headers.emplace_back("x-amz-security-token", m_cfg.credentials.session_token);
-  auto s = sign_header(in, m_cfg.credentials, m_cfg.region, "s3", now, &m_keys);
+  auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
+  const Credentials &creds = held ? *held : m_cfg.credentials;
+  if (!creds.session_token.empty()) in.headers.emplace_back("x-amz-security-token", creds.session_token);
+  auto s = sign_header(in, creds, m_cfg.region, "s3", now, &m_keys);
   if (util::log::enabled(util::log::Level::debug))
     util::log::debug("canonical request:\n" + s.canonical_request + "\nstring to sign:\n" + s.string_to_sign);
 
@@ -252,7 +291,9 @@ Result<std::string> Client::presign_get(const std::string &key, int64_t expires_
   in.raw_path = path;
   in.payload_hash = std::string(k_unsigned_payload);
   in.headers.emplace_back("host", m_host);
-  std::string q = presign_query(in, m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
+  auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
+  std::string q =
+      presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
   return m_base_url + canonical_uri(path) + "?" + q;
 }
 
@@ -612,55 +653,6 @@ Status Client::set_versioning(bool enabled) {
   auto r = send(c);
   if (!r) return r.error();
   return ok_status();
-}
-
-Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
-                                        const std::string &credentials_file, const std::string &profile) {
-  auto get = [&](const char *k) {
-    auto it = env.find(k);
-    return it == env.end() ? std::string{} : it->second;
-  };
-  Credentials c;
-  c.access_key_id = get("AWS_ACCESS_KEY_ID");
-  c.secret_access_key = get("AWS_SECRET_ACCESS_KEY");
-  if (!c.access_key_id.empty() && !c.secret_access_key.empty()) {
-    c.session_token = get("AWS_SESSION_TOKEN");
-    c.source = "environment";
-    return c;
-  }
-  std::string want = profile.empty() ? "default" : profile;
-  std::ifstream f(credentials_file);
-  if (f) {
-    std::string line, section;
-    Credentials fc;
-    while (std::getline(f, line)) {
-      auto t = util::trim(line);
-      if (t.empty() || t[0] == '#' || t[0] == ';') continue;
-      if (t.front() == '[' && t.back() == ']') {
-        section = util::trim(t.substr(1, t.size() - 2));
-        if (section.rfind("profile ", 0) == 0) section = util::trim(section.substr(8));
-        continue;
-      }
-      if (section != want) continue;
-      auto eq = t.find('=');
-      if (eq == std::string::npos) continue;
-      auto k = util::to_lower(util::trim(t.substr(0, eq)));
-      auto v = util::trim(t.substr(eq + 1));
-      if (k == "aws_access_key_id")
-        fc.access_key_id = v;
-      else if (k == "aws_secret_access_key")
-        fc.secret_access_key = v;
-      else if (k == "aws_session_token")
-        fc.session_token = v;
-    }
-    if (!fc.access_key_id.empty() && !fc.secret_access_key.empty()) {
-      fc.source = "file:" + credentials_file + " [" + want + "]";
-      return fc;
-    }
-  }
-  return Error(Errc::config_invalid,
-               "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or profile [" + want +
-                   "] in " + credentials_file);
 }
 
 } // namespace lodge::s3

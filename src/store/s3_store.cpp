@@ -1,6 +1,7 @@
 #include "file_body.hpp"
 #include "stores.hpp"
 
+#include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>
@@ -10,13 +11,16 @@ namespace {
 
 class S3Store final : public ObjectStore {
 public:
-  S3Store(const StoreOptions &o, const s3::Credentials &credentials, std::string bucket, std::string prefix)
+  S3Store(const StoreOptions &o, const s3::Credentials &credentials,
+          std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
       : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state) {
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
     cfg.region = o.region;
+    cfg.addressing_style = o.addressing_style;
     cfg.bucket = std::move(bucket);
     cfg.credentials = credentials;
+    cfg.credential_source = std::move(source);
     cfg.retry.max_attempts = o.max_attempts;
     // Every connection of this process to the same server shares what it cannot do.
     cfg.traits = s3::traits_for((o.endpoint.empty() ? "aws:" + o.region : o.endpoint) + " " + cfg.bucket);
@@ -261,36 +265,79 @@ Binding bind(const std::string &url, const std::string &endpoint) {
   return b;
 }
 
-// The bucket and prefix parsed, the credentials resolved once (environment, then the
-// shared credentials file) for every connection of the process.
+// The credentials chain, walked once for the process: over the files config read, or
+// (callers that did not, such as the store contract tests) over the ones StoreOptions names.
+s3::CredentialChain walk_chain(const StoreOptions &o) {
+  // STS (web identity) at AWS_ENDPOINT_URL_STS, else at the configured endpoint: a local
+  // server (moto) answers both, and a surprise trip to AWS is what the endpoint rules out.
+  s3::StsAccess sts;
+  auto it = o.env.find("AWS_ENDPOINT_URL_STS");
+  sts.endpoint = it != o.env.end() && !it->second.empty() ? it->second : o.endpoint;
+  sts.region = o.region;
+  sts.transport = [o] {
+    http::TransportOptions t;
+    t.ca_bundle = o.ca_bundle;
+    t.verify_tls = o.verify_tls;
+    t.connect_timeout_ms = o.connect_timeout_ms;
+    t.total_timeout_ms = 60'000;
+    return http::make_curl_transport(t);
+  };
+  try {
+    if (o.aws) return s3::resolve_credential_chain(o.env, *o.aws, &sts);
+    s3::AwsShared::Inputs in;
+    in.env = o.env;
+    if (!o.credentials_file.empty()) in.env["AWS_SHARED_CREDENTIALS_FILE"] = o.credentials_file;
+    in.profile = o.profile;
+    in.profile_source = "the store options";
+    return s3::resolve_credential_chain(o.env, s3::AwsShared::load(in), &sts);
+  } catch (const LodgeError &e) {
+    s3::CredentialChain c;
+    c.credentials = e.error();
+    return c;
+  }
+}
+
+// The bucket and prefix parsed, the credentials resolved once (the SDKs' chain: the
+// environment, then the shared files' profile) for every connection of the process.
 class S3Backend final : public Backend {
 public:
-  explicit S3Backend(const StoreOptions &o)
-      : m_opts(o), m_credentials(s3::resolve_credentials(o.env, o.credentials_file, o.profile)) {
+  explicit S3Backend(const StoreOptions &o) : m_opts(o), m_chain(walk_chain(o)) {
     auto [bucket, prefix] = split_url(o.url);
     m_bucket = bucket;
     m_prefix = prefix.empty() ? "" : prefix + "/";
+    // Temporary credentials (web identity) are renewed by walking the chain again, five
+    // minutes before they expire, for every connection of the process at once.
+    if (m_chain.credentials && m_chain.credentials->expires_ms != 0)
+      m_source = std::make_shared<s3::CredentialSource>(
+          m_chain.credentials.value(), [opts = o] { return walk_chain(opts).credentials; },
+          util::system_clock());
   }
   std::unique_ptr<ObjectStore> connect() override {
-    if (!m_credentials) throw LodgeError(m_credentials.error());
-    return with_failpoints(std::make_unique<S3Store>(m_opts, m_credentials.value(), m_bucket, m_prefix));
+    const auto &c = m_chain.credentials;
+    if (!c) throw LodgeError(c.error());
+    return with_failpoints(std::make_unique<S3Store>(m_opts, c.value(), m_source, m_bucket, m_prefix));
   }
   [[nodiscard]] std::optional<CredentialView> credentials() const override {
     CredentialView v;
-    if (!m_credentials) {
-      v.error = m_credentials.error().message;
+    for (const auto &s : m_chain.steps)
+      v.chain.push_back({s.provider, s.used, s.why});
+    const auto &c = m_chain.credentials;
+    if (!c) {
+      v.error = c.error().message;
       return v;
     }
-    const auto &id = m_credentials->access_key_id;
-    v.source = m_credentials->source;
-    v.identity = id.size() > 8 ? id.substr(0, 4) + "..." + id.substr(id.size() - 4) : "****";
-    v.has_token = !m_credentials->session_token.empty();
+    const auto &id = c->access_key_id;
+    v.source = c->source;
+    // "AKIA…XYZ1": enough to tell keys apart, never the whole id (and never the secret).
+    v.identity = id.size() > 8 ? id.substr(0, 4) + "\u2026" + id.substr(id.size() - 4) : "****";
+    v.has_token = !c->session_token.empty();
     return v;
   }
 
 private:
   StoreOptions m_opts;
-  Result<s3::Credentials> m_credentials;
+  s3::CredentialChain m_chain;
+  std::shared_ptr<s3::CredentialSource> m_source; // temporary credentials only
   std::string m_bucket;
   std::string m_prefix;
 };

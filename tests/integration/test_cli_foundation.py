@@ -317,7 +317,7 @@ class Foundation(LodgeTestCase):
         self.assertEqual(r.rc, 0, r)
         creds = r.json()["credentials"]
         self.assertEqual(creds["source"], "environment")
-        self.assertEqual(creds["access_key_id"], "AKIA...1234")
+        self.assertEqual(creds["access_key_id"], "AKIA\u20261234")
         for secret in ("SECRET", "EXAMPLEKEYID"):
             self.assertNotIn(secret, r.out + r.err)
 

@@ -226,28 +226,6 @@ TEST_CASE("at debug level the canonical request is logged; secrets and signature
   CHECK(all.find(auth.substr(auth.size() - 64)) == std::string::npos);
 }
 
-TEST_CASE("credentials: environment first, then the shared file's profile") {
-  test::TempDir dir;
-  test::write_file(dir.file("credentials"),
-                   "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
-                   "[ci]\naws_access_key_id=CIKEY\naws_secret_access_key=cisecret\naws_session_token=tok\n");
-  std::map<std::string, std::string> env;
-  auto c = s3::resolve_credentials(env, dir.file("credentials"), "");
-  REQUIRE(c.ok());
-  CHECK(c->access_key_id == "DEF");
-  c = s3::resolve_credentials(env, dir.file("credentials"), "ci");
-  REQUIRE(c.ok());
-  CHECK(c->session_token == "tok");
-  env["AWS_ACCESS_KEY_ID"] = "ENVKEY";
-  env["AWS_SECRET_ACCESS_KEY"] = "envsecret";
-  c = s3::resolve_credentials(env, dir.file("credentials"), "ci");
-  CHECK(c->access_key_id == "ENVKEY");
-  CHECK(c->source == "environment");
-  auto none = s3::resolve_credentials({}, dir.file("missing"), "nope");
-  REQUIRE_FALSE(none.ok());
-  CHECK(none.error().code == Errc::config_invalid);
-}
-
 TEST_CASE("delete_everything falls back to a plain delete when versions cannot be listed") {
   Harness h({{403, "<Error><Code>AccessDenied</Code><Message>no ListBucketVersions</Message></Error>", {}},
              {204, "", {}},

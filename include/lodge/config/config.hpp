@@ -4,10 +4,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+namespace lodge::s3 {
+class AwsShared;
+}
 
 namespace lodge::config {
 
@@ -40,8 +45,18 @@ struct Config {
   std::string region = "us-east-1";
   std::string default_owner;
   std::string ca_bundle;
-  std::string profile;
-  std::string credentials_file;
+  std::string profile;                   // as configured (--profile, AWS_PROFILE, the file); "" when none
+  std::string credentials_file;          // the AWS shared credentials file looked at
+  std::string aws_config_file;           // the AWS shared config file looked at
+  std::string addressing_style = "auto"; // S3: auto (virtual on AWS, path elsewhere), path, virtual
+  int max_attempts = 4;                  // S3: attempts per request, the first included
+  std::string retry_mode = "standard";   // S3: legacy, standard or adaptive (all back off alike)
+  bool region_assumed = false;           // S3: neither an endpoint nor a region was configured
+  // Where each S3 setting came from: "flag --region", "env AWS_REGION", "file PATH",
+  // "file PATH [profile P]", "default". Keys: endpoint region ca_bundle addressing_style
+  // max_attempts retry_mode profile.
+  std::map<std::string, std::string> sources;
+  std::shared_ptr<const s3::AwsShared> aws; // S3 stores: the AWS shared files, as read
   bool verify_tls = true;
   bool force_network_fs = false;
   bool tag_state = false; // S3: tag objects lodge-state=pending, then committed once ACTIVE
@@ -61,7 +76,7 @@ struct Config {
 struct ConfigInputs {
   std::optional<std::string> config_flag;   // --config
   std::map<std::string, std::string> env;   // the process environment
-  std::map<std::string, std::string> flags; // keys: ledger store endpoint region owner ca_bundle
+  std::map<std::string, std::string> flags; // keys: ledger store endpoint region owner ca_bundle profile
   bool no_verify_ssl = false;
   bool force_network_fs = false;
 };

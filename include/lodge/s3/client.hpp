@@ -43,11 +43,38 @@ private:
 // One ServerTraits per name (endpoint and bucket) for the whole process.
 [[nodiscard]] std::shared_ptr<ServerTraits> traits_for(const std::string &server);
 
+// Temporary credentials shared by every client of a process, renewed before they expire:
+// the one caller that finds them within `margin_ms` of expiry fetches new ones with no
+// lock held (the others go on signing with the current ones meanwhile), then swaps them in.
+class CredentialSource {
+public:
+  using Fetch = std::function<Result<Credentials>()>;
+  CredentialSource(Credentials initial, Fetch fetch, const util::Clock &clock, int64_t margin_ms = 300'000);
+  // The credentials to sign with now (never null). A failed renewal keeps the current ones
+  // (logged as a warning) and is tried again by the next caller.
+  [[nodiscard]] std::shared_ptr<const Credentials> current();
+  // How many renewals have been fetched (tests).
+  [[nodiscard]] int renewals() const;
+
+private:
+  Fetch m_fetch;
+  const util::Clock &m_clock;
+  int64_t m_margin_ms;
+  mutable std::mutex m_mutex;
+  std::shared_ptr<const Credentials> m_current;
+  bool m_fetching = false;
+  int m_renewals = 0;
+};
+
 struct ClientConfig {
   std::string endpoint; // "" = AWS (virtual-hosted); otherwise path-style, e.g. http://127.0.0.1:9000
   std::string region = "us-east-1";
+  // "auto": virtual-hosted on AWS (path-style for a bucket with a dot), path-style on a
+  // custom endpoint; "path" or "virtual" forces one (the profile's s3.addressing_style).
+  std::string addressing_style = "auto";
   std::string bucket;
   Credentials credentials;
+  std::shared_ptr<CredentialSource> credential_source; // when set: signs with its current ones instead
   RetryPolicy retry;
   std::shared_ptr<ServerTraits> traits; // shared knowledge of the server; a fresh one when unset
 };
@@ -178,11 +205,5 @@ private:
   std::string m_host;     // Host header
   bool m_path_style = true;
 };
-
-// AWS conventions: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN) from env,
-// then the shared credentials file's profile. CONFIG_INVALID when none are found.
-[[nodiscard]] Result<Credentials> resolve_credentials(const std::map<std::string, std::string> &env,
-                                                      const std::string &credentials_file,
-                                                      const std::string &profile);
 
 } // namespace lodge::s3

@@ -19,6 +19,7 @@ struct Credentials {
   std::string secret_access_key;
   std::string session_token; // empty when none
   std::string source;        // where they came from: "environment", "file:PROFILE"
+  int64_t expires_ms = 0;    // temporary credentials: when they expire (ms since the epoch); 0: never
 };
 
 using Params = std::vector<std::pair<std::string, std::string>>;

@@ -14,6 +14,10 @@
 #include <string>
 #include <vector>
 
+namespace lodge::s3 {
+class AwsShared;
+}
+
 namespace lodge::store {
 
 using Metadata = std::map<std::string, std::string>; // lowercase names
@@ -189,9 +193,11 @@ struct StoreOptions {
   std::string url;                  // s3://bucket/prefix, az://container/prefix or file:///dir
   std::string endpoint;             // S3: the S3 endpoint; Azure: the blob endpoint ("" for the cloud's own)
   std::string region = "us-east-1"; // S3
-  std::map<std::string, std::string> env; // where a backend finds its credentials
-  std::string credentials_file;           // S3: the shared credentials file
-  std::string profile;                    // S3: its profile
+  std::map<std::string, std::string> env;   // where a backend finds its credentials
+  std::string credentials_file;             // S3: the shared credentials file (when aws is unset)
+  std::string profile;                      // S3: its profile (when aws is unset)
+  std::shared_ptr<const s3::AwsShared> aws; // S3: the AWS shared files and profile, as config read them
+  std::string addressing_style = "auto";    // S3: auto, path or virtual
   std::string ca_bundle;
   bool verify_tls = true;
   int64_t connect_timeout_ms = 10'000;
@@ -206,6 +212,12 @@ struct CredentialView {
   std::string identity; // shortened: "AKIA...WXYZ", an account name
   bool has_token = false;
   std::string error; // when none could be found: why
+  struct Step {
+    std::string provider;
+    bool used = false;
+    std::string why;
+  };
+  std::vector<Step> chain; // each provider asked, in order (lodge config --explain)
 };
 
 // A store location resolved once for the process: its URL parsed, its credentials found.
