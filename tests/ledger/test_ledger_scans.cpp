@@ -105,11 +105,8 @@ std::string key_of(int i) {
   return buf;
 }
 
-// The VM steps the statement `p` takes to its first row, run on a raw connection to `path`.
-int vm_steps_to_first_row(const std::string &path, const Prepared &p) {
-  sqlite3 *raw = nullptr;
-  REQUIRE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
-  std::unique_ptr<sqlite3, int (*)(sqlite3 *)> db(raw, sqlite3_close);
+// The statement `p`, prepared with its recorded parameters on `raw`.
+std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> prepare_bound(sqlite3 *raw, const Prepared &p) {
   sqlite3_stmt *st = nullptr;
   REQUIRE(sqlite3_prepare_v2(raw, p.sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> stmt(st, sqlite3_finalize);
@@ -121,31 +118,21 @@ int vm_steps_to_first_row(const std::string &path, const Prepared &p) {
     else
       sqlite3_bind_null(st, i);
   }
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+  return stmt;
 }
 
-// The VM steps the SELECT `p` takes to run to its end, run on a raw connection to `path`.
-int vm_steps_to_end(const std::string &path, const Prepared &p) {
+// The VM steps the statement `p` takes, run on a raw connection to `path`: to its first row
+// (which it must have), or to its end.
+int vm_steps(const std::string &path, const Prepared &p, bool to_end) {
   sqlite3 *raw = nullptr;
   REQUIRE(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
   std::unique_ptr<sqlite3, int (*)(sqlite3 *)> db(raw, sqlite3_close);
-  sqlite3_stmt *st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(raw, p.sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt *)> stmt(st, sqlite3_finalize);
-  for (const auto &[i, v] : p.binds) {
-    if (const auto *n = std::get_if<int64_t>(&v))
-      sqlite3_bind_int64(st, i, *n);
-    else if (const auto *s = std::get_if<std::string>(&v))
-      sqlite3_bind_text(st, i, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
-    else
-      sqlite3_bind_null(st, i);
-  }
-  int rc = SQLITE_ROW;
-  while (rc == SQLITE_ROW)
-    rc = sqlite3_step(st);
-  REQUIRE(rc == SQLITE_DONE);
-  return sqlite3_stmt_status(st, SQLITE_STMTSTATUS_VM_STEP, 0);
+  auto st = prepare_bound(raw, p);
+  int rc = sqlite3_step(st.get());
+  while (to_end && rc == SQLITE_ROW)
+    rc = sqlite3_step(st.get());
+  REQUIRE(rc == (to_end ? SQLITE_DONE : SQLITE_ROW));
+  return sqlite3_stmt_status(st.get(), SQLITE_STMTSTATUS_VM_STEP, 0);
 }
 
 } // namespace
@@ -173,7 +160,7 @@ TEST_CASE("reserve: its reads cost the same whatever the number of the owner's r
     std::vector<std::pair<std::string, int>> out;
     for (size_t i = before; i < rec->prepared.size(); ++i)
       if (rec->prepared[i]->sql.rfind("SELECT", 0) == 0)
-        out.emplace_back(rec->prepared[i]->sql, vm_steps_to_end(fresh.location(), *rec->prepared[i]));
+        out.emplace_back(rec->prepared[i]->sql, vm_steps(fresh.location(), *rec->prepared[i], true));
     return out;
   };
   auto req = test::request("o", "abc1");
@@ -221,7 +208,7 @@ TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows
     });
     CHECK(first == expect_first);
     REQUIRE(rec->prepared.size() == before + 1);
-    return vm_steps_to_first_row(fresh.location(), *rec->prepared.back());
+    return vm_steps(fresh.location(), *rec->prepared.back(), false);
   };
   const int at_start = page_cost("root/", "", key_of(1));
   const int near_start = page_cost("root/", key_of(10), key_of(11));
