@@ -59,7 +59,7 @@ namespace {
 // A confirm that already ran: its outcome or its exception, kept for wait().
 class DoneConfirm final : public Ledger::PendingConfirm {
 public:
-  explicit DoneConfirm(std::function<ConfirmOutcome()> run) {
+  explicit DoneConfirm(const std::function<ConfirmOutcome()> &run) {
     try {
       m_out = run();
     } catch (...) {

@@ -159,12 +159,12 @@ public:
     std::exception_ptr error;
     bool done = false;
   };
-  // Queues f for the next batch without waiting: whoever leads next runs it. wait(r)
+  // Queues f for the next batch without waiting: whoever leads next runs it. wait(me)
   // returns once it ran and its batch committed (leading a batch itself if none is
-  // running), then r.error holds what it threw, if anything. Every request enqueued must be
+  // running), then me.error holds what it threw, if anything. Every request enqueued must be
   // waited for before it is destroyed.
   [[nodiscard]] std::shared_ptr<Request> enqueue(std::function<void(SqlLedger &)> f);
-  void wait(Request &r);
+  void wait(Request &me);
 
 private:
   void submit(std::function<void(SqlLedger &)> fn);

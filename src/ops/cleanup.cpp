@@ -225,8 +225,8 @@ ledger::TaskFinish end_one(ledger::Ledger &ledger, const ledger::TaskEnd &e, int
 // (file:// removes without a directory fsync; one flush covers a batch). If the flush
 // fails, each delete is a failed attempt: its task is retried and finds nothing, or the
 // object again.
-void make_deletes_durable(store::ObjectStore &store, std::vector<TaskWork *> work, const CleanupSettings &s,
-                          const util::Clock &clock) {
+void make_deletes_durable(store::ObjectStore &store, const std::vector<TaskWork *> &work,
+                          const CleanupSettings &s, const util::Clock &clock) {
   bool any = false;
   for (auto *w : work)
     any = any || (!w->done && w->then == TaskWork::Then::deleted);
@@ -291,7 +291,7 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
       work[i] = work_on(find_row, uuid, *stores[k], tasks[i], decisions[i], s, clock);
       theirs.push_back(&work[i]);
     }
-    make_deletes_durable(*stores[k], std::move(theirs), s, clock);
+    make_deletes_durable(*stores[k], theirs, s, clock);
   };
   if (lanes <= 1) {
     lane(0);
