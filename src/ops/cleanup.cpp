@@ -159,7 +159,7 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   w.end.kind = ledger::TaskEnd::Kind::finish;
   w.end.task = task;
   w.end.succeeded = true;
-  row = find_row(task.record_id);
+  // The row read above: its deadline and creation time never change.
   w.end.next_retry_at = verify_pass_due(row ? &*row : nullptr, clock.now_ms(), s.grace_ms);
   return w;
 }
