@@ -137,6 +137,7 @@ public:
     set(CURLOPT_SSL_VERIFYHOST, m_opts.verify_tls ? 2L : 0L);
     if (!m_opts.ca_bundle.empty()) set(CURLOPT_CAINFO, m_opts.ca_bundle.c_str());
     set(CURLOPT_PROTOCOLS_STR, "http,https");
+    if (m_opts.no_proxy) set(CURLOPT_NOPROXY, "*");
     set(CURLOPT_FOLLOWLOCATION, 0L);
     set(CURLOPT_HEADERFUNCTION, on_header);
     set(CURLOPT_HEADERDATA, &ex);

@@ -3,6 +3,7 @@
 
 #include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/client.hpp>
+#include <lodge/s3/credential_chain.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>
 
@@ -270,16 +271,25 @@ Binding bind(const std::string &url, const std::string &endpoint) {
 s3::CredentialChain walk_chain(const StoreOptions &o) {
   // STS (web identity) at AWS_ENDPOINT_URL_STS, else at the configured endpoint: a local
   // server (moto) answers both, and a surprise trip to AWS is what the endpoint rules out.
-  s3::StsAccess sts;
+  s3::ChainAccess sts;
   auto it = o.env.find("AWS_ENDPOINT_URL_STS");
-  sts.endpoint = it != o.env.end() && !it->second.empty() ? it->second : o.endpoint;
+  sts.sts_endpoint = it != o.env.end() && !it->second.empty() ? it->second : o.endpoint;
   sts.region = o.region;
-  sts.transport = [o] {
+  sts.sts_transport = [o] {
     http::TransportOptions t;
     t.ca_bundle = o.ca_bundle;
     t.verify_tls = o.verify_tls;
     t.connect_timeout_ms = o.connect_timeout_ms;
     t.total_timeout_ms = 60'000;
+    return http::make_curl_transport(t);
+  };
+  // The container and instance metadata services: link-local, never through a proxy, and
+  // a short timeout so that a machine without them (a laptop, CI) does not hang.
+  sts.metadata_transport = [](int64_t timeout_ms) {
+    http::TransportOptions t;
+    t.connect_timeout_ms = timeout_ms;
+    t.total_timeout_ms = timeout_ms;
+    t.no_proxy = true;
     return http::make_curl_transport(t);
   };
   try {
@@ -305,8 +315,8 @@ public:
     auto [bucket, prefix] = split_url(o.url);
     m_bucket = bucket;
     m_prefix = prefix.empty() ? "" : prefix + "/";
-    // Temporary credentials (web identity) are renewed by walking the chain again, five
-    // minutes before they expire, for every connection of the process at once.
+    // Temporary credentials (STS, credential_process, container, IMDS) are renewed by walking the chain
+    // again, five minutes before they expire, for every connection of the process at once.
     if (m_chain.credentials && m_chain.credentials->expires_ms != 0)
       m_source = std::make_shared<s3::CredentialSource>(
           m_chain.credentials.value(), [opts = o] { return walk_chain(opts).credentials; },

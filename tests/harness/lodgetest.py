@@ -410,8 +410,10 @@ def azblob(endpoint, *args, check=True, raw=False, timeout=120):
     return json.loads(p.stdout) if p.stdout.strip() else None
 
 
+# AWS_EC2_METADATA_DISABLED: a lodge (or aws CLI) that finds no credentials never reaches
+# past loopback for the instance metadata service.
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 def aws(endpoint, *args, check=True):

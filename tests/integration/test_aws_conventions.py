@@ -9,11 +9,13 @@ NAME.localhost itself), so the Host recorded says which source won."""
 import json
 import os
 import sys
+import time
 import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import LodgeTestCase, Moto, aws, main, s3_client  # noqa: E402
+from metadatafake import MetadataFake  # noqa: E402
 from recordproxy import RecordingProxy  # noqa: E402
 
 
@@ -38,6 +40,8 @@ class AwsConventions(LodgeTestCase):
         self.store = f"s3://{self.bucket}/lodge"
         # Nothing AWS from the harness: each row says exactly what it sets.
         self.env = {k: v for k, v in self.env.items() if not k.startswith("AWS_")}
+        # No instance metadata beyond loopback: the IMDS tests point lodge at a fake instead.
+        self.env["AWS_EC2_METADATA_DISABLED"] = "true"
         self.env.update({"LODGE_STORE": self.store, "LODGE_OWNER": "ci"})
         self.proxy.clear()
         self.file = self.write("small.txt", "hello, " + self.bucket + "\n")
@@ -311,6 +315,173 @@ class AwsConventions(LodgeTestCase):
         self.assertIn(token + " (web_identity_token_file in file " + self.dir + "/.aws/config [profile ci]): "
                       "cannot read the web identity token", r.err)
 
+    # --- role_arn + source_profile: STS AssumeRole, signed by the source's credentials ---
+
+    def test_assume_role_through_a_chain_of_source_profiles(self):
+        self.aws_files(config=("[profile deploy]\nrole_arn = arn:aws:iam::123456789012:role/deploy\n"
+                               "source_profile = hop\nregion = eu-west-1\nexternal_id = x-42\n"
+                               "role_session_name = nightly\n"
+                               "[profile hop]\nrole_arn = arn:aws:iam::123456789012:role/hop\nsource_profile = base\n"),
+                       credentials=("[base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = k\n"
+                                    "[deploy]\naws_access_key_id = AKIDNOTME\naws_secret_access_key = k\n"))
+        env = {"AWS_PROFILE": "deploy", "AWS_ENDPOINT_URL": self.at("role")}
+        self.run_lodge(env=env)
+        reqs = self.proxy.requests()
+        sts = [r for r in reqs if r.form is not None]
+        self.assertEqual(len(sts), 4, reqs)  # init and upload: two hops each
+        for hop, deploy in (sts[0:2], sts[2:4]):
+            self.assertEqual((hop.key_id, hop.service, hop.region), ("AKIDBASE", "sts", "eu-west-1"))
+            self.assertIsNone(hop.security_token)
+            self.assertIn("Action=AssumeRole&", hop.form)
+            self.assertIn("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fhop", hop.form)
+            # The second hop is signed with the first's temporary keys.
+            self.assertTrue(deploy.key_id.startswith("ASIA") and deploy.security_token, deploy)
+            self.assertEqual((deploy.service, deploy.region), ("sts", "eu-west-1"))
+            self.assertIn("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fdeploy", deploy.form)
+            self.assertIn("ExternalId=x-42", deploy.form)
+            self.assertIn("RoleSessionName=nightly", deploy.form)
+        signed = [r for r in reqs if r.form is None]
+        self.assertTrue(signed)
+        hop_keys = {sts[1].key_id, sts[3].key_id}
+        for r in signed:
+            self.assertTrue(r.key_id.startswith("ASIA") and r.security_token, r)
+            self.assertNotIn(r.key_id, hop_keys)  # the last role's keys, not the hop's
+            self.assertEqual((r.host, r.region, r.service), (f"role.localhost:{self.proxy.port}", "eu-west-1", "s3"))
+        listing = aws(self.moto.endpoint, "s3api", "list-objects-v2", "--bucket", self.bucket, "--prefix", "lodge/ci/")
+        self.assertEqual(len(listing["Contents"]), 1, listing)
+        explain = self.lodge("config", "--explain", env=env)
+        self.assertIn(f"used     assume role (role_arn in file {self.dir}/.aws/config [profile deploy]): "
+                      "STS AssumeRole for arn:aws:iam::123456789012:role/deploy at " + self.at("role") +
+                      ", as role of [hop] (STS AssumeRole for arn:aws:iam::123456789012:role/hop at " +
+                      self.at("role") + ", as static keys of [base])", explain.out)
+
+    def test_a_source_profile_cycle_is_an_error_with_nothing_sent(self):
+        self.aws_files(config=("[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n"
+                               "[profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = a\n"),
+                       credentials="[default]\naws_access_key_id = AKIDDEF\naws_secret_access_key = k\n")
+        r = self.lodge("init", env={"AWS_PROFILE": "a", "AWS_ENDPOINT_URL": self.at("cycle")})
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"role_arn in file {self.dir}/.aws/config [profile b]: source_profile makes a cycle: "
+                      "a -> b -> a (CONFIG_INVALID)", r.err)
+        self.assertEqual(self.proxy.requests(), [])
+
+    # --- credential_process ---
+
+    def credential_process(self, body):
+        path = self.write("bin/creds", "#!/bin/sh\n" + body)
+        os.chmod(path, 0o755)
+        return path
+
+    def test_credential_process_signs_and_runs_again_before_its_expiry(self):
+        calls = os.path.join(self.dir, "calls")
+        script = self.credential_process(
+            f'echo "$@" >> {calls}\nn=$(wc -l < {calls})\n'
+            "exp=$(date -u -d '+2 minutes' +%Y-%m-%dT%H:%M:%SZ)\n"
+            'printf \'{"Version": 1, "AccessKeyId": "AKIDPROC%04d", "SecretAccessKey": "s", '
+            '"SessionToken": "t%d", "Expiration": "%s"}\' "$n" "$n" "$exp"\n')
+        self.aws_files(config=f"[profile p]\ncredential_process = {script} --account 42\nregion = eu-west-2\n",
+                       credentials="[default]\naws_access_key_id = AKIDDEF\naws_secret_access_key = k\n")
+        env = {"AWS_PROFILE": "p", "AWS_ENDPOINT_URL": self.at("proc")}
+        self.run_lodge(env=env)
+        reqs = self.proxy.requests()
+        ids = [r.key_id for r in reqs]
+        self.assertTrue(all(i.startswith("AKIDPROC") for i in ids), ids)
+        self.assertTrue(all(r.security_token for r in reqs), reqs)
+        # Two minutes left is inside the renewal margin: the program ran again during the run.
+        with open(calls) as f:
+            lines = f.read().splitlines()
+        self.assertGreaterEqual(len(lines), 3, lines)
+        self.assertEqual(set(lines), {"--account 42"})
+        self.assertGreaterEqual(len(set(ids)), 2, ids)
+        listing = aws(self.moto.endpoint, "s3api", "list-objects-v2", "--bucket", self.bucket, "--prefix", "lodge/ci/")
+        self.assertEqual(len(listing["Contents"]), 1, listing)
+
+    def test_a_failing_credential_process_is_an_error_never_another_identity(self):
+        script = self.credential_process('echo \'{"Version": 1, "AccessKeyId": "LEAKED"}\'\n'
+                                          "echo 'the SSO session has expired; log in again' >&2\nexit 1\n")
+        self.aws_files(config=f"[profile p]\ncredential_process = {script}\n",
+                       credentials="[default]\naws_access_key_id = AKIDDEF\naws_secret_access_key = k\n")
+        r = self.lodge("init", env={"AWS_PROFILE": "p", "AWS_ENDPOINT_URL": self.at("proc")})
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn(f"credential_process in file {self.dir}/.aws/config [profile p]: the program exited with "
+                      "status 1: the SSO session has expired; log in again (CONFIG_INVALID)", r.err)
+        self.assertNotIn("LEAKED", r.err + r.out)
+        self.assertEqual(self.proxy.requests(), [])
+
+    # --- container and instance metadata credentials (loopback fakes of the services) ---
+
+    def test_container_credentials_with_the_authorization_token_file(self):
+        fake = MetadataFake(prefix="ASIACONT", expires_in=120, container_token="Bearer c0ntainer")
+        self.addCleanup(fake.stop)
+        token = self.write("ecs-token", "Bearer c0ntainer\n")
+        env = {"AWS_CONTAINER_CREDENTIALS_FULL_URI": fake.endpoint + "/creds",
+               "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": token, "AWS_ENDPOINT_URL": self.at("ecs")}
+        self.run_lodge(env=env)
+        seen = fake.requests()
+        self.assertTrue(seen and all((x.method, x.path, x.headers.get("authorization")) ==
+                                     ("GET", "/creds", "Bearer c0ntainer") for x in seen), seen)
+        signed = self.proxy.requests()
+        self.assertTrue(all(r.key_id.startswith("ASIACONT") and r.security_token for r in signed), signed)
+        # They expire within the renewal margin: fetched again during the run, and used.
+        self.assertGreaterEqual(fake.issued, 3)
+        self.assertGreaterEqual(len({r.key_id for r in signed}), 2, signed)
+
+        self.write("ecs-token", "Bearer wrong\n")
+        self.proxy.clear()
+        r = self.lodge("upload", self.file, env=env)
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertIn(f"container credentials at {fake.endpoint}/creds (AWS_CONTAINER_CREDENTIALS_FULL_URI): "
+                      "HTTP 401", r.err)
+        self.assertEqual(self.proxy.requests(), [])
+
+    def test_instance_metadata_v2_never_through_a_proxy_and_renewed(self):
+        fake = MetadataFake(expires_in=120)
+        self.addCleanup(fake.stop)
+        # A dead proxy for plain http: the metadata calls must not go through it (S3 here is
+        # *.localhost, which NO_PROXY exempts).
+        env = {"AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": fake.endpoint,
+               "AWS_ENDPOINT_URL": self.at("ec2"), "http_proxy": "http://127.0.0.1:9", "NO_PROXY": "localhost"}
+        self.run_lodge(env=env)
+        seen = fake.requests()
+        self.assertEqual((seen[0].method, seen[0].path), ("PUT", "/latest/api/token"))
+        self.assertEqual(seen[0].headers.get("x-aws-ec2-metadata-token-ttl-seconds"), "21600")
+        gets = [x for x in seen if x.method == "GET"]
+        self.assertTrue(gets)
+        self.assertTrue(all(x.headers.get("x-aws-ec2-metadata-token") == fake.token for x in gets), gets)
+        self.assertIn("/latest/meta-data/iam/security-credentials/lodge-instance", [x.path for x in gets])
+        signed = self.proxy.requests()
+        self.assertTrue(all(r.key_id.startswith("ASIAIMDS") and r.security_token for r in signed), signed)
+        self.assertGreaterEqual(fake.issued, 3)
+        explain = self.lodge("config", "--explain", env=env)
+        self.assertIn(f"used     instance metadata (IMDS): role lodge-instance at {fake.endpoint} (IMDSv2)",
+                      explain.out)
+
+    def test_an_instance_metadata_service_that_never_answers_does_not_hang_lodge(self):
+        fake = MetadataFake(hang=True)
+        self.addCleanup(fake.stop)
+        env = {"AWS_EC2_METADATA_DISABLED": "", "AWS_EC2_METADATA_SERVICE_ENDPOINT": fake.endpoint,
+               "AWS_ENDPOINT_URL": self.at("x")}
+        started = time.monotonic()
+        r = self.lodge("init", env=env, timeout=60)
+        elapsed = time.monotonic() - started
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("no S3 credentials", r.err)
+        self.assertLess(elapsed, 15, "one attempt of one second, not curl's unbounded wait")
+        explain = self.lodge("config", "--explain", env=env)
+        self.assertIn(f"not used instance metadata (IMDS): not reachable at {fake.endpoint}", explain.out)
+        self.assertEqual(self.proxy.requests(), [])
+
+    def test_profile_flag_takes_the_profile_keys_over_the_environment_as_aws_profile_does(self):
+        self.aws_files(credentials="[b]\naws_access_key_id = AKIDB\naws_secret_access_key = k\n")
+        env = {"AWS_ACCESS_KEY_ID": "AKIDENV", "AWS_SECRET_ACCESS_KEY": "s", "AWS_ENDPOINT_URL": self.at("b"),
+               "AWS_REGION": "eu-west-2"}
+        self.run_lodge("--profile", "b", env=env)
+        self.assert_sent("b.localhost", "AKIDB", "eu-west-2")
+        self.proxy.clear()
+        r = self.lodge("--json", "upload", self.write("other.txt", "x"), env=dict(env, AWS_PROFILE="b"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual({x.key_id for x in self.proxy.requests()}, {"AKIDENV"})  # AWS_PROFILE does not
+
     # --- lodge config ---
 
     def test_config_shows_each_value_with_its_source_and_masks_secrets(self):
@@ -358,7 +529,9 @@ class AwsConventions(LodgeTestCase):
         none = self.lodge("config", "--explain", env={"AWS_PROFILE": "", "AWS_ENDPOINT_URL": self.at("x"),
                                                        "AWS_SHARED_CREDENTIALS_FILE": self.dir + "/none"})
         self.assertIn(f"not used shared credentials file {self.dir}/none [default]: no such file", none.out)
-        self.assertIn("not used container credentials: not implemented", none.out)
+        self.assertIn("not used container credentials: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI and _FULL_URI not set",
+                      none.out)
+        self.assertIn("not used instance metadata (IMDS): disabled by AWS_EC2_METADATA_DISABLED", none.out)
         self.assertIn("no credentials: no S3 credentials", none.out)
 
     def test_malformed_aws_config_is_a_config_error_naming_file_and_line(self):

@@ -64,6 +64,7 @@ struct TransportOptions {
   int64_t total_timeout_ms = 0;         // 0: none (the deadline still applies)
   std::string ca_bundle;
   bool verify_tls = true;
+  bool no_proxy = false; // never through HTTP(S)_PROXY (the link-local metadata services)
 };
 
 class Transport {

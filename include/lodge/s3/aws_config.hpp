@@ -5,12 +5,8 @@
 // https://docs.aws.amazon.com/sdkref/latest/guide/file-format.html
 
 #include <cstdint>
-#include <functional>
 #include <lodge/error.hpp>
-#include <lodge/http/transport.hpp>
-#include <lodge/s3/signer.hpp>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +66,10 @@ public:
   AwsShared(IniFile config, IniFile credentials, std::string profile, std::string profile_source);
 
   [[nodiscard]] const std::string &profile() const { return m_profile; }
+  // The same files with another profile selected (a role's source_profile).
+  [[nodiscard]] AwsShared for_profile(const std::string &profile) const;
+  // Whether either file has a section for the selected profile.
+  [[nodiscard]] bool has_profile() const { return config_section() || credentials_section(); }
   [[nodiscard]] const std::string &profile_source() const { return m_profile_source; }
   [[nodiscard]] const IniFile &config_file() const { return m_config; }
   [[nodiscard]] const IniFile &credentials_file() const { return m_credentials; }
@@ -94,45 +94,6 @@ private:
   std::string m_profile;
   std::string m_profile_source;
 };
-
-// One provider of the credential chain as `lodge config --explain` shows it.
-struct ProviderStep {
-  std::string provider; // "environment", "shared credentials file PATH", ...
-  bool used = false;
-  std::string why; // why it was used or not
-};
-
-struct CredentialChain {
-  Result<Credentials> credentials{Error(Errc::config_invalid, "no S3 credentials")};
-  std::vector<ProviderStep> steps; // in the order they were asked, up to the one that answered
-};
-
-// How the chain reaches STS: the endpoint (AWS_ENDPOINT_URL_STS, else the configured S3
-// endpoint, else https://sts.REGION.amazonaws.com) and a transport for one call.
-struct StsAccess {
-  std::string endpoint;
-  std::string region = "us-east-1";
-  std::function<std::unique_ptr<http::Transport>()> transport;
-};
-
-// STS AssumeRoleWithWebIdentity: an unsigned form POST; the temporary credentials with
-// their expiry. STORAGE_UNAVAILABLE when STS cannot be reached, ACCESS_DENIED when it
-// refuses, naming the role (never the token).
-[[nodiscard]] Result<Credentials> assume_role_with_web_identity(const StsAccess &sts,
-                                                                const std::string &role_arn,
-                                                                const std::string &session_name,
-                                                                const std::string &token);
-
-// The S3 credentials as the SDKs' default chain finds them: the environment (only one of
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY set is an error naming the missing one), then
-// web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, or the profile's
-// web_identity_token_file + role_arn) through STS when `sts` is given, then the profile's
-// static keys in the shared credentials file, then in the config file. A provider lodge
-// does not implement (role_arn with source_profile, credential_process, SSO) is an error
-// naming it, never a fall-through to another identity. CONFIG_INVALID when nothing answers.
-[[nodiscard]] CredentialChain resolve_credential_chain(const std::map<std::string, std::string> &env,
-                                                       const AwsShared &shared,
-                                                       const StsAccess *sts = nullptr);
 
 // A shell-style leading ~ of path replaced by home (as the CLI expands AWS_CONFIG_FILE).
 [[nodiscard]] std::string expand_home(const std::string &path, const std::string &home);
