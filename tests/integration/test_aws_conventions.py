@@ -8,6 +8,7 @@ NAME.localhost itself), so the Host recorded says which source won."""
 
 import json
 import os
+import re
 import sys
 import time
 import unittest
@@ -533,6 +534,20 @@ class AwsConventions(LodgeTestCase):
                       none.out)
         self.assertIn("not used instance metadata (IMDS): disabled by AWS_EC2_METADATA_DISABLED", none.out)
         self.assertIn("no credentials: no S3 credentials", none.out)
+
+    def test_the_man_page_environment_section_names_every_aws_variable_lodge_reads(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        read = set()
+        for base, _, files in os.walk(os.path.join(root, "src")):
+            for name in files:
+                with open(os.path.join(base, name), errors="replace") as f:
+                    read |= set(re.findall(r'"(AWS_[A-Z0-9_]+)', f.read()))
+        self.assertIn("AWS_EC2_METADATA_DISABLED", read)
+        with open(os.path.join(root, "man", "lodge.1")) as f:
+            man = f.read()
+        section = man[man.index("\n.SH ENVIRONMENT"):]
+        section = section[:section.index("\n.SH ", 1)]
+        self.assertEqual(sorted(v for v in read if v not in section), [])
 
     def test_malformed_aws_config_is_a_config_error_naming_file_and_line(self):
         self.aws_files(config="[default]\nregion = eu-west-1\nthis line is wrong\n")
