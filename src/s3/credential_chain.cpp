@@ -197,7 +197,8 @@ CredentialChain Walk::run() {
   return out;
 }
 
-Walk::Answer Walk::environment(ProviderStep &e) const {
+Walk::Answer Walk::environment(ProviderStep &step) const {
+  auto &e = step;
   e.provider = "environment";
   auto id = env_value(m_env, "AWS_ACCESS_KEY_ID"), secret = env_value(m_env, "AWS_SECRET_ACCESS_KEY");
   if (!id.empty() && !secret.empty() && !env_skipped()) {
@@ -390,7 +391,8 @@ Result<Credentials> Walk::exchange_web_token(const std::string &token_file, cons
   return r;
 }
 
-Walk::Answer Walk::web_identity(ProviderStep &w) const {
+Walk::Answer Walk::web_identity(ProviderStep &step) const {
+  auto &w = step;
   w.provider = "web identity";
   const auto &cfg = m_shared.config_file();
   const auto *cs = m_shared.config_section();
@@ -426,7 +428,8 @@ Walk::Answer Walk::sso(ProviderStep &step) const {
   return std::nullopt;
 }
 
-Walk::Answer Walk::credentials_file(ProviderStep &sc) const {
+Walk::Answer Walk::credentials_file(ProviderStep &step) const {
+  auto &sc = step;
   const auto &credf = m_shared.credentials_file();
   sc.provider = "shared credentials file " + credf.path + " [" + m_shared.profile() + "]";
   return static_keys(credf, m_shared.credentials_section(), sc);
@@ -444,7 +447,8 @@ Walk::Answer Walk::credential_process(ProviderStep &step) const {
   return r;
 }
 
-Walk::Answer Walk::config_file(ProviderStep &sf) const {
+Walk::Answer Walk::config_file(ProviderStep &step) const {
+  auto &sf = step;
   const auto &cfg = m_shared.config_file();
   const auto *cs = m_shared.config_section();
   sf.provider =

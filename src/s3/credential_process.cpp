@@ -15,8 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 namespace lodge::s3 {
 namespace {
 constexpr size_t k_max_output = 1 << 20; // a credentials document is a few hundred bytes

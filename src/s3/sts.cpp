@@ -119,7 +119,7 @@ std::optional<int64_t> parse_iso8601_ms(const std::string &s) {
     int hh = 0, mm = 0;
     if (std::sscanf(end + 1, "%2d:%2d", &hh, &mm) != 2 && std::sscanf(end + 1, "%2d%2d", &hh, &mm) != 2)
       return std::nullopt;
-    return ms - sign * (hh * 3600 + mm * 60) * 1000LL;
+    return ms - static_cast<int64_t>(sign) * (hh * 3600 + mm * 60) * 1000;
   }
   return std::nullopt;
 }
