@@ -38,6 +38,11 @@ CREATE TABLE file_upload (
   run_prefix          TEXT    NOT NULL DEFAULT '',
   -- The de-dup scope the row was reserved under (the policy's "dedup"); see I4 below.
   dedup_scope         TEXT    NOT NULL DEFAULT 'owner' CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
+  -- Who sends an UPLOADING row's bytes: "MACHINE_ID BOOT_ID PID START" (START: the
+  -- process's start time in clock ticks since boot, /proc/PID/stat field 22), so that a
+  -- later run on the same host can prove that process gone and fail the row at once.
+  -- NULL when not known (rows of older versions).
+  holder              TEXT,
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 ) STRICT;

@@ -147,38 +147,40 @@ Command add_repair(CLI::App &app) {
   auto *sub = app.add_subcommand("repair", "Fail uploads past their deadline and schedule their cleanup");
   sub->add_option("--limit", *limit, "Most records to examine (default 1000)")->check(CLI::Range(1, 1000000));
   sub->add_flag("--dry-run", *dry, "Only count overdue uploads");
-  return {
-      sub, [limit, dry](Context &ctx) {
-        const auto &c = ctx.cfg();
-        ops::RepairOptions ro;
-        ro.limit = *limit;
-        ro.dry_run = *dry;
-        ro.max_retries = c.sweep.max_retries;
-        ro.config = &c;
-        int64_t started = util::system_clock().now_ms();
-        if (!*dry) {
-          // A restored ledger would fail uploads its other copy confirmed: look at the
-          // store's id marker first. Without it, the ledger's own record decides.
-          auto st = ctx.open_store();
-          auto d = ops::check_divergence(ctx.ledger(), *st, util::system_clock());
-          if (!d)
-            std::fprintf(stderr, "lodge: warning: repair: could not read the store's id marker: %s\n",
-                         util::escape_for_terminal(d.error().message).c_str());
-        }
-        auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
-        nlohmann::json j{{"examined", sum.examined}, {"repaired", sum.repaired}, {"skipped", sum.skipped}};
-        if (*dry)
-          j = {{"overdue", sum.examined}, {"dry_run", true}};
-        else
-          record(ctx, "repair", default_worker(), started, true, j);
-        if (ctx.g.json)
-          ctx.print_json(j);
-        else if (speak(ctx) || *dry)
-          std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
-                      static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
-                      static_cast<long long>(sum.skipped));
-        return exit_status(Errc::ok);
-      }};
+  return {sub, [limit, dry](Context &ctx) {
+            const auto &c = ctx.cfg();
+            ops::RepairOptions ro;
+            ro.limit = *limit;
+            ro.dry_run = *dry;
+            ro.max_retries = c.sweep.max_retries;
+            ro.config = &c;
+            int64_t started = util::system_clock().now_ms();
+            if (!*dry) {
+              // A restored ledger would fail uploads its other copy confirmed: look at the
+              // store's id marker first. Without it, the ledger's own record decides.
+              auto st = ctx.open_store();
+              auto d = ops::check_divergence(ctx.ledger(), *st, util::system_clock());
+              if (!d)
+                std::fprintf(stderr, "lodge: warning: repair: could not read the store's id marker: %s\n",
+                             util::escape_for_terminal(d.error().message).c_str());
+            }
+            auto sum = ops::repair(ctx.ledger(), ro, util::system_clock());
+            nlohmann::json j{{"examined", sum.examined},
+                             {"repaired", sum.repaired},
+                             {"abandoned", sum.abandoned},
+                             {"skipped", sum.skipped}};
+            if (*dry)
+              j = {{"overdue", sum.examined}, {"dry_run", true}};
+            else
+              record(ctx, "repair", default_worker(), started, true, j);
+            if (ctx.g.json)
+              ctx.print_json(j);
+            else if (speak(ctx) || *dry)
+              std::printf("repair: %s %lld, repaired %lld, skipped %lld\n", *dry ? "overdue" : "examined",
+                          static_cast<long long>(sum.examined), static_cast<long long>(sum.repaired),
+                          static_cast<long long>(sum.skipped));
+            return exit_status(Errc::ok);
+          }};
 }
 
 Command add_reconcile(CLI::App &app) {

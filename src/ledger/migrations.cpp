@@ -17,6 +17,8 @@ namespace {
 // Version 4 counted an owner's alive rows for the quota (linear in them) and looked
 // duplicates up through an index on the owner alone (every reserve read all the owner's
 // rows): version 5 indexes alive rows by (owner, sha256) and keeps owner_usage.
+// Version 5 did not record who sends an UPLOADING row: a killed run's rows waited out
+// their whole deadline. Version 6 adds file_upload.holder (NULL for the rows it had).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -73,6 +75,10 @@ CREATE TRIGGER file_upload_usage_delete
 BEGIN
   UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
 END;
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN
+  holder              TEXT;
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

@@ -42,6 +42,8 @@ CREATE TABLE file_upload (
   -- The de-dup scope the row was reserved under (the policy's "dedup"); see I4 below.
   dedup_scope         TEXT COLLATE "C" NOT NULL DEFAULT 'owner'
                       CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
+  -- Who sends an UPLOADING row's bytes (see schema.sql).
+  holder              TEXT COLLATE "C",
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 );

@@ -72,6 +72,9 @@ public:
   [[nodiscard]] RetryOutcome retry_task(int64_t task_id, int64_t now) override;
   [[nodiscard]] std::vector<FileRecord> overdue_uploads(int64_t now, int limit) override;
   [[nodiscard]] RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] std::vector<FileRecord> held_uploads(const std::string &holder_prefix, int limit) override;
+  [[nodiscard]] RepairOutcome fail_abandoned(int64_t id, const std::string &holder, const std::string &reason,
+                                             int64_t now, int64_t grace_ms, int max_retries) override;
   [[nodiscard]] DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now, int64_t grace_ms,
                                           int max_retries) override;
   [[nodiscard]] MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,

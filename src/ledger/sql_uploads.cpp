@@ -14,11 +14,12 @@
 namespace lodge::ledger {
 namespace {
 
-constexpr const char *k_file_cols = "id, owner_id, original_name, object_key, media_type, sha256, size, "
-                                    "policy, upload_status, failure_reason,"
-                                    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
-                                    "created_at, updated_at, activated_at,"
-                                    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope";
+constexpr const char *k_file_cols =
+    "id, owner_id, original_name, object_key, media_type, sha256, size, "
+    "policy, upload_status, failure_reason,"
+    " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
+    "created_at, updated_at, activated_at,"
+    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder";
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
@@ -58,6 +59,7 @@ FileRecord read_file(const sql::Stmt &st) {
   r.run_prefix = st.col_text(21);
   // The schema's CHECK admits only the three names.
   r.dedup_scope = parse_dedup_scope(st.col_text(22)).value_or(DedupScope::owner);
+  r.holder = st.col_opt_text(23);
   return r;
 }
 
@@ -189,8 +191,9 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
     auto ins =
         q("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
           " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
-          " relative_path, run_prefix, dedup_scope)"
-          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13) RETURNING " +
+          " relative_path, run_prefix, dedup_scope, holder)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14) "
+          "RETURNING " +
           std::string(k_file_cols));
     ins.bind(1, req.owner_id)
         .bind(2, req.original_name)
@@ -204,7 +207,8 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
         .bind(10, deadline)
         .bind(11, path)
         .bind(12, req.run_prefix)
-        .bind(13, std::string_view(to_string(req.dedup)));
+        .bind(13, std::string_view(to_string(req.dedup)))
+        .bind(14, req.holder);
     if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
     // The new row as stored, from the insert itself: no second read.
     res.record = read_file(ins);
@@ -696,6 +700,40 @@ RepairOutcome SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, i
                               max_retries, true, now);
     if (failpoint::hit("repair.before_commit"))
       throw LodgeError(Errc::internal, "injected failure before repair commit");
+    tx.commit();
+    return RepairOutcome::repaired;
+  });
+}
+
+std::vector<FileRecord> SqlLedger::held_uploads(const std::string &holder_prefix, int limit) {
+  // The UPLOADING rows are few and indexed (file_upload_overdue): the prefix is compared on them.
+  auto st = q(std::string("SELECT ") + k_file_cols +
+              " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0"
+              " AND substr(holder, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2");
+  st.bind(1, holder_prefix).bind(2, static_cast<int64_t>(limit));
+  std::vector<FileRecord> out;
+  while (st.step())
+    out.push_back(read_file(st));
+  return out;
+}
+
+RepairOutcome SqlLedger::fail_abandoned(int64_t id, const std::string &holder, const std::string &reason,
+                                        int64_t now, int64_t grace_ms, int max_retries) {
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = file_for_update(id);
+    if (!row || row->is_deleted || row->upload_status != FileStatus::uploading || row->holder != holder)
+      return RepairOutcome::not_overdue;
+    auto st = q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, deleted_at = ?2,"
+                " updated_at = ?2, failure_reason = ?3"
+                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND holder = ?4");
+    if (st.bind(1, id).bind(2, now).bind(3, reason).bind(4, holder).exec() != 1)
+      return RepairOutcome::not_overdue;
+    (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, true, now);
+    // Its reserve made the task due at deadline + grace; the sender is gone, so nothing it
+    // sent can land later than the grace from now: due then, not in 15 minutes.
+    auto due = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?3"
+                 " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY') AND next_retry_at > ?2");
+    (void)due.bind(1, id).bind(2, now + grace_ms).bind(3, now).exec();
     tx.commit();
     return RepairOutcome::repaired;
   });

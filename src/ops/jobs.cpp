@@ -2,6 +2,7 @@
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/grace.hpp>
+#include <lodge/ops/holder.hpp>
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
@@ -73,6 +74,14 @@ RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Cloc
   if (!o.dry_run) refuse_if_diverged(l.id_blocks().diverged, "repair");
   if (!o.dry_run && !o.config)
     throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
+  if (!o.dry_run) {
+    // Rows of killed runs on this host first: they need not wait for their deadline.
+    auto a = recover_abandoned(l, *o.config, o.max_retries, clock);
+    sum.examined += a.examined;
+    sum.repaired += a.failed;
+    sum.abandoned = a.failed;
+    sum.skipped += a.examined - a.failed;
+  }
   while (sum.examined < o.limit) {
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
     auto rows = l.overdue_uploads(clock.now_ms(), n);

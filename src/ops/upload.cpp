@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/holder.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
@@ -194,6 +195,7 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   req.grace_ms = m_s.cleanup.grace_ms; // ops::grace_for of the run's policy
   req.max_retries = m_s.max_retries;
   req.idempotency_key = m_s.idempotency_key;
+  if (const auto &me = this_process()) req.holder = me->text();
   (void)failpoint::hit("upload.before_reserve");
   int64_t wall_at_reserve = 0;
   int64_t steady_at_reserve = 0;

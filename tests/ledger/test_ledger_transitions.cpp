@@ -1046,3 +1046,43 @@ TEST_CASE("list_files and find_by_path read what reserve and confirm wrote") {
 }
 
 TEST_SUITE_END(); // contract
+
+TEST_CASE(
+    "fail_abandoned: only an alive UPLOADING row still held by that holder; its task due after the grace") {
+  LedgerFixture e;
+  auto req = request("o", "a");
+  req.holder = "boot=b pidns=1 pid=42 start=7 host=h";
+  auto a = e.l->reserve(req, e.now());
+  REQUIRE(a.outcome == ledger::ReserveOutcome::reserved);
+  CHECK(e.row(a.record.id).holder == req.holder);
+  auto other = request("o", "b");
+  other.holder = "boot=c pidns=1 pid=42 start=7 host=h";
+  auto b = e.l->reserve(other, e.now());
+  REQUIRE(b.outcome == ledger::ReserveOutcome::reserved);
+  auto unheld = e.reserve("c"); // no holder recorded
+  CHECK_FALSE(unheld.holder.has_value());
+
+  auto held = e.l->held_uploads("boot=b pidns=1 ", 10);
+  REQUIRE(held.size() == 1);
+  CHECK(held[0].id == a.record.id);
+  // Another holder (the pid was reused, the row re-held): nothing changes.
+  CHECK(e.l->fail_abandoned(a.record.id, "boot=b pidns=1 pid=42 start=8 host=h", "gone", e.now(), 1'000, 3) ==
+        ledger::RepairOutcome::not_overdue);
+  CHECK(e.row(a.record.id).upload_status == ledger::FileStatus::uploading);
+  // Before its deadline, and its task due the grace from now (not at deadline + grace).
+  REQUIRE(e.now() < a.record.upload_deadline_at);
+  REQUIRE(e.l->fail_abandoned(a.record.id, *req.holder, "INTERRUPTED: gone", e.now(), 1'000, 3) ==
+          ledger::RepairOutcome::repaired);
+  auto row = e.row(a.record.id);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
+  CHECK(row.is_deleted);
+  CHECK(row.failure_reason == "INTERRUPTED: gone");
+  auto t = e.task_of(a.record.id);
+  CHECK(t.status == ledger::TaskStatus::pending);
+  CHECK(t.next_retry_at == e.now() + 1'000);
+  // Twice: the row moved on.
+  CHECK(e.l->fail_abandoned(a.record.id, *req.holder, "again", e.now(), 1'000, 3) ==
+        ledger::RepairOutcome::not_overdue);
+  CHECK(e.l->held_uploads("boot=b pidns=1 ", 10).empty());
+  CHECK(e.l->held_uploads("boot=c pidns=1 ", 10).size() == 1);
+}

@@ -53,6 +53,7 @@ struct ReserveRequest {
   int64_t grace_ms = 0;
   int max_retries = 8;
   std::optional<std::string> idempotency_key;
+  std::optional<std::string> holder; // the sending process (ops::this_process_holder())
   // When set, the row is inserted only if its id is at most this (the end of the id block
   // the store's marker covers); otherwise outcome id_limit_reached and nothing written.
   std::optional<int64_t> id_limit;
@@ -261,6 +262,15 @@ public:
   // deadline + grace. not_overdue when the row had moved on.
   [[nodiscard]] virtual RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms,
                                                  int max_retries) = 0;
+  // Alive UPLOADING rows whose holder starts with `holder_prefix` (this host's), by id.
+  [[nodiscard]] virtual std::vector<FileRecord> held_uploads(const std::string &holder_prefix, int limit) = 0;
+  // One transaction: re-checks the row is alive, UPLOADING and still held by `holder` (a
+  // process the caller proved gone); fails it as repair_row does, before its deadline,
+  // with `reason`. Its task is made pending, due after the grace from now and owing a
+  // verify pass (a PUT that was wholly sent may still land). not_overdue when it moved on.
+  [[nodiscard]] virtual RepairOutcome fail_abandoned(int64_t id, const std::string &holder,
+                                                     const std::string &reason, int64_t now, int64_t grace_ms,
+                                                     int max_retries) = 0;
 
   // --- delete ---
   // Soft-deletes an alive ACTIVE row of the owner (quota freed at once) and makes its

@@ -61,6 +61,8 @@ struct FileRecord {
   std::optional<int64_t> activated_at;
   std::optional<int64_t> deleted_at;
   int64_t upload_deadline_at = 0;
+  // Who sends the bytes of an UPLOADING row ("MACHINE_ID BOOT_ID PID START"); see schema.sql.
+  std::optional<std::string> holder;
 };
 
 struct TaskRecord {

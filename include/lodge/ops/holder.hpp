@@ -1,0 +1,52 @@
+#pragma once
+// Who sends an UPLOADING row's bytes, and whether that process is provably gone.
+//
+// A holder is "boot=BOOT_ID pidns=INODE pid=PID start=TICKS host=NAME": the kernel's boot
+// id and the PID namespace make PID and start time (clock ticks since boot, /proc/PID/stat
+// field 22) name one process for as long as this boot lasts, and two containers sharing a
+// kernel but not a PID namespace never judge each other's processes. A row held in another
+// boot, namespace or host is never judged here: it keeps the deadline rule.
+
+#include <cstdint>
+#include <lodge/config/config.hpp>
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/util/clock.hpp>
+#include <optional>
+#include <string>
+
+namespace lodge::ops {
+
+struct Holder {
+  std::string boot_id;
+  std::string pid_ns;
+  int64_t pid = 0;
+  int64_t start_ticks = 0;
+  std::string host;
+  [[nodiscard]] std::string text() const;
+  // "boot=… pidns=… ": what every process of this boot and namespace shares.
+  [[nodiscard]] std::string scope() const;
+};
+
+[[nodiscard]] std::optional<Holder> parse_holder(const std::string &text);
+
+// /proc/PID/stat's start time; nullopt when there is no such process, or only its zombie.
+[[nodiscard]] std::optional<int64_t> process_start_ticks(int64_t pid);
+
+// This process as a holder; nullopt when /proc cannot say (then rows carry no holder).
+[[nodiscard]] const std::optional<Holder> &this_process();
+
+enum class HolderState { alive, gone, not_ours };
+// not_ours: another boot, namespace or host, or no holder at all.
+[[nodiscard]] HolderState holder_state(const std::optional<std::string> &holder);
+
+struct RecoverSummary {
+  int64_t examined = 0, failed = 0;
+};
+
+// Fails at once (ledger::Ledger::fail_abandoned) every UPLOADING row held by a process of
+// this boot and namespace that is gone; their cleanup still waits for the grace. The rows
+// of live processes, and of anywhere else, are left to their deadline.
+[[nodiscard]] RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
+                                               const util::Clock &clock);
+
+} // namespace lodge::ops

@@ -1,0 +1,142 @@
+#include <array>
+#include <climits>
+#include <fstream>
+#include <lodge/ops/grace.hpp>
+#include <lodge/ops/holder.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <sstream>
+#include <unistd.h>
+
+namespace lodge::ops {
+namespace {
+std::string read_first_line(const std::string &path) {
+  std::ifstream in(path);
+  std::string line;
+  if (in) std::getline(in, line);
+  return util::trim(line);
+}
+
+// Field 22 of /proc/PID/stat (starttime), read after the last ')' (the command name may
+// hold spaces and parentheses); nullopt when the process does not exist or is a zombie
+// (killed, not yet reaped by its parent: it sends nothing any more).
+std::optional<int64_t> read_start_ticks(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto s = ss.str();
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(s.substr(close + 1));
+  std::string f;
+  for (int i = 3; i <= 22; ++i) { // the fields after ')' start with field 3 (state)
+    if (!(fields >> f)) return std::nullopt;
+    if (i == 3 && (f == "Z" || f == "X")) return std::nullopt;
+  }
+  try {
+    return std::stoll(f);
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+}
+
+std::optional<Holder> probe() {
+  Holder h;
+  h.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  std::array<char, 256> buf{};
+  auto n = ::readlink("/proc/self/ns/pid", buf.data(), buf.size() - 1);
+  if (n > 0) h.pid_ns = std::string(buf.data(), static_cast<size_t>(n));
+  // "pid:[4026531836]" -> "4026531836"
+  auto open = h.pid_ns.find('['), close = h.pid_ns.find(']');
+  h.pid_ns = open != std::string::npos && close > open ? h.pid_ns.substr(open + 1, close - open - 1) : "";
+  h.pid = ::getpid();
+  auto t = read_start_ticks(h.pid);
+  std::array<char, HOST_NAME_MAX + 1> host{};
+  if (::gethostname(host.data(), host.size() - 1) == 0) h.host = host.data();
+  for (auto &c : h.host)
+    if (c == ' ' || c < 0x20) c = '_';
+  if (h.boot_id.empty() || h.pid_ns.empty() || !t || h.boot_id.find(' ') != std::string::npos)
+    return std::nullopt;
+  h.start_ticks = *t;
+  return h;
+}
+} // namespace
+
+std::optional<int64_t> process_start_ticks(int64_t pid) {
+  return read_start_ticks(pid);
+}
+
+std::string Holder::scope() const {
+  return "boot=" + boot_id + " pidns=" + pid_ns + " ";
+}
+
+std::string Holder::text() const {
+  return scope() + "pid=" + std::to_string(pid) + " start=" + std::to_string(start_ticks) + " host=" + host;
+}
+
+std::optional<Holder> parse_holder(const std::string &text) {
+  std::istringstream in(text);
+  std::string word;
+  Holder h;
+  bool pid = false, start = false;
+  try {
+    while (in >> word) {
+      auto eq = word.find('=');
+      if (eq == std::string::npos) return std::nullopt;
+      auto k = word.substr(0, eq), v = word.substr(eq + 1);
+      if (k == "boot")
+        h.boot_id = v;
+      else if (k == "pidns")
+        h.pid_ns = v;
+      else if (k == "pid")
+        pid = (h.pid = std::stoll(v)) > 0;
+      else if (k == "start")
+        start = (h.start_ticks = std::stoll(v)) >= 0;
+      else if (k == "host")
+        h.host = v;
+    }
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+  if (h.boot_id.empty() || h.pid_ns.empty() || !pid || !start) return std::nullopt;
+  return h;
+}
+
+const std::optional<Holder> &this_process() {
+  static const std::optional<Holder> me = probe();
+  return me;
+}
+
+HolderState holder_state(const std::optional<std::string> &holder) {
+  const auto &me = this_process();
+  if (!holder || !me) return HolderState::not_ours;
+  auto h = parse_holder(*holder);
+  if (!h || h->boot_id != me->boot_id || h->pid_ns != me->pid_ns) return HolderState::not_ours;
+  auto now = read_start_ticks(h->pid);
+  // No such process, or another one under the same pid (started at another tick): gone.
+  return now && *now == h->start_ticks ? HolderState::alive : HolderState::gone;
+}
+
+RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
+                                 const util::Clock &clock) {
+  RecoverSummary sum;
+  const auto &me = this_process();
+  if (!me) return sum;
+  for (const auto &r : l.held_uploads(me->scope(), 10'000)) {
+    ++sum.examined;
+    if (holder_state(r.holder) != HolderState::gone) continue;
+    auto h = parse_holder(*r.holder);
+    std::string reason = "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
+                         " on this host) is gone";
+    if (l.fail_abandoned(r.id, *r.holder, reason, clock.now_ms(), grace_for(c, r.policy), max_retries) ==
+        ledger::RepairOutcome::repaired) {
+      ++sum.failed;
+      util::log::info("file #" + std::to_string(r.id) + " (" + r.relative_path +
+                      "): its upload process is gone; failed now, not at its deadline");
+    }
+  }
+  return sum;
+}
+
+} // namespace lodge::ops
