@@ -245,7 +245,8 @@ TEST_CASE("status figures on a hand-built ledger") {
   CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
 }
 
-TEST_CASE("a ledger migrated from the oldest version (and from v3, v4, v5) has exactly the schema of a new one") {
+TEST_CASE(
+    "a ledger migrated from the oldest version (and from v3, v4, v5) has exactly the schema of a new one") {
   static_assert(ledger::k_oldest_schema_version == 1, "add the frozen schema of the new oldest version");
   test::TempDir dir;
   // ALTER TABLE ADD COLUMN splices the column's text into the stored CREATE TABLE without
@@ -287,9 +288,8 @@ TEST_CASE("a ledger migrated from the oldest version (and from v3, v4, v5) has e
   { auto l = open_at(fresh); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  for (const auto &old_schema :
-       {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}, std::pair{"schema_v4.sql", 4},
-        std::pair{"schema_v5.sql", 5}}) {
+  for (const auto &old_schema : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3},
+                                 std::pair{"schema_v4.sql", 4}, std::pair{"schema_v5.sql", 5}}) {
     const char *sample = old_schema.first; // not a structured binding: INFO captures it
     const int version = old_schema.second;
     INFO("migrated from ", sample);

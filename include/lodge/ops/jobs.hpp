@@ -56,7 +56,8 @@ struct RepairOptions {
 
 struct RepairSummary {
   int64_t examined = 0, repaired = 0, skipped = 0;
-  int64_t abandoned = 0; // of the repaired: held by a process of this host that is gone (before their deadline)
+  int64_t abandoned =
+      0; // of the repaired: held by a process of this host that is gone (before their deadline)
 };
 
 [[nodiscard]] RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock);
