@@ -153,8 +153,8 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
     std::printf("health            ok\n");
   } else {
     std::printf("health            UNHEALTHY\n");
-    for (const auto &p : h.problems)
-      std::printf("  - %s\n", p.c_str());
+    for (const auto &reason : h.reasons)
+      std::printf("  - %s: %s\n", reason.code.c_str(), util::escape_for_terminal(reason.message).c_str());
   }
 }
 } // namespace
@@ -163,25 +163,34 @@ Command add_status(CLI::App &app) {
   auto opts = std::make_shared<StatusOptions>();
   auto *sub = app.add_subcommand("status",
                                  "Show ledger health: files and tasks by state, overdue work, last job runs");
-  sub->add_flag("--check", opts->check, "Exit 1 when unhealthy (for monitoring)");
+  sub->add_flag(
+      "--check", opts->check,
+      "Exit 1 when unhealthy, one line per reason (for monitoring; thresholds under \"status\" in the "
+      "config)");
   sub->add_option("--prometheus", opts->prometheus,
-                  "Also write Prometheus text metrics to FILE (atomically)");
+                  "Also write Prometheus text metrics to FILE (atomically, mode status.prometheus_file_mode, "
+                  "0644)");
   return {sub, [opts](Context &ctx) {
             auto &l = ctx.reader();
-            auto report = l.status(util::system_clock().now_ms());
-            auto health = ops::evaluate(report, ctx.cfg().sweep_max_age_ms);
+            const auto &settings = ctx.cfg().status;
+            int64_t now = util::system_clock().now_ms();
+            auto report = l.status(now, now - settings.upload_failed_window_ms);
+            auto health = ops::evaluate(report, settings);
             if (!opts->prometheus.empty())
-              ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health));
+              ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health),
+                                         settings.prometheus_file_mode);
             if (ctx.g.json)
               ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
               print_status_table(report, health, l.location());
+            else if (opts->check) // -q: the reasons alone, one line each (what cron mails)
+              for (const auto &reason : health.reasons)
+                std::printf("%s: %s\n", reason.code.c_str(),
+                            util::escape_for_terminal(reason.message).c_str());
             if (opts->check && !health.healthy) {
-              if (ctx.g.quiet || ctx.g.json)
-                for (const auto &p : health.problems)
-                  std::fprintf(stderr, "lodge: unhealthy: %s\n", p.c_str());
-              std::fprintf(stderr, "lodge: error: the ledger is unhealthy: %zu problem(s) (%s)\n",
-                           health.problems.size(), std::string(errc_name(Errc::unhealthy)).c_str());
+              std::fprintf(stderr, "lodge: error: the ledger is unhealthy: %s (%s)\n",
+                           util::plural(static_cast<int64_t>(health.reasons.size()), "problem").c_str(),
+                           std::string(errc_name(Errc::unhealthy)).c_str());
               return exit_status(Errc::unhealthy);
             }
             return exit_status(Errc::ok);

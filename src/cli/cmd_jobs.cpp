@@ -108,10 +108,10 @@ Command add_sweep(CLI::App &app) {
             auto &l = ctx.ledger();
             auto st = ctx.open_store();
             auto sum = ops::sweep(l, *st, so, util::system_clock());
-            nlohmann::json j{{"claimed", sum.claimed},      {"deleted", sum.deleted},
-                             {"ignored", sum.ignored},      {"postponed", sum.postponed},
-                             {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
-                             {"lease_lost", sum.lease_lost}};
+            nlohmann::json j{{"claimed", sum.claimed},       {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},       {"postponed", sum.postponed},
+                             {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
+                             {"lease_lost", sum.lease_lost}, {"unreachable", sum.unreachable}};
             j["verify_scheduled"] = sum.verify_scheduled; // of the deleted: a verify pass follows
             j["verified"] = sum.verified;                 // of the deleted: this was the verify pass
             if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
