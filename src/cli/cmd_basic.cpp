@@ -96,7 +96,8 @@ std::string ago(int64_t now, int64_t t) {
   return util::format_duration_ms(now - t) + " ago";
 }
 
-void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path) {
+void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path,
+                        bool verbose) {
   std::printf("ledger            %s (schema %d)\n", util::escape_for_terminal(path).c_str(),
               r.schema_version);
   std::string backend = r.backend_kind;
@@ -116,24 +117,35 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
     backend += sep + field.first + " " + value;
     sep = ", ";
   }
-  std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
+  if (verbose) std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
   std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
               static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
               static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
-  std::printf("tasks             ");
-  bool first = true;
-  for (const auto &[k, v] : r.tasks) {
-    std::string lower;
-    for (char c : k)
-      lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
-    first = false;
+  // What is left to clean up, in the user's words: pending (will run) and failed (gave up).
+  // The tasks themselves (IGNORED is every normal upload's) are internals: -v and --json.
+  auto task = [&](ledger::TaskStatus st) {
+    auto it = r.tasks.find(ledger::to_string(st));
+    return it == r.tasks.end() ? int64_t{0} : it->second;
+  };
+  int64_t pending = task(ledger::TaskStatus::pending) + task(ledger::TaskStatus::retry) +
+                    task(ledger::TaskStatus::processing);
+  std::printf("cleanup           pending %lld, failed %lld\n", static_cast<long long>(pending),
+              static_cast<long long>(task(ledger::TaskStatus::failed)));
+  if (verbose) {
+    std::printf("tasks             ");
+    bool first = true;
+    for (const auto &[k, v] : r.tasks) {
+      std::string lower;
+      for (char c : k)
+        lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+      std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
+      first = false;
+    }
+    std::printf("\n");
+    std::printf("tasks due         %lld\n", static_cast<long long>(r.tasks_due));
+    std::printf("expired leases    %lld\n", static_cast<long long>(r.expired_leases));
   }
-  std::printf("\n");
-  std::printf("tasks due         %lld\n", static_cast<long long>(r.tasks_due));
   std::printf("overdue uploads   %lld\n", static_cast<long long>(r.overdue_uploading));
-  std::printf("expired leases    %lld\n", static_cast<long long>(r.expired_leases));
-  std::printf("dead letters      %lld\n", static_cast<long long>(r.dead_letters));
   std::printf("oldest uploading  %s\n",
               r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
   for (const char *job : {"sweep", "repair", "reconcile"}) {
@@ -182,7 +194,7 @@ Command add_status(CLI::App &app) {
             if (ctx.g.json)
               ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
-              print_status_table(report, health, l.location());
+              print_status_table(report, health, l.location(), ctx.g.verbose > 0);
             else if (opts->check) // -q: the reasons alone, one line each (what cron mails)
               for (const auto &reason : health.reasons)
                 std::printf("%s: %s\n", reason.code.c_str(),

@@ -40,7 +40,11 @@ std::string get_string(const json &v, const std::string &path) {
 
 uint64_t size_value(const std::string &text, const std::string &path) {
   auto v = util::parse_size(text);
-  if (!v || *v == 0) bad(path, "expected a size like 10MiB, got '" + text + "'");
+  if (!v || *v == 0) {
+    auto hint = util::size_unit_hint(text);
+    bad(path, "expected a size like 10MiB, got '" + util::escape_for_terminal(text) + "'" +
+                  (hint ? ": " + *hint : std::string()));
+  }
   return *v;
 }
 
@@ -104,6 +108,22 @@ std::optional<unsigned> parse_file_mode(const std::string &text) {
   return mode;
 }
 
+// RFC 6838 section 4.2: type "/" subtype, each 1-127 characters, starting with a letter
+// or digit, then letters, digits and ! # $ & - ^ _ . +
+bool valid_media_type(const std::string &t) {
+  auto name_ok = [](std::string_view n) {
+    if (n.empty() || n.size() > 127 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+    for (char ch : n)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) &&
+          std::string_view("!#$&-^_.+").find(ch) == std::string_view::npos)
+        return false;
+    return true;
+  };
+  auto slash = t.find('/');
+  if (slash == std::string::npos) return false;
+  return name_ok(std::string_view(t).substr(0, slash)) && name_ok(std::string_view(t).substr(slash + 1));
+}
+
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(
@@ -113,8 +133,15 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
     p.extensions = get_string_list(obj["extensions"], path + ".extensions", true);
-  if (obj.contains("media_types"))
+  if (obj.contains("media_types")) {
     p.media_types = get_string_list(obj["media_types"], path + ".media_types", true);
+    for (size_t i = 0; i < p.media_types.size(); ++i)
+      if (!valid_media_type(p.media_types[i]))
+        bad(path + ".media_types[" + std::to_string(i) + "]",
+            "expected a media type like application/pdf (type/subtype, as detected from the content; no "
+            "wildcards or parameters), got '" +
+                util::escape_for_terminal(p.media_types[i]) + "'");
+  }
   if (obj.contains("max_files")) {
     if (obj["max_files"].is_null())
       p.max_files.reset(); // no limit, as lodge config prints it

@@ -391,10 +391,10 @@ void Uploader::settle_tail() {
       return;
     case ledger::ConfirmOutcome::task_held:
       r.outcome = UploadOutcome::failed;
-      r.error =
-          Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
-                                         " could not be confirmed: a sweep holds its cleanup task (past its "
-                                         "deadline?); not stored");
+      r.error = Error(Errc::state_changed,
+                      "file #" + std::to_string(rec.id) +
+                          " could not be confirmed: a sweep is already cleaning it up (past its "
+                          "deadline?); not stored");
       end();
       return;
     }
@@ -602,7 +602,9 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   if (!task) return;
   auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
   if (!claimed) return;
-  (void)run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
+  auto cleanup = m_s.cleanup;
+  cleanup.voice = CleanupSettings::Voice::upload;
+  (void)run_claimed_task(m_ledger, m_store, *claimed, cleanup, m_clock);
 }
 
 namespace {

@@ -50,6 +50,12 @@ struct StatusSettings {
   unsigned prometheus_file_mode = 0644; // --prometheus FILE: no secrets in it; node_exporter reads it
 };
 
+// Every LODGE_* environment variable lodge reads; any other is warned about (a misspelled
+// one would otherwise be ignored without a word). A new variable is added here.
+inline constexpr const char *k_lodge_environment[] = {
+    "LODGE_CONFIG", "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
+    "LODGE_REGION", "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG"};
+
 // The jobs status watches, in the order it reports them.
 inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile"};
 
