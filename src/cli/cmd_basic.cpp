@@ -173,8 +173,9 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
 
 Command add_status(CLI::App &app) {
   auto opts = std::make_shared<StatusOptions>();
-  auto *sub = app.add_subcommand("status",
-                                 "Show ledger health: files and tasks by state, overdue work, last job runs");
+  auto *sub = app.add_subcommand(
+      "status", "Show ledger health: files by state, cleanup pending/failed, overdue work, last job runs, "
+                "why it is unhealthy");
   sub->add_flag(
       "--check", opts->check,
       "Exit 1 when unhealthy, one line per reason (for monitoring; thresholds under \"status\" in the "
