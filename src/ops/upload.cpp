@@ -249,10 +249,10 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     r.object_key = rec.object_key;
     return r;
   case ledger::ReserveOutcome::quota_exceeded:
-    return rejected(r, Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
-                                                       std::to_string(m_s.policy.max_files.value_or(0)) +
-                                                       " files, the most policy " + m_s.policy.name +
-                                                       " allows"));
+    return rejected(r,
+                    Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
+                                                    util::plural(m_s.policy.max_files.value_or(0), "file") +
+                                                    ", the most policy " + m_s.policy.name + " allows"));
   case ledger::ReserveOutcome::key_reused:
     r.id = rec.id;
     return rejected(r, Error(Errc::idempotency_key_reused,

@@ -75,6 +75,14 @@ class Words(LodgeTestCase):
         self.assertEqual(dry.out, "sweep: 1 task due\n", dry)
         self.assertNotRegex(up.err + dry.out + rec.out, r"\b1 (files|tasks|objects|records)\b")
 
+    def test_a_quota_of_one_says_one_file(self):
+        self.init()
+        cfg = self.write("c.json", json.dumps({"policies": {"default": {"max_files": 1}}}))
+        self.assertEqual(self.lodge("--config", cfg, "upload", self.write("a.txt", "a\n")).rc, 0)
+        r = self.lodge("--config", cfg, "upload", self.write("b.txt", "b\n"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("QUOTA_EXCEEDED: owner ci already has 1 file, the most policy default allows", r.out)
+
     def test_every_subcommand_help_lists_the_global_options(self):
         for cmd in COMMANDS:
             r = self.lodge(cmd, "--help", db=False)
