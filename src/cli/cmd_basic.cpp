@@ -96,7 +96,8 @@ std::string ago(int64_t now, int64_t t) {
   return util::format_duration_ms(now - t) + " ago";
 }
 
-void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path) {
+void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path,
+                        bool verbose) {
   std::printf("ledger            %s (schema %d)\n", util::escape_for_terminal(path).c_str(),
               r.schema_version);
   std::string backend = r.backend_kind;
@@ -116,24 +117,35 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
     backend += sep + field.first + " " + value;
     sep = ", ";
   }
-  std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
+  if (verbose) std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
   std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
               static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
               static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
-  std::printf("tasks             ");
-  bool first = true;
-  for (const auto &[k, v] : r.tasks) {
-    std::string lower;
-    for (char c : k)
-      lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
-    first = false;
+  // What is left to clean up, in the user's words: pending (will run) and failed (gave up).
+  // The tasks themselves (IGNORED is every normal upload's) are internals: -v and --json.
+  auto task = [&](ledger::TaskStatus st) {
+    auto it = r.tasks.find(ledger::to_string(st));
+    return it == r.tasks.end() ? int64_t{0} : it->second;
+  };
+  int64_t pending = task(ledger::TaskStatus::pending) + task(ledger::TaskStatus::retry) +
+                    task(ledger::TaskStatus::processing);
+  std::printf("cleanup           pending %lld, failed %lld\n", static_cast<long long>(pending),
+              static_cast<long long>(task(ledger::TaskStatus::failed)));
+  if (verbose) {
+    std::printf("tasks             ");
+    bool first = true;
+    for (const auto &[k, v] : r.tasks) {
+      std::string lower;
+      for (char c : k)
+        lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+      std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
+      first = false;
+    }
+    std::printf("\n");
+    std::printf("tasks due         %lld\n", static_cast<long long>(r.tasks_due));
+    std::printf("expired leases    %lld\n", static_cast<long long>(r.expired_leases));
   }
-  std::printf("\n");
-  std::printf("tasks due         %lld\n", static_cast<long long>(r.tasks_due));
   std::printf("overdue uploads   %lld\n", static_cast<long long>(r.overdue_uploading));
-  std::printf("expired leases    %lld\n", static_cast<long long>(r.expired_leases));
-  std::printf("dead letters      %lld\n", static_cast<long long>(r.dead_letters));
   std::printf("oldest uploading  %s\n",
               r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
   for (const char *job : {"sweep", "repair", "reconcile"}) {
@@ -153,35 +165,45 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
     std::printf("health            ok\n");
   } else {
     std::printf("health            UNHEALTHY\n");
-    for (const auto &p : h.problems)
-      std::printf("  - %s\n", p.c_str());
+    for (const auto &reason : h.reasons)
+      std::printf("  - %s: %s\n", reason.code.c_str(), util::escape_for_terminal(reason.message).c_str());
   }
 }
 } // namespace
 
 Command add_status(CLI::App &app) {
   auto opts = std::make_shared<StatusOptions>();
-  auto *sub = app.add_subcommand("status",
-                                 "Show ledger health: files and tasks by state, overdue work, last job runs");
-  sub->add_flag("--check", opts->check, "Exit 1 when unhealthy (for monitoring)");
+  auto *sub = app.add_subcommand(
+      "status", "Show ledger health: files by state, cleanup pending/failed, overdue work, last job runs, "
+                "why it is unhealthy");
+  sub->add_flag(
+      "--check", opts->check,
+      "Exit 1 when unhealthy, one line per reason (for monitoring; thresholds under \"status\" in the "
+      "config)");
   sub->add_option("--prometheus", opts->prometheus,
-                  "Also write Prometheus text metrics to FILE (atomically)");
+                  "Also write Prometheus text metrics to FILE (atomically, mode status.prometheus_file_mode, "
+                  "0644)");
   return {sub, [opts](Context &ctx) {
             auto &l = ctx.reader();
-            auto report = l.status(util::system_clock().now_ms());
-            auto health = ops::evaluate(report, ctx.cfg().sweep_max_age_ms);
+            const auto &settings = ctx.cfg().status;
+            int64_t now = util::system_clock().now_ms();
+            auto report = l.status(now, now - settings.upload_failed_window_ms);
+            auto health = ops::evaluate(report, settings);
             if (!opts->prometheus.empty())
-              ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health));
+              ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health),
+                                         settings.prometheus_file_mode);
             if (ctx.g.json)
               ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
-              print_status_table(report, health, l.location());
+              print_status_table(report, health, l.location(), ctx.g.verbose > 0);
+            else if (opts->check) // -q: the reasons alone, one line each (what cron mails)
+              for (const auto &reason : health.reasons)
+                std::printf("%s: %s\n", reason.code.c_str(),
+                            util::escape_for_terminal(reason.message).c_str());
             if (opts->check && !health.healthy) {
-              if (ctx.g.quiet || ctx.g.json)
-                for (const auto &p : health.problems)
-                  std::fprintf(stderr, "lodge: unhealthy: %s\n", p.c_str());
-              std::fprintf(stderr, "lodge: error: the ledger is unhealthy: %zu problem(s) (%s)\n",
-                           health.problems.size(), std::string(errc_name(Errc::unhealthy)).c_str());
+              std::fprintf(stderr, "lodge: error: the ledger is unhealthy: %s (%s)\n",
+                           util::plural(static_cast<int64_t>(health.reasons.size()), "problem").c_str(),
+                           std::string(errc_name(Errc::unhealthy)).c_str());
               return exit_status(Errc::unhealthy);
             }
             return exit_status(Errc::ok);

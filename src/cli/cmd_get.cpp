@@ -206,8 +206,9 @@ Command add_get(CLI::App &app) {
                                               {"bytes", bytes},
                                               {"interrupted", stopped}}}});
             else if (!ctx.g.quiet && many)
-              std::printf("get: %zu files, written %lld (%s), skipped %lld (identical), failed %lld\n",
-                          rows.size(), static_cast<long long>(written), util::format_size(bytes).c_str(),
+              std::printf("get: %s, written %lld (%s), skipped %lld (identical), failed %lld\n",
+                          util::plural(static_cast<int64_t>(rows.size()), "file").c_str(),
+                          static_cast<long long>(written), util::format_size(bytes).c_str(),
                           static_cast<long long>(skipped), static_cast<long long>(failed));
             if (stopped) return exit_status(Errc::interrupted);
             if (failed == 0) return exit_status(Errc::ok);

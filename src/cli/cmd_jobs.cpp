@@ -108,22 +108,21 @@ Command add_sweep(CLI::App &app) {
             auto &l = ctx.ledger();
             auto st = ctx.open_store();
             auto sum = ops::sweep(l, *st, so, util::system_clock());
-            nlohmann::json j{{"claimed", sum.claimed},      {"deleted", sum.deleted},
-                             {"ignored", sum.ignored},      {"postponed", sum.postponed},
-                             {"retried", sum.retried},      {"dead_lettered", sum.dead_lettered},
-                             {"lease_lost", sum.lease_lost}};
+            nlohmann::json j{{"claimed", sum.claimed},       {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},       {"postponed", sum.postponed},
+                             {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
+                             {"lease_lost", sum.lease_lost}, {"unreachable", sum.unreachable}};
             j["verify_scheduled"] = sum.verify_scheduled; // of the deleted: a verify pass follows
             j["verified"] = sum.verified;                 // of the deleted: this was the verify pass
             if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
             bool ok = sum.dead_lettered == 0 && sum.retried == 0;
             if (!o->dry_run) record(ctx, "sweep", so.worker_id, started, ok, j);
-            for (const auto &e : sum.errors)
-              std::fprintf(stderr, "lodge: sweep: %s\n", util::escape_for_terminal(e).c_str());
+            // Each task's error was said once already, as it happened (the log).
             if (ctx.g.json)
               ctx.print_json(j);
             else if (speak(ctx) || o->dry_run) {
               if (o->dry_run)
-                std::printf("sweep: %lld tasks due\n", static_cast<long long>(sum.would_claim));
+                std::printf("sweep: %s due\n", util::plural(sum.would_claim, "task").c_str());
               else
                 std::printf(
                     "sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
@@ -253,8 +252,8 @@ Command add_reconcile(CLI::App &app) {
               j["items"] = items;
               ctx.print_json(j);
             } else if (speak(ctx) || !sum.clean()) {
-              std::string line = "reconcile: " + std::to_string(sum.objects) + " objects, " +
-                                 std::to_string(sum.rows) + " records";
+              std::string line = "reconcile: " + util::plural(sum.objects, "object") + ", " +
+                                 util::plural(sum.rows, "record");
               for (const auto &[k, v] : sum.counts)
                 line += ", " + k + " " + std::to_string(v);
               if (*apply) line += ", applied " + std::to_string(sum.applied);

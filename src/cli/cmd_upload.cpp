@@ -265,7 +265,7 @@ Command add_upload(CLI::App &app) {
               eta = ", ETA " + util::format_duration_ms(
                                    static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
           }
-          std::fprintf(stderr, "\r\033[K%s files, %s, %s/s%s", files.c_str(),
+          std::fprintf(stderr, "\r\033[K%s %s, %s, %s/s%s", files.c_str(), files == "1" ? "file" : "files",
                        util::format_size(t.bytes).c_str(),
                        util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
           std::fflush(stderr);
@@ -452,9 +452,9 @@ Command add_upload(CLI::App &app) {
           ctx.print_json(nlohmann::json{{"summary", sum}});
         } else if (!ctx.g.quiet) {
           std::fprintf(stderr,
-                       "%lld files: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
+                       "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
                        "failed, %lld skipped (%s in %.1fs)\n",
-                       static_cast<long long>(t.files), static_cast<long long>(t.active),
+                       util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
                        static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
                        static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
                        static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs);

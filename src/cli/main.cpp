@@ -227,6 +227,49 @@ int report(const Context &ctx, const Error &e) {
   return e.exit_code();
 }
 
+// The global options, for every subcommand's --help: they are accepted after the command
+// too (fallthrough), and a user reading `lodge upload --help` should not have to guess.
+std::string global_options_help(CLI::App &app) {
+  std::string out = "Global options (before or after the command; see lodge --help):\n";
+  for (const auto *opt :
+       app.get_options([](const CLI::Option *o) { return o->get_group() == "Global options"; })) {
+    std::string name = opt->get_name(false, true);
+    if (!opt->get_type_name().empty() && opt->get_expected_min() > 0) name += " " + opt->get_type_name();
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-28s%s\n", name.c_str(), opt->get_description().c_str());
+    out += line;
+  }
+  return out;
+}
+
+void add_global_footer(CLI::App &sub, const std::string &text) {
+  sub.footer(text);
+  for (auto *nested : sub.get_subcommands([](const CLI::App *) { return true; }))
+    add_global_footer(*nested, text);
+}
+
+// One warning per LODGE_* variable lodge does not know, with the nearest known name.
+void warn_unknown_environment(const std::map<std::string, std::string> &env) {
+  for (const auto &[name, value] : env) {
+    if (name.rfind("LODGE_", 0) != 0) continue;
+    std::string best;
+    size_t best_d = 4;
+    bool known = false;
+    for (const char *k : config::k_lodge_environment) {
+      if (name == k) known = true;
+      size_t d = edit_distance(name, k);
+      if (d < best_d) {
+        best_d = d;
+        best = k;
+      }
+    }
+    if (known) continue;
+    std::string hint = best.empty() ? "" : " (did you mean " + best + "?)";
+    std::fprintf(stderr, "lodge: warning: unknown environment variable %s, ignored%s\n",
+                 util::escape_for_terminal(name).c_str(), hint.c_str());
+  }
+}
+
 } // namespace
 
 // The whole command; main() only makes sure nothing escapes it.
@@ -299,6 +342,9 @@ int run(int argc, char **argv) {
                                 add_url(app),
                                 add_lifecycle(app),
                                 add_debug(app)};
+  const std::string globals = global_options_help(app);
+  for (auto &c : commands)
+    add_global_footer(*c.app, globals);
 
   try {
     try {
@@ -349,6 +395,7 @@ int run(int argc, char **argv) {
       std::string s = "lodge: " + std::string(tag) + std::string(line) + "\n";
       std::fwrite(s.data(), 1, s.size(), stderr);
     });
+    if (!g.quiet) warn_unknown_environment(ctx.env);
     if (auto it = ctx.env.find("LODGE_FAILPOINTS"); it != ctx.env.end() && !it->second.empty()) {
       auto log = ctx.env.find("LODGE_FAILPOINTS_LOG");
       failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);

@@ -1,4 +1,5 @@
 #include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -39,7 +40,11 @@ std::string get_string(const json &v, const std::string &path) {
 
 uint64_t size_value(const std::string &text, const std::string &path) {
   auto v = util::parse_size(text);
-  if (!v || *v == 0) bad(path, "expected a size like 10MiB, got '" + text + "'");
+  if (!v || *v == 0) {
+    auto hint = util::size_unit_hint(text);
+    bad(path, "expected a size like 10MiB, got '" + util::escape_for_terminal(text) + "'" +
+                  (hint ? ": " + *hint : std::string()));
+  }
   return *v;
 }
 
@@ -91,6 +96,34 @@ std::vector<std::string> get_string_list(const json &v, const std::string &path,
   return out;
 }
 
+// "0644", "644": permission bits only (a set-id or sticky bit on a metrics file is a mistake).
+std::optional<unsigned> parse_file_mode(const std::string &text) {
+  if (text.size() < 3 || text.size() > 4) return std::nullopt;
+  unsigned mode = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '7') return std::nullopt;
+    mode = mode * 8 + static_cast<unsigned>(ch - '0');
+  }
+  if (mode > 0777) return std::nullopt;
+  return mode;
+}
+
+// RFC 6838 section 4.2: type "/" subtype, each 1-127 characters, starting with a letter
+// or digit, then letters, digits and ! # $ & - ^ _ . +
+bool valid_media_type(const std::string &t) {
+  auto name_ok = [](std::string_view n) {
+    if (n.empty() || n.size() > 127 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
+    for (char ch : n)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) &&
+          std::string_view("!#$&-^_.+").find(ch) == std::string_view::npos)
+        return false;
+    return true;
+  };
+  auto slash = t.find('/');
+  if (slash == std::string::npos) return false;
+  return name_ok(std::string_view(t).substr(0, slash)) && name_ok(std::string_view(t).substr(slash + 1));
+}
+
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(
@@ -100,8 +133,15 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
     p.extensions = get_string_list(obj["extensions"], path + ".extensions", true);
-  if (obj.contains("media_types"))
+  if (obj.contains("media_types")) {
     p.media_types = get_string_list(obj["media_types"], path + ".media_types", true);
+    for (size_t i = 0; i < p.media_types.size(); ++i)
+      if (!valid_media_type(p.media_types[i]))
+        bad(path + ".media_types[" + std::to_string(i) + "]",
+            "expected a media type like application/pdf (type/subtype, as detected from the content; no "
+            "wildcards or parameters), got '" +
+                util::escape_for_terminal(p.media_types[i]) + "'");
+  }
   if (obj.contains("max_files")) {
     if (obj["max_files"].is_null())
       p.max_files.reset(); // no limit, as lodge config prints it
@@ -330,9 +370,36 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("status")) {
     const auto &s = doc["status"];
     if (!s.is_object()) bad("status", "expected an object");
-    reject_unknown(s, "status", {"sweep_max_age"});
-    if (s.contains("sweep_max_age"))
-      c.sweep_max_age_ms = get_duration(s["sweep_max_age"], "status.sweep_max_age");
+    reject_unknown(s, "status",
+                   {"sweep_max_age", "repair_max_age", "reconcile_max_age", "required_jobs",
+                    "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
+    for (const char *job : k_jobs) {
+      std::string key = std::string(job) + "_max_age";
+      if (s.contains(key)) c.status.max_age_ms[job] = get_duration(s[key], "status." + key);
+    }
+    if (s.contains("required_jobs")) {
+      auto jobs = get_string_list(s["required_jobs"], "status.required_jobs", false);
+      for (size_t i = 0; i < jobs.size(); ++i)
+        if (!c.status.max_age_ms.contains(jobs[i]))
+          bad("status.required_jobs[" + std::to_string(i) + "]",
+              "expected sweep, repair or reconcile (got '" + util::escape_for_terminal(jobs[i]) + "')");
+      c.status.required_jobs = jobs;
+    }
+    if (s.contains("upload_failed_max"))
+      c.status.upload_failed_max =
+          get_count(s["upload_failed_max"], "status.upload_failed_max", 0, 1'000'000'000);
+    if (s.contains("upload_failed_window"))
+      c.status.upload_failed_window_ms =
+          get_duration(s["upload_failed_window"], "status.upload_failed_window");
+    if (s.contains("prometheus_file_mode")) {
+      const auto &v = s["prometheus_file_mode"];
+      auto mode = v.is_string() ? parse_file_mode(v.get<std::string>()) : std::nullopt;
+      if (!mode)
+        bad("status.prometheus_file_mode", "expected an octal mode like \"0644\" (a string of 3 or 4 octal "
+                                           "digits, no set-id or sticky bit; got " +
+                                               util::escape_for_terminal(v.dump()) + ")");
+      c.status.prometheus_file_mode = *mode;
+    }
   }
   return c;
 }
@@ -479,7 +546,16 @@ nlohmann::json to_json(const Config &c) {
   j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;
   j["jobs"] = c.jobs;
-  j["status"] = {{"sweep_max_age", util::format_duration_exact(c.sweep_max_age_ms)}};
+  json status;
+  for (const char *job : k_jobs)
+    status[std::string(job) + "_max_age"] = util::format_duration_exact(c.status.max_age_ms.at(job));
+  status["required_jobs"] = c.status.required_jobs;
+  status["upload_failed_max"] = c.status.upload_failed_max;
+  status["upload_failed_window"] = util::format_duration_exact(c.status.upload_failed_window_ms);
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", c.status.prometheus_file_mode);
+  status["prometheus_file_mode"] = mode;
+  j["status"] = status;
   j["sweep"] = {{"lease", util::format_duration_exact(c.sweep.lease_ms)},
                 {"max_retries", c.sweep.max_retries},
                 {"backoff_base", util::format_duration_exact(c.sweep.backoff_base_ms)},

@@ -31,10 +31,11 @@ int SqlLedger::schema_version() {
   return m_c->schema_version();
 }
 
-StatusReport SqlLedger::status(int64_t now) {
+StatusReport SqlLedger::status(int64_t now, int64_t failed_since) {
   return m_c->read([&] {
     StatusReport r;
     r.now = now;
+    r.failed_since = failed_since;
     r.ledger_uuid = m_uuid;
     r.schema_version = m_c->schema_version();
     r.backend_kind = m_c->dialect() == sql::Dialect::postgres ? "postgres" : "sqlite";
@@ -97,6 +98,17 @@ StatusReport SqlLedger::status(int64_t now) {
             JobRun{job, st.col_text(0), st.col_int(1), st.col_int(2), st.col_text(3), st.col_text(4)};
       else
         r.last_runs[job] = std::nullopt;
+      auto ok = q("SELECT finished_at FROM job_run WHERE job = ?1 AND outcome = 'ok' "
+                  "ORDER BY started_at DESC, id DESC LIMIT 1");
+      ok.bind(1, std::string_view(job));
+      if (ok.step()) r.last_success_at[job] = ok.col_int(0);
+    }
+    {
+      // A row's updated_at is set when it fails and not changed after.
+      auto st =
+          q("SELECT count(*) FROM file_upload WHERE upload_status = 'UPLOAD_FAILED' AND updated_at >= ?1");
+      st.bind(1, failed_since).step();
+      r.files_failed_since = st.col_int(0);
     }
     return r;
   });

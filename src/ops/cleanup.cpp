@@ -165,33 +165,42 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
 }
 
 // What the ledger's end of the task makes of the store work; said in the log.
-CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f) {
+CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f, CleanupSettings::Voice voice) {
   const auto &task = w.end.task;
   const std::string id = std::to_string(task.id);
-  if (f == ledger::TaskFinish::lease_lost) // only a failed store call's error is said then
+  const bool upload = voice == CleanupSettings::Voice::upload;
+  // The upload's words: the file (its id is the user's) and its object, never the task.
+  const std::string file = "file #" + std::to_string(task.record_id);
+  if (f == ledger::TaskFinish::lease_lost) { // only a failed store call's error is said then
+    if (w.then == TaskWork::Then::failed)
+      util::log::warn(upload ? file + ": its object " + task.object_key + " could not be removed (" +
+                                   w.error + "); sweep will"
+                             : "task " + id + " (" + task.object_key + ") lost its lease after: " + w.error);
     return {CleanupOutcome::lease_lost, w.then == TaskWork::Then::failed ? w.error : std::string(),
             w.unreachable};
+  }
   switch (w.then) {
   case TaskWork::Then::tagged:
-    util::log::info("tagged " + task.object_key + " committed (task " + id + ")");
+    util::log::info("tagged " + task.object_key + " committed" + (upload ? "" : " (task " + id + ")"));
     return {CleanupOutcome::ignored, {}};
   case TaskWork::Then::guard_refused:
     util::log::warn("not deleted: " + task.object_key + " (record #" + std::to_string(task.record_id) +
                     ", a failed upload) is tagged committed, so the store refused the guarded delete (" +
-                    w.error + "); left in place, task " + id + " ignored");
+                    w.error + "); left in place" + (upload ? "" : ", task " + id + " ignored"));
     return {CleanupOutcome::ignored, w.error};
   case TaskWork::Then::foreign:
-    util::log::error("task " + id + " dead-lettered: " + w.error);
+    util::log::error(upload ? file + ": its object " + task.object_key + " is left in place: " + w.error
+                            : "task " + id + " dead-lettered: " + w.error);
     return {CleanupOutcome::dead_lettered, w.error};
   case TaskWork::Then::deleted: {
     CleanupResult r{CleanupOutcome::deleted, {}};
     if (f == ledger::TaskFinish::verify_scheduled) {
       r.verify_scheduled = true;
-      util::log::info("deleted " + task.object_key + " (task " + id +
-                      "); a verify pass follows, in case a late upload still lands");
+      util::log::info("deleted " + task.object_key + (upload ? "" : " (task " + id + ")") +
+                      "; a verify pass follows, in case a late upload still lands");
     } else {
       util::log::info((task.verify_pass == ledger::k_verify_due ? "verified " : "deleted ") +
-                      task.object_key + " (task " + id + ")");
+                      task.object_key + (upload ? "" : " (task " + id + ")"));
     }
     return r;
   }
@@ -199,10 +208,14 @@ CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f) {
     break;
   }
   if (f == ledger::TaskFinish::dead_letter) {
-    util::log::error("task " + id + " (" + task.object_key + ") dead-lettered: " + w.error);
+    util::log::error(upload ? file + ": its object " + task.object_key + " could not be removed: " + w.error +
+                                  " (see lodge tasks)"
+                            : "task " + id + " (" + task.object_key + ") dead-lettered: " + w.error);
     return {CleanupOutcome::dead_lettered, w.error, w.unreachable};
   }
-  util::log::warn("task " + id + " (" + task.object_key + ") will be retried: " + w.error);
+  util::log::warn(upload ? file + ": its object " + task.object_key + " could not be removed yet (" +
+                               w.error + "); sweep will retry"
+                         : "task " + id + " (" + task.object_key + ") will be retried: " + w.error);
   return {CleanupOutcome::retried, w.error, w.unreachable};
 }
 
@@ -254,7 +267,7 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
                    ledger.decide(task, clock.now_ms(), s.grace_ms, tag_of(store)), s, clock);
   if (w.done) return *w.done;
   make_deletes_durable(store, {&w}, s, clock);
-  return conclude(w, end_one(ledger, w.end, clock.now_ms()));
+  return conclude(w, end_one(ledger, w.end, clock.now_ms()), s.voice);
 }
 
 std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger, store::ObjectStore &store,
@@ -324,7 +337,7 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
   for (size_t i = 0; i < work.size(); ++i)
     if (work[i].done) out[i] = *work[i].done;
   for (size_t j = 0; j < ends.size(); ++j)
-    out[ending[j]] = conclude(work[ending[j]], finishes[j]);
+    out[ending[j]] = conclude(work[ending[j]], finishes[j], s.voice);
   return out;
 }
 

@@ -1,42 +1,111 @@
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <lodge/error.hpp>
 #include <lodge/ops/status.hpp>
+#include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <variant>
 
 namespace lodge::ops {
 
-Health evaluate(const ledger::StatusReport &r, int64_t sweep_max_age_ms) {
+namespace {
+std::string ago(int64_t now, int64_t t) {
+  return util::format_duration_ms(now - t) + " ago";
+}
+
+int64_t count_of(const nlohmann::json &counts, const char *key) {
+  auto it = counts.find(key);
+  return it != counts.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// Why a job's last run failed, as one reason: the store out of reach, reconcile's
+// findings, or the run's own error.
+Reason failed_run(const ledger::JobRun &run, int64_t now) {
+  auto counts = nlohmann::json::parse(run.counts_json, nullptr, false);
+  if (!counts.is_object()) counts = nlohmann::json::object();
+  std::string error =
+      counts.contains("error") && counts["error"].is_string() ? counts["error"].get<std::string>() : "";
+  std::string code =
+      counts.contains("code") && counts["code"].is_string() ? counts["code"].get<std::string>() : "";
+  std::string last = "the last " + run.job + " (" + ago(now, run.finished_at) + ")";
+  int64_t unreachable = count_of(counts, "unreachable");
+  if (code == "STORAGE_UNAVAILABLE" || code == "ACCESS_DENIED" || unreachable > 0)
+    return {"store_unreachable",
+            last + " could not reach the store: " +
+                (!error.empty() ? error + " (" + code + ")"
+                                : util::plural(unreachable, "task") + " got no answer or were refused")};
+  if (run.job == "reconcile" && error.empty() && counts.contains("found") && counts["found"].is_object()) {
+    std::string found;
+    for (const auto &[kind, n] : counts["found"].items())
+      if (n.is_number_integer() && n.get<int64_t>() > 0)
+        found += (found.empty() ? "" : ", ") + std::to_string(n.get<int64_t>()) + " " + kind;
+    if (!found.empty())
+      return {"reconcile_findings", last + " found " + found + " (run `lodge reconcile` to list them)"};
+  }
+  if (!error.empty())
+    return {"job_failed", last + " failed: " + error + (code.empty() ? "" : " (" + code + ")")};
+  std::string what;
+  if (int64_t n = count_of(counts, "retried"); n > 0) what = util::plural(n, "task") + " to retry";
+  if (int64_t n = count_of(counts, "dead_lettered"); n > 0)
+    what += (what.empty() ? "" : ", ") + std::to_string(n) + " dead-lettered";
+  return {"job_failed", last + " failed" + (what.empty() ? "" : ": " + what) + " (see lodge tasks)"};
+}
+} // namespace
+
+Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s) {
   Health h;
-  auto problem = [&](std::string s) {
+  auto problem = [&](std::string code, std::string message) {
     h.healthy = false;
-    h.problems.push_back(std::move(s));
+    h.reasons.push_back({std::move(code), std::move(message)});
   };
   if (r.diverged)
     problem(
+        "ledger_diverged",
         "the ledger's history DIVERGED from the store's (restored or copied; the store's id marker is at #" +
-        std::to_string(r.diverged->store_mark) + "): " +
-        (r.diverged->reconciled_at ? "reconciled; run `lodge init --accept-diverged` when done"
-                                   : "run `lodge reconcile`, then `lodge init --accept-diverged`"));
+            std::to_string(r.diverged->store_mark) + "): " +
+            (r.diverged->reconciled_at ? "reconciled; run `lodge init --accept-diverged` when done"
+                                       : "run `lodge reconcile`, then `lodge init --accept-diverged`"));
   if (r.dead_letters > 0)
-    problem(std::to_string(r.dead_letters) + " cleanup task(s) dead-lettered (see lodge tasks)");
+    problem("dead_letters",
+            util::plural(r.dead_letters, "cleanup task") + " dead-lettered (see lodge tasks)");
   if (r.overdue_uploading > 0)
-    problem(std::to_string(r.overdue_uploading) + " upload(s) past their deadline (is repair running?)");
+    problem("uploading_overdue", util::plural(r.overdue_uploading, "upload") + " past " +
+                                     (r.overdue_uploading == 1 ? "its" : "their") +
+                                     " deadline (is repair running?)");
   if (r.expired_leases > 0)
-    problem(std::to_string(r.expired_leases) + " cleanup task(s) with an expired lease (a sweep died?)");
-  const auto &sweep = r.last_runs.contains("sweep") ? r.last_runs.at("sweep") : std::nullopt;
-  if (sweep) {
-    if (r.now - sweep->finished_at > sweep_max_age_ms)
-      problem("no sweep for " + util::format_duration_ms(r.now - sweep->finished_at) + " (limit " +
-              util::format_duration_ms(sweep_max_age_ms) + ")");
-  } else if (r.now - r.ledger_created_at > sweep_max_age_ms) {
-    problem("sweep has never run on this ledger (is cron set up?)");
+    problem("lease_expired",
+            util::plural(r.expired_leases, "cleanup task") + " with an expired lease (a sweep died?)");
+  for (const char *job : config::k_jobs) {
+    auto it = r.last_runs.find(job);
+    const auto &run = it == r.last_runs.end() ? std::nullopt : it->second;
+    auto limit = s.max_age_ms.find(job);
+    int64_t max_age = limit == s.max_age_ms.end() ? 0 : limit->second;
+    bool required = std::find(s.required_jobs.begin(), s.required_jobs.end(), job) != s.required_jobs.end();
+    if (run) {
+      if (run->outcome != "ok") {
+        auto reason = failed_run(*run, r.now);
+        problem(std::move(reason.code), std::move(reason.message));
+      }
+      if (max_age > 0 && r.now - run->finished_at > max_age)
+        problem("job_overdue", "no " + std::string(job) + " for " +
+                                   util::format_duration_ms(r.now - run->finished_at) + " (limit " +
+                                   util::format_duration_exact(max_age) + "; is cron running it?)");
+    } else if (required && r.now - r.ledger_created_at > max_age) {
+      problem("job_overdue",
+              std::string(job) +
+                  " has never run on this ledger (required by status.required_jobs; is cron set up?)");
+    }
   }
+  if (r.files_failed_since > s.upload_failed_max)
+    problem("upload_failed_rate", util::plural(r.files_failed_since, "upload") + " failed in the last " +
+                                      util::format_duration_exact(r.now - r.failed_since) + " (limit " +
+                                      std::to_string(s.upload_failed_max) + "; see lodge list --all)");
   return h;
 }
 
@@ -84,8 +153,16 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
                              {"reconciled_at",
                               r.diverged->reconciled_at ? json(*r.diverged->reconciled_at) : json(nullptr)}}
                       : json(nullptr);
+  j["upload_failed_recent"] = {{"count", r.files_failed_since}, {"since", r.failed_since}};
   j["healthy"] = h.healthy;
-  j["problems"] = h.problems;
+  json reasons = json::array();
+  json problems = json::array();
+  for (const auto &reason : h.reasons) {
+    reasons.push_back({{"code", reason.code}, {"message", reason.message}});
+    problems.push_back(reason.message);
+  }
+  j["reasons"] = reasons;
+  j["problems"] = problems; // the messages alone, as before reasons had codes
   return j;
 }
 
@@ -102,14 +179,16 @@ std::string seconds_text(int64_t ms) {
 
 std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   std::ostringstream o;
+  // One family at a time, HELP and TYPE first (the text exposition format); every value
+  // an integer or exact decimal seconds, never a double's six digits.
   auto gauge = [&](const char *name, const char *help) {
     o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n";
   };
-  gauge("lodge_files", "File records by state.");
-  o << "lodge_files{state=\"uploading\"} " << r.files_uploading << '\n'
-    << "lodge_files{state=\"active\"} " << r.files_active << '\n'
-    << "lodge_files{state=\"failed\"} " << r.files_failed << '\n'
-    << "lodge_files{state=\"deleted\"} " << r.files_deleted << '\n';
+  gauge("lodge_files", "File records by state (DELETED: ACTIVE files deleted by the user).");
+  o << "lodge_files{state=\"UPLOADING\"} " << r.files_uploading << '\n'
+    << "lodge_files{state=\"ACTIVE\"} " << r.files_active << '\n'
+    << "lodge_files{state=\"UPLOAD_FAILED\"} " << r.files_failed << '\n'
+    << "lodge_files{state=\"DELETED\"} " << r.files_deleted << '\n';
   gauge("lodge_tasks", "Cleanup tasks by status.");
   for (const auto &[k, v] : r.tasks)
     o << "lodge_tasks{status=\"" << k << "\"} " << v << '\n';
@@ -119,15 +198,39 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   o << "lodge_expired_leases " << r.expired_leases << '\n';
   gauge("lodge_dead_letters", "Cleanup tasks that failed for good.");
   o << "lodge_dead_letters " << r.dead_letters << '\n';
+  gauge("lodge_upload_failed_recent",
+        "Records that became UPLOAD_FAILED within status.upload_failed_window.");
+  o << "lodge_upload_failed_recent " << r.files_failed_since << '\n';
   gauge("lodge_oldest_uploading_age_seconds", "Age of the oldest UPLOADING record.");
   o << "lodge_oldest_uploading_age_seconds " << seconds_text(r.oldest_uploading_age_ms.value_or(0)) << '\n';
-  gauge("lodge_job_last_finished_timestamp_seconds", "When each job last finished.");
+  bool any_run = false;
   for (const auto &[name, run] : r.last_runs)
-    if (run)
-      o << "lodge_job_last_finished_timestamp_seconds{job=\"" << name << "\"} "
-        << seconds_text(run->finished_at) << '\n';
-  gauge("lodge_healthy", "1 when status --check would pass.");
-  o << "lodge_healthy " << (h.healthy ? 1 : 0) << '\n';
+    any_run = any_run || run.has_value();
+  if (any_run) {
+    gauge("lodge_job_last_run_timestamp_seconds", "When each job's last run finished (Unix time).");
+    for (const auto &[name, run] : r.last_runs)
+      if (run)
+        o << "lodge_job_last_run_timestamp_seconds{job=\"" << name << "\"} " << seconds_text(run->finished_at)
+          << '\n';
+    gauge("lodge_job_last_run_ok", "1 when each job's last run succeeded.");
+    for (const auto &[name, run] : r.last_runs)
+      if (run)
+        o << "lodge_job_last_run_ok{job=\"" << name << "\"} " << (run->outcome == "ok" ? 1 : 0) << '\n';
+  }
+  if (!r.last_success_at.empty()) {
+    gauge("lodge_job_last_success_timestamp_seconds",
+          "When each job last finished successfully (Unix time).");
+    for (const auto &[name, at] : r.last_success_at)
+      o << "lodge_job_last_success_timestamp_seconds{job=\"" << name << "\"} " << seconds_text(at) << '\n';
+  }
+  gauge("lodge_health_reasons", "How many reasons of each code make status --check unhealthy.");
+  for (const char *code : k_reason_codes) {
+    auto n =
+        std::count_if(h.reasons.begin(), h.reasons.end(), [&](const Reason &x) { return x.code == code; });
+    o << "lodge_health_reasons{code=\"" << code << "\"} " << n << '\n';
+  }
+  gauge("lodge_health_ok", "1 when status --check passes.");
+  o << "lodge_health_ok " << (h.healthy ? 1 : 0) << '\n';
   return o.str();
 }
 
@@ -137,9 +240,9 @@ namespace {
 }
 } // namespace
 
-void write_file_atomically(const std::string &path, const std::string &text) {
+void write_file_atomically(const std::string &path, const std::string &text, unsigned mode) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) write_failed(path, "open", errno);
   // Whatever fails, the temporary file goes and the old file stays as it was.
   auto give_up = [&](const char *step, int err, bool still_open) {
@@ -147,6 +250,8 @@ void write_file_atomically(const std::string &path, const std::string &text) {
     ::unlink(tmp.c_str());
     write_failed(path, step, err);
   };
+  // lodge runs under umask 077: the mode is set here, not left to open(2).
+  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) give_up("chmod", errno, true);
   size_t off = 0;
   while (off < text.size()) {
     auto n = ::write(fd, text.data() + off, text.size() - off);

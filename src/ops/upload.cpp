@@ -251,10 +251,10 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     r.object_key = rec.object_key;
     return r;
   case ledger::ReserveOutcome::quota_exceeded:
-    return rejected(r, Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
-                                                       std::to_string(m_s.policy.max_files.value_or(0)) +
-                                                       " files, the most policy " + m_s.policy.name +
-                                                       " allows"));
+    return rejected(r,
+                    Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
+                                                    util::plural(m_s.policy.max_files.value_or(0), "file") +
+                                                    ", the most policy " + m_s.policy.name + " allows"));
   case ledger::ReserveOutcome::key_reused:
     r.id = rec.id;
     return rejected(r, Error(Errc::idempotency_key_reused,
@@ -393,10 +393,10 @@ void Uploader::settle_tail() {
       return;
     case ledger::ConfirmOutcome::task_held:
       r.outcome = UploadOutcome::failed;
-      r.error =
-          Error(Errc::state_changed, "file #" + std::to_string(rec.id) +
-                                         " could not be confirmed: a sweep holds its cleanup task (past its "
-                                         "deadline?); not stored");
+      r.error = Error(Errc::state_changed,
+                      "file #" + std::to_string(rec.id) +
+                          " could not be confirmed: a sweep is already cleaning it up (past its "
+                          "deadline?); not stored");
       end();
       return;
     }
@@ -604,7 +604,9 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   if (!task) return;
   auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
   if (!claimed) return;
-  (void)run_claimed_task(m_ledger, m_store, *claimed, m_s.cleanup, m_clock);
+  auto cleanup = m_s.cleanup;
+  cleanup.voice = CleanupSettings::Voice::upload;
+  (void)run_claimed_task(m_ledger, m_store, *claimed, cleanup, m_clock);
 }
 
 namespace {

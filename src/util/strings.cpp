@@ -273,4 +273,11 @@ std::optional<int64_t> parse_int(std::string_view s) {
   return v;
 }
 
+std::string plural(int64_t n, std::string_view one, std::string_view many) {
+  std::string out = std::to_string(n) + " ";
+  if (n == 1) return out.append(one);
+  if (!many.empty()) return out.append(many);
+  return out.append(one).append("s");
+}
+
 } // namespace lodge::util

@@ -24,19 +24,41 @@ std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
 std::optional<uint64_t> parse_size(std::string_view text) {
   auto nu = number_and_unit(text);
   if (!nu) return std::nullopt;
-  static constexpr std::array<std::pair<std::string_view, uint64_t>, 10> k_units{
-      {{"", 1},
-       {"B", 1},
-       {"KiB", 1ULL << 10},
-       {"MiB", 1ULL << 20},
-       {"GiB", 1ULL << 30},
-       {"TiB", 1ULL << 40},
-       {"KB", 1000ULL},
-       {"MB", 1000ULL * 1000},
-       {"GB", 1000ULL * 1000 * 1000},
-       {"TB", 1000ULL * 1000 * 1000 * 1000}}};
+  // Binary units only: "1GB" means 10^9 to a disk vendor and 2^30 to many admins, so it
+  // is refused (size_unit_hint says what to write) rather than guessed.
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 6> k_units{{{"", 1},
+                                                                                 {"B", 1},
+                                                                                 {"KiB", 1ULL << 10},
+                                                                                 {"MiB", 1ULL << 20},
+                                                                                 {"GiB", 1ULL << 30},
+                                                                                 {"TiB", 1ULL << 40}}};
   for (const auto &[unit, mult] : k_units)
     if (nu->second == unit) return checked_mul(nu->first, mult);
+  return std::nullopt;
+}
+
+std::optional<std::string> size_unit_hint(std::string_view text) {
+  auto nu = number_and_unit(text);
+  if (!nu) return std::nullopt;
+  std::string unit;
+  for (char c : nu->second)
+    unit.push_back(static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c));
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> k_near{{{"K", "KiB"},
+                                                                                         {"KB", "KiB"},
+                                                                                         {"KIB", "KiB"},
+                                                                                         {"M", "MiB"},
+                                                                                         {"MB", "MiB"},
+                                                                                         {"MIB", "MiB"},
+                                                                                         {"G", "GiB"},
+                                                                                         {"GB", "GiB"},
+                                                                                         {"GIB", "GiB"},
+                                                                                         {"T", "TiB"},
+                                                                                         {"TB", "TiB"},
+                                                                                         {"TIB", "TiB"}}};
+  for (const auto &[near, binary] : k_near)
+    if (unit == near)
+      return "sizes are binary: write " + std::to_string(nu->first) + std::string(binary) +
+             " (KiB, MiB, GiB, TiB are powers of 1024), or the exact number of bytes with B";
   return std::nullopt;
 }
 

@@ -84,7 +84,7 @@ class Foundation(LodgeTestCase):
         self.assertEqual(r.rc, 1, r)
         self.assertIn("UNHEALTHY", r.out)
         self.assertIn("dead-lettered", r.out)
-        self.assertIn("lodge: error: the ledger is unhealthy: 1 problem(s) (UNHEALTHY)", r.err)
+        self.assertIn("lodge: error: the ledger is unhealthy: 1 problem (UNHEALTHY)", r.err)
         j = self.lodge("status", "--json").json()
         self.assertEqual(j["dead_letters"], 1)
         self.assertFalse(j["healthy"])
@@ -94,8 +94,8 @@ class Foundation(LodgeTestCase):
         self.init()
         self.assertEqual(self.lodge("status", "-q", "--prometheus", out).rc, 0)
         text = open(out).read()
-        self.assertIn('lodge_files{state="active"} 0', text)
-        self.assertIn("lodge_healthy 1", text)
+        self.assertIn('lodge_files{state="ACTIVE"} 0', text)
+        self.assertIn("lodge_health_ok 1", text)
 
     def test_status_prometheus_write_failure_is_an_io_error_naming_the_file(self):
         out = os.path.join(self.dir, "no-such-dir", "lodge.prom")

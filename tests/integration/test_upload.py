@@ -94,7 +94,7 @@ class UploadS3(UploadMixin, S3TestCase):
         r = self.lodge("upload", f)
         self.assertEqual(r.rc, 0, r)
         self.assertRegex(r.out, r"^active\s+#1 lodge/ci/\S+\.txt .*a\.txt$")
-        self.assertIn("1 files: 1 active", r.err)
+        self.assertIn("1 file: 1 active", r.err)
         lst = self.lodge("list", "--json").json()
         self.assertEqual(lst["name"], "a.txt")
         self.assertEqual(lst["status"], "ACTIVE")

@@ -217,7 +217,7 @@ TEST_CASE("status figures on a hand-built ledger") {
     )sql");
   }
   auto l = open_at(path, &clock);
-  auto r = l->status(1'000'000);
+  auto r = l->status(1'000'000, 0);
   CHECK(r.files_active == 1);
   CHECK(r.files_deleted == 1);
   CHECK(r.files_failed == 1);
@@ -233,16 +233,28 @@ TEST_CASE("status figures on a hand-built ledger") {
   REQUIRE(r.last_runs.at("sweep").has_value());
   CHECK(r.last_runs.at("sweep")->worker_id == "w2");
   CHECK_FALSE(r.last_runs.at("repair").has_value());
+  CHECK(r.last_success_at.at("sweep") == 200); // the failed run came after
+  CHECK_FALSE(r.last_success_at.contains("repair"));
+  CHECK(r.files_failed_since == 1);
+  CHECK(l->status(1'000'000, 1'000'000).files_failed_since == 0);
 
-  auto h = ops::evaluate(r, 3'600'000);
+  config::StatusSettings s;
+  auto h = ops::evaluate(r, s);
   CHECK_FALSE(h.healthy);
-  CHECK(h.problems.size() == 3);
+  std::vector<std::string> codes;
+  for (const auto &reason : h.reasons)
+    codes.push_back(reason.code);
+  CHECK(codes ==
+        std::vector<std::string>{"dead_letters", "uploading_overdue", "lease_expired", "job_failed"});
+  s.max_age_ms["sweep"] = 1000;
   auto clean = ledger::StatusReport{};
   clean.now = 10;
   clean.ledger_created_at = 5;
-  CHECK(ops::evaluate(clean, 1000).healthy); // a young ledger gets time for its first sweep
+  CHECK(ops::evaluate(clean, s).healthy); // a young ledger gets time for its first sweep
   clean.now = 5000;
-  CHECK_FALSE(ops::evaluate(clean, 1000).healthy); // an old one without any sweep does not
+  CHECK_FALSE(ops::evaluate(clean, s).healthy); // an old one without any sweep does not
+  s.required_jobs.clear();
+  CHECK(ops::evaluate(clean, s).healthy); // unless no job is required
 }
 
 TEST_CASE(

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <lodge/ops/status.hpp>
+#include <sys/stat.h>
 
 using namespace lodge;
 
@@ -47,7 +48,54 @@ TEST_CASE("the Prometheus textfile prints times as exact seconds") {
   r.last_runs["sweep"] = run;
   r.oldest_uploading_age_ms = 5;
   auto text = ops::status_prometheus(r, ops::Health{});
-  CHECK(text.find("lodge_job_last_finished_timestamp_seconds{job=\"sweep\"} 1796110000.123\n") !=
+  CHECK(text.find("lodge_job_last_run_timestamp_seconds{job=\"sweep\"} 1796110000.123\n") !=
         std::string::npos);
   CHECK(text.find("lodge_oldest_uploading_age_seconds 0.005\n") != std::string::npos);
+}
+
+TEST_CASE("write_file_atomically gives the file its mode whatever the umask") {
+  // lodge runs under umask 077: the textfile came out 0600, unreadable by node_exporter.
+  test::TempDir dir;
+  auto path = dir.file("lodge.prom");
+  auto old = ::umask(077);
+  ops::write_file_atomically(path, "x\n");
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0644);
+  ops::write_file_atomically(path, "y\n", 0640);
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0640);
+  ::umask(old);
+}
+
+TEST_CASE("a failed job run names its cause: the store, reconcile's findings, or the error") {
+  config::StatusSettings s;
+  ledger::StatusReport r;
+  r.now = 10'000;
+  r.ledger_created_at = 9'000;
+  auto run = [&](const char *job, const char *counts) {
+    ledger::JobRun j;
+    j.job = job;
+    j.finished_at = 9'500;
+    j.outcome = "failed";
+    j.counts_json = counts;
+    r.last_runs[job] = j;
+  };
+  run("sweep", R"({"claimed":3,"retried":3,"unreachable":3})");
+  run("repair", R"({"error":"database is locked","code":"LEDGER_LOCKED"})");
+  run("reconcile", R"({"found":{"dangling":219,"corrupt":0,"diverged":2},"clean":false})");
+  auto h = ops::evaluate(r, s);
+  REQUIRE(h.reasons.size() == 3);
+  CHECK(h.reasons[0].code == "store_unreachable");
+  CHECK(h.reasons[0].message ==
+        "the last sweep (500ms ago) could not reach the store: 3 tasks got no answer or were refused");
+  CHECK(h.reasons[1].code == "job_failed");
+  CHECK(h.reasons[1].message == "the last repair (500ms ago) failed: database is locked (LEDGER_LOCKED)");
+  CHECK(h.reasons[2].code == "reconcile_findings");
+  CHECK(h.reasons[2].message ==
+        "the last reconcile (500ms ago) found 219 dangling, 2 diverged (run `lodge reconcile` to list them)");
+  run("sweep", R"({"error":"GET .lodge/x: connection refused","code":"STORAGE_UNAVAILABLE"})");
+  CHECK(ops::evaluate(r, s).reasons[0].message ==
+        "the last sweep (500ms ago) could not reach the store: GET .lodge/x: connection refused "
+        "(STORAGE_UNAVAILABLE)");
 }

@@ -29,7 +29,14 @@ TEST_CASE("sizes parse with binary and decimal units and reject junk") {
   CHECK(util::parse_size("10MiB") == 10ULL << 20);
   CHECK(util::parse_size("5GiB") == 5ULL << 30);
   CHECK(util::parse_size("512") == 512U);
-  CHECK(util::parse_size("1KB") == 1000U);
+  // SI units are refused, with what to write instead: one meaning for every size.
+  CHECK_FALSE(util::parse_size("1KB"));
+  CHECK_FALSE(util::parse_size("1GB"));
+  CHECK_FALSE(util::parse_size("1g"));
+  CHECK(util::size_unit_hint("1GB") == "sizes are binary: write 1GiB (KiB, MiB, GiB, TiB are powers of "
+                                       "1024), or the exact number of bytes with B");
+  CHECK(util::size_unit_hint("10mib").value_or("").find("write 10MiB") != std::string::npos);
+  CHECK_FALSE(util::size_unit_hint("10parsecs"));
   CHECK_FALSE(util::parse_size("10 MiB"));
   CHECK_FALSE(util::parse_size("MiB"));
   CHECK_FALSE(util::parse_size("-1B"));

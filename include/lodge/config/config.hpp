@@ -37,6 +37,28 @@ struct SweepSettings {
   int64_t backoff_max_ms = 3'600'000;
 };
 
+// status --check: what makes a ledger unhealthy (DESIGN.md "status"; README "Monitoring").
+struct StatusSettings {
+  // Each job must have run within its interval; a job that never ran counts as overdue only
+  // when it is required (and the ledger is older than its interval).
+  std::map<std::string, int64_t> max_age_ms{
+      {"sweep", 3'600'000}, {"repair", 3'600'000}, {"reconcile", 8 * 86'400'000LL}};
+  std::vector<std::string> required_jobs{"sweep"};
+  // More than upload_failed_max rows that became UPLOAD_FAILED within the window: unhealthy.
+  int64_t upload_failed_max = 10;
+  int64_t upload_failed_window_ms = 3'600'000;
+  unsigned prometheus_file_mode = 0644; // --prometheus FILE: no secrets in it; node_exporter reads it
+};
+
+// Every LODGE_* environment variable lodge reads; any other is warned about (a misspelled
+// one would otherwise be ignored without a word). A new variable is added here.
+inline constexpr const char *k_lodge_environment[] = {
+    "LODGE_CONFIG", "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
+    "LODGE_REGION", "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG"};
+
+// The jobs status watches, in the order it reports them.
+inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile"};
+
 struct Config {
   std::string config_file; // the file read, or empty
   std::string ledger;
@@ -65,7 +87,7 @@ struct Config {
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 4; // parts of one file in flight at once
   int jobs = 8;
-  int64_t sweep_max_age_ms = 3'600'000; // status --check: a sweep must have run this recently
+  StatusSettings status;
   std::map<std::string, Policy> policies;
   SweepSettings sweep;
 

@@ -158,7 +158,10 @@ public:
   // The uuid made when the ledger was created; stamped into every object's metadata.
   [[nodiscard]] virtual const std::string &uuid() const = 0;
   [[nodiscard]] virtual int schema_version() = 0;
-  [[nodiscard]] virtual StatusReport status(int64_t now) = 0;
+  // The figures status reports at `now`; files_failed_since counts the rows that became
+  // UPLOAD_FAILED at or after `failed_since` (ms).
+  [[nodiscard]] virtual StatusReport status(int64_t now, int64_t failed_since) = 0;
+  [[nodiscard]] StatusReport status(int64_t now) { return status(now, now); }
   virtual void record_job_run(const JobRun &run) = 0;
 
   // --- the store binding ---

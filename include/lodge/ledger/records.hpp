@@ -137,6 +137,9 @@ struct StatusReport {
   int64_t tasks_due = 0;
   std::optional<int64_t> oldest_uploading_age_ms;
   std::map<std::string, std::optional<JobRun>> last_runs; // sweep, repair, reconcile
+  std::map<std::string, int64_t> last_success_at;         // finished_at of each job's last ok run
+  int64_t files_failed_since = 0;                         // UPLOAD_FAILED since the status query's time
+  int64_t failed_since = 0;                               // that time (ms)
   std::optional<Divergence> diverged;                     // set while the ledger's history is diverged
 };
 

@@ -16,6 +16,9 @@ struct CleanupSettings {
   int64_t grace_ms = 300'000; // 5m
   int64_t backoff_base_ms = 30'000;
   int64_t backoff_max_ms = 3'600'000;
+  // Who speaks in the log: sweep names its tasks; an upload's own compensation speaks of
+  // the file and its object only (its user never met a task).
+  enum class Voice { job, upload } voice = Voice::job;
 };
 
 enum class CleanupOutcome { deleted, ignored, postponed, retried, dead_lettered, lease_lost };

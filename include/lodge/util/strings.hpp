@@ -36,5 +36,8 @@ namespace lodge::util {
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
 // Parses a decimal integer that must fill the whole string.
 [[nodiscard]] std::optional<int64_t> parse_int(std::string_view s);
+// "1 file", "2 files": the count and the noun, plural unless n is 1 (`many` when the plural
+// is not noun + "s": "1 entry" / "2 entries").
+[[nodiscard]] std::string plural(int64_t n, std::string_view one, std::string_view many = {});
 
 } // namespace lodge::util
