@@ -133,9 +133,17 @@ Command recorded_job(const char *job, Command c);
   return exit_status(Errc::storage_error);
 }
 
-// Set by SIGINT/SIGTERM: stop starting new work.
+// SIGINT, SIGTERM, SIGHUP, or a closed stdout: stop starting new work. A second signal
+// also aborts the transfers in flight (http::set_abort_flag): aborted().
 bool interrupted();
-void install_interrupt_handlers();
+bool aborted();
+bool broken_pipe(); // stdout's reader went away (EPIPE): exit 141, as a shell reports SIGPIPE
+// Installs the handlers; `announce`: the first signal says how many uploads are finishing
+// (set_in_flight) and how to abort them, the second that they are being aborted.
+void install_interrupt_handlers(bool announce = false);
+void set_in_flight(int64_t n);
+// After a write to stdout: notes EPIPE as an interruption.
+void check_stdout();
 
 int main(int argc, char **argv);
 

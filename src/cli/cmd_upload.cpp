@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <fstream>
@@ -244,7 +245,8 @@ Command add_upload(CLI::App &app) {
           std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
                        static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
 
-        install_interrupt_handlers();
+        install_interrupt_handlers(!ctx.g.quiet);
+        std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report
         bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
         std::mutex out_mutex;
         Tally t;
@@ -273,7 +275,10 @@ Command add_upload(CLI::App &app) {
         auto report = [&](const ops::FileResult &r, bool from_queue) {
           std::lock_guard lock(out_mutex);
           ++t.files;
-          if (from_queue) ++t.queued_done;
+          if (from_queue) {
+            ++t.queued_done;
+            set_in_flight(in_flight.fetch_sub(1) - 1);
+          }
           switch (r.outcome) {
           case ops::UploadOutcome::active:
             ++t.active;
@@ -314,6 +319,7 @@ Command add_upload(CLI::App &app) {
               auto line = result_line(r);
               std::fprintf(stdout, "%s\n", line.c_str());
               std::fflush(stdout);
+              check_stdout();
             }
           }
           if (progress) show_progress();
@@ -360,6 +366,8 @@ Command add_upload(CLI::App &app) {
                 queue.clear();
                 break;
               }
+              // In flight: popped and not reported yet (a pipelined file's confirm included).
+              set_in_flight(in_flight.fetch_add(1) + 1);
               for (auto &r : up->upload_next(*file)) {
                 if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
                   // The content of a file another worker is sending (empty files, copies
@@ -367,6 +375,7 @@ Command add_upload(CLI::App &app) {
                   // Only a reserve answers so: this file's, never the pending one's.
                   std::lock_guard lock(retry_mutex);
                   retry_later.push_back(*file);
+                  set_in_flight(in_flight.fetch_sub(1) - 1);
                   continue;
                 }
                 report(r, true);
@@ -448,23 +457,29 @@ Command add_upload(CLI::App &app) {
                              {"duplicate", t.duplicate}, {"replayed", t.replayed},
                              {"rejected", t.rejected},   {"failed", t.failed},
                              {"skipped", t.skipped},     {"bytes", t.bytes},
-                             {"seconds", secs},          {"interrupted", interrupted()}};
+                             {"seconds", secs},          {"interrupted", interrupted()},
+                             {"aborted", aborted()}};
           ctx.print_json(nlohmann::json{{"summary", sum}});
         } else if (!ctx.g.quiet) {
           std::fprintf(stderr,
                        "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
-                       "failed, %lld skipped (%s in %.1fs)\n",
+                       "failed, %lld skipped (%s in %.1fs)%s\n",
                        util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
                        static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
                        static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs);
+                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
+                       !interrupted()  ? ""
+                       : broken_pipe() ? ", interrupted: stdout was closed"
+                                       : ", interrupted");
         }
         if (interrupted()) {
-          std::fprintf(stderr,
-                       "lodge: error: interrupted by a signal: the files in flight were finished, "
-                       "no new one was started (%s)\n",
-                       std::string(errc_name(Errc::interrupted)).c_str());
-          return exit_status(Errc::interrupted);
+          std::string why = broken_pipe() ? "stdout was closed" : "interrupted by a signal";
+          std::string what = aborted() ? "the uploads in flight were aborted and their records failed"
+                                       : "the files in flight were finished";
+          std::fprintf(stderr, "lodge: error: %s: %s, no new one was started (%s)\n", why.c_str(),
+                       what.c_str(), std::string(errc_name(Errc::interrupted)).c_str());
+          // 141 is how a shell reports a process killed by SIGPIPE: a reader that went away.
+          return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
         }
         // Whole-run failures get their own exit status, as DESIGN.md's table says.
         bool none_done = t.active + t.replayed + t.duplicate == 0 && t.rejected == 0;

@@ -166,22 +166,96 @@ std::string Context::owner() {
 }
 
 namespace {
-std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_signals{0};    // SIGINT, SIGTERM, SIGHUP received (a broken stdout counts as one)
+std::atomic<bool> g_abort{false}; // the second: transfers in flight are aborted
+std::atomic<bool> g_broken_pipe{false};
+std::atomic<int64_t> g_in_flight{0};
+std::atomic<bool> g_announce{false};
+std::atomic<bool> g_tty{false}; // stderr: a progress line to clear first
+
+// Async-signal-safe: write(2) of a message built without allocation.
+void say(const char *a, int64_t n, const char *b) {
+  char buf[160];
+  size_t len = 0;
+  auto put = [&](const char *s) {
+    while (*s && len < sizeof buf)
+      buf[len++] = *s++;
+  };
+  put(a);
+  if (n >= 0) {
+    char digits[24];
+    int d = 0;
+    do {
+      digits[d++] = static_cast<char>('0' + n % 10);
+      n /= 10;
+    } while (n > 0 && d < 23);
+    while (d > 0 && len < sizeof buf)
+      buf[len++] = digits[--d];
+  }
+  put(b);
+  ssize_t ignored = ::write(2, buf, len);
+  (void)ignored;
+}
+
+void note_interrupt(bool from_signal) {
+  int n = ++g_signals;
+  if (n >= 2) g_abort = true;
+  if (!from_signal || !g_announce.load()) return;
+  if (n == 1) {
+    int64_t f = g_in_flight.load();
+    say(g_tty ? "\r\033[Klodge: finishing " : "lodge: finishing ", f,
+        f == 1 ? " upload in flight (Ctrl-C again to abort it)\n"
+               : " uploads in flight (Ctrl-C again to abort them)\n");
+  } else if (n == 2) {
+    say(g_tty ? "\r\033[Klodge: aborting the uploads in flight" : "lodge: aborting the uploads in flight", -1,
+        "\n");
+  }
+}
+
 extern "C" void on_interrupt(int /*signal*/) {
-  g_interrupted = true;
+  note_interrupt(true);
 }
 } // namespace
 
 bool interrupted() {
-  return g_interrupted.load();
+  return g_signals.load() > 0;
 }
 
-void install_interrupt_handlers() {
+bool aborted() {
+  return g_abort.load();
+}
+
+bool broken_pipe() {
+  return g_broken_pipe.load();
+}
+
+void set_in_flight(int64_t n) {
+  g_in_flight = n;
+}
+
+void check_stdout() {
+  if (g_broken_pipe.load() || !std::ferror(stdout) || errno != EPIPE) return;
+  // The reader went away (`lodge upload … | head -1`): stop as at a first Ctrl-C; the rest
+  // is said on stderr.
+  g_broken_pipe = true;
+  note_interrupt(false);
+}
+
+void install_interrupt_handlers(bool announce) {
+  g_announce = announce;
+  g_tty = ::isatty(2) == 1;
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  // A closed stdout is EPIPE on the write (check_stdout), not a silent death mid-upload.
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, nullptr);
+  http::set_abort_flag(&g_abort);
 }
 
 void Context::print_json(const nlohmann::json &value, int indent) const {
@@ -189,6 +263,7 @@ void Context::print_json(const nlohmann::json &value, int indent) const {
   std::fwrite(line.data(), 1, line.size(), stdout);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  check_stdout();
 }
 
 namespace {

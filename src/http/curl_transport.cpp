@@ -81,6 +81,12 @@ size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
   return n;
 }
 
+std::atomic<const std::atomic<bool> *> g_abort{nullptr};
+
+int on_progress(void *user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<const std::atomic<bool> *>(user)->load() ? 1 : 0; // non-zero aborts the transfer
+}
+
 size_t on_header(char *data, size_t size, size_t nitems, void *user) {
   auto *ex = static_cast<Exchange *>(user);
   size_t n = size * nitems;
@@ -138,6 +144,14 @@ public:
     if (!m_opts.ca_bundle.empty()) set(CURLOPT_CAINFO, m_opts.ca_bundle.c_str());
     set(CURLOPT_PROTOCOLS_STR, "http,https");
     if (m_opts.no_proxy) set(CURLOPT_NOPROXY, "*");
+    const auto *abort = g_abort.load();
+    if (abort && abort->load())
+      return Error(Errc::interrupted, "aborted before it started (" + req.method + ")");
+    set(CURLOPT_NOPROGRESS, abort ? 0L : 1L);
+    if (abort) {
+      set(CURLOPT_XFERINFOFUNCTION, on_progress);
+      set(CURLOPT_XFERINFODATA, const_cast<std::atomic<bool> *>(abort));
+    }
     set(CURLOPT_FOLLOWLOCATION, 0L);
     set(CURLOPT_HEADERFUNCTION, on_header);
     set(CURLOPT_HEADERDATA, &ex);
@@ -190,7 +204,7 @@ public:
     uint64_t size = req.body ? req.body->size() : 0;
     // Whole body sent, no status line back: the server may still have acted on it.
     d.ambiguous = req.method != "GET" && req.method != "HEAD" && ex.sent >= size && !ex.got_headers;
-    Errc code = Errc::storage_unavailable;
+    Errc code = rc == CURLE_ABORTED_BY_CALLBACK ? Errc::interrupted : Errc::storage_unavailable;
     if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 &&
         util::steady_ms() >= req.deadline_steady_ms - 5)
       code = Errc::deadline_exceeded;
@@ -204,6 +218,10 @@ private:
   CurlHandle m_curl;
 };
 } // namespace
+
+void set_abort_flag(const std::atomic<bool> *flag) {
+  g_abort = flag;
+}
 
 std::unique_ptr<Transport> make_curl_transport(const TransportOptions &opts) {
   global_init();

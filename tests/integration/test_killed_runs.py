@@ -6,10 +6,12 @@ failpoint), real processes, moto; either ledger backend."""
 
 import json
 import os
+import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import StoreTestCase, check_invariants, converge, main, wait_until  # noqa: E402
+from lodgetest import FaultProxy, StoreTestCase, check_invariants, converge, main, wait_until  # noqa: E402
 
 CONFIG = {
     # The default deadline: a re-run that waited for it would take 15 minutes.
@@ -86,6 +88,79 @@ class KilledRuns(StoreTestCase):
         self.assertEqual(live.returncode, 0, err)
         self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active")
         self.assertEqual(self.rows()[0][1], "UPLOADING")  # the other boot's row: its deadline decides
+
+
+    # --- signals and a closed stdout ---
+
+    def fired(self, log):
+        return os.path.exists(log) and os.path.getsize(log) > 0
+
+    def test_a_first_signal_finishes_the_uploads_in_flight_and_starts_no_new_one(self):
+        tree = os.path.join(self.dir, "tree")
+        for i in range(5):
+            self.write(f"tree/f{i}.txt", f"file {i}\n")
+        gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
+        p = self.spawn("upload", "--jobs", "1", tree,
+                       env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
+        wait_until(lambda: self.fired(log), what="the first file's PUT")
+        # Pipelined, the first file's after_put fires once the second is under way (its
+        # confirm goes with the second's reserve): both are in flight.
+        p.send_signal(signal.SIGHUP)  # as SIGINT and SIGTERM
+        with open(gate, "w"):
+            pass
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("lodge: finishing 2 uploads in flight (Ctrl-C again to abort them)", err)
+        self.assertIn("2 files: 2 active", err)
+        self.assertIn(", interrupted\n", err)
+        self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
+                      "started (INTERRUPTED)", err)
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
+        check_invariants(self, self.objects())
+
+    def test_a_second_signal_aborts_the_transfer_in_flight_and_fails_its_row(self):
+        proxy = FaultProxy(self.server_port, self.dir)
+        self.addCleanup(proxy.stop)
+        self.rebind(self.endpoint_env(proxy.endpoint))
+        proxy.set_rules([{"method": "PUT", "path_contains": "/stuck.bin", "action": "blackhole", "times": 100,
+                          "hold_s": 120}])
+        p = self.spawn("upload", self.write("stuck.bin", "x" * 100_000), env=self.endpoint_env(proxy.endpoint))
+        wait_until(lambda: any(e["method"] == "PUT" and "stuck.bin" in e["path"] for e in proxy.entries()), what="the PUT to hang")
+        p.send_signal(signal.SIGINT)
+        # Handled (two signals sent at once would be one): its message is the first line.
+        first = p.stderr.readline()
+        self.assertIn("lodge: finishing 1 upload in flight (Ctrl-C again to abort it)", first)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)  # not the proxy's 120 s hold, nor curl's timeouts
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("lodge: aborting the uploads in flight", err)
+        self.assertIn("lodge: error: interrupted by a signal: the uploads in flight were aborted and their records "
+                      "failed, no new one was started (INTERRUPTED)", err)
+        [(rid, state, deleted, _, reason)] = self.rows()
+        self.assertEqual((state, deleted), ("UPLOAD_FAILED", 1))
+        self.assertTrue(reason.startswith("INTERRUPTED: "), reason)
+        # The whole body had left (the proxy read it): the object might exist, so its delete
+        # owes a verify pass.
+        [(pass_,)] = self.sql("SELECT verify_pass FROM cleanup_task WHERE record_id = ?", (rid,))
+        self.assertEqual(pass_, 1)
+
+    def test_a_closed_stdout_stops_the_run_with_status_141(self):
+        tree = os.path.join(self.dir, "many")
+        for i in range(200):
+            self.write(f"many/f{i:03d}.txt", f"file {i}\n")
+        p = self.spawn("upload", "--jobs", "1", tree)
+        first = p.stdout.readline()  # `lodge upload … | head -1`
+        self.assertTrue(first, p)
+        p.stdout.close()
+        err = p.stderr.read()
+        p.wait(timeout=60)
+        self.assertEqual(p.returncode, 141, err)
+        self.assertIn(", interrupted: stdout was closed\n", err)
+        self.assertIn("lodge: error: stdout was closed: the files in flight were finished", err)
+        rows = self.rows()
+        self.assertLess(len(rows), 200, "it stopped starting files")
+        self.assertEqual([r for r in rows if r[1] == "UPLOADING"], [])
+        check_invariants(self, self.objects())
 
 
 if __name__ == "__main__":

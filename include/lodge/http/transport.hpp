@@ -3,6 +3,7 @@
 // Bodies are streamed (CURLOPT_UPLOAD, explicit Content-Type), re-read from the start on
 // each attempt; a caller-given deadline aborts the transfer.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
@@ -77,6 +78,10 @@ public:
 };
 
 [[nodiscard]] std::unique_ptr<Transport> make_curl_transport(const TransportOptions &opts);
+
+// A process-wide flag that, once true, aborts every transfer in flight and refuses new
+// ones with INTERRUPTED (a second Ctrl-C). Null, the default: none. Set before threads start.
+void set_abort_flag(const std::atomic<bool> *flag);
 
 // Global libcurl initialisation; call once from main before threads start.
 void global_init();
