@@ -374,8 +374,7 @@ Command add_upload(CLI::App &app) {
                   // in one tree): tried again once the workers are done, as a duplicate.
                   // Only a reserve answers so: this file's, never the pending one's.
                   std::lock_guard lock(retry_mutex);
-                  retry_later.push_back(*file);
-                  set_in_flight(in_flight.fetch_sub(1) - 1);
+                  retry_later.push_back(*file); // still in flight: reported after the retry
                   continue;
                 }
                 report(r, true);
@@ -446,7 +445,19 @@ Command add_upload(CLI::App &app) {
           ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
           for (const auto &file : retry_later) {
             if (interrupted()) break;
-            report(up.upload(file), true);
+            auto r = up.upload(file);
+            // The same content in flight in another process (or a worker of this one): wait
+            // for its sender, bounded by its deadline, then ask again: a duplicate once it
+            // is ACTIVE, a new upload if it failed, not IN_PROGRESS "failed".
+            for (int round = 0; round < 5 && !s.idempotency_key && r.error &&
+                                r.error->code == Errc::in_progress && r.id && !interrupted();
+                 ++round) {
+              if (!ops::wait_for_upload(ctx.ledger(), *r.id, cfg, cfg.sweep.max_retries, util::system_clock(),
+                                        [] { return interrupted(); }))
+                break;
+              r = up.upload(file);
+            }
+            report(r, true);
           }
         }
         if (progress) std::fprintf(stderr, "\r\033[K");

@@ -1,4 +1,5 @@
 #include <array>
+#include <chrono>
 #include <climits>
 #include <fstream>
 #include <lodge/ops/grace.hpp>
@@ -6,6 +7,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <sstream>
+#include <thread>
 #include <unistd.h>
 
 namespace lodge::ops {
@@ -137,6 +139,28 @@ RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int
     }
   }
   return sum;
+}
+
+bool wait_for_upload(ledger::Ledger &l, int64_t id, const config::Config &c, int max_retries,
+                     const util::Clock &clock, const std::function<bool()> &stop) {
+  int64_t pause_ms = 20;
+  while (true) {
+    auto row = l.find_file(id);
+    if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return true;
+    if (holder_state(row->holder) == HolderState::gone) {
+      auto h = parse_holder(*row->holder);
+      (void)l.fail_abandoned(id, *row->holder,
+                             "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
+                                 " on this host) is gone",
+                             clock.now_ms(), grace_for(c, row->policy), max_retries);
+      return true;
+    }
+    if (clock.now_ms() > row->upload_deadline_at || (stop && stop())) return false;
+    // Another process is sending it: its confirm (or failure) is a write to the ledger we
+    // cannot be told of, so look again, less often as the wait grows.
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min<int64_t>(pause_ms * 2, 500);
+  }
 }
 
 } // namespace lodge::ops

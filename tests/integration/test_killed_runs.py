@@ -90,6 +90,32 @@ class KilledRuns(StoreTestCase):
         self.assertEqual(self.rows()[0][1], "UPLOADING")  # the other boot's row: its deadline decides
 
 
+    def test_two_runs_over_the_same_files_wait_for_each_other_and_report_duplicates(self):
+        tree = os.path.join(self.dir, "same")
+        for i in range(3):
+            self.write(f"same/f{i}.txt", f"same file {i}\n")
+        gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
+        a = self.spawn("upload", "--json", "--jobs", "1", tree,
+                       env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
+        wait_until(lambda: self.fired(log), what="the first run's first PUT")
+        b = self.spawn("upload", "--json", "--jobs", "1", tree)
+        # The second run sends what the first has not reserved, then waits for the one it holds.
+        wait_until(lambda: [r[1] for r in self.rows()].count("ACTIVE") == 2, what="the second run's uploads")
+        self.assertEqual(b.poll(), None, "it waits for the first run's upload")
+        with open(gate, "w"):
+            pass
+        outcomes = {}
+        for p in (a, b):
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertNotIn("IN_PROGRESS", out + err)
+            lines = [json.loads(x) for x in out.splitlines()]
+            outcomes[p.pid] = sorted(x["outcome"] for x in lines if "outcome" in x)
+        self.assertEqual(outcomes[a.pid], ["active", "duplicate", "duplicate"], outcomes)
+        self.assertEqual(outcomes[b.pid], ["active", "active", "duplicate"], outcomes)
+        self.assertEqual(sorted(r[1] for r in self.rows()), ["ACTIVE"] * 3)
+        check_invariants(self, self.objects())
+
     # --- signals and a closed stdout ---
 
     def fired(self, log):

@@ -8,6 +8,7 @@
 // boot, namespace or host is never judged here: it keeps the deadline rule.
 
 #include <cstdint>
+#include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/util/clock.hpp>
@@ -48,5 +49,12 @@ struct RecoverSummary {
 // of live processes, and of anywhere else, are left to their deadline.
 [[nodiscard]] RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
                                                const util::Clock &clock);
+
+// Waits, polling the ledger, until row `id` is no longer an alive UPLOADING row (its
+// sender confirmed or failed it), or its sender is found gone here (then the row is failed
+// as recover_abandoned would). False when it gave up first: the row's deadline passed
+// or stop() said so.
+[[nodiscard]] bool wait_for_upload(ledger::Ledger &l, int64_t id, const config::Config &c, int max_retries,
+                                   const util::Clock &clock, const std::function<bool()> &stop);
 
 } // namespace lodge::ops
