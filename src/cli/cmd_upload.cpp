@@ -13,6 +13,7 @@
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
+#include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
@@ -240,10 +241,14 @@ Command add_upload(CLI::App &app) {
         auto pool = ctx.ledger_pool();
         // A re-run after a killed run on this host: that run's rows fail now (as repair
         // would at their deadline), so its files go again at once instead of IN_PROGRESS.
-        if (auto a = ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries, util::system_clock());
-            a.failed > 0 && !ctx.g.quiet)
-          std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
-                       static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
+        // Only when the store's id marker shows this ledger's history is the store's (as
+        // repair checks first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
+        if (cfg.fail_killed_runs && !ctx.ledger().held_uploads(ops::this_process() ? ops::this_process()->scope() : "\n", 1).empty())
+          if (auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock()); d && !d.value())
+            if (auto a = ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries, util::system_clock());
+                a.failed > 0 && !ctx.g.quiet)
+              std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
+                           static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
 
         install_interrupt_handlers(!ctx.g.quiet);
         std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report

@@ -313,7 +313,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   reject_unknown(doc, "",
                  {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
                   "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status", "tag_state"});
+                  "sweep", "status", "tag_state", "fail_killed_runs"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
@@ -326,6 +326,11 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (doc.contains("ca_bundle")) c.ca_bundle = get_string(doc["ca_bundle"], "ca_bundle");
   if (doc.contains("profile")) c.profile = get_string(doc["profile"], "profile");
+  if (doc.contains("fail_killed_runs")) {
+    const auto &v = doc["fail_killed_runs"];
+    if (!v.is_boolean()) bad("fail_killed_runs", "expected true or false (got " + v.dump() + ")");
+    c.fail_killed_runs = v.get<bool>();
+  }
   if (doc.contains("tag_state")) {
     const auto &v = doc["tag_state"];
     if (!v.is_boolean()) bad("tag_state", "expected true or false (got " + v.dump() + ")");
@@ -541,6 +546,7 @@ nlohmann::json to_json(const Config &c) {
   j["profile"] = c.profile;
   j["verify_tls"] = c.verify_tls;
   j["tag_state"] = c.tag_state;
+  j["fail_killed_runs"] = c.fail_killed_runs;
   j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);

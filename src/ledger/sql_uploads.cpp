@@ -728,12 +728,14 @@ RepairOutcome SqlLedger::fail_abandoned(int64_t id, const std::string &holder, c
                 " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND holder = ?4");
     if (st.bind(1, id).bind(2, now).bind(3, reason).bind(4, holder).exec() != 1)
       return RepairOutcome::not_overdue;
-    (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, true, now);
-    // Its reserve made the task due at deadline + grace; the sender is gone, so nothing it
-    // sent can land later than the grace from now: due then, not in 15 minutes.
+    // Two bounds on when what its sender sent can still land: the grace after the sender's
+    // end (which was before now), and the grace after the deadline (lodge aborts its own PUTs
+    // before then). The task is due at the earlier, not at deadline + grace regardless.
+    const int64_t due_at = std::min(now + grace_ms, std::max(now, row->upload_deadline_at + grace_ms));
+    (void)ensure_pending_task(id, row->object_key, due_at, max_retries, true, now);
     auto due = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?3"
                  " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY') AND next_retry_at > ?2");
-    (void)due.bind(1, id).bind(2, now + grace_ms).bind(3, now).exec();
+    (void)due.bind(1, id).bind(2, due_at).bind(3, now).exec();
     tx.commit();
     return RepairOutcome::repaired;
   });

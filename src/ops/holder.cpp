@@ -1,6 +1,8 @@
 #include <array>
 #include <chrono>
+#include <cerrno>
 #include <climits>
+#include <csignal>
 #include <fstream>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
@@ -19,10 +21,14 @@ std::string read_first_line(const std::string &path) {
   return util::trim(line);
 }
 
-// Field 22 of /proc/PID/stat (starttime), read after the last ')' (the command name may
-// hold spaces and parentheses); nullopt when the process does not exist or is a zombie
-// (killed, not yet reaped by its parent: it sends nothing any more).
-std::optional<int64_t> read_start_ticks(int64_t pid) {
+struct Stat {
+  bool zombie = false;
+  int64_t start = 0;
+};
+
+// Fields 3 (state) and 22 (starttime) of /proc/PID/stat, read after the last ')' (the
+// command name may hold spaces and parentheses); nullopt when /proc shows no such process.
+std::optional<Stat> read_stat(int64_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   if (!in) return std::nullopt;
   std::stringstream ss;
@@ -32,15 +38,24 @@ std::optional<int64_t> read_start_ticks(int64_t pid) {
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(s.substr(close + 1));
   std::string f;
+  Stat st;
   for (int i = 3; i <= 22; ++i) { // the fields after ')' start with field 3 (state)
     if (!(fields >> f)) return std::nullopt;
-    if (i == 3 && (f == "Z" || f == "X")) return std::nullopt;
+    if (i == 3) st.zombie = f == "Z" || f == "X";
   }
   try {
-    return std::stoll(f);
+    st.start = std::stoll(f);
   } catch (const std::exception &) {
     return std::nullopt;
   }
+  return st;
+}
+
+// The start time of a live (not zombie) process.
+std::optional<int64_t> read_start_ticks(int64_t pid) {
+  auto st = read_stat(pid);
+  if (!st || st->zombie) return std::nullopt;
+  return st->start;
 }
 
 std::optional<Holder> probe() {
@@ -115,16 +130,22 @@ HolderState holder_state(const std::optional<std::string> &holder) {
   if (!holder || !me) return HolderState::not_ours;
   auto h = parse_holder(*holder);
   if (!h || h->boot_id != me->boot_id || h->pid_ns != me->pid_ns) return HolderState::not_ours;
-  auto now = read_start_ticks(h->pid);
-  // No such process, or another one under the same pid (started at another tick): gone.
-  return now && *now == h->start_ticks ? HolderState::alive : HolderState::gone;
+  // kill(pid, 0) sees every process of the namespace, even where /proc hides other users'
+  // (hidepid): ESRCH is the only proof that none has that pid.
+  if (::kill(static_cast<pid_t>(h->pid), 0) != 0 && errno == ESRCH) return HolderState::gone;
+  auto stat = read_stat(h->pid);
+  if (!stat) return HolderState::alive; // there, but /proc will not say more: never judged gone
+  // A zombie (killed, not reaped: it sends nothing), or another process under the same pid.
+  return stat->zombie || stat->start != h->start_ticks ? HolderState::gone : HolderState::alive;
 }
 
 RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
                                  const util::Clock &clock) {
   RecoverSummary sum;
   const auto &me = this_process();
-  if (!me) return sum;
+  // A diverged ledger (restored from a backup) holds rows whose confirm happened in the
+  // other copy's history: a gone sender proves nothing there.
+  if (!me || !c.fail_killed_runs || l.id_blocks().diverged) return sum;
   for (const auto &r : l.held_uploads(me->scope(), 10'000)) {
     ++sum.examined;
     if (holder_state(r.holder) != HolderState::gone) continue;
@@ -147,7 +168,7 @@ bool wait_for_upload(ledger::Ledger &l, int64_t id, const config::Config &c, int
   while (true) {
     auto row = l.find_file(id);
     if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return true;
-    if (holder_state(row->holder) == HolderState::gone) {
+    if (c.fail_killed_runs && holder_state(row->holder) == HolderState::gone) {
       auto h = parse_holder(*row->holder);
       (void)l.fail_abandoned(id, *row->holder,
                              "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +

@@ -24,6 +24,9 @@ from lodgetest import (AzBlobError, AzureTestCase, FaultProxy, azblob, azurite_s
                        check_invariants, converge, main, wait_until)
 
 CONFIG = {
+    # The crash scenarios here test the deadline rule (rows of another host keep it); the
+    # killed-run path is test_killed_runs.py's.
+    "fail_killed_runs": False,
     "policies": {"default": {"max_size": "64MiB", "deadline": "10s", "grace": "5s"}},
     # Staged (block) uploads from 6 MiB on, in 5 MiB blocks: an 11 MiB file is 3 blocks.
     "multipart_threshold": "6MiB", "part_size": "5MiB",

@@ -59,6 +59,14 @@ class KilledRuns(StoreTestCase):
         converge(self, later="+30s")
         self.assertEqual(len(self.objects()), 1, self.objects())
 
+    def test_fail_killed_runs_false_leaves_them_to_their_deadline(self):
+        old, _ = self.killed_upload(self.write("e.txt", "e\n"))
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(dict(CONFIG, fail_killed_runs=False)))
+        r = self.lodge("repair", "--json")
+        self.assertEqual((r.json()["repaired"], r.json()["abandoned"]), (0, 0), r)
+        self.assertEqual(self.rows()[0][1], "UPLOADING")
+        self.assertEqual(self.lodge("config", "--json").json()["fail_killed_runs"], False)
+
     def test_repair_fails_a_killed_runs_rows_before_their_deadline(self):
         old, _ = self.killed_upload(self.write("b.txt", "b\n"))
         r = self.lodge("repair", "--json")

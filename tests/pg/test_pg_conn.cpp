@@ -193,6 +193,7 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
   db.sql("DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
          " DROP TABLE owner_usage; DROP INDEX file_upload_alive_digest;"
          " CREATE INDEX file_upload_owner_alive ON file_upload (owner_id) WHERE is_deleted = 0;"
+         " ALTER TABLE file_upload DROP COLUMN holder;"
          " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
   db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
          " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
@@ -201,6 +202,8 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
   auto c = open(url, false); // migrates
   CHECK(c->schema_version() == k_schema_version);
   CHECK(shape() == want);
+  CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"
+               " AND column_name = 'holder'") == "1"); // version 6's
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
   insert_row(*c, "k3"); // the trigger counts from then on
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");

@@ -81,6 +81,9 @@ struct Config {
   std::shared_ptr<const s3::AwsShared> aws; // S3 stores: the AWS shared files, as read
   bool verify_tls = true;
   bool force_network_fs = false;
+  // upload and repair fail at once the UPLOADING rows whose sender, on this boot and in
+  // this PID namespace, is provably gone (false: every row waits for its deadline).
+  bool fail_killed_runs = true;
   bool tag_state = false; // S3: tag objects lodge-state=pending, then committed once ACTIVE
   int64_t busy_timeout_ms = 10'000;
   uint64_t multipart_threshold = 64ULL << 20;

@@ -269,8 +269,9 @@ public:
   [[nodiscard]] virtual std::vector<FileRecord> held_uploads(const std::string &holder_prefix, int limit) = 0;
   // One transaction: re-checks the row is alive, UPLOADING and still held by `holder` (a
   // process the caller proved gone); fails it as repair_row does, before its deadline,
-  // with `reason`. Its task is made pending, due after the grace from now and owing a
-  // verify pass (a PUT that was wholly sent may still land). not_overdue when it moved on.
+  // with `reason`. Its task is made pending, owing a verify pass (a PUT that was wholly
+  // sent may still land), due at the earlier of now + grace and (deadline + grace, or now
+  // when that has passed). not_overdue when it moved on.
   [[nodiscard]] virtual RepairOutcome fail_abandoned(int64_t id, const std::string &holder,
                                                      const std::string &reason, int64_t now, int64_t grace_ms,
                                                      int max_retries) = 0;
