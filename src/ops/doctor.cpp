@@ -199,7 +199,7 @@ std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe
     out.push_back(make("store.reachable", Level::fail, where + ": " + why(e), store_fix(e)));
     return out;
   }
-  out.push_back(make("store.reachable", Level::ok, where + " answered a signed LIST"));
+  out.push_back(make("store.reachable", Level::ok, where + " answered a LIST under .lodge/"));
 
   auto put = st.put_small(probe_key, "lodge doctor probe\n", "");
   if (!put) {
