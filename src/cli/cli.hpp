@@ -116,6 +116,7 @@ Command add_get(CLI::App &app);
 Command add_cat(CLI::App &app);
 Command add_url(CLI::App &app);
 Command add_lifecycle(CLI::App &app);
+Command add_doctor(CLI::App &app);
 Command add_debug(CLI::App &app);
 // Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
 // job_run: the command records its own outcome when it returns; an exception records a

@@ -416,6 +416,7 @@ int run(int argc, char **argv) {
                                 add_cat(app),
                                 add_url(app),
                                 add_lifecycle(app),
+                                add_doctor(app),
                                 add_debug(app)};
   const std::string globals = global_options_help(app);
   for (auto &c : commands)

@@ -4,6 +4,7 @@
 Rules live in a JSON file (a list) that is re-read whenever it changes; each request is
 matched on method and a substring of its path, and the first rule with times left acts:
   503              answer 503 SlowDown without forwarding
+  403              answer 403 AccessDenied without forwarding
   reset_before     reset the client connection before forwarding anything
   reset_mid_body   read `bytes` bytes of the request body, then reset
   forward_then_reset  forward the whole request, wait for the answer, then reset the
@@ -127,10 +128,15 @@ def handle(client):
             name, _, value = h.partition(":")
             if name.strip().lower() == "range":
                 entry["range"] = value.strip()
-        if action == "503":
+        if action in ("503", "403"):
             read_exact(client, length, rest)
-            body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
-            client.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
+            if action == "503":
+                body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+                head = b"HTTP/1.1 503 Service Unavailable"
+            else:
+                body = b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                head = b"HTTP/1.1 403 Forbidden"
+            client.sendall(head + b"\r\nContent-Type: application/xml\r\n"
                            b"Connection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
             client.close()
             log(entry)

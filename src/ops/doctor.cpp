@@ -1,0 +1,254 @@
+#include <cstdlib>
+#include <filesystem>
+#include <lodge/azure/client.hpp>
+#include <lodge/ledger/schema.hpp>
+#include <lodge/ledger/sqlite.hpp>
+#include <lodge/ops/doctor.hpp>
+#include <lodge/util/units.hpp>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+
+namespace lodge::ops::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+
+Check make(std::string name, Level level, std::string message, std::string fix = {}) {
+  return Check{std::move(name), level, std::move(message), std::move(fix)};
+}
+
+struct FsType {
+  unsigned long magic;
+  const char *name;
+  bool network;
+};
+
+// statfs(2) f_type values (linux/magic.h and the filesystems' own headers).
+constexpr FsType k_fs_types[] = {
+    {0xEF53, "ext4", false},      {0x58465342, "xfs", false},     {0x9123683E, "btrfs", false},
+    {0x01021994, "tmpfs", false}, {0x794C7630, "overlay", false}, {0x2FC12FC1, "zfs", false},
+    {0xF2F52010, "f2fs", false},  {0x6969, "nfs", true},          {0x517B, "smb", true},
+    {0xFF534D42, "cifs", true},   {0xFE534D42, "smb2", true},     {0x564C, "ncp", true},
+    {0x65735546, "fuse", true},   {0x01021997, "9p", true},       {0x6B414653, "afs", true},
+    {0x47504653, "gpfs", true},   {0x00C36400, "ceph", true},     {0x013111A8, "ibrix", true},
+    {0x0BD00BD0, "lustre", true}, {0x19830326, "fhgfs", true},    {0x5346414F, "openafs", true},
+};
+
+} // namespace
+
+const char *level_name(Level l) {
+  switch (l) {
+  case Level::ok:
+    return "ok";
+  case Level::warn:
+    return "warn";
+  case Level::fail:
+    return "fail";
+  }
+  return "fail";
+}
+
+std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
+  usable = false;
+  std::vector<Check> out;
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) p = path;
+  if (!fs::exists(p, ec)) {
+    out.push_back(
+        make("ledger.location", Level::fail, "no ledger at " + p.string(),
+             "create it with `lodge --db " + path + " init`, or point --db / LODGE_DB at the ledger"));
+    return out;
+  }
+  out.push_back(make("ledger.location", Level::ok, p.string() + " (SQLite)"));
+
+  std::string dir = p.parent_path().string();
+  struct statfs sf {};
+  if (::statfs(dir.c_str(), &sf) == 0) {
+    auto magic = static_cast<unsigned long>(sf.f_type);
+    const FsType *found = nullptr;
+    for (const auto &t : k_fs_types)
+      if (t.magic == magic) found = &t;
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%lX", magic);
+    std::string name = found ? found->name : std::string("type ") + hex;
+    if (found && found->network)
+      out.push_back(
+          make("ledger.filesystem", Level::warn,
+               dir + " is on " + name + ", a network filesystem: SQLite's locks and WAL are not safe there",
+               "move the ledger to a local disk, or use a PostgreSQL ledger (--db postgres://...)"));
+    else
+      out.push_back(make("ledger.filesystem", Level::ok, dir + " is on " + name));
+  }
+  struct statvfs sv {};
+  if (::statvfs(dir.c_str(), &sv) == 0) {
+    uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+    std::string msg = util::format_size(avail) + " free in " + dir;
+    if (avail < k_min_free_bytes)
+      out.push_back(make("ledger.free_space", Level::warn,
+                         msg + " (under " + util::format_size(k_min_free_bytes) + ")",
+                         "free space on that filesystem: a full disk makes every ledger write fail"));
+    else
+      out.push_back(make("ledger.free_space", Level::ok, msg));
+  }
+
+  try {
+    ledger::Db db(p.string(), 2000, true);
+    auto version = static_cast<int>(db.query_int("PRAGMA user_version"));
+    std::string have = std::to_string(version), mine = std::to_string(ledger::k_schema_version);
+    if (version > ledger::k_schema_version) {
+      out.push_back(make("ledger.schema", Level::fail,
+                         "schema version " + have + ", newer than this lodge's " + mine +
+                             ": this lodge refuses to open it",
+                         "upgrade lodge to the version that wrote this ledger (or newer)"));
+      return out;
+    }
+    if (version < ledger::k_oldest_schema_version) {
+      out.push_back(make("ledger.schema", Level::fail, "schema version " + have + ": not a lodge ledger",
+                         "point --db / LODGE_DB at the ledger `lodge init` made"));
+      return out;
+    }
+    if (version < ledger::k_schema_version)
+      out.push_back(make("ledger.schema", Level::warn,
+                         "schema version " + have + ", older than this lodge's " + mine +
+                             ": the next command that writes migrates it",
+                         "run `lodge init` now (it migrates the ledger) rather than in the middle of a job"));
+    else
+      out.push_back(make("ledger.schema", Level::ok, "schema version " + have + " (this lodge's)"));
+    std::string qc = db.query_text("PRAGMA quick_check");
+    if (qc == "ok")
+      out.push_back(make("ledger.integrity", Level::ok, "PRAGMA quick_check: ok"));
+    else
+      out.push_back(make("ledger.integrity", Level::fail, "PRAGMA quick_check: " + qc,
+                         "restore the ledger from a backup (sqlite3 " + p.string() +
+                             " .recover can salvage rows); stop the cron jobs until then"));
+    usable = version <= ledger::k_schema_version && qc == "ok";
+  } catch (const LodgeError &e) {
+    out.push_back(make("ledger.integrity", Level::fail, e.error().message,
+                       "check the file is the lodge ledger and readable by this user"));
+    return out;
+  }
+
+  std::string wal = p.string() + "-wal";
+  auto wal_size = fs::file_size(wal, ec);
+  if (ec)
+    out.push_back(make("ledger.wal", Level::ok, "no WAL file"));
+  else if (wal_size > k_max_wal_bytes)
+    out.push_back(make("ledger.wal", Level::warn,
+                       "WAL file " + wal + " is " + util::format_size(wal_size) + " (over " +
+                           util::format_size(k_max_wal_bytes) + ")",
+                       "a long-running reader keeps SQLite from checkpointing: stop it, then run `sqlite3 " +
+                           p.string() + " 'PRAGMA wal_checkpoint(TRUNCATE)'`"));
+  else
+    out.push_back(make("ledger.wal", Level::ok, "WAL file " + util::format_size(wal_size)));
+  return out;
+}
+
+Check clock_skew(const std::string &server_date, int64_t local_ms) {
+  auto server_ms = azure::parse_http_date_ms(server_date);
+  if (server_date.empty() || !server_ms)
+    return make("store.clock", Level::warn,
+                server_date.empty() ? "the store sent no Date header"
+                                    : "unreadable Date header: " + server_date,
+                "check this host's clock with NTP (timedatectl, chronyc tracking)");
+  int64_t skew = local_ms - *server_ms;
+  int64_t abs_s = (skew < 0 ? -skew : skew) / 1000;
+  std::string msg = "this host's clock is " + std::to_string(abs_s) + " s " +
+                    (skew < 0 ? "behind" : "ahead of") + " the store's (Date: " + server_date + ")";
+  const std::string fix = "synchronize this host's clock (NTP: timedatectl set-ntp true, or chrony)";
+  int64_t abs_ms = skew < 0 ? -skew : skew;
+  if (abs_ms > k_skew_fail_ms)
+    return make("store.clock", Level::fail, msg + ": signed requests are refused past 15 minutes", fix);
+  if (abs_ms > k_skew_warn_ms)
+    return make("store.clock", Level::warn, msg + ": over 5 minutes, signed requests fail past 15", fix);
+  return make("store.clock", Level::ok, msg);
+}
+
+namespace {
+
+std::string store_fix(const Error &e) {
+  if (e.details.s3_code == "NoSuchBucket" || e.details.s3_code == "ContainerNotFound")
+    return "create the bucket, or correct --store / LODGE_STORE";
+  if (e.code == Errc::access_denied)
+    return "check the credentials (`lodge config --explain` shows which were used) and that their policy "
+           "allows "
+           "this request on the store";
+  if (store::is_unreachable(e))
+    return "check --endpoint / AWS_ENDPOINT_URL, the network and any proxy; the store must answer from this "
+           "host";
+  return "see the error; `lodge -vv` shows the requests";
+}
+
+std::string why(const Error &e) {
+  std::string s = e.message + " (" + std::string(e.name());
+  if (!e.details.s3_code.empty()) s += ", " + e.details.s3_code;
+  return s + ")";
+}
+
+} // namespace
+
+std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe_key) {
+  std::vector<Check> out;
+  const std::string where = st.describe();
+  // A signed LIST under lodge's own folder: reaches the server, proves the credentials and
+  // that the bucket exists.
+  auto listed = st.list(st.key_prefix() + ".lodge/", [](const store::ObjectInfo &) { return false; });
+  if (!listed) {
+    const auto &e = listed.error();
+    out.push_back(make("store.reachable", Level::fail, where + ": " + why(e), store_fix(e)));
+    return out;
+  }
+  out.push_back(make("store.reachable", Level::ok, where + " answered a LIST under .lodge/"));
+
+  auto put = st.put_small(probe_key, "lodge doctor probe\n", "");
+  if (!put) {
+    const auto &e = put.error();
+    out.push_back(make("store.put", Level::fail, "PUT " + probe_key + ": " + why(e),
+                       "lodge needs s3:PutObject on the store's prefix: " + store_fix(e)));
+    return out;
+  }
+  out.push_back(make("store.put", Level::ok, "PUT " + probe_key + " permitted"));
+
+  auto removed = st.remove_all(probe_key, store::DeleteGuard::none);
+  if (!removed) {
+    const auto &e = removed.error();
+    out.push_back(
+        make("store.delete", Level::fail,
+             "DELETE " + probe_key + ": " + why(e) + "; sweep and repair cannot remove objects",
+             "lodge needs s3:DeleteObject (and s3:DeleteObjectVersion on a versioned bucket) on the "
+             "store's prefix; remove the probe object by hand: " +
+                 probe_key));
+  } else {
+    out.push_back(make("store.delete", Level::ok, "DELETE " + probe_key + " permitted"));
+  }
+  auto caps = st.capabilities();
+  if (caps.versions) {
+    auto s = st.support(store::Capability::version_listing);
+    if (s == store::Support::absent)
+      out.push_back(
+          make("store.version_listing", Level::warn,
+               "the server does not list object versions: old versions of deleted objects are not removed",
+               "allow s3:ListBucketVersions, or expire noncurrent versions with a lifecycle rule "
+               "(`lodge lifecycle`)"));
+    else if (s == store::Support::present)
+      out.push_back(make("store.version_listing", Level::ok, "object versions can be listed"));
+  }
+  if (caps.staged_listing) {
+    auto staged = st.list_staged(probe_key, [](const store::StagedUpload &) { return false; });
+    if (!staged && staged.error().code == Errc::unsupported)
+      out.push_back(
+          make("store.staged_listing", Level::warn,
+               "the server cannot list incomplete multipart uploads: repair cannot find abandoned ones",
+               "abort incomplete multipart uploads with a lifecycle rule (`lodge lifecycle --apply`)"));
+    else if (!staged)
+      out.push_back(make("store.staged_listing", Level::fail,
+                         "listing multipart uploads: " + why(staged.error()),
+                         "lodge needs s3:ListBucketMultipartUploads: " + store_fix(staged.error())));
+    else
+      out.push_back(make("store.staged_listing", Level::ok, "incomplete multipart uploads can be listed"));
+  }
+  return out;
+}
+
+} // namespace lodge::ops::doctor
