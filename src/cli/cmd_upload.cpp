@@ -243,9 +243,11 @@ Command add_upload(CLI::App &app) {
         // would at their deadline), so its files go again at once instead of IN_PROGRESS.
         // Only when the store's id marker shows this ledger's history is the store's (as
         // repair checks first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
-        if (cfg.fail_killed_runs && !ctx.ledger().held_uploads(ops::this_process() ? ops::this_process()->scope() : "\n", 1).empty())
+        if (cfg.fail_killed_runs &&
+            !ctx.ledger().held_uploads(ops::this_process() ? ops::this_process()->scope() : "\n", 1).empty())
           if (auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock()); d && !d.value())
-            if (auto a = ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries, util::system_clock());
+            if (auto a =
+                    ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries, util::system_clock());
                 a.failed > 0 && !ctx.g.quiet)
               std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
                            static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
