@@ -128,11 +128,8 @@ Command add_doctor(CLI::App &app) {
               store_checks(ctx, checks);
             }
             bool failed = false;
-            int warnings = 0;
-            for (const auto &c : checks) {
+            for (const auto &c : checks)
               failed = failed || c.level == Level::fail;
-              warnings += c.level == Level::warn ? 1 : 0;
-            }
             if (ctx.g.json) {
               auto arr = nlohmann::json::array();
               for (const auto &c : checks)

@@ -83,7 +83,8 @@ size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
 
 std::atomic<const std::atomic<bool> *> g_abort{nullptr};
 
-int on_progress(void *user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+int on_progress(void *user, curl_off_t /*dltotal*/, curl_off_t /*dlnow*/, curl_off_t /*ultotal*/,
+                curl_off_t /*ulnow*/) {
   return static_cast<const std::atomic<bool> *>(user)->load() ? 1 : 0; // non-zero aborts the transfer
 }
 

@@ -29,8 +29,8 @@ inline constexpr uint64_t k_min_free_bytes = 256ULL << 20;
 inline constexpr uint64_t k_max_wal_bytes = 64ULL << 20;
 // Clock skew against the store's Date header: warn past 5 minutes, fail past 15 (SigV4
 // requests are refused past 15).
-inline constexpr int64_t k_skew_warn_ms = 5 * 60 * 1000;
-inline constexpr int64_t k_skew_fail_ms = 15 * 60 * 1000;
+inline constexpr int64_t k_skew_warn_ms = int64_t{5} * 60 * 1000;
+inline constexpr int64_t k_skew_fail_ms = int64_t{15} * 60 * 1000;
 
 // The checks of a SQLite ledger file at `path` that need no open ledger: it exists, its
 // filesystem and free space, its schema version against this lodge's, PRAGMA quick_check,
