@@ -139,21 +139,34 @@ HolderState holder_state(const std::optional<std::string> &holder) {
   return stat->zombie || stat->start != h->start_ticks ? HolderState::gone : HolderState::alive;
 }
 
+namespace {
+// Fails row r now when its sender is provably gone (as repair would at its deadline).
+bool fail_if_gone(ledger::Ledger &l, const ledger::FileRecord &r, const config::Config &c, int max_retries,
+                  const util::Clock &clock) {
+  if (!c.fail_killed_runs || holder_state(r.holder) != HolderState::gone) return false;
+  if (l.id_blocks().diverged) return false; // a restored copy: the row may be ACTIVE in the other
+  auto h = parse_holder(*r.holder);
+  std::string reason = "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
+                       " on this host) is gone";
+  return l.fail_abandoned(r.id, *r.holder, reason, clock.now_ms(), grace_for(c, r.policy), max_retries) ==
+         ledger::RepairOutcome::repaired;
+}
+} // namespace
+
 RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
-                                 const util::Clock &clock) {
+                                 const util::Clock &clock, const std::function<bool()> &history_ok) {
   RecoverSummary sum;
   const auto &me = this_process();
   // A diverged ledger (restored from a backup) holds rows whose confirm happened in the
   // other copy's history: a gone sender proves nothing there.
   if (!me || !c.fail_killed_runs || l.id_blocks().diverged) return sum;
+  std::optional<bool> ours; // history_ok(), asked once, only when there is something to fail
   for (const auto &r : l.held_uploads(me->scope(), 10'000)) {
     ++sum.examined;
     if (holder_state(r.holder) != HolderState::gone) continue;
-    auto h = parse_holder(*r.holder);
-    std::string reason = "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
-                         " on this host) is gone";
-    if (l.fail_abandoned(r.id, *r.holder, reason, clock.now_ms(), grace_for(c, r.policy), max_retries) ==
-        ledger::RepairOutcome::repaired) {
+    if (!ours) ours = !history_ok || history_ok();
+    if (!*ours) break;
+    if (fail_if_gone(l, r, c, max_retries, clock)) {
       ++sum.failed;
       util::log::info("file #" + std::to_string(r.id) + " (" + r.relative_path +
                       "): its upload process is gone; failed now, not at its deadline");
@@ -168,14 +181,7 @@ bool wait_for_upload(ledger::Ledger &l, int64_t id, const config::Config &c, int
   while (true) {
     auto row = l.find_file(id);
     if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return true;
-    if (c.fail_killed_runs && holder_state(row->holder) == HolderState::gone) {
-      auto h = parse_holder(*row->holder);
-      (void)l.fail_abandoned(id, *row->holder,
-                             "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
-                                 " on this host) is gone",
-                             clock.now_ms(), grace_for(c, row->policy), max_retries);
-      return true;
-    }
+    if (fail_if_gone(l, *row, c, max_retries, clock)) return true;
     if (clock.now_ms() > row->upload_deadline_at || (stop && stop())) return false;
     // Another process is sending it: its confirm (or failure) is a write to the ledger we
     // cannot be told of, so look again, less often as the wait grows.

@@ -46,9 +46,12 @@ struct RecoverSummary {
 
 // Fails at once (ledger::Ledger::fail_abandoned) every UPLOADING row held by a process of
 // this boot and namespace that is gone; their cleanup still waits for the grace. The rows
-// of live processes, and of anywhere else, are left to their deadline.
+// of live processes, and of anywhere else, are left to their deadline. `history_ok`, when
+// given, is asked once, and only when some sender is gone: false (the ledger's history is
+// not the store's: a restored copy) fails nothing.
 [[nodiscard]] RecoverSummary recover_abandoned(ledger::Ledger &l, const config::Config &c, int max_retries,
-                                               const util::Clock &clock);
+                                               const util::Clock &clock,
+                                               const std::function<bool()> &history_ok = {});
 
 // Waits, polling the ledger, until row `id` is no longer an alive UPLOADING row (its
 // sender confirmed or failed it), or its sender is found gone here (then the row is failed
