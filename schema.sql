@@ -38,11 +38,23 @@ CREATE TABLE file_upload (
   run_prefix          TEXT    NOT NULL DEFAULT '',
   -- The de-dup scope the row was reserved under (the policy's "dedup"); see I4 below.
   dedup_scope         TEXT    NOT NULL DEFAULT 'owner' CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
-  -- Who sends an UPLOADING row's bytes: "MACHINE_ID BOOT_ID PID START" (START: the
-  -- process's start time in clock ticks since boot, /proc/PID/stat field 22), so that a
-  -- later run on the same host can prove that process gone and fail the row at once.
-  -- NULL when not known (rows of older versions).
+  -- Who sends an UPLOADING row's bytes: "boot=BOOT_ID pidns=INODE pid=PID start=TICKS
+  -- host=NAME" (TICKS: the process's start time in clock ticks since boot, /proc/PID/stat
+  -- field 22), so that a later run on the same kernel can prove that process gone and fail
+  -- the row at once. NULL when not known (rows of older versions).
   holder              TEXT,
+  -- The Content-Type the object was written with; NULL: media_type (rows of older versions).
+  content_type        TEXT,
+  -- What else the upload asked of the object (metadata, tags, storage class, encryption,
+  -- Cache-Control) as canonical JSON (store::to_json); NULL when nothing.
+  object_options      TEXT,
+  -- The stat cache: the file as the upload opened it (st_dev, st_ino, mtime and ctime in
+  -- ns; its size is `size`). A later upload of the same owner, prefix and relative path
+  -- whose file still has all of them maps to this row without reading it. NULL: unknown.
+  stat_dev            INTEGER,
+  stat_ino            INTEGER,
+  stat_mtime_ns       INTEGER,
+  stat_ctime_ns       INTEGER,
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 ) STRICT;

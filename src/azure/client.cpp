@@ -159,6 +159,8 @@ void Client::add_write_headers(Call &c, const WriteOptions &o) const {
   for (const auto &[k, v] : o.metadata)
     c.headers.emplace_back("x-ms-meta-" + k, v);
   if (!o.tags.empty()) c.headers.emplace_back("x-ms-tags", tags_header(o.tags));
+  if (!o.access_tier.empty()) c.headers.emplace_back("x-ms-access-tier", o.access_tier);
+  if (!o.cache_control.empty()) c.headers.emplace_back("x-ms-blob-cache-control", o.cache_control);
 }
 
 Result<PutResult> Client::put_blob(const std::string &name, http::BodySource &body, const WriteOptions &o) {

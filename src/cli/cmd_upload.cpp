@@ -39,10 +39,42 @@ struct UploadOptions {
   std::string prefix;
   bool follow_symlinks = false;
   bool no_progress = false;
+  bool checksum = false;
+  bool replace = false;
+  bool dry_run = false;
+  // The object options, as given (merged over the policy's in the command).
+  std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
+  std::vector<std::string> metadata, tags;
 };
+
+// The policy's object options with the flags over them, checked before anything is
+// recorded: their shape here, what the store can keep by the store.
+store::ObjectOptions object_options(const UploadOptions &o, const config::Policy &p) {
+  store::ObjectOptions flags;
+  flags.content_type = o.content_type;
+  flags.storage_class = o.storage_class;
+  flags.sse = o.sse;
+  flags.sse_kms_key_id = o.sse_kms_key_id;
+  flags.cache_control = o.cache_control;
+  for (const auto &m : o.metadata) {
+    auto kv = store::parse_assignment(m, "--metadata");
+    if (!kv) throw LodgeError(kv.error());
+    flags.metadata[util::to_lower(kv->first)] = kv->second;
+  }
+  for (const auto &tag : o.tags) {
+    auto kv = store::parse_assignment(tag, "--tag");
+    if (!kv) throw LodgeError(kv.error());
+    flags.tags[kv->first] = kv->second;
+  }
+  store::ObjectOptions out = p.object;
+  out.merge(flags);
+  if (auto v = store::validate(out, "upload"); !v) throw LodgeError(v.error());
+  return out;
+}
 
 struct Tally {
   int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0, skipped = 0;
+  int64_t planned = 0; // --dry-run: would be uploaded
   int64_t storage_failures = 0;
   int64_t ledger_failures = 0; // the ledger was locked past the timeout, or unusable
   int64_t queued_done = 0;     // results of files that went through the queue
@@ -136,6 +168,8 @@ nlohmann::json result_json(const ops::FileResult &r) {
   j["sha256"] = r.sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sha256);
   j["size"] = r.size;
   j["media_type"] = r.media_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.media_type);
+  j["content_type"] = r.content_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content_type);
+  if (r.outcome == ops::UploadOutcome::duplicate) j["unchanged"] = r.unchanged;
   if (r.error && r.outcome != ops::UploadOutcome::duplicate)
     j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
   else
@@ -155,7 +189,12 @@ std::string result_line(const ops::FileResult &r) {
     s += "#" + std::to_string(*r.id) + " " + util::escape_for_terminal(r.object_key) + " " + name;
     break;
   case ops::UploadOutcome::duplicate:
-    s += "#" + std::to_string(*r.id) + " " + name + " (same content as #" + std::to_string(*r.id) + ")";
+    s += "#" + std::to_string(*r.id) + " " + name +
+         (r.unchanged ? " (unchanged since it was stored)" : " (same content as #" + std::to_string(*r.id) + ")");
+    break;
+  case ops::UploadOutcome::planned:
+    s += name + " (would upload " + util::plural(static_cast<int64_t>(r.size), "byte") + " as " +
+         util::escape_for_terminal(r.content_type) + ")";
     break;
   default:
     s += name + ": " + std::string(r.error ? r.error->name() : "?") + ": " +
@@ -208,6 +247,25 @@ Command add_upload(CLI::App &app) {
   sub->add_flag("--follow-symlinks", o->follow_symlinks,
                 "Follow symbolic links (never by default); a link back up the tree is skipped");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
+  sub->add_flag("--checksum", o->checksum,
+                "Read and hash every file, even one the ledger's stat cache knows unchanged");
+  sub->add_flag("--replace", o->replace,
+                "A changed file retires the older file at its path once the new one is active (the old "
+                "object is removed by sweep after the grace)");
+  sub->add_flag("-n,--dry-run", o->dry_run,
+                "Validate and hash (or use the stat cache), say what would happen, write nothing");
+  sub->add_option("--content-type", o->content_type,
+                  "Store every object with this Content-Type (default: from the extension via /etc/mime.types "
+                  "when the content agrees, else detected)");
+  sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE on every object (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
+      ->allow_extra_args(false);
+  sub->add_option("--storage-class", o->storage_class,
+                  "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
+  sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
+  sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms (id, alias or ARN)");
+  sub->add_option("--cache-control", o->cache_control, "Cache-Control of every object, e.g. 'max-age=3600'");
   return {sub, [o](Context &ctx) {
             const auto &cfg = ctx.cfg();
             if (o->paths.empty() && o->files_from.empty())
@@ -232,10 +290,15 @@ Command add_upload(CLI::App &app) {
             s.cleanup = {ops::grace_for(cfg, o->policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
             s.follow_symlinks = o->follow_symlinks;
             s.worker_id = "upload-" + std::to_string(::getpid());
+            s.options = object_options(*o, s.policy);
+            s.checksum = o->checksum;
+            s.replace = o->replace;
+            s.dry_run = o->dry_run;
             int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
             // The store first: a bad store URL leaves nothing behind, and a file:// root
             // exists before the walk, which must skip it.
             auto store = ctx.open_store();
+            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
             (void)ctx.ledger(); // migrate once, before the workers race to
             auto pool = ctx.ledger_pool();
             // A re-run after a killed run on this host: that run's rows fail now (as repair
@@ -246,8 +309,10 @@ Command add_upload(CLI::App &app) {
               auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock());
               return d && !d.value();
             };
-            if (auto a = ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries,
-                                                util::system_clock(), store_agrees);
+            // (Not in a dry run: it writes.)
+            if (auto a = o->dry_run ? ops::RecoverSummary{}
+                                    : ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries,
+                                                             util::system_clock(), store_agrees);
                 a.failed > 0 && !ctx.g.quiet)
               std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
                            static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
@@ -305,6 +370,10 @@ Command add_upload(CLI::App &app) {
                 break;
               case ops::UploadOutcome::skipped:
                 ++t.skipped;
+                break;
+              case ops::UploadOutcome::planned:
+                ++t.planned;
+                t.bytes += r.size;
                 break;
               }
               if (is_storage_failure(r)) ++t.storage_failures;
@@ -457,7 +526,7 @@ Command add_upload(CLI::App &app) {
                 // The same content in flight in another process (or a worker of this one): wait
                 // for its sender, bounded by its deadline, then ask again: a duplicate once it
                 // is ACTIVE, a new upload if it failed, not IN_PROGRESS "failed".
-                for (int round = 0; round < 5 && !s.idempotency_key && r.error &&
+                for (int round = 0; round < 5 && !s.idempotency_key && !s.dry_run && r.error &&
                                     r.error->code == Errc::in_progress && r.id && !interrupted();
                      ++round) {
                   if (!ops::wait_for_upload(ctx.ledger(), *r.id, cfg, cfg.sweep.max_retries,
@@ -478,7 +547,19 @@ Command add_upload(CLI::App &app) {
                                  {"skipped", t.skipped},     {"bytes", t.bytes},
                                  {"seconds", secs},          {"interrupted", interrupted()},
                                  {"aborted", aborted()}};
+              if (o->dry_run) {
+                sum["dry_run"] = true;
+                sum["planned"] = t.planned;
+              }
               ctx.print_json(nlohmann::json{{"summary", sum}});
+            } else if (!ctx.g.quiet && o->dry_run) {
+              std::fprintf(stderr,
+                           "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
+                           "rejected, %lld failed, %lld skipped (%s to send)\n",
+                           util::plural(t.files, "file").c_str(), static_cast<long long>(t.planned),
+                           static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                           static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
+                           static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str());
             } else if (!ctx.g.quiet) {
               std::fprintf(stderr,
                            "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
@@ -501,7 +582,7 @@ Command add_upload(CLI::App &app) {
               return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
             }
             // Whole-run failures get their own exit status, as DESIGN.md's table says.
-            bool none_done = t.active + t.replayed + t.duplicate == 0 && t.rejected == 0;
+            bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
             if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
               return exit_status(Errc::ledger_unusable);
             if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&

@@ -128,7 +128,8 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(
       obj, path,
-      {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup"});
+      {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup",
+       "content_type", "metadata", "tags", "storage_class", "sse", "sse_kms_key_id", "cache_control"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -162,6 +163,24 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
           R"(expected "owner", "prefix" or "none" (got ')" + util::escape_for_terminal(d) + "')");
     p.dedup = d;
   }
+  auto text_key = [&](const char *k, std::string &out) {
+    if (obj.contains(k)) out = get_string(obj[k], path + "." + k);
+  };
+  auto map_key = [&](const char *k, std::map<std::string, std::string> &out, bool lower) {
+    if (!obj.contains(k)) return;
+    const auto &m = obj[k];
+    if (!m.is_object()) bad(path + "." + k, "expected an object of names and string values");
+    for (const auto &[entry, v] : m.items())
+      out[lower ? util::to_lower(entry) : entry] = get_string(v, path + "." + k + "." + entry);
+  };
+  text_key("content_type", p.object.content_type);
+  map_key("metadata", p.object.metadata, true);
+  map_key("tags", p.object.tags, false);
+  text_key("storage_class", p.object.storage_class);
+  text_key("sse", p.object.sse);
+  text_key("sse_kms_key_id", p.object.sse_kms_key_id);
+  text_key("cache_control", p.object.cache_control);
+  if (auto v = store::validate(p.object, path); !v) throw LodgeError(Errc::config_invalid, v.error().message);
   return p;
 }
 
@@ -577,6 +596,9 @@ nlohmann::json to_json(const Config &c) {
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
+    if (auto o = store::to_json(p.object); !o.empty())
+      for (const auto &[k, v] : json::parse(o).items())
+        pj[k] = v;
     ps[name] = pj;
   }
   j["policies"] = ps;

@@ -19,6 +19,9 @@ namespace {
 // rows): version 5 indexes alive rows by (owner, sha256) and keeps owner_usage.
 // Version 5 did not record who sends an UPLOADING row: a killed run's rows waited out
 // their whole deadline. Version 6 adds file_upload.holder (NULL for the rows it had).
+// Version 6 did not record the object's options or the file's stat: every re-run read and
+// hashed every file again. Version 7 adds content_type, object_options and the stat cache
+// columns (NULL for the rows it had: they are read once more, then cached).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -79,6 +82,20 @@ END;
     R"sql(
 ALTER TABLE file_upload ADD COLUMN
   holder              TEXT;
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN
+  content_type        TEXT;
+ALTER TABLE file_upload ADD COLUMN
+  object_options      TEXT;
+ALTER TABLE file_upload ADD COLUMN
+  stat_dev            INTEGER;
+ALTER TABLE file_upload ADD COLUMN
+  stat_ino            INTEGER;
+ALTER TABLE file_upload ADD COLUMN
+  stat_mtime_ns       INTEGER;
+ALTER TABLE file_upload ADD COLUMN
+  stat_ctime_ns       INTEGER;
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

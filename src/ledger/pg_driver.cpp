@@ -25,8 +25,8 @@ constexpr int k_oldest_pg_schema_version = 4;
 // Step i brings a PostgreSQL ledger from version k_oldest_pg_schema_version + i to the next
 // one; run in the schema transaction, under the schema lock. Version 4 -> 5: as SQLite's
 // (src/ledger/migrations.cpp), the (owner, sha256) index of alive rows and owner_usage.
-// Version 5 -> 6: file_upload.holder.
-constexpr std::array<std::string_view, 2> k_pg_steps{
+// Version 5 -> 6: file_upload.holder. Version 6 -> 7: the object's options and the stat cache.
+constexpr std::array<std::string_view, 3> k_pg_steps{
     R"sql(
 DROP INDEX file_upload_owner_alive;
 CREATE INDEX file_upload_alive_digest
@@ -55,6 +55,15 @@ CREATE TRIGGER file_upload_usage
 )sql",
     R"sql(
 ALTER TABLE file_upload ADD COLUMN holder TEXT COLLATE "C";
+)sql",
+    R"sql(
+ALTER TABLE file_upload
+  ADD COLUMN content_type TEXT COLLATE "C",
+  ADD COLUMN object_options TEXT COLLATE "C",
+  ADD COLUMN stat_dev BIGINT,
+  ADD COLUMN stat_ino BIGINT,
+  ADD COLUMN stat_mtime_ns BIGINT,
+  ADD COLUMN stat_ctime_ns BIGINT;
 )sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");

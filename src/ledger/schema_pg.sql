@@ -44,6 +44,13 @@ CREATE TABLE file_upload (
                       CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
   -- Who sends an UPLOADING row's bytes (see schema.sql).
   holder              TEXT COLLATE "C",
+  -- The object's Content-Type and options, and the stat cache (see schema.sql).
+  content_type        TEXT COLLATE "C",
+  object_options      TEXT COLLATE "C",
+  stat_dev            BIGINT,
+  stat_ino            BIGINT,
+  stat_mtime_ns       BIGINT,
+  stat_ctime_ns       BIGINT,
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 );

@@ -19,7 +19,8 @@ constexpr const char *k_file_cols =
     "policy, upload_status, failure_reason,"
     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
     "created_at, updated_at, activated_at,"
-    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder";
+    " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder,"
+    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns";
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
@@ -60,6 +61,13 @@ FileRecord read_file(const sql::Stmt &st) {
   // The schema's CHECK admits only the three names.
   r.dedup_scope = parse_dedup_scope(st.col_text(22)).value_or(DedupScope::owner);
   r.holder = st.col_opt_text(23);
+  r.content_type = st.col_opt_text(24);
+  r.object_options = st.col_opt_text(25).value_or("");
+  auto dev = st.col_opt_int(26);
+  auto ino = st.col_opt_int(27);
+  auto mtime = st.col_opt_int(28);
+  auto ctime = st.col_opt_int(29);
+  if (dev && ino && mtime && ctime) r.stat = FileStat{*dev, *ino, *mtime, *ctime};
   return r;
 }
 
@@ -191,8 +199,10 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
     auto ins =
         q("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
           " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
-          " relative_path, run_prefix, dedup_scope, holder)"
-          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14) "
+          " relative_path, run_prefix, dedup_scope, holder, content_type, object_options,"
+          " stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns)"
+          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14,"
+          " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20) "
           "RETURNING " +
           std::string(k_file_cols));
     ins.bind(1, req.owner_id)
@@ -208,7 +218,14 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
         .bind(11, path)
         .bind(12, req.run_prefix)
         .bind(13, std::string_view(to_string(req.dedup)))
-        .bind(14, req.holder);
+        .bind(14, req.holder)
+        .bind(15, req.content_type)
+        .bind(16, req.object_options);
+    const auto stat = req.stat;
+    ins.bind(17, stat ? std::optional<int64_t>(stat->dev) : std::nullopt)
+        .bind(18, stat ? std::optional<int64_t>(stat->ino) : std::nullopt)
+        .bind(19, stat ? std::optional<int64_t>(stat->mtime_ns) : std::nullopt)
+        .bind(20, stat ? std::optional<int64_t>(stat->ctime_ns) : std::nullopt);
     if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
     // The new row as stored, from the insert itself: no second read.
     res.record = read_file(ins);
@@ -219,6 +236,11 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
     if (req.id_limit && id > *req.id_limit) {
       res.record = FileRecord{};
       res.outcome = ReserveOutcome::id_limit_reached;
+      return res;
+    }
+    // A dry run stops here: rolled back, nothing written (the id is no one's).
+    if (req.dry_run) {
+      res.record.id = 0;
       return res;
     }
     auto task =
@@ -252,10 +274,10 @@ namespace {
 class GroupConfirm final : public Ledger::PendingConfirm {
 public:
   GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
-               const std::string &version_id, int64_t now, CommitTag tag)
+               const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire)
       : m_group(std::move(group)), m_out(std::make_shared<std::optional<ConfirmOutcome>>()) {
-    m_req = m_group->enqueue([out = m_out, id, etag, version_id, now, tag](SqlLedger &w) {
-      out->emplace(w.confirm(id, etag, version_id, now, tag));
+    m_req = m_group->enqueue([out = m_out, id, etag, version_id, now, tag, retire](SqlLedger &w) {
+      out->emplace(w.confirm(id, etag, version_id, now, tag, retire));
     });
   }
   GroupConfirm(const GroupConfirm &) = delete;
@@ -280,14 +302,15 @@ private:
 
 std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, const std::string &etag,
                                                                  const std::string &version_id, int64_t now,
-                                                                 CommitTag tag) {
-  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag);
-  return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag);
+                                                                 CommitTag tag, std::optional<Retire> retire) {
+  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire);
+  return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire);
 }
 
 ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,
-                                  int64_t now, CommitTag tag) {
-  if (m_group) return m_group->run([&](SqlLedger &w) { return w.confirm(id, etag, version_id, now, tag); });
+                                  int64_t now, CommitTag tag, std::optional<Retire> retire) {
+  if (m_group)
+    return m_group->run([&](SqlLedger &w) { return w.confirm(id, etag, version_id, now, tag, retire); });
   return m_c->write([&](sql::Tx &tx) {
     auto row = q("UPDATE file_upload SET upload_status = 'ACTIVE', activated_at = ?2, updated_at = ?2,"
                  " etag = ?3, version_id = NULLIF(?4, '')"
@@ -303,6 +326,27 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
                       : "UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
                         " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
     if (task.bind(1, id).bind(2, now).exec() != 1) return ConfirmOutcome::task_held;
+    if (retire) {
+      // upload --replace: the rows this one supersedes, in the same transaction (new object
+      // first, then this; the old objects go with their tasks after the grace).
+      std::vector<std::pair<int64_t, std::string>> old;
+      {
+        auto st = q("SELECT o.id, o.object_key FROM file_upload n JOIN file_upload o ON o.owner_id = n.owner_id"
+                    " AND o.run_prefix = n.run_prefix AND o.relative_path = n.relative_path"
+                    " WHERE n.id = ?1 AND o.id <> ?1 AND o.is_deleted = 0 AND o.upload_status = 'ACTIVE'"
+                    " ORDER BY o.id" +
+                    std::string(m_c->for_update()));
+        st.bind(1, id);
+        while (st.step())
+          old.emplace_back(st.col_int(0), st.col_text(1));
+      }
+      for (const auto &[old_id, old_key] : old) {
+        auto del = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
+                     " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+        if (del.bind(1, old_id).bind(2, now).exec() != 1) continue;
+        (void)ensure_pending_task(old_id, old_key, now + retire->grace_ms, retire->max_retries, false, now);
+      }
+    }
     tx.commit();
     return ConfirmOutcome::confirmed;
   });
@@ -768,6 +812,39 @@ MissingOutcome SqlLedger::mark_missing(int64_t id, const std::string &reason, in
     (void)ensure_pending_task(id, row->object_key, now + grace_ms, max_retries, false, now);
     tx.commit();
     return MissingOutcome::marked_missing;
+  });
+}
+
+std::optional<FileRecord> SqlLedger::find_unchanged(const std::string &owner, const std::string &run_prefix,
+                                                    const std::string &relative_path, const FileStat &stat,
+                                                    int64_t size) {
+  // The path index finds the few rows of this path; the stat is compared on them.
+  return file_where(
+      "owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3 AND is_deleted = 0 AND upload_status = 'ACTIVE'"
+      " AND size = ?4 AND stat_dev = ?5 AND stat_ino = ?6 AND stat_mtime_ns = ?7 AND stat_ctime_ns = ?8"
+      " ORDER BY id DESC LIMIT 1",
+      [&](Stmt &s) {
+        s.bind(1, owner)
+            .bind(2, run_prefix)
+            .bind(3, relative_path)
+            .bind(4, size)
+            .bind(5, stat.dev)
+            .bind(6, stat.ino)
+            .bind(7, stat.mtime_ns)
+            .bind(8, stat.ctime_ns);
+      });
+}
+
+bool SqlLedger::record_stat(int64_t id, const FileStat &stat, int64_t now) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.record_stat(id, stat, now); });
+  return m_c->write([&](sql::Tx &tx) {
+    auto st = q("UPDATE file_upload SET stat_dev = ?2, stat_ino = ?3, stat_mtime_ns = ?4, stat_ctime_ns = ?5,"
+                " updated_at = ?6 WHERE id = ?1 AND is_deleted = 0 AND upload_status = 'ACTIVE'");
+    if (st.bind(1, id).bind(2, stat.dev).bind(3, stat.ino).bind(4, stat.mtime_ns).bind(5, stat.ctime_ns).bind(6, now)
+            .exec() != 1)
+      return false;
+    tx.commit();
+    return true;
   });
 }
 

@@ -85,9 +85,12 @@ TaskWork ignore(const ledger::TaskRecord &task, TaskWork::Then then, std::string
 
 // The row is alive and ACTIVE and its object owed the committed tag (the upload's own
 // tagging failed, or its process died first): tag it, then the task is done.
-TaskWork commit_tag(store::ObjectStore &store, const ledger::TaskRecord &task, const CleanupSettings &s,
-                    const util::Clock &clock) {
-  auto t = store.mark_committed(task.object_key);
+TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const ledger::TaskRecord &task,
+                    const CleanupSettings &s, const util::Clock &clock) {
+  // The tag set is replaced whole: the tags the upload asked for are written again.
+  auto row = find_row(task.record_id);
+  auto t = store.mark_committed(task.object_key,
+                                row ? store::from_json(row->object_options).tags : std::map<std::string, std::string>{});
   if (!t) return failed_attempt(task, s, clock, t.error());
   return ignore(task, TaskWork::Then::tagged);
 }
@@ -114,7 +117,7 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   case ledger::TaskDecision::postponed:
     return finished(CleanupOutcome::postponed);
   case ledger::TaskDecision::tag:
-    return commit_tag(store, task, s, clock);
+    return commit_tag(find_row, store, task, s, clock);
   case ledger::TaskDecision::allowed:
     break;
   }

@@ -4,13 +4,16 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <fcntl.h>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/util/strings.hpp>
 #include <magic.h>
 #include <map>
+#include <mutex>
 #include <set>
+#include <sstream>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +142,75 @@ Status check_media_type(const config::Policy &p, const std::string &ext, const s
     return Error(Errc::type_not_allowed,
                  "content is " + media_type + ", which policy " + p.name + " does not allow");
   return ok_status();
+}
+
+std::map<std::string, std::string> parse_media_types(std::istream &in) {
+  std::map<std::string, std::string> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    std::string type;
+    if (!(words >> type) || type.find('/') == std::string::npos) continue;
+    type = util::to_lower(type);
+    std::string ext;
+    while (words >> ext)
+      out.emplace(util::to_lower(ext), type); // the first line naming an extension wins, as in Python's mimetypes
+  }
+  return out;
+}
+
+namespace {
+const std::map<std::string, std::string> &system_media_types() {
+  static const std::map<std::string, std::string> table = [] {
+    std::ifstream in("/etc/mime.types");
+    return in ? parse_media_types(in) : std::map<std::string, std::string>{};
+  }();
+  return table;
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// Text a person could read and edit: text/*, and the application types that are text.
+bool textual(std::string_view t) {
+  static constexpr std::array<std::string_view, 17> k_text_apps{
+      "application/json",   "application/javascript", "application/ecmascript", "application/xml",
+      "application/x-sh",   "application/x-csh",      "application/x-tex",      "application/x-latex",
+      "application/rtf",    "application/sql",        "application/toml",       "application/yaml",
+      "application/x-yaml", "application/x-httpd-php", "application/x-perl",    "application/x-ruby",
+      "image/svg+xml"};
+  return t.rfind("text/", 0) == 0 || ends_with(t, "+xml") || ends_with(t, "+json") ||
+         std::find(k_text_apps.begin(), k_text_apps.end(), t) != k_text_apps.end();
+}
+
+std::string_view top_level(std::string_view t) { return t.substr(0, t.find('/')); }
+} // namespace
+
+std::string content_type_for(const std::map<std::string, std::string> &table, const std::string &ext,
+                             const std::string &detected) {
+  auto it = ext.empty() ? table.end() : table.find(ext);
+  if (it == table.end()) return detected;
+  const std::string &named = it->second;
+  if (named == detected) return named;
+  // Detection with no opinion: unknown bytes, or none.
+  if (detected == "application/octet-stream" || detected == "application/x-empty") return named;
+  // Text either way: style.css detected text/plain is text/css.
+  if (textual(detected) && textual(named)) return named;
+  if (textual(detected) || textual(named)) return detected; // text named .png, or bytes named .css
+  // A container the named format is built on (docx, jar and epub are zip; tgz is gzip).
+  if ((detected == "application/zip" || detected == "application/gzip" || detected == "application/x-gzip") &&
+      top_level(named) == "application")
+    return named;
+  // The same kind of thing under another name (image/x-ms-bmp and image/bmp).
+  if (top_level(named) == top_level(detected) && top_level(named) != "application") return named;
+  return detected;
+}
+
+std::string content_type_for(const std::string &ext, const std::string &detected) {
+  return content_type_for(system_media_types(), ext, detected);
 }
 
 bool needs_libmagic(const config::Policy &p, const std::string &ext, const std::string &sniffed) {

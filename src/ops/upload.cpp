@@ -32,6 +32,8 @@ const char *to_string(UploadOutcome o) {
     return "failed";
   case UploadOutcome::skipped:
     return "skipped";
+  case UploadOutcome::planned:
+    return "planned";
   }
   return "?";
 }
@@ -48,6 +50,10 @@ Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSett
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {
   if (!m_s.id_blocks) m_s.id_blocks = std::make_shared<IdBlocks>();
+  // The content type is recorded in its own column; the rest as the row's JSON.
+  store::ObjectOptions rest = m_s.options;
+  rest.content_type.clear();
+  m_options_json = store::to_json(rest);
 }
 
 FileResult Uploader::upload(const std::string &path) {
@@ -98,6 +104,20 @@ std::optional<FileResult> Uploader::finish() {
 }
 
 namespace {
+int64_t ns_of(const struct timespec &t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
+
+ledger::FileStat stat_of(const struct stat &st) {
+  return {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino), ns_of(st.st_mtim), ns_of(st.st_ctim)};
+}
+
+// Whether a file still is what `before` saw: size, mtime and ctime (a write, a truncate,
+// a rename over it, a touch back to the old mtime all move ctime).
+bool same_file(const struct stat &before, int fd) {
+  struct stat now {};
+  return ::fstat(fd, &now) == 0 && now.st_size == before.st_size && ns_of(now.st_mtim) == ns_of(before.st_mtim) &&
+         ns_of(now.st_ctim) == ns_of(before.st_ctim) && now.st_ino == before.st_ino && now.st_dev == before.st_dev;
+}
+
 FileResult rejected(FileResult r, Error e) {
   r.outcome = UploadOutcome::rejected;
   r.error = std::move(e);
@@ -168,6 +188,26 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
                                                  " a store allows (a shorter path or --prefix)"));
   std::string ext = extension_of(name.value());
   if (auto s = check_extension(m_s.policy, ext); !s) return rejected(r, s.error());
+  const auto scope = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
+  const ledger::FileStat fst = stat_of(st);
+  // The stat cache: this path's row whose file is exactly what it was then maps the file
+  // to that row without reading it (its object checked as any duplicate's is).
+  if (!m_s.checksum && scope != ledger::DedupScope::none && !m_s.idempotency_key) {
+    if (auto cached = m_ledger.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, fst,
+                                              static_cast<int64_t>(r.size));
+        cached && check_media_type(m_s.policy, ext, cached->media_type) && check_duplicate(*cached)) {
+      r.outcome = UploadOutcome::duplicate;
+      r.unchanged = true;
+      r.id = cached->id;
+      r.object_key = cached->object_key;
+      r.sha256 = cached->sha256;
+      r.media_type = cached->media_type;
+      r.content_type = cached->object_content_type();
+      r.error = Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
+                                           " (not read again; --checksum reads it)");
+      return r;
+    }
+  }
 
   bool multipart = r.size > m_s.multipart_threshold;
   auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 256 << 10, m_buf);
@@ -178,13 +218,14 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   if (needs_libmagic(m_s.policy, ext, r.media_type))
     r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
   if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
+  r.content_type = m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
 
   ledger::ReserveRequest req;
   req.owner_id = m_s.owner;
   req.original_name = name.value();
   req.relative_path = r.relative_path;
   req.run_prefix = m_s.run_prefix;
-  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
+  req.dedup = scope;
   req.key_prefix = m_store.key_prefix();
   req.media_type = r.media_type;
   req.sha256 = r.sha256;
@@ -196,6 +237,10 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   req.max_retries = m_s.max_retries;
   req.idempotency_key = m_s.idempotency_key;
   if (const auto &me = this_process()) req.holder = me->text();
+  req.content_type = r.content_type;
+  req.object_options = m_options_json;
+  req.stat = fst;
+  req.dry_run = m_s.dry_run;
   (void)failpoint::hit("upload.before_reserve");
   int64_t wall_at_reserve = 0;
   int64_t steady_at_reserve = 0;
@@ -207,7 +252,9 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   for (int round = 0;; ++round) {
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
-    auto reserved = m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
+    // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
+    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(req, wall_at_reserve))
+                                : m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
     if (!reserved) {
       r.outcome = UploadOutcome::failed;
       r.error = reserved.error();
@@ -218,12 +265,22 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     const auto &dup = res.record;
     auto present = check_duplicate(dup);
     if (present) {
+      // A file that is its own row's content under a stat the cache does not know (a row
+      // older than the cache, a touched file): recorded, so the next run need not read it.
+      if (!m_s.dry_run && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
+          dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
+          dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
+        (void)m_ledger.record_stat(dup.id, fst, m_clock.now_ms());
       r.outcome = UploadOutcome::duplicate;
       r.id = dup.id;
       r.object_key = dup.object_key;
       r.error =
           Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
                                      m_s.owner + (dup.run_prefix.empty() ? "" : " under " + dup.run_prefix));
+      return r;
+    }
+    if (m_s.dry_run && present.error().code == Errc::not_found) {
+      r.outcome = UploadOutcome::planned; // its copy is missing: a real run uploads it anew
       return r;
     }
     if (present.error().code != Errc::not_found || round == 2) {
@@ -273,6 +330,10 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   case ledger::ReserveOutcome::reserved:
     break;
   }
+  if (m_s.dry_run) {
+    r.outcome = UploadOutcome::planned;
+    return r;
+  }
   r.id = rec.id;
   r.object_key = rec.object_key;
   (void)failpoint::hit("upload.after_reserve");
@@ -290,9 +351,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
-    struct stat now_st {};
-    if (::fstat(fd.get(), &now_st) != 0 || now_st.st_size != st.st_size ||
-        now_st.st_mtim.tv_sec != st.st_mtim.tv_sec || now_st.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
+    // (ctime too: the row's stat must be the file its bytes came from.)
+    if (!same_file(st, fd.get()))
       put =
           Error(Errc::file_changed, util::escape_for_terminal(path) + " changed while it was being uploaded");
   }
@@ -350,8 +410,10 @@ void Uploader::begin_tail() {
       return;
     }
     const bool tags = m_store.capabilities().state_tags;
+    std::optional<ledger::Retire> retire;
+    if (m_s.replace) retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
     t.pending = m_ledger.confirm_later(rec.id, t.put.etag, t.put.version_id, m_clock.now_ms(),
-                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none);
+                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire);
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
@@ -416,7 +478,7 @@ void Uploader::settle_tail() {
 // the tag is settled. Neither failure undoes the upload (the row is the truth); the task,
 // still due at deadline + grace, makes a sweep finish the tag.
 void Uploader::commit_tag(const ledger::FileRecord &rec) {
-  if (auto t = m_store.mark_committed(rec.object_key); !t) {
+  if (auto t = m_store.mark_committed(rec.object_key, m_s.options.tags); !t) {
     util::log::warn("file #" + std::to_string(rec.id) + " is stored, but tagging " +
                     util::escape_for_terminal(rec.object_key) + " committed failed (" + t.error().message +
                     "); lodge sweep tags it later");
@@ -473,23 +535,31 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
                                             int64_t steady_deadline) {
   // The path is percent-encoded: metadata values are printable ASCII on the wire, and
   // any UTF-8 name must come back byte for byte.
-  store::Metadata meta{{store::meta::record, std::to_string(rec.id)},
+  // The user's metadata first: lodge's stamp names (reserved) are set over it.
+  store::Metadata meta(m_s.options.metadata.begin(), m_s.options.metadata.end());
+  store::Metadata stamp{{store::meta::record, std::to_string(rec.id)},
                        {store::meta::sha256, rec.sha256},
                        {store::meta::ledger, m_ledger.uuid()},
                        {store::meta::owner, rec.owner_id},
-                       {store::meta::path, util::percent_encode(rec.relative_path, true)}};
-  if (!rec.run_prefix.empty()) meta[store::meta::prefix] = rec.run_prefix;
+                        {store::meta::path, util::percent_encode(rec.relative_path, true)}};
+  if (!rec.run_prefix.empty()) stamp[store::meta::prefix] = rec.run_prefix;
+  for (auto &[k, v] : stamp)
+    meta[k] = std::move(v);
+  store::ObjectOptions options = m_s.options;
+  options.metadata.clear(); // sent above
+  options.content_type.clear();
   Result<store::PutResult> put = Error(Errc::internal, "no transfer");
   if (d.parts.empty()) {
     store::PutRequest req;
     req.key = rec.object_key;
     req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256};
-    req.content_type = rec.media_type;
+    req.content_type = rec.object_content_type();
     req.metadata = meta;
+    req.options = options;
     req.deadline_steady_ms = steady_deadline;
     put = m_store.put(req);
   } else {
-    store::StagedRequest staged{rec.object_key, rec.media_type, meta};
+    store::StagedRequest staged{rec.object_key, rec.object_content_type(), meta, options};
     auto id = m_store.begin_staged(staged);
     if (!id) return id.error();
     // The handle is on the row before the first part, so cleanup can find it.

@@ -226,6 +226,16 @@ Result<http::Response> Client::send(const Call &call) {
   }
 }
 
+void Client::add_object_headers(Call &c, const PutOptions &o) {
+  for (const auto &[k, v] : o.metadata)
+    c.headers.emplace_back("x-amz-meta-" + k, v);
+  if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
+  if (!o.storage_class.empty()) c.headers.emplace_back("x-amz-storage-class", o.storage_class);
+  if (!o.sse.empty()) c.headers.emplace_back("x-amz-server-side-encryption", o.sse);
+  if (!o.sse_kms_key_id.empty()) c.headers.emplace_back("x-amz-server-side-encryption-aws-kms-key-id", o.sse_kms_key_id);
+  if (!o.cache_control.empty()) c.headers.emplace_back("cache-control", o.cache_control);
+}
+
 Result<PutResult> Client::put_object(const std::string &key, http::BodySource &body, const PutOptions &o) {
   Call c{"PUT", key, {}, {}, &body, o.sha256_hex, {}, o.deadline_steady_ms, "PUT " + key};
   c.headers.emplace_back("content-type", o.content_type);
@@ -234,9 +244,7 @@ Result<PutResult> Client::put_object(const std::string &key, http::BodySource &b
     c.headers.emplace_back("if-match", o.if_match);
   else if (o.if_none_match)
     c.headers.emplace_back("if-none-match", "*");
-  for (const auto &[k, v] : o.metadata)
-    c.headers.emplace_back("x-amz-meta-" + k, v);
-  if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
+  add_object_headers(c, o);
   auto r = send(c);
   if (!r) return r.error();
   return PutResult{util::trim(r->header("etag")), r->header("x-amz-version-id")};
@@ -469,9 +477,7 @@ Result<std::string> Client::create_multipart(const std::string &key, const PutOp
       "POST", key, {{"uploads", ""}}, {}, nullptr, {}, {}, o.deadline_steady_ms, "CREATE MULTIPART " + key};
   c.headers.emplace_back("content-type", o.content_type);
   c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
-  for (const auto &[k, v] : o.metadata)
-    c.headers.emplace_back("x-amz-meta-" + k, v);
-  if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
+  add_object_headers(c, o);
   auto r = send(c);
   if (!r) return r.error();
   auto id = parse_initiate_multipart(r->body);

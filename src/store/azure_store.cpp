@@ -144,6 +144,13 @@ public:
     return c;
   }
 
+  static void set_options(azure::WriteOptions &o, const ObjectOptions &opt) {
+    o.tags = opt.tags;
+    o.tags.insert(k_pending.begin(), k_pending.end());
+    o.access_tier = opt.storage_class;
+    o.cache_control = opt.cache_control;
+  }
+
   Result<PutResult> put(const PutRequest &req) override {
     auto md5 = range_md5(req.body, req.key);
     if (!md5) return md5.error();
@@ -152,7 +159,7 @@ public:
     o.content_type = req.content_type;
     o.content_md5 = md5.value();
     o.metadata = req.metadata;
-    o.tags = k_pending;
+    set_options(o, req.options);
     o.deadline_steady_ms = req.deadline_steady_ms;
     auto r = m_client->put_blob(req.key, body, o);
     if (!r) return changed_or(body, r.error(), req.key);
@@ -183,7 +190,27 @@ public:
     return m_client->presign_get(key, expires_s);
   }
 
-  Status mark_committed(const std::string &key) override { return m_client->set_tags(key, k_committed); }
+  // Set Blob Tags replaces the whole set: the user's tags go with lodge's state.
+  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    auto tags = user_tags;
+    tags.insert(k_committed.begin(), k_committed.end());
+    return m_client->set_tags(key, tags);
+  }
+
+  [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
+    if (!o.sse.empty())
+      return Error(Errc::unsupported, describe() + ": Azure Storage encrypts every blob itself; --sse is for S3 "
+                                                   "(an encryption scope is set on the container)");
+    if (!o.storage_class.empty() && o.storage_class != "Hot" && o.storage_class != "Cool" &&
+        o.storage_class != "Cold" && o.storage_class != "Archive")
+      return Error(Errc::usage, "storage class '" + o.storage_class + "': " + describe() +
+                                    " takes an access tier: Hot, Cool, Cold or Archive");
+    if (o.tags.size() > k_max_tags - 1)
+      return Error(Errc::usage, std::to_string(o.tags.size()) + " tags; " + describe() + " takes at most " +
+                                    std::to_string(k_max_tags - 1) + " (lodge's state tag is the tenth)");
+    if (o.tags.contains("state")) return Error(Errc::usage, "tag 'state' is lodge's own on " + describe());
+    return ok_status();
+  }
 
   Status remove_all(const std::string &key, DeleteGuard guard) override {
     azure::DeleteOptions d;
@@ -235,7 +262,7 @@ public:
     azure::WriteOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
-    o.tags = k_pending;
+    set_options(o, req.options);
     o.deadline_steady_ms = deadline_steady_ms;
     auto r = m_client->put_block_list(req.key, ids, o);
     if (!r) return r.error();

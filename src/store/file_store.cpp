@@ -173,13 +173,24 @@ public:
     c.staged_listing = true;
     return c;
   }
-  Status mark_committed(const std::string & /*key*/) override { return ok_status(); } // no tags here
+  // No state tags here; the user's tags are in the object's metadata file.
+  Status mark_committed(const std::string & /*key*/, const std::map<std::string, std::string> & /*user_tags*/) override {
+    return ok_status();
+  }
+  [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
+    if (!o.storage_class.empty())
+      return Error(Errc::unsupported, describe() + " is a local directory: it has no storage classes");
+    if (!o.sse.empty())
+      return Error(Errc::unsupported, describe() + " is a local directory: server-side encryption is for S3 "
+                                                   "(encrypt the filesystem instead)");
+    return ok_status();
+  }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
     auto tmp = write_temp(req.body, req.deadline_steady_ms);
     if (!tmp) return tmp.error();
-    auto r = publish(tmp.value(), req.key, req.content_type, req.metadata, req.body.sha256_hex);
+    auto r = publish(tmp.value(), req.key, req.content_type, req.metadata, req.options, req.body.sha256_hex);
     return r;
   }
 
@@ -381,7 +392,7 @@ public:
     if (!content_type) return fail(content_type.error());
     auto m = side.metadata("metadata");
     if (!m) return fail(m.error());
-    auto r = publish(tmp, key, content_type.value(), m.value(), crypto::to_hex(whole.finish()));
+    auto r = publish(tmp, key, content_type.value(), m.value(), req.options, crypto::to_hex(whole.finish()));
     if (r) {
       std::error_code ec;
       fs::remove_all(dir, ec);
@@ -541,8 +552,9 @@ private:
   }
 
   // Links a complete temporary file to its key (create-only), then writes its metadata.
+  // Cache-Control and the user's tags are kept beside the content type.
   Result<PutResult> publish(const fs::path &tmp, const std::string &key, const std::string &content_type,
-                            const Metadata &metadata, const std::string &sha256_hex) {
+                            const Metadata &metadata, const ObjectOptions &options, const std::string &sha256_hex) {
     std::error_code ec;
     fs::path dest = obj(key);
     fs::create_directories(dest.parent_path(), ec);
@@ -562,6 +574,8 @@ private:
     }
     ::unlink(tmp.c_str());
     nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
+    if (!options.cache_control.empty()) j["cache_control"] = options.cache_control;
+    if (!options.tags.empty()) j["tags"] = options.tags;
     fs::create_directories(meta(key).parent_path(), ec);
     if (auto w = write_small(meta(key), j.dump(), false); !w) return w.error();
     return PutResult{sha256_hex, ""};

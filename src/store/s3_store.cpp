@@ -50,10 +50,21 @@ public:
     c.state_tags = m_tag_state;
     return c;
   }
-  // PutObjectTagging replaces the object's whole tag set: lodge's objects carry no other tags.
-  Status mark_committed(const std::string &key) override {
+  // PutObjectTagging replaces the object's whole tag set: the user's tags go with it.
+  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
     if (!m_tag_state) return ok_status();
-    return m_client->put_object_tagging(key, {{std::string(lifecycle::k_s3_state_tag), "committed"}});
+    auto tags = user_tags;
+    tags[std::string(lifecycle::k_s3_state_tag)] = "committed";
+    return m_client->put_object_tagging(key, tags);
+  }
+  [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
+    // Ten tags at most, lodge's state tag among them when it writes one.
+    const size_t room = k_max_tags - (m_tag_state ? 1 : 0);
+    if (o.tags.size() > room)
+      return Error(Errc::usage, std::to_string(o.tags.size()) + " tags; " + describe() + " takes at most " +
+                                    std::to_string(room) + " (lodge's " + std::string(lifecycle::k_s3_state_tag) +
+                                    " tag is the tenth)");
+    return ok_status();
   }
 
   Result<PutResult> put(const PutRequest &req) override {
@@ -62,7 +73,7 @@ public:
     o.content_type = req.content_type;
     o.sha256_hex = req.body.sha256_hex;
     o.metadata = req.metadata;
-    o.tagging = pending_tagging();
+    set_options(o, req.options);
     o.deadline_steady_ms = req.deadline_steady_ms;
     auto r = m_client->put_object(req.key, body, o);
     if (!r) return changed_or(body, r.error(), req.key);
@@ -127,7 +138,7 @@ public:
     s3::PutOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
-    o.tagging = pending_tagging();
+    set_options(o, req.options);
     return m_client->create_multipart(req.key, o);
   }
 
@@ -212,9 +223,16 @@ public:
 
 private:
   static constexpr const char *k_s3_format = "s3-lifecycle-xml";
-  // x-amz-tagging of every put of a tagging store (not of lodge's own small objects).
-  [[nodiscard]] std::string pending_tagging() const {
-    return m_tag_state ? std::string(lifecycle::k_s3_state_tag) + "=pending" : std::string{};
+  // The user's options, and lodge's pending tag on every put of a tagging store (not on
+  // lodge's own small objects).
+  void set_options(s3::PutOptions &o, const ObjectOptions &opt) const {
+    auto tags = opt.tags;
+    if (m_tag_state) tags[std::string(lifecycle::k_s3_state_tag)] = "pending";
+    o.tagging = s3_tagging(tags);
+    o.storage_class = opt.storage_class;
+    o.sse = opt.sse;
+    o.sse_kms_key_id = opt.sse_kms_key_id;
+    o.cache_control = opt.cache_control;
   }
   static Error file_changed(const std::string &key) {
     return Error(Errc::file_changed, "the file changed while it was being sent as " + key);

@@ -19,7 +19,10 @@ public:
   [[nodiscard]] const std::string &key_prefix() const override { return m_inner->key_prefix(); }
   [[nodiscard]] Support support(Capability c) const override { return m_inner->support(c); }
   [[nodiscard]] Capabilities capabilities() const override { return m_inner->capabilities(); }
-  Status mark_committed(const std::string &key) override { return m_inner->mark_committed(key); }
+  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    return m_inner->mark_committed(key, user_tags);
+  }
+  [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }
   Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
   Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
 
@@ -102,6 +105,16 @@ Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {
 Status ObjectStore::apply_lifecycle(const LifecycleRule &rule) {
   return Error(Errc::unsupported, "lodge cannot install the lifecycle rule of " + describe() +
                                       (rule.apply_hint.empty() ? std::string{} : ": " + rule.apply_hint));
+}
+
+Status ObjectStore::accepts(const ObjectOptions &o) const {
+  auto refuse = [&](const char *what) {
+    return Error(Errc::unsupported, describe() + " cannot keep " + what + " on its objects");
+  };
+  if (!o.tags.empty()) return refuse("tags");
+  if (!o.storage_class.empty()) return refuse("a storage class");
+  if (!o.sse.empty()) return refuse("a server-side encryption setting");
+  return ok_status();
 }
 
 void adopt_legacy_metadata(Metadata &m) {

@@ -136,7 +136,7 @@ TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the g
   e.place(a);
   REQUIRE(e.l->confirm(a.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
           test::confirm_outcome::confirmed);
-  REQUIRE(e.store.mark_committed(a.object_key).ok());
+  REQUIRE(e.store.mark_committed(a.object_key, {}).ok());
   REQUIRE(e.l->settle(a.id, e.now()) == ledger::SettleOutcome::settled);
   REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
   auto t = e.claim_at_due(a.id);

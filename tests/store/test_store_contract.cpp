@@ -429,7 +429,7 @@ TEST_SUITE("contract") {
       bodies.push_back({src.fd.get(), off, n, crypto::sha256_hex(std::string_view(content).substr(off, n))});
     }
     REQUIRE(bodies.size() == 3);
-    const store::StagedRequest big{f.key("mp/big"), "application/octet-stream", {{store::meta::record, "9"}}};
+    const store::StagedRequest big{f.key("mp/big"), "application/octet-stream", {{store::meta::record, "9"}}, {}};
     auto id = s->begin_staged(big);
     REQUIRE(id.ok());
     std::vector<store::Part> parts;
@@ -443,7 +443,7 @@ TEST_SUITE("contract") {
     CHECK(crypto::sha256_hex(get_all(*s, f.key("mp/big"))) == src.sha);
     CHECK(s->head(f.key("mp/big"))->metadata[store::meta::record] == "9");
 
-    auto id2 = s->begin_staged({f.key("mp/abandoned"), "application/octet-stream", {}});
+    auto id2 = s->begin_staged({f.key("mp/abandoned"), "application/octet-stream", {}, {}});
     REQUIRE(id2.ok());
     for (size_t i = 0; i < bodies.size(); ++i)
       REQUIRE(s->put_part(f.key("mp/abandoned"), id2.value(), static_cast<int>(i + 1), bodies[i], 0).ok());
@@ -483,9 +483,9 @@ TEST_SUITE("contract") {
   TEST_CASE("remove_all also aborts the key's incomplete multipart uploads") {
     Fixture f;
     auto s = f.open();
-    auto id = s->begin_staged({f.key("mp2/k"), "application/octet-stream", {}});
+    auto id = s->begin_staged({f.key("mp2/k"), "application/octet-stream", {}, {}});
     REQUIRE(id.ok());
-    auto other = s->begin_staged({f.key("mp2/k2"), "application/octet-stream", {}});
+    auto other = s->begin_staged({f.key("mp2/k2"), "application/octet-stream", {}, {}});
     REQUIRE(other.ok());
     // A staged upload exists on every backend once a part is sent (Azure has none before).
     Source part("one part");
@@ -620,15 +620,15 @@ TEST_SUITE("fileonly") {
     Fixture f;
     auto s = f.open();
     Source src("part bytes");
-    auto id = s->begin_staged({"mp/k", "text/plain", {{store::meta::record, "1"}}});
+    auto id = s->begin_staged({"mp/k", "text/plain", {{store::meta::record, "1"}}, {}});
     REQUIRE(id.ok());
     auto part = s->put_part("mp/k", id.value(), 1, src.body(), 0);
     REQUIRE(part.ok());
-    auto other = s->begin_staged({"mp/ok", "text/plain", {}});
+    auto other = s->begin_staged({"mp/ok", "text/plain", {}, {}});
     REQUIRE(other.ok());
     fs::path record = f.dir / ".lodge-mpu" / id.value() / "upload.json";
     std::ofstream(record, std::ios::trunc) << R"({"key": "mp/k", "content_type": 7, "initiated_ms": 1})";
-    auto done = s->complete_staged({"mp/k", "application/octet-stream", {}}, id.value(), {part.value()}, 0);
+    auto done = s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error().code == Errc::metadata_corrupt);
     CHECK(done.error().message.find("'content_type'") != std::string::npos);
@@ -639,7 +639,7 @@ TEST_SUITE("fileonly") {
                return true;
              }).ok());
     CHECK(listed == std::vector<std::string>{"mp/ok"});
-    auto again = s->complete_staged({"mp/k", "application/octet-stream", {}}, id.value(), {part.value()}, 0);
+    auto again = s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().code == Errc::metadata_corrupt);
     CHECK(s->remove_all("mp/ok", store::DeleteGuard::none).ok());
@@ -649,7 +649,7 @@ TEST_SUITE("fileonly") {
     Fixture f;
     auto s = f.open();
     Source a("first part;"), b("second part");
-    auto id = s->begin_staged({"mp/read", "text/plain", {}});
+    auto id = s->begin_staged({"mp/read", "text/plain", {}, {}});
     REQUIRE(id.ok());
     auto p1 = s->put_part("mp/read", id.value(), 1, a.body(), 0);
     auto p2 = s->put_part("mp/read", id.value(), 2, b.body(), 0);
@@ -658,7 +658,7 @@ TEST_SUITE("fileonly") {
     fs::path part2 = f.dir / ".lodge-mpu" / id.value() / "part-00002";
     fs::remove(part2);
     fs::create_directory(part2);
-    auto done = s->complete_staged({"mp/read", "application/octet-stream", {}}, id.value(),
+    auto done = s->complete_staged({"mp/read", "application/octet-stream", {}, {}}, id.value(),
                                    {p1.value(), p2.value()}, 0);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error().code == Errc::storage_unavailable);
@@ -887,7 +887,7 @@ TEST_SUITE("azonly") {
     Source a("pending"), b("committed");
     REQUIRE(s->put(put_req(f.key("j/pending"), a)).ok());
     REQUIRE(s->put(put_req(f.key("j/committed"), b)).ok());
-    REQUIRE(s->mark_committed(f.key("j/committed")).ok());
+    REQUIRE(s->mark_committed(f.key("j/committed"), {}).ok());
     CHECK(s->remove_all(f.key("j/pending"), store::DeleteGuard::pending_only).ok());
     CHECK(s->head(f.key("j/pending")).error().code == Errc::not_found);
     auto refused = s->remove_all(f.key("j/committed"), store::DeleteGuard::pending_only);
@@ -909,7 +909,7 @@ TEST_SUITE("azonly") {
     for (int i = 0; i < 3; ++i)
       parts.push_back(std::make_unique<Source>("block " + std::to_string(i)));
     auto stage = [&](const std::string &key) {
-      auto h = s->begin_staged({key, "application/octet-stream", {}});
+      auto h = s->begin_staged({key, "application/octet-stream", {}, {}});
       REQUIRE(h.ok());
       std::vector<store::Part> sent;
       for (int i = 0; i < 3; ++i) {
@@ -953,7 +953,7 @@ TEST_SUITE("azonly") {
     REQUIRE(s->put(put_req(f.key("k/taken"), winner)).ok());
     auto loser = stage(f.key("k/taken"));
     auto lost =
-        s->complete_staged({f.key("k/taken"), "application/octet-stream", {}}, loser.first, loser.second, 0);
+        s->complete_staged({f.key("k/taken"), "application/octet-stream", {}, {}}, loser.first, loser.second, 0);
     REQUIRE_FALSE(lost.ok());
     CHECK(lost.error().code == Errc::precondition_failed);
     CHECK(get_all(*s, f.key("k/taken")) == "winner");
@@ -970,10 +970,10 @@ TEST_SUITE("azonly") {
     Source src("tagged");
     REQUIRE(s->put(put_req(f.key("t/one"), src)).ok());
     CHECK(admin.get_tags(f.key("t/one")).value() == std::map<std::string, std::string>{{"state", "pending"}});
-    REQUIRE(s->mark_committed(f.key("t/one")).ok());
+    REQUIRE(s->mark_committed(f.key("t/one"), {}).ok());
     CHECK(admin.get_tags(f.key("t/one")).value() ==
           std::map<std::string, std::string>{{"state", "committed"}});
-    const store::StagedRequest req{f.key("t/staged"), "text/plain", {{store::meta::record, "7"}}};
+    const store::StagedRequest req{f.key("t/staged"), "text/plain", {{store::meta::record, "7"}}, {}};
     auto h = s->begin_staged(req);
     REQUIRE(h.ok());
     auto p = s->put_part(req.key, h.value(), 1, src.body(), 0);

@@ -39,6 +39,8 @@ class FakeStore final : public store::ObjectStore {
     std::map<std::string, std::string> uploads;    // upload id -> key
     std::vector<store::Part> completed;            // the parts of the last complete_staged
     std::map<std::string, std::string> state_tags; // key -> "pending" | "committed" (tagging fakes)
+    std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
+    std::map<std::string, std::map<std::string, std::string>> committed_tags; // the user tags mark_committed wrote
     bool tags = false;                             // behave as a store with state tags and guarded deletes
     int next_upload = 1;
     int next_tag = 0;
@@ -57,6 +59,18 @@ public:
   void enable_state_tags() {
     std::lock_guard lock(m_state->mutex);
     m_state->tags = true;
+  }
+  // What the put of `key` asked beyond its bytes.
+  [[nodiscard]] store::ObjectOptions options_of(const std::string &key) const {
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->options.find(key);
+    return it == m_state->options.end() ? store::ObjectOptions{} : it->second;
+  }
+  // The user tags mark_committed wrote with the committed tag.
+  [[nodiscard]] std::map<std::string, std::string> committed_tags(const std::string &key) const {
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->committed_tags.find(key);
+    return it == m_state->committed_tags.end() ? std::map<std::string, std::string>{} : it->second;
   }
   // The object's state tag ("" when none).
   [[nodiscard]] std::string state_tag(const std::string &key) const {
@@ -139,6 +153,7 @@ public:
     info.metadata = req.metadata;
     info.sha256_hex = req.body.sha256_hex;
     m_state->objects[req.key] = {info, std::move(bytes)};
+    m_state->options[req.key] = req.options;
     if (m_state->tags) m_state->state_tags[req.key] = "pending";
     record("put", req.key, true);
     return store::PutResult{info.etag, ""};
@@ -176,12 +191,13 @@ public:
     return c;
   }
 
-  Status mark_committed(const std::string &key) override {
+  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
     std::lock_guard lock(m_state->mutex);
     if (!m_state->tags) return ok_status();
     if (auto e = scripted("mark_committed", key)) return *e;
     if (!m_state->objects.count(key)) return refuse("mark_committed", key, Errc::not_found, "no such object");
     m_state->state_tags[key] = "committed";
+    m_state->committed_tags[key] = user_tags;
     record("mark_committed", key, true);
     return ok_status();
   }

@@ -46,6 +46,8 @@ struct WriteOptions {
   std::string content_md5;                     // base64 of the body's MD5; "" sends none
   std::map<std::string, std::string> metadata; // x-ms-meta-<name>; names must be C# identifiers
   std::map<std::string, std::string> tags;     // x-ms-tags
+  std::string access_tier;                     // x-ms-access-tier: Hot, Cool, Cold, Archive ("" sends none)
+  std::string cache_control;                   // x-ms-blob-cache-control
   bool if_none_match = true;                   // create-only (If-None-Match: *)
   std::string if_match;                        // replace only this ETag (then not create-only)
   int64_t deadline_steady_ms = 0;

@@ -3,6 +3,7 @@
 // Core code never reads the environment itself; the CLI hands it in as ConfigInputs.
 
 #include <cstdint>
+#include <lodge/store/object_options.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -28,6 +29,9 @@ struct Policy {
   // De-dup scope: "owner" (one alive copy per owner), "prefix" (one per owner and run
   // --prefix) or "none" (every upload its own row); I4 in ARCHITECTURE.md.
   std::string dedup = "prefix";
+  // What every object uploaded under it carries: the keys content_type, metadata, tags,
+  // storage_class, sse, sse_kms_key_id and cache_control (upload's flags override them).
+  store::ObjectOptions object;
 };
 
 struct SweepSettings {

@@ -36,6 +36,12 @@ struct OpenOptions {
   const util::Clock *clock = &util::system_clock();
 };
 
+// upload --replace: what confirm gives the rows it retires.
+struct Retire {
+  int64_t grace_ms = 0;
+  int max_retries = 8;
+};
+
 struct ReserveRequest {
   std::string owner_id;
   std::string original_name;
@@ -54,6 +60,12 @@ struct ReserveRequest {
   int max_retries = 8;
   std::optional<std::string> idempotency_key;
   std::optional<std::string> holder; // the sending process (ops::this_process_holder())
+  std::string content_type;          // the object's Content-Type ("": media_type)
+  std::string object_options;        // store::to_json of the upload's options ("" for none)
+  std::optional<FileStat> stat;      // the file as opened, for the stat cache
+  // Decides exactly as a reserve would, and writes nothing (the transaction is rolled
+  // back): `lodge upload --dry-run`. A reserved outcome's record has no id.
+  bool dry_run = false;
   // When set, the row is inserted only if its id is at most this (the end of the id block
   // the store's marker covers); otherwise outcome id_limit_reached and nothing written.
   std::optional<int64_t> id_limit;
@@ -183,9 +195,13 @@ public:
   // leaves them.
   // With CommitTag::owed the task stays PENDING (its due time unchanged): settle ends it
   // once the object is tagged committed.
+  // With `retire` (upload --replace), the same transaction soft-deletes every other alive
+  // ACTIVE row of the owner at the same run prefix and relative path, each one's task due
+  // at now + retire->grace_ms (the old object stays readable until sweep removes it).
   [[nodiscard]] virtual ConfirmOutcome confirm(int64_t id, const std::string &etag,
                                                const std::string &version_id, int64_t now,
-                                               CommitTag tag = CommitTag::none) = 0;
+                                               CommitTag tag = CommitTag::none,
+                                               std::optional<Retire> retire = std::nullopt) = 0;
   // A confirm whose commit may land later: wait() returns what confirm() would have returned
   // (or throws what it would have thrown) once its commit landed. Until then nothing may
   // be reported of it. A ledger that group-commits queues it for the next batch, so the
@@ -198,7 +214,18 @@ public:
   };
   [[nodiscard]] virtual std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
                                                                       const std::string &version_id,
-                                                                      int64_t now, CommitTag tag);
+                                                                      int64_t now, CommitTag tag,
+                                                                      std::optional<Retire> retire);
+  // The stat cache: the alive ACTIVE row of this owner, run prefix and relative path whose
+  // recorded stat and size are exactly these (the newest, if several), or nullopt.
+  [[nodiscard]] virtual std::optional<FileRecord> find_unchanged(const std::string &owner,
+                                                                 const std::string &run_prefix,
+                                                                 const std::string &relative_path,
+                                                                 const FileStat &stat, int64_t size) = 0;
+  // Records the stat of an alive ACTIVE row (a file found a duplicate of its own row by its
+  // digest, whose stat was not known or has changed without its content); false when the
+  // row is no longer alive and ACTIVE.
+  virtual bool record_stat(int64_t id, const FileStat &stat, int64_t now) = 0;
   // After the object of a confirmed row was tagged committed: its task (PENDING or RETRY,
   // not held by a worker) becomes IGNORED, if the row is still alive and ACTIVE.
   [[nodiscard]] virtual SettleOutcome settle(int64_t record_id, int64_t now) = 0;

@@ -37,6 +37,16 @@ enum class DedupScope { owner, prefix, none };
 // nullopt for anything but "owner", "prefix" and "none".
 [[nodiscard]] std::optional<DedupScope> parse_dedup_scope(std::string_view s);
 
+// A file as an upload opened it, for the stat cache (file_upload.stat_*; its size is the
+// row's). st_dev and st_ino are stored as the signed 64-bit integers of their bits.
+struct FileStat {
+  int64_t dev = 0;
+  int64_t ino = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  friend bool operator==(const FileStat &, const FileStat &) = default;
+};
+
 struct FileRecord {
   int64_t id = 0;
   std::string owner_id;
@@ -61,8 +71,12 @@ struct FileRecord {
   std::optional<int64_t> activated_at;
   std::optional<int64_t> deleted_at;
   int64_t upload_deadline_at = 0;
-  // Who sends the bytes of an UPLOADING row ("MACHINE_ID BOOT_ID PID START"); see schema.sql.
+  // Who sends the bytes of an UPLOADING row ("boot=... pid=..."); see schema.sql.
   std::optional<std::string> holder;
+  std::optional<std::string> content_type; // the object's; nullopt: media_type (older rows)
+  std::string object_options;              // canonical JSON (store::to_json), "" for none
+  std::optional<FileStat> stat;            // the stat cache; nullopt: not known
+  [[nodiscard]] const std::string &object_content_type() const { return content_type ? *content_type : media_type; }
 };
 
 struct TaskRecord {

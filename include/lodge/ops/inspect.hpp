@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
+#include <iosfwd>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +53,20 @@ inline constexpr size_t k_max_name_bytes = 255;
 // binary control bytes is text/plain; anything else application/octet-stream; nothing
 // at all application/x-empty.
 [[nodiscard]] std::string sniff_media_type(const char *data, size_t n);
+
+// The system's media types table (Debian media-types: /etc/mime.types): extension
+// (lowercase, no dot) -> type; '#' comments, the first line naming an extension wins.
+[[nodiscard]] std::map<std::string, std::string> parse_media_types(std::istream &in);
+
+// The Content-Type an object gets: the type the table names for its extension when the
+// detected type agrees with it (the same type; detection without an opinion:
+// octet-stream or empty; both text, so style.css detected text/plain is text/css; a zip
+// or gzip container named as a format built on it; the same top-level type), otherwise
+// the detected type (a text file named .png stays text/plain).
+[[nodiscard]] std::string content_type_for(const std::map<std::string, std::string> &table,
+                                           const std::string &ext, const std::string &detected);
+// The same with /etc/mime.types (read once; without it, the detected type).
+[[nodiscard]] std::string content_type_for(const std::string &ext, const std::string &detected);
 
 struct MagicClose {
   void operator()(magic_set *m) const noexcept;

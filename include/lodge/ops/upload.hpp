@@ -20,7 +20,8 @@
 namespace lodge::ops {
 
 // skipped: the walk passed over it on purpose (a symlink not followed); not a failure.
-enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped };
+// planned: --dry-run found nothing against it, and would upload it.
+enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped, planned };
 [[nodiscard]] const char *to_string(UploadOutcome o);
 
 struct UploadSettings {
@@ -42,6 +43,12 @@ struct UploadSettings {
   std::string worker_id;
   // The run's id blocks, shared by its workers (one is made per Uploader when unset).
   std::shared_ptr<IdBlocks> id_blocks;
+  // What the objects carry: the policy's options with the flags over them, validated and
+  // accepted by the store before the run starts.
+  store::ObjectOptions options;
+  bool checksum = false; // --checksum: every file read and hashed; the stat cache not asked
+  bool replace = false;  // --replace: a new file at a path retires the path's older rows once ACTIVE
+  bool dry_run = false;  // --dry-run: decide, write nothing (neither ledger nor store)
 };
 
 struct FileResult {
@@ -52,7 +59,9 @@ struct FileResult {
   std::string object_key;
   std::string sha256;
   uint64_t size = 0;
-  std::string media_type;
+  std::string media_type;   // detected from the content (what the policy checks)
+  std::string content_type; // what the object is stored with
+  bool unchanged = false;   // a duplicate the stat cache found: the file was not read
   std::optional<Error> error;
   std::string reason; // why it was skipped (outcome skipped)
 };
@@ -130,6 +139,7 @@ private:
   UploadSettings m_s;
   const util::Clock &m_clock;
   MediaTypeDetector m_detector;
+  std::string m_options_json; // m_s.options as the row records them (without the content type)
   std::vector<char> m_buf;                                        // the read buffer, reused for every file
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
   std::optional<Tail> m_tail;                                     // the file whose confirm is pending

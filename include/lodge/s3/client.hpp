@@ -86,6 +86,10 @@ struct PutOptions {
   bool if_none_match = true;                   // create-only
   std::string if_match;                        // replace only this ETag (when set; then not create-only)
   std::string tagging; // x-amz-tagging, URL-encoded ("lodge-state=pending"); "" sends none
+  std::string storage_class;  // x-amz-storage-class ("" sends none)
+  std::string sse;            // x-amz-server-side-encryption: AES256 or aws:kms
+  std::string sse_kms_key_id; // x-amz-server-side-encryption-aws-kms-key-id
+  std::string cache_control;  // Cache-Control
   int64_t deadline_steady_ms = 0;
 };
 
@@ -183,6 +187,9 @@ private:
     std::string what; // for messages: "PUT key"
   };
   Result<http::Response> send(const Call &call);
+  // What a new object carries besides its bytes (PutObject and CreateMultipartUpload take
+  // the same headers): metadata, tags, storage class, encryption, Cache-Control.
+  static void add_object_headers(Call &c, const PutOptions &o);
   // One attempt; accept (when set) vets a 2xx answer's head before its body streams.
   Result<http::Response> send_once(const Call &call,
                                    const std::function<bool(const http::Response &)> &accept = {});

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
+#include <lodge/store/object_options.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -50,7 +51,10 @@ struct PutRequest {
   std::string key;
   Body body;
   std::string content_type;
-  Metadata metadata;
+  Metadata metadata; // lodge's stamp and the user's metadata
+  // Tags, storage class, encryption, Cache-Control (content_type and metadata above are
+  // what is sent of those); one the store does not accept() is never asked of put().
+  ObjectOptions options;
   int64_t deadline_steady_ms = 0; // the transfer is aborted at this monotonic time (0: none)
 };
 
@@ -84,6 +88,7 @@ struct StagedRequest {
   std::string key;
   std::string content_type;
   Metadata metadata;
+  ObjectOptions options; // as PutRequest's
 };
 
 // An incomplete staged upload, as a listing shows it.
@@ -180,7 +185,14 @@ public:
   [[nodiscard]] virtual Capabilities capabilities() const = 0;
   // After the object's row became ACTIVE: its state tag becomes committed. Success without
   // a request on a store that does not tag.
-  virtual Status mark_committed(const std::string &key) = 0;
+  // PutObjectTagging and Set Blob Tags replace the whole tag set: `user_tags`, the tags
+  // the upload asked for, are written with it.
+  virtual Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) = 0;
+  // Whether put() and begin_staged() can honour these options (tags, storage class,
+  // encryption, Cache-Control, metadata names): UNSUPPORTED naming what this store cannot
+  // keep, USAGE for a value it refuses. Asked before anything is recorded. By default only
+  // metadata, Content-Type and Cache-Control are kept.
+  [[nodiscard]] virtual Status accepts(const ObjectOptions &o) const;
   // The backstop rule expiring pending objects (and abandoned staged uploads) under the
   // store's root after `days` days. UNSUPPORTED where there is no such thing (file://).
   virtual Result<LifecycleRule> lifecycle_rule(int days);

@@ -1,0 +1,130 @@
+-- lodge ledger schema (current version: see k_schema_version in ledger/schema.hpp).
+-- Applied to a new, empty ledger in one transaction. Older ledgers are migrated by the
+-- steps in src/ledger/migrations.cpp. Times are integers: ms since the Unix epoch, UTC.
+
+CREATE TABLE ledger_meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE file_upload (
+  id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+  owner_id            TEXT    NOT NULL CHECK (length(owner_id) BETWEEN 1 AND 128),
+  original_name       TEXT    NOT NULL,
+  object_key          TEXT    NOT NULL UNIQUE,
+  media_type          TEXT    NOT NULL,
+  sha256              TEXT    NOT NULL CHECK (length(sha256) = 64),
+  size                INTEGER NOT NULL CHECK (size >= 0),
+  policy              TEXT    NOT NULL,
+  upload_status       TEXT    NOT NULL
+                      CHECK (upload_status IN ('UPLOADING', 'ACTIVE', 'UPLOAD_FAILED')),
+  failure_reason      TEXT,
+  is_deleted          INTEGER NOT NULL DEFAULT 0 CHECK (is_deleted IN (0, 1)),
+  idempotency_key     TEXT,
+  etag                TEXT,
+  version_id          TEXT,
+  multipart_upload_id TEXT,
+  created_at          INTEGER NOT NULL,
+  updated_at          INTEGER NOT NULL,
+  activated_at        INTEGER,
+  deleted_at          INTEGER,
+  upload_deadline_at  INTEGER NOT NULL,
+  -- The file's path relative to the directory argument it was found under (or as given),
+  -- each component sanitized; never absolute, never with a '..' segment. The object key
+  -- ends with it. (Declared with a default only because ALTER TABLE ADD COLUMN needs one:
+  -- every insert names it, and migrated rows take their original_name.)
+  relative_path       TEXT    NOT NULL DEFAULT '',
+  -- The run's --prefix ('' when none): keys are <root>/<owner>/[<run_prefix>/]<uuid>/<path>.
+  run_prefix          TEXT    NOT NULL DEFAULT '',
+  -- The de-dup scope the row was reserved under (the policy's "dedup"); see I4 below.
+  dedup_scope         TEXT    NOT NULL DEFAULT 'owner' CHECK (dedup_scope IN ('owner', 'prefix', 'none')),
+  -- Who sends an UPLOADING row's bytes: "MACHINE_ID BOOT_ID PID START" (START: the
+  -- process's start time in clock ticks since boot, /proc/PID/stat field 22), so that a
+  -- later run on the same host can prove that process gone and fail the row at once.
+  -- NULL when not known (rows of older versions).
+  holder              TEXT,
+  -- A failed upload never holds quota.
+  CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
+) STRICT;
+
+-- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row per (owner, sha256), and
+-- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256). The reserve
+-- transaction implements the rest of the rule (which alive rows make a request a duplicate).
+CREATE UNIQUE INDEX file_upload_alive_owner_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner';
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
+-- Finding a file by its path: get/cat/url PATH, list --prefix.
+CREATE INDEX file_upload_path
+  ON file_upload (owner_id, run_prefix, relative_path);
+CREATE UNIQUE INDEX file_upload_idempotency
+  ON file_upload (owner_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- The repair scan: alive UPLOADING rows by deadline.
+CREATE INDEX file_upload_overdue
+  ON file_upload (upload_deadline_at) WHERE upload_status = 'UPLOADING' AND is_deleted = 0;
+-- The de-dup lookup of reserve: an owner's alive rows with a digest, whatever their scope.
+CREATE INDEX file_upload_alive_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+
+-- The quota: an owner's alive rows, counted as they change (an insert alive, an alive row
+-- deleted) by the triggers below, so reserve reads one row instead of counting the owner's
+-- rows. Rows are never deleted and is_deleted never goes back to 0.
+CREATE TABLE owner_usage (
+  owner_id     TEXT    PRIMARY KEY,
+  alive_files  INTEGER NOT NULL CHECK (alive_files >= 0)
+) STRICT;
+CREATE TRIGGER file_upload_usage_insert
+  AFTER INSERT ON file_upload WHEN NEW.is_deleted = 0
+BEGIN
+  INSERT INTO owner_usage (owner_id, alive_files) VALUES (NEW.owner_id, 1)
+    ON CONFLICT (owner_id) DO UPDATE SET alive_files = alive_files + 1;
+END;
+CREATE TRIGGER file_upload_usage_delete
+  AFTER UPDATE OF is_deleted ON file_upload WHEN OLD.is_deleted = 0 AND NEW.is_deleted = 1
+BEGIN
+  UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
+END;
+
+CREATE TABLE cleanup_task (
+  id             INTEGER PRIMARY KEY AUTOINCREMENT,
+  record_id      INTEGER NOT NULL REFERENCES file_upload (id),
+  task_type      TEXT    NOT NULL CHECK (task_type IN ('DELETE_OBJECT')),
+  object_key     TEXT    NOT NULL,
+  status         TEXT    NOT NULL
+                 CHECK (status IN ('PENDING', 'PROCESSING', 'RETRY', 'SUCCESS', 'FAILED', 'IGNORED')),
+  next_retry_at  INTEGER NOT NULL,
+  retry_count    INTEGER NOT NULL DEFAULT 0 CHECK (retry_count >= 0),
+  max_retries    INTEGER NOT NULL CHECK (max_retries >= 0),
+  lease_owner    TEXT,
+  lease_until    INTEGER,
+  lease_version  INTEGER NOT NULL DEFAULT 0 CHECK (lease_version >= 0),
+  last_error     TEXT,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL,
+  -- 0: the delete finishes the task. 1: the upload failed ambiguously or by its deadline, so
+  -- a late PUT may still land: after the delete, one more pass is owed. 2: this is that pass.
+  verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2)),
+  UNIQUE (record_id, task_type)
+) STRICT;
+
+CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at);
+
+-- The fencing token only ever increases.
+CREATE TRIGGER cleanup_task_lease_monotonic
+  BEFORE UPDATE OF lease_version ON cleanup_task
+  WHEN NEW.lease_version < OLD.lease_version
+BEGIN
+  SELECT RAISE(ABORT, 'lease_version must not decrease');
+END;
+
+CREATE TABLE job_run (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile')),
+  worker_id   TEXT    NOT NULL,
+  started_at  INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('ok', 'failed')),
+  counts      TEXT    NOT NULL DEFAULT '{}'
+) STRICT;
+
+CREATE INDEX job_run_latest ON job_run (job, started_at);
