@@ -22,6 +22,10 @@ public:
   Status mark_committed(const std::string &key) override { return m_inner->mark_committed(key); }
   Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
   Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
+  Result<std::vector<std::string>> installed_lifecycle_rules() override {
+    return m_inner->installed_lifecycle_rules();
+  }
+  Result<std::string> versioning_state() override { return m_inner->versioning_state(); }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);
@@ -102,6 +106,14 @@ Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {
 Status ObjectStore::apply_lifecycle(const LifecycleRule &rule) {
   return Error(Errc::unsupported, "lodge cannot install the lifecycle rule of " + describe() +
                                       (rule.apply_hint.empty() ? std::string{} : ": " + rule.apply_hint));
+}
+
+Result<std::vector<std::string>> ObjectStore::installed_lifecycle_rules() {
+  return Error(Errc::unsupported, "lodge cannot read the lifecycle rules of " + describe());
+}
+
+Result<std::string> ObjectStore::versioning_state() {
+  return Error(Errc::unsupported, describe() + " has no versioning setting lodge can read");
 }
 
 void adopt_legacy_metadata(Metadata &m) {
