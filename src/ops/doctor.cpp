@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <lodge/azure/client.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
 #include <lodge/ops/doctor.hpp>
+#include <lodge/store/lifecycle.hpp>
 #include <lodge/util/units.hpp>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -170,10 +173,15 @@ namespace {
 std::string store_fix(const Error &e) {
   if (e.details.s3_code == "NoSuchBucket" || e.details.s3_code == "ContainerNotFound")
     return "create the bucket, or correct --store / LODGE_STORE";
+  if (e.details.s3_code == "SignatureDoesNotMatch")
+    return "check the credentials: the store computed another signature, so the secret key is not the one of "
+           "that access key id (`lodge config --explain` shows which were used)";
+  if (e.details.s3_code == "InvalidAccessKeyId")
+    return "check the credentials: the store knows no such access key id (`lodge config --explain` shows "
+           "which were used)";
   if (e.code == Errc::access_denied)
     return "check the credentials (`lodge config --explain` shows which were used) and that their policy "
-           "allows "
-           "this request on the store";
+           "allows this request on the store";
   if (store::is_unreachable(e))
     return "check --endpoint / AWS_ENDPOINT_URL, the network and any proxy; the store must answer from this "
            "host";
@@ -184,6 +192,82 @@ std::string why(const Error &e) {
   std::string s = e.message + " (" + std::string(e.name());
   if (!e.details.s3_code.empty()) s += ", " + e.details.s3_code;
   return s + ")";
+}
+
+bool is_ours(const std::string &rule_id) {
+  return rule_id.rfind(store::lifecycle::k_rule_prefix, 0) == 0;
+}
+
+// The bucket's versioning: with it on, every object lodge deletes leaves a noncurrent version
+// behind, which only a listing of versions (or a lifecycle rule) ever removes.
+Check versioning_check(const Result<std::string> &state, const Result<std::vector<std::string>> &rules) {
+  if (!state) {
+    const auto &e = state.error();
+    return make("store.versioning", Level::warn, "the bucket's versioning cannot be read: " + why(e),
+                e.code == Errc::access_denied
+                    ? "allow s3:GetBucketVersioning to check it (`lodge lifecycle` needs it too)"
+                    : store_fix(e));
+  }
+  if (state.value().empty()) return make("store.versioning", Level::ok, "versioning off");
+  const std::string &s = state.value();
+  const std::string noncurrent(store::lifecycle::k_s3_noncurrent_rule);
+  if (rules && std::find(rules->begin(), rules->end(), noncurrent) != rules->end())
+    return make("store.versioning", Level::ok,
+                "versioning " + s + "; lodge's lifecycle rule " + noncurrent +
+                    " expires noncurrent versions");
+  std::string msg = "versioning " + s +
+                    (s == "Suspended" ? ": the versions kept while it was enabled stay as noncurrent versions"
+                                      : ": deleted objects leave noncurrent versions") +
+                    "; lodge removes them only if it can list versions";
+  if (!rules)
+    return make("store.versioning", Level::warn,
+                msg + " (the lifecycle rules could not be read: see store.lifecycle)",
+                "install the lifecycle backstop (`lodge lifecycle --apply`) to expire noncurrent versions");
+  bool installed = std::any_of(rules->begin(), rules->end(), is_ours);
+  return make("store.versioning", Level::warn, msg,
+              installed ? "run `lodge lifecycle --apply` again: the installed backstop has no " + noncurrent +
+                              " rule (it was installed while the bucket was not versioned)"
+                        : "install the lifecycle backstop (`lodge lifecycle --apply`) to expire noncurrent "
+                          "versions");
+}
+
+// The lifecycle backstop: what expires the objects and staged uploads a crashed run left,
+// when no sweep comes to delete them.
+std::optional<Check> lifecycle_check(store::ObjectStore &st, const Result<std::vector<std::string>> &rules) {
+  const std::string apply = "`lodge lifecycle --apply` installs it";
+  if (rules) {
+    std::vector<std::string> ours;
+    std::copy_if(rules->begin(), rules->end(), std::back_inserter(ours), is_ours);
+    if (!ours.empty()) {
+      std::string list;
+      for (const auto &id : ours)
+        list += (list.empty() ? "" : ", ") + id;
+      return make("store.lifecycle", Level::ok,
+                  "lodge's lifecycle backstop is installed (rules: " + list + ")");
+    }
+    std::string others = rules->empty() ? ""
+                         : rules->size() == 1
+                             ? " (the bucket has 1 rule of another tool)"
+                             : " (the bucket has " + std::to_string(rules->size()) + " rules of other tools)";
+    return make("store.lifecycle", Level::warn,
+                "no lifecycle backstop" + others + ": objects a crashed run left are removed only by sweep",
+                apply + " (keeping other tools' rules)");
+  }
+  const auto &e = rules.error();
+  if (e.code == Errc::access_denied)
+    return make("store.lifecycle", Level::warn, "the bucket's lifecycle rules cannot be read: " + why(e),
+                "allow s3:GetLifecycleConfiguration to check the backstop (" + apply +
+                    " with s3:PutLifecycleConfiguration)");
+  if (e.code != Errc::unsupported)
+    return make("store.lifecycle", Level::warn, "the bucket's lifecycle rules cannot be read: " + why(e),
+                store_fix(e));
+  // A store whose rules lodge cannot read: the rule it would install says how, if there is one.
+  auto rule = st.lifecycle_rule(1);
+  if (!rule) return std::nullopt;
+  return make(
+      "store.lifecycle", Level::ok,
+      "not checked: " + e.message +
+          "; if the backstop is not installed yet (`lodge lifecycle` prints it): " + rule->apply_hint);
 }
 
 } // namespace
@@ -248,6 +332,11 @@ std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe
     else
       out.push_back(make("store.staged_listing", Level::ok, "incomplete multipart uploads can be listed"));
   }
+  auto rules = st.installed_lifecycle_rules();
+  auto versioning = st.versioning_state();
+  if (versioning || versioning.error().code != Errc::unsupported)
+    out.push_back(versioning_check(versioning, rules));
+  if (auto c = lifecycle_check(st, rules)) out.push_back(std::move(*c));
   return out;
 }
 

@@ -342,6 +342,12 @@ public:
     return r;
   }
 
+  Result<std::vector<std::string>> installed_lifecycle_rules() override {
+    return Error(Errc::unsupported, "lodge cannot read the lifecycle policy of " +
+                                        m_client->config().account.name +
+                                        " (the account's management policy: a storage key cannot read it)");
+  }
+
 private:
   // Older versions of exactly this name, where the account keeps versions.
   Status remove_versions(const std::string &key) {

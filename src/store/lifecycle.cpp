@@ -90,7 +90,7 @@ Result<std::string> s3_configuration(const S3Rules &rules, std::string_view exis
   if (rules.versioned) {
     // On a versioned bucket an expiration only hides the object behind a delete marker:
     // this takes the version itself (and the marker left alone) N days later.
-    auto rule = begin_rule(root, "lodge-expire-noncurrent");
+    auto rule = begin_rule(root, std::string(k_s3_noncurrent_rule).c_str());
     prefix_filter(rule, rules.prefix);
     text_child(rule, "Status", "Enabled");
     text_child(rule.append_child("Expiration"), "ExpiredObjectDeleteMarker", "true");

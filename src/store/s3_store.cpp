@@ -221,6 +221,15 @@ public:
     return m_client->put_bucket_lifecycle(rule.document);
   }
 
+  Result<std::vector<std::string>> installed_lifecycle_rules() override {
+    auto xml = m_client->get_bucket_lifecycle();
+    if (!xml && xml.error().code == Errc::not_found) return std::vector<std::string>{};
+    if (!xml) return xml.error();
+    return lifecycle::s3_rule_ids(xml.value());
+  }
+
+  Result<std::string> versioning_state() override { return m_client->get_versioning(); }
+
 private:
   static constexpr const char *k_s3_format = "s3-lifecycle-xml";
   // The user's options, and lodge's pending tag on every put of a tagging store (not on

@@ -25,6 +25,10 @@ public:
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }
   Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
   Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
+  Result<std::vector<std::string>> installed_lifecycle_rules() override {
+    return m_inner->installed_lifecycle_rules();
+  }
+  Result<std::string> versioning_state() override { return m_inner->versioning_state(); }
 
   Result<PutResult> put(const PutRequest &req) override {
     if (failpoint::hit("store.put")) return injected("PUT " + req.key);
@@ -115,6 +119,14 @@ Status ObjectStore::accepts(const ObjectOptions &o) const {
   if (!o.storage_class.empty()) return refuse("a storage class");
   if (!o.sse.empty()) return refuse("a server-side encryption setting");
   return ok_status();
+}
+
+Result<std::vector<std::string>> ObjectStore::installed_lifecycle_rules() {
+  return Error(Errc::unsupported, "lodge cannot read the lifecycle rules of " + describe());
+}
+
+Result<std::string> ObjectStore::versioning_state() {
+  return Error(Errc::unsupported, describe() + " has no versioning setting lodge can read");
 }
 
 void adopt_legacy_metadata(Metadata &m) {

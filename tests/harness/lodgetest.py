@@ -302,13 +302,39 @@ class Moto(LoopbackServer):
     """A moto_server on 127.0.0.1, started and stopped by PID."""
 
     NAME = "moto_server"
+    ARGV = ["moto_server"]
 
     def __init__(self, extra_env=None):
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ)
         env.update(extra_env or {})
-        self.start(["moto_server", "-H", "127.0.0.1", "-p", str(self.port)], env)
+        self.start(self.ARGV + ["-H", "127.0.0.1", "-p", str(self.port)], env)
+
+
+class SignatureCheckingMoto(Moto):
+    """A moto_server that checks every request's SigV4 signature after its first four actions,
+    which user_with_bucket spends. tests/harness/motosigned.py: moto checking the signature
+    against the query string as sent (moto itself decodes it first, and refuses correctly
+    signed requests with `prefix=dir/`)."""
+
+    NAME = "moto_server (signatures checked)"
+    ARGV = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "motosigned.py")]
+
+    def __init__(self):
+        super().__init__({"INITIAL_NO_AUTH_ACTION_COUNT": "4"})
+
+    def user_with_bucket(self, bucket):
+        """The four free actions: an IAM user, its access key, a policy allowing it s3:*, and
+        `bucket` made with that key. Returns (key id, secret)."""
+        aws(self.endpoint, "iam", "create-user", "--user-name", "lodge")
+        key = aws(self.endpoint, "iam", "create-access-key", "--user-name", "lodge")["AccessKey"]
+        aws(self.endpoint, "iam", "put-user-policy", "--user-name", "lodge", "--policy-name", "all",
+            "--policy-document",
+            '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:*","Resource":"*"}]}')
+        key_id, secret = key["AccessKeyId"], key["SecretAccessKey"]
+        aws(self.endpoint, "s3api", "create-bucket", "--bucket", bucket, key=(key_id, secret))
+        return key_id, secret
 
 
 class S3rver(LoopbackServer):
@@ -416,10 +442,13 @@ AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
            "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
-def aws(endpoint, *args, check=True):
-    """Runs the real aws CLI against endpoint; returns parsed JSON output (or None)."""
+def aws(endpoint, *args, check=True, key=None):
+    """Runs the real aws CLI against endpoint (with `key`, a (key id, secret) pair, instead of
+    the test one); returns parsed JSON output (or None)."""
     env = dict(os.environ)
     env.update(AWS_ENV)
+    if key:
+        env.update({"AWS_ACCESS_KEY_ID": key[0], "AWS_SECRET_ACCESS_KEY": key[1]})
     env.pop("AWS_ENDPOINT_URL", None)
     p = subprocess.run(["aws", "--endpoint-url", endpoint, "--output", "json", *args],
                        capture_output=True, text=True, env=env)

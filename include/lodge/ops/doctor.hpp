@@ -44,7 +44,9 @@ inline constexpr int64_t k_skew_fail_ms = int64_t{15} * 60 * 1000;
 
 // The store checks through its own interface: reachable with these credentials (a signed
 // LIST), then a probe object `probe_key` put and removed (and, on the way, whether version
-// listing and staged-upload listing are supported).
+// listing and staged-upload listing are supported); then the bucket's versioning (where the
+// store has one) against lodge's noncurrent-version rule, and whether lodge's lifecycle
+// backstop is installed (where lodge can tell; where it cannot, how to install it).
 [[nodiscard]] std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe_key);
 
 } // namespace lodge::ops::doctor

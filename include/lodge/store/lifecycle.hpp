@@ -12,6 +12,8 @@ namespace lodge::store::lifecycle {
 // Every rule lodge writes has an ID (S3) or name (Azure) starting with this; a rule
 // without it belongs to someone else and is kept as it is.
 inline constexpr std::string_view k_rule_prefix = "lodge-";
+// lodge's S3 rule expiring noncurrent versions (written when the bucket is or was versioned).
+inline constexpr std::string_view k_s3_noncurrent_rule = "lodge-expire-noncurrent";
 // The S3 object tag a tagging store writes: pending at upload, committed once the row is ACTIVE.
 inline constexpr std::string_view k_s3_state_tag = "lodge-state";
 

@@ -199,6 +199,14 @@ public:
   // Installs a rule lifecycle_rule made. UNSUPPORTED where lodge cannot (rule.apply_hint
   // says how).
   virtual Status apply_lifecycle(const LifecycleRule &rule);
+  // The IDs of the lifecycle rules installed on the store (lodge's start with "lodge-"), in
+  // the server's order; empty when there are none. UNSUPPORTED where lodge cannot read them
+  // (Azure: a management-plane setting a storage key cannot read; file://: no such thing).
+  virtual Result<std::vector<std::string>> installed_lifecycle_rules();
+  // Whether the store keeps old versions of what is overwritten or deleted: "Enabled",
+  // "Suspended" (it did, and keeps what it kept) or "" (never). UNSUPPORTED where it is no
+  // setting of the store lodge can read (Azure: the account's; file://: none).
+  virtual Result<std::string> versioning_state();
 };
 
 struct StoreOptions {
