@@ -190,7 +190,8 @@ std::string result_line(const ops::FileResult &r) {
     break;
   case ops::UploadOutcome::duplicate:
     s += "#" + std::to_string(*r.id) + " " + name +
-         (r.unchanged ? " (unchanged since it was stored)" : " (same content as #" + std::to_string(*r.id) + ")");
+         (r.unchanged ? " (unchanged since it was stored)"
+                      : " (same content as #" + std::to_string(*r.id) + ")");
     break;
   case ops::UploadOutcome::planned:
     s += name + " (would upload " + util::plural(static_cast<int64_t>(r.size), "byte") + " as " +
@@ -254,342 +255,345 @@ Command add_upload(CLI::App &app) {
                 "object is removed by sweep after the grace)");
   sub->add_flag("-n,--dry-run", o->dry_run,
                 "Validate and hash (or use the stat cache), say what would happen, write nothing");
-  sub->add_option("--content-type", o->content_type,
-                  "Store every object with this Content-Type (default: from the extension via /etc/mime.types "
-                  "when the content agrees, else detected)");
+  sub->add_option(
+      "--content-type", o->content_type,
+      "Store every object with this Content-Type (default: from the extension via /etc/mime.types "
+      "when the content agrees, else detected)");
   sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE on every object (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
+  sub->add_option("--tag", o->tags,
+                  "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
       ->allow_extra_args(false);
-  sub->add_option("--storage-class", o->storage_class,
-                  "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
+  sub->add_option(
+      "--storage-class", o->storage_class,
+      "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
   sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms (id, alias or ARN)");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of every object, e.g. 'max-age=3600'");
-  return {sub, [o](Context &ctx) {
-            const auto &cfg = ctx.cfg();
-            if (o->paths.empty() && o->files_from.empty())
-              throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
-            if (!o->idempotency_key.empty()) check_one_input(*o);
-            if (!o->prefix.empty())
-              if (auto why = config::run_prefix_problem(o->prefix))
-                throw LodgeError(Errc::usage,
-                                 "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
-            ops::UploadSettings s;
-            s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
-            s.policy = cfg.policy(o->policy);
-            s.run_prefix = o->prefix;
-            s.owner = ctx.owner();
-            if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
-            s.multipart_threshold = cfg.multipart_threshold;
-            s.part_size = cfg.part_size;
-            s.part_concurrency = cfg.part_concurrency;
-            s.open_store = [&ctx] { return ctx.open_store(); };
-            s.max_retries = cfg.sweep.max_retries;
-            s.lease_ms = cfg.sweep.lease_ms;
-            s.cleanup = {ops::grace_for(cfg, o->policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
-            s.follow_symlinks = o->follow_symlinks;
-            s.worker_id = "upload-" + std::to_string(::getpid());
-            s.options = object_options(*o, s.policy);
-            s.checksum = o->checksum;
-            s.replace = o->replace;
-            s.dry_run = o->dry_run;
-            int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
-            // The store first: a bad store URL leaves nothing behind, and a file:// root
-            // exists before the walk, which must skip it.
-            auto store = ctx.open_store();
-            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
-            (void)ctx.ledger(); // migrate once, before the workers race to
-            auto pool = ctx.ledger_pool();
-            // A re-run after a killed run on this host: that run's rows fail now (as repair
-            // would at their deadline), so its files go again at once instead of IN_PROGRESS.
-            // Only when the store's id marker shows this ledger's history is the store's (as
-            // repair checks first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
-            auto store_agrees = [&] {
-              auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock());
-              return d && !d.value();
-            };
-            // (Not in a dry run: it writes.)
-            if (auto a = o->dry_run ? ops::RecoverSummary{}
-                                    : ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries,
-                                                             util::system_clock(), store_agrees);
-                a.failed > 0 && !ctx.g.quiet)
-              std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
-                           static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
+  return {
+      sub, [o](Context &ctx) {
+        const auto &cfg = ctx.cfg();
+        if (o->paths.empty() && o->files_from.empty())
+          throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
+        if (!o->idempotency_key.empty()) check_one_input(*o);
+        if (!o->prefix.empty())
+          if (auto why = config::run_prefix_problem(o->prefix))
+            throw LodgeError(Errc::usage,
+                             "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
+        ops::UploadSettings s;
+        s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
+        s.policy = cfg.policy(o->policy);
+        s.run_prefix = o->prefix;
+        s.owner = ctx.owner();
+        if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
+        s.multipart_threshold = cfg.multipart_threshold;
+        s.part_size = cfg.part_size;
+        s.part_concurrency = cfg.part_concurrency;
+        s.open_store = [&ctx] { return ctx.open_store(); };
+        s.max_retries = cfg.sweep.max_retries;
+        s.lease_ms = cfg.sweep.lease_ms;
+        s.cleanup = {ops::grace_for(cfg, o->policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
+        s.follow_symlinks = o->follow_symlinks;
+        s.worker_id = "upload-" + std::to_string(::getpid());
+        s.options = object_options(*o, s.policy);
+        s.checksum = o->checksum;
+        s.replace = o->replace;
+        s.dry_run = o->dry_run;
+        int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
+        // The store first: a bad store URL leaves nothing behind, and a file:// root
+        // exists before the walk, which must skip it.
+        auto store = ctx.open_store();
+        if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
+        (void)ctx.ledger(); // migrate once, before the workers race to
+        auto pool = ctx.ledger_pool();
+        // A re-run after a killed run on this host: that run's rows fail now (as repair
+        // would at their deadline), so its files go again at once instead of IN_PROGRESS.
+        // Only when the store's id marker shows this ledger's history is the store's (as
+        // repair checks first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
+        auto store_agrees = [&] {
+          auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock());
+          return d && !d.value();
+        };
+        // (Not in a dry run: it writes.)
+        if (auto a = o->dry_run ? ops::RecoverSummary{}
+                                : ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries,
+                                                         util::system_clock(), store_agrees);
+            a.failed > 0 && !ctx.g.quiet)
+          std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
+                       static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
 
-            install_interrupt_handlers(!ctx.g.quiet);
-            std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report
-            bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
-            std::mutex out_mutex;
-            Tally t;
-            int64_t started = util::steady_ms();
-            std::atomic<int64_t> queued{0};
-            std::atomic<bool> walked{false};
-            auto show_progress = [&] {
-              double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
-              double rate = secs > 0 ? static_cast<double>(t.bytes) / secs : 0;
-              std::string files = std::to_string(t.files);
-              std::string eta;
-              if (walked) {
-                // Every input is known once the walk is over: say how many and how long.
-                files += "/" + std::to_string(queued.load() + (t.files - t.queued_done));
-                double per_file = t.files > 0 ? secs / static_cast<double>(t.files) : 0;
-                int64_t left = queued.load() - t.queued_done;
-                if (left > 0 && per_file > 0)
-                  eta = ", ETA " + util::format_duration_ms(
-                                       static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
-              }
-              std::fprintf(stderr, "\r\033[K%s %s, %s, %s/s%s", files.c_str(),
-                           files == "1" ? "file" : "files", util::format_size(t.bytes).c_str(),
-                           util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
-              std::fflush(stderr);
-            };
-            auto report = [&](const ops::FileResult &r, bool from_queue) {
-              std::lock_guard lock(out_mutex);
-              ++t.files;
-              if (from_queue) {
-                ++t.queued_done;
-                set_in_flight(in_flight.fetch_sub(1) - 1);
-              }
-              switch (r.outcome) {
-              case ops::UploadOutcome::active:
-                ++t.active;
-                t.bytes += r.size;
-                break;
-              case ops::UploadOutcome::duplicate:
-                ++t.duplicate;
-                break;
-              case ops::UploadOutcome::replayed:
-                ++t.replayed;
-                break;
-              case ops::UploadOutcome::rejected:
-                ++t.rejected;
-                break;
-              case ops::UploadOutcome::failed:
-                ++t.failed;
-                break;
-              case ops::UploadOutcome::skipped:
-                ++t.skipped;
-                break;
-              case ops::UploadOutcome::planned:
-                ++t.planned;
-                t.bytes += r.size;
-                break;
-              }
-              if (is_storage_failure(r)) ++t.storage_failures;
-              if (r.outcome == ops::UploadOutcome::failed && r.error &&
-                  r.error->exit_code() == exit_status(Errc::ledger_unusable))
-                ++t.ledger_failures;
-              if (progress) std::fprintf(stderr, "\r\033[K");
-              bool skipped = r.outcome == ops::UploadOutcome::skipped;
-              if (skipped && !ctx.g.quiet)
-                std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
-                             r.reason.c_str());
-              if (skipped && !ctx.g.json) {
-                // Said on stderr only: stdout lists what was uploaded or refused.
-              } else if (ctx.g.json) {
-                ctx.print_json(result_json(r));
-              } else {
-                bool bad =
-                    r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
-                if (!ctx.g.quiet || bad) {
-                  auto line = result_line(r);
-                  std::fprintf(stdout, "%s\n", line.c_str());
-                  std::fflush(stdout);
-                  check_stdout();
-                }
-              }
-              if (progress) show_progress();
-            };
+        install_interrupt_handlers(!ctx.g.quiet);
+        std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report
+        bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+        std::mutex out_mutex;
+        Tally t;
+        int64_t started = util::steady_ms();
+        std::atomic<int64_t> queued{0};
+        std::atomic<bool> walked{false};
+        auto show_progress = [&] {
+          double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
+          double rate = secs > 0 ? static_cast<double>(t.bytes) / secs : 0;
+          std::string files = std::to_string(t.files);
+          std::string eta;
+          if (walked) {
+            // Every input is known once the walk is over: say how many and how long.
+            files += "/" + std::to_string(queued.load() + (t.files - t.queued_done));
+            double per_file = t.files > 0 ? secs / static_cast<double>(t.files) : 0;
+            int64_t left = queued.load() - t.queued_done;
+            if (left > 0 && per_file > 0)
+              eta = ", ETA " + util::format_duration_ms(
+                                   static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
+          }
+          std::fprintf(stderr, "\r\033[K%s %s, %s, %s/s%s", files.c_str(), files == "1" ? "file" : "files",
+                       util::format_size(t.bytes).c_str(),
+                       util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
+          std::fflush(stderr);
+        };
+        auto report = [&](const ops::FileResult &r, bool from_queue) {
+          std::lock_guard lock(out_mutex);
+          ++t.files;
+          if (from_queue) {
+            ++t.queued_done;
+            set_in_flight(in_flight.fetch_sub(1) - 1);
+          }
+          switch (r.outcome) {
+          case ops::UploadOutcome::active:
+            ++t.active;
+            t.bytes += r.size;
+            break;
+          case ops::UploadOutcome::duplicate:
+            ++t.duplicate;
+            break;
+          case ops::UploadOutcome::replayed:
+            ++t.replayed;
+            break;
+          case ops::UploadOutcome::rejected:
+            ++t.rejected;
+            break;
+          case ops::UploadOutcome::failed:
+            ++t.failed;
+            break;
+          case ops::UploadOutcome::skipped:
+            ++t.skipped;
+            break;
+          case ops::UploadOutcome::planned:
+            ++t.planned;
+            t.bytes += r.size;
+            break;
+          }
+          if (is_storage_failure(r)) ++t.storage_failures;
+          if (r.outcome == ops::UploadOutcome::failed && r.error &&
+              r.error->exit_code() == exit_status(Errc::ledger_unusable))
+            ++t.ledger_failures;
+          if (progress) std::fprintf(stderr, "\r\033[K");
+          bool skipped = r.outcome == ops::UploadOutcome::skipped;
+          if (skipped && !ctx.g.quiet)
+            std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
+                         r.reason.c_str());
+          if (skipped && !ctx.g.json) {
+            // Said on stderr only: stdout lists what was uploaded or refused.
+          } else if (ctx.g.json) {
+            ctx.print_json(result_json(r));
+          } else {
+            bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
+            if (!ctx.g.quiet || bad) {
+              auto line = result_line(r);
+              std::fprintf(stdout, "%s\n", line.c_str());
+              std::fflush(stdout);
+              check_stdout();
+            }
+          }
+          if (progress) show_progress();
+        };
 
-            WorkQueue queue(queue_capacity_for_open_files());
-            // A worker that throws stops the run (nothing new starts); join() rethrows it.
-            util::ThreadGroup workers([&queue] {
+        WorkQueue queue(queue_capacity_for_open_files());
+        // A worker that throws stops the run (nothing new starts); join() rethrows it.
+        util::ThreadGroup workers([&queue] {
+          queue.close();
+          queue.clear();
+        });
+        // Runs before the group's destructor on every way out, so no worker is left
+        // waiting on the queue while the group joins it.
+        struct CloseOnExit {
+          WorkQueue &q;
+          ~CloseOnExit() { q.close(); }
+        } close_on_exit{queue};
+        std::mutex setup_mutex;
+        std::optional<LodgeError> setup_error;
+        std::mutex retry_mutex;
+        std::vector<ops::InputFile> retry_later;
+        for (int i = 0; i < jobs; ++i) {
+          workers.spawn([&, i] {
+            std::unique_ptr<ledger::Ledger> l;
+            std::unique_ptr<store::ObjectStore> st;
+            std::unique_ptr<ops::Uploader> up;
+            try {
+              l = pool->worker();
+              st = ctx.open_store();
+              auto ws = s;
+              ws.worker_id += "-" + std::to_string(i);
+              up = std::make_unique<ops::Uploader>(*l, *st, ws, util::system_clock());
+            } catch (const LodgeError &e) {
+              std::lock_guard lock(setup_mutex);
+              if (!setup_error) setup_error = e;
               queue.close();
               queue.clear();
-            });
-            // Runs before the group's destructor on every way out, so no worker is left
-            // waiting on the queue while the group joins it.
-            struct CloseOnExit {
-              WorkQueue &q;
-              ~CloseOnExit() { q.close(); }
-            } close_on_exit{queue};
-            std::mutex setup_mutex;
-            std::optional<LodgeError> setup_error;
-            std::mutex retry_mutex;
-            std::vector<ops::InputFile> retry_later;
-            for (int i = 0; i < jobs; ++i) {
-              workers.spawn([&, i] {
-                std::unique_ptr<ledger::Ledger> l;
-                std::unique_ptr<store::ObjectStore> st;
-                std::unique_ptr<ops::Uploader> up;
-                try {
-                  l = pool->worker();
-                  st = ctx.open_store();
-                  auto ws = s;
-                  ws.worker_id += "-" + std::to_string(i);
-                  up = std::make_unique<ops::Uploader>(*l, *st, ws, util::system_clock());
-                } catch (const LodgeError &e) {
-                  std::lock_guard lock(setup_mutex);
-                  if (!setup_error) setup_error = e;
-                  queue.close();
-                  queue.clear();
-                  return;
-                }
-                // Pipelined: a file's confirm commits with the worker's next reserve, and
-                // the file is reported once it has (finish() ends the last one).
-                while (auto file = queue.pop()) {
-                  if (interrupted()) {
-                    queue.clear();
-                    break;
-                  }
-                  // In flight: popped and not reported yet (a pipelined file's confirm included).
-                  set_in_flight(in_flight.fetch_add(1) + 1);
-                  for (auto &r : up->upload_next(*file)) {
-                    if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
-                      // The content of a file another worker is sending (empty files, copies
-                      // in one tree): tried again once the workers are done, as a duplicate.
-                      // Only a reserve answers so: this file's, never the pending one's.
-                      std::lock_guard lock(retry_mutex);
-                      retry_later.push_back(*file); // still in flight: reported after the retry
-                      continue;
-                    }
-                    report(r, true);
-                  }
-                }
-                if (auto r = up->finish()) report(*r, true);
-              });
+              return;
             }
-            // Fired once the walk of the paths given has listed them (or filled the
-            // queue), before any file is opened; then the workers start.
-            auto start_workers = [&] {
-              if (queue.started()) return;
-              (void)failpoint::hit("upload.after_walk");
-              queue.start();
-            };
-            // A PostgreSQL ledger has no files here to keep out of the upload.
-            const ops::WalkSkips skips{ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
-                                       store::file_store_root(cfg.store)};
-            auto feed = [&](const std::string &p) {
-              if (interrupted()) return false;
-              bool go_on = true;
-              ops::walk_inputs({p}, o->follow_symlinks, skips,
-                               [&](const ops::InputFile &file, const std::optional<Error> &err) {
-                                 if (interrupted()) return go_on = false;
-                                 if (!file.skipped.empty()) {
-                                   ops::FileResult r;
-                                   r.file = file.path;
-                                   r.outcome = ops::UploadOutcome::skipped;
-                                   r.reason = file.skipped;
-                                   report(r, false);
-                                   return true;
-                                 }
-                                 if (err) {
-                                   ops::FileResult r;
-                                   r.file = file.path;
-                                   r.outcome = ops::UploadOutcome::rejected;
-                                   r.error = *err;
-                                   report(r, false);
-                                   return true;
-                                 }
-                                 ++queued;
-                                 return go_on = queue.push(file, start_workers);
-                               });
-              return go_on;
-            };
-            bool fed = true;
-            for (const auto &p : o->paths)
-              if (!(fed = feed(p))) break;
-            start_workers();
-            if (fed && !o->files_from.empty()) {
-              if (o->files_from == "-") {
-                read_list(std::cin, o->null_separated, feed);
-              } else {
-                std::ifstream f(o->files_from, std::ios::binary);
-                if (!f) {
-                  queue.close();
-                  workers.join();
-                  throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
-                }
-                read_list(f, o->null_separated, feed);
+            // Pipelined: a file's confirm commits with the worker's next reserve, and
+            // the file is reported once it has (finish() ends the last one).
+            while (auto file = queue.pop()) {
+              if (interrupted()) {
+                queue.clear();
+                break;
               }
-            }
-            walked = true;
-            queue.close();
-            workers.join();
-            if (setup_error) throw *setup_error;
-            if (!retry_later.empty()) {
-              ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
-              for (const auto &file : retry_later) {
-                if (interrupted()) break;
-                auto r = up.upload(file);
-                // The same content in flight in another process (or a worker of this one): wait
-                // for its sender, bounded by its deadline, then ask again: a duplicate once it
-                // is ACTIVE, a new upload if it failed, not IN_PROGRESS "failed".
-                for (int round = 0; round < 5 && !s.idempotency_key && !s.dry_run && r.error &&
-                                    r.error->code == Errc::in_progress && r.id && !interrupted();
-                     ++round) {
-                  if (!ops::wait_for_upload(ctx.ledger(), *r.id, cfg, cfg.sweep.max_retries,
-                                            util::system_clock(), [] { return interrupted(); }))
-                    break;
-                  r = up.upload(file);
+              // In flight: popped and not reported yet (a pipelined file's confirm included).
+              set_in_flight(in_flight.fetch_add(1) + 1);
+              for (auto &r : up->upload_next(*file)) {
+                if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
+                  // The content of a file another worker is sending (empty files, copies
+                  // in one tree): tried again once the workers are done, as a duplicate.
+                  // Only a reserve answers so: this file's, never the pending one's.
+                  std::lock_guard lock(retry_mutex);
+                  retry_later.push_back(*file); // still in flight: reported after the retry
+                  continue;
                 }
                 report(r, true);
               }
             }
-            if (progress) std::fprintf(stderr, "\r\033[K");
+            if (auto r = up->finish()) report(*r, true);
+          });
+        }
+        // Fired once the walk of the paths given has listed them (or filled the
+        // queue), before any file is opened; then the workers start.
+        auto start_workers = [&] {
+          if (queue.started()) return;
+          (void)failpoint::hit("upload.after_walk");
+          queue.start();
+        };
+        // A PostgreSQL ledger has no files here to keep out of the upload.
+        const ops::WalkSkips skips{ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
+                                   store::file_store_root(cfg.store)};
+        auto feed = [&](const std::string &p) {
+          if (interrupted()) return false;
+          bool go_on = true;
+          ops::walk_inputs({p}, o->follow_symlinks, skips,
+                           [&](const ops::InputFile &file, const std::optional<Error> &err) {
+                             if (interrupted()) return go_on = false;
+                             if (!file.skipped.empty()) {
+                               ops::FileResult r;
+                               r.file = file.path;
+                               r.outcome = ops::UploadOutcome::skipped;
+                               r.reason = file.skipped;
+                               report(r, false);
+                               return true;
+                             }
+                             if (err) {
+                               ops::FileResult r;
+                               r.file = file.path;
+                               r.outcome = ops::UploadOutcome::rejected;
+                               r.error = *err;
+                               report(r, false);
+                               return true;
+                             }
+                             ++queued;
+                             return go_on = queue.push(file, start_workers);
+                           });
+          return go_on;
+        };
+        bool fed = true;
+        for (const auto &p : o->paths)
+          if (!(fed = feed(p))) break;
+        start_workers();
+        if (fed && !o->files_from.empty()) {
+          if (o->files_from == "-") {
+            read_list(std::cin, o->null_separated, feed);
+          } else {
+            std::ifstream f(o->files_from, std::ios::binary);
+            if (!f) {
+              queue.close();
+              workers.join();
+              throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
+            }
+            read_list(f, o->null_separated, feed);
+          }
+        }
+        walked = true;
+        queue.close();
+        workers.join();
+        if (setup_error) throw *setup_error;
+        if (!retry_later.empty()) {
+          ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+          for (const auto &file : retry_later) {
+            if (interrupted()) break;
+            auto r = up.upload(file);
+            // The same content in flight in another process (or a worker of this one): wait
+            // for its sender, bounded by its deadline, then ask again: a duplicate once it
+            // is ACTIVE, a new upload if it failed, not IN_PROGRESS "failed".
+            for (int round = 0; round < 5 && !s.idempotency_key && !s.dry_run && r.error &&
+                                r.error->code == Errc::in_progress && r.id && !interrupted();
+                 ++round) {
+              if (!ops::wait_for_upload(ctx.ledger(), *r.id, cfg, cfg.sweep.max_retries, util::system_clock(),
+                                        [] { return interrupted(); }))
+                break;
+              r = up.upload(file);
+            }
+            report(r, true);
+          }
+        }
+        if (progress) std::fprintf(stderr, "\r\033[K");
 
-            double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
-            if (ctx.g.json) {
-              nlohmann::json sum{{"files", t.files},         {"active", t.active},
-                                 {"duplicate", t.duplicate}, {"replayed", t.replayed},
-                                 {"rejected", t.rejected},   {"failed", t.failed},
-                                 {"skipped", t.skipped},     {"bytes", t.bytes},
-                                 {"seconds", secs},          {"interrupted", interrupted()},
-                                 {"aborted", aborted()}};
-              if (o->dry_run) {
-                sum["dry_run"] = true;
-                sum["planned"] = t.planned;
-              }
-              ctx.print_json(nlohmann::json{{"summary", sum}});
-            } else if (!ctx.g.quiet && o->dry_run) {
-              std::fprintf(stderr,
-                           "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
-                           "rejected, %lld failed, %lld skipped (%s to send)\n",
-                           util::plural(t.files, "file").c_str(), static_cast<long long>(t.planned),
-                           static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
-                           static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                           static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str());
-            } else if (!ctx.g.quiet) {
-              std::fprintf(stderr,
-                           "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
-                           "failed, %lld skipped (%s in %.1fs)%s\n",
-                           util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
-                           static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
-                           static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                           static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
-                           !interrupted()  ? ""
-                           : broken_pipe() ? ", interrupted: stdout was closed"
-                                           : ", interrupted");
-            }
-            if (interrupted()) {
-              std::string why = broken_pipe() ? "stdout was closed" : "interrupted by a signal";
-              std::string what = aborted() ? "the uploads in flight were aborted and their records failed"
-                                           : "the files in flight were finished";
-              std::fprintf(stderr, "lodge: error: %s: %s, no new one was started (%s)\n", why.c_str(),
-                           what.c_str(), std::string(errc_name(Errc::interrupted)).c_str());
-              // 141 is how a shell reports a process killed by SIGPIPE: a reader that went away.
-              return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
-            }
-            // Whole-run failures get their own exit status, as DESIGN.md's table says.
-            bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
-            if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
-              return exit_status(Errc::ledger_unusable);
-            if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
-                t.rejected == 0)
-              return exit_status(Errc::storage_unavailable);
-            return (t.rejected + t.failed) > 0 ? exit_items_failed() : exit_status(Errc::ok);
-          }};
+        double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
+        if (ctx.g.json) {
+          nlohmann::json sum{{"files", t.files},         {"active", t.active},
+                             {"duplicate", t.duplicate}, {"replayed", t.replayed},
+                             {"rejected", t.rejected},   {"failed", t.failed},
+                             {"skipped", t.skipped},     {"bytes", t.bytes},
+                             {"seconds", secs},          {"interrupted", interrupted()},
+                             {"aborted", aborted()}};
+          if (o->dry_run) {
+            sum["dry_run"] = true;
+            sum["planned"] = t.planned;
+          }
+          ctx.print_json(nlohmann::json{{"summary", sum}});
+        } else if (!ctx.g.quiet && o->dry_run) {
+          std::fprintf(stderr,
+                       "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
+                       "rejected, %lld failed, %lld skipped (%s to send)\n",
+                       util::plural(t.files, "file").c_str(), static_cast<long long>(t.planned),
+                       static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                       static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
+                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str());
+        } else if (!ctx.g.quiet) {
+          std::fprintf(stderr,
+                       "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
+                       "failed, %lld skipped (%s in %.1fs)%s\n",
+                       util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
+                       static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                       static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
+                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
+                       !interrupted()  ? ""
+                       : broken_pipe() ? ", interrupted: stdout was closed"
+                                       : ", interrupted");
+        }
+        if (interrupted()) {
+          std::string why = broken_pipe() ? "stdout was closed" : "interrupted by a signal";
+          std::string what = aborted() ? "the uploads in flight were aborted and their records failed"
+                                       : "the files in flight were finished";
+          std::fprintf(stderr, "lodge: error: %s: %s, no new one was started (%s)\n", why.c_str(),
+                       what.c_str(), std::string(errc_name(Errc::interrupted)).c_str());
+          // 141 is how a shell reports a process killed by SIGPIPE: a reader that went away.
+          return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
+        }
+        // Whole-run failures get their own exit status, as DESIGN.md's table says.
+        bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
+        if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
+          return exit_status(Errc::ledger_unusable);
+        if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
+            t.rejected == 0)
+          return exit_status(Errc::storage_unavailable);
+        return (t.rejected + t.failed) > 0 ? exit_items_failed() : exit_status(Errc::ok);
+      }};
 }
 
 Command add_list(CLI::App &app) {
@@ -640,6 +644,10 @@ Command add_list(CLI::App &app) {
                                  {"sha256", f.sha256},
                                  {"size", f.size},
                                  {"media_type", f.media_type},
+                                 {"content_type", f.object_content_type()},
+                                 {"object_options", f.object_options.empty()
+                                                        ? nlohmann::json::object()
+                                                        : nlohmann::json::parse(f.object_options)},
                                  {"created_at", f.created_at},
                                  {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason)
                                                                      : nlohmann::json(nullptr)}};

@@ -126,10 +126,10 @@ bool valid_media_type(const std::string &t) {
 
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
-  reject_unknown(
-      obj, path,
-      {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty", "dedup",
-       "content_type", "metadata", "tags", "storage_class", "sse", "sse_kms_key_id", "cache_control"});
+  reject_unknown(obj, path,
+                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty",
+                  "dedup", "content_type", "metadata", "tags", "storage_class", "sse", "sse_kms_key_id",
+                  "cache_control"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -596,9 +596,11 @@ nlohmann::json to_json(const Config &c) {
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
-    if (auto o = store::to_json(p.object); !o.empty())
-      for (const auto &[k, v] : json::parse(o).items())
+    if (auto o = store::to_json(p.object); !o.empty()) {
+      const json options = json::parse(o); // kept alive: items() only views it
+      for (const auto &[k, v] : options.items())
         pj[k] = v;
+    }
     ps[name] = pj;
   }
   j["policies"] = ps;

@@ -104,18 +104,22 @@ std::optional<FileResult> Uploader::finish() {
 }
 
 namespace {
-int64_t ns_of(const struct timespec &t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; }
+int64_t ns_of(const struct timespec &t) {
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 ledger::FileStat stat_of(const struct stat &st) {
-  return {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino), ns_of(st.st_mtim), ns_of(st.st_ctim)};
+  return {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino), ns_of(st.st_mtim),
+          ns_of(st.st_ctim)};
 }
 
 // Whether a file still is what `before` saw: size, mtime and ctime (a write, a truncate,
 // a rename over it, a touch back to the old mtime all move ctime).
 bool same_file(const struct stat &before, int fd) {
   struct stat now {};
-  return ::fstat(fd, &now) == 0 && now.st_size == before.st_size && ns_of(now.st_mtim) == ns_of(before.st_mtim) &&
-         ns_of(now.st_ctim) == ns_of(before.st_ctim) && now.st_ino == before.st_ino && now.st_dev == before.st_dev;
+  return ::fstat(fd, &now) == 0 && now.st_size == before.st_size &&
+         ns_of(now.st_mtim) == ns_of(before.st_mtim) && ns_of(now.st_ctim) == ns_of(before.st_ctim) &&
+         now.st_ino == before.st_ino && now.st_dev == before.st_dev;
 }
 
 FileResult rejected(FileResult r, Error e) {
@@ -203,12 +207,15 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
       r.sha256 = cached->sha256;
       r.media_type = cached->media_type;
       r.content_type = cached->object_content_type();
-      r.error = Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
-                                           " (not read again; --checksum reads it)");
+      r.error =
+          Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
+                                     " (not read again; --checksum reads it)");
       return r;
     }
   }
 
+  if (failpoint::hit("upload.before_read"))
+    return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": injected read failure"));
   bool multipart = r.size > m_s.multipart_threshold;
   auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 256 << 10, m_buf);
   if (!digests) return rejected(r, digests.error());
@@ -218,7 +225,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   if (needs_libmagic(m_s.policy, ext, r.media_type))
     r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
   if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
-  r.content_type = m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
+  r.content_type =
+      m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
 
   ledger::ReserveRequest req;
   req.owner_id = m_s.owner;
@@ -538,9 +546,9 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
   // The user's metadata first: lodge's stamp names (reserved) are set over it.
   store::Metadata meta(m_s.options.metadata.begin(), m_s.options.metadata.end());
   store::Metadata stamp{{store::meta::record, std::to_string(rec.id)},
-                       {store::meta::sha256, rec.sha256},
-                       {store::meta::ledger, m_ledger.uuid()},
-                       {store::meta::owner, rec.owner_id},
+                        {store::meta::sha256, rec.sha256},
+                        {store::meta::ledger, m_ledger.uuid()},
+                        {store::meta::owner, rec.owner_id},
                         {store::meta::path, util::percent_encode(rec.relative_path, true)}};
   if (!rec.run_prefix.empty()) stamp[store::meta::prefix] = rec.run_prefix;
   for (auto &[k, v] : stamp)

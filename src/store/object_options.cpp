@@ -7,8 +7,10 @@ namespace lodge::store {
 
 void ObjectOptions::merge(const ObjectOptions &over) {
   if (!over.content_type.empty()) content_type = over.content_type;
-  for (const auto &[k, v] : over.metadata) metadata[k] = v;
-  for (const auto &[k, v] : over.tags) tags[k] = v;
+  for (const auto &[k, v] : over.metadata)
+    metadata[k] = v;
+  for (const auto &[k, v] : over.tags)
+    tags[k] = v;
   if (!over.storage_class.empty()) storage_class = over.storage_class;
   if (!over.sse.empty()) {
     // A new encryption choice replaces the old one whole: a KMS key id of the policy's
@@ -34,7 +36,8 @@ bool printable_ascii(std::string_view s) {
 
 bool tag_text(std::string_view s) {
   for (char ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view(" +-=._:/@").find(ch) == std::string_view::npos)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) &&
+        std::string_view(" +-=._:/@").find(ch) == std::string_view::npos)
       return false;
   return true;
 }
@@ -43,7 +46,8 @@ bool tag_text(std::string_view s) {
 bool media_name(std::string_view n) {
   if (n.empty() || n.size() > 127 || !std::isalnum(static_cast<unsigned char>(n[0]))) return false;
   for (char ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && std::string_view("!#$&-^_.+").find(ch) == std::string_view::npos)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) &&
+        std::string_view("!#$&-^_.+").find(ch) == std::string_view::npos)
       return false;
   return true;
 }
@@ -53,30 +57,35 @@ bool content_type_ok(std::string_view t) {
   auto base = util::trim(std::string(t.substr(0, semi)));
   auto slash = base.find('/');
   if (slash == std::string::npos) return false;
-  if (!media_name(std::string_view(base).substr(0, slash)) || !media_name(std::string_view(base).substr(slash + 1)))
+  if (!media_name(std::string_view(base).substr(0, slash)) ||
+      !media_name(std::string_view(base).substr(slash + 1)))
     return false;
   return semi == std::string_view::npos || printable_ascii(t.substr(semi));
 }
 
-std::string shown(std::string_view s) { return "'" + util::escape_for_terminal(std::string(s)) + "'"; }
+std::string shown(std::string_view s) {
+  return "'" + util::escape_for_terminal(std::string(s)) + "'";
+}
 
 } // namespace
 
 Status validate(const ObjectOptions &o, std::string_view what) {
   const std::string w(what);
   if (!o.content_type.empty() && (!content_type_ok(o.content_type) || o.content_type.size() > 256))
-    return usage(w + " content type", "expected type/subtype, optionally with parameters (text/css; charset=utf-8), got " +
-                                          shown(o.content_type));
+    return usage(w + " content type",
+                 "expected type/subtype, optionally with parameters (text/css; charset=utf-8), got " +
+                     shown(o.content_type));
   size_t meta_bytes = 0;
   for (const auto &[k, v] : o.metadata) {
     bool name_ok = !k.empty() && k.size() <= 128 && std::isalpha(static_cast<unsigned char>(k[0]));
     for (char ch : k)
-      name_ok = name_ok && (std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) ||
-                            ch == '_');
+      name_ok = name_ok && (std::islower(static_cast<unsigned char>(ch)) ||
+                            std::isdigit(static_cast<unsigned char>(ch)) || ch == '_');
     if (!name_ok)
-      return usage(w + " metadata", "a name is 1-128 lowercase letters, digits and '_', starting with a letter "
-                                    "(one every store takes), got " +
-                                        shown(k));
+      return usage(w + " metadata",
+                   "a name is 1-128 lowercase letters, digits and '_', starting with a letter "
+                   "(one every store takes), got " +
+                       shown(k));
     if (k.rfind("lodge", 0) == 0)
       return usage(w + " metadata", shown(k) + " is lodge's own: names starting with \"lodge\" are reserved");
     if (!printable_ascii(v))
@@ -84,17 +93,21 @@ Status validate(const ObjectOptions &o, std::string_view what) {
     meta_bytes += k.size() + v.size();
   }
   if (meta_bytes > k_max_user_metadata_bytes)
-    return usage(w + " metadata", "names and values come to " + std::to_string(meta_bytes) + " bytes; at most " +
-                                      std::to_string(k_max_user_metadata_bytes) + " are allowed");
+    return usage(w + " metadata", "names and values come to " + std::to_string(meta_bytes) +
+                                      " bytes; at most " + std::to_string(k_max_user_metadata_bytes) +
+                                      " are allowed");
   if (o.tags.size() > k_max_tags)
     return usage(w + " tags", std::to_string(o.tags.size()) + " tags; an object takes at most " +
                                   std::to_string(k_max_tags));
   for (const auto &[k, v] : o.tags) {
     if (k.empty() || k.size() > 128 || !tag_text(k))
-      return usage(w + " tags", "a tag key is 1-128 letters, digits, spaces and + - = . _ : / @, got " + shown(k));
+      return usage(w + " tags",
+                   "a tag key is 1-128 letters, digits, spaces and + - = . _ : / @, got " + shown(k));
     if (v.size() > 256 || !tag_text(v))
-      return usage(w + " tags", "a tag value is 0-256 letters, digits, spaces and + - = . _ : / @ (tag " + k + ")");
-    if (k.rfind("aws:", 0) == 0) return usage(w + " tags", "keys starting with aws: are AWS's own: " + shown(k));
+      return usage(w + " tags",
+                   "a tag value is 0-256 letters, digits, spaces and + - = . _ : / @ (tag " + k + ")");
+    if (k.rfind("aws:", 0) == 0)
+      return usage(w + " tags", "keys starting with aws: are AWS's own: " + shown(k));
     if (k == "lodge-state") return usage(w + " tags", "lodge-state is lodge's own tag");
   }
   if (!o.storage_class.empty()) {
@@ -102,7 +115,8 @@ Status validate(const ObjectOptions &o, std::string_view what) {
     for (char ch : o.storage_class)
       ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_');
     if (!ok)
-      return usage(w + " storage class", "expected a name like STANDARD_IA or GLACIER_IR, got " + shown(o.storage_class));
+      return usage(w + " storage class",
+                   "expected a name like STANDARD_IA or GLACIER_IR, got " + shown(o.storage_class));
   }
   if (!o.sse.empty() && o.sse != "AES256" && o.sse != "aws:kms")
     return usage(w + " sse", "expected AES256 or aws:kms, got " + shown(o.sse));
@@ -112,7 +126,8 @@ Status validate(const ObjectOptions &o, std::string_view what) {
       return usage(w + " sse-kms-key-id", "expected a key id, alias or ARN, got " + shown(o.sse_kms_key_id));
   }
   if (!o.cache_control.empty() && (!printable_ascii(o.cache_control) || o.cache_control.size() > 1024))
-    return usage(w + " cache-control", "expected printable ASCII like 'max-age=3600', got " + shown(o.cache_control));
+    return usage(w + " cache-control",
+                 "expected printable ASCII like 'max-age=3600', got " + shown(o.cache_control));
   return ok_status();
 }
 
@@ -120,7 +135,8 @@ Result<std::pair<std::string, std::string>> parse_assignment(std::string_view te
   auto eq = text.find('=');
   if (eq == std::string_view::npos || eq == 0)
     return Error(Errc::usage, std::string(flag) + ": expected NAME=VALUE, got " + shown(text));
-  return std::pair<std::string, std::string>{std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  return std::pair<std::string, std::string>{std::string(text.substr(0, eq)),
+                                             std::string(text.substr(eq + 1))};
 }
 
 std::string to_json(const ObjectOptions &o) {
@@ -141,20 +157,25 @@ ObjectOptions from_json(std::string_view text) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   auto text_of = [&](const char *k) {
     if (!j.contains(k)) return std::string{};
-    if (!j[k].is_string()) throw LodgeError(Errc::ledger_unusable, std::string("object_options.") + k + " is not text");
+    if (!j[k].is_string())
+      throw LodgeError(Errc::ledger_unusable, std::string("object_options.") + k + " is not text");
     return j[k].get<std::string>();
   };
   auto map_of = [&](const char *k) {
     std::map<std::string, std::string> m;
     if (!j.contains(k)) return m;
-    if (!j[k].is_object()) throw LodgeError(Errc::ledger_unusable, std::string("object_options.") + k + " is not an object");
+    if (!j[k].is_object())
+      throw LodgeError(Errc::ledger_unusable, std::string("object_options.") + k + " is not an object");
     for (const auto &[name, v] : j[k].items()) {
-      if (!v.is_string()) throw LodgeError(Errc::ledger_unusable, std::string("object_options.") + k + " holds a non-text value");
+      if (!v.is_string())
+        throw LodgeError(Errc::ledger_unusable,
+                         std::string("object_options.") + k + " holds a non-text value");
       m[name] = v.get<std::string>();
     }
     return m;
   };
-  if (!j.is_object()) throw LodgeError(Errc::ledger_unusable, "the row's object_options is not a JSON object");
+  if (!j.is_object())
+    throw LodgeError(Errc::ledger_unusable, "the row's object_options is not a JSON object");
   o.cache_control = text_of("cache_control");
   o.content_type = text_of("content_type");
   o.metadata = map_of("metadata");

@@ -51,7 +51,8 @@ public:
     return c;
   }
   // PutObjectTagging replaces the object's whole tag set: the user's tags go with it.
-  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+  Status mark_committed(const std::string &key,
+                        const std::map<std::string, std::string> &user_tags) override {
     if (!m_tag_state) return ok_status();
     auto tags = user_tags;
     tags[std::string(lifecycle::k_s3_state_tag)] = "committed";
@@ -62,8 +63,8 @@ public:
     const size_t room = k_max_tags - (m_tag_state ? 1 : 0);
     if (o.tags.size() > room)
       return Error(Errc::usage, std::to_string(o.tags.size()) + " tags; " + describe() + " takes at most " +
-                                    std::to_string(room) + " (lodge's " + std::string(lifecycle::k_s3_state_tag) +
-                                    " tag is the tenth)");
+                                    std::to_string(room) + " (lodge's " +
+                                    std::string(lifecycle::k_s3_state_tag) + " tag is the tenth)");
     return ok_status();
   }
 

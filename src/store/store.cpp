@@ -19,7 +19,8 @@ public:
   [[nodiscard]] const std::string &key_prefix() const override { return m_inner->key_prefix(); }
   [[nodiscard]] Support support(Capability c) const override { return m_inner->support(c); }
   [[nodiscard]] Capabilities capabilities() const override { return m_inner->capabilities(); }
-  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+  Status mark_committed(const std::string &key,
+                        const std::map<std::string, std::string> &user_tags) override {
     return m_inner->mark_committed(key, user_tags);
   }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }

@@ -19,6 +19,8 @@ namespace {
 // follows. A point that accepts `error` says what the site then does; the site must do it.
 constexpr std::array k_points{
     Point{"upload.after_walk", k_universal, ""},
+    Point{"upload.before_read", k_universal | error,
+          "reading the file fails (UNREADABLE: rejected); never hit when the stat cache answers"},
     Point{"upload.before_reserve", k_universal, ""},
     Point{"upload.after_reserve", k_universal, ""},
     Point{"upload.before_put", k_universal | error, "the PUT fails before a byte is sent (definite)"},

@@ -1045,6 +1045,112 @@ TEST_CASE("list_files and find_by_path read what reserve and confirm wrote") {
   CHECK(e.l->find_by_path("o", "p", "src/lib/y.c").empty());
 }
 
+TEST_CASE("the stat cache: reserve records the stat; find_unchanged matches all of it; record_stat updates") {
+  LedgerFixture e;
+  auto req = request("o", "a");
+  req.relative_path = "dir/f.txt";
+  req.run_prefix = "b/1";
+  req.stat = ledger::FileStat{7, 99, 1'000, 2'000};
+  req.content_type = "text/css";
+  req.object_options = R"({"tags":{"t":"1"}})";
+  auto a = e.l->reserve(req, e.now());
+  REQUIRE(a.outcome == ledger::ReserveOutcome::reserved);
+  CHECK(a.record.stat == req.stat);
+  CHECK(a.record.object_content_type() == "text/css");
+  CHECK(a.record.object_options == req.object_options);
+  const ledger::FileStat same{7, 99, 1'000, 2'000};
+  // Not ACTIVE yet: no answer from the cache.
+  CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/f.txt", same, 1).has_value());
+  REQUIRE(e.l->confirm(a.record.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
+  auto hit = e.l->find_unchanged("o", "b/1", "dir/f.txt", same, 1);
+  REQUIRE(hit.has_value());
+  CHECK(hit->id == a.record.id);
+  // Any one thing different is a miss: size, each stat field, owner, prefix, path.
+  CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/f.txt", same, 2).has_value());
+  for (auto other : {ledger::FileStat{8, 99, 1'000, 2'000}, ledger::FileStat{7, 98, 1'000, 2'000},
+                     ledger::FileStat{7, 99, 1'001, 2'000}, ledger::FileStat{7, 99, 1'000, 2'001}})
+    CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/f.txt", other, 1).has_value());
+  CHECK_FALSE(e.l->find_unchanged("p", "b/1", "dir/f.txt", same, 1).has_value());
+  CHECK_FALSE(e.l->find_unchanged("o", "b/2", "dir/f.txt", same, 1).has_value());
+  CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/g.txt", same, 1).has_value());
+  const ledger::FileStat touched{7, 99, 5'000, 6'000};
+  CHECK(e.l->record_stat(a.record.id, touched, e.now()));
+  CHECK(e.l->find_unchanged("o", "b/1", "dir/f.txt", touched, 1).has_value());
+  CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/f.txt", same, 1).has_value());
+  // A deleted row answers nothing and takes no stat.
+  REQUIRE(e.l->soft_delete(a.record.id, "o", e.now(), 1'000, 2) == ledger::DeleteOutcome::deleted);
+  CHECK_FALSE(e.l->find_unchanged("o", "b/1", "dir/f.txt", touched, 1).has_value());
+  CHECK_FALSE(e.l->record_stat(a.record.id, same, e.now()));
+}
+
+TEST_CASE("a dry-run reserve decides as a reserve does and writes nothing") {
+  LedgerFixture e;
+  auto dry = request("o", "a");
+  dry.dry_run = true;
+  auto planned = e.l->reserve(dry, e.now());
+  CHECK(planned.outcome == ledger::ReserveOutcome::reserved);
+  CHECK(planned.record.id == 0);
+  ledger::ListFilter none_yet;
+  none_yet.owner = "o";
+  none_yet.include_dead = true;
+  CHECK(e.l->list_files(none_yet).empty());
+  auto a = e.reserve("a");
+  REQUIRE(e.l->confirm(a.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
+  auto dup = e.l->reserve(dry, e.now());
+  CHECK(dup.outcome == ledger::ReserveOutcome::duplicate);
+  CHECK(dup.record.id == a.id);
+  auto quota = request("o", "b");
+  quota.dry_run = true;
+  quota.max_files = 1;
+  CHECK(e.l->reserve(quota, e.now()).outcome == ledger::ReserveOutcome::quota_exceeded);
+  ledger::ListFilter all;
+  all.owner = "o";
+  all.include_dead = true;
+  CHECK(e.l->list_files(all).size() == 1);
+  // And the next real reserve takes the next id: nothing of the dry ones was kept.
+  auto b = e.reserve("b");
+  CHECK(b.id == a.id + 1);
+}
+
+TEST_CASE("confirm with retire: the path's older ACTIVE rows are soft-deleted in the same transaction") {
+  LedgerFixture e;
+  auto at = [&](const std::string &seed, const std::string &path, const std::string &prefix) {
+    auto r = request("o", seed);
+    r.relative_path = path;
+    r.run_prefix = prefix;
+    r.dedup = ledger::DedupScope::prefix;
+    auto res = e.l->reserve(r, e.now());
+    REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+    return res.record;
+  };
+  auto old = at("v1", "p.txt", "");
+  REQUIRE(e.l->confirm(old.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
+  auto elsewhere = at("v1", "p.txt", "other"); // another prefix: not the same file
+  REQUIRE(e.l->confirm(elsewhere.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
+  auto other_path = at("v9", "q.txt", "");
+  REQUIRE(e.l->confirm(other_path.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
+  auto fresh = at("v2", "p.txt", "");
+  e.clock.t += 10;
+  REQUIRE(e.l->confirm(fresh.id, "e", "", e.now(), ledger::CommitTag::none, ledger::Retire{4'000, 5}) ==
+          test::confirm_outcome::confirmed);
+  auto gone = e.row(old.id);
+  CHECK(gone.is_deleted);
+  CHECK(gone.upload_status == ledger::FileStatus::active);
+  CHECK(gone.deleted_at == e.now());
+  auto t = e.task_of(old.id);
+  CHECK(t.status == ledger::TaskStatus::pending);
+  CHECK(t.next_retry_at == e.now() + 4'000);
+  CHECK_FALSE(e.row(fresh.id).is_deleted);
+  CHECK_FALSE(e.row(elsewhere.id).is_deleted);
+  CHECK_FALSE(e.row(other_path.id).is_deleted);
+  // A confirm that does not happen retires nothing.
+  auto late = at("v3", "q.txt", "");
+  REQUIRE(e.l->mark_failed(late.id, "x", false, e.now()) == ledger::MarkFailedOutcome::failed);
+  CHECK(e.l->confirm(late.id, "e", "", e.now(), ledger::CommitTag::none, ledger::Retire{1, 1}) ==
+        test::confirm_outcome::row_not_uploading);
+  CHECK_FALSE(e.row(other_path.id).is_deleted);
+}
+
 TEST_SUITE_END(); // contract
 
 TEST_CASE(

@@ -167,6 +167,8 @@ async function head(container, name, options) {
     size: p.contentLength,
     etag: unquote(p.etag),
     content_type: p.contentType,
+    cache_control: p.cacheControl || null,
+    access_tier: p.accessTier || null,
     content_md5: p.contentMD5 ? Buffer.from(p.contentMD5).toString("base64") : null,
     metadata: p.metadata || {},
     tags: tags.tags || {},

@@ -429,7 +429,8 @@ TEST_SUITE("contract") {
       bodies.push_back({src.fd.get(), off, n, crypto::sha256_hex(std::string_view(content).substr(off, n))});
     }
     REQUIRE(bodies.size() == 3);
-    const store::StagedRequest big{f.key("mp/big"), "application/octet-stream", {{store::meta::record, "9"}}, {}};
+    const store::StagedRequest big{
+        f.key("mp/big"), "application/octet-stream", {{store::meta::record, "9"}}, {}};
     auto id = s->begin_staged(big);
     REQUIRE(id.ok());
     std::vector<store::Part> parts;
@@ -628,7 +629,8 @@ TEST_SUITE("fileonly") {
     REQUIRE(other.ok());
     fs::path record = f.dir / ".lodge-mpu" / id.value() / "upload.json";
     std::ofstream(record, std::ios::trunc) << R"({"key": "mp/k", "content_type": 7, "initiated_ms": 1})";
-    auto done = s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
+    auto done =
+        s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error().code == Errc::metadata_corrupt);
     CHECK(done.error().message.find("'content_type'") != std::string::npos);
@@ -639,7 +641,8 @@ TEST_SUITE("fileonly") {
                return true;
              }).ok());
     CHECK(listed == std::vector<std::string>{"mp/ok"});
-    auto again = s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
+    auto again =
+        s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().code == Errc::metadata_corrupt);
     CHECK(s->remove_all("mp/ok", store::DeleteGuard::none).ok());
@@ -952,8 +955,8 @@ TEST_SUITE("azonly") {
     Source winner("winner");
     REQUIRE(s->put(put_req(f.key("k/taken"), winner)).ok());
     auto loser = stage(f.key("k/taken"));
-    auto lost =
-        s->complete_staged({f.key("k/taken"), "application/octet-stream", {}, {}}, loser.first, loser.second, 0);
+    auto lost = s->complete_staged({f.key("k/taken"), "application/octet-stream", {}, {}}, loser.first,
+                                   loser.second, 0);
     REQUIRE_FALSE(lost.ok());
     CHECK(lost.error().code == Errc::precondition_failed);
     CHECK(get_all(*s, f.key("k/taken")) == "winner");

@@ -36,12 +36,13 @@ class FakeStore final : public store::ObjectStore {
     std::vector<StoreCall> calls;
     std::vector<Failure> failures;
     std::map<std::string, std::pair<store::ObjectInfo, std::string>> objects;
-    std::map<std::string, std::string> uploads;    // upload id -> key
-    std::vector<store::Part> completed;            // the parts of the last complete_staged
-    std::map<std::string, std::string> state_tags; // key -> "pending" | "committed" (tagging fakes)
+    std::map<std::string, std::string> uploads;          // upload id -> key
+    std::vector<store::Part> completed;                  // the parts of the last complete_staged
+    std::map<std::string, std::string> state_tags;       // key -> "pending" | "committed" (tagging fakes)
     std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
-    std::map<std::string, std::map<std::string, std::string>> committed_tags; // the user tags mark_committed wrote
-    bool tags = false;                             // behave as a store with state tags and guarded deletes
+    std::map<std::string, std::map<std::string, std::string>>
+        committed_tags; // the user tags mark_committed wrote
+    bool tags = false;  // behave as a store with state tags and guarded deletes
     int next_upload = 1;
     int next_tag = 0;
   };
@@ -191,7 +192,8 @@ public:
     return c;
   }
 
-  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+  Status mark_committed(const std::string &key,
+                        const std::map<std::string, std::string> &user_tags) override {
     std::lock_guard lock(m_state->mutex);
     if (!m_state->tags) return ok_status();
     if (auto e = scripted("mark_committed", key)) return *e;

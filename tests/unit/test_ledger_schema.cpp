@@ -300,9 +300,9 @@ TEST_CASE(
   { auto l = open_at(fresh); }
   auto want = schema(fresh);
   REQUIRE(want.size() > 5);
-  for (const auto &old_schema : {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3},
-                                 std::pair{"schema_v4.sql", 4}, std::pair{"schema_v5.sql", 5},
-                                 std::pair{"schema_v6.sql", 6}}) {
+  for (const auto &old_schema :
+       {std::pair{"schema_v1.sql", 1}, std::pair{"schema_v3.sql", 3}, std::pair{"schema_v4.sql", 4},
+        std::pair{"schema_v5.sql", 5}, std::pair{"schema_v6.sql", 6}}) {
     const char *sample = old_schema.first; // not a structured binding: INFO captures it
     const int version = old_schema.second;
     INFO("migrated from ", sample);

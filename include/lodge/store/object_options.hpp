@@ -13,7 +13,7 @@
 namespace lodge::store {
 
 struct ObjectOptions {
-  std::string content_type;                 // "" = from the extension and the content
+  std::string content_type;                    // "" = from the extension and the content
   std::map<std::string, std::string> metadata; // user metadata; names lowercase
   std::map<std::string, std::string> tags;
   std::string storage_class;  // S3: STANDARD_IA, GLACIER_IR, ...; Azure: the access tier
@@ -46,7 +46,7 @@ inline constexpr size_t k_max_user_metadata_bytes = 1024;
 
 // "name=value" split at its first '='; USAGE (naming `flag`) without one or with no name.
 [[nodiscard]] Result<std::pair<std::string, std::string>> parse_assignment(std::string_view text,
-                                                                          std::string_view flag);
+                                                                           std::string_view flag);
 
 // The canonical JSON the row records ("" for plain options without a content type):
 // {"cache_control":...,"content_type":...,"metadata":{...},"sse":...,...}, keys sorted,
