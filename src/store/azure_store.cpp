@@ -191,7 +191,8 @@ public:
   }
 
   // Set Blob Tags replaces the whole set: the user's tags go with lodge's state.
-  Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+  Status mark_committed(const std::string &key,
+                        const std::map<std::string, std::string> &user_tags) override {
     auto tags = user_tags;
     tags.insert(k_committed.begin(), k_committed.end());
     return m_client->set_tags(key, tags);
@@ -199,8 +200,9 @@ public:
 
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
     if (!o.sse.empty())
-      return Error(Errc::unsupported, describe() + ": Azure Storage encrypts every blob itself; --sse is for S3 "
-                                                   "(an encryption scope is set on the container)");
+      return Error(Errc::unsupported, describe() +
+                                          ": Azure Storage encrypts every blob itself; --sse is for S3 "
+                                          "(an encryption scope is set on the container)");
     if (!o.storage_class.empty() && o.storage_class != "Hot" && o.storage_class != "Cool" &&
         o.storage_class != "Cold" && o.storage_class != "Archive")
       return Error(Errc::usage, "storage class '" + o.storage_class + "': " + describe() +

@@ -174,7 +174,8 @@ public:
     return c;
   }
   // No state tags here; the user's tags are in the object's metadata file.
-  Status mark_committed(const std::string & /*key*/, const std::map<std::string, std::string> & /*user_tags*/) override {
+  Status mark_committed(const std::string & /*key*/,
+                        const std::map<std::string, std::string> & /*user_tags*/) override {
     return ok_status();
   }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
@@ -554,7 +555,8 @@ private:
   // Links a complete temporary file to its key (create-only), then writes its metadata.
   // Cache-Control and the user's tags are kept beside the content type.
   Result<PutResult> publish(const fs::path &tmp, const std::string &key, const std::string &content_type,
-                            const Metadata &metadata, const ObjectOptions &options, const std::string &sha256_hex) {
+                            const Metadata &metadata, const ObjectOptions &options,
+                            const std::string &sha256_hex) {
     std::error_code ec;
     fs::path dest = obj(key);
     fs::create_directories(dest.parent_path(), ec);
