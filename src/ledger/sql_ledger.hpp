@@ -46,10 +46,12 @@ public:
                                        std::optional<Retire> retire = std::nullopt) override;
   [[nodiscard]] std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
                                                               const std::string &version_id, int64_t now,
-                                                              CommitTag tag, std::optional<Retire> retire) override;
-  [[nodiscard]] std::optional<FileRecord> find_unchanged(const std::string &owner, const std::string &run_prefix,
-                                                         const std::string &relative_path, const FileStat &stat,
-                                                         int64_t size) override;
+                                                              CommitTag tag,
+                                                              std::optional<Retire> retire) override;
+  [[nodiscard]] std::optional<FileRecord> find_unchanged(const std::string &owner,
+                                                         const std::string &run_prefix,
+                                                         const std::string &relative_path,
+                                                         const FileStat &stat, int64_t size) override;
   bool record_stat(int64_t id, const FileStat &stat, int64_t now) override;
   [[nodiscard]] SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,

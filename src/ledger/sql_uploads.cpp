@@ -302,7 +302,8 @@ private:
 
 std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, const std::string &etag,
                                                                  const std::string &version_id, int64_t now,
-                                                                 CommitTag tag, std::optional<Retire> retire) {
+                                                                 CommitTag tag,
+                                                                 std::optional<Retire> retire) {
   if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire);
   return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire);
 }
@@ -331,11 +332,12 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
       // first, then this; the old objects go with their tasks after the grace).
       std::vector<std::pair<int64_t, std::string>> old;
       {
-        auto st = q("SELECT o.id, o.object_key FROM file_upload n JOIN file_upload o ON o.owner_id = n.owner_id"
-                    " AND o.run_prefix = n.run_prefix AND o.relative_path = n.relative_path"
-                    " WHERE n.id = ?1 AND o.id <> ?1 AND o.is_deleted = 0 AND o.upload_status = 'ACTIVE'"
-                    " ORDER BY o.id" +
-                    std::string(m_c->for_update()));
+        auto st =
+            q("SELECT o.id, o.object_key FROM file_upload n JOIN file_upload o ON o.owner_id = n.owner_id"
+              " AND o.run_prefix = n.run_prefix AND o.relative_path = n.relative_path"
+              " WHERE n.id = ?1 AND o.id <> ?1 AND o.is_deleted = 0 AND o.upload_status = 'ACTIVE'"
+              " ORDER BY o.id" +
+              std::string(m_c->for_update()));
         st.bind(1, id);
         while (st.step())
           old.emplace_back(st.col_int(0), st.col_text(1));
@@ -820,7 +822,8 @@ std::optional<FileRecord> SqlLedger::find_unchanged(const std::string &owner, co
                                                     int64_t size) {
   // The path index finds the few rows of this path; the stat is compared on them.
   return file_where(
-      "owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3 AND is_deleted = 0 AND upload_status = 'ACTIVE'"
+      "owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3 AND is_deleted = 0 AND upload_status = "
+      "'ACTIVE'"
       " AND size = ?4 AND stat_dev = ?5 AND stat_ino = ?6 AND stat_mtime_ns = ?7 AND stat_ctime_ns = ?8"
       " ORDER BY id DESC LIMIT 1",
       [&](Stmt &s) {
@@ -840,7 +843,12 @@ bool SqlLedger::record_stat(int64_t id, const FileStat &stat, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto st = q("UPDATE file_upload SET stat_dev = ?2, stat_ino = ?3, stat_mtime_ns = ?4, stat_ctime_ns = ?5,"
                 " updated_at = ?6 WHERE id = ?1 AND is_deleted = 0 AND upload_status = 'ACTIVE'");
-    if (st.bind(1, id).bind(2, stat.dev).bind(3, stat.ino).bind(4, stat.mtime_ns).bind(5, stat.ctime_ns).bind(6, now)
+    if (st.bind(1, id)
+            .bind(2, stat.dev)
+            .bind(3, stat.ino)
+            .bind(4, stat.mtime_ns)
+            .bind(5, stat.ctime_ns)
+            .bind(6, now)
             .exec() != 1)
       return false;
     tx.commit();

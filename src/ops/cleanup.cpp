@@ -89,8 +89,8 @@ TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const 
                     const CleanupSettings &s, const util::Clock &clock) {
   // The tag set is replaced whole: the tags the upload asked for are written again.
   auto row = find_row(task.record_id);
-  auto t = store.mark_committed(task.object_key,
-                                row ? store::from_json(row->object_options).tags : std::map<std::string, std::string>{});
+  auto t = store.mark_committed(task.object_key, row ? store::from_json(row->object_options).tags
+                                                     : std::map<std::string, std::string>{});
   if (!t) return failed_attempt(task, s, clock, t.error());
   return ignore(task, TaskWork::Then::tagged);
 }

@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <fcntl.h>
+#include <fstream>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/util/strings.hpp>
@@ -156,7 +156,8 @@ std::map<std::string, std::string> parse_media_types(std::istream &in) {
     type = util::to_lower(type);
     std::string ext;
     while (words >> ext)
-      out.emplace(util::to_lower(ext), type); // the first line naming an extension wins, as in Python's mimetypes
+      out.emplace(util::to_lower(ext),
+                  type); // the first line naming an extension wins, as in Python's mimetypes
   }
   return out;
 }
@@ -177,16 +178,18 @@ bool ends_with(std::string_view s, std::string_view tail) {
 // Text a person could read and edit: text/*, and the application types that are text.
 bool textual(std::string_view t) {
   static constexpr std::array<std::string_view, 17> k_text_apps{
-      "application/json",   "application/javascript", "application/ecmascript", "application/xml",
-      "application/x-sh",   "application/x-csh",      "application/x-tex",      "application/x-latex",
-      "application/rtf",    "application/sql",        "application/toml",       "application/yaml",
-      "application/x-yaml", "application/x-httpd-php", "application/x-perl",    "application/x-ruby",
+      "application/json",   "application/javascript",  "application/ecmascript", "application/xml",
+      "application/x-sh",   "application/x-csh",       "application/x-tex",      "application/x-latex",
+      "application/rtf",    "application/sql",         "application/toml",       "application/yaml",
+      "application/x-yaml", "application/x-httpd-php", "application/x-perl",     "application/x-ruby",
       "image/svg+xml"};
   return t.rfind("text/", 0) == 0 || ends_with(t, "+xml") || ends_with(t, "+json") ||
          std::find(k_text_apps.begin(), k_text_apps.end(), t) != k_text_apps.end();
 }
 
-std::string_view top_level(std::string_view t) { return t.substr(0, t.find('/')); }
+std::string_view top_level(std::string_view t) {
+  return t.substr(0, t.find('/'));
+}
 } // namespace
 
 std::string content_type_for(const std::map<std::string, std::string> &table, const std::string &ext,

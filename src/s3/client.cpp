@@ -232,7 +232,8 @@ void Client::add_object_headers(Call &c, const PutOptions &o) {
   if (!o.tagging.empty()) c.headers.emplace_back("x-amz-tagging", o.tagging);
   if (!o.storage_class.empty()) c.headers.emplace_back("x-amz-storage-class", o.storage_class);
   if (!o.sse.empty()) c.headers.emplace_back("x-amz-server-side-encryption", o.sse);
-  if (!o.sse_kms_key_id.empty()) c.headers.emplace_back("x-amz-server-side-encryption-aws-kms-key-id", o.sse_kms_key_id);
+  if (!o.sse_kms_key_id.empty())
+    c.headers.emplace_back("x-amz-server-side-encryption-aws-kms-key-id", o.sse_kms_key_id);
   if (!o.cache_control.empty()) c.headers.emplace_back("cache-control", o.cache_control);
 }
 

@@ -76,7 +76,9 @@ struct FileRecord {
   std::optional<std::string> content_type; // the object's; nullopt: media_type (older rows)
   std::string object_options;              // canonical JSON (store::to_json), "" for none
   std::optional<FileStat> stat;            // the stat cache; nullopt: not known
-  [[nodiscard]] const std::string &object_content_type() const { return content_type ? *content_type : media_type; }
+  [[nodiscard]] const std::string &object_content_type() const {
+    return content_type ? *content_type : media_type;
+  }
 };
 
 struct TaskRecord {

@@ -3,9 +3,9 @@
 // from the bytes (libmagic), and the digests one read pass produces.
 
 #include <cstdint>
+#include <iosfwd>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
-#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>

@@ -140,7 +140,7 @@ private:
   const util::Clock &m_clock;
   MediaTypeDetector m_detector;
   std::string m_options_json; // m_s.options as the row records them (without the content type)
-  std::vector<char> m_buf;                                        // the read buffer, reused for every file
+  std::vector<char> m_buf;    // the read buffer, reused for every file
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
   std::optional<Tail> m_tail;                                     // the file whose confirm is pending
   std::vector<FileResult> m_done;                                 // what upload_next returns

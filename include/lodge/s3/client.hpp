@@ -85,7 +85,7 @@ struct PutOptions {
   std::map<std::string, std::string> metadata; // x-amz-meta-<name>
   bool if_none_match = true;                   // create-only
   std::string if_match;                        // replace only this ETag (when set; then not create-only)
-  std::string tagging; // x-amz-tagging, URL-encoded ("lodge-state=pending"); "" sends none
+  std::string tagging;        // x-amz-tagging, URL-encoded ("lodge-state=pending"); "" sends none
   std::string storage_class;  // x-amz-storage-class ("" sends none)
   std::string sse;            // x-amz-server-side-encryption: AES256 or aws:kms
   std::string sse_kms_key_id; // x-amz-server-side-encryption-aws-kms-key-id

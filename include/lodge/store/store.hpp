@@ -187,7 +187,8 @@ public:
   // a request on a store that does not tag.
   // PutObjectTagging and Set Blob Tags replace the whole tag set: `user_tags`, the tags
   // the upload asked for, are written with it.
-  virtual Status mark_committed(const std::string &key, const std::map<std::string, std::string> &user_tags) = 0;
+  virtual Status mark_committed(const std::string &key,
+                                const std::map<std::string, std::string> &user_tags) = 0;
   // Whether put() and begin_staged() can honour these options (tags, storage class,
   // encryption, Cache-Control, metadata names): UNSUPPORTED naming what this store cannot
   // keep, USAGE for a value it refuses. Asked before anything is recorded. By default only
