@@ -34,6 +34,19 @@ import urllib.request
 LODGE = os.environ.get("LODGE_BIN", "")
 SOURCE_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+
+def _schema_version():
+    """The schema version this source tree's lodge writes (k_schema_version), so tests
+    about migrations name the current one without a literal to bump."""
+    with open(os.path.join(SOURCE_DIR, "include", "lodge", "ledger", "schema.hpp")) as f:
+        m = re.search(r"k_schema_version\s*=\s*(\d+)\s*;", f.read())
+    if not m:
+        raise RuntimeError("k_schema_version not found in include/lodge/ledger/schema.hpp")
+    return int(m.group(1))
+
+
+SCHEMA_VERSION = _schema_version()
+
 LEDGER = os.environ.get("LODGE_TEST_LEDGER", "sqlite") or "sqlite"
 if LEDGER not in ("sqlite", "postgres"):
     raise SystemExit(f"LODGE_TEST_LEDGER={LEDGER!r}: must be 'sqlite' or 'postgres'")

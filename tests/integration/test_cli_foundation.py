@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main, wait_until  # noqa: E402
+from lodgetest import LODGE, SCHEMA_VERSION, LodgeTestCase, SOURCE_DIR, main, wait_until  # noqa: E402
 
 
 class Foundation(LodgeTestCase):
@@ -69,7 +69,7 @@ class Foundation(LodgeTestCase):
         a = self.lodge("init", "--json").json()
         b = self.lodge("init", "--json").json()
         self.assertEqual(a["ledger_uuid"], b["ledger_uuid"])
-        self.assertEqual(a["schema_version"], 6)
+        self.assertEqual(a["schema_version"], SCHEMA_VERSION)
 
     def test_status_check_exit_codes(self):
         self.init()
@@ -190,7 +190,7 @@ class Foundation(LodgeTestCase):
         self.assertIn("LEDGER_LOCKED", r.err)
         r = self.lodge("--config", cfg, "init", "--json")
         self.assertEqual(r.rc, 0, r)
-        self.assertEqual(r.json()["schema_version"], 6)
+        self.assertEqual(r.json()["schema_version"], SCHEMA_VERSION)
 
     def test_busy_timeout_sqlite_cannot_hold_is_a_config_error(self):
         # 30d does not fit SQLite's int milliseconds; it used to wrap to "never wait".
@@ -276,7 +276,7 @@ class Foundation(LodgeTestCase):
         self.assertIn("schema version 2", r.err)
         self.assertIn("run `lodge init`", r.err)
         os.chmod(self.db, 0o600)
-        self.assertEqual(self.lodge("init", "--json").json()["schema_version"], 6, "init migrates it")
+        self.assertEqual(self.lodge("init", "--json").json()["schema_version"], SCHEMA_VERSION, "init migrates it")
         self.assertEqual(self.as_nobody("--db", self.db, "status", "--json").rc, 0)
         os.chmod(self.dir, 0o700)
 

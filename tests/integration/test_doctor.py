@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import (AzureTestCase, FaultProxy, LodgeTestCase, S3TestCase,  # noqa: E402
-                       SignatureCheckingMoto, aws, free_port, main)
+                       SCHEMA_VERSION, SignatureCheckingMoto, aws, free_port, main)
 
 
 class Doctor(S3TestCase):
@@ -110,7 +110,7 @@ class Doctor(S3TestCase):
         r = self.doctor()
         self.assertEqual(r.rc, 1, r)
         self.assertEqual(self.line(r, "ledger.schema"),
-                         "fail  ledger.schema: schema version 99, newer than this lodge's 6: this lodge refuses to "
+                         f"fail  ledger.schema: schema version 99, newer than this lodge's {SCHEMA_VERSION}: this lodge refuses to "
                          "open it; fix: upgrade lodge to the version that wrote this ledger (or newer)")
         self.assertNotIn("ledger.binding", r.out)
         # The store is checked all the same.

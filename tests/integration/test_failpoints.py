@@ -130,6 +130,16 @@ def failed_with(code, status, task, object_kept, rc):
     return check
 
 
+def rejected_unread(tc, st, r):
+    # Refused before anything is recorded: no row, no task, no object.
+    tc.assertEqual(r.rc, 1, r)
+    res = file_result(tc, r)
+    tc.assertEqual((res["outcome"], res["error"]["code"]), ("rejected", "UNREADABLE"), r)
+    tc.assertIsNone(res["id"], r)
+    tc.assertEqual(tc.sql("SELECT count(*) FROM file_upload"), [(0,)], r)
+    tc.assertEqual(tc.objects(), {}, r)
+
+
 def swept(tc, st, r):
     tc.assertEqual(r.rc, 0, r)
     tc.assertEqual(r.json()["deleted"], 1, r)
@@ -196,6 +206,7 @@ UPLOADING = ("UPLOADING", 0)
 
 POINTS = {
     "upload.after_walk": Point(prep_file, run_upload, active),
+    "upload.before_read": Point(prep_file, run_upload, active, rejected_unread),
     "upload.before_reserve": Point(prep_file, run_upload, active),
     "upload.after_reserve": Point(prep_file, run_upload, active),
     "upload.before_put": Point(prep_file, run_upload, active,

@@ -9,7 +9,7 @@ import sys
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import S3TestCase, main  # noqa: E402
+from lodgetest import SCHEMA_VERSION, S3TestCase, main  # noqa: E402
 from pgserver import PgServer  # noqa: E402
 
 CONFIG = {
@@ -92,7 +92,7 @@ class PgBasic(S3TestCase):
         self.assertNotIn("sqlite", status)
         backend = status["backend"]
         self.assertIs(backend["connected"], True)
-        self.assertEqual(backend["schema_version"], 6)
+        self.assertEqual(backend["schema_version"], SCHEMA_VERSION)
         self.assertEqual(backend["database"], self.dbname)
         self.assertEqual(backend["port"], self.pg.port)
         self.assertTrue(backend["server_version"].startswith("15."), backend)
