@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -103,8 +105,16 @@ public:
     m_not_empty.notify_one();
     return true;
   }
-  std::optional<ops::InputFile> pop() {
+  // `idle` runs (unlocked) before a wait for the next item: a worker settles its pending
+  // confirm then, instead of holding it until more input comes (`--files-from -` fed
+  // slowly: a stored file must not wait past its deadline for a partner).
+  std::optional<ops::InputFile> pop(const std::function<void()> &idle = {}) {
     std::unique_lock lock(m_mutex);
+    if (idle && !m_closed && !(m_started && !m_items.empty())) {
+      lock.unlock();
+      idle();
+      lock.lock();
+    }
     m_not_empty.wait(lock, [&] { return (m_started && !m_items.empty()) || m_closed; });
     if (m_items.empty()) return std::nullopt;
     auto v = std::move(m_items.front());
@@ -325,30 +335,73 @@ Command add_upload(CLI::App &app) {
         install_interrupt_handlers(!ctx.g.quiet);
         std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report
         bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+        if (progress) s.progress = std::make_shared<ops::Progress>();
         std::mutex out_mutex;
         Tally t;
         int64_t started = util::steady_ms();
         std::atomic<int64_t> queued{0};
+        std::atomic<uint64_t> queued_bytes{0};
         std::atomic<bool> walked{false};
+        // Called with out_mutex held: by each report, and by the ticker below between them.
         auto show_progress = [&] {
-          double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
-          double rate = secs > 0 ? static_cast<double>(t.bytes) / secs : 0;
-          std::string files = std::to_string(t.files);
-          std::string eta;
-          if (walked) {
-            // Every input is known once the walk is over: say how many and how long.
-            files += "/" + std::to_string(queued.load() + (t.files - t.queued_done));
-            double per_file = t.files > 0 ? secs / static_cast<double>(t.files) : 0;
-            int64_t left = queued.load() - t.queued_done;
-            if (left > 0 && per_file > 0)
-              eta = ", ETA " + util::format_duration_ms(
-                                   static_cast<int64_t>(per_file * static_cast<double>(left) * 1000));
+          const ops::Progress &pg = *s.progress;
+          int64_t ms = util::steady_ms() - started;
+          double secs = static_cast<double>(ms) / 1000.0;
+          uint64_t sent = pg.sent.load(std::memory_order_relaxed);
+          double rate = secs > 0 ? static_cast<double>(sent) / secs : 0;
+          // Known inputs: every file reported so far that never went through the queue
+          // (refused by the walk) plus every queued one. While the walk runs that is a
+          // lower bound, said with a "+".
+          int64_t total = queued.load() + (t.files - t.queued_done);
+          std::string line = std::to_string(t.files) + "/" + std::to_string(total) + (walked ? "" : "+") +
+                             (total == 1 && walked ? " file" : " files");
+          if (queued_bytes > 0)
+            line += " (" + util::format_size(queued_bytes.load()) + (walked ? "" : "+") + ")";
+          line += ", " + util::format_size(sent) + " sent, " +
+                  util::format_size(static_cast<uint64_t>(rate)) + "/s";
+          // The hashing pass of big files, which sends nothing for a while.
+          if (int n = pg.hashing.load(std::memory_order_relaxed); n > 0) {
+            uint64_t size = pg.hashing_size.load(std::memory_order_relaxed);
+            if (size >= (8ULL << 20))
+              line += ", hashing " + util::format_size(pg.hashed.load(std::memory_order_relaxed)) + " of " +
+                      util::format_size(size) + (n > 1 ? " (" + std::to_string(n) + " files)" : "");
           }
-          std::fprintf(stderr, "\r\033[K%s %s, %s, %s/s%s", files.c_str(), files == "1" ? "file" : "files",
-                       util::format_size(t.bytes).c_str(),
-                       util::format_size(static_cast<uint64_t>(rate)).c_str(), eta.c_str());
+          int64_t left = queued.load() - t.queued_done;
+          if (walked && left > 0 && t.queued_done > 0)
+            line += ", ETA " + util::format_duration_ms(ms * left / t.queued_done);
+          std::fprintf(stderr, "\r\033[K%s", line.c_str());
           std::fflush(stderr);
         };
+        // Redraws the line while nothing finishes (a big file being hashed or sent).
+        std::mutex tick_mutex;
+        std::condition_variable tick_cv;
+        bool tick_stop = false;
+        std::thread ticker;
+        if (progress)
+          ticker = std::thread([&] {
+            std::unique_lock lock(tick_mutex);
+            while (!tick_cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return tick_stop; })) {
+              lock.unlock();
+              {
+                std::lock_guard out(out_mutex);
+                show_progress();
+              }
+              lock.lock();
+            }
+          });
+        auto stop_ticker = [&] {
+          if (!ticker.joinable()) return;
+          {
+            std::lock_guard lock(tick_mutex);
+            tick_stop = true;
+          }
+          tick_cv.notify_all();
+          ticker.join();
+        };
+        struct StopTicker {
+          std::function<void()> stop;
+          ~StopTicker() { stop(); }
+        } stop_ticker_on_exit{stop_ticker};
         auto report = [&](const ops::FileResult &r, bool from_queue) {
           std::lock_guard lock(out_mutex);
           ++t.files;
@@ -442,7 +495,10 @@ Command add_upload(CLI::App &app) {
             }
             // Pipelined: a file's confirm commits with the worker's next reserve, and
             // the file is reported once it has (finish() ends the last one).
-            while (auto file = queue.pop()) {
+            auto settle = [&] {
+              if (auto r = up->finish()) report(*r, true);
+            };
+            while (auto file = queue.pop(settle)) {
               if (interrupted()) {
                 queue.clear();
                 break;
@@ -497,6 +553,7 @@ Command add_upload(CLI::App &app) {
                                return true;
                              }
                              ++queued;
+                             queued_bytes += file.size;
                              return go_on = queue.push(file, start_workers);
                            });
           return go_on;
@@ -541,6 +598,7 @@ Command add_upload(CLI::App &app) {
             report(r, true);
           }
         }
+        stop_ticker();
         if (progress) std::fprintf(stderr, "\r\033[K");
 
         double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;

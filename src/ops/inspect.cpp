@@ -424,7 +424,7 @@ std::string MediaTypeDetector::detect(const char *data, size_t n) {
 }
 
 Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes,
-                            std::vector<char> &buf) {
+                            std::vector<char> &buf, const std::function<void(uint64_t)> &on_read) {
   Digests d;
   crypto::Sha256 whole, part;
   if (buf.size() < (1U << 20)) buf.resize(1U << 20);
@@ -441,6 +441,7 @@ Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t he
       d.head.append(buf.data(), std::min(static_cast<size_t>(n), head_bytes - d.head.size()));
     whole.update(buf.data(), static_cast<size_t>(n));
     done += static_cast<uint64_t>(n);
+    if (on_read) on_read(static_cast<uint64_t>(n));
     if (part_size > 0) {
       part.update(buf.data(), static_cast<size_t>(n));
       in_part += static_cast<uint64_t>(n);

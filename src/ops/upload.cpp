@@ -217,7 +217,7 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   if (failpoint::hit("upload.before_read"))
     return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": injected read failure"));
   bool multipart = r.size > m_s.multipart_threshold;
-  auto digests = digest_file(fd.get(), r.size, multipart ? m_s.part_size : 0, 256 << 10, m_buf);
+  auto digests = hash_file(fd.get(), r.size, multipart);
   if (!digests) return rejected(r, digests.error());
   r.sha256 = digests->sha256;
   // libmagic only where its verdict is checked; elsewhere the signature sniff names it.
@@ -560,7 +560,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
   if (d.parts.empty()) {
     store::PutRequest req;
     req.key = rec.object_key;
-    req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256};
+    req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter()};
     req.content_type = rec.object_content_type();
     req.metadata = meta;
     req.options = options;
@@ -621,8 +621,8 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
       for (size_t i; !failed && (i = next++) < count;) {
         uint64_t off = i * m_s.part_size;
         uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
-        auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1), {fd, off, n, d.parts[i]},
-                                steady_deadline);
+        auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1),
+                                {fd, off, n, d.parts[i], sent_counter()}, steady_deadline);
         if (p && i == 0 && failpoint::hit("upload.between_parts"))
           p = Error(Errc::storage_unavailable, "injected failure between parts");
         if (!p) return record_failure(p.error());
@@ -658,6 +658,31 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
   for (auto &p : done)
     parts.push_back(std::move(*p));
   return parts;
+}
+
+Result<Digests> Uploader::hash_file(int fd, uint64_t size, bool multipart) {
+  const uint64_t part = multipart ? m_s.part_size : 0;
+  Progress *p = m_s.progress.get();
+  uint64_t mine = 0;
+  bool first = true;
+  auto on_read = [&](uint64_t n) {
+    mine += n;
+    if (p) p->hashed.fetch_add(n, std::memory_order_relaxed);
+    // Once per file read in more than one chunk, with the rest still to read.
+    if (first && mine < size) (void)failpoint::hit("upload.while_hashing");
+    first = false;
+  };
+  if (p) {
+    p->hashing_size.fetch_add(size, std::memory_order_relaxed);
+    p->hashing.fetch_add(1, std::memory_order_relaxed);
+  }
+  auto d = digest_file(fd, size, part, 256 << 10, m_buf, on_read);
+  if (p) {
+    p->hashing.fetch_sub(1, std::memory_order_relaxed);
+    p->hashing_size.fetch_sub(size, std::memory_order_relaxed);
+    p->hashed.fetch_sub(mine, std::memory_order_relaxed);
+  }
+  return d;
 }
 
 void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite) {
@@ -763,6 +788,7 @@ public:
       as_given.has_identity = true;
       as_given.dev = st.st_dev;
       as_given.ino = st.st_ino;
+      as_given.size = static_cast<uint64_t>(st.st_size);
       return m_visit(as_given, std::nullopt);
     }
     return m_visit(as_given, Error(Errc::not_regular_file,
@@ -887,6 +913,7 @@ private:
       f.has_identity = true;
       f.dev = st.st_dev;
       f.ino = st.st_ino;
+      f.size = static_cast<uint64_t>(st.st_size);
       return m_visit(f, std::nullopt);
     }
     return m_visit(

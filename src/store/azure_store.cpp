@@ -154,7 +154,7 @@ public:
   Result<PutResult> put(const PutRequest &req) override {
     auto md5 = range_md5(req.body, req.key);
     if (!md5) return md5.error();
-    FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
+    FileRangeBody body(req.body);
     azure::WriteOptions o;
     o.content_type = req.content_type;
     o.content_md5 = md5.value();
@@ -245,7 +245,7 @@ public:
                    "PUT BLOCK " + key + ": part number " + std::to_string(number) + " out of range");
     auto md5 = range_md5(b, key);
     if (!md5) return md5.error();
-    FileRangeBody body(b.fd, b.offset, b.size);
+    FileRangeBody body(b);
     std::string id = block_id(handle, number);
     auto r = m_client->put_block(key, id, body, md5.value(), deadline_steady_ms);
     if (!r) return changed_or(body, r.error(), key);

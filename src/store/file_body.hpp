@@ -5,15 +5,17 @@
 #include <cerrno>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/http/transport.hpp>
+#include <lodge/store/store.hpp>
 #include <unistd.h>
 
 namespace lodge::store {
 
 class FileRangeBody final : public http::BodySource {
 public:
-  FileRangeBody(int fd, uint64_t offset, uint64_t size) : m_fd(fd), m_offset(offset), m_size(size) {}
+  explicit FileRangeBody(const Body &b) : m_fd(b.fd), m_offset(b.offset), m_size(b.size), m_sent(b.sent) {}
   [[nodiscard]] uint64_t size() const override { return m_size; }
   void rewind() override {
+    if (m_sent) m_sent->fetch_sub(m_pos, std::memory_order_relaxed);
     m_pos = 0;
     m_hash.reset();
     m_short = false;
@@ -31,6 +33,7 @@ public:
     }
     m_hash.update(buf, static_cast<size_t>(got));
     m_pos += static_cast<uint64_t>(got);
+    if (m_sent) m_sent->fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
     return got;
   }
   // The digest of what the last attempt read (complete only when it read everything).
@@ -43,6 +46,7 @@ private:
   uint64_t m_size;
   uint64_t m_pos = 0;
   bool m_short = false;
+  std::atomic<uint64_t> *m_sent;
   crypto::Sha256 m_hash;
 };
 

@@ -531,6 +531,7 @@ private:
     uint64_t done = 0;
     auto fail = [&](Error e) -> Result<fs::path> {
       ::unlink(tmp.c_str());
+      if (body.sent) body.sent->fetch_sub(done, std::memory_order_relaxed); // not sent after all
       return e;
     };
     while (done < body.size) {
@@ -545,6 +546,7 @@ private:
       h.update(buf, static_cast<size_t>(n));
       if (!write_all(out.get(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
       done += static_cast<uint64_t>(n);
+      if (body.sent) body.sent->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
     // No fsync: flush() makes it durable before anything relies on it.
     if (!body.sha256_hex.empty() && crypto::to_hex(h.finish()) != body.sha256_hex)

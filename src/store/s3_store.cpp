@@ -69,7 +69,7 @@ public:
   }
 
   Result<PutResult> put(const PutRequest &req) override {
-    FileRangeBody body(req.body.fd, req.body.offset, req.body.size);
+    FileRangeBody body(req.body);
     s3::PutOptions o;
     o.content_type = req.content_type;
     o.sha256_hex = req.body.sha256_hex;
@@ -145,7 +145,7 @@ public:
 
   Result<Part> put_part(const std::string &key, const std::string &upload_id, int number, const Body &b,
                         int64_t deadline_steady_ms) override {
-    FileRangeBody body(b.fd, b.offset, b.size);
+    FileRangeBody body(b);
     auto r = m_client->upload_part(key, upload_id, number, body, b.sha256_hex, deadline_steady_ms);
     if (!r) return changed_or(body, r.error(), key);
     if (body.sent_sha256_hex() != b.sha256_hex) return file_changed(key);

@@ -21,6 +21,7 @@ constexpr std::array k_points{
     Point{"upload.after_walk", k_universal, ""},
     Point{"upload.before_read", k_universal | error,
           "reading the file fails (UNREADABLE: rejected); never hit when the stat cache answers"},
+    Point{"upload.while_hashing", k_universal, ""},
     Point{"upload.before_reserve", k_universal, ""},
     Point{"upload.after_reserve", k_universal, ""},
     Point{"upload.before_put", k_universal | error, "the PUT fails before a byte is sent (definite)"},

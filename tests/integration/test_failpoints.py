@@ -207,6 +207,7 @@ UPLOADING = ("UPLOADING", 0)
 POINTS = {
     "upload.after_walk": Point(prep_file, run_upload, active),
     "upload.before_read": Point(prep_file, run_upload, active, rejected_unread),
+    "upload.while_hashing": Point(prep_big, run_upload, active),
     "upload.before_reserve": Point(prep_file, run_upload, active),
     "upload.after_reserve": Point(prep_file, run_upload, active),
     "upload.before_put": Point(prep_file, run_upload, active,

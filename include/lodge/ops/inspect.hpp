@@ -3,6 +3,7 @@
 // from the bytes (libmagic), and the digests one read pass produces.
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
@@ -95,8 +96,10 @@ struct Digests {
 
 // Reads fd from offset 0 to `size` once, through `buf` (reused across files so no
 // per-file allocation). FILE_CHANGED when the file ends early or grows past size;
-// UNREADABLE on a read error.
+// UNREADABLE on a read error. on_read, when set, is told each chunk's length as it is
+// hashed (the progress line's hashing phase).
 [[nodiscard]] Result<Digests> digest_file(int fd, uint64_t size, uint64_t part_size, size_t head_bytes,
-                                          std::vector<char> &buf);
+                                          std::vector<char> &buf,
+                                          const std::function<void(uint64_t)> &on_read = {});
 
 } // namespace lodge::ops

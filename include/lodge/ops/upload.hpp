@@ -3,6 +3,7 @@
 // deadline, confirm — or mark failed and compensate. One Uploader per worker thread,
 // each with its own ledger connection, store connection and type detector.
 
+#include <atomic>
 #include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
@@ -23,6 +24,16 @@ namespace lodge::ops {
 // planned: --dry-run found nothing against it, and would upload it.
 enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped, planned };
 [[nodiscard]] const char *to_string(UploadOutcome o);
+
+// What a run's progress line shows besides finished files, shared by its workers: the
+// bytes sent so far (parts included, counted as they leave; a retried attempt's are taken
+// back) and the hashing pass of files still being read before their reservation.
+struct Progress {
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> hashed{0};       // bytes hashed so far of the files being hashed now
+  std::atomic<uint64_t> hashing_size{0}; // the sizes of those files
+  std::atomic<int> hashing{0};           // how many files are being hashed now
+};
 
 struct UploadSettings {
   config::Policy policy;
@@ -49,6 +60,7 @@ struct UploadSettings {
   bool checksum = false; // --checksum: every file read and hashed; the stat cache not asked
   bool replace = false;  // --replace: a new file at a path retires the path's older rows once ACTIVE
   bool dry_run = false;  // --dry-run: decide, write nothing (neither ledger nor store)
+  std::shared_ptr<Progress> progress; // null: nobody is watching
 };
 
 struct FileResult {
@@ -82,6 +94,7 @@ struct InputFile {
   bool has_identity = false; // dev/ino below were seen by the walk and must match at open
   dev_t dev = 0;
   ino_t ino = 0;
+  uint64_t size = 0; // as the walk saw it (the progress line's total; the worker stats again)
 };
 
 class Uploader {
@@ -129,6 +142,11 @@ private:
   Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
                                              const std::string &upload_id, int64_t steady_deadline);
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
+  // digest_file through m_buf, the hashing pass shown on the run's Progress.
+  Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
+  [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {
+    return m_s.progress ? &m_s.progress->sent : nullptr;
+  }
   // Whether a would-be duplicate's object is in the store as its row says (HEAD: size, and
   // the stamp where the store returns one): ok; NOT_FOUND (a missing object); or the error
   // that makes this file's outcome `failed` (the HEAD failed, or the object is another one).

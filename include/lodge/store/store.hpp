@@ -5,6 +5,7 @@
 // (s3://bucket/prefix), Azure Blob Storage (az://container/prefix) and a local directory
 // (file:///dir), each with the same contract (tests/store).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
@@ -45,6 +46,9 @@ struct Body {
   uint64_t offset = 0;
   uint64_t size = 0;
   std::string sha256_hex; // the digest the bytes must have
+  // When set, every byte read to be sent is added here as it leaves (and what a retried
+  // attempt had counted is taken back): the upload's progress line reads it.
+  std::atomic<uint64_t> *sent = nullptr;
 };
 
 struct PutRequest {
