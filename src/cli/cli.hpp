@@ -104,6 +104,8 @@ Command add_init(CLI::App &app);
 Command add_status(CLI::App &app);
 Command add_config(CLI::App &app);
 Command add_upload(CLI::App &app);
+Command add_reserve(CLI::App &app);
+Command add_confirm(CLI::App &app);
 Command add_list(CLI::App &app);
 Command add_sweep(CLI::App &app);
 Command add_repair(CLI::App &app);

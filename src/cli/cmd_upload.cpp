@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <iostream>
@@ -652,6 +653,191 @@ Command add_upload(CLI::App &app) {
           return exit_status(Errc::storage_unavailable);
         return (t.rejected + t.failed) > 0 ? exit_items_failed() : exit_status(Errc::ok);
       }};
+}
+
+namespace {
+// A word for the shell: single-quoted, its own quotes closed and escaped.
+std::string shell_quote(const std::string &s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string utc_text(int64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The settings of a direct upload's reserve or confirm (no walk, no workers).
+ops::UploadSettings direct_settings(Context &ctx, const UploadOptions &o) {
+  const auto &cfg = ctx.cfg();
+  if (!o.prefix.empty())
+    if (auto why = config::run_prefix_problem(o.prefix))
+      throw LodgeError(Errc::usage, "--prefix '" + util::escape_for_terminal(o.prefix) + "': " + *why);
+  ops::UploadSettings s;
+  s.policy = cfg.policy(o.policy);
+  s.run_prefix = o.prefix;
+  s.owner = ctx.owner();
+  if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
+  s.max_retries = cfg.sweep.max_retries;
+  s.lease_ms = cfg.sweep.lease_ms;
+  s.cleanup = {ops::grace_for(cfg, o.policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
+  s.worker_id = "direct-" + std::to_string(::getpid());
+  return s;
+}
+
+void print_direct_result(Context &ctx, const ops::FileResult &r, const char *word) {
+  if (ctx.g.json) {
+    auto j = result_json(r);
+    j["outcome"] = word;
+    ctx.print_json(j);
+    return;
+  }
+  bool bad = r.error.has_value() && r.outcome != ops::UploadOutcome::duplicate;
+  if (ctx.g.quiet && !bad) return;
+  std::string line = std::string(word) + " " + (r.id ? "#" + std::to_string(*r.id) + " " : "") +
+                     util::escape_for_terminal(r.object_key.empty() ? r.file : r.object_key);
+  if (r.error) line += ": " + r.error->message + " (" + std::string(r.error->name()) + ")";
+  std::fprintf(stdout, "%s\n", line.c_str());
+}
+
+// The exit status of one direct result: 0 when it went as asked, the error's own status
+// when the whole command could not work (storage, ledger), 1 otherwise.
+int direct_status(const ops::FileResult &r) {
+  if (!r.error || r.outcome == ops::UploadOutcome::duplicate || r.outcome == ops::UploadOutcome::active)
+    return exit_status(Errc::ok);
+  int c = r.error->exit_code();
+  return c == exit_status(Errc::usage) || c > 1 ? c : exit_items_failed();
+}
+} // namespace
+
+Command add_reserve(CLI::App &app) {
+  auto o = std::make_shared<UploadOptions>();
+  auto size = std::make_shared<int64_t>(-1);
+  auto sha = std::make_shared<std::string>();
+  auto expires = std::make_shared<std::string>("1h");
+  auto *sub = app.add_subcommand(
+      "reserve", "Reserve a file's upload and print a presigned PUT for a host without credentials");
+  sub->add_option("name", o->paths, "The file's name (its relative path in the ledger)")
+      ->required()
+      ->expected(1);
+  sub->add_option("--size", *size, "The file's exact size in bytes")->required();
+  sub->add_option("--sha256", *sha, "The file's SHA-256, 64 hex digits")->required();
+  sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
+  sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
+  sub->add_option("--prefix", o->prefix, "Put the file under <root>/<owner>/PREFIX/");
+  sub->add_option("--idempotency-key", o->idempotency_key,
+                  "Make a retry of this reservation return the first (and its URL again while it is valid)");
+  sub->add_option("--content-type", o->content_type,
+                  "The object's Content-Type (default: from the extension)");
+  sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable)")->allow_extra_args(false);
+  sub->add_option("--storage-class", o->storage_class, "S3 storage class or Azure access tier");
+  sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
+  sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms");
+  sub->add_option("--cache-control", o->cache_control, "Cache-Control of the object");
+  return {sub, [o, size, sha, expires](Context &ctx) {
+            if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
+            std::string hex = util::to_lower(*sha);
+            if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+              throw LodgeError(Errc::usage,
+                               "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
+            auto v = util::parse_duration_ms(*expires);
+            if (!v || *v < 1000 || *v > 7LL * 86'400'000)
+              throw LodgeError(Errc::usage, "reserve: --expires: expected a duration from 1s to 7d, got '" +
+                                                util::escape_for_terminal(*expires) + "'");
+            ops::UploadSettings s = direct_settings(ctx, *o);
+            s.options = object_options(*o, s.policy);
+            auto store = ctx.open_store();
+            if (!store->capabilities().presign)
+              throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
+                                                      " cannot sign an upload URL (direct uploads need an S3 "
+                                                      "store, or an Azure store with an account key)");
+            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
+            ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+            auto d = up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, *v / 1000});
+            const auto &r = d.r;
+            const char *word = d.reserved                                   ? "reserved"
+                               : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
+                               : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
+                               : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
+                                                                            : "failed";
+            if (ctx.g.json) {
+              auto j = result_json(r);
+              j["outcome"] = word;
+              if (d.put) {
+                nlohmann::json h = nlohmann::json::object();
+                for (const auto &[k, val] : d.put->headers)
+                  h[k] = val;
+                j["method"] = d.put->method;
+                j["url"] = d.put->url;
+                j["headers"] = h;
+                j["expires_at"] = utc_text(d.url_expires_at);
+              }
+              ctx.print_json(j);
+            } else {
+              print_direct_result(ctx, r, word);
+              if (d.put) {
+                // The URL is a credential: on stdout only, never in a log.
+                std::string curl = "curl --fail -X PUT --upload-file FILE";
+                for (const auto &[k, val] : d.put->headers)
+                  curl += " -H " + shell_quote(k + ": " + val);
+                curl += " " + shell_quote(d.put->url);
+                std::fprintf(stdout, "expires %s\n%s %s\n", utc_text(d.url_expires_at).c_str(),
+                             d.put->method.c_str(), d.put->url.c_str());
+                for (const auto &[k, val] : d.put->headers)
+                  std::fprintf(stdout, "%s: %s\n", k.c_str(), val.c_str());
+                std::fprintf(stdout, "%s\n", curl.c_str());
+                if (!ctx.g.quiet)
+                  std::fprintf(stderr,
+                               "lodge: send the bytes with the URL and every header above, then run "
+                               "`lodge confirm %lld`\n",
+                               static_cast<long long>(r.id.value_or(0)));
+              }
+            }
+            return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
+                                                                           : direct_status(r);
+          }};
+}
+
+Command add_confirm(CLI::App &app) {
+  auto ids = std::make_shared<std::vector<int64_t>>();
+  auto all_due = std::make_shared<bool>(false);
+  auto *sub = app.add_subcommand(
+      "confirm", "Verify a direct upload's object (size, stamp, SHA-256) and make its file active");
+  sub->add_option("ids", *ids, "File ids that lodge reserve printed");
+  sub->add_flag("--all-due", *all_due,
+                "Confirm or fail every direct upload whose URL has expired (for cron)");
+  return {sub, [ids, all_due](Context &ctx) {
+            if (ids->empty() == !*all_due)
+              throw LodgeError(Errc::usage, "confirm: give file ids, or --all-due");
+            UploadOptions none;
+            ops::UploadSettings s = direct_settings(ctx, none);
+            auto store = ctx.open_store();
+            ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+            std::vector<ops::FileResult> results;
+            if (*all_due) {
+              results = up.confirm_due(100'000);
+            } else {
+              for (auto id : *ids)
+                results.push_back(up.confirm_direct(id));
+            }
+            int status = exit_status(Errc::ok);
+            for (const auto &r : results) {
+              print_direct_result(ctx, r, r.outcome == ops::UploadOutcome::active ? "active" : "failed");
+              status = std::max(status, direct_status(r));
+            }
+            if (*all_due && !ctx.g.json && !ctx.g.quiet)
+              std::fprintf(stderr, "lodge: %s whose URL expired\n",
+                           util::plural(static_cast<int64_t>(results.size()), "direct upload").c_str());
+            return status;
+          }};
 }
 
 Command add_list(CLI::App &app) {

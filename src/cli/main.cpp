@@ -404,6 +404,8 @@ int run(int argc, char **argv) {
                                 add_status(app),
                                 add_config(app),
                                 add_upload(app),
+                                add_reserve(app),
+                                add_confirm(app),
                                 add_list(app),
                                 recorded_job("sweep", add_sweep(app)),
                                 recorded_job("repair", add_repair(app)),

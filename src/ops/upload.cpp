@@ -253,91 +253,14 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   int64_t wall_at_reserve = 0;
   int64_t steady_at_reserve = 0;
   ledger::ReserveResult res;
-  // A duplicate is reported only when its object is verified in the store. A row whose
-  // object is gone is retired (soft-deleted, its task harmless) and the reservation is
-  // made again, which then finds the next alive copy or makes a new row. Bounded: each
-  // round retires one row, and a third missing copy in a row is reported, not chased.
-  for (int round = 0;; ++round) {
-    wall_at_reserve = m_clock.now_ms();
-    steady_at_reserve = util::steady_ms();
-    // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(req, wall_at_reserve))
-                                : m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
-    if (!reserved) {
-      r.outcome = UploadOutcome::failed;
-      r.error = reserved.error();
-      return r;
-    }
-    res = reserved.value();
-    if (res.outcome != ledger::ReserveOutcome::duplicate) break;
-    const auto &dup = res.record;
-    auto present = check_duplicate(dup);
-    if (present) {
-      // A file that is its own row's content under a stat the cache does not know (a row
-      // older than the cache, a touched file): recorded, so the next run need not read it.
-      if (!m_s.dry_run && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
-          dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
-          dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
-        (void)m_ledger.record_stat(dup.id, fst, m_clock.now_ms());
-      r.outcome = UploadOutcome::duplicate;
-      r.id = dup.id;
-      r.object_key = dup.object_key;
-      r.error =
-          Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
-                                     m_s.owner + (dup.run_prefix.empty() ? "" : " under " + dup.run_prefix));
-      return r;
-    }
-    if (m_s.dry_run && present.error().code == Errc::not_found) {
-      r.outcome = UploadOutcome::planned; // its copy is missing: a real run uploads it anew
-      return r;
-    }
-    if (present.error().code != Errc::not_found || round == 2) {
-      r.outcome = UploadOutcome::failed;
-      r.error = present.error();
-      if (r.error->code == Errc::not_found)
-        r.error->message =
-            "three copies of the same content in a row were missing from the store (the last: " +
-            r.error->message + "); not uploaded this time, retry it";
-      return r;
-    }
-    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
-                              m_s.max_retries) == ledger::MissingOutcome::marked_missing)
-      util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
-                      ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
-                      util::escape_for_terminal(path) + " anew");
-  }
+  auto own_duplicate = [&](const ledger::FileRecord &dup) {
+    if (!m_s.dry_run && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
+        dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
+        dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
+      (void)m_ledger.record_stat(dup.id, fst, m_clock.now_ms());
+  };
+  if (auto done = reserve_row(req, r, res, wall_at_reserve, steady_at_reserve, own_duplicate)) return done;
   const auto &rec = res.record;
-  switch (res.outcome) {
-  case ledger::ReserveOutcome::duplicate:
-    break; // answered in the loop above
-  case ledger::ReserveOutcome::replayed:
-    r.outcome = UploadOutcome::replayed;
-    r.id = rec.id;
-    r.object_key = rec.object_key;
-    return r;
-  case ledger::ReserveOutcome::quota_exceeded:
-    return rejected(r,
-                    Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
-                                                    util::plural(m_s.policy.max_files.value_or(0), "file") +
-                                                    ", the most policy " + m_s.policy.name + " allows"));
-  case ledger::ReserveOutcome::key_reused:
-    r.id = rec.id;
-    return rejected(r, Error(Errc::idempotency_key_reused,
-                             "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
-                                 "' was used for other content (file #" + std::to_string(rec.id) + ")"));
-  case ledger::ReserveOutcome::in_progress:
-    r.outcome = UploadOutcome::failed;
-    r.id = rec.id;
-    r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
-                                           ") is still in progress; retry later");
-    return r;
-  case ledger::ReserveOutcome::id_limit_reached: // IdBlocks advances and retries: never seen here
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, "no record id inside the id marker's block");
-    return r;
-  case ledger::ReserveOutcome::reserved:
-    break;
-  }
   if (m_s.dry_run) {
     r.outcome = UploadOutcome::planned;
     return r;
@@ -378,6 +301,95 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   t.rec = rec;
   t.put = put.value();
   m_tail.emplace(std::move(t));
+  return std::nullopt;
+}
+
+std::optional<FileResult>
+Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::ReserveResult &res,
+                      int64_t &wall_at_reserve, int64_t &steady_at_reserve,
+                      const std::function<void(const ledger::FileRecord &)> &own_duplicate) {
+  // A duplicate is reported only when its object is verified in the store. A row whose
+  // object is gone is retired (soft-deleted, its task harmless) and the reservation is
+  // made again, which then finds the next alive copy or makes a new row. Bounded: each
+  // round retires one row, and a third missing copy in a row is reported, not chased.
+  for (int round = 0;; ++round) {
+    wall_at_reserve = m_clock.now_ms();
+    steady_at_reserve = util::steady_ms();
+    // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
+    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(req, wall_at_reserve))
+                                : m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
+    if (!reserved) {
+      r.outcome = UploadOutcome::failed;
+      r.error = reserved.error();
+      return r;
+    }
+    res = reserved.value();
+    if (res.outcome != ledger::ReserveOutcome::duplicate) break;
+    const auto &dup = res.record;
+    auto present = check_duplicate(dup);
+    if (present) {
+      // A file that is its own row's content under a stat the cache does not know (a row
+      // older than the cache, a touched file): recorded, so the next run need not read it.
+      if (own_duplicate) own_duplicate(dup);
+      r.outcome = UploadOutcome::duplicate;
+      r.id = dup.id;
+      r.object_key = dup.object_key;
+      r.error =
+          Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
+                                     m_s.owner + (dup.run_prefix.empty() ? "" : " under " + dup.run_prefix));
+      return r;
+    }
+    if (m_s.dry_run && present.error().code == Errc::not_found) {
+      r.outcome = UploadOutcome::planned; // its copy is missing: a real run uploads it anew
+      return r;
+    }
+    if (present.error().code != Errc::not_found || round == 2) {
+      r.outcome = UploadOutcome::failed;
+      r.error = present.error();
+      if (r.error->code == Errc::not_found)
+        r.error->message =
+            "three copies of the same content in a row were missing from the store (the last: " +
+            r.error->message + "); not uploaded this time, retry it";
+      return r;
+    }
+    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
+                              m_s.max_retries) == ledger::MissingOutcome::marked_missing)
+      util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
+                      ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
+                      util::escape_for_terminal(r.file) + " anew");
+  }
+  const auto &rec = res.record;
+  switch (res.outcome) {
+  case ledger::ReserveOutcome::duplicate:
+    break; // answered in the loop above
+  case ledger::ReserveOutcome::replayed:
+    r.outcome = UploadOutcome::replayed;
+    r.id = rec.id;
+    r.object_key = rec.object_key;
+    return r;
+  case ledger::ReserveOutcome::quota_exceeded:
+    return rejected(r,
+                    Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
+                                                    util::plural(m_s.policy.max_files.value_or(0), "file") +
+                                                    ", the most policy " + m_s.policy.name + " allows"));
+  case ledger::ReserveOutcome::key_reused:
+    r.id = rec.id;
+    return rejected(r, Error(Errc::idempotency_key_reused,
+                             "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
+                                 "' was used for other content (file #" + std::to_string(rec.id) + ")"));
+  case ledger::ReserveOutcome::in_progress:
+    r.outcome = UploadOutcome::failed;
+    r.id = rec.id;
+    r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
+                                           ") is still in progress; retry later");
+    return r;
+  case ledger::ReserveOutcome::id_limit_reached: // IdBlocks advances and retries: never seen here
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::internal, "no record id inside the id marker's block");
+    return r;
+  case ledger::ReserveOutcome::reserved:
+    break;
+  }
   return std::nullopt;
 }
 
@@ -539,8 +551,7 @@ void abort_or_warn(store::ObjectStore &store, const std::string &key, const std:
 }
 } // namespace
 
-Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                            int64_t steady_deadline) {
+store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
   // The path is percent-encoded: metadata values are printable ASCII on the wire, and
   // any UTF-8 name must come back byte for byte.
   // The user's metadata first: lodge's stamp names (reserved) are set over it.
@@ -553,6 +564,12 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
   if (!rec.run_prefix.empty()) stamp[store::meta::prefix] = rec.run_prefix;
   for (auto &[k, v] : stamp)
     meta[k] = std::move(v);
+  return meta;
+}
+
+Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                            int64_t steady_deadline) {
+  store::Metadata meta = object_metadata(rec);
   store::ObjectOptions options = m_s.options;
   options.metadata.clear(); // sent above
   options.content_type.clear();

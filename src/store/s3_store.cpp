@@ -14,7 +14,7 @@ class S3Store final : public ObjectStore {
 public:
   S3Store(const StoreOptions &o, const s3::Credentials &credentials,
           std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
-      : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state) {
+      : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state), m_aws(o.endpoint.empty()) {
     s3::ClientConfig cfg;
     cfg.endpoint = o.endpoint;
     cfg.region = o.region;
@@ -48,6 +48,7 @@ public:
     c.staged_listing = true;
     c.presign = true;
     c.state_tags = m_tag_state;
+    c.verifies_checksums = m_aws; // AWS's own S3; not a server behind a custom endpoint
     return c;
   }
   // PutObjectTagging replaces the object's whole tag set: the user's tags go with it.
@@ -104,6 +105,16 @@ public:
 
   Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
     return m_client->presign_get(key, expires_s);
+  }
+  Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
+    s3::PutOptions o;
+    o.content_type = req.content_type;
+    o.sha256_hex = req.sha256_hex;
+    o.metadata = req.metadata;
+    set_options(o, req.options);
+    auto r = m_client->presign_put(req.key, req.size, o, req.expires_s);
+    if (!r) return r.error();
+    return PresignedPut{"PUT", r->first, r->second};
   }
 
   Status remove_all(const std::string &key, DeleteGuard guard) override {
@@ -259,6 +270,7 @@ private:
   std::string m_url;
   std::string m_prefix;
   bool m_tag_state = false;
+  bool m_aws = false; // AWS's own endpoint
   std::unique_ptr<s3::Client> m_client;
 };
 

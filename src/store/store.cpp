@@ -46,6 +46,9 @@ public:
   Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
     return m_inner->presign_get(key, expires_s);
   }
+  Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
+    return m_inner->presign_put(req);
+  }
   Status remove_all(const std::string &key, DeleteGuard guard) override {
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_all(key, guard);
@@ -100,6 +103,11 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
 Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {
   return Error(Errc::unsupported,
                "cannot make a presigned URL for " + key + ": " + describe() + " cannot sign one");
+}
+
+Result<PresignedPut> ObjectStore::presign_put(const PresignPutRequest &req) {
+  return Error(Errc::unsupported, "cannot make a presigned upload URL for " + req.key + ": " + describe() +
+                                      " cannot sign one (direct uploads need an S3 or Azure store)");
 }
 
 Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {

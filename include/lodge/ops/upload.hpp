@@ -116,6 +116,34 @@ public:
   [[nodiscard]] std::vector<FileResult> upload_next(const InputFile &file);
   [[nodiscard]] std::optional<FileResult> finish();
 
+  // lodge reserve: the checks an upload makes without the bytes (name, extension, size,
+  // quota, de-dup by the given digest, idempotency) and the same reserve transaction; the
+  // row's holder is "direct until=<ms>" (the URL's expiry) and its deadline that expiry plus
+  // the policy's deadline. A reserved row comes with a presigned PUT pinning the object.
+  struct DirectRequest {
+    std::string name; // the relative path the row records
+    uint64_t size = 0;
+    std::string sha256;
+    int64_t expires_s = 3600;
+  };
+  struct DirectReservation {
+    FileResult r;          // outcome: active (reserved, not yet sent), duplicate, replayed, rejected, failed
+    bool reserved = false; // a new reservation (r.outcome is then planned: the client sends)
+    std::optional<store::PresignedPut> put;
+    int64_t url_expires_at = 0;
+  };
+  [[nodiscard]] DirectReservation reserve_direct(const DirectRequest &d);
+  // lodge confirm: the object of a direct reservation must be exactly the reserved size,
+  // carry lodge's stamp for this ledger and row, and hash to the reserved digest (the
+  // server's verified checksum, or the bytes read back); then the upload's confirm. Bytes
+  // that differ fail the row (definite: the object is cleaned now). Already ACTIVE: the
+  // same answer again. outcome active, or failed with the reason; NOT_FOUND while nothing
+  // was sent and the URL is still valid.
+  [[nodiscard]] FileResult confirm_direct(int64_t id);
+  // lodge confirm --all-due: every direct reservation whose URL has expired, confirmed or
+  // failed (nothing sent: failed, its cleanup after the grace as repair would).
+  [[nodiscard]] std::vector<FileResult> confirm_due(int limit);
+
 private:
   // A file whose bytes are stored and checked, waiting for its confirm.
   struct Tail {
@@ -129,6 +157,13 @@ private:
   // Fills r as it goes (upload() reports what it holds if this throws). nullopt: the
   // file's confirm is pending, in m_tail.
   std::optional<FileResult> upload_unguarded(const InputFile &file, FileResult &r);
+  // The reserve transaction and what its outcome means, for upload and reserve_direct: a
+  // duplicate only once its object is verified in the store (own_duplicate is told of one
+  // of this very path); nullopt when the row is reserved (res.record), else r's final result.
+  std::optional<FileResult> reserve_row(const ledger::ReserveRequest &req, FileResult &r,
+                                        ledger::ReserveResult &res, int64_t &wall_at_reserve,
+                                        int64_t &steady_at_reserve,
+                                        const std::function<void(const ledger::FileRecord &)> &own_duplicate);
   // The pending file: made durable in the store, then its confirm queued.
   void begin_tail();
   // The pending file's result, into m_done, once its confirm committed; m_tail emptied.
@@ -142,6 +177,10 @@ private:
   Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
                                              const std::string &upload_id, int64_t steady_deadline);
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
+  // The object's metadata: the user's, with lodge's stamp for the row over it.
+  [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
+  // The run's options as a presigned PUT carries them (metadata and type sent apart).
+  [[nodiscard]] store::ObjectOptions presign_options() const;
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
   [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {

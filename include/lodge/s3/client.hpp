@@ -130,6 +130,11 @@ public:
   // A presigned GET URL of the key (SigV4 query signing, UNSIGNED-PAYLOAD), valid for
   // expires_s seconds (1 to 604800, the most SigV4 allows) from the clock's now.
   Result<std::string> presign_get(const std::string &key, int64_t expires_s);
+  // A presigned PUT of exactly `size` bytes with o's headers (checksum, create-only,
+  // metadata, tagging, ...) signed in, so a client must send them as given: the URL and
+  // those headers (host excluded).
+  Result<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
+  presign_put(const std::string &key, uint64_t size, const PutOptions &o, int64_t expires_s);
   // A missing key is success; a missing bucket is not.
   Status delete_object(const std::string &key, const std::string &version_id = {});
   // Calls visit for each object under prefix in key order, page by page; visit may stop

@@ -118,7 +118,29 @@ struct Capabilities {
   bool staged_listing = false; // it can list incomplete staged uploads
   bool guarded_delete = false; // remove_all(key, pending_only) is enforced by the server itself
   bool state_tags = false;     // puts tag objects pending; mark_committed tags them committed
-  bool presign = false;        // presign_get can make a URL
+  bool presign = false;        // presign_get (and presign_put) can make a URL
+  // The server itself refuses a body whose SHA-256 checksum header differs, and HEAD returns
+  // the checksum it verified (AWS S3). Elsewhere a checksum a HEAD returns is only what
+  // the sender claimed (moto, some S3-compatible servers): bytes are verified by reading them.
+  bool verifies_checksums = false;
+};
+
+// A direct upload's object: what a presigned PUT must carry (lodge reserve).
+struct PresignPutRequest {
+  std::string key;
+  uint64_t size = 0;
+  std::string sha256_hex;
+  std::string content_type;
+  Metadata metadata; // lodge's stamp and the user's metadata
+  ObjectOptions options;
+  int64_t expires_s = 0;
+};
+
+// A URL and the exact headers a client without credentials must send with the body.
+struct PresignedPut {
+  std::string method = "PUT";
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // remove_all's guard: pending_only refuses (PRECONDITION_FAILED, nothing deleted) when the
@@ -184,6 +206,10 @@ public:
   // A URL that lets whoever holds it GET the object until `expires_s` seconds from now,
   // without credentials. UNSUPPORTED for a store that cannot sign one (file://).
   virtual Result<std::string> presign_get(const std::string &key, int64_t expires_s);
+  // A URL that lets whoever holds it create the object `req` describes, and no other
+  // bytes where the server checks them: create-only, the size, checksum, content type and
+  // metadata pinned by the signature. UNSUPPORTED for a store that cannot sign one.
+  virtual Result<PresignedPut> presign_put(const PresignPutRequest &req);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
   [[nodiscard]] virtual Capabilities capabilities() const = 0;

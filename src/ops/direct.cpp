@@ -1,0 +1,282 @@
+// Direct uploads: a trusted host reserves and hands out a presigned PUT; the bytes go
+// straight to the store from a host without credentials; `lodge confirm` verifies the
+// object before the row becomes ACTIVE. The reserve and confirm transactions are the
+// upload's own; only who sends the bytes differs.
+
+#include <cstring>
+#include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/inspect.hpp>
+#include <lodge/ops/upload.hpp>
+#include <lodge/store/object_options.hpp>
+#include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
+
+namespace lodge::ops {
+namespace {
+
+// The holder of a direct reservation: not a process of this host (so killed-run recovery
+// never judges it), but the URL's expiry, which `confirm --all-due` goes by.
+constexpr std::string_view k_direct_holder = "direct until=";
+
+std::optional<int64_t> direct_until(const ledger::FileRecord &rec) {
+  if (!rec.holder || rec.holder->rfind(k_direct_holder, 0) != 0) return std::nullopt;
+  return util::parse_int(std::string_view(*rec.holder).substr(k_direct_holder.size()));
+}
+
+void describe(FileResult &r, const ledger::FileRecord &rec) {
+  r.file = rec.relative_path;
+  r.relative_path = rec.relative_path;
+  r.id = rec.id;
+  r.object_key = rec.object_key;
+  r.sha256 = rec.sha256;
+  r.size = static_cast<uint64_t>(rec.size);
+  r.media_type = rec.media_type;
+  r.content_type = rec.object_content_type();
+}
+
+FileResult refused(FileResult r, UploadOutcome o, Error e) {
+  r.outcome = o;
+  r.error = std::move(e);
+  return r;
+}
+} // namespace
+
+Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
+  DirectReservation out;
+  FileResult &r = out.r;
+  r.file = d.name;
+  r.size = d.size;
+  r.sha256 = d.sha256;
+  auto reject = [&](Error e) {
+    r = refused(r, UploadOutcome::rejected, std::move(e));
+    return out;
+  };
+  const std::string shown = util::escape_for_terminal(d.name);
+  if (!m_s.policy.media_types.empty())
+    return reject(Error(Errc::usage, shown + ": policy " + m_s.policy.name +
+                                         " checks the media type detected from the content, which a direct "
+                                         "upload never shows lodge; use lodge upload, or a policy without "
+                                         "media_types"));
+  if (d.size == 0 && !m_s.policy.allow_empty)
+    return reject(Error(Errc::empty_file,
+                        shown + " is empty; policy " + m_s.policy.name + " does not allow empty files"));
+  if (d.size > m_s.policy.max_size)
+    return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; policy " +
+                                             m_s.policy.name + " allows " +
+                                             std::to_string(m_s.policy.max_size)));
+  auto name = sanitize_display_name(d.name);
+  if (!name) return reject(name.error());
+  auto rel = sanitize_relative_path(d.name);
+  if (!rel) return reject(rel.error());
+  r.relative_path = rel.value();
+  if (auto key = ledger::object_key_for(m_store.key_prefix(), m_s.owner, m_s.run_prefix, std::string(36, '0'),
+                                        r.relative_path);
+      key.size() > ledger::k_max_key_bytes)
+    return reject(Error(Errc::bad_name, shown + ": its object key would be " + std::to_string(key.size()) +
+                                            " bytes, more than the " +
+                                            std::to_string(ledger::k_max_key_bytes) +
+                                            " a store allows (a shorter name or --prefix)"));
+  const std::string ext = extension_of(name.value());
+  if (auto s = check_extension(m_s.policy, ext); !s) return reject(s.error());
+  // Nothing of the content is seen: the type the extension names, unless given.
+  r.content_type = m_s.options.content_type.empty() ? content_type_for(ext, "application/octet-stream")
+                                                    : m_s.options.content_type;
+  r.media_type = r.content_type;
+
+  const int64_t now = m_clock.now_ms();
+  ledger::ReserveRequest req;
+  req.owner_id = m_s.owner;
+  req.original_name = name.value();
+  req.relative_path = r.relative_path;
+  req.run_prefix = m_s.run_prefix;
+  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
+  req.key_prefix = m_store.key_prefix();
+  req.media_type = r.media_type;
+  req.sha256 = d.sha256;
+  req.size = static_cast<int64_t>(d.size);
+  req.policy = m_s.policy.name;
+  req.max_files = m_s.policy.max_files;
+  // A PUT begun just before the URL expires may take the policy's deadline to arrive.
+  req.deadline_ms = d.expires_s * 1000 + m_s.policy.deadline_ms;
+  req.grace_ms = m_s.cleanup.grace_ms;
+  req.max_retries = m_s.max_retries;
+  req.idempotency_key = m_s.idempotency_key;
+  req.holder = std::string(k_direct_holder) + std::to_string(now + d.expires_s * 1000);
+  req.content_type = r.content_type;
+  req.object_options = m_options_json;
+  ledger::ReserveResult res;
+  int64_t wall = 0, steady = 0;
+  if (auto done = reserve_row(req, r, res, wall, steady, nullptr)) {
+    r = *done;
+    // A replay of a reservation still open hands out its URL again, expiring with it.
+    const auto &rec = res.record;
+    auto until = direct_until(rec);
+    if (r.outcome == UploadOutcome::replayed && rec.upload_status == ledger::FileStatus::uploading &&
+        !rec.is_deleted && until && *until - m_clock.now_ms() >= 1000) {
+      describe(r, rec);
+      int64_t left_s = (*until - m_clock.now_ms()) / 1000;
+      auto put =
+          m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
+                               rec.object_content_type(), object_metadata(rec), presign_options(), left_s});
+      if (!put) return out.r = refused(r, UploadOutcome::failed, put.error()), out;
+      out.put = put.value();
+      out.url_expires_at = *until;
+    }
+    return out;
+  }
+  const auto &rec = res.record;
+  describe(r, rec);
+  auto put =
+      m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
+                           rec.object_content_type(), object_metadata(rec), presign_options(), d.expires_s});
+  if (!put) {
+    // Nothing can have been sent without a URL: the row fails at once, definitely.
+    fail(r, rec, put.error(), true);
+    return out;
+  }
+  out.put = put.value();
+  out.url_expires_at = now + d.expires_s * 1000;
+  r.outcome = UploadOutcome::planned; // reserved: the bytes are the client's to send
+  out.reserved = true;
+  return out;
+}
+
+store::ObjectOptions Uploader::presign_options() const {
+  store::ObjectOptions o = m_s.options;
+  o.metadata.clear(); // in object_metadata
+  o.content_type.clear();
+  return o;
+}
+
+FileResult Uploader::confirm_direct(int64_t id) {
+  FileResult r;
+  r.file = "#" + std::to_string(id);
+  r.id = id;
+  auto found = m_ledger.find_file(id);
+  if (!found)
+    return refused(r, UploadOutcome::failed, Error(Errc::not_found, "no file #" + std::to_string(id)));
+  const ledger::FileRecord rec = *found;
+  describe(r, rec);
+  const std::string what = "file #" + std::to_string(id);
+  if (rec.upload_status == ledger::FileStatus::active && !rec.is_deleted) {
+    r.outcome = UploadOutcome::active; // confirmed before: the same answer
+    return r;
+  }
+  if (rec.upload_status != ledger::FileStatus::uploading || rec.is_deleted)
+    return refused(
+        r, UploadOutcome::failed,
+        Error(Errc::state_changed, what + " is not awaiting confirmation: it is " +
+                                       (rec.is_deleted ? std::string("deleted") : "failed") +
+                                       (rec.failure_reason ? " (" + *rec.failure_reason + ")" : "")));
+  auto until = direct_until(rec);
+  if (!until)
+    return refused(r, UploadOutcome::failed,
+                   Error(Errc::usage, what + " is being sent by lodge upload, not a direct upload: nothing "
+                                             "to confirm"));
+  const int64_t now = m_clock.now_ms();
+  if (now >= rec.upload_deadline_at)
+    return refused(
+        r, UploadOutcome::failed,
+        Error(Errc::state_changed, what + " passed its deadline before it was confirmed; not "
+                                          "stored (lodge repair fails it, sweep removes what was sent)"));
+  // The options the row was reserved with (its tags go with the committed tag).
+  m_s.options = store::from_json(rec.object_options);
+  auto h = m_store.head(rec.object_key);
+  if (!h) {
+    if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());
+    if (now < *until)
+      return refused(r, UploadOutcome::failed,
+                     Error(Errc::not_found, what + ": nothing was uploaded yet (its URL is valid for " +
+                                                util::format_duration_ms(*until - now) + " more)"));
+    // The URL expired with nothing there. A PUT begun before the expiry may still land:
+    // the cleanup waits for the grace, as repair's would.
+    fail(r, rec, Error(Errc::not_found, what + ": its upload URL expired and nothing was uploaded"), false);
+    return r;
+  }
+  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
+    auto it = h->metadata.find(name);
+    if (it == h->metadata.end()) return std::string(name) + " is missing";
+    if (it->second == want) return std::nullopt;
+    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
+  };
+  std::optional<std::string> why;
+  if (h->size != static_cast<uint64_t>(rec.size))
+    why = "its size is " + std::to_string(h->size) + ", reserved " + std::to_string(rec.size);
+  else if (auto l = stamp(store::meta::ledger, m_ledger.uuid()))
+    why = l;
+  else if (auto rid = stamp(store::meta::record, std::to_string(rec.id)))
+    why = rid;
+  else if (auto sha = stamp(store::meta::sha256, rec.sha256))
+    why = sha;
+  if (!why) {
+    if (m_store.capabilities().verifies_checksums && h->sha256_hex == rec.sha256) {
+      // The server refused any other bytes and says which it kept.
+    } else {
+      // The bytes themselves: a checksum the server did not verify proves nothing.
+      crypto::Sha256 hash;
+      uint64_t n = 0;
+      auto read = m_store.read(rec.object_key, [&](const char *p, size_t len) {
+        hash.update(p, len);
+        n += len;
+        return true;
+      });
+      if (!read) return refused(r, UploadOutcome::failed, read.error());
+      std::string got = crypto::to_hex(hash.finish());
+      if (n != static_cast<uint64_t>(rec.size))
+        why = "it read back as " + std::to_string(n) + " bytes, reserved " + std::to_string(rec.size);
+      else if (got != rec.sha256)
+        why = "its SHA-256 is " + got + ", reserved " + rec.sha256;
+    }
+  }
+  if (why) {
+    // Not the reserved bytes: the row fails now and its object goes by sweep's path (which
+    // deletes it only if its stamp names this ledger and row). Nothing else can land at
+    // the key: the URL is create-only.
+    fail(r, rec,
+         Error(Errc::content_mismatch, what + ": the object uploaded is not the one reserved (" + *why + ")"),
+         true);
+    return r;
+  }
+  const bool tags = m_store.capabilities().state_tags;
+  switch (m_ledger.confirm(rec.id, h->etag, h->version_id, m_clock.now_ms(),
+                           tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
+  case ledger::ConfirmOutcome::confirmed:
+    break;
+  case ledger::ConfirmOutcome::row_not_uploading:
+    return refused(r, UploadOutcome::failed,
+                   Error(Errc::state_changed, what + " changed state while it was checked (failed by repair "
+                                                     "or a sweep past its deadline?); not stored"));
+  case ledger::ConfirmOutcome::task_held:
+    return refused(r, UploadOutcome::failed,
+                   Error(Errc::state_changed, what + " could not be confirmed: a sweep is already cleaning "
+                                                     "it up (past its deadline?); not stored"));
+  }
+  r.outcome = UploadOutcome::active;
+  if (tags) commit_tag(rec);
+  return r;
+}
+
+std::vector<FileResult> Uploader::confirm_due(int limit) {
+  std::vector<FileResult> out;
+  for (const auto &rec : m_ledger.held_uploads(std::string(k_direct_holder), limit)) {
+    auto until = direct_until(rec);
+    const int64_t now = m_clock.now_ms();
+    if (!until || *until > now) continue; // its URL may still be used
+    if (now >= rec.upload_deadline_at) {
+      // Past its deadline: failed as repair fails it, its cleanup due after the grace.
+      FileResult r;
+      describe(r, rec);
+      if (m_ledger.repair_row(rec.id, now, m_s.cleanup.grace_ms, m_s.max_retries) ==
+          ledger::RepairOutcome::repaired)
+        out.push_back(refused(r, UploadOutcome::failed,
+                              Error(Errc::deadline_exceeded, "file #" + std::to_string(rec.id) +
+                                                                 " was not confirmed before its deadline")));
+      continue;
+    }
+    out.push_back(confirm_direct(rec.id));
+  }
+  return out;
+}
+
+} // namespace lodge::ops
