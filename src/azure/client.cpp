@@ -407,6 +407,16 @@ Result<BlockList> Client::get_block_list(const std::string &name, BlockListType 
 }
 
 Result<std::string> Client::presign_get(const std::string &name, int64_t expires_s) {
+  return presign(name, expires_s, "r");
+}
+
+http::Headers Client::write_headers(const WriteOptions &o) const {
+  Call c{"PUT", "", {}, {{"x-ms-blob-type", "BlockBlob"}}, nullptr, {}, 0, ""};
+  add_write_headers(c, o);
+  return c.headers;
+}
+
+Result<std::string> Client::presign(const std::string &name, int64_t expires_s, const std::string &permissions) {
   if (m_cfg.account.key.empty())
     return Error(Errc::unsupported,
                  "presigned URL of " + name +
@@ -418,7 +428,7 @@ Result<std::string> Client::presign_get(const std::string &name, int64_t expires
     return Error(Errc::storage_error,
                  "presigned URL: invalid blob name '" + util::escape_for_terminal(name) + "'");
   BlobSas sas;
-  sas.permissions = "r";
+  sas.permissions = permissions;
   sas.expiry_ms = m_clock.now_ms() + expires_s * 1000;
   sas.account = m_cfg.account.name;
   sas.container = m_cfg.container;

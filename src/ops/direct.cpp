@@ -112,8 +112,15 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
     // A replay of a reservation still open hands out its URL again, expiring with it.
     const auto &rec = res.record;
     auto until = direct_until(rec);
-    if (r.outcome == UploadOutcome::replayed && rec.upload_status == ledger::FileStatus::uploading &&
-        !rec.is_deleted && until && *until - m_clock.now_ms() >= 1000) {
+    // The same key's reservation still open is answered in_progress by the ledger (an
+    // upload of it is under way): here that is the replay the key asks for.
+    const bool same_key = m_s.idempotency_key && rec.idempotency_key == m_s.idempotency_key;
+    if ((r.outcome == UploadOutcome::replayed ||
+         (same_key && r.error && r.error->code == Errc::in_progress)) &&
+        rec.upload_status == ledger::FileStatus::uploading && !rec.is_deleted && until &&
+        *until - m_clock.now_ms() >= 1000) {
+      r.outcome = UploadOutcome::replayed;
+      r.error.reset();
       describe(r, rec);
       int64_t left_s = (*until - m_clock.now_ms()) / 1000;
       auto put =

@@ -167,6 +167,23 @@ public:
     return PutResult{r->etag, r->version_id};
   }
 
+  // A SAS pins no header: whoever holds it may create this one blob (never overwrite it)
+  // until it expires. What arrives is checked by lodge confirm, byte for byte.
+  Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
+    azure::WriteOptions o;
+    o.content_type = req.content_type;
+    o.metadata = req.metadata;
+    set_options(o, req.options);
+    auto url = m_client->presign(req.key, req.expires_s, "ct");
+    if (!url) return url.error();
+    PresignedPut p;
+    p.url = url.value();
+    p.headers.emplace_back("content-length", std::to_string(req.size));
+    for (auto &h : m_client->write_headers(o))
+      p.headers.push_back(std::move(h));
+    return p;
+  }
+
   Result<ObjectInfo> head(const std::string &key) override {
     auto r = m_client->get_properties(key);
     if (!r) return r.error();
