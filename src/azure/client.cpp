@@ -416,7 +416,8 @@ http::Headers Client::write_headers(const WriteOptions &o) const {
   return c.headers;
 }
 
-Result<std::string> Client::presign(const std::string &name, int64_t expires_s, const std::string &permissions) {
+Result<std::string> Client::presign(const std::string &name, int64_t expires_s,
+                                    const std::string &permissions) {
   if (m_cfg.account.key.empty())
     return Error(Errc::unsupported,
                  "presigned URL of " + name +
