@@ -674,7 +674,7 @@ std::string utc_text(int64_t ms) {
 }
 
 // The settings of a direct upload's reserve or confirm (no walk, no workers).
-ops::UploadSettings direct_settings(Context &ctx, const UploadOptions &o) {
+ops::UploadSettings direct_settings(Context &ctx, const UploadOptions &o, bool with_owner) {
   const auto &cfg = ctx.cfg();
   if (!o.prefix.empty())
     if (auto why = config::run_prefix_problem(o.prefix))
@@ -682,7 +682,7 @@ ops::UploadSettings direct_settings(Context &ctx, const UploadOptions &o) {
   ops::UploadSettings s;
   s.policy = cfg.policy(o.policy);
   s.run_prefix = o.prefix;
-  s.owner = ctx.owner();
+  if (with_owner) s.owner = ctx.owner(); // confirm goes by the record's id alone
   if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
   s.max_retries = cfg.sweep.max_retries;
   s.lease_ms = cfg.sweep.lease_ms;
@@ -752,7 +752,7 @@ Command add_reserve(CLI::App &app) {
             if (!v || *v < 1000 || *v > 7LL * 86'400'000)
               throw LodgeError(Errc::usage, "reserve: --expires: expected a duration from 1s to 7d, got '" +
                                                 util::escape_for_terminal(*expires) + "'");
-            ops::UploadSettings s = direct_settings(ctx, *o);
+            ops::UploadSettings s = direct_settings(ctx, *o, true);
             s.options = object_options(*o, s.policy);
             auto store = ctx.open_store();
             if (!store->capabilities().presign)
@@ -818,7 +818,7 @@ Command add_confirm(CLI::App &app) {
             if (ids->empty() == !*all_due)
               throw LodgeError(Errc::usage, "confirm: give file ids, or --all-due");
             UploadOptions none;
-            ops::UploadSettings s = direct_settings(ctx, none);
+            ops::UploadSettings s = direct_settings(ctx, none, false);
             auto store = ctx.open_store();
             ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
             std::vector<ops::FileResult> results;
