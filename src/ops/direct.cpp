@@ -201,21 +201,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
     fail(r, rec, Error(Errc::not_found, what + ": its upload URL expired and nothing was uploaded"), false);
     return r;
   }
-  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
-    auto it = h->metadata.find(name);
-    if (it == h->metadata.end()) return std::string(name) + " is missing";
-    if (it->second == want) return std::nullopt;
-    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
-  };
-  std::optional<std::string> why;
-  if (h->size != static_cast<uint64_t>(rec.size))
-    why = "its size is " + std::to_string(h->size) + ", reserved " + std::to_string(rec.size);
-  else if (auto l = stamp(store::meta::ledger, m_ledger.uuid()))
-    why = l;
-  else if (auto rid = stamp(store::meta::record, std::to_string(rec.id)))
-    why = rid;
-  else if (auto sha = stamp(store::meta::sha256, rec.sha256))
-    why = sha;
+  std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.uuid(), true);
   if (!why) {
     if (m_store.capabilities().verifies_checksums && h->sha256_hex == rec.sha256) {
       // The server refused any other bytes and says which it kept.

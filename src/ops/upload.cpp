@@ -507,6 +507,22 @@ void Uploader::commit_tag(const ledger::FileRecord &rec) {
   (void)m_ledger.settle(rec.id, m_clock.now_ms()); // not_pending: a sweep or a delete has it
 }
 
+std::optional<std::string> object_differs(const store::ObjectInfo &h, const ledger::FileRecord &rec,
+                                          const std::string &ledger_uuid, bool full) {
+  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
+    auto it = h.metadata.find(name);
+    if (it == h.metadata.end()) return full ? std::optional(std::string(name) + " is missing") : std::nullopt;
+    if (it->second == want) return std::nullopt;
+    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
+  };
+  if (h.size != static_cast<uint64_t>(rec.size))
+    return "its size is " + std::to_string(h.size) + ", not " + std::to_string(rec.size);
+  if (auto l = stamp(store::meta::ledger, ledger_uuid)) return l;
+  if (auto id = stamp(store::meta::record, std::to_string(rec.id))) return id;
+  if (full) return stamp(store::meta::sha256, rec.sha256);
+  return std::nullopt;
+}
+
 Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
   std::string what =
       "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
@@ -520,19 +536,7 @@ Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
   }
   // The stamp is checked where the store returns one; an object that is another one (a
   // foreign write, a restored ledger's reused key) is no copy of this file.
-  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
-    auto it = h->metadata.find(name);
-    if (it == h->metadata.end() || it->second == want) return std::nullopt;
-    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
-  };
-  std::optional<std::string> why;
-  if (h->size != static_cast<uint64_t>(existing.size))
-    why = "its size is " + std::to_string(h->size) + ", not " + std::to_string(existing.size);
-  else if (auto l = stamp(store::meta::ledger, m_ledger.uuid()))
-    why = l;
-  else if (auto id = stamp(store::meta::record, std::to_string(existing.id)))
-    why = id;
-  if (why)
+  if (auto why = object_differs(h.value(), existing, m_ledger.uuid(), false))
     return Error(Errc::storage_error, "the object of " + what +
                                           ", of the same content, is not the one its row recorded (" + *why +
                                           "); not reported as a duplicate: run lodge reconcile");

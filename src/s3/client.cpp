@@ -287,7 +287,8 @@ std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::stri
 }
 } // namespace
 
-Result<std::string> Client::presign_get(const std::string &key, int64_t expires_s) {
+Result<std::string> Client::presign(const std::string &method, const std::string &key,
+                                    const http::Headers &headers, int64_t expires_s) {
   if (expires_s < 1 || expires_s > 604'800)
     return Error(Errc::usage, "presigned URL of " + key + ": expiry must be 1s to 7d, got " +
                                   std::to_string(expires_s) + "s");
@@ -296,24 +297,24 @@ Result<std::string> Client::presign_get(const std::string &key, int64_t expires_
                  "presigned URL: invalid object key '" + util::escape_for_terminal(key) + "'");
   std::string path = (m_path_style ? "/" + m_cfg.bucket : "") + "/" + key;
   SignInput in;
-  in.method = "GET";
+  in.method = method;
   in.raw_path = path;
   in.payload_hash = std::string(k_unsigned_payload);
   in.headers.emplace_back("host", m_host);
+  for (const auto &h : headers)
+    in.headers.push_back(h);
   auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
   std::string q =
       presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
   return m_base_url + canonical_uri(path) + "?" + q;
 }
 
-Result<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
-Client::presign_put(const std::string &key, uint64_t size, const PutOptions &o, int64_t expires_s) {
-  if (expires_s < 1 || expires_s > 604'800)
-    return Error(Errc::usage, "presigned URL of " + key + ": expiry must be 1s to 7d, got " +
-                                  std::to_string(expires_s) + "s");
-  if (util::has_dot_segment(key) || key.empty())
-    return Error(Errc::storage_error,
-                 "presigned URL: invalid object key '" + util::escape_for_terminal(key) + "'");
+Result<std::string> Client::presign_get(const std::string &key, int64_t expires_s) {
+  return presign("GET", key, {}, expires_s);
+}
+
+Result<std::pair<std::string, http::Headers>> Client::presign_put(const std::string &key, uint64_t size,
+                                                                  const PutOptions &o, int64_t expires_s) {
   // The headers a PUT of put_object would carry, every one signed.
   Call c{"PUT", key, {}, {}, nullptr, {}, {}, 0, "PUT " + key};
   c.headers.emplace_back("content-length", std::to_string(size));
@@ -321,18 +322,9 @@ Client::presign_put(const std::string &key, uint64_t size, const PutOptions &o, 
   if (!o.sha256_hex.empty()) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
   if (o.if_none_match) c.headers.emplace_back("if-none-match", "*");
   add_object_headers(c, o);
-  std::string path = (m_path_style ? "/" + m_cfg.bucket : "") + "/" + key;
-  SignInput in;
-  in.method = "PUT";
-  in.raw_path = path;
-  in.payload_hash = std::string(k_unsigned_payload);
-  in.headers.emplace_back("host", m_host);
-  for (const auto &h : c.headers)
-    in.headers.push_back(h);
-  auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
-  std::string q =
-      presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
-  return std::make_pair(m_base_url + canonical_uri(path) + "?" + q, c.headers);
+  auto url = presign("PUT", key, c.headers, expires_s);
+  if (!url) return url.error();
+  return std::make_pair(url.value(), c.headers);
 }
 
 Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {

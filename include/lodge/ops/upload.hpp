@@ -97,6 +97,13 @@ struct InputFile {
   uint64_t size = 0; // as the walk saw it (the progress line's total; the worker stats again)
 };
 
+// Why an object is not the one a row recorded: its size, or a stamp (ledger, record, and
+// with `full` the digest) that differs; a stamp the store did not return is a difference
+// only with `full` (a direct upload's object must carry it). nullopt: it is.
+[[nodiscard]] std::optional<std::string> object_differs(const store::ObjectInfo &h,
+                                                        const ledger::FileRecord &rec,
+                                                        const std::string &ledger_uuid, bool full);
+
 class Uploader {
 public:
   Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,

@@ -133,8 +133,8 @@ public:
   // A presigned PUT of exactly `size` bytes with o's headers (checksum, create-only,
   // metadata, tagging, ...) signed in, so a client must send them as given: the URL and
   // those headers (host excluded).
-  Result<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>>
-  presign_put(const std::string &key, uint64_t size, const PutOptions &o, int64_t expires_s);
+  Result<std::pair<std::string, http::Headers>> presign_put(const std::string &key, uint64_t size,
+                                                            const PutOptions &o, int64_t expires_s);
   // A missing key is success; a missing bucket is not.
   Status delete_object(const std::string &key, const std::string &version_id = {});
   // Calls visit for each object under prefix in key order, page by page; visit may stop
@@ -192,6 +192,9 @@ private:
     std::string what; // for messages: "PUT key"
   };
   Result<http::Response> send(const Call &call);
+  // A SigV4 query-signed URL of the key with `headers` signed in (host added).
+  Result<std::string> presign(const std::string &method, const std::string &key, const http::Headers &headers,
+                              int64_t expires_s);
   // What a new object carries besides its bytes (PutObject and CreateMultipartUpload take
   // the same headers): metadata, tags, storage class, encryption, Cache-Control.
   static void add_object_headers(Call &c, const PutOptions &o);
