@@ -665,7 +665,7 @@ std::string shell_quote(const std::string &s) {
 }
 
 std::string utc_text(int64_t ms) {
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  auto t = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];
