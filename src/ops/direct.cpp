@@ -65,6 +65,11 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
     return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; policy " +
                                              m_s.policy.name + " allows " +
                                              std::to_string(m_s.policy.max_size)));
+  if (auto most = m_store.capabilities().max_presigned_put; most > 0 && d.size > most)
+    return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) +
+                                             " bytes; one presigned PUT to " + m_store.describe() +
+                                             " carries at most " + util::format_size(most) +
+                                             " (send it with lodge upload, which uses multipart)"));
   auto name = sanitize_display_name(d.name);
   if (!name) return reject(name.error());
   auto rel = sanitize_relative_path(d.name);

@@ -141,6 +141,7 @@ public:
     c.guarded_delete = true;
     c.state_tags = true;
     c.presign = !m_client->config().account.key.empty();
+    c.max_presigned_put = 5000ULL << 20;
     return c;
   }
 

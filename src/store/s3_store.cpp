@@ -49,6 +49,7 @@ public:
     c.presign = true;
     c.state_tags = m_tag_state;
     c.verifies_checksums = m_aws; // AWS's own S3; not a server behind a custom endpoint
+    c.max_presigned_put = 5ULL << 30;
     return c;
   }
   // PutObjectTagging replaces the object's whole tag set: the user's tags go with it.

@@ -21,6 +21,7 @@ CONFIG = {
         "default": {"max_size": "64MiB", "deadline": "10m", "grace": "5s"},
         "two": {"max_files": 2, "deadline": "10m", "grace": "5s"},
         "pdf": {"extensions": ["pdf"]},
+        "big": {"max_size": "1TiB"},
     },
     "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
 }
@@ -181,6 +182,10 @@ class Direct(StoreTestCase):
                 r = self.lodge("reserve", "x.bin", *[w for kv in args.items() for w in kv])
                 self.assertEqual(r.rc, rc, r)
                 self.assertIn(words, r.err)
+        huge = self.lodge("reserve", "--json", "huge.iso", "--size", str(6 << 30), "--sha256", "a" * 64,
+                          "--policy", "big")
+        self.assertEqual((huge.rc, huge.json()["error"]["code"]), (1, "TOO_LARGE"), huge)
+        self.assertIn("one presigned PUT", huge.json()["error"]["message"])
         bad = self.reserve(path, "--policy", "pdf")
         self.assertEqual((bad.rc, bad.json()["error"]["code"]), (1, "EXTENSION_NOT_ALLOWED"), bad)
         evil = self.reserve(path, name="../../etc/passwd\x1b[31m")

@@ -123,6 +123,8 @@ struct Capabilities {
   // the checksum it verified (AWS S3). Elsewhere a checksum a HEAD returns is only what
   // the sender claimed (moto, some S3-compatible servers): bytes are verified by reading them.
   bool verifies_checksums = false;
+  // The most one presigned PUT may carry (S3: 5 GiB; Azure's Put Blob: 5000 MiB); 0: none.
+  uint64_t max_presigned_put = 0;
 };
 
 // A direct upload's object: what a presigned PUT must carry (lodge reserve).
