@@ -1,6 +1,7 @@
 // file:///dir — the embedded store that needs no server. The same contract as S3:
 // create-only via link(2) of a fully written temporary file (EEXIST means the key
-// exists); idempotent delete; listing in byte order of key; metadata kept beside. Objects
+// exists); idempotent delete; listing in byte order of key; metadata in an extended
+// attribute of the object's file (or, where there is none, a sidecar). Objects
 // and their metadata are written without fsync: flush() makes every one written so far
 // durable with one syncfs(2) of the store's filesystem, shared by all connections.
 #include "stores.hpp"
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 namespace lodge::store {
@@ -27,6 +29,12 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char *k_meta_dir = ".lodge-meta";
+// The object's metadata (the sidecar's JSON), as an extended attribute of the object file
+// itself: set before the file is linked at its key, so the object appears with its stamp
+// in one step, with no second file and directory tree per object. A filesystem without
+// user xattrs, or a document too big for one, gets the sidecar under k_meta_dir instead,
+// which is also what stores written before keep and are still read from.
+constexpr const char *k_meta_xattr = "user.lodge.meta";
 constexpr const char *k_tmp_dir = ".lodge-tmp";
 constexpr const char *k_mpu_dir = ".lodge-mpu";
 
@@ -51,6 +59,25 @@ Result<std::optional<std::string>> read_small(const fs::path &path) {
     if (n == 0) return std::optional<std::string>(std::move(text));
     text.append(buf, static_cast<size_t>(n));
   }
+}
+
+// The metadata attribute of the file at path; nullopt when it has none (or the filesystem
+// keeps none).
+Result<std::optional<std::string>> read_meta_xattr(const fs::path &path) {
+  std::string text(512, '\0');
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    ssize_t n = ::lgetxattr(path.c_str(), k_meta_xattr, text.data(), text.size());
+    if (n >= 0) {
+      text.resize(static_cast<size_t>(n));
+      return std::optional<std::string>(std::move(text));
+    }
+    if (errno == ENODATA || errno == ENOTSUP || errno == ENOENT) return std::optional<std::string>();
+    if (errno != ERANGE) return io_error("read the metadata of " + path.string(), errno);
+    ssize_t need = ::lgetxattr(path.c_str(), k_meta_xattr, nullptr, 0);
+    if (need < 0) return io_error("read the metadata of " + path.string(), errno);
+    text.assign(static_cast<size_t>(need), '\0');
+  }
+  return io_error("read the metadata of " + path.string(), ERANGE);
 }
 
 // A sidecar's JSON, checked field by field: a file that is not a JSON object, or a field
@@ -208,10 +235,15 @@ public:
     i.key = key;
     i.size = static_cast<uint64_t>(st.st_size);
     i.last_modified_ms = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
-    auto text = read_small(meta(key));
+    fs::path source = obj(key);
+    auto text = read_meta_xattr(source);
+    if (text && !text.value()) {
+      source = meta(key);
+      text = read_small(source);
+    }
     if (!text) return text.error();
     if (text.value()) {
-      auto side = Sidecar::parse(*text.value(), meta(key), "HEAD " + util::escape_for_terminal(key));
+      auto side = Sidecar::parse(*text.value(), source, "HEAD " + util::escape_for_terminal(key));
       if (!side) return side.error();
       auto content_type = side->text("content_type");
       if (!content_type) return content_type.error();
@@ -561,6 +593,16 @@ private:
                             const std::string &sha256_hex) {
     std::error_code ec;
     fs::path dest = obj(key);
+    nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
+    if (!options.cache_control.empty()) j["cache_control"] = options.cache_control;
+    if (!options.tags.empty()) j["tags"] = options.tags;
+    const std::string doc = j.dump();
+    bool in_xattr = ::setxattr(tmp.c_str(), k_meta_xattr, doc.data(), doc.size(), 0) == 0;
+    if (!in_xattr && errno != ENOTSUP && errno != E2BIG && errno != ENOSPC && errno != ERANGE) {
+      int e = errno;
+      ::unlink(tmp.c_str());
+      return io_error("PUT " + key + ": writing its metadata", e);
+    }
     fs::create_directories(dest.parent_path(), ec);
     if (ec) {
       ::unlink(tmp.c_str());
@@ -577,11 +619,10 @@ private:
       return io_error("PUT " + key, e);
     }
     ::unlink(tmp.c_str());
-    nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
-    if (!options.cache_control.empty()) j["cache_control"] = options.cache_control;
-    if (!options.tags.empty()) j["tags"] = options.tags;
-    fs::create_directories(meta(key).parent_path(), ec);
-    if (auto w = write_small(meta(key), j.dump(), false); !w) return w.error();
+    if (!in_xattr) {
+      fs::create_directories(meta(key).parent_path(), ec);
+      if (auto w = write_small(meta(key), doc, false); !w) return w.error();
+    }
     return PutResult{sha256_hex, ""};
   }
 

@@ -160,8 +160,9 @@ class OptionsOnFileStore(LodgeTestCase):
                        "--metadata", "k=v", path)
         self.assertEqual(r.rc, 0, r)
         key = r.json_lines()[0]["object_key"]
-        with open(os.path.join(self.root, ".lodge-meta", key + ".json")) as f:
-            side = json.load(f)
+        # Kept on the object's file itself (user.lodge.meta), not beside it.
+        side = json.loads(os.getxattr(os.path.join(self.root, key), "user.lodge.meta"))
+        self.assertFalse(os.path.exists(os.path.join(self.root, ".lodge-meta", key + ".json")))
         self.assertEqual((side["content_type"], side["tags"], side["cache_control"], side["metadata"]["k"]),
                          ("text/css", {"team": "ops"}, "max-age=5", "v"))
         for args, message in [(["--storage-class", "STANDARD_IA"], "it has no storage classes"),

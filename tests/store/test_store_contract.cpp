@@ -29,6 +29,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/xattr.h>
 #include <thread>
 #include <unistd.h>
 
@@ -593,28 +594,48 @@ TEST_SUITE("fileonly") {
     auto s = f.open();
     Source src("bytes");
     REQUIRE(s->put(put_req("o/k.txt", src)).ok());
+    fs::path object = f.dir / "o" / "k.txt";
     fs::path sidecar = f.dir / ".lodge-meta" / "o" / "k.txt.json";
-    REQUIRE(fs::exists(sidecar));
+    // Kept on the object's file: one step, no sidecar.
+    char probe[4096];
+    REQUIRE(::getxattr(object.c_str(), "user.lodge.meta", probe, sizeof probe) > 0);
+    REQUIRE_FALSE(fs::exists(sidecar));
     struct Case {
       const char *json;
       const char *named;
     };
-    for (auto c :
-         {Case{R"({"sha256": 5, "content_type": "text/plain"})", "'sha256'"},
-          Case{R"({"sha256": "ab", "content_type": ["x"]})", "'content_type'"},
-          Case{R"({"sha256": "ab", "metadata": {"lodge-record-id": 42}})", "'metadata.lodge-record-id'"},
-          Case{R"({"metadata": "nope"})", "'metadata'"}, Case{R"([1, 2])", "not an object"},
-          Case{R"({"sha256": )", "not valid JSON"}}) {
-      CAPTURE(c.json);
-      std::ofstream(sidecar, std::ios::trunc) << c.json;
-      auto h = s->head("o/k.txt");
-      REQUIRE_FALSE(h.ok());
-      CHECK(h.error().code == Errc::metadata_corrupt);
-      CHECK(h.error().message.find(c.named) != std::string::npos);
-      CHECK(h.error().message.find("o/k.txt") != std::string::npos);
-    }
-    std::ofstream(sidecar, std::ios::trunc) << R"({"sha256": "ab", "content_type": "text/plain"})";
-    CHECK(s->head("o/k.txt").ok());
+    // The attribute, then (as a store written before it keeps them) the sidecar.
+    auto write_meta = [&](const std::string &json, bool in_xattr) {
+      if (in_xattr) {
+        REQUIRE(::setxattr(object.c_str(), "user.lodge.meta", json.data(), json.size(), 0) == 0);
+      } else {
+        ::removexattr(object.c_str(), "user.lodge.meta");
+        fs::create_directories(sidecar.parent_path());
+        std::ofstream(sidecar, std::ios::trunc) << json;
+      }
+    };
+    for (bool in_xattr : {true, false})
+      for (auto c :
+           {Case{R"({"sha256": 5, "content_type": "text/plain"})", "'sha256'"},
+            Case{R"({"sha256": "ab", "content_type": ["x"]})", "'content_type'"},
+            Case{R"({"sha256": "ab", "metadata": {"lodge-record-id": 42}})", "'metadata.lodge-record-id'"},
+            Case{R"({"metadata": "nope"})", "'metadata'"}, Case{R"([1, 2])", "not an object"},
+            Case{R"({"sha256": )", "not valid JSON"}}) {
+        CAPTURE(c.json);
+        CAPTURE(in_xattr);
+        write_meta(c.json, in_xattr);
+        auto h = s->head("o/k.txt");
+        REQUIRE_FALSE(h.ok());
+        CHECK(h.error().code == Errc::metadata_corrupt);
+        CHECK(h.error().message.find(c.named) != std::string::npos);
+        CHECK(h.error().message.find("o/k.txt") != std::string::npos);
+      }
+    write_meta(R"({"sha256": "ab", "content_type": "text/plain"})", false);
+    auto old = s->head("o/k.txt");
+    REQUIRE(old.ok());
+    CHECK(old->content_type == "text/plain"); // a sidecar-only object is still read
+    write_meta(R"({"sha256": "cd", "content_type": "text/css"})", true);
+    CHECK(s->head("o/k.txt")->content_type == "text/css"); // the attribute wins
   }
 
   TEST_CASE("a malformed multipart record fails that upload clearly and does not stop listings") {
