@@ -8,6 +8,7 @@
 #include <ctime>
 #include <lodge/config/config.hpp>
 #include <lodge/ops/retrieve.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
@@ -20,13 +21,9 @@ namespace {
 // "2026-12-01T11:30:00.123Z" (UTC), or "-".
 std::string utc(const std::optional<int64_t> &ms) {
   if (!ms) return "-";
-  auto t = static_cast<std::time_t>(*ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string secs = util::format_utc(*ms, "%Y-%m-%dT%H:%M:%S");
   char out[48];
-  std::snprintf(out, sizeof out, "%s.%03lldZ", buf, static_cast<long long>(*ms % 1000));
+  std::snprintf(out, sizeof out, "%s.%03lldZ", secs.c_str(), static_cast<long long>(*ms % 1000));
   return out;
 }
 

@@ -665,12 +665,7 @@ std::string shell_quote(const std::string &s) {
 }
 
 std::string utc_text(int64_t ms) {
-  auto t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ");
 }
 
 // The settings of a direct upload's reserve or confirm (no walk, no workers).

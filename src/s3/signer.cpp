@@ -2,6 +2,7 @@
 #include <cctype>
 #include <ctime>
 #include <lodge/s3/signer.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
 
@@ -105,12 +106,7 @@ std::string canonical_request(const SignInput &in) {
 }
 
 std::string amz_date(int64_t epoch_ms) {
-  auto t = static_cast<std::time_t>(epoch_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
-  return buf;
+  return util::format_utc(epoch_ms, "%Y%m%dT%H%M%SZ");
 }
 
 std::string credential_scope(std::string_view date8, std::string_view region, std::string_view service) {

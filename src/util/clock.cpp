@@ -1,4 +1,5 @@
 #include <chrono>
+#include <ctime>
 #include <lodge/util/clock.hpp>
 
 namespace lodge::util {
@@ -11,6 +12,15 @@ int64_t SystemClock::now_ms() const {
 const Clock &system_clock() {
   static const SystemClock k_clock;
   return k_clock;
+}
+
+std::string format_utc(int64_t epoch_ms, const char *format) {
+  auto t = static_cast<std::time_t>(epoch_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[64];
+  size_t n = std::strftime(buf, sizeof buf, format, &tm);
+  return std::string(buf, n);
 }
 
 int64_t steady_ms() {

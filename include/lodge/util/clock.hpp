@@ -3,6 +3,7 @@
 // Clock so tests control it.
 
 #include <cstdint>
+#include <string>
 
 namespace lodge::util {
 
@@ -20,6 +21,9 @@ public:
 
 // The process-wide system clock.
 [[nodiscard]] const Clock &system_clock();
+
+// Epoch milliseconds as UTC through strftime's `format` (seconds resolution).
+[[nodiscard]] std::string format_utc(int64_t epoch_ms, const char *format);
 
 // Monotonic milliseconds, for measuring elapsed time only.
 [[nodiscard]] int64_t steady_ms();
