@@ -90,26 +90,10 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
   r.media_type = r.content_type;
 
   const int64_t now = m_clock.now_ms();
-  ledger::ReserveRequest req;
-  req.owner_id = m_s.owner;
-  req.original_name = name.value();
-  req.relative_path = r.relative_path;
-  req.run_prefix = m_s.run_prefix;
-  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
-  req.key_prefix = m_store.key_prefix();
-  req.media_type = r.media_type;
-  req.sha256 = d.sha256;
-  req.size = static_cast<int64_t>(d.size);
-  req.policy = m_s.policy.name;
-  req.max_files = m_s.policy.max_files;
+  ledger::ReserveRequest req = reserve_request(name.value(), r);
   // A PUT begun just before the URL expires may take the policy's deadline to arrive.
   req.deadline_ms = d.expires_s * 1000 + m_s.policy.deadline_ms;
-  req.grace_ms = m_s.cleanup.grace_ms;
-  req.max_retries = m_s.max_retries;
-  req.idempotency_key = m_s.idempotency_key;
   req.holder = std::string(k_direct_holder) + std::to_string(now + d.expires_s * 1000);
-  req.content_type = r.content_type;
-  req.object_options = m_options_json;
   ledger::ReserveResult res;
   int64_t wall = 0, steady = 0;
   if (auto done = reserve_row(req, r, res, wall, steady, nullptr)) {

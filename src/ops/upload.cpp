@@ -228,25 +228,10 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   r.content_type =
       m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
 
-  ledger::ReserveRequest req;
-  req.owner_id = m_s.owner;
-  req.original_name = name.value();
-  req.relative_path = r.relative_path;
-  req.run_prefix = m_s.run_prefix;
+  ledger::ReserveRequest req = reserve_request(name.value(), r);
   req.dedup = scope;
-  req.key_prefix = m_store.key_prefix();
-  req.media_type = r.media_type;
-  req.sha256 = r.sha256;
-  req.size = static_cast<int64_t>(r.size);
-  req.policy = m_s.policy.name;
-  req.max_files = m_s.policy.max_files;
   req.deadline_ms = m_s.policy.deadline_ms;
-  req.grace_ms = m_s.cleanup.grace_ms; // ops::grace_for of the run's policy
-  req.max_retries = m_s.max_retries;
-  req.idempotency_key = m_s.idempotency_key;
   if (const auto &me = this_process()) req.holder = me->text();
-  req.content_type = r.content_type;
-  req.object_options = m_options_json;
   req.stat = fst;
   req.dry_run = m_s.dry_run;
   (void)failpoint::hit("upload.before_reserve");
@@ -302,6 +287,27 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   t.put = put.value();
   m_tail.emplace(std::move(t));
   return std::nullopt;
+}
+
+ledger::ReserveRequest Uploader::reserve_request(const std::string &name, const FileResult &r) const {
+  ledger::ReserveRequest req;
+  req.owner_id = m_s.owner;
+  req.original_name = name;
+  req.relative_path = r.relative_path;
+  req.run_prefix = m_s.run_prefix;
+  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
+  req.key_prefix = m_store.key_prefix();
+  req.media_type = r.media_type;
+  req.sha256 = r.sha256;
+  req.size = static_cast<int64_t>(r.size);
+  req.policy = m_s.policy.name;
+  req.max_files = m_s.policy.max_files;
+  req.grace_ms = m_s.cleanup.grace_ms; // ops::grace_for of the run's policy
+  req.max_retries = m_s.max_retries;
+  req.idempotency_key = m_s.idempotency_key;
+  req.content_type = r.content_type;
+  req.object_options = m_options_json;
+  return req;
 }
 
 std::optional<FileResult>

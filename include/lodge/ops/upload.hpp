@@ -167,6 +167,9 @@ private:
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
   // of this very path); nullopt when the row is reserved (res.record), else r's final result.
+  // The run's part of a reserve request, and the file's from r (relative path, digest, size,
+  // types); deadline, holder and stat are the caller's.
+  [[nodiscard]] ledger::ReserveRequest reserve_request(const std::string &name, const FileResult &r) const;
   std::optional<FileResult> reserve_row(const ledger::ReserveRequest &req, FileResult &r,
                                         ledger::ReserveResult &res, int64_t &wall_at_reserve,
                                         int64_t &steady_at_reserve,
