@@ -136,6 +136,10 @@ Command recorded_job(const char *job, Command c);
   return exit_status(Errc::storage_error);
 }
 
+// An --expires value (url, reserve): a duration like the other duration flags, 1s to 7
+// days (SigV4's most); seconds.
+[[nodiscard]] int64_t expires_seconds(const std::string &text);
+
 // SIGINT, SIGTERM, SIGHUP, or a closed stdout: stop starting new work. A second signal
 // also aborts the transfers in flight (http::set_abort_flag): aborted().
 bool interrupted();

@@ -103,7 +103,8 @@ nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &
   return j;
 }
 
-// An --expires value: a duration like the other duration flags, 1s to 7 days (SigV4's most).
+} // namespace
+
 int64_t expires_seconds(const std::string &text) {
   auto v = util::parse_duration_ms(text);
   if (!v) throw LodgeError(Errc::usage, "--expires: expected a duration like 1h or 30m, got '" + text + "'");
@@ -112,8 +113,6 @@ int64_t expires_seconds(const std::string &text) {
     throw LodgeError(Errc::usage, "--expires: '" + text + "' is too long (a presigned URL lasts at most 7d)");
   return *v / 1000;
 }
-
-} // namespace
 
 Command add_show(CLI::App &app) {
   auto id = std::make_shared<int64_t>(0);

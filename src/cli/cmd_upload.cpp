@@ -743,10 +743,7 @@ Command add_reserve(CLI::App &app) {
             if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
               throw LodgeError(Errc::usage,
                                "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
-            auto v = util::parse_duration_ms(*expires);
-            if (!v || *v < 1000 || *v > 7LL * 86'400'000)
-              throw LodgeError(Errc::usage, "reserve: --expires: expected a duration from 1s to 7d, got '" +
-                                                util::escape_for_terminal(*expires) + "'");
+            const int64_t expires_s = expires_seconds(*expires);
             ops::UploadSettings s = direct_settings(ctx, *o, true);
             s.options = object_options(*o, s.policy);
             auto store = ctx.open_store();
@@ -756,7 +753,7 @@ Command add_reserve(CLI::App &app) {
                                                       "store, or an Azure store with an account key)");
             if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
             ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
-            auto d = up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, *v / 1000});
+            auto d = up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s});
             const auto &r = d.r;
             const char *word = d.reserved                                   ? "reserved"
                                : r.outcome == ops::UploadOutcome::replayed  ? "replayed"

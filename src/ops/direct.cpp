@@ -112,9 +112,7 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
       r.error.reset();
       describe(r, rec);
       int64_t left_s = (*until - m_clock.now_ms()) / 1000;
-      auto put =
-          m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
-                               rec.object_content_type(), object_metadata(rec), presign_options(), left_s});
+      auto put = presign(rec, left_s);
       if (!put) return out.r = refused(r, UploadOutcome::failed, put.error()), out;
       out.put = put.value();
       out.url_expires_at = *until;
@@ -123,9 +121,7 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
   }
   const auto &rec = res.record;
   describe(r, rec);
-  auto put =
-      m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
-                           rec.object_content_type(), object_metadata(rec), presign_options(), d.expires_s});
+  auto put = presign(rec, d.expires_s);
   if (!put) {
     // Nothing can have been sent without a URL: the row fails at once, definitely.
     fail(r, rec, put.error(), true);
@@ -138,11 +134,12 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
   return out;
 }
 
-store::ObjectOptions Uploader::presign_options() const {
+Result<store::PresignedPut> Uploader::presign(const ledger::FileRecord &rec, int64_t expires_s) {
   store::ObjectOptions o = m_s.options;
   o.metadata.clear(); // in object_metadata
   o.content_type.clear();
-  return o;
+  return m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
+                              rec.object_content_type(), object_metadata(rec), o, expires_s});
 }
 
 FileResult Uploader::confirm_direct(int64_t id) {

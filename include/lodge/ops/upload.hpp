@@ -189,8 +189,8 @@ private:
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
   // The object's metadata: the user's, with lodge's stamp for the row over it.
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
-  // The run's options as a presigned PUT carries them (metadata and type sent apart).
-  [[nodiscard]] store::ObjectOptions presign_options() const;
+  // The presigned PUT of a reserved row's object, with the run's options.
+  [[nodiscard]] Result<store::PresignedPut> presign(const ledger::FileRecord &rec, int64_t expires_s);
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
   [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {
