@@ -494,10 +494,11 @@ Command add_upload(CLI::App &app) {
               queue.clear();
               return;
             }
-            // Pipelined: a file's confirm commits with the worker's next reserve, and
-            // the file is reported once it has (finish() ends the last one).
+            // Pipelined: a file's confirm commits later, with other files' transitions, and
+            // the file is reported once it has (finish() ends the pending ones).
             auto settle = [&] {
-              if (auto r = up->finish()) report(*r, true);
+              for (auto &r : up->finish())
+                report(r, true);
             };
             while (auto file = queue.pop(settle)) {
               if (interrupted()) {
@@ -518,7 +519,7 @@ Command add_upload(CLI::App &app) {
                 report(r, true);
               }
             }
-            if (auto r = up->finish()) report(*r, true);
+            settle();
           });
         }
         // Fired once the walk of the paths given has listed them (or filled the

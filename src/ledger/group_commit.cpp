@@ -5,6 +5,7 @@
 #include "sql_ledger.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <lodge/util/log.hpp>
 #include <utility>
 
@@ -18,7 +19,9 @@ GroupCommit::~GroupCommit() {
   if (s.requests > 0)
     util::log::debug("ledger: " + std::to_string(s.requests) + " upload transitions in " +
                      std::to_string(s.commits) + " commits (largest batch " + std::to_string(s.largest) +
-                     ")");
+                     "; " + std::to_string(s.batch_us / 1000) + " ms in transactions, " +
+                     std::to_string(s.flushes) + " store flushes in " + std::to_string(s.flush_us / 1000) +
+                     " ms)");
 }
 
 GroupCommit::Stats GroupCommit::stats() {
@@ -32,29 +35,58 @@ void GroupCommit::submit(std::function<void(SqlLedger &)> fn) {
   if (me->error) std::rethrow_exception(me->error);
 }
 
-std::shared_ptr<GroupCommit::Request> GroupCommit::enqueue(std::function<void(SqlLedger &)> f) {
-  auto r = std::make_shared<Request>(Request{std::move(f), nullptr, false});
+std::shared_ptr<GroupCommit::Request> GroupCommit::enqueue(std::function<void(SqlLedger &)> f,
+                                                           Durable durable, bool defer) {
+  auto r = std::make_shared<Request>();
+  r->fn = std::move(f);
+  r->durable = std::move(durable);
+  r->deferred = defer;
+  r->queued = std::chrono::steady_clock::now();
   std::lock_guard lock(m_mu);
-  m_queue.push_back(r.get());
+  if (defer)
+    m_deferred.push_back(r.get());
+  else
+    m_queue.push_back(r.get());
   return r;
 }
 
 void GroupCommit::wait(Request &me) {
   std::unique_lock lock(m_mu);
+  if (me.deferred) m_deferred_wanted = true;
   while (!me.done) {
     if (m_leading) {
       m_cv.wait(lock);
       continue;
     }
+    const bool take_deferred =
+        !m_deferred.empty() && (m_deferred_wanted || m_deferred.size() >= k_defer_max ||
+                                std::chrono::steady_clock::now() - m_deferred.front()->queued >=
+                                    std::chrono::milliseconds(k_defer_ms));
+    if (m_queue.empty() && !take_deferred) { // not expected: `me` is queued, or wanted
+      m_cv.wait(lock);
+      continue;
+    }
     m_leading = true;
     std::vector<Request *> batch;
-    while (!m_queue.empty() && batch.size() < m_max) {
+    if (take_deferred) {
+      for (auto *r : m_deferred)
+        r->deferred = false;
+      batch.swap(m_deferred);
+      m_deferred_wanted = false;
+    }
+    const size_t cap = batch.size() + m_max;
+    while (!m_queue.empty() && batch.size() < cap) {
       batch.push_back(m_queue.front());
       m_queue.pop_front();
     }
     lock.unlock();
     std::vector<Request *> again;
+    int64_t flushes = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto t1 = t0;
     try {
+      flushes = make_durable(batch);
+      t1 = std::chrono::steady_clock::now();
       again = lead(batch);
     } catch (...) { // lead() catches everything itself; this only keeps the queue sound
       for (auto *r : batch)
@@ -64,12 +96,35 @@ void GroupCommit::wait(Request &me) {
     for (auto *r : batch)
       if (std::find(again.begin(), again.end(), r) == again.end()) r->done = true;
     m_queue.insert(m_queue.begin(), again.begin(), again.end()); // first again, in their order
+    const auto t2 = std::chrono::steady_clock::now();
     ++m_stats.commits;
+    m_stats.flushes += flushes;
+    m_stats.flush_us += std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
+    m_stats.batch_us += std::chrono::duration_cast<std::chrono::microseconds>(t2 - t1).count();
     m_stats.requests += static_cast<int64_t>(batch.size() - again.size());
     m_stats.largest = std::max<int64_t>(m_stats.largest, static_cast<int64_t>(batch.size()));
     m_leading = false;
     m_cv.notify_all();
   }
+}
+
+// Every request was enqueued after its writes, so one make() run now covers all of one domain's.
+int64_t GroupCommit::make_durable(const std::vector<Request *> &batch) {
+  int64_t ran = 0;
+  std::vector<const void *> done;
+  for (auto *r : batch) {
+    if (!r->durable.make || r->error || std::find(done.begin(), done.end(), r->durable.domain) != done.end())
+      continue;
+    const void *domain = r->durable.domain;
+    done.push_back(domain);
+    ++ran;
+    Status s = r->durable.make();
+    if (s) continue;
+    auto e = std::make_exception_ptr(NotDurable(s.error()));
+    for (auto *o : batch)
+      if (o->durable.make && o->durable.domain == domain) o->error = e;
+  }
+  return ran;
 }
 
 std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request *> &batch) {
@@ -84,6 +139,10 @@ std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request 
   size_t ran = 0;
   std::exception_ptr lost;
   for (auto *r : batch) {
+    if (r->error) { // its Durable failed: it does not run
+      ++ran;
+      continue;
+    }
     try {
       r->fn(*m_writer);
     } catch (...) {

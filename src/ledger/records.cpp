@@ -79,7 +79,12 @@ private:
 
 std::unique_ptr<Ledger::PendingConfirm> Ledger::confirm_later(int64_t id, const std::string &etag,
                                                               const std::string &version_id, int64_t now,
-                                                              CommitTag tag, std::optional<Retire> retire) {
-  return std::make_unique<DoneConfirm>([&] { return confirm(id, etag, version_id, now, tag, retire); });
+                                                              CommitTag tag, std::optional<Retire> retire,
+                                                              Durable durable) {
+  return std::make_unique<DoneConfirm>([&] {
+    if (durable.make)
+      if (auto s = durable.make(); !s) throw NotDurable(s.error());
+    return confirm(id, etag, version_id, now, tag, retire);
+  });
 }
 } // namespace lodge::ledger

@@ -3,6 +3,7 @@
 // layer. Every write is one Conn::write transaction; every transition names the state it
 // expects and checks that exactly the expected rows changed.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -46,8 +47,8 @@ public:
                                        std::optional<Retire> retire = std::nullopt) override;
   [[nodiscard]] std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
                                                               const std::string &version_id, int64_t now,
-                                                              CommitTag tag,
-                                                              std::optional<Retire> retire) override;
+                                                              CommitTag tag, std::optional<Retire> retire,
+                                                              Durable durable) override;
   [[nodiscard]] std::optional<FileRecord> find_unchanged(const std::string &owner,
                                                          const std::string &run_prefix,
                                                          const std::string &relative_path,
@@ -144,6 +145,12 @@ private:
 // partners: a batch is whatever queued while the one before committed. When SQLite rolls
 // the whole transaction back under a request (SQLITE_FULL, IOERR, ...), the requests that
 // ran get that error and the ones that did not run are queued again.
+//
+// An upload's confirm carries a Durable (its object must be durable before its row says
+// so): the leader runs it once per batch and domain before BEGIN, so a batch of file://
+// objects costs one syncfs. Confirms are deferred (enqueue's `defer`) so that such batches
+// are big. (Measured: a flusher thread running syncfs beside the commits, so reserves never
+// wait for one, made more and smaller commits and was slower at --jobs 8.)
 class GroupCommit {
 public:
   GroupCommit(std::unique_ptr<sql::Conn> conn, size_t max_batch);
@@ -161,32 +168,52 @@ public:
   }
 
   struct Stats {
-    int64_t requests = 0, commits = 0, largest = 0;
+    int64_t requests = 0, commits = 0, largest = 0, flushes = 0;
+    int64_t flush_us = 0, batch_us = 0; // time in store flushes, and in the batches' transactions
   };
   [[nodiscard]] Stats stats();
 
   struct Request {
     std::function<void(SqlLedger &)> fn;
+    Durable durable; // made before the batch begins, once per domain; its error skips fn
     std::exception_ptr error;
     bool done = false;
+    bool deferred = false; // in m_deferred (enqueue's `defer`), not taken by a batch yet
+    std::chrono::steady_clock::time_point queued{};
   };
   // Queues f for the next batch without waiting: whoever leads next runs it. wait(me)
   // returns once it ran and its batch committed (leading a batch itself if none is
   // running), then me.error holds what it threw, if anything. Every request enqueued must be
-  // waited for before it is destroyed.
-  [[nodiscard]] std::shared_ptr<Request> enqueue(std::function<void(SqlLedger &)> f);
+  // waited for before it is destroyed. With `durable`, the batch's leader runs
+  // durable.make after taking the batch and before beginning it, once for all of the
+  // batch's requests of that domain (its failure is each one's NotDurable, and their f do
+  // not run).
+  //
+  // With `defer` (an upload's confirm), it may wait for a later batch: the deferred requests
+  // all go with the next batch once k_defer_max of them wait, the oldest waited
+  // k_defer_ms, or somebody waits for one of them. So a batch of confirms shares one
+  // store flush and one commit, and a reserve (which a PUT waits for) never waits for a
+  // flush it does not need.
+  [[nodiscard]] std::shared_ptr<Request> enqueue(std::function<void(SqlLedger &)> f, Durable durable = {},
+                                                 bool defer = false);
+  static constexpr size_t k_defer_max = 64;
+  static constexpr int k_defer_ms = 50;
   void wait(Request &me);
 
 private:
   void submit(std::function<void(SqlLedger &)> fn);
   // Runs one batch (no lock held); returns the requests that did not run.
   std::vector<Request *> lead(const std::vector<Request *> &batch);
+  // Runs each domain's durable.make once for the batch; returns how many it ran.
+  static int64_t make_durable(const std::vector<Request *> &batch);
 
   std::unique_ptr<SqlLedger> m_writer;
   size_t m_max;
   std::mutex m_mu;
   std::condition_variable m_cv;
   std::deque<Request *> m_queue;
+  std::vector<Request *> m_deferred; // enqueued with `defer`, in order
+  bool m_deferred_wanted = false;    // somebody waits for one of them
   bool m_leading = false;
   Stats m_stats;
 };

@@ -274,11 +274,14 @@ namespace {
 class GroupConfirm final : public Ledger::PendingConfirm {
 public:
   GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
-               const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire)
+               const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire,
+               Durable durable)
       : m_group(std::move(group)), m_out(std::make_shared<std::optional<ConfirmOutcome>>()) {
-    m_req = m_group->enqueue([out = m_out, id, etag, version_id, now, tag, retire](SqlLedger &w) {
-      out->emplace(w.confirm(id, etag, version_id, now, tag, retire));
-    });
+    m_req = m_group->enqueue(
+        [out = m_out, id, etag, version_id, now, tag, retire](SqlLedger &w) {
+          out->emplace(w.confirm(id, etag, version_id, now, tag, retire));
+        },
+        std::move(durable), true);
   }
   GroupConfirm(const GroupConfirm &) = delete;
   GroupConfirm &operator=(const GroupConfirm &) = delete;
@@ -302,10 +305,10 @@ private:
 
 std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, const std::string &etag,
                                                                  const std::string &version_id, int64_t now,
-                                                                 CommitTag tag,
-                                                                 std::optional<Retire> retire) {
-  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire);
-  return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire);
+                                                                 CommitTag tag, std::optional<Retire> retire,
+                                                                 Durable durable) {
+  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
+  return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire, std::move(durable));
 }
 
 ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,

@@ -65,7 +65,8 @@ FileResult Uploader::upload(const std::string &path) {
 
 FileResult Uploader::upload(const InputFile &file) {
   auto out = upload_next(file);
-  if (auto last = finish()) out.push_back(std::move(*last));
+  for (auto &last : finish())
+    out.push_back(std::move(last));
   return out.back();
 }
 
@@ -90,17 +91,16 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
     mine = failed(Error(Errc::internal, e.what()));
   }
   if (mine) {
-    settle_tail(); // the previous file's, if this one ended before settling it
+    settle_tails(0); // the earlier files' first: results keep the files' order
     m_done.push_back(std::move(*mine));
   }
   return std::move(m_done);
 }
 
-std::optional<FileResult> Uploader::finish() {
+std::vector<FileResult> Uploader::finish() {
   m_done.clear();
-  settle_tail();
-  if (m_done.empty()) return std::nullopt;
-  return std::move(m_done.front());
+  settle_tails(0);
+  return std::move(m_done);
 }
 
 namespace {
@@ -163,12 +163,9 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     return rejected(r, Error(Errc::file_changed, util::escape_for_terminal(path) +
                                                      " was replaced after the walk listed it; not uploaded"));
   r.size = static_cast<uint64_t>(st.st_size);
-  if (m_tail) {
-    // The previous file's confirm is queued now, to commit with this file's reserve; a big
-    // file's read would hold it too long (its row's deadline runs), so it is waited for first.
-    begin_tail();
-    if (r.size > k_confirm_alongside_max) settle_tail();
-  }
+  // A big file's read would hold the pending confirms too long (their rows' deadlines run),
+  // so they are waited for first.
+  if (r.size > k_confirm_alongside_max) settle_tails(0);
   if (r.size == 0 && !m_s.policy.allow_empty)
     return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " +
                                                    m_s.policy.name + " does not allow empty files"));
@@ -277,15 +274,15 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
-  // Stored and checked: the confirm is left pending (upload_next's caller learns of it once
-  // it committed). The previous file's result is settled first: its confirm was queued
-  // before this file's reserve, so it has committed by now.
-  settle_tail();
+  // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
+  // of it once it committed), with at most k_pending_confirms others.
   Tail t;
   t.r = r;
   t.rec = rec;
   t.put = put.value();
-  m_tail.emplace(std::move(t));
+  m_tails.push_back(std::move(t));
+  begin_tail(m_tails.back());
+  settle_tails(k_pending_confirms);
   return std::nullopt;
 }
 
@@ -399,22 +396,12 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
   return std::nullopt;
 }
 
-void Uploader::begin_tail() {
-  Tail &t = *m_tail;
+void Uploader::begin_tail(Tail &t) {
   if (t.begun) return;
   t.begun = true;
   FileResult &r = t.r;
   const auto &rec = t.rec;
   try {
-    // The object is durable before its row says so (file:// writes without fsync and makes
-    // a batch durable with one syncfs here). A failure leaves the object perhaps stored.
-    if (auto f = m_store.flush(); !f) {
-      Error e = f.error();
-      e.details.ambiguous = true;
-      fail(r, rec, e, false);
-      t.done = r;
-      return;
-    }
     if (failpoint::hit("upload.after_put")) {
       // What a real fault here looks like: the object landed, its answer was lost (a
       // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
@@ -438,8 +425,17 @@ void Uploader::begin_tail() {
     const bool tags = m_store.capabilities().state_tags;
     std::optional<ledger::Retire> retire;
     if (m_s.replace) retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
+    // The object is durable before its row says so: file:// writes without fsync, and the
+    // confirm waits for a store flush, one for every confirm of its group-commit batch (one
+    // syncfs). A failed flush leaves the object perhaps stored (settle_tail).
+    ledger::Durable durable;
+    if (const void *domain = m_store.flush_domain()) {
+      durable.domain = domain;
+      durable.make = [&store = m_store] { return store.flush(); };
+    }
     t.pending = m_ledger.confirm_later(rec.id, t.put.etag, t.put.version_id, m_clock.now_ms(),
-                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire);
+                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire,
+                                       std::move(durable));
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
@@ -451,15 +447,19 @@ void Uploader::begin_tail() {
   }
 }
 
-void Uploader::settle_tail() {
-  if (!m_tail) return;
-  begin_tail();
-  Tail &t = *m_tail;
+void Uploader::settle_tails(size_t keep) {
+  while (m_tails.size() > keep)
+    settle_front();
+}
+
+void Uploader::settle_front() {
+  Tail &t = m_tails.front();
+  begin_tail(t);
   FileResult &r = t.r;
   const auto &rec = t.rec;
   auto end = [&] {
     m_done.push_back(std::move(r));
-    m_tail.reset();
+    m_tails.pop_front();
   };
   if (t.done) {
     r = std::move(*t.done);
@@ -490,6 +490,12 @@ void Uploader::settle_tail() {
     }
     r.outcome = UploadOutcome::active;
     if (m_store.capabilities().state_tags) commit_tag(rec);
+  } catch (const ledger::NotDurable &e) {
+    // The store could not make the object durable: the row stays unconfirmed, the object
+    // perhaps stored, so its cleanup waits for the grace.
+    Error err = e.error();
+    err.details.ambiguous = true;
+    fail(r, rec, err, false);
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();

@@ -42,6 +42,67 @@ Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
 }
 
+// An object's bytes before they are linked at its key. Where the filesystem can, the file
+// has no name at all (O_TMPFILE): a crash leaves nothing behind, and publishing it is one
+// link(2) (through /proc/self/fd) with no name to add and remove in the temporary directory.
+// Elsewhere it is a named file under k_tmp_dir.
+class TempFile {
+public:
+  // `anonymous`: O_TMPFILE if the filesystem and /proc allow it; else a named file.
+  static Result<TempFile> create(const fs::path &dir, bool anonymous) {
+    TempFile t;
+    if (anonymous && proc_fd_links()) {
+      t.m_fd.reset(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+      if (t.m_fd.valid()) return t;
+      if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
+        return io_error("PUT", errno);
+    }
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    t.m_path = dir / crypto::random_uuid();
+    t.m_fd.reset(::open(t.m_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (!t.m_fd.valid()) return io_error("PUT", errno);
+    return t;
+  }
+  TempFile(TempFile &&) = default;
+  TempFile &operator=(TempFile &&) = default;
+  TempFile(const TempFile &) = delete;
+  TempFile &operator=(const TempFile &) = delete;
+  ~TempFile() { discard(); }
+
+  [[nodiscard]] int fd() const { return m_fd.get(); }
+  [[nodiscard]] const fs::path &path() const { return m_path; } // empty when anonymous
+  // Gives it the name `dest` (create-only: EEXIST if dest exists); the errno on failure.
+  int link_to(const fs::path &dest) {
+    int rc = m_path.empty() ? ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(m_fd.get())).c_str(),
+                                       AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW)
+                            : ::link(m_path.c_str(), dest.c_str());
+    return rc == 0 ? 0 : errno;
+  }
+  // Renames a named one to dest (replacing it); the errno on failure.
+  int rename_to(const fs::path &dest) {
+    if (::rename(m_path.c_str(), dest.c_str()) != 0) return errno;
+    m_path.clear();
+    return 0;
+  }
+  void close() { m_fd.reset(); }
+  // Removes its name, if it has one (an anonymous file goes with its last descriptor).
+  void discard() {
+    if (!m_path.empty()) ::unlink(m_path.c_str());
+    m_path.clear();
+    m_fd.reset();
+  }
+
+private:
+  TempFile() = default;
+  static bool proc_fd_links() {
+    static const bool ok = ::access("/proc/self/fd", X_OK) == 0;
+    return ok;
+  }
+  util::Fd m_fd;
+  fs::path m_path;
+};
+
 // The whole of a small file lodge wrote (a sidecar, an upload's record); nullopt when
 // it does not exist.
 Result<std::optional<std::string>> read_small(const fs::path &path) {
@@ -133,6 +194,18 @@ private:
   std::string m_what;
 };
 
+// Creates the directories `file` is to be in: the nearest first (an object's key directory
+// is new, its parents seldom are), so it costs one mkdir where create_directories stats
+// every level first. 0 or the errno.
+int make_parents(const fs::path &file) {
+  fs::path dir = file.parent_path();
+  if (dir.empty() || dir == file) return 0;
+  if (::mkdir(dir.c_str(), 0777) == 0 || errno == EEXIST) return 0;
+  if (errno != ENOENT) return errno;
+  if (int e = make_parents(dir)) return e;
+  return ::mkdir(dir.c_str(), 0777) == 0 || errno == EEXIST ? 0 : errno;
+}
+
 void fsync_dir(const fs::path &dir) {
   util::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.valid()) ::fsync(d.get());
@@ -191,6 +264,7 @@ public:
       : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)) {}
 
   Status flush() override { return m_sync->flush(); }
+  [[nodiscard]] const void *flush_domain() const override { return m_sync.get(); }
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
@@ -216,10 +290,9 @@ public:
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
-    auto tmp = write_temp(req.body, req.deadline_steady_ms);
+    auto tmp = write_temp(req.body, req.deadline_steady_ms, true);
     if (!tmp) return tmp.error();
-    auto r = publish(tmp.value(), req.key, req.content_type, req.metadata, req.options, req.body.sha256_hex);
-    return r;
+    return publish(tmp.value(), req.key, req.content_type, req.metadata, req.options, req.body.sha256_hex);
   }
 
   Result<ObjectInfo> head(const std::string &key) override {
@@ -369,16 +442,13 @@ public:
                         int64_t deadline_steady_ms) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
-    auto tmp = write_temp(body, deadline_steady_ms);
+    auto tmp = write_temp(body, deadline_steady_ms, false);
     if (!tmp) return tmp.error();
     char name[32];
     std::snprintf(name, sizeof name, "part-%05d", number);
     fs::path dest = m_root / k_mpu_dir / upload_id / name;
-    if (::rename(tmp.value().c_str(), dest.c_str()) != 0) {
-      int e = errno;
-      ::unlink(tmp.value().c_str());
-      return io_error("PUT PART " + key, e);
-    }
+    tmp.value().close();
+    if (int e = tmp.value().rename_to(dest)) return io_error("PUT PART " + key, e);
     return Part{number, body.sha256_hex, body.sha256_hex};
   }
 
@@ -388,12 +458,12 @@ public:
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
     fs::path dir = m_root / k_mpu_dir / upload_id;
-    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
-    util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out.valid()) return io_error("COMPLETE MULTIPART " + key, errno);
+    auto made = TempFile::create(m_root / k_tmp_dir, true);
+    if (!made) return Error(made.error().code, "COMPLETE MULTIPART " + key + ": " + made.error().message);
+    TempFile &tmp = made.value();
     crypto::Sha256 whole;
     auto fail = [&](Error e) -> Result<PutResult> {
-      ::unlink(tmp.c_str());
+      tmp.discard();
       return e;
     };
     for (const auto &p : parts) {
@@ -413,11 +483,11 @@ public:
         if (n < 0) return fail(io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno));
         if (n == 0) break;
         whole.update(buf, static_cast<size_t>(n));
-        if (!write_all(out.get(), buf, static_cast<size_t>(n)))
+        if (!write_all(tmp.fd(), buf, static_cast<size_t>(n)))
           return fail(io_error("COMPLETE MULTIPART " + key, errno));
       }
     }
-    out.reset(); // made durable by flush(), as a put is
+    // made durable by flush(), as a put is
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
       return fail(Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed"));
     const auto &side = up.value();
@@ -552,17 +622,16 @@ private:
   }
 
   // Copies the body's range into a new temporary file, verifying its digest.
-  Result<fs::path> write_temp(const Body &body, int64_t deadline_steady_ms) {
-    std::error_code ec;
-    fs::create_directories(m_root / k_tmp_dir, ec);
-    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
-    util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!out.valid()) return io_error("PUT", errno);
+  // `anonymous`: a file with no name (TempFile) where the filesystem allows it.
+  Result<TempFile> write_temp(const Body &body, int64_t deadline_steady_ms, bool anonymous) {
+    auto made = TempFile::create(m_root / k_tmp_dir, anonymous);
+    if (!made) return made.error();
+    TempFile tmp = std::move(made.value());
     crypto::Sha256 h;
     char buf[1 << 16];
     uint64_t done = 0;
-    auto fail = [&](Error e) -> Result<fs::path> {
-      ::unlink(tmp.c_str());
+    auto fail = [&](Error e) -> Result<TempFile> {
+      tmp.discard();
       if (body.sent) body.sent->fetch_sub(done, std::memory_order_relaxed); // not sent after all
       return e;
     };
@@ -576,7 +645,7 @@ private:
         return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
       if (n == 0) return fail(Error(Errc::file_changed, "the file shrank while it was being stored"));
       h.update(buf, static_cast<size_t>(n));
-      if (!write_all(out.get(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
+      if (!write_all(tmp.fd(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
       done += static_cast<uint64_t>(n);
       if (body.sent) body.sent->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
@@ -588,29 +657,26 @@ private:
 
   // Links a complete temporary file to its key (create-only), then writes its metadata.
   // Cache-Control and the user's tags are kept beside the content type.
-  Result<PutResult> publish(const fs::path &tmp, const std::string &key, const std::string &content_type,
+  Result<PutResult> publish(TempFile &tmp, const std::string &key, const std::string &content_type,
                             const Metadata &metadata, const ObjectOptions &options,
                             const std::string &sha256_hex) {
-    std::error_code ec;
     fs::path dest = obj(key);
     nlohmann::json j{{"content_type", content_type}, {"metadata", metadata}, {"sha256", sha256_hex}};
     if (!options.cache_control.empty()) j["cache_control"] = options.cache_control;
     if (!options.tags.empty()) j["tags"] = options.tags;
     const std::string doc = j.dump();
-    bool in_xattr = ::setxattr(tmp.c_str(), k_meta_xattr, doc.data(), doc.size(), 0) == 0;
+    bool in_xattr = ::fsetxattr(tmp.fd(), k_meta_xattr, doc.data(), doc.size(), 0) == 0;
     if (!in_xattr && errno != ENOTSUP && errno != E2BIG && errno != ENOSPC && errno != ERANGE) {
       int e = errno;
-      ::unlink(tmp.c_str());
+      tmp.discard();
       return io_error("PUT " + key + ": writing its metadata", e);
     }
-    fs::create_directories(dest.parent_path(), ec);
-    if (ec) {
-      ::unlink(tmp.c_str());
-      return io_error("PUT " + key, ec.value());
+    if (int e = make_parents(dest)) {
+      tmp.discard();
+      return io_error("PUT " + key, e);
     }
-    if (::link(tmp.c_str(), dest.c_str()) != 0) {
-      int e = errno;
-      ::unlink(tmp.c_str());
+    if (int e = tmp.link_to(dest)) {
+      tmp.discard();
       if (e == EEXIST) {
         ErrorDetails d;
         d.http_status = 412;
@@ -618,8 +684,9 @@ private:
       }
       return io_error("PUT " + key, e);
     }
-    ::unlink(tmp.c_str());
+    tmp.discard();
     if (!in_xattr) {
+      std::error_code ec;
       fs::create_directories(meta(key).parent_path(), ec);
       if (auto w = write_small(meta(key), doc, false); !w) return w.error();
     }

@@ -36,6 +36,7 @@ public:
     return m_inner->put(req);
   }
   Status flush() override { return m_inner->flush(); }
+  [[nodiscard]] const void *flush_domain() const override { return m_inner->flush_domain(); }
   Result<ObjectInfo> head(const std::string &key) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key);
     return m_inner->head(key);

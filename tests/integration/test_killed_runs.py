@@ -137,19 +137,19 @@ class KilledRuns(StoreTestCase):
         p = self.spawn("upload", "--jobs", "1", tree,
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
         wait_until(lambda: self.fired(log), what="the first file's PUT")
-        # Pipelined, the first file's after_put fires once the second is under way (its
-        # confirm goes with the second's reserve): both are in flight.
+        # The first file's after_put fires right after its PUT, before its confirm is queued:
+        # it is the one file in flight, held there.
         p.send_signal(signal.SIGHUP)  # as SIGINT and SIGTERM
         with open(gate, "w"):
             pass
         out, err = p.communicate(timeout=60)
         self.assertEqual(p.returncode, 130, err)
-        self.assertIn("lodge: finishing 2 uploads in flight (Ctrl-C again to abort them)", err)
-        self.assertIn("2 files: 2 active", err)
+        self.assertIn("lodge: finishing 1 upload in flight (Ctrl-C again to abort it)", err)
+        self.assertIn("1 file: 1 active", err)
         self.assertIn(", interrupted\n", err)
         self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
                       "started (INTERRUPTED)", err)
-        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)])  # of 5
         check_invariants(self, self.objects())
 
     def test_a_second_signal_aborts_the_transfer_in_flight_and_fails_its_row(self):

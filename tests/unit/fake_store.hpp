@@ -210,6 +210,8 @@ public:
     record("flush", "", true);
     return ok_status();
   }
+  // Every connection of one fake shares one state, as file:// connections of one root do.
+  [[nodiscard]] const void *flush_domain() const override { return m_state.get(); }
 
   Status remove_all(const std::string &key, store::DeleteGuard guard) override {
     std::lock_guard lock(m_state->mutex);

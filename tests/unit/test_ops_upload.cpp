@@ -161,7 +161,7 @@ TEST_CASE("a failed committed tag never fails the upload: the task stays due so 
   CHECK(task->next_retry_at > row->upload_deadline_at); // due at deadline + grace
 }
 
-TEST_CASE("pipelined: a file is reported only once its confirm committed, with the next file's reserve") {
+TEST_CASE("pipelined: files are reported in order, each once its confirm committed") {
   test::TempDir dir;
   auto l = ledger_in(dir); // creates the ledger; also the reader of what committed
   ledger::OpenOptions o;
@@ -181,37 +181,69 @@ TEST_CASE("pipelined: a file is reported only once its confirm committed, with t
     return f;
   };
 
-  // a's bytes are stored; nothing is reported and its row is not ACTIVE yet.
+  // a's bytes are stored; nothing is reported yet (its confirm is pending).
   CHECK(up.upload_next(input("a.txt")).empty());
   auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
   REQUIRE(rows.size() == 1);
-  CHECK(rows[0].upload_status == ledger::FileStatus::uploading);
   CHECK(store.has(rows[0].object_key));
   const int64_t a_id = rows[0].id;
 
-  // b's reserve commits a's confirm with it: a is reported active, and is ACTIVE.
-  auto got = up.upload_next(input("b.txt"));
-  REQUIRE(got.size() == 1);
+  // b's too: two pending, none reported.
+  CHECK(up.upload_next(input("b.txt")).empty());
+
+  // A file refused before its reserve is reported after the pending ones, which it settles.
+  auto got = up.upload_next(input("missing.txt"));
+  REQUIRE(got.size() == 3);
   CHECK(got[0].file == dir.file("a.txt"));
   CHECK(got[0].outcome == ops::UploadOutcome::active);
   CHECK(got[0].id == a_id);
+  CHECK(got[1].file == dir.file("b.txt"));
+  CHECK(got[1].outcome == ops::UploadOutcome::active);
+  CHECK(got[2].outcome == ops::UploadOutcome::rejected);
   CHECK(l->find_file(a_id)->upload_status == ledger::FileStatus::active);
-
-  // A file refused before its reserve still settles the pending one.
-  got = up.upload_next(input("missing.txt"));
-  REQUIRE(got.size() == 2);
-  CHECK(got[0].file == dir.file("b.txt"));
-  CHECK(got[0].outcome == ops::UploadOutcome::active);
-  CHECK(got[1].outcome == ops::UploadOutcome::rejected);
-  CHECK(l->find_file(*got[0].id)->upload_status == ledger::FileStatus::active);
+  CHECK(l->find_file(*got[1].id)->upload_status == ledger::FileStatus::active);
 
   // The last one is ended by finish(); then there is nothing left.
   CHECK(up.upload_next(input("c.txt")).empty());
   auto last = up.finish();
-  REQUIRE(last);
-  CHECK(last->outcome == ops::UploadOutcome::active);
-  CHECK(l->find_file(*last->id)->upload_status == ledger::FileStatus::active);
-  CHECK_FALSE(up.finish());
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].outcome == ops::UploadOutcome::active);
+  CHECK(l->find_file(*last[0].id)->upload_status == ledger::FileStatus::active);
+  CHECK(up.finish().empty());
+}
+
+TEST_CASE("pipelined: at most k_pending_confirms files wait; the oldest is reported first") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  ledger::OpenOptions o;
+  o.location = dir.file("l.db");
+  auto pool = ledger::open_ledger_pool(o);
+  auto worker = pool->worker();
+  test::FakeStore store;
+  auto s = multipart_settings(store, 1);
+  ops::Uploader up(*worker, store, s, util::system_clock());
+  const size_t n = ops::Uploader::k_pending_confirms;
+  std::vector<ops::FileResult> got;
+  for (size_t i = 0; i <= n; ++i) {
+    const std::string name = "f" + std::to_string(i) + ".txt";
+    test::write_file(dir.file(name), "content " + std::to_string(i));
+    ops::InputFile f;
+    f.path = dir.file(name);
+    f.name = f.path;
+    auto out = up.upload_next(f);
+    if (i < n) CHECK(out.empty());
+    got.insert(got.end(), out.begin(), out.end());
+  }
+  REQUIRE(got.size() == 1); // the one past the limit settled the oldest
+  CHECK(got[0].file == dir.file("f0.txt"));
+  CHECK(got[0].outcome == ops::UploadOutcome::active);
+  CHECK(l->find_file(*got[0].id)->upload_status == ledger::FileStatus::active);
+  auto rest = up.finish();
+  REQUIRE(rest.size() == n);
+  for (size_t i = 0; i < n; ++i) {
+    CHECK(rest[i].file == dir.file("f" + std::to_string(i + 1) + ".txt"));
+    CHECK(rest[i].outcome == ops::UploadOutcome::active);
+  }
 }
 
 TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported failed, never active") {
@@ -235,9 +267,106 @@ TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported 
   REQUIRE(l->mark_failed(rows[0].id, "overdue", true, util::system_clock().now_ms()) ==
           ledger::MarkFailedOutcome::failed);
   auto last = up.finish();
-  REQUIRE(last);
-  CHECK(last->outcome == ops::UploadOutcome::failed);
-  REQUIRE(last->error);
-  CHECK(last->error->code == Errc::state_changed);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].outcome == ops::UploadOutcome::failed);
+  REQUIRE(last[0].error);
+  CHECK(last[0].error->code == Errc::state_changed);
   CHECK(l->find_file(rows[0].id)->upload_status == ledger::FileStatus::upload_failed);
+}
+
+namespace {
+// A reserved UPLOADING row of its own content (`n` makes each one distinct).
+int64_t reserved_row(ledger::Ledger &l, int n) {
+  ledger::ReserveRequest r;
+  r.owner_id = "o";
+  r.original_name = "f" + std::to_string(n) + ".txt";
+  r.relative_path = r.original_name;
+  r.sha256 = std::string(63, 'a') + std::to_string(n % 10);
+  r.size = 1;
+  r.policy = "default";
+  r.deadline_ms = 60'000;
+  r.grace_ms = 1'000;
+  auto res = l.reserve(r, util::system_clock().now_ms());
+  REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+  return res.record.id;
+}
+} // namespace
+
+TEST_CASE("group commit: the confirms of one batch wait behind one store flush per domain") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  ledger::OpenOptions o;
+  o.location = dir.file("l.db");
+  auto pool = ledger::open_ledger_pool(o);
+  auto worker = pool->worker();
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 3; ++i)
+    ids.push_back(reserved_row(*worker, i));
+  int a_runs = 0;
+  int b_runs = 0;
+  int domain_a = 0;
+  int domain_b = 0;
+  auto durable = [](int &domain, int &runs) {
+    return ledger::Durable{&domain, [&runs] {
+                             ++runs;
+                             return ok_status();
+                           }};
+  };
+  const int64_t now = util::system_clock().now_ms();
+  // Nobody leads until a wait: the three confirms (two of one domain) make one batch.
+  auto c0 = worker->confirm_later(ids[0], "e0", "", now, ledger::CommitTag::none, std::nullopt,
+                                  durable(domain_a, a_runs));
+  auto c1 = worker->confirm_later(ids[1], "e1", "", now, ledger::CommitTag::none, std::nullopt,
+                                  durable(domain_a, a_runs));
+  auto c2 = worker->confirm_later(ids[2], "e2", "", now, ledger::CommitTag::none, std::nullopt,
+                                  durable(domain_b, b_runs));
+  CHECK(a_runs == 0); // nothing runs before a batch does
+  CHECK(c0->wait() == ledger::ConfirmOutcome::confirmed);
+  CHECK(c1->wait() == ledger::ConfirmOutcome::confirmed);
+  CHECK(c2->wait() == ledger::ConfirmOutcome::confirmed);
+  CHECK(a_runs == 1);
+  CHECK(b_runs == 1);
+  for (auto id : ids)
+    CHECK(l->find_file(id)->upload_status == ledger::FileStatus::active);
+}
+
+TEST_CASE(
+    "a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
+  test::TempDir dir;
+  auto l = ledger_in(dir);
+  ledger::OpenOptions o;
+  o.location = dir.file("l.db");
+  std::unique_ptr<ledger::Ledger> plain;
+  std::shared_ptr<ledger::LedgerPool> pool;
+  ledger::Ledger *worker = nullptr;
+  SUBCASE("group commit") {
+    pool = ledger::open_ledger_pool(o);
+    plain = pool->worker();
+  }
+  SUBCASE("a ledger that confirms at once") {
+    plain = ledger::open_ledger(o);
+  }
+  worker = plain.get();
+  test::FakeStore store;
+  auto s = multipart_settings(store, 1);
+  test::write_file(dir.file("a.txt"), "first file");
+  store.fail("flush", Error(Errc::storage_unavailable, "syncfs: I/O error"), 1);
+  ops::Uploader up(*worker, store, s, util::system_clock());
+  ops::InputFile f;
+  f.path = dir.file("a.txt");
+  f.name = f.path;
+  auto got = up.upload_next(f);
+  for (auto &last : up.finish())
+    got.push_back(last);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].outcome == ops::UploadOutcome::failed);
+  REQUIRE(got[0].error);
+  CHECK(got[0].error->message.find("syncfs: I/O error") != std::string::npos);
+  REQUIRE(got[0].id);
+  auto row = l->find_file(*got[0].id);
+  CHECK(row->upload_status == ledger::FileStatus::upload_failed);
+  CHECK(store.has(row->object_key)); // perhaps durable: removed by sweep after the grace, not now
+  auto task = l->find_task_for(row->id);
+  REQUIRE(task);
+  CHECK(task->status != ledger::TaskStatus::ignored);
 }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <lodge/error.hpp>
 #include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/records.hpp>
 #include <lodge/util/clock.hpp>
@@ -116,6 +117,19 @@ enum class ConfirmOutcome {
   task_held,         // the row is UPLOADING but a sweep holds its task (PROCESSING): cleanup may be under way
 };
 enum class MarkFailedOutcome { failed, not_uploading };
+
+// A barrier a confirm waits behind (Ledger::confirm_later): `make` makes durable what the
+// confirm's row describes; every Durable of one non-null `domain` is covered by any one of
+// them having run after all of their writes. An empty `make`: nothing to wait for.
+struct Durable {
+  const void *domain = nullptr;
+  std::function<Status()> make;
+};
+// What confirm_later's wait() throws when its Durable failed: the confirm did not run.
+class NotDurable : public LodgeError {
+public:
+  using LodgeError::LodgeError;
+};
 enum class SetUploadIdOutcome { recorded, not_uploading };
 enum class RepairOutcome {
   repaired,
@@ -207,15 +221,20 @@ public:
   // be reported of it. A ledger that group-commits queues it for the next batch, so the
   // caller's next transition (its next reserve) commits together with it; any other ledger
   // confirms at once. A pending confirm not waited for is waited for by its destructor.
+  //
+  // `durable`, when set, is what must hold before the confirm may commit: the object's store
+  // flush. A group-committing ledger runs it once per batch for every confirm of the batch
+  // with the same `durable.domain` (one syncfs for a batch of file:// objects); any other
+  // ledger runs it before the confirm. Its error is thrown by wait() as NotDurable, and then
+  // nothing was written.
   class PendingConfirm {
   public:
     virtual ~PendingConfirm() = default;
     [[nodiscard]] virtual ConfirmOutcome wait() = 0;
   };
-  [[nodiscard]] virtual std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
-                                                                      const std::string &version_id,
-                                                                      int64_t now, CommitTag tag,
-                                                                      std::optional<Retire> retire);
+  [[nodiscard]] virtual std::unique_ptr<PendingConfirm>
+  confirm_later(int64_t id, const std::string &etag, const std::string &version_id, int64_t now,
+                CommitTag tag, std::optional<Retire> retire, Durable durable = {});
   // The stat cache: the alive ACTIVE row of this owner, run prefix and relative path whose
   // recorded stat and size are exactly these (the newest, if several), or nullopt.
   [[nodiscard]] virtual std::optional<FileRecord> find_unchanged(const std::string &owner,

@@ -4,6 +4,7 @@
 // each with its own ledger connection, store connection and type detector.
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
@@ -115,13 +116,15 @@ public:
   // unless it is still the regular file the walk saw.
   // (Not to be mixed with upload_next on one Uploader.)
   [[nodiscard]] FileResult upload(const InputFile &file);
-  // The same, pipelined: a file whose bytes are stored is left with its confirm pending,
-  // and the next call queues that confirm so that it commits with the next file's reserve
-  // (one commit for both, on a ledger that group-commits). Returns the results this call
-  // finished: the previous file's (only now reported: its confirm has committed), then this
-  // one's unless it is the one now pending. finish() ends the pending one.
+  // The same, pipelined: a file whose bytes are stored is left with its confirm pending
+  // (queued at once; a ledger that group-commits commits a batch of them together, behind one
+  // store flush), up to k_pending_confirms of them. Returns the results this call finished,
+  // in the order of the files: earlier pending ones whose confirms committed, then this one's
+  // unless it is now pending. finish() ends every pending one.
   [[nodiscard]] std::vector<FileResult> upload_next(const InputFile &file);
-  [[nodiscard]] std::optional<FileResult> finish();
+  [[nodiscard]] std::vector<FileResult> finish();
+  // How many files' confirms one Uploader leaves pending at most.
+  static constexpr size_t k_pending_confirms = 16;
 
   // lodge reserve: the checks an upload makes without the bytes (name, extension, size,
   // quota, de-dup by the given digest, idempotency) and the same reserve transaction; the
@@ -162,7 +165,7 @@ private:
     std::optional<FileResult> done;                          // ended before its confirm
   };
   // Fills r as it goes (upload() reports what it holds if this throws). nullopt: the
-  // file's confirm is pending, in m_tail.
+  // file's confirm is pending, in m_tails.
   std::optional<FileResult> upload_unguarded(const InputFile &file, FileResult &r);
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
@@ -174,10 +177,12 @@ private:
                                         ledger::ReserveResult &res, int64_t &wall_at_reserve,
                                         int64_t &steady_at_reserve,
                                         const std::function<void(const ledger::FileRecord &)> &own_duplicate);
-  // The pending file: made durable in the store, then its confirm queued.
-  void begin_tail();
-  // The pending file's result, into m_done, once its confirm committed; m_tail emptied.
-  void settle_tail();
+  // A pending file's confirm queued (behind a store flush that makes its object durable).
+  void begin_tail(Tail &t);
+  // The oldest pending file's result, into m_done, once its confirm committed.
+  void settle_front();
+  // Settles the oldest pending files until at most `keep` are left.
+  void settle_tails(size_t keep);
   // After confirm on a store that tags objects: tag committed, then settle the task.
   void commit_tag(const ledger::FileRecord &rec);
   // The PUT (single or multipart); returns its etag and version id.
@@ -209,7 +214,7 @@ private:
   std::string m_options_json; // m_s.options as the row records them (without the content type)
   std::vector<char> m_buf;    // the read buffer, reused for every file
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
-  std::optional<Tail> m_tail;                                     // the file whose confirm is pending
+  std::deque<Tail> m_tails;                                       // the files whose confirms are pending
   std::vector<FileResult> m_done;                                 // what upload_next returns
 };
 

@@ -194,6 +194,10 @@ public:
   // confirmed; cleanup after its deletes and before their tasks are finished. An error
   // leaves the object (or its removal) possibly durable, possibly not.
   virtual Status flush() { return ok_status(); }
+  // What flush() covers: connections whose domain is the same non-null pointer share their
+  // durability (one flush of any of them makes durable what every one of them wrote: the
+  // file:// connections of one root, one syncfs). nullptr: flush() is a no-op, nothing to wait for.
+  [[nodiscard]] virtual const void *flush_domain() const { return nullptr; }
   // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
   // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
   // `if_tag` (S3: If-Match), or creates it only if missing when `if_tag` is empty (S3:
