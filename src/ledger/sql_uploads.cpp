@@ -756,9 +756,12 @@ RepairOutcome SqlLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, i
 
 std::vector<FileRecord> SqlLedger::held_uploads(const std::string &holder_prefix, int limit) {
   // The UPLOADING rows are few and indexed (file_upload_overdue): the prefix is compared on them.
+  // "+id": the sort is of those few rows. Ordered by plain id, SQLite walked the whole table
+  // in id order to spare the sort (60,000 page reads at every upload's start on a ledger of
+  // 1,000,000 rows).
   auto st = q(std::string("SELECT ") + k_file_cols +
               " FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0"
-              " AND substr(holder, 1, length(?1)) = ?1 ORDER BY id LIMIT ?2");
+              " AND substr(holder, 1, length(?1)) = ?1 ORDER BY +id LIMIT ?2");
   st.bind(1, holder_prefix).bind(2, static_cast<int64_t>(limit));
   std::vector<FileRecord> out;
   while (st.step())
