@@ -135,32 +135,44 @@ int vm_steps(const std::string &path, const Prepared &p, bool to_end) {
   return sqlite3_stmt_status(st.get(), SQLITE_STMTSTATUS_VM_STEP, 0);
 }
 
+// A fresh SQLite ledger of k_rows ACTIVE rows (fill), and a SqlLedger on it whose
+// connection records every statement it prepares.
+struct Filled {
+  static constexpr int k_rows = 4000;
+  test::FreshLedger fresh;
+  test::ManualClock clock;
+  RecordingConn *rec = nullptr;
+  std::unique_ptr<ledger::SqlLedger> l;
+  Filled() {
+    REQUIRE(fresh.kind() == test::Backend::sqlite);
+    (void)fresh.open(&clock, true); // creates the schema
+    fill(fresh, k_rows);
+    ledger::OpenOptions o;
+    o.location = fresh.location();
+    o.clock = &clock;
+    auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
+    rec = conn.get();
+    l = std::make_unique<ledger::SqlLedger>(std::move(conn));
+  }
+};
 } // namespace
 
 TEST_SUITE_BEGIN("sqliteonly");
 
 TEST_CASE("reserve: its reads cost the same whatever the number of the owner's rows") {
-  test::FreshLedger fresh;
-  REQUIRE(fresh.kind() == test::Backend::sqlite);
-  test::ManualClock clock;
-  (void)fresh.open(&clock, true);
-  const int n = 4000;
-  fill(fresh, n); // owner o, digests printf('%064d', i)
-  ledger::OpenOptions o;
-  o.location = fresh.location();
-  o.clock = &clock;
-  auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
-  auto *rec = conn.get();
-  ledger::SqlLedger l(std::move(conn));
+  Filled f; // owner o, digests printf('%064d', i)
+  auto &l = *f.l;
+  auto &clock = f.clock;
+  const int n = Filled::k_rows;
 
   // Every SELECT one reserve prepared, with the VM steps each takes to its end.
   auto reserve_reads = [&](ledger::ReserveRequest r, ledger::ReserveOutcome want) {
-    size_t before = rec->prepared.size();
+    size_t before = f.rec->prepared.size();
     CHECK(l.reserve(r, clock.now_ms()).outcome == want);
     std::vector<std::pair<std::string, int>> out;
-    for (size_t i = before; i < rec->prepared.size(); ++i)
-      if (rec->prepared[i]->sql.rfind("SELECT", 0) == 0)
-        out.emplace_back(rec->prepared[i]->sql, vm_steps(fresh.location(), *rec->prepared[i], true));
+    for (size_t i = before; i < f.rec->prepared.size(); ++i)
+      if (f.rec->prepared[i]->sql.rfind("SELECT", 0) == 0)
+        out.emplace_back(f.rec->prepared[i]->sql, vm_steps(f.fresh.location(), *f.rec->prepared[i], true));
     return out;
   };
   auto req = test::request("o", "abc1");
@@ -185,18 +197,10 @@ TEST_CASE("reserve: its reads cost the same whatever the number of the owner's r
 }
 
 TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows before it") {
-  test::FreshLedger fresh;
-  REQUIRE(fresh.kind() == test::Backend::sqlite);
-  test::ManualClock clock;
-  (void)fresh.open(&clock, true); // creates the schema
-  const int n = 4000;
-  fill(fresh, n);
-  ledger::OpenOptions o;
-  o.location = fresh.location();
-  o.clock = &clock;
-  auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
-  auto *rec = conn.get();
-  ledger::SqlLedger l(std::move(conn));
+  Filled f;
+  auto &l = *f.l;
+  auto *rec = f.rec;
+  const int n = Filled::k_rows;
 
   // Reads one row of a page from `after` on and returns the VM steps its statement took.
   auto page_cost = [&](const std::string &prefix, const std::string &after, const std::string &expect_first) {
@@ -208,7 +212,7 @@ TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows
     });
     CHECK(first == expect_first);
     REQUIRE(rec->prepared.size() == before + 1);
-    return vm_steps(fresh.location(), *rec->prepared.back(), false);
+    return vm_steps(f.fresh.location(), *rec->prepared.back(), false);
   };
   const int at_start = page_cost("root/", "", key_of(1));
   const int near_start = page_cost("root/", key_of(10), key_of(11));
@@ -230,29 +234,18 @@ TEST_CASE("rows_by_key: a page resumed after key N does not step over the N rows
 }
 
 TEST_CASE("held_uploads: reads the few UPLOADING rows, not every row (every upload starts with it)") {
-  test::FreshLedger fresh;
-  REQUIRE(fresh.kind() == test::Backend::sqlite);
-  test::ManualClock clock;
-  (void)fresh.open(&clock, true);
-  const int n = 4000;
-  fill(fresh, n); // ACTIVE rows
-  ledger::OpenOptions o;
-  o.location = fresh.location();
-  o.clock = &clock;
-  auto conn = std::make_unique<RecordingConn>(ledger::open_sqlite(o));
-  auto *rec = conn.get();
-  ledger::SqlLedger l(std::move(conn));
+  Filled f;
   for (const char *name : {"held1", "held2"}) {
     auto req = test::request("o", name);
     req.holder = "host 1 100";
-    REQUIRE(l.reserve(req, clock.now_ms()).outcome == ledger::ReserveOutcome::reserved);
+    REQUIRE(f.l->reserve(req, f.clock.now_ms()).outcome == ledger::ReserveOutcome::reserved);
   }
-  size_t before = rec->prepared.size();
-  auto held = l.held_uploads("host 1 ", 10);
+  size_t before = f.rec->prepared.size();
+  auto held = f.l->held_uploads("host 1 ", 10);
   CHECK(held.size() == 2);
-  REQUIRE(rec->prepared.size() == before + 1);
-  const int steps = vm_steps(fresh.location(), *rec->prepared.back(), true);
-  MESSAGE("VM steps of held_uploads over ", n, " ACTIVE rows: ", steps);
+  REQUIRE(f.rec->prepared.size() == before + 1);
+  const int steps = vm_steps(f.fresh.location(), *f.rec->prepared.back(), true);
+  MESSAGE("VM steps of held_uploads over ", Filled::k_rows, " ACTIVE rows: ", steps);
   // Ordered by plain id, SQLite walked the whole table (4 VM steps a row, ~16,000 here).
   CHECK(steps < 200);
 }

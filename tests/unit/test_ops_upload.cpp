@@ -41,6 +41,31 @@ std::unique_ptr<ledger::Ledger> ledger_in(test::TempDir &dir) {
   o.create = true;
   return ledger::open_ledger(o);
 }
+
+// A group-committing ledger's worker, as `lodge upload` runs it, and the fake store; `l`
+// reads what committed.
+struct Pipelined {
+  test::TempDir dir;
+  std::unique_ptr<ledger::Ledger> l = ledger_in(dir);
+  std::shared_ptr<ledger::LedgerPool> pool = ledger::open_ledger_pool(at(dir));
+  std::unique_ptr<ledger::Ledger> worker = pool->worker();
+  test::FakeStore store;
+  ops::UploadSettings s = multipart_settings(store, 1);
+
+  static ledger::OpenOptions at(test::TempDir &d) {
+    ledger::OpenOptions o;
+    o.location = d.file("l.db");
+    return o;
+  }
+  // The file `name` in dir (written with `content` unless empty), as the walk hands it over.
+  ops::InputFile input(const std::string &name, const std::string &content = "") {
+    if (!content.empty()) test::write_file(dir.file(name), content);
+    ops::InputFile f;
+    f.path = dir.file(name);
+    f.name = f.path;
+    return f;
+  }
+};
 } // namespace
 
 TEST_CASE("a multipart upload sends parts in parallel and completes them in order") {
@@ -162,37 +187,27 @@ TEST_CASE("a failed committed tag never fails the upload: the task stays due so 
 }
 
 TEST_CASE("pipelined: files are reported in order, each once its confirm committed") {
-  test::TempDir dir;
-  auto l = ledger_in(dir); // creates the ledger; also the reader of what committed
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  auto pool = ledger::open_ledger_pool(o);
-  auto worker = pool->worker();
-  test::FakeStore store;
-  auto s = multipart_settings(store, 1);
-  test::write_file(dir.file("a.txt"), "first file");
-  test::write_file(dir.file("b.txt"), "second file");
-  test::write_file(dir.file("c.txt"), "third file");
-  ops::Uploader up(*worker, store, s, util::system_clock());
-  auto input = [&](const std::string &name) {
-    ops::InputFile f;
-    f.path = dir.file(name);
-    f.name = f.path;
-    return f;
-  };
+  Pipelined p;
+  auto &l = p.l;
+  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
+  auto a = p.input("a.txt", "first file");
+  auto b = p.input("b.txt", "second file");
+  auto c = p.input("c.txt", "third file");
+  auto &dir = p.dir;
+  auto &store = p.store;
 
   // a's bytes are stored; nothing is reported yet (its confirm is pending).
-  CHECK(up.upload_next(input("a.txt")).empty());
+  CHECK(up.upload_next(a).empty());
   auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
   REQUIRE(rows.size() == 1);
   CHECK(store.has(rows[0].object_key));
   const int64_t a_id = rows[0].id;
 
   // b's too: two pending, none reported.
-  CHECK(up.upload_next(input("b.txt")).empty());
+  CHECK(up.upload_next(b).empty());
 
   // A file refused before its reserve is reported after the pending ones, which it settles.
-  auto got = up.upload_next(input("missing.txt"));
+  auto got = up.upload_next(p.input("missing.txt"));
   REQUIRE(got.size() == 3);
   CHECK(got[0].file == dir.file("a.txt"));
   CHECK(got[0].outcome == ops::UploadOutcome::active);
@@ -204,7 +219,7 @@ TEST_CASE("pipelined: files are reported in order, each once its confirm committ
   CHECK(l->find_file(*got[1].id)->upload_status == ledger::FileStatus::active);
 
   // The last one is ended by finish(); then there is nothing left.
-  CHECK(up.upload_next(input("c.txt")).empty());
+  CHECK(up.upload_next(c).empty());
   auto last = up.finish();
   REQUIRE(last.size() == 1);
   CHECK(last[0].outcome == ops::UploadOutcome::active);
@@ -213,24 +228,14 @@ TEST_CASE("pipelined: files are reported in order, each once its confirm committ
 }
 
 TEST_CASE("pipelined: at most k_pending_confirms files wait; the oldest is reported first") {
-  test::TempDir dir;
-  auto l = ledger_in(dir);
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  auto pool = ledger::open_ledger_pool(o);
-  auto worker = pool->worker();
-  test::FakeStore store;
-  auto s = multipart_settings(store, 1);
-  ops::Uploader up(*worker, store, s, util::system_clock());
+  Pipelined p;
+  auto &l = p.l;
+  auto &dir = p.dir;
+  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
   const size_t n = ops::Uploader::k_pending_confirms;
   std::vector<ops::FileResult> got;
   for (size_t i = 0; i <= n; ++i) {
-    const std::string name = "f" + std::to_string(i) + ".txt";
-    test::write_file(dir.file(name), "content " + std::to_string(i));
-    ops::InputFile f;
-    f.path = dir.file(name);
-    f.name = f.path;
-    auto out = up.upload_next(f);
+    auto out = up.upload_next(p.input("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
     if (i < n) CHECK(out.empty());
     got.insert(got.end(), out.begin(), out.end());
   }
@@ -247,20 +252,10 @@ TEST_CASE("pipelined: at most k_pending_confirms files wait; the oldest is repor
 }
 
 TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported failed, never active") {
-  test::TempDir dir;
-  auto l = ledger_in(dir);
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  auto pool = ledger::open_ledger_pool(o);
-  auto worker = pool->worker();
-  test::FakeStore store;
-  auto s = multipart_settings(store, 1);
-  test::write_file(dir.file("a.txt"), "first file");
-  ops::Uploader up(*worker, store, s, util::system_clock());
-  ops::InputFile f;
-  f.path = dir.file("a.txt");
-  f.name = f.path;
-  CHECK(up.upload_next(f).empty());
+  Pipelined p;
+  auto &l = p.l;
+  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
+  CHECK(up.upload_next(p.input("a.txt", "first file")).empty());
   auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
   REQUIRE(rows.size() == 1);
   // A repair fails the row while its confirm is pending.
@@ -293,12 +288,9 @@ int64_t reserved_row(ledger::Ledger &l, int n) {
 } // namespace
 
 TEST_CASE("group commit: the confirms of one batch wait behind one store flush per domain") {
-  test::TempDir dir;
-  auto l = ledger_in(dir);
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  auto pool = ledger::open_ledger_pool(o);
-  auto worker = pool->worker();
+  Pipelined p;
+  auto &l = p.l;
+  auto &worker = p.worker;
   std::vector<int64_t> ids;
   for (int i = 0; i < 3; ++i)
     ids.push_back(reserved_row(*worker, i));
