@@ -197,6 +197,8 @@ public:
   // What flush() covers: connections whose domain is the same non-null pointer share their
   // durability (one flush of any of them makes durable what every one of them wrote: the
   // file:// connections of one root, one syncfs). nullptr: flush() is a no-op, nothing to wait for.
+  // A store with a domain must allow flush() from another thread while this connection is
+  // busy (the group-commit leader runs it for the whole batch).
   [[nodiscard]] virtual const void *flush_domain() const { return nullptr; }
   // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
   // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
