@@ -333,13 +333,13 @@ class Bench:
         return run
 
     def check_dir(self, d, n, tool):
+        """Counts what a tool left in d. d stays until the run ends: ext4 skips the inodes of
+        recently deleted files one by one when it allocates new ones (for a minute or more), so
+        a run after another's removal of 10,000 files was 2-3x slower in the kernel, whichever
+        tool it was."""
         got = count_files(d)
         if got != n:
             die(f"{tool} left {got} files of {n} in {d}")
-        # Not removed until the run ends: ext4 skips the inodes of recently deleted files one
-        # by one when it allocates new ones (for a minute or more), so a run after another's
-        # removal of 10,000 files was 2-3x slower in the kernel, whichever tool it was.
-
 
 
 # ---------------------------------------------------------------------------- main

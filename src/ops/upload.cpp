@@ -41,8 +41,8 @@ const char *to_string(UploadOutcome o) {
 namespace {
 // The failure_reason of a row whose object a would-be duplicate's HEAD found missing.
 constexpr const char *k_object_missing = "object missing from the store";
-// The biggest file whose read and hash may delay the previous file's pending confirm (it
-// then commits with this file's reserve); before a bigger one it is waited for at once.
+// The biggest file whose read and hash may delay the worker's pending confirms (they commit
+// with whatever batch comes next); before a bigger one they are waited for at once.
 constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
 } // namespace
 
@@ -226,7 +226,6 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
       m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
 
   ledger::ReserveRequest req = reserve_request(name.value(), r);
-  req.dedup = scope;
   req.deadline_ms = m_s.policy.deadline_ms;
   if (const auto &me = this_process()) req.holder = me->text();
   req.stat = fst;
@@ -279,9 +278,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   Tail t;
   t.r = r;
   t.rec = rec;
-  t.put = put.value();
+  begin_tail(t, put.value());
   m_tails.push_back(std::move(t));
-  begin_tail(m_tails.back());
   settle_tails(k_pending_confirms);
   return std::nullopt;
 }
@@ -396,9 +394,7 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
   return std::nullopt;
 }
 
-void Uploader::begin_tail(Tail &t) {
-  if (t.begun) return;
-  t.begun = true;
+void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
   FileResult &r = t.r;
   const auto &rec = t.rec;
   try {
@@ -427,13 +423,13 @@ void Uploader::begin_tail(Tail &t) {
     if (m_s.replace) retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
     // The object is durable before its row says so: file:// writes without fsync, and the
     // confirm waits for a store flush, one for every confirm of its group-commit batch (one
-    // syncfs). A failed flush leaves the object perhaps stored (settle_tail).
+    // syncfs). A failed flush leaves the object perhaps stored (settle_front).
     ledger::Durable durable;
     if (const void *domain = m_store.flush_domain()) {
       durable.domain = domain;
       durable.make = [&store = m_store] { return store.flush(); };
     }
-    t.pending = m_ledger.confirm_later(rec.id, t.put.etag, t.put.version_id, m_clock.now_ms(),
+    t.pending = m_ledger.confirm_later(rec.id, put.etag, put.version_id, m_clock.now_ms(),
                                        tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire,
                                        std::move(durable));
   } catch (const LodgeError &e) {
@@ -454,7 +450,6 @@ void Uploader::settle_tails(size_t keep) {
 
 void Uploader::settle_front() {
   Tail &t = m_tails.front();
-  begin_tail(t);
   FileResult &r = t.r;
   const auto &rec = t.rec;
   auto end = [&] {

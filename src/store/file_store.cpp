@@ -71,9 +71,8 @@ public:
   ~TempFile() { discard(); }
 
   [[nodiscard]] int fd() const { return m_fd.get(); }
-  [[nodiscard]] const fs::path &path() const { return m_path; } // empty when anonymous
   // Gives it the name `dest` (create-only: EEXIST if dest exists); the errno on failure.
-  int link_to(const fs::path &dest) {
+  [[nodiscard]] int link_to(const fs::path &dest) const {
     int rc = m_path.empty() ? ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(m_fd.get())).c_str(),
                                        AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW)
                             : ::link(m_path.c_str(), dest.c_str());
@@ -85,7 +84,6 @@ public:
     m_path.clear();
     return 0;
   }
-  void close() { m_fd.reset(); }
   // Removes its name, if it has one (an anonymous file goes with its last descriptor).
   void discard() {
     if (!m_path.empty()) ::unlink(m_path.c_str());
@@ -447,7 +445,6 @@ public:
     char name[32];
     std::snprintf(name, sizeof name, "part-%05d", number);
     fs::path dest = m_root / k_mpu_dir / upload_id / name;
-    tmp.value().close();
     if (int e = tmp.value().rename_to(dest)) return io_error("PUT PART " + key, e);
     return Part{number, body.sha256_hex, body.sha256_hex};
   }
@@ -460,41 +457,37 @@ public:
     fs::path dir = m_root / k_mpu_dir / upload_id;
     auto made = TempFile::create(m_root / k_tmp_dir, true);
     if (!made) return Error(made.error().code, "COMPLETE MULTIPART " + key + ": " + made.error().message);
-    TempFile &tmp = made.value();
+    const TempFile &tmp = made.value(); // its temporary name, if any, goes with `made`
     crypto::Sha256 whole;
-    auto fail = [&](Error e) -> Result<PutResult> {
-      tmp.discard();
-      return e;
-    };
     for (const auto &p : parts) {
       char name[32];
       std::snprintf(name, sizeof name, "part-%05d", p.number);
       util::Fd in(::open((dir / name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
       if (!in.valid()) {
-        if (errno != ENOENT) return fail(io_error("COMPLETE MULTIPART " + key + ": part " + name, errno));
-        return fail(Error(Errc::storage_error,
-                          "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing"));
+        if (errno != ENOENT) return io_error("COMPLETE MULTIPART " + key + ": part " + name, errno);
+        return Error(Errc::storage_error,
+                     "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
       }
       // A read error is not the end of the part: it fails the completion.
       char buf[1 << 16];
       while (true) {
         ssize_t n = ::read(in.get(), buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fail(io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno));
+        if (n < 0) return io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno);
         if (n == 0) break;
         whole.update(buf, static_cast<size_t>(n));
         if (!write_all(tmp.fd(), buf, static_cast<size_t>(n)))
-          return fail(io_error("COMPLETE MULTIPART " + key, errno));
+          return io_error("COMPLETE MULTIPART " + key, errno);
       }
     }
-    // made durable by flush(), as a put is
+    // Made durable by flush(), as a put is.
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
-      return fail(Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed"));
+      return Error(Errc::deadline_exceeded, "COMPLETE MULTIPART " + key + ": deadline passed");
     const auto &side = up.value();
     auto content_type = side.text("content_type");
-    if (!content_type) return fail(content_type.error());
+    if (!content_type) return content_type.error();
     auto m = side.metadata("metadata");
-    if (!m) return fail(m.error());
+    if (!m) return m.error();
     auto r = publish(tmp, key, content_type.value(), m.value(), req.options, crypto::to_hex(whole.finish()));
     if (r) {
       std::error_code ec;
@@ -630,8 +623,7 @@ private:
     crypto::Sha256 h;
     char buf[1 << 16];
     uint64_t done = 0;
-    auto fail = [&](Error e) -> Result<TempFile> {
-      tmp.discard();
+    auto fail = [&](Error e) -> Result<TempFile> {                          // tmp goes with its destructor
       if (body.sent) body.sent->fetch_sub(done, std::memory_order_relaxed); // not sent after all
       return e;
     };
@@ -655,9 +647,11 @@ private:
     return tmp;
   }
 
-  // Links a complete temporary file to its key (create-only), then writes its metadata.
-  // Cache-Control and the user's tags are kept beside the content type.
-  Result<PutResult> publish(TempFile &tmp, const std::string &key, const std::string &content_type,
+  // Sets a complete temporary file's metadata (an xattr), then links it at its key
+  // (create-only); where no xattr can hold the metadata, a sidecar is written after. Cache-
+  // Control and the user's tags are kept beside the content type. The caller's tmp removes
+  // its temporary name, if any, when it goes.
+  Result<PutResult> publish(const TempFile &tmp, const std::string &key, const std::string &content_type,
                             const Metadata &metadata, const ObjectOptions &options,
                             const std::string &sha256_hex) {
     fs::path dest = obj(key);
@@ -666,17 +660,10 @@ private:
     if (!options.tags.empty()) j["tags"] = options.tags;
     const std::string doc = j.dump();
     bool in_xattr = ::fsetxattr(tmp.fd(), k_meta_xattr, doc.data(), doc.size(), 0) == 0;
-    if (!in_xattr && errno != ENOTSUP && errno != E2BIG && errno != ENOSPC && errno != ERANGE) {
-      int e = errno;
-      tmp.discard();
+    if (int e = errno; !in_xattr && e != ENOTSUP && e != E2BIG && e != ENOSPC && e != ERANGE)
       return io_error("PUT " + key + ": writing its metadata", e);
-    }
-    if (int e = make_parents(dest)) {
-      tmp.discard();
-      return io_error("PUT " + key, e);
-    }
+    if (int e = make_parents(dest)) return io_error("PUT " + key, e);
     if (int e = tmp.link_to(dest)) {
-      tmp.discard();
       if (e == EEXIST) {
         ErrorDetails d;
         d.http_status = 412;
@@ -684,10 +671,8 @@ private:
       }
       return io_error("PUT " + key, e);
     }
-    tmp.discard();
     if (!in_xattr) {
-      std::error_code ec;
-      fs::create_directories(meta(key).parent_path(), ec);
+      (void)make_parents(meta(key)); // write_small says what failed
       if (auto w = write_small(meta(key), doc, false); !w) return w.error();
     }
     return PutResult{sha256_hex, ""};

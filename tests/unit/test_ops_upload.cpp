@@ -324,29 +324,17 @@ TEST_CASE("group commit: the confirms of one batch wait behind one store flush p
 
 TEST_CASE(
     "a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
-  test::TempDir dir;
-  auto l = ledger_in(dir);
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  std::unique_ptr<ledger::Ledger> plain;
-  std::shared_ptr<ledger::LedgerPool> pool;
-  ledger::Ledger *worker = nullptr;
-  SUBCASE("group commit") {
-    pool = ledger::open_ledger_pool(o);
-    plain = pool->worker();
-  }
+  Pipelined p; // its worker group-commits
+  auto &l = p.l;
+  auto &store = p.store;
+  std::unique_ptr<ledger::Ledger> at_once;
+  SUBCASE("group commit") {}
   SUBCASE("a ledger that confirms at once") {
-    plain = ledger::open_ledger(o);
+    at_once = ledger::open_ledger(Pipelined::at(p.dir));
   }
-  worker = plain.get();
-  test::FakeStore store;
-  auto s = multipart_settings(store, 1);
-  test::write_file(dir.file("a.txt"), "first file");
   store.fail("flush", Error(Errc::storage_unavailable, "syncfs: I/O error"), 1);
-  ops::Uploader up(*worker, store, s, util::system_clock());
-  ops::InputFile f;
-  f.path = dir.file("a.txt");
-  f.name = f.path;
+  ops::Uploader up(at_once ? *at_once : *p.worker, store, p.s, util::system_clock());
+  auto f = p.input("a.txt", "first file");
   auto got = up.upload_next(f);
   for (auto &last : up.finish())
     got.push_back(last);

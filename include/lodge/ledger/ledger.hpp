@@ -218,8 +218,8 @@ public:
                                                std::optional<Retire> retire = std::nullopt) = 0;
   // A confirm whose commit may land later: wait() returns what confirm() would have returned
   // (or throws what it would have thrown) once its commit landed. Until then nothing may
-  // be reported of it. A ledger that group-commits queues it for the next batch, so the
-  // caller's next transition (its next reserve) commits together with it; any other ledger
+  // be reported of it. A ledger that group-commits defers it to a later batch, so that
+  // many confirms commit together (GroupCommit::enqueue's `defer`); any other ledger
   // confirms at once. A pending confirm not waited for is waited for by its destructor.
   //
   // `durable`, when set, is what must hold before the confirm may commit: the object's store

@@ -159,8 +159,6 @@ private:
   struct Tail {
     FileResult r;
     ledger::FileRecord rec;
-    store::PutResult put;
-    bool begun = false;                                      // begin_tail ran
     std::unique_ptr<ledger::Ledger::PendingConfirm> pending; // the confirm, queued
     std::optional<FileResult> done;                          // ended before its confirm
   };
@@ -177,8 +175,9 @@ private:
                                         ledger::ReserveResult &res, int64_t &wall_at_reserve,
                                         int64_t &steady_at_reserve,
                                         const std::function<void(const ledger::FileRecord &)> &own_duplicate);
-  // A pending file's confirm queued (behind a store flush that makes its object durable).
-  void begin_tail(Tail &t);
+  // A stored file's confirm queued (behind a store flush that makes its object durable), or
+  // t.done when it ended before.
+  void begin_tail(Tail &t, const store::PutResult &put);
   // The oldest pending file's result, into m_done, once its confirm committed.
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
