@@ -55,17 +55,30 @@ CREATE TABLE file_upload (
   stat_ino            INTEGER,
   stat_mtime_ns       INTEGER,
   stat_ctime_ns       INTEGER,
+  -- De-duplication saves storage, never a path: a file whose content is already stored (an
+  -- alive ACTIVE row of the scope, at another path) gets a row of its own, ACTIVE at once, that
+  -- shares that object. content_of is the row whose object it is (whose stamp the object
+  -- carries; never itself a sharing row), content_key that object's key. Reads give the row's
+  -- object as content_key when set; object_key stays the row's own unique name and is never
+  -- written to the store. NULL on rows that wrote their own object.
+  content_of          INTEGER REFERENCES file_upload (id),
+  content_key         TEXT,
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 ) STRICT;
 
--- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row per (owner, sha256), and
--- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256). The reserve
--- transaction implements the rest of the rule (which alive rows make a request a duplicate).
+-- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row that wrote its own object
+-- per (owner, sha256), and at most one alive such row that is not 'none'-scope per (owner,
+-- run_prefix, sha256); rows sharing an object are not counted. The reserve transaction
+-- implements the rest of the rule (which alive rows make a request a duplicate).
 CREATE UNIQUE INDEX file_upload_alive_owner_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner';
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
 CREATE UNIQUE INDEX file_upload_alive_prefix_digest
-  ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
+  ON file_upload (owner_id, run_prefix, sha256)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+-- I5 for shared objects: which alive rows still use an object key (sweep, reconcile).
+CREATE INDEX file_upload_content_key
+  ON file_upload (content_key) WHERE content_key IS NOT NULL;
 -- Finding a file by its path: get/cat/url PATH, list --prefix.
 CREATE INDEX file_upload_path
   ON file_upload (owner_id, run_prefix, relative_path);

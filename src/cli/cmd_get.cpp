@@ -64,6 +64,9 @@ void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRec
   line("updated", utc(r.updated_at));
   line("deadline", utc(r.upload_deadline_at));
   line("key", util::escape_for_terminal(r.object_key));
+  line("shares", r.content_of
+                     ? "the object of #" + std::to_string(*r.content_of) + " (same content, stored once)"
+                     : "-");
   line("size", std::to_string(r.size) + " (" + util::format_size(static_cast<uint64_t>(r.size)) + ")");
   line("sha256", r.sha256);
   line("media type", util::escape_for_terminal(r.media_type));

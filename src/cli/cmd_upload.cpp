@@ -180,7 +180,10 @@ nlohmann::json result_json(const ops::FileResult &r) {
   j["size"] = r.size;
   j["media_type"] = r.media_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.media_type);
   j["content_type"] = r.content_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content_type);
-  if (r.outcome == ops::UploadOutcome::duplicate) j["unchanged"] = r.unchanged;
+  if (r.outcome == ops::UploadOutcome::duplicate) {
+    j["unchanged"] = r.unchanged;
+    j["shares"] = r.shares ? nlohmann::json(*r.shares) : nlohmann::json(nullptr);
+  }
   if (r.error && r.outcome != ops::UploadOutcome::duplicate)
     j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
   else
@@ -202,6 +205,7 @@ std::string result_line(const ops::FileResult &r) {
   case ops::UploadOutcome::duplicate:
     s += "#" + std::to_string(*r.id) + " " + name +
          (r.unchanged ? " (unchanged since it was stored)"
+          : r.shares  ? " (same content as #" + std::to_string(*r.shares) + ": stored once, shared)"
                       : " (same content as #" + std::to_string(*r.id) + ")");
     break;
   case ops::UploadOutcome::planned:
@@ -868,26 +872,27 @@ Command add_list(CLI::App &app) {
                                       ? "DELETED"
                                       : ledger::to_string(f.upload_status);
               if (ctx.g.json) {
-                nlohmann::json j{{"id", f.id},
-                                 {"owner", f.owner_id},
-                                 {"name", f.original_name},
-                                 {"path", f.relative_path},
-                                 {"prefix", f.run_prefix},
-                                 {"dedup", ledger::to_string(f.dedup_scope)},
-                                 {"object_key", f.object_key},
-                                 {"status", state},
-                                 {"upload_status", ledger::to_string(f.upload_status)},
-                                 {"deleted", f.is_deleted},
-                                 {"sha256", f.sha256},
-                                 {"size", f.size},
-                                 {"media_type", f.media_type},
-                                 {"content_type", f.object_content_type()},
-                                 {"object_options", f.object_options.empty()
-                                                        ? nlohmann::json::object()
-                                                        : nlohmann::json::parse(f.object_options)},
-                                 {"created_at", f.created_at},
-                                 {"failure_reason", f.failure_reason ? nlohmann::json(*f.failure_reason)
-                                                                     : nlohmann::json(nullptr)}};
+                nlohmann::json j{
+                    {"id", f.id},
+                    {"owner", f.owner_id},
+                    {"name", f.original_name},
+                    {"path", f.relative_path},
+                    {"prefix", f.run_prefix},
+                    {"dedup", ledger::to_string(f.dedup_scope)},
+                    {"object_key", f.object_key},
+                    {"shares", f.content_of ? nlohmann::json(*f.content_of) : nlohmann::json(nullptr)},
+                    {"status", state},
+                    {"upload_status", ledger::to_string(f.upload_status)},
+                    {"deleted", f.is_deleted},
+                    {"sha256", f.sha256},
+                    {"size", f.size},
+                    {"media_type", f.media_type},
+                    {"content_type", f.object_content_type()},
+                    {"object_options", f.object_options.empty() ? nlohmann::json::object()
+                                                                : nlohmann::json::parse(f.object_options)},
+                    {"created_at", f.created_at},
+                    {"failure_reason",
+                     f.failure_reason ? nlohmann::json(*f.failure_reason) : nlohmann::json(nullptr)}};
                 ctx.print_json(j);
               } else {
                 std::string where = f.run_prefix.empty() ? "-" : f.run_prefix;

@@ -22,6 +22,10 @@ namespace {
 // Version 6 did not record the object's options or the file's stat: every re-run read and
 // hashed every file again. Version 7 adds content_type, object_options and the stat cache
 // columns (NULL for the rows it had: they are read once more, then cached).
+// Version 7 gave a file whose content was already stored no row of its own (a duplicate at
+// another path was not restorable by that path). Version 8 adds content_of and content_key
+// (rows sharing another row's object; NULL for the rows it had) and leaves sharing rows out
+// of the I4 indexes.
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -96,6 +100,21 @@ ALTER TABLE file_upload ADD COLUMN
   stat_mtime_ns       INTEGER;
 ALTER TABLE file_upload ADD COLUMN
   stat_ctime_ns       INTEGER;
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN
+  content_of          INTEGER REFERENCES file_upload (id);
+ALTER TABLE file_upload ADD COLUMN
+  content_key         TEXT;
+DROP INDEX file_upload_alive_owner_digest;
+DROP INDEX file_upload_alive_prefix_digest;
+CREATE UNIQUE INDEX file_upload_alive_owner_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, run_prefix, sha256)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+CREATE INDEX file_upload_content_key
+  ON file_upload (content_key) WHERE content_key IS NOT NULL;
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

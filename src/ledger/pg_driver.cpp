@@ -26,7 +26,8 @@ constexpr int k_oldest_pg_schema_version = 4;
 // one; run in the schema transaction, under the schema lock. Version 4 -> 5: as SQLite's
 // (src/ledger/migrations.cpp), the (owner, sha256) index of alive rows and owner_usage.
 // Version 5 -> 6: file_upload.holder. Version 6 -> 7: the object's options and the stat cache.
-constexpr std::array<std::string_view, 3> k_pg_steps{
+// Version 7 -> 8: rows sharing another row's object (content_of, content_key).
+constexpr std::array<std::string_view, 4> k_pg_steps{
     R"sql(
 DROP INDEX file_upload_owner_alive;
 CREATE INDEX file_upload_alive_digest
@@ -64,6 +65,20 @@ ALTER TABLE file_upload
   ADD COLUMN stat_ino BIGINT,
   ADD COLUMN stat_mtime_ns BIGINT,
   ADD COLUMN stat_ctime_ns BIGINT;
+)sql",
+    R"sql(
+ALTER TABLE file_upload
+  ADD COLUMN content_of BIGINT REFERENCES file_upload (id),
+  ADD COLUMN content_key TEXT COLLATE "C";
+DROP INDEX file_upload_alive_owner_digest;
+DROP INDEX file_upload_alive_prefix_digest;
+CREATE UNIQUE INDEX file_upload_alive_owner_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, run_prefix, sha256)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+CREATE INDEX file_upload_content_key
+  ON file_upload (content_key) WHERE content_key IS NOT NULL;
 )sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");

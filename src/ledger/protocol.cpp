@@ -53,8 +53,8 @@ Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &cu
                      const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms, CommitTag tag) {
   if (!current || current->status != TaskStatus::processing || current->lease_version != held.lease_version)
     return {DecisionKind::lease_lost};
-  // object_key is UNIQUE, so the task's own row is the only one that can use the key:
-  // the object is in use exactly when that row is alive.
+  // The object is in use exactly when the row is alive (the caller presents a dead row whose
+  // object other alive rows share as alive: SqlLedger::decide).
   if (row && !row->is_deleted && row->upload_status == FileStatus::uploading) {
     // Postponed to deadline + grace, which is ahead of now in both branches: the task is
     // not due again within this run (it used to be re-claimed at once, up to --limit

@@ -51,16 +51,24 @@ CREATE TABLE file_upload (
   stat_ino            BIGINT,
   stat_mtime_ns       BIGINT,
   stat_ctime_ns       BIGINT,
+  -- The row whose object this row shares, and that object's key (see schema.sql).
+  content_of          BIGINT REFERENCES file_upload (id),
+  content_key         TEXT COLLATE "C",
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 );
 
 -- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row per (owner, sha256), and
--- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256).
+-- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256); rows sharing
+-- an object are not counted.
 CREATE UNIQUE INDEX file_upload_alive_owner_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner';
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
 CREATE UNIQUE INDEX file_upload_alive_prefix_digest
-  ON file_upload (owner_id, run_prefix, sha256) WHERE is_deleted = 0 AND dedup_scope <> 'none';
+  ON file_upload (owner_id, run_prefix, sha256)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+-- Which alive rows still use an object key (sweep, reconcile).
+CREATE INDEX file_upload_content_key
+  ON file_upload (content_key) WHERE content_key IS NOT NULL;
 -- Finding a file by its path: get/cat/url PATH, list --prefix.
 CREATE INDEX file_upload_path
   ON file_upload (owner_id, run_prefix, relative_path);

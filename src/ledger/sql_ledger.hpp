@@ -121,6 +121,18 @@ private:
   std::optional<FileRecord> file_where(const std::string &where, const std::function<void(Stmt &)> &bind,
                                        const char *lock = "");
   std::optional<FileRecord> file_for_update(int64_t id);
+  // reserve's pieces, inside its transaction. Idempotency replay: an answer, or nullopt to
+  // go on. The de-dup answer (duplicate, shareable, in_progress, share_gone), or nullopt.
+  std::optional<ReserveResult> replay_by_key(const ReserveRequest &req, int64_t now);
+  std::optional<ReserveResult> dedup_answer(const ReserveRequest &req, std::optional<FileRecord> &share);
+  // Inserts the new row (UPLOADING, or ACTIVE sharing `share`'s object) and its task.
+  ReserveResult insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
+                                int64_t now);
+  // upload --replace: every other alive ACTIVE row at row `id`'s path is soft-deleted, its
+  // object's task due after the grace.
+  void retire_others(int64_t id, const Retire &retire, int64_t now);
+  // Whether an alive row other than `except_id` uses the object at `key` (its own, or shared).
+  bool key_in_use(const std::string &key, int64_t except_id);
   std::optional<TaskRecord> task_by_id(int64_t id, const char *lock = "");
   std::optional<TaskRecord> task_for_record(int64_t record_id, const char *lock = "");
   // ledger_meta reads and writes (the writes inside the caller's transaction, which took

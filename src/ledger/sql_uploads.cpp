@@ -14,13 +14,14 @@
 namespace lodge::ledger {
 namespace {
 
+// A row sharing another row's object reads as that object's key (content_key).
 constexpr const char *k_file_cols =
-    "id, owner_id, original_name, object_key, media_type, sha256, size, "
+    "id, owner_id, original_name, COALESCE(content_key, object_key), media_type, sha256, size, "
     "policy, upload_status, failure_reason,"
     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
     "created_at, updated_at, activated_at,"
     " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder,"
-    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns";
+    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of";
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
@@ -68,6 +69,7 @@ FileRecord read_file(const sql::Stmt &st) {
   auto mtime = st.col_opt_int(28);
   auto ctime = st.col_opt_int(29);
   if (dev && ino && mtime && ctime) r.stat = FileStat{*dev, *ino, *mtime, *ctime};
+  r.content_of = st.col_opt_int(30);
   return r;
 }
 
@@ -129,132 +131,184 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
     // The owner's check-then-insert (idempotency, duplicate, quota) is serialized with every
     // other reserve of the same owner.
     m_c->lock_key(req.owner_id);
-    ReserveResult res;
-    if (req.idempotency_key) {
-      auto prior = file_where(
-          "owner_id = ?1 AND idempotency_key = ?2",
-          [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, *req.idempotency_key); }, m_c->for_update());
-      if (prior) {
-        res.record = *prior;
-        if (prior->sha256 != req.sha256) {
-          res.outcome = ReserveOutcome::key_reused;
-          return res;
-        }
-        if (!prior->is_deleted && prior->upload_status == FileStatus::active) {
-          res.outcome = ReserveOutcome::replayed;
-          return res;
-        }
-        if (!prior->is_deleted && prior->upload_status == FileStatus::uploading) {
-          res.outcome = ReserveOutcome::in_progress;
-          return res;
-        }
-        // The earlier attempt failed or its file was deleted: this one starts afresh and
-        // takes the key over.
-        auto clear = q("UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND "
-                       "is_deleted = 1");
-        if (clear.bind(1, prior->id).bind(2, now).exec() != 1)
-          throw LodgeError(Errc::internal, "idempotency key release changed no row");
-      }
-    }
-    // I4, scoped (ARCHITECTURE.md): the alive rows that make this request a duplicate are,
-    // under "owner", every alive row of the owner with this digest (whatever its prefix or
-    // scope); under "prefix", those with this run prefix too; under "none", no row. Of several,
-    // one in this run prefix first, then an ACTIVE one, then the oldest. Whether the duplicate
-    // is real (its object in the store) is the caller's to check.
-    if (req.dedup != DedupScope::none) {
-      auto alive =
-          file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0 AND (?3 = 1 OR run_prefix = ?4)"
-                     " ORDER BY CASE WHEN run_prefix = ?4 THEN 0 ELSE 1 END,"
-                     " CASE WHEN upload_status = 'ACTIVE' THEN 0 ELSE 1 END, id LIMIT 1",
-                     [&](Stmt &s) {
-                       s.bind(1, req.owner_id)
-                           .bind(2, req.sha256)
-                           .bind(3, static_cast<int64_t>(req.dedup == DedupScope::owner))
-                           .bind(4, req.run_prefix);
-                     });
-      if (alive) {
-        res.record = *alive;
-        res.outcome = alive->upload_status == FileStatus::uploading ? ReserveOutcome::in_progress
-                                                                    : ReserveOutcome::duplicate;
-        return res;
-      }
-    }
+    if (auto replay = replay_by_key(req, now)) return *replay;
+    std::optional<FileRecord> share;
+    if (auto dedup = dedup_answer(req, share)) return *dedup;
     if (req.max_files) {
       // Kept by the schema's triggers: one row read, however many files the owner has.
       auto cnt = q("SELECT alive_files FROM owner_usage WHERE owner_id = ?1");
       const int64_t alive = cnt.bind(1, req.owner_id).step() ? cnt.col_int(0) : 0;
       if (alive >= *req.max_files) {
+        ReserveResult res;
         res.outcome = ReserveOutcome::quota_exceeded;
         return res;
       }
     }
-    const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
-    std::string key =
-        object_key_for(req.key_prefix, req.owner_id, req.run_prefix, crypto::random_uuid(), path);
-    if (key.size() > k_max_key_bytes)
-      throw LodgeError(Errc::bad_name, "the object key for '" + path + "' would be " +
-                                           std::to_string(key.size()) + " bytes; the store allows " +
-                                           std::to_string(k_max_key_bytes));
-    int64_t deadline = now + req.deadline_ms;
-    auto ins =
-        q("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
-          " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
-          " relative_path, run_prefix, dedup_scope, holder, content_type, object_options,"
-          " stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns)"
-          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'UPLOADING', 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14,"
-          " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20) "
-          "RETURNING " +
-          std::string(k_file_cols));
-    ins.bind(1, req.owner_id)
-        .bind(2, req.original_name)
-        .bind(3, key)
-        .bind(4, req.media_type)
-        .bind(5, req.sha256)
-        .bind(6, req.size)
-        .bind(7, req.policy)
-        .bind(8, req.idempotency_key)
-        .bind(9, now)
-        .bind(10, deadline)
-        .bind(11, path)
-        .bind(12, req.run_prefix)
-        .bind(13, std::string_view(to_string(req.dedup)))
-        .bind(14, req.holder)
-        .bind(15, req.content_type)
-        .bind(16, req.object_options);
-    const auto stat = req.stat;
-    ins.bind(17, stat ? std::optional<int64_t>(stat->dev) : std::nullopt)
-        .bind(18, stat ? std::optional<int64_t>(stat->ino) : std::nullopt)
-        .bind(19, stat ? std::optional<int64_t>(stat->mtime_ns) : std::nullopt)
-        .bind(20, stat ? std::optional<int64_t>(stat->ctime_ns) : std::nullopt);
-    if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
-    // The new row as stored, from the insert itself: no second read.
-    res.record = read_file(ins);
-    const int64_t id = res.record.id;
-    ins.reset();
-    // Past the end of the id block the store's marker covers: rolled back (no commit), so
-    // concurrent reservers can never both slip under the limit.
-    if (req.id_limit && id > *req.id_limit) {
-      res.record = FileRecord{};
-      res.outcome = ReserveOutcome::id_limit_reached;
-      return res;
-    }
-    // A dry run stops here: rolled back, nothing written (the id is no one's).
-    if (req.dry_run) {
-      res.record.id = 0;
-      return res;
-    }
-    auto task =
-        q("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
-          " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, 'PENDING', ?3, ?4, ?5, ?5)");
-    task.bind(1, id)
-        .bind(2, key)
-        .bind(3, deadline + req.grace_ms)
-        .bind(4, static_cast<int64_t>(req.max_retries))
-        .bind(5, now)
-        .exec();
+    ReserveResult res = insert_reserved(req, share, now);
+    if (res.outcome == ReserveOutcome::id_limit_reached || req.dry_run) return res; // rolled back
     tx.commit();
     return res;
   });
+}
+
+std::optional<ReserveResult> SqlLedger::replay_by_key(const ReserveRequest &req, int64_t now) {
+  if (!req.idempotency_key) return std::nullopt;
+  auto prior = file_where(
+      "owner_id = ?1 AND idempotency_key = ?2",
+      [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, *req.idempotency_key); }, m_c->for_update());
+  if (!prior) return std::nullopt;
+  ReserveResult res;
+  res.record = *prior;
+  if (prior->sha256 != req.sha256) {
+    res.outcome = ReserveOutcome::key_reused;
+    return res;
+  }
+  if (!prior->is_deleted && prior->upload_status == FileStatus::active) {
+    res.outcome = ReserveOutcome::replayed;
+    return res;
+  }
+  if (!prior->is_deleted && prior->upload_status == FileStatus::uploading) {
+    res.outcome = ReserveOutcome::in_progress;
+    return res;
+  }
+  // The earlier attempt failed or its file was deleted: this one starts afresh and
+  // takes the key over.
+  auto clear = q("UPDATE file_upload SET idempotency_key = NULL, updated_at = ?2 WHERE id = ?1 AND "
+                 "is_deleted = 1");
+  if (clear.bind(1, prior->id).bind(2, now).exec() != 1)
+    throw LodgeError(Errc::internal, "idempotency key release changed no row");
+  return std::nullopt;
+}
+
+std::optional<ReserveResult> SqlLedger::dedup_answer(const ReserveRequest &req,
+                                                     std::optional<FileRecord> &share) {
+  if (req.dedup == DedupScope::none) return std::nullopt;
+  ReserveResult res;
+  const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+  // The path's current row (what get of the path restores) holds this content already:
+  // nothing to do. Any other alive copy saves the bytes, never the path: the file gets a row
+  // of its own that shares the copy's object.
+  auto current = file_where("owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3 AND upload_status = "
+                            "'ACTIVE' AND is_deleted = 0"
+                            " ORDER BY activated_at DESC, id DESC LIMIT 1",
+                            [&](Stmt &s) { s.bind(1, req.owner_id).bind(2, req.run_prefix).bind(3, path); });
+  if (current && current->sha256 == req.sha256) {
+    res.outcome = ReserveOutcome::duplicate;
+    res.record = *current;
+    return res;
+  }
+  if (req.share_with) {
+    // The row the caller checked: still alive, ACTIVE and of this content, under the lock
+    // that a delete of it takes too (so its object's cleanup cannot decide meanwhile).
+    share = file_for_update(*req.share_with);
+    if (!share || share->is_deleted || share->upload_status != FileStatus::active ||
+        share->sha256 != req.sha256 || share->owner_id != req.owner_id) {
+      share.reset();
+      res.outcome = ReserveOutcome::share_gone;
+      return res;
+    }
+    return std::nullopt;
+  }
+  // I4, scoped (ARCHITECTURE.md): the alive rows that hold this content are, under "owner",
+  // every alive row of the owner with this digest (whatever its prefix or scope); under
+  // "prefix", those with this run prefix too. Of several, one in this run prefix first, then
+  // an ACTIVE one, then the oldest. Whether its object is really there is the caller's to check.
+  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0 AND (?3 = 1 OR run_prefix = ?4)"
+                          " ORDER BY CASE WHEN run_prefix = ?4 THEN 0 ELSE 1 END,"
+                          " CASE WHEN upload_status = 'ACTIVE' THEN 0 ELSE 1 END, id LIMIT 1",
+                          [&](Stmt &s) {
+                            s.bind(1, req.owner_id)
+                                .bind(2, req.sha256)
+                                .bind(3, static_cast<int64_t>(req.dedup == DedupScope::owner))
+                                .bind(4, req.run_prefix);
+                          });
+  if (!alive) return std::nullopt;
+  res.record = *alive;
+  res.outcome =
+      alive->upload_status == FileStatus::uploading ? ReserveOutcome::in_progress : ReserveOutcome::shareable;
+  return res;
+}
+
+ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
+                                         int64_t now) {
+  ReserveResult res;
+  const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+  std::string key = object_key_for(req.key_prefix, req.owner_id, req.run_prefix, crypto::random_uuid(), path);
+  if (key.size() > k_max_key_bytes)
+    throw LodgeError(Errc::bad_name, "the object key for '" + path + "' would be " +
+                                         std::to_string(key.size()) + " bytes; the store allows " +
+                                         std::to_string(k_max_key_bytes));
+  int64_t deadline = now + req.deadline_ms;
+  auto ins =
+      q("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
+        " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
+        " relative_path, run_prefix, dedup_scope, holder, content_type, object_options,"
+        " stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, activated_at, content_of, content_key, etag,"
+        " version_id)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?21, 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14,"
+        " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20, ?22, ?23, ?24, ?25, ?26) "
+        "RETURNING " +
+        std::string(k_file_cols));
+  ins.bind(1, req.owner_id)
+      .bind(2, req.original_name)
+      .bind(3, key)
+      .bind(4, req.media_type)
+      .bind(5, req.sha256)
+      .bind(6, req.size)
+      .bind(7, req.policy)
+      .bind(8, req.idempotency_key)
+      .bind(9, now)
+      .bind(10, deadline)
+      .bind(11, path)
+      .bind(12, req.run_prefix)
+      .bind(13, std::string_view(to_string(req.dedup)))
+      .bind(14, share ? std::nullopt : req.holder)
+      .bind(15, req.content_type)
+      .bind(16, req.object_options);
+  const auto stat = req.stat;
+  ins.bind(17, stat ? std::optional<int64_t>(stat->dev) : std::nullopt)
+      .bind(18, stat ? std::optional<int64_t>(stat->ino) : std::nullopt)
+      .bind(19, stat ? std::optional<int64_t>(stat->mtime_ns) : std::nullopt)
+      .bind(20, stat ? std::optional<int64_t>(stat->ctime_ns) : std::nullopt);
+  // A shared row is ACTIVE at once: its object is the shared one, already stored and checked.
+  ins.bind(21, share ? "ACTIVE" : "UPLOADING")
+      .bind(22, share ? std::optional<int64_t>(now) : std::nullopt)
+      .bind(23, share ? std::optional<int64_t>(share->stamp_id()) : std::nullopt)
+      .bind(24, share ? std::optional<std::string>(share->object_key) : std::nullopt)
+      .bind(25, share ? share->etag : std::nullopt)
+      .bind(26, share ? share->version_id : std::nullopt);
+  if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
+  // The new row as stored, from the insert itself: no second read.
+  res.record = read_file(ins);
+  const int64_t id = res.record.id;
+  ins.reset();
+  // Past the end of the id block the store's marker covers: rolled back (no commit), so
+  // concurrent reservers can never both slip under the limit.
+  if (req.id_limit && id > *req.id_limit) {
+    res.record = FileRecord{};
+    res.outcome = ReserveOutcome::id_limit_reached;
+    return res;
+  }
+  if (share) res.outcome = ReserveOutcome::shared;
+  // A dry run stops here: rolled back, nothing written (the id is no one's).
+  if (req.dry_run) {
+    res.record.id = 0;
+    return res;
+  }
+  // Every row has its task. A shared row's names the shared object and has nothing to do
+  // while the row is alive (IGNORED); a delete makes it pending like any other.
+  auto task =
+      q("INSERT INTO cleanup_task (record_id, task_type, object_key, status, next_retry_at, max_retries,"
+        " created_at, updated_at) VALUES (?1, 'DELETE_OBJECT', ?2, ?6, ?3, ?4, ?5, ?5)");
+  task.bind(1, id)
+      .bind(2, res.record.object_key)
+      .bind(3, share ? now : deadline + req.grace_ms)
+      .bind(4, static_cast<int64_t>(req.max_retries))
+      .bind(5, now)
+      .bind(6, share ? "IGNORED" : "PENDING")
+      .exec();
+  if (share && req.retire) retire_others(id, *req.retire, now);
+  return res;
 }
 
 SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
@@ -330,31 +384,42 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
                       : "UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
                         " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
     if (task.bind(1, id).bind(2, now).exec() != 1) return ConfirmOutcome::task_held;
-    if (retire) {
-      // upload --replace: the rows this one supersedes, in the same transaction (new object
-      // first, then this; the old objects go with their tasks after the grace).
-      std::vector<std::pair<int64_t, std::string>> old;
-      {
-        auto st =
-            q("SELECT o.id, o.object_key FROM file_upload n JOIN file_upload o ON o.owner_id = n.owner_id"
-              " AND o.run_prefix = n.run_prefix AND o.relative_path = n.relative_path"
-              " WHERE n.id = ?1 AND o.id <> ?1 AND o.is_deleted = 0 AND o.upload_status = 'ACTIVE'"
-              " ORDER BY o.id" +
-              std::string(m_c->for_update()));
-        st.bind(1, id);
-        while (st.step())
-          old.emplace_back(st.col_int(0), st.col_text(1));
-      }
-      for (const auto &[old_id, old_key] : old) {
-        auto del = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
-                     " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
-        if (del.bind(1, old_id).bind(2, now).exec() != 1) continue;
-        (void)ensure_pending_task(old_id, old_key, now + retire->grace_ms, retire->max_retries, false, now);
-      }
-    }
+    // upload --replace: the rows this one supersedes, in the same transaction (new object
+    // first, then this; the old objects go with their tasks after the grace).
+    if (retire) retire_others(id, *retire, now);
     tx.commit();
     return ConfirmOutcome::confirmed;
   });
+}
+
+void SqlLedger::retire_others(int64_t id, const Retire &retire, int64_t now) {
+  std::vector<std::pair<int64_t, std::string>> old;
+  {
+    auto st =
+        q("SELECT o.id, COALESCE(o.content_key, o.object_key) FROM file_upload n JOIN file_upload o"
+          " ON o.owner_id = n.owner_id AND o.run_prefix = n.run_prefix AND o.relative_path = n.relative_path"
+          " WHERE n.id = ?1 AND o.id <> ?1 AND o.is_deleted = 0 AND o.upload_status = 'ACTIVE'"
+          " ORDER BY o.id" +
+          std::string(m_c->for_update()));
+    st.bind(1, id);
+    while (st.step())
+      old.emplace_back(st.col_int(0), st.col_text(1));
+  }
+  for (const auto &[old_id, old_key] : old) {
+    auto del = q("UPDATE file_upload SET is_deleted = 1, deleted_at = ?2, updated_at = ?2"
+                 " WHERE id = ?1 AND upload_status = 'ACTIVE' AND is_deleted = 0");
+    if (del.bind(1, old_id).bind(2, now).exec() != 1) continue;
+    (void)ensure_pending_task(old_id, old_key, now + retire.grace_ms, retire.max_retries, false, now);
+  }
+}
+
+bool SqlLedger::key_in_use(const std::string &key, int64_t except_id) {
+  // Two probes, each on its own index (the UNIQUE key, the shared-key index).
+  auto own = q("SELECT 1 FROM file_upload WHERE object_key = ?1 AND content_of IS NULL AND is_deleted = 0"
+               " AND id <> ?2");
+  if (own.bind(1, key).bind(2, except_id).step()) return true;
+  auto shared = q("SELECT 1 FROM file_upload WHERE content_key = ?1 AND is_deleted = 0 AND id <> ?2 LIMIT 1");
+  return shared.bind(1, key).bind(2, except_id).step();
 }
 
 SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
@@ -492,6 +557,14 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
     auto cur = task_by_id(t.id, m_c->for_update());
+    // I5 for shared objects: a dead row's object stays while another alive row uses it (the
+    // row it shares, or one sharing it); for this task the object is then alive and ACTIVE.
+    // A new sharer needs an alive user locked in its own transaction, so once no alive row
+    // uses the key, none ever will again.
+    if (row && row->is_deleted && key_in_use(t.object_key, row->id)) {
+      row->is_deleted = false;
+      row->upload_status = FileStatus::active;
+    }
     const Decision d = decide_task(t, cur, row, now, grace_ms, tag);
     // Every change below is fenced by the lease: status PROCESSING, the same version.
     auto fenced = [&](Stmt &st) {
@@ -871,11 +944,16 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
   // so a page resumed after key N stepped over the N rows before it (reconcile, which
   // reads the ledger in pages, was quadratic in rows).
   const bool resume = !after.empty() && after >= prefix; // after < prefix: the prefix bounds
-  auto st = q(std::string("SELECT ") + k_file_cols + " FROM file_upload WHERE object_key " +
-              (resume ? ">" : ">=") + " ?1 ORDER BY object_key");
+  // Rows sharing another row's object have no object of their own: the row that wrote it
+  // stands for them, with the count of its alive sharers.
+  auto st = q(std::string("SELECT ") + k_file_cols +
+              ", (SELECT count(*) FROM file_upload s WHERE s.content_key = file_upload.object_key"
+              " AND s.is_deleted = 0) FROM file_upload WHERE object_key " +
+              (resume ? ">" : ">=") + " ?1 AND content_of IS NULL ORDER BY object_key");
   st.bind(1, resume ? after : prefix);
   while (st.step()) {
     auto r = read_file(st);
+    r.alive_sharers = st.col_int(31);
     if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
     if (!visit(r)) return;
   }

@@ -126,14 +126,17 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   // proves nothing: the task is retried. A missing object still goes through remove_all,
   // which clears what a HEAD cannot see (older versions, an incomplete multipart upload
   // of this very key) and is a no-op otherwise.
+  // A row sharing another row's object: the stamp names the row that wrote it.
+  auto row = find_row(task.record_id);
+  const int64_t stamp_id = row ? row->stamp_id() : task.record_id;
   auto seen = store.head(task.object_key);
   if (!seen && seen.error().code != Errc::not_found) return failed_attempt(task, s, clock, seen.error());
   if (seen) {
-    if (auto whose = foreign_stamp(seen->metadata, ledger_uuid, task.record_id)) {
+    if (auto whose = foreign_stamp(seen->metadata, ledger_uuid, stamp_id)) {
       TaskWork w;
       w.then = TaskWork::Then::foreign;
       w.error = "not deleted: the object at " + task.object_key + " is stamped " + *whose + ", not record #" +
-                std::to_string(task.record_id) + " of this ledger (" + ledger_uuid + ")";
+                std::to_string(stamp_id) + " of this ledger (" + ledger_uuid + ")";
       w.end.kind = ledger::TaskEnd::Kind::dead_letter;
       w.end.task = task;
       w.end.error = w.error;
@@ -143,7 +146,6 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   // A failed upload's object was never tagged committed: its delete is guarded, so a
   // committed object (a confirmed upload) can never be deleted by it, even by mistake.
   // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
-  auto row = find_row(task.record_id);
   const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
   auto removed = store.remove_all(task.object_key,
                                   failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);

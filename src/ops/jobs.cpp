@@ -6,6 +6,7 @@
 #include <lodge/ops/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
 
 namespace lodge::ops {
 
@@ -189,10 +190,18 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     return pos < page.size() ? &page[pos] : nullptr;
   };
 
+  // A row whose object alive rows share is in use whatever its own state (I5, shared).
+  auto in_use = [](const ledger::FileRecord &r) {
+    return (r.upload_status == ledger::FileStatus::active && !r.is_deleted) || r.alive_sharers > 0;
+  };
   auto row_only = [&](const ledger::FileRecord &r) {
     ++sum.rows;
-    if (r.upload_status == ledger::FileStatus::active && !r.is_deleted)
-      found({"dangling", r.object_key, r.id, "ACTIVE record #" + std::to_string(r.id) + " has no object",
+    if (in_use(r))
+      found({"dangling", r.object_key, r.id,
+             (r.is_deleted ? "record #" + std::to_string(r.id) + ", shared by " +
+                                 util::plural(r.alive_sharers, "alive record") + ","
+                           : "ACTIVE record #" + std::to_string(r.id)) +
+                 " has no object",
              false});
   };
 
@@ -236,7 +245,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
 
   auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     ++sum.rows;
-    if (r.upload_status == ledger::FileStatus::active && !r.is_deleted) {
+    if (in_use(r)) {
       if (obj.size != static_cast<uint64_t>(r.size)) {
         found({"corrupt", r.object_key, r.id,
                "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});

@@ -197,6 +197,7 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"updated_at", r.updated_at},
                    {"upload_deadline_at", r.upload_deadline_at},
                    {"object_key", r.object_key},
+                   {"shares", opt(r.content_of)},
                    {"size", r.size},
                    {"sha256", r.sha256},
                    {"media_type", r.media_type},

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <lodge/util/threads.hpp>
 #include <mutex>
 #include <sys/stat.h>
+#include <thread>
 
 namespace lodge::ops {
 
@@ -200,6 +202,7 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
       r.outcome = UploadOutcome::duplicate;
       r.unchanged = true;
       r.id = cached->id;
+      r.shares = cached->content_of;
       r.object_key = cached->object_key;
       r.sha256 = cached->sha256;
       r.media_type = cached->media_type;
@@ -302,6 +305,9 @@ ledger::ReserveRequest Uploader::reserve_request(const std::string &name, const 
   req.idempotency_key = m_s.idempotency_key;
   req.content_type = r.content_type;
   req.object_options = m_options_json;
+  // A path whose new content is already stored elsewhere is shared, and --replace retires
+  // the path's older rows then as confirm does otherwise.
+  if (m_s.replace) req.retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
   return req;
 }
 
@@ -309,31 +315,46 @@ std::optional<FileResult>
 Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::ReserveResult &res,
                       int64_t &wall_at_reserve, int64_t &steady_at_reserve,
                       const std::function<void(const ledger::FileRecord &)> &own_duplicate) {
-  // A duplicate is reported only when its object is verified in the store. A row whose
-  // object is gone is retired (soft-deleted, its task harmless) and the reservation is
-  // made again, which then finds the next alive copy or makes a new row. Bounded: each
-  // round retires one row, and a third missing copy in a row is reported, not chased.
+  // A duplicate is reported, and an object shared, only once the object is verified in the
+  // store. A row whose object is gone is retired (soft-deleted, its task harmless) and the
+  // reservation is made again, which then finds the next alive copy or makes a new row.
+  // Bounded: each round retires one row, and a third missing copy in a row is reported, not
+  // chased.
+  ledger::ReserveRequest ask = req;
+  int missing = 0;
+  int waits = 0;
   for (int round = 0;; ++round) {
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
     // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(req, wall_at_reserve))
-                                : m_s.id_blocks->reserve(m_ledger, m_store, req, wall_at_reserve, m_clock);
+    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(ask, wall_at_reserve))
+                                : m_s.id_blocks->reserve(m_ledger, m_store, ask, wall_at_reserve, m_clock);
     if (!reserved) {
       r.outcome = UploadOutcome::failed;
       r.error = reserved.error();
       return r;
     }
     res = reserved.value();
-    if (res.outcome != ledger::ReserveOutcome::duplicate) break;
+    if (res.outcome == ledger::ReserveOutcome::share_gone && round < 8) {
+      ask.share_with.reset(); // deleted meanwhile: look again
+      continue;
+    }
+    if (res.outcome == ledger::ReserveOutcome::in_progress && wait_for_own(res.record, waits++)) continue;
+    if (res.outcome != ledger::ReserveOutcome::duplicate && res.outcome != ledger::ReserveOutcome::shareable)
+      break;
     const auto &dup = res.record;
     auto present = check_duplicate(dup);
+    if (present && res.outcome == ledger::ReserveOutcome::shareable) {
+      ask.share_with = dup.id; // the path gets its own row, sharing the verified object
+      continue;
+    }
     if (present) {
       // A file that is its own row's content under a stat the cache does not know (a row
       // older than the cache, a touched file): recorded, so the next run need not read it.
       if (own_duplicate) own_duplicate(dup);
       r.outcome = UploadOutcome::duplicate;
       r.id = dup.id;
+      r.shares = dup.content_of;
       r.object_key = dup.object_key;
       r.error =
           Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
@@ -344,7 +365,7 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
       r.outcome = UploadOutcome::planned; // its copy is missing: a real run uploads it anew
       return r;
     }
-    if (present.error().code != Errc::not_found || round == 2) {
+    if (present.error().code != Errc::not_found || missing == 2) {
       r.outcome = UploadOutcome::failed;
       r.error = present.error();
       if (r.error->code == Errc::not_found)
@@ -353,6 +374,7 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
             r.error->message + "); not uploaded this time, retry it";
       return r;
     }
+    ++missing;
     if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
                               m_s.max_retries) == ledger::MissingOutcome::marked_missing)
       util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
@@ -362,7 +384,22 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
   const auto &rec = res.record;
   switch (res.outcome) {
   case ledger::ReserveOutcome::duplicate:
+  case ledger::ReserveOutcome::shareable:
     break; // answered in the loop above
+  case ledger::ReserveOutcome::shared:
+    // Stored once, restorable by this path too: the path's row shares the object.
+    r.outcome = UploadOutcome::duplicate;
+    r.id = rec.id;
+    r.shares = rec.content_of;
+    r.object_key = rec.object_key;
+    r.error = Error(Errc::duplicate, "same content as file #" + std::to_string(*rec.content_of) +
+                                         "; stored once, shared by this path's row");
+    return r;
+  case ledger::ReserveOutcome::share_gone:
+    r.outcome = UploadOutcome::failed;
+    r.error = Error(Errc::state_changed, "every stored copy of the same content was deleted while this "
+                                         "file was being reserved; retry it");
+    return r;
   case ledger::ReserveOutcome::replayed:
     r.outcome = UploadOutcome::replayed;
     r.id = rec.id;
@@ -525,9 +562,21 @@ std::optional<std::string> object_differs(const store::ObjectInfo &h, const ledg
   if (h.size != static_cast<uint64_t>(rec.size))
     return "its size is " + std::to_string(h.size) + ", not " + std::to_string(rec.size);
   if (auto l = stamp(store::meta::ledger, ledger_uuid)) return l;
-  if (auto id = stamp(store::meta::record, std::to_string(rec.id))) return id;
+  if (auto id = stamp(store::meta::record, std::to_string(rec.stamp_id()))) return id;
   if (full) return stamp(store::meta::sha256, rec.sha256);
   return std::nullopt;
+}
+
+bool Uploader::wait_for_own(const ledger::FileRecord &uploading, int waits) {
+  // The same content is being uploaded by this very run (another path of the tree, on this
+  // worker or another): its confirm is near, so this file waits for it and then shares its
+  // object, instead of failing "in progress". Bounded by that row's deadline.
+  const auto &me = this_process();
+  if (!me || uploading.holder != me->text() || m_clock.now_ms() >= uploading.upload_deadline_at) return false;
+  settle_tails(0); // it may be this worker's own pending confirm
+  if (waits > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(waits, 6), 100)));
+  return true;
 }
 
 Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
@@ -542,7 +591,8 @@ Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
     return e;
   }
   // The stamp is checked where the store returns one; an object that is another one (a
-  // foreign write, a restored ledger's reused key) is no copy of this file.
+  // foreign write, a restored ledger's reused key) is no copy of this file. A shared
+  // object's stamp names the row that wrote it (object_differs compares stamp_id()).
   if (auto why = object_differs(h.value(), existing, m_ledger.uuid(), false))
     return Error(Errc::storage_error, "the object of " + what +
                                           ", of the same content, is not the one its row recorded (" + *why +

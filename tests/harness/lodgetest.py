@@ -918,7 +918,8 @@ def check_invariants(tc, objects=None, max_files=None):
     backend: I1 (every alive ACTIVE row has its object); I2 (no object under the prefix
     without a row: objects exist only for keys the ledger issued); I3 (alive rows per owner
     within max_files); I4 (scoped: one alive 'owner' row per owner and digest, one alive
-    row that is not 'none' per owner, prefix and digest); every row has exactly one cleanup
+    row that is not 'none' per owner, prefix and digest, among rows that wrote their own
+    object; a row sharing another's object names it, its key and its digest); every row has exactly one cleanup
     task and every task belongs to an existing row. On SQLite also PRAGMA integrity_check
     and foreign_key_check. `objects` (key -> size) defaults to the test's `objects()`, on
     either kind of store."""
@@ -931,8 +932,18 @@ def check_invariants(tc, objects=None, max_files=None):
     tasks = tc.ledger_tasks()
     by_id = {r["id"]: r for r in rows}
     tc.assertEqual(len(by_id), len(rows), "row ids are unique")
-    keys = {r["object_key"] for r in rows}
-    tc.assertEqual(len(keys), len(rows), "one object key per row, never reused")
+    # A row that shares another row's object (de-duplication at another path) reads as that
+    # object's key; every other row has a key of its own, never reused.
+    own = [r for r in rows if r.get("shares") is None]
+    keys = {r["object_key"] for r in own}
+    tc.assertEqual(len(keys), len(own), "one object key per row that wrote one, never reused")
+    for r in rows:
+        if r.get("shares") is not None:
+            holder = by_id.get(r["shares"])
+            tc.assertIsNotNone(holder, f"row {r['id']} shares the object of a row that does not exist")
+            tc.assertIsNone(holder.get("shares"), f"row {r['id']} shares a sharing row")
+            tc.assertEqual(r["object_key"], holder["object_key"], f"row {r['id']}: the shared object's key")
+            tc.assertEqual(r["sha256"], holder["sha256"], f"row {r['id']}: the shared object's digest")
     alive = [r for r in rows if not r["deleted"]]
     for r in rows:
         if r["upload_status"] == "ACTIVE" and not r["deleted"]:
@@ -952,6 +963,8 @@ def check_invariants(tc, objects=None, max_files=None):
     # that is not 'none' per (owner, run prefix, digest).
     seen_owner, seen_prefix = {}, {}
     for r in alive:
+        if r.get("shares") is not None:
+            continue  # it stores nothing: the row it shares holds the content
         if r["dedup"] == "owner":
             k = (r["owner"], r["sha256"])
             tc.assertNotIn(k, seen_owner, f"I4 (owner scope): rows {seen_owner.get(k)} and {r['id']}")

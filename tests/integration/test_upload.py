@@ -108,10 +108,18 @@ class UploadS3(UploadMixin, S3TestCase):
         r = self.up(b)
         self.assertEqual(r.rc, 0, r)
         second = self.one(r)
+        # Stored once; the second path gets a row of its own that shares the object.
         self.assertEqual(second["outcome"], "duplicate")
-        self.assertEqual(second["id"], first["id"])
-        self.assertEqual(self.sql("SELECT count(*) FROM file_upload")[0][0], 1)
+        self.assertEqual(second["shares"], first["id"])
+        self.assertNotEqual(second["id"], first["id"])
+        self.assertEqual(second["object_key"], first["object_key"])
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload")[0][0], 2)
         self.assertEqual(len(self.objects()), 1)
+        # The same path again is a plain duplicate of its own row: nothing new.
+        again = self.one(self.up(b))
+        self.assertEqual((again["outcome"], again["id"]), ("duplicate", second["id"]))
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload")[0][0], 2)
+        check_invariants(self)
 
     def test_every_validation_code(self):
         files = {

@@ -310,7 +310,7 @@ TEST_CASE("migration: a version-3 ledger is migrated on open and its rows go on 
   CHECK(l->find_task_for(2)->status == ledger::TaskStatus::ignored);
   auto dup = request("o", "1");
   auto d = l->reserve(dup, clock.t);
-  CHECK(d.outcome == ReserveOutcome::duplicate);
+  CHECK(d.outcome == ReserveOutcome::shareable);
   CHECK(d.record.id == 1);
   auto fresh_row = l->reserve(request("o", "3"), clock.t);
   REQUIRE(fresh_row.outcome == ReserveOutcome::reserved);

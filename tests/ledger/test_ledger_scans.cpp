@@ -184,8 +184,8 @@ TEST_CASE("reserve: its reads cost the same whatever the number of the owner's r
     // A duplicate of a row in the middle of the owner's rows.
     auto dup = req;
     dup.sha256 = std::string(60, '0') + "2000";
-    auto dup_reads = reserve_reads(dup, ledger::ReserveOutcome::duplicate);
-    CHECK(dup_reads.size() == 1);
+    auto dup_reads = reserve_reads(dup, ledger::ReserveOutcome::shareable);
+    CHECK(dup_reads.size() == 2); // the path's current row, then the copy that holds the content
     reads.insert(reads.end(), dup_reads.begin(), dup_reads.end());
     for (const auto &read : reads) {
       INFO(read.first);

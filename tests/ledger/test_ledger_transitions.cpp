@@ -131,7 +131,7 @@ TEST_CASE("reserve: duplicate per de-dup scope (owner, prefix, none); in_progres
   REQUIRE(e.l->confirm(a.record.id, "etag-a", "", e.now()) == test::confirm_outcome::confirmed);
   // owner: any alive row of the owner, whatever its prefix.
   auto d = in("o", "p2", ledger::DedupScope::owner);
-  CHECK(d.outcome == ReserveOutcome::duplicate);
+  CHECK(d.outcome == ReserveOutcome::shareable);
   CHECK(d.record.id == a.record.id);
   // prefix: only a row under the same run prefix.
   CHECK(in("o", "p1", ledger::DedupScope::prefix).outcome == ReserveOutcome::duplicate);
@@ -148,7 +148,7 @@ TEST_CASE("reserve: duplicate per de-dup scope (owner, prefix, none); in_progres
   CHECK(own.record.id == b.record.id);
   // ... else an ACTIVE one.
   auto other = in("o", "p3", ledger::DedupScope::owner);
-  CHECK(other.outcome == ReserveOutcome::duplicate);
+  CHECK(other.outcome == ReserveOutcome::shareable);
   CHECK(other.record.id == a.record.id);
   // A dead row makes no duplicate.
   REQUIRE(e.l->soft_delete(a.record.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);

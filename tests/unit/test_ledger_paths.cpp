@@ -84,13 +84,13 @@ TEST_CASE("a row keeps its relative path, run prefix and scope") {
   CHECK(res.record.relative_path == "n.txt");
 }
 
-TEST_CASE("prefix scope: the same content under another prefix is a new row; under the same, a duplicate") {
+TEST_CASE("prefix scope: the same content under another prefix is a new row; under the same, shared") {
   Env e;
   auto b1 = e.active("a", "f.txt", "builds/1", DedupScope::prefix);
   auto b2 = e.reserve("a", "f.txt", "builds/2", DedupScope::prefix);
   CHECK(b2.outcome == ReserveOutcome::reserved);
   auto again = e.reserve("a", "g.txt", "builds/1", DedupScope::prefix);
-  CHECK(again.outcome == ReserveOutcome::duplicate);
+  CHECK(again.outcome == ReserveOutcome::shareable); // another path: it will share b1's object
   CHECK(again.record.id == b1.id);
   // Still uploading under builds/2: the same content there is in progress, not a second row.
   CHECK(e.reserve("a", "f.txt", "builds/2", DedupScope::prefix).outcome == ReserveOutcome::in_progress);
@@ -98,12 +98,13 @@ TEST_CASE("prefix scope: the same content under another prefix is a new row; und
   CHECK(e.reserve("a", "f.txt", "builds/1", DedupScope::prefix, "p").outcome == ReserveOutcome::reserved);
 }
 
-TEST_CASE("owner scope: any alive row of the owner is a duplicate, preferring one in this prefix") {
+TEST_CASE("owner scope: any alive row of the owner holds the content, preferring one in this prefix") {
   Env e;
   auto b1 = e.active("a", "f.txt", "builds/1", DedupScope::prefix);
   auto b2 = e.active("a", "f.txt", "builds/2", DedupScope::prefix);
+  // No row at builds/3/f.txt: the path gets a row of its own sharing a stored copy.
   auto d = e.reserve("a", "f.txt", "builds/3", DedupScope::owner);
-  CHECK(d.outcome == ReserveOutcome::duplicate);
+  CHECK(d.outcome == ReserveOutcome::shareable);
   CHECK(d.record.id == b1.id); // none in builds/3: the oldest
   d = e.reserve("a", "f.txt", "builds/2", DedupScope::owner);
   CHECK(d.outcome == ReserveOutcome::duplicate);
@@ -114,7 +115,7 @@ TEST_CASE("owner scope: any alive row of the owner is a duplicate, preferring on
   auto o = f.active("c", "x.txt", "", DedupScope::owner);
   CHECK(f.reserve("c", "x.txt", "p", DedupScope::prefix).outcome == ReserveOutcome::reserved);
   auto again = f.reserve("c", "x.txt", "q", DedupScope::owner);
-  CHECK(again.outcome == ReserveOutcome::duplicate);
+  CHECK(again.outcome == ReserveOutcome::shareable);
   CHECK(again.record.id == o.id);
 }
 

@@ -113,9 +113,13 @@ TEST_CASE("dedup scopes through the uploader: prefix keeps a copy per prefix, ow
   CHECK(b1.object_key.rfind("o/builds/1/", 0) == 0);
   CHECK(b2.object_key.rfind("o/builds/2/", 0) == 0);
   CHECK(b1.object_key.ends_with("/a.txt"));
+  // Stored once under owner scope, but builds/3/a.txt gets a row of its own sharing it.
   auto owner = e.upload("owner", "builds/3");
   CHECK(owner.outcome == ops::UploadOutcome::duplicate);
-  CHECK(owner.id == b1.id);
+  CHECK(owner.shares == b1.id);
+  CHECK(owner.id != b1.id);
+  CHECK(owner.object_key == b1.object_key);
+  CHECK(e.l->find_by_path("o", "builds/3", "a.txt").at(0).id == *owner.id);
   auto n1 = e.upload("none", "builds/1");
   CHECK(n1.outcome == ops::UploadOutcome::active);
   CHECK(n1.id != b1.id);

@@ -70,11 +70,24 @@ struct ReserveRequest {
   // When set, the row is inserted only if its id is at most this (the end of the id block
   // the store's marker covers); otherwise outcome id_limit_reached and nothing written.
   std::optional<int64_t> id_limit;
+  // The answer to `shareable`: the alive ACTIVE row (the one that outcome named) whose object
+  // the caller found in the store. The new row shares that object and is ACTIVE at once
+  // (outcome shared); share_gone if that row is no longer alive and ACTIVE.
+  std::optional<int64_t> share_with;
+  // upload --replace, for a shared row: the other alive rows at its path are retired as
+  // confirm's `retire` does.
+  std::optional<Retire> retire;
 };
 
+// duplicate: the path's current row already holds this content (nothing to do).
+// shareable: an alive ACTIVE row of the scope, at another path (or not the path's current
+// row), holds this content: check its object, then reserve again with share_with.
 enum class ReserveOutcome {
   reserved,
   duplicate,
+  shareable,
+  shared,
+  share_gone,
   replayed,
   quota_exceeded,
   key_reused,

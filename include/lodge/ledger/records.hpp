@@ -54,7 +54,15 @@ struct FileRecord {
   std::string relative_path; // as the upload found it (sanitized); the key ends with it
   std::string run_prefix;    // the run's --prefix, "" when none
   DedupScope dedup_scope = DedupScope::owner;
+  // The key of the object holding the file's bytes: the row's own, or (a row sharing another
+  // row's object, content_of set) that object's.
   std::string object_key;
+  // De-duplication at another path: the row whose object this row shares (its stamp names
+  // that row). nullopt: the row wrote its own object.
+  std::optional<int64_t> content_of;
+  // Filled by rows_by_key only: how many alive rows share this row's object (its key stays
+  // in use while any does, whatever this row's own state).
+  int64_t alive_sharers = 0;
   std::string media_type;
   std::string sha256;
   int64_t size = 0;
@@ -79,6 +87,8 @@ struct FileRecord {
   [[nodiscard]] const std::string &object_content_type() const {
     return content_type ? *content_type : media_type;
   }
+  // The record id the object's stamp names (the row that wrote it).
+  [[nodiscard]] int64_t stamp_id() const { return content_of.value_or(id); }
 };
 
 struct TaskRecord {

@@ -75,6 +75,9 @@ struct FileResult {
   std::string media_type;   // detected from the content (what the policy checks)
   std::string content_type; // what the object is stored with
   bool unchanged = false;   // a duplicate the stat cache found: the file was not read
+  // A duplicate whose row shares another row's object (de-duplication at another path):
+  // that row's id. The path is restorable by its own row (`id`).
+  std::optional<int64_t> shares;
   std::optional<Error> error;
   std::string reason; // why it was skipped (outcome skipped)
 };
@@ -175,6 +178,10 @@ private:
                                         ledger::ReserveResult &res, int64_t &wall_at_reserve,
                                         int64_t &steady_at_reserve,
                                         const std::function<void(const ledger::FileRecord &)> &own_duplicate);
+  // in_progress by this process's own upload of the same content: true after settling this
+  // worker's pending confirms (and a short wait from the second time on), so the caller
+  // reserves again; false when another process holds it or its deadline passed.
+  bool wait_for_own(const ledger::FileRecord &uploading, int waits);
   // A stored file's confirm queued (behind a store flush that makes its object durable), or
   // t.done when it ended before.
   void begin_tail(Tail &t, const store::PutResult &put);
