@@ -92,7 +92,9 @@ class Recovery(StoreTestCase):
         self.upload("a.txt", "same\n")
         r, res = self.upload("b.txt", "same\n")
         self.assertEqual((r.rc, res["outcome"]), (0, "duplicate"))
-        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE is_deleted = 0"), [(1,)])
+        # Stored once: b.txt's row shares a.txt's object.
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE is_deleted = 0"), [(2,)])
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE content_of IS NOT NULL"), [(1,)])
         self.check()
 
     def test_quota_race(self):
