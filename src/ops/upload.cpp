@@ -115,6 +115,19 @@ ledger::FileStat stat_of(const struct stat &st) {
           ns_of(st.st_ctim)};
 }
 
+} // namespace
+
+bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms) {
+  constexpr int64_t k_second = 1'000'000'000;
+  // Whole-second timestamps (ext4 with 128-byte inodes, ext3, HFS+) or FAT's two seconds:
+  // two seconds. Finer ones still advance by the kernel's clock tick: a tenth of a second
+  // covers any tick.
+  const bool whole_seconds = stat.mtime_ns % k_second == 0 && stat.ctime_ns % k_second == 0;
+  const int64_t granularity = whole_seconds ? 2 * k_second : k_second / 10;
+  return std::max(stat.mtime_ns, stat.ctime_ns) > taken_ms * 1'000'000 - granularity;
+}
+
+namespace {
 // Whether a file still is what `before` saw: size, mtime and ctime (a write, a truncate,
 // a rename over it, a touch back to the old mtime all move ctime).
 bool same_file(const struct stat &before, int fd) {
@@ -161,6 +174,7 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   }
   struct stat st {};
   if (auto s = regular_file(path, fd.get(), st); !s) return rejected(r, s.error());
+  const int64_t stat_taken_ms = m_clock.now_ms();
   if (file.has_identity && (st.st_dev != file.dev || st.st_ino != file.ino))
     return rejected(r, Error(Errc::file_changed, util::escape_for_terminal(path) +
                                                      " was replaced after the walk listed it; not uploaded"));
@@ -231,14 +245,16 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   ledger::ReserveRequest req = reserve_request(name.value(), r);
   req.deadline_ms = m_s.policy.deadline_ms;
   if (const auto &me = this_process()) req.holder = me->text();
-  req.stat = fst;
+  // A racily clean stat is never recorded: the next run reads the file again.
+  const bool cacheable = !ops::racily_clean(fst, stat_taken_ms);
+  if (cacheable) req.stat = fst;
   req.dry_run = m_s.dry_run;
   (void)failpoint::hit("upload.before_reserve");
   int64_t wall_at_reserve = 0;
   int64_t steady_at_reserve = 0;
   ledger::ReserveResult res;
   auto own_duplicate = [&](const ledger::FileRecord &dup) {
-    if (!m_s.dry_run && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
+    if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
         dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
       (void)m_ledger.record_stat(dup.id, fst, m_clock.now_ms());

@@ -7,16 +7,19 @@ file was read is proven with the upload.before_read failpoint, which fails any f
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import StoreTestCase, check_invariants, converge, main  # noqa: E402
+from lodgetest import StoreTestCase, check_invariants, converge, main, wait_until  # noqa: E402
 
 CONFIG = {
     "policies": {"default": {"max_size": "64MiB", "deadline": "10m", "grace": "5s"}},
     "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
 }
 NO_READ = {"LODGE_FAILPOINTS": "upload.before_read=error"}
+NOW_STAT = {"NO_FAKE_STAT": "1"}
 
 
 class StatCache(StoreTestCase):
@@ -28,8 +31,11 @@ class StatCache(StoreTestCase):
         for rel, body in [("a.txt", "alpha\n"), ("sub/b.css", "b{}\n"), ("sub/deeper/c.bin", "\x00\x01c")]:
             self.write(os.path.join("tree", rel), body)
 
-    def upload(self, *args, env=None):
-        r = self.lodge("upload", "--json", *args, self.tree, env=env)
+    def upload(self, *args, env=None, later="+3s"):
+        # Three seconds on: the tree was just written, and a file modified within its
+        # filesystem's timestamp granularity of the upload is racily clean, never cached.
+        # (NO_FAKE_STAT: libfaketime would shift the files' timestamps as well.)
+        r = self.lodge("upload", "--json", *args, self.tree, env={**(env or {}), **NOW_STAT}, later=later)
         lines = r.json_lines()
         return r, {os.path.relpath(l["file"], self.tree): l for l in lines if "file" in l}, lines[-1]["summary"]
 
@@ -158,6 +164,60 @@ class StatCache(StoreTestCase):
         r, res, summary = self.upload("--dry-run")
         self.assertEqual((res["sub/b.css"]["outcome"], summary["planned"]), ("planned", 1), r)
         self.assertEqual(self.rows(), rows)
+
+
+class RacilyClean(StoreTestCase):
+    """A filesystem with one-second timestamps (ext4 made with 128-byte inodes, loop-mounted):
+    a file rewritten with the same size within the second of its upload keeps its size,
+    mtime and ctime. Its stat must not be trusted: it is read again and the new bytes stored."""
+
+    def setUp(self):
+        super().setUp()
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        self.init()
+        image = os.path.join(self.dir, "fs.img")
+        with open(image, "wb") as f:
+            f.truncate(8 * 1024 * 1024)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-I", "128", image], check=True, capture_output=True)
+        self.mnt = os.path.join(self.dir, "mnt")
+        os.mkdir(self.mnt)
+        subprocess.run(["mount", "-o", "loop", image, self.mnt], check=True, capture_output=True)
+        self.addCleanup(subprocess.run, ["umount", self.mnt], check=True)
+        os.chmod(self.mnt, 0o700)
+
+    def up(self, path, env=None, **kw):
+        r = self.lodge("upload", "--json", path, env={**(env or {}), **NOW_STAT}, **kw)
+        lines = r.json_lines()
+        self.assertEqual(r.rc, 0, r)
+        return lines[0]
+
+    def test_a_file_rewritten_within_its_timestamp_is_read_again(self):
+        path = os.path.join(self.mnt, "f.txt")
+        for attempt in range(5):
+            # Start early in a second, so the write, the upload and the rewrite share it.
+            wait_until(lambda: time.time() % 1 < 0.3, timeout=2, what="the start of a second")
+            with open(path, "w") as f:
+                f.write(f"first {attempt}\n")
+            before = os.stat(path)
+            self.assertEqual(before.st_mtime_ns % 1_000_000_000, 0, "one-second timestamps")
+            first = self.up(path)
+            self.assertEqual(first["outcome"], "active", first)
+            with open(path, "w") as f:
+                f.write(f"other {attempt}\n")  # the same size
+            after = os.stat(path)
+            if (after.st_mtime_ns, after.st_ctime_ns) == (before.st_mtime_ns, before.st_ctime_ns):
+                break  # the racy case: nothing in the stat tells the rewrite
+        else:
+            self.fail("never rewrote the file within the second of its upload")
+        second = self.up(path)
+        self.assertEqual((second["outcome"], second.get("unchanged")), ("active", None), second)
+        self.assertEqual(self.object_bytes(second["object_key"]), f"other {attempt}\n".encode())
+        # Once the file is older than its timestamps' granularity its stat is cached: a run
+        # later reads it once more and records the stat, the next one does not read it.
+        third = self.up(path, later="+5s")
+        self.assertEqual((third["outcome"], third["unchanged"]), ("duplicate", False), third)
+        fourth = self.up(path, later="+6s", env=NO_READ)
+        self.assertEqual((fourth["outcome"], fourth["unchanged"]), ("duplicate", True), fourth)
 
 
 if __name__ == "__main__":

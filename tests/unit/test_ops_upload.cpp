@@ -350,3 +350,18 @@ TEST_CASE(
   REQUIRE(task);
   CHECK(task->status != ledger::TaskStatus::ignored);
 }
+
+TEST_CASE("racily clean: a stat within its timestamps' granularity of when it was taken is not trusted") {
+  constexpr int64_t s = 1'000'000'000;
+  const int64_t now_ms = 1'700'000'010'000; // the moment the stat was taken
+  const int64_t now_ns = now_ms * 1'000'000;
+  // Whole-second timestamps: two seconds.
+  CHECK(ops::racily_clean({1, 1, now_ns - 1 * s, now_ns - 1 * s}, now_ms));
+  CHECK_FALSE(ops::racily_clean({1, 1, now_ns - 3 * s, now_ns - 3 * s}, now_ms));
+  CHECK(ops::racily_clean({1, 1, now_ns - 3 * s, now_ns - 1 * s}, now_ms)); // ctime counts too
+  // Nanosecond timestamps: a tenth of a second.
+  CHECK(ops::racily_clean({1, 1, now_ns - 50'000'000 + 7, now_ns - 50'000'000 + 7}, now_ms));
+  CHECK_FALSE(ops::racily_clean({1, 1, now_ns - 500'000'000 + 7, now_ns - 500'000'000 + 7}, now_ms));
+  // A timestamp in the future (another host's clock on a shared filesystem): racy.
+  CHECK(ops::racily_clean({1, 1, now_ns + 60 * s + 7, now_ns + 60 * s + 7}, now_ms));
+}

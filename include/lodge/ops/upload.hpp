@@ -64,6 +64,12 @@ struct UploadSettings {
   std::shared_ptr<Progress> progress; // null: nobody is watching
 };
 
+// git's "racy clean": a stat taken when the file's mtime or ctime was within the filesystem's
+// timestamp granularity of that moment (`taken_ms`, the wall clock) cannot tell a rewrite
+// of the same size in that same timestamp from the file it read. Such a stat is never
+// recorded for the stat cache; the next run reads the file again.
+[[nodiscard]] bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms);
+
 struct FileResult {
   std::string file;
   std::string relative_path; // what the row records, once it is known
