@@ -2,8 +2,9 @@
 without any sends the bytes with nothing but curl, and `lodge confirm` verifies the object
 (size, lodge's stamp, SHA-256) before the row becomes ACTIVE. Every way of sending the
 wrong bytes ends failed and cleaned; a reservation never sent is recovered like any
-crashed upload. On moto (and on Azurite with LODGE_IT_STORE=az: a SAS, checked by Azurite);
-the signature's pinning and expiry against a moto that checks signatures."""
+crashed upload. On moto behind a server that checks presigned URLs as S3 does (signature,
+expiry, pinned headers: tests/harness/motosigned.py), and on Azurite with LODGE_IT_STORE=az
+(a SAS, checked by Azurite)."""
 
 import hashlib
 import json
@@ -13,8 +14,8 @@ import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (LODGE, LodgeTestCase, StoreTestCase, aws, check_invariants, converge, main,  # noqa: E402
-                       s3_only)
+from lodgetest import (LODGE, LodgeTestCase, PresignCheckingMoto, StoreTestCase, aws, check_invariants,  # noqa: E402
+                       converge, main, s3_only)
 
 CONFIG = {
     "policies": {
@@ -32,17 +33,23 @@ def read(path):
         return f.read()
 
 
-def curl(put, path):
-    """Sends the file as the reservation says, with curl alone; returns the HTTP status."""
+def curl(put, path, headers=None, url=None):
+    """Sends the file as the reservation says, with curl alone (`headers` over the printed
+    ones, a value of None leaving one out; `url` instead of the printed one); returns the
+    HTTP status."""
     cmd = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", put["method"], "--upload-file", path]
-    for k, v in put["headers"].items():
-        cmd += ["-H", f"{k}: {v}"]
-    cmd.append(put["url"])
+    sent = dict(put["headers"])
+    sent.update(headers or {})
+    for k, v in sent.items():
+        cmd += ["-H", f"{k}: {v}" if v is not None else f"{k}:"]
+    cmd.append(url or put["url"])
     p = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=60)
     return int(p.stdout or 0)
 
 
 class Direct(StoreTestCase):
+    moto_class = PresignCheckingMoto  # on S3: presigned URLs checked for real
+
     def setUp(self):
         super().setUp()
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
@@ -150,15 +157,13 @@ class Direct(StoreTestCase):
         path = self.write("in/old.bin", data)
         # Made two hours ago with one hour to live.
         put = self.reserve(path, "--expires", "1h", later="-2h").json()
-        status = curl(put, path)
-        if self.store_kind == "az":
-            self.assertEqual(status, 403, "Azurite checks the SAS's expiry")
-        else:
-            # S3 refuses it ("Request has expired"); moto does not check presigned URLs, so
-            # what is checked here is that the expiry is signed in as asked.
+        # Azurite checks the SAS's expiry; in front of moto, the X-Amz-Date and X-Amz-Expires
+        # signed in ("Request has expired", as S3 says).
+        self.assertEqual(curl(put, path), 403)
+        self.assertNotIn(put["object_key"], self.objects(), "a refused PUT stores nothing")
+        if self.store_kind == "s3":
             q = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
             self.assertEqual(q["X-Amz-Expires"], "3600")
-            self.assertIn("x-amz-checksum-sha256", q["X-Amz-SignedHeaders"].split(";"))
         # Past its deadline (1h + the policy's 10m, two hours ago): failed as repair fails it,
         # and whatever landed is removed after the grace.
         due = self.lodge("confirm", "--all-due", "--json")
@@ -220,8 +225,8 @@ class Direct(StoreTestCase):
 
     @s3_only("SigV4 query signing")
     def test_the_url_is_the_sdks_signature_over_every_pinned_header(self):
-        # No server here checks a presigned URL's signature (moto's check fails on them,
-        # s3rver ignores them), so botocore signs the same request and the two must agree.
+        # The server in front of moto checks the signature with code written for these tests;
+        # botocore (the SDK's own SigV4) signs the same request too, and the two must agree.
         data = b"pinned\n"
         path = self.write("in/a b+c.tar.gz", data)
         r = self.reserve(path, "--expires", "15m", "--metadata", "build=42", "--cache-control", "max-age=60")
@@ -243,6 +248,7 @@ class Direct(StoreTestCase):
         self.assertNotEqual(ours["X-Amz-Signature"],
                             botocore_presigned(put, scope[0], self.env["AWS_SECRET_ACCESS_KEY"], scope[2])[1]
                             ["X-Amz-Signature"])
+        self.assertEqual(curl(put, path), 403, "a header sent other than signed is refused")
         # Sent as printed, with curl alone: stored, confirmed, checked with the aws CLI.
         put["headers"]["content-type"] = r.json()["headers"]["content-type"]
         self.assertEqual(curl(put, path), 200)
@@ -253,6 +259,37 @@ class Direct(StoreTestCase):
         back = os.path.join(self.dir, "back.tgz")
         aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", put["object_key"], back)
         self.assertEqual(read(back), data)
+
+    @s3_only("SigV4 query signatures, checked in front of moto as S3 checks them")
+    def test_the_server_refuses_what_the_url_does_not_sign(self):
+        data = os.urandom(5000)
+        path = self.write("in/signed.bin", data)
+        put = self.reserve(path, "--expires", "10m").json()
+        q = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
+        self.assertTrue({"content-length", "content-type", "host", "if-none-match", "x-amz-checksum-sha256",
+                         "x-amz-meta-lodgerecord"} <= set(q["X-Amz-SignedHeaders"].split(";")), q)
+        # Other bytes with their own Content-Length: not the length signed.
+        bigger = self.write("in/bigger.bin", data + b"more")
+        self.assertEqual(curl(put, bigger, {"content-length": str(len(data) + 4)}), 403)
+        # A pinned header left out; an x-amz header the URL does not sign.
+        self.assertEqual(curl(put, path, {"x-amz-checksum-sha256": None}), 403)
+        self.assertEqual(curl(put, path, {"x-amz-storage-class": "GLACIER"}), 403)
+        # The signature with one digit changed; the expiry stretched after signing.
+        sig = q["X-Amz-Signature"]
+        forged = put["url"].replace(sig, sig[:-1] + ("0" if sig[-1] != "0" else "1"))
+        self.assertEqual(curl(put, path, url=forged), 403)
+        self.assertEqual(curl(put, path, url=put["url"].replace("X-Amz-Expires=600", "X-Amz-Expires=6000")), 403)
+        self.assertEqual(self.objects(), {}, "nothing refused reached the store")
+        # The request as signed: stored, confirmed, read back with the aws CLI.
+        self.assertEqual(curl(put, path), 200)
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual((c.rc, c.json()["outcome"]), (0, "active"), c)
+        back = os.path.join(self.dir, "back.bin")
+        aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", put["object_key"], back)
+        self.assertEqual(read(back), data)
+        # Once stored, the same URL cannot replace it (If-None-Match: * is signed in).
+        self.assertEqual(curl(put, path), 412)
+        check_invariants(self)
 
     def test_the_url_is_never_logged(self):
         path = self.write("in/secret.bin", os.urandom(100))
