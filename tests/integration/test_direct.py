@@ -28,6 +28,10 @@ CONFIG = {
 }
 
 
+# The grace confirm keeps: the longest of CONFIG's policies (each takes default's 5s).
+GRACE_MS = 5_000
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()
@@ -93,25 +97,68 @@ class Direct(StoreTestCase):
         self.assertEqual(read(os.path.join(self.dir, "back.bin")), data)
         check_invariants(self)
 
-    def test_other_bytes_of_the_same_size_fail_and_are_cleaned(self):
+    def task(self, rid):
+        """(status, verify_pass, next_retry_at) of the row's cleanup task."""
+        return self.sql("SELECT status, verify_pass, next_retry_at FROM cleanup_task WHERE record_id = ?", (rid,))[0]
+
+    def url_until(self, rid):
+        """When the reservation's URL expires (ms), as its holder records it."""
+        return int(self.sql("SELECT holder FROM file_upload WHERE id = ?", (rid,))[0][0].split("until=")[1])
+
+    def test_other_bytes_stay_until_the_url_expired_so_a_second_put_leaves_nothing(self):
         data = os.urandom(10_000)
         path = self.write("in/a.bin", data)
         put = self.reserve(path).json()
+        until = self.url_until(put["id"])
         evil = self.write("in/evil.bin", os.urandom(10_000))
         status = curl(put, evil)
-        if status in (200, 201):
-            # The server took them (moto and Azurite do not check a SHA-256): confirm refuses.
-            c = self.lodge("confirm", "--json", put["id"])
-            self.assertEqual(c.rc, 1, c)
-            self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
-            self.assertIn("SHA-256", c.json()["error"]["message"])
-            # Definite: the row failed and its object is gone at once.
-            self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
-            self.assertNotIn(put["object_key"], self.objects())
-        else:
+        if status not in (200, 201):
             self.assertIn(status, (400, 403), "the server refused other bytes")
+            check_invariants(self)
+            return converge(self)
+        # The server took them (moto and Azurite check no SHA-256): confirm refuses.
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual(c.rc, 1, c)
+        self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
+        self.assertIn("SHA-256", c.json()["error"]["message"])
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        # Its object stays while the URL is valid: the URL is create-only, so the sender's
+        # second PUT through it cannot land while the key is taken. (Deleted at once, the key
+        # was free again and the second PUT left an object no task would ever remove.)
+        # (S3: 412 for If-None-Match; Azure: 403, the SAS's create permission never overwrites.)
+        self.assertIn(put["object_key"], self.objects())
+        self.assertIn(curl(put, path), (403, 409, 412))
+        # Removed at the URL's expiry plus the grace, and looked at once more after that.
+        self.assertEqual(self.task(put["id"]), ("PENDING", 1, until + GRACE_MS))
+        early = self.lodge("sweep", "--json", later="+30m")
+        self.assertEqual(early.rc, 0, early)
+        self.assertIn(put["object_key"], self.objects(), "not before the URL's expiry and the grace")
+        converge(self, later="+2h")
+        self.assertNotIn(put["object_key"], self.objects())
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 2), "the verify pass is owed")
+        last = self.lodge("sweep", "--json", later="+4h")
+        self.assertEqual(last.rc, 0, last)
+        self.assertEqual(self.task(put["id"])[0], "SUCCESS")
+        self.assertEqual(self.objects(), {})
         check_invariants(self)
+
+    def test_other_bytes_found_after_the_url_expired_are_removed_at_once(self):
+        path = self.write("in/late-evil.bin", os.urandom(3000))
+        put = self.reserve(path, "--expires", "1m").json()
+        status = curl(put, self.write("in/evil.bin", os.urandom(3000)))
+        if status not in (200, 201):
+            self.assertIn(status, (400, 403), "the server refused other bytes")
+            return converge(self)
+        # cron's --all-due, after the URL expired: nothing more can be sent through it.
+        due = self.lodge("confirm", "--all-due", "--json", later="+2m")
+        self.assertEqual(due.rc, 1, due)
+        self.assertEqual(due.json_lines()[0]["error"]["code"], "CONTENT_MISMATCH", due)
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        self.assertNotIn(put["object_key"], self.objects(), "deleted at once")
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 2), "a PUT begun before the expiry gets a verify pass")
         converge(self)
+        self.assertEqual(self.task(put["id"])[0], "SUCCESS")
+        check_invariants(self)
 
     def test_a_reservation_never_sent_is_recovered_like_a_crashed_upload(self):
         path = self.write("in/never.bin", os.urandom(1000))
