@@ -223,6 +223,11 @@ FileResult Uploader::confirm_direct(int64_t id) {
     return r;
   }
   std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.uuid(), true);
+  // The type it is served with (lodge url, a browser): S3 signs Content-Type in, but Azure's
+  // SAS cannot pin it, so a sender could store text/html for a text/plain reservation.
+  if (!why && h->content_type != rec.object_content_type())
+    why = "it was sent as Content-Type '" + util::escape_for_terminal(h->content_type) + "', reserved '" +
+          util::escape_for_terminal(rec.object_content_type()) + "'";
   if (!why) {
     if (m_store.capabilities().verifies_checksums && h->sha256_hex == rec.sha256) {
       // The server refused any other bytes and says which it kept.

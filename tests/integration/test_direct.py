@@ -14,8 +14,8 @@ import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (LODGE, LodgeTestCase, PresignCheckingMoto, StoreTestCase, aws, check_invariants,  # noqa: E402
-                       converge, main, s3_only)
+from lodgetest import (LODGE, LodgeTestCase, PresignCheckingMoto, StoreTestCase, aws, azblob,  # noqa: E402
+                       check_invariants, converge, main, s3_only)
 
 CONFIG = {
     "policies": {
@@ -306,6 +306,60 @@ class Direct(StoreTestCase):
         back = os.path.join(self.dir, "back.tgz")
         aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", put["object_key"], back)
         self.assertEqual(read(back), data)
+
+    def test_the_sas_lets_its_holder_create_the_blob_and_nothing_else(self):
+        if self.store_kind != "az":
+            self.skipTest("an Azure SAS (S3's URL signs one PUT with its headers: tested above)")
+        data = b"report\n"
+        path = self.write("in/report.txt", data)
+        put = self.reserve(path, "--tag", "team=ci").json()
+        sas = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
+        self.assertEqual(sas["sp"], "c", "create, and no tag permission")
+        self.assertNotIn("x-ms-tags", put["headers"], "the sender sets no tags")
+        self.assertEqual(curl(put, path), 201)
+        # Confirm tags the blob itself: committed, with the tags asked for.
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual((c.rc, c.json()["outcome"]), (0, "active"), c)
+        self.assertEqual(self.object_tags(put["object_key"]), {"state": "committed", "team": "ci"})
+        # The URL's holder cannot tag it pending (which the lifecycle rule would delete),
+        # overwrite it, read it or delete it.
+        retag = azblob(self.azurite.endpoint, "url-set-tags", put["url"], "state=pending", check=False)
+        self.assertEqual(retag.get("error", {}).get("status"), 403, retag)
+        self.assertEqual(self.object_tags(put["object_key"]), {"state": "committed", "team": "ci"})
+        self.assertEqual(curl(put, self.write("in/other.txt", b"other!\n")), 403)
+        for method in ("GET", "DELETE"):
+            p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, put["url"]],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.stdout, "403", method)
+        self.assertEqual(self.object_bytes(put["object_key"]), data)
+        check_invariants(self)
+
+    def test_another_content_type_is_refused_at_confirm(self):
+        path = self.write("in/note.txt", b"<script>alert(1)</script>\n")
+        put = self.reserve(path).json()
+        header = "x-ms-blob-content-type" if self.store_kind == "az" else "content-type"
+        self.assertEqual(put["headers"][header], "text/plain")
+        status = curl(put, path, {header: "text/html"})
+        if self.store_kind == "s3":
+            self.assertEqual(status, 403, "S3 signs Content-Type in")
+            self.assertEqual(self.objects(), {})
+            return
+        # Azure's SAS pins no header: the blob is stored as text/html, and confirm refuses it.
+        self.assertEqual(status, 201)
+        self.assertEqual(self.head(put["object_key"])["content_type"], "text/html")
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual(c.rc, 1, c)
+        self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
+        self.assertIn("text/html", c.json()["error"]["message"])
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        url = self.lodge("url", put["id"])
+        self.assertEqual(url.rc, 1, "never served")
+        # Failed like other bytes: removed after the URL's expiry and the grace (the blob
+        # carries no tag, which a failed upload's guarded delete counts as pending).
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 1))
+        converge(self, later="+2h")
+        self.assertEqual(self.objects(), {})
+        check_invariants(self)
 
     @s3_only("SigV4 query signatures, checked in front of moto as S3 checks them")
     def test_the_server_refuses_what_the_url_does_not_sign(self):
