@@ -807,7 +807,8 @@ Command add_confirm(CLI::App &app) {
   auto ids = std::make_shared<std::vector<int64_t>>();
   auto all_due = std::make_shared<bool>(false);
   auto *sub = app.add_subcommand(
-      "confirm", "Verify a direct upload's object (size, stamp, SHA-256) and make its file active");
+      "confirm",
+      "Verify a direct upload's object (size, stamp, Content-Type, SHA-256) and make its file active");
   sub->add_option("ids", *ids, "File ids that lodge reserve printed");
   sub->add_flag("--all-due", *all_due,
                 "Confirm or fail every direct upload whose URL has expired (for cron)");

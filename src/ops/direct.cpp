@@ -3,6 +3,7 @@
 // object before the row becomes ACTIVE. The reserve and confirm transactions are the
 // upload's own; only who sends the bytes differs.
 
+#include <algorithm>
 #include <cstring>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/inspect.hpp>
@@ -39,6 +40,40 @@ FileResult refused(FileResult r, UploadOutcome o, Error e) {
   r.outcome = o;
   r.error = std::move(e);
   return r;
+}
+
+// What confirm refuses of an object that was sent: the row fails now, but its object is not
+// deleted while the URL is valid. Whoever holds the URL may PUT again until it expires; the
+// URL is create-only, so while this object occupies the key nothing else can land there,
+// and deleting it would free the key for a retry that lands after the task is done (a
+// leftover for reconcile). So the task owes a verify pass (a PUT begun before the expiry may
+// still arrive after the delete) and is due at the URL's expiry plus the grace; past the
+// expiry the delete runs at once, through sweep's path (I8's stamp check), as for any
+// failure that cleans up itself.
+void fail_sent(ledger::Ledger &ledger, store::ObjectStore &store, const UploadSettings &s,
+               const util::Clock &clock, const ledger::FileRecord &rec, const Error &e, int64_t url_until) {
+  const int64_t now = clock.now_ms();
+  // fail_abandoned's task is due at the earlier of now + `grace` and deadline + `grace`: the
+  // sender here ends when the URL expires (before the deadline), so its grace runs from there.
+  const int64_t grace = std::max<int64_t>(0, url_until - now) + s.cleanup.grace_ms;
+  const bool expired = now >= url_until;
+  try {
+    if (ledger.fail_abandoned(rec.id, rec.holder.value_or(""), std::string(e.name()) + ": " + e.message, now,
+                              expired ? 0 : grace, s.max_retries) != ledger::RepairOutcome::repaired)
+      return; // no longer UPLOADING as reserved: whoever moved it on owns the cleanup
+  } catch (const LodgeError &le) {
+    util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
+                     "; repair will");
+    return;
+  }
+  if (!expired) return;
+  auto task = ledger.find_task_for(rec.id);
+  if (!task) return;
+  auto claimed = ledger.claim_task(task->id, clock.now_ms(), s.worker_id, s.lease_ms);
+  if (!claimed) return;
+  auto cleanup = s.cleanup;
+  cleanup.voice = CleanupSettings::Voice::upload;
+  (void)run_claimed_task(ledger, store, *claimed, cleanup, clock);
 }
 } // namespace
 
@@ -188,6 +223,11 @@ FileResult Uploader::confirm_direct(int64_t id) {
     return r;
   }
   std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.uuid(), true);
+  // The type it is served with (lodge url, a browser): S3 signs Content-Type in, but Azure's
+  // SAS cannot pin it, so a sender could store text/html for a text/plain reservation.
+  if (!why && h->content_type != rec.object_content_type())
+    why = "it was sent as Content-Type '" + util::escape_for_terminal(h->content_type) + "', reserved '" +
+          util::escape_for_terminal(rec.object_content_type()) + "'";
   if (!why) {
     if (m_store.capabilities().verifies_checksums && h->sha256_hex == rec.sha256) {
       // The server refused any other bytes and says which it kept.
@@ -209,13 +249,10 @@ FileResult Uploader::confirm_direct(int64_t id) {
     }
   }
   if (why) {
-    // Not the reserved bytes: the row fails now and its object goes by sweep's path (which
-    // deletes it only if its stamp names this ledger and row). Nothing else can land at
-    // the key: the URL is create-only.
-    fail(r, rec,
-         Error(Errc::content_mismatch, what + ": the object uploaded is not the one reserved (" + *why + ")"),
-         true);
-    return r;
+    // Not the reserved bytes: the row fails now; its object stays while the URL is valid.
+    Error e(Errc::content_mismatch, what + ": the object uploaded is not the one reserved (" + *why + ")");
+    fail_sent(m_ledger, m_store, m_s, m_clock, rec, e, *until);
+    return refused(r, UploadOutcome::failed, e);
   }
   const bool tags = m_store.capabilities().state_tags;
   switch (m_ledger.confirm(rec.id, h->etag, h->version_id, m_clock.now_ms(),

@@ -168,14 +168,21 @@ public:
     return PutResult{r->etag, r->version_id};
   }
 
-  // A SAS pins no header: whoever holds it may create this one blob (never overwrite it)
-  // until it expires. What arrives is checked by lodge confirm, byte for byte.
+  // A SAS pins no header (rsct and its kin only override what a GET through that SAS
+  // answers): whoever holds it may create this one blob (never overwrite it) until it
+  // expires, and do nothing else. Its permission is c alone: with t (which Azure asks of a
+  // Put Blob that sends x-ms-tags) the holder could set the blob's tags at any time, such as
+  // state=pending on a confirmed blob, which the lifecycle rule then deletes. So the sender
+  // sends no tags: the blob arrives untagged, confirm tags it committed (with the user's
+  // tags), and a failed upload's guarded delete counts an untagged blob as pending
+  // (remove_all). What arrives is checked by lodge confirm, byte for byte, type included.
   Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
     azure::WriteOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
-    set_options(o, req.options);
-    auto url = m_client->presign(req.key, req.expires_s, "ct");
+    o.access_tier = req.options.storage_class;
+    o.cache_control = req.options.cache_control;
+    auto url = m_client->presign(req.key, req.expires_s, "c");
     if (!url) return url.error();
     PresignedPut p;
     p.url = url.value();
@@ -236,7 +243,10 @@ public:
     azure::DeleteOptions d;
     if (guard == DeleteGuard::pending_only) d.if_tags = azure::k_if_pending;
     // The service enforces the tag condition: a committed blob answers 412 and stays.
-    if (auto s = m_client->delete_blob(key, d); !s) return s;
+    if (auto s = m_client->delete_blob(key, d); !s) {
+      if (guard != DeleteGuard::pending_only || s.error().code != Errc::precondition_failed) return s;
+      if (auto u = remove_untagged(key, s.error()); !u) return u;
+    }
     if (auto s = remove_versions(key); !s) return s;
     return clear_uncommitted(key);
   }
@@ -369,6 +379,24 @@ public:
   }
 
 private:
+  // A guarded delete refused (`refused`) a blob. One that carries lodge's stamp and no tag at
+  // all is a direct upload's (its sender may not set tags: its SAS has no t), never a
+  // committed object (only lodge tags, and only an ACTIVE row's object committed; cleanup
+  // checked the stamp names this row before): it counts as pending, so it is tagged pending
+  // and deleted under the tag condition and the ETag just seen (tagging keeps the ETag). A
+  // blob with any tag, or without lodge's stamp (another writer's), is refused as before.
+  Status remove_untagged(const std::string &key, const Error &refused) {
+    auto p = m_client->get_properties(key);
+    if (!p) return p.error().code == Errc::not_found ? ok_status() : Status(p.error());
+    if (p->tag_count != 0 || !p->metadata.contains(meta::ledger) || !p->metadata.contains(meta::record))
+      return refused;
+    if (auto t = m_client->set_tags(key, k_pending); !t) return t;
+    azure::DeleteOptions d;
+    d.if_tags = azure::k_if_pending;
+    d.if_match = p->etag;
+    return m_client->delete_blob(key, d);
+  }
+
   // Older versions of exactly this name, where the account keeps versions.
   Status remove_versions(const std::string &key) {
     if (m_client->versions_support() == azure::Support::absent) return ok_status();

@@ -72,7 +72,8 @@ constexpr std::array k_errcs{
     ErrcInfo{Errc::not_active, "NOT_ACTIVE", 1,
              "The file is not ACTIVE (still uploading, failed or deleted): there is nothing to get."},
     ErrcInfo{Errc::content_mismatch, "CONTENT_MISMATCH", 1,
-             "The bytes read back from the store differ from the ledger's size or SHA-256."},
+             "The object is not the one the ledger records: its bytes differ in size or SHA-256, or "
+             "(lodge confirm) its stamp or Content-Type differs from the reservation's."},
     ErrcInfo{Errc::output_exists, "OUTPUT_EXISTS", 1,
              "A different file already exists where get would write it (--force replaces it)."},
     ErrcInfo{Errc::ledger_unavailable, "LEDGER_UNAVAILABLE", 3,

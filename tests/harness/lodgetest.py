@@ -350,6 +350,19 @@ class SignatureCheckingMoto(Moto):
         return key_id, secret
 
 
+class PresignCheckingMoto(Moto):
+    """motosigned.py with moto's own header check off (any key goes, as with Moto) and every
+    presigned (query-signed) request checked for real, as S3 checks it: the signature with the
+    test key's secret, X-Amz-Expires against the current time, the headers it pins. A refused
+    one is a 403 that never reaches moto; an accepted one lands in moto as an ordinary PUT."""
+
+    NAME = "moto_server (presigned URLs checked)"
+    ARGV = SignatureCheckingMoto.ARGV
+
+    def __init__(self):
+        super().__init__({"LODGE_PRESIGN_KEYS": AWS_ENV["AWS_ACCESS_KEY_ID"] + ":" + AWS_ENV["AWS_SECRET_ACCESS_KEY"]})
+
+
 class S3rver(LoopbackServer):
     """s3rver 3.7.1 (a second, independent S3 implementation, from tests/node via
     scripts/node-deps) on 127.0.0.1, started and stopped by PID. What it cannot do is
@@ -704,10 +717,11 @@ class S3TestCase(LodgeTestCase):
     """A moto_server per class, a fresh bucket per test, lodge pointed at it."""
 
     store_kind = "s3"
+    moto_class = Moto  # the server a suite runs against (PresignCheckingMoto, ...)
 
     @classmethod
     def setUpClass(cls):
-        cls.moto = Moto()
+        cls.moto = cls.moto_class()
         cls.s3 = s3_client(cls.moto.endpoint)
 
     @classmethod

@@ -2,8 +2,9 @@
 without any sends the bytes with nothing but curl, and `lodge confirm` verifies the object
 (size, lodge's stamp, SHA-256) before the row becomes ACTIVE. Every way of sending the
 wrong bytes ends failed and cleaned; a reservation never sent is recovered like any
-crashed upload. On moto (and on Azurite with LODGE_IT_STORE=az: a SAS, checked by Azurite);
-the signature's pinning and expiry against a moto that checks signatures."""
+crashed upload. On moto behind a server that checks presigned URLs as S3 does (signature,
+expiry, pinned headers: tests/harness/motosigned.py), and on Azurite with LODGE_IT_STORE=az
+(a SAS, checked by Azurite)."""
 
 import hashlib
 import json
@@ -13,8 +14,8 @@ import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (LODGE, LodgeTestCase, StoreTestCase, aws, check_invariants, converge, main,  # noqa: E402
-                       s3_only)
+from lodgetest import (LODGE, LodgeTestCase, PresignCheckingMoto, StoreTestCase, aws, azblob,  # noqa: E402
+                       check_invariants, converge, main, s3_only)
 
 CONFIG = {
     "policies": {
@@ -27,22 +28,32 @@ CONFIG = {
 }
 
 
+# The grace confirm keeps: the longest of CONFIG's policies (each takes default's 5s).
+GRACE_MS = 5_000
+
+
 def read(path):
     with open(path, "rb") as f:
         return f.read()
 
 
-def curl(put, path):
-    """Sends the file as the reservation says, with curl alone; returns the HTTP status."""
+def curl(put, path, headers=None, url=None):
+    """Sends the file as the reservation says, with curl alone (`headers` over the printed
+    ones, a value of None leaving one out; `url` instead of the printed one); returns the
+    HTTP status."""
     cmd = ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", put["method"], "--upload-file", path]
-    for k, v in put["headers"].items():
-        cmd += ["-H", f"{k}: {v}"]
-    cmd.append(put["url"])
+    sent = dict(put["headers"])
+    sent.update(headers or {})
+    for k, v in sent.items():
+        cmd += ["-H", f"{k}: {v}" if v is not None else f"{k}:"]
+    cmd.append(url or put["url"])
     p = subprocess.run(cmd, capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=60)
     return int(p.stdout or 0)
 
 
 class Direct(StoreTestCase):
+    moto_class = PresignCheckingMoto  # on S3: presigned URLs checked for real
+
     def setUp(self):
         super().setUp()
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
@@ -86,25 +97,68 @@ class Direct(StoreTestCase):
         self.assertEqual(read(os.path.join(self.dir, "back.bin")), data)
         check_invariants(self)
 
-    def test_other_bytes_of_the_same_size_fail_and_are_cleaned(self):
+    def task(self, rid):
+        """(status, verify_pass, next_retry_at) of the row's cleanup task."""
+        return self.sql("SELECT status, verify_pass, next_retry_at FROM cleanup_task WHERE record_id = ?", (rid,))[0]
+
+    def url_until(self, rid):
+        """When the reservation's URL expires (ms), as its holder records it."""
+        return int(self.sql("SELECT holder FROM file_upload WHERE id = ?", (rid,))[0][0].split("until=")[1])
+
+    def test_other_bytes_stay_until_the_url_expired_so_a_second_put_leaves_nothing(self):
         data = os.urandom(10_000)
         path = self.write("in/a.bin", data)
         put = self.reserve(path).json()
+        until = self.url_until(put["id"])
         evil = self.write("in/evil.bin", os.urandom(10_000))
         status = curl(put, evil)
-        if status in (200, 201):
-            # The server took them (moto and Azurite do not check a SHA-256): confirm refuses.
-            c = self.lodge("confirm", "--json", put["id"])
-            self.assertEqual(c.rc, 1, c)
-            self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
-            self.assertIn("SHA-256", c.json()["error"]["message"])
-            # Definite: the row failed and its object is gone at once.
-            self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
-            self.assertNotIn(put["object_key"], self.objects())
-        else:
+        if status not in (200, 201):
             self.assertIn(status, (400, 403), "the server refused other bytes")
+            check_invariants(self)
+            return converge(self)
+        # The server took them (moto and Azurite check no SHA-256): confirm refuses.
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual(c.rc, 1, c)
+        self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
+        self.assertIn("SHA-256", c.json()["error"]["message"])
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        # Its object stays while the URL is valid: the URL is create-only, so the sender's
+        # second PUT through it cannot land while the key is taken. (Deleted at once, the key
+        # was free again and the second PUT left an object no task would ever remove.)
+        # (S3: 412 for If-None-Match; Azure: 403, the SAS's create permission never overwrites.)
+        self.assertIn(put["object_key"], self.objects())
+        self.assertIn(curl(put, path), (403, 409, 412))
+        # Removed at the URL's expiry plus the grace, and looked at once more after that.
+        self.assertEqual(self.task(put["id"]), ("PENDING", 1, until + GRACE_MS))
+        early = self.lodge("sweep", "--json", later="+30m")
+        self.assertEqual(early.rc, 0, early)
+        self.assertIn(put["object_key"], self.objects(), "not before the URL's expiry and the grace")
+        converge(self, later="+2h")
+        self.assertNotIn(put["object_key"], self.objects())
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 2), "the verify pass is owed")
+        last = self.lodge("sweep", "--json", later="+4h")
+        self.assertEqual(last.rc, 0, last)
+        self.assertEqual(self.task(put["id"])[0], "SUCCESS")
+        self.assertEqual(self.objects(), {})
         check_invariants(self)
+
+    def test_other_bytes_found_after_the_url_expired_are_removed_at_once(self):
+        path = self.write("in/late-evil.bin", os.urandom(3000))
+        put = self.reserve(path, "--expires", "1m").json()
+        status = curl(put, self.write("in/evil.bin", os.urandom(3000)))
+        if status not in (200, 201):
+            self.assertIn(status, (400, 403), "the server refused other bytes")
+            return converge(self)
+        # cron's --all-due, after the URL expired: nothing more can be sent through it.
+        due = self.lodge("confirm", "--all-due", "--json", later="+2m")
+        self.assertEqual(due.rc, 1, due)
+        self.assertEqual(due.json_lines()[0]["error"]["code"], "CONTENT_MISMATCH", due)
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        self.assertNotIn(put["object_key"], self.objects(), "deleted at once")
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 2), "a PUT begun before the expiry gets a verify pass")
         converge(self)
+        self.assertEqual(self.task(put["id"])[0], "SUCCESS")
+        check_invariants(self)
 
     def test_a_reservation_never_sent_is_recovered_like_a_crashed_upload(self):
         path = self.write("in/never.bin", os.urandom(1000))
@@ -150,15 +204,13 @@ class Direct(StoreTestCase):
         path = self.write("in/old.bin", data)
         # Made two hours ago with one hour to live.
         put = self.reserve(path, "--expires", "1h", later="-2h").json()
-        status = curl(put, path)
-        if self.store_kind == "az":
-            self.assertEqual(status, 403, "Azurite checks the SAS's expiry")
-        else:
-            # S3 refuses it ("Request has expired"); moto does not check presigned URLs, so
-            # what is checked here is that the expiry is signed in as asked.
+        # Azurite checks the SAS's expiry; in front of moto, the X-Amz-Date and X-Amz-Expires
+        # signed in ("Request has expired", as S3 says).
+        self.assertEqual(curl(put, path), 403)
+        self.assertNotIn(put["object_key"], self.objects(), "a refused PUT stores nothing")
+        if self.store_kind == "s3":
             q = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
             self.assertEqual(q["X-Amz-Expires"], "3600")
-            self.assertIn("x-amz-checksum-sha256", q["X-Amz-SignedHeaders"].split(";"))
         # Past its deadline (1h + the policy's 10m, two hours ago): failed as repair fails it,
         # and whatever landed is removed after the grace.
         due = self.lodge("confirm", "--all-due", "--json")
@@ -220,8 +272,8 @@ class Direct(StoreTestCase):
 
     @s3_only("SigV4 query signing")
     def test_the_url_is_the_sdks_signature_over_every_pinned_header(self):
-        # No server here checks a presigned URL's signature (moto's check fails on them,
-        # s3rver ignores them), so botocore signs the same request and the two must agree.
+        # The server in front of moto checks the signature with code written for these tests;
+        # botocore (the SDK's own SigV4) signs the same request too, and the two must agree.
         data = b"pinned\n"
         path = self.write("in/a b+c.tar.gz", data)
         r = self.reserve(path, "--expires", "15m", "--metadata", "build=42", "--cache-control", "max-age=60")
@@ -243,6 +295,7 @@ class Direct(StoreTestCase):
         self.assertNotEqual(ours["X-Amz-Signature"],
                             botocore_presigned(put, scope[0], self.env["AWS_SECRET_ACCESS_KEY"], scope[2])[1]
                             ["X-Amz-Signature"])
+        self.assertEqual(curl(put, path), 403, "a header sent other than signed is refused")
         # Sent as printed, with curl alone: stored, confirmed, checked with the aws CLI.
         put["headers"]["content-type"] = r.json()["headers"]["content-type"]
         self.assertEqual(curl(put, path), 200)
@@ -253,6 +306,91 @@ class Direct(StoreTestCase):
         back = os.path.join(self.dir, "back.tgz")
         aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", put["object_key"], back)
         self.assertEqual(read(back), data)
+
+    def test_the_sas_lets_its_holder_create_the_blob_and_nothing_else(self):
+        if self.store_kind != "az":
+            self.skipTest("an Azure SAS (S3's URL signs one PUT with its headers: tested above)")
+        data = b"report\n"
+        path = self.write("in/report.txt", data)
+        put = self.reserve(path, "--tag", "team=ci").json()
+        sas = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
+        self.assertEqual(sas["sp"], "c", "create, and no tag permission")
+        self.assertNotIn("x-ms-tags", put["headers"], "the sender sets no tags")
+        self.assertEqual(curl(put, path), 201)
+        # Confirm tags the blob itself: committed, with the tags asked for.
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual((c.rc, c.json()["outcome"]), (0, "active"), c)
+        self.assertEqual(self.object_tags(put["object_key"]), {"state": "committed", "team": "ci"})
+        # The URL's holder cannot tag it pending (which the lifecycle rule would delete),
+        # overwrite it, read it or delete it.
+        retag = azblob(self.azurite.endpoint, "url-set-tags", put["url"], "state=pending", check=False)
+        self.assertEqual(retag.get("error", {}).get("status"), 403, retag)
+        self.assertEqual(self.object_tags(put["object_key"]), {"state": "committed", "team": "ci"})
+        self.assertEqual(curl(put, self.write("in/other.txt", b"other!\n")), 403)
+        for method in ("GET", "DELETE"):
+            p = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, put["url"]],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.stdout, "403", method)
+        self.assertEqual(self.object_bytes(put["object_key"]), data)
+        check_invariants(self)
+
+    def test_another_content_type_is_refused_at_confirm(self):
+        path = self.write("in/note.txt", b"<script>alert(1)</script>\n")
+        put = self.reserve(path).json()
+        header = "x-ms-blob-content-type" if self.store_kind == "az" else "content-type"
+        self.assertEqual(put["headers"][header], "text/plain")
+        status = curl(put, path, {header: "text/html"})
+        if self.store_kind == "s3":
+            self.assertEqual(status, 403, "S3 signs Content-Type in")
+            self.assertEqual(self.objects(), {})
+            return
+        # Azure's SAS pins no header: the blob is stored as text/html, and confirm refuses it.
+        self.assertEqual(status, 201)
+        self.assertEqual(self.head(put["object_key"])["content_type"], "text/html")
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual(c.rc, 1, c)
+        self.assertEqual(c.json()["error"]["code"], "CONTENT_MISMATCH", c)
+        self.assertIn("text/html", c.json()["error"]["message"])
+        self.assertEqual(self.row(put["id"]), ("UPLOAD_FAILED", 1))
+        url = self.lodge("url", put["id"])
+        self.assertEqual(url.rc, 1, "never served")
+        # Failed like other bytes: removed after the URL's expiry and the grace (the blob
+        # carries no tag, which a failed upload's guarded delete counts as pending).
+        self.assertEqual(self.task(put["id"])[:2], ("PENDING", 1))
+        converge(self, later="+2h")
+        self.assertEqual(self.objects(), {})
+        check_invariants(self)
+
+    @s3_only("SigV4 query signatures, checked in front of moto as S3 checks them")
+    def test_the_server_refuses_what_the_url_does_not_sign(self):
+        data = os.urandom(5000)
+        path = self.write("in/signed.bin", data)
+        put = self.reserve(path, "--expires", "10m").json()
+        q = dict(urllib.parse.parse_qsl(put["url"].split("?", 1)[1]))
+        self.assertTrue({"content-length", "content-type", "host", "if-none-match", "x-amz-checksum-sha256",
+                         "x-amz-meta-lodgerecord"} <= set(q["X-Amz-SignedHeaders"].split(";")), q)
+        # Other bytes with their own Content-Length: not the length signed.
+        bigger = self.write("in/bigger.bin", data + b"more")
+        self.assertEqual(curl(put, bigger, {"content-length": str(len(data) + 4)}), 403)
+        # A pinned header left out; an x-amz header the URL does not sign.
+        self.assertEqual(curl(put, path, {"x-amz-checksum-sha256": None}), 403)
+        self.assertEqual(curl(put, path, {"x-amz-storage-class": "GLACIER"}), 403)
+        # The signature with one digit changed; the expiry stretched after signing.
+        sig = q["X-Amz-Signature"]
+        forged = put["url"].replace(sig, sig[:-1] + ("0" if sig[-1] != "0" else "1"))
+        self.assertEqual(curl(put, path, url=forged), 403)
+        self.assertEqual(curl(put, path, url=put["url"].replace("X-Amz-Expires=600", "X-Amz-Expires=6000")), 403)
+        self.assertEqual(self.objects(), {}, "nothing refused reached the store")
+        # The request as signed: stored, confirmed, read back with the aws CLI.
+        self.assertEqual(curl(put, path), 200)
+        c = self.lodge("confirm", "--json", put["id"])
+        self.assertEqual((c.rc, c.json()["outcome"]), (0, "active"), c)
+        back = os.path.join(self.dir, "back.bin")
+        aws(self.moto.endpoint, "s3api", "get-object", "--bucket", self.bucket, "--key", put["object_key"], back)
+        self.assertEqual(read(back), data)
+        # Once stored, the same URL cannot replace it (If-None-Match: * is signed in).
+        self.assertEqual(curl(put, path), 412)
+        check_invariants(self)
 
     def test_the_url_is_never_logged(self):
         path = self.write("in/secret.bin", os.urandom(100))

@@ -21,6 +21,8 @@
 //        [--concurrent N]      N simultaneous puts of one name (bodies "FILE-bytes + #i"):
 //                              one outcome per writer, for the conditional-create experiment
 //   set-tags C B K=V...
+//   url-set-tags URL K=V...    Set Blob Tags through a blob URL that carries a SAS, and no
+//                              key: what a holder of that URL may do
 //   block-list C B [--type uncommitted|committed|all]
 //   stage-blocks C B --count N [--size BYTES] [--id-prefix P]
 //                              Put Block N times and never commit (a losing staged upload)
@@ -34,7 +36,12 @@
 "use strict";
 
 const fs = require("fs");
-const { BlobServiceClient, StorageSharedKeyCredential } = require("@azure/storage-blob");
+const {
+  AnonymousCredential,
+  BlobServiceClient,
+  BlockBlobClient,
+  StorageSharedKeyCredential,
+} = require("@azure/storage-blob");
 
 const WELL_KNOWN_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -226,6 +233,12 @@ async function setTags(container, name, tagArgs, options) {
   return { tags: (await bc.getTags()).tags };
 }
 
+async function urlSetTags(url, tagArgs) {
+  const bc = new BlockBlobClient(url, new AnonymousCredential(), { retryOptions: { maxTries: 1 } });
+  const r = await bc.setTags(pairs(tagArgs, "tag"));
+  return { status: r._response ? r._response.status : 204 };
+}
+
 async function blockList(container, name, options) {
   const type = options.type || "uncommitted";
   if (!["uncommitted", "committed", "all"].includes(type)) usage(`--type ${type}: uncommitted, committed or all`);
@@ -300,6 +313,9 @@ async function main() {
     case "set-tags":
       need(3);
       return out(await setTags(container, name, rest, options));
+    case "url-set-tags":
+      need(2);
+      return out(await urlSetTags(container, [name, ...rest]));
     case "block-list":
       need(2);
       return out(await blockList(container, name, options));

@@ -924,6 +924,36 @@ TEST_SUITE("azonly") {
     CHECK(s->head(f.key("j/committed")).error().code == Errc::not_found);
   }
 
+  TEST_CASE("guarded delete: a stamped blob with no tag at all (a direct upload's, its sender may not "
+            "tag) counts as pending; one with any tag, or without lodge's stamp, stays") {
+    Fixture f;
+    auto s = f.open();
+    auto admin = f.az_admin();
+    const store::Metadata stamp{{store::meta::ledger, "l"}, {store::meta::record, "7"}};
+    auto place = [&](const std::string &name, const store::Metadata &m,
+                     const std::map<std::string, std::string> &tags) {
+      http::StringBody body(name);
+      azure::WriteOptions o;
+      o.metadata = m;
+      o.tags = tags;
+      REQUIRE(admin.put_blob(f.key(name), body, o).ok());
+    };
+    place("u/untagged", stamp, {});
+    place("u/tagged", stamp, {{"team", "ci"}});
+    place("u/unstamped", {{"owner", "another"}}, {});
+    CHECK(s->remove_all(f.key("u/untagged"), store::DeleteGuard::pending_only).ok());
+    CHECK(s->head(f.key("u/untagged")).error().code == Errc::not_found);
+    for (const char *name : {"u/tagged", "u/unstamped"}) {
+      INFO(name);
+      auto refused = s->remove_all(f.key(name), store::DeleteGuard::pending_only);
+      REQUIRE_FALSE(refused.ok());
+      CHECK(refused.error().code == Errc::precondition_failed);
+      CHECK(get_all(*s, f.key(name)) == name);
+    }
+    // A missing blob is still success.
+    CHECK(s->remove_all(f.key("u/untagged"), store::DeleteGuard::pending_only).ok());
+  }
+
   TEST_CASE(
       "a losing or abandoned staged upload leaves no uncommitted blocks after abort_staged / remove_all") {
     Fixture f;

@@ -124,8 +124,8 @@ public:
   // A GET URL carrying a service SAS (sr=b, sp=r) valid for expires_s seconds from now;
   // UNSUPPORTED when the credential is a SAS token (no key to sign with).
   Result<std::string> presign_get(const std::string &name, int64_t expires_s);
-  // The same with other permissions: "ct" (create, never overwrite; set tags) for a direct
-  // upload's PUT.
+  // The same with other permissions: "c" (create, never overwrite, nothing else) for a
+  // direct upload's PUT.
   Result<std::string> presign(const std::string &name, int64_t expires_s, const std::string &permissions);
   // The headers a Put Blob with `o` sends (type, create-only, metadata, tags, tier, ...).
   [[nodiscard]] http::Headers write_headers(const WriteOptions &o) const;

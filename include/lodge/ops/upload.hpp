@@ -155,9 +155,11 @@ public:
   // lodge confirm: the object of a direct reservation must be exactly the reserved size,
   // carry lodge's stamp for this ledger and row, and hash to the reserved digest (the
   // server's verified checksum, or the bytes read back); then the upload's confirm. Bytes
-  // that differ fail the row (definite: the object is cleaned now). Already ACTIVE: the
-  // same answer again. outcome active, or failed with the reason; NOT_FOUND while nothing
-  // was sent and the URL is still valid.
+  // that differ fail the row; their object stays until the URL's expiry plus the grace
+  // (while it takes the key, the create-only URL cannot put another there), then goes with a
+  // verify pass; past the expiry it is cleaned now. Already ACTIVE: the same answer again.
+  // outcome active, or failed with the reason; NOT_FOUND while nothing was sent and the URL
+  // is still valid.
   [[nodiscard]] FileResult confirm_direct(int64_t id);
   // lodge confirm --all-due: every direct reservation whose URL has expired, confirmed or
   // failed (nothing sent: failed, its cleanup after the grace as repair would).
