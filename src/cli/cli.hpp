@@ -22,7 +22,7 @@ class App;
 namespace lodge::cli {
 
 struct Globals {
-  std::string db, config, store, endpoint, region, ca_bundle, owner, profile;
+  std::string db, config, store, endpoint, region, ca_bundle, owner, profile, ledger_timeout;
   bool no_verify_ssl = false;
   bool force_network_fs = false;
   bool json = false;

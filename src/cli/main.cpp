@@ -32,6 +32,7 @@ const config::Config &Context::cfg() {
     flag("ca_bundle", g.ca_bundle);
     flag("profile", g.profile);
     flag("owner", g.owner);
+    flag("ledger_timeout", g.ledger_timeout);
     in.no_verify_ssl = g.no_verify_ssl;
     in.force_network_fs = g.force_network_fs;
     m_cfg = std::make_unique<config::Config>(config::load(in));
@@ -61,6 +62,7 @@ ledger::OpenOptions Context::ledger_options(bool read_only, bool create) {
   o.create = create;
   o.location = cfg().ledger;
   o.lock_timeout_ms = cfg().busy_timeout_ms;
+  o.timeout_ms = cfg().ledger_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
   return o;
 }
@@ -388,6 +390,9 @@ int run(int argc, char **argv) {
   app.fallthrough();
   auto &g = ctx.g;
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+      ->group("Global options");
+  app.add_option("--ledger-timeout", g.ledger_timeout,
+                 "PostgreSQL ledger: the longest wait for the server, e.g. 30s (env LODGE_LEDGER_TIMEOUT)")
       ->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
   app.add_option("--store", g.store,
