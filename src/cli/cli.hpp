@@ -22,7 +22,7 @@ class App;
 namespace lodge::cli {
 
 struct Globals {
-  std::string db, config, store, endpoint, region, ca_bundle, owner, profile;
+  std::string db, config, store, endpoint, region, ca_bundle, owner, profile, ledger_timeout;
   bool no_verify_ssl = false;
   bool force_network_fs = false;
   bool json = false;
@@ -146,9 +146,15 @@ bool interrupted();
 bool aborted();
 bool broken_pipe(); // stdout's reader went away (EPIPE): exit 141, as a shell reports SIGPIPE
 // Installs the handlers; `announce`: the first signal says how many uploads are finishing
-// (set_in_flight) and how to abort them, the second that they are being aborted.
+// and how to abort them, the second that they are being aborted.
 void install_interrupt_handlers(bool announce = false);
-void set_in_flight(int64_t n);
+// Uploads in flight: files a worker took up (begin_in_flight) and has not reported yet
+// (end_in_flight), whether being read, sent, or stored and waiting for their confirm to
+// commit (a worker keeps up to 16 of those while it goes on with the next file). The first
+// interruption counts exactly the files begun before it, and no file begins after it:
+// begin_in_flight is false from then on (the count and the stop are one atomic word).
+[[nodiscard]] bool begin_in_flight();
+void end_in_flight();
 // After a write to stdout: notes EPIPE as an interruption.
 void check_stdout();
 

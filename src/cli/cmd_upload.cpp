@@ -338,7 +338,6 @@ Command add_upload(CLI::App &app) {
                        static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
 
         install_interrupt_handlers(!ctx.g.quiet);
-        std::atomic<int64_t> in_flight{0}; // files between a worker's pop and its report
         bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
         if (progress) s.progress = std::make_shared<ops::Progress>();
         std::mutex out_mutex;
@@ -412,7 +411,7 @@ Command add_upload(CLI::App &app) {
           ++t.files;
           if (from_queue) {
             ++t.queued_done;
-            set_in_flight(in_flight.fetch_sub(1) - 1);
+            end_in_flight();
           }
           switch (r.outcome) {
           case ops::UploadOutcome::active:
@@ -505,19 +504,21 @@ Command add_upload(CLI::App &app) {
                 report(r, true);
             };
             while (auto file = queue.pop(settle)) {
-              if (interrupted()) {
+              // In flight from here until reported (a pending confirm included); none
+              // begins once a signal came.
+              if (!begin_in_flight()) {
                 queue.clear();
                 break;
               }
-              // In flight: popped and not reported yet (a pipelined file's confirm included).
-              set_in_flight(in_flight.fetch_add(1) + 1);
               for (auto &r : up->upload_next(*file)) {
                 if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
                   // The content of a file another worker is sending (empty files, copies
                   // in one tree): tried again once the workers are done, as a duplicate.
-                  // Only a reserve answers so: this file's, never the pending one's.
+                  // Only a reserve answers so: this file's, never the pending one's. Not
+                  // in flight while it waits: a signal meanwhile means it is not retried.
                   std::lock_guard lock(retry_mutex);
-                  retry_later.push_back(*file); // still in flight: reported after the retry
+                  retry_later.push_back(*file);
+                  end_in_flight();
                   continue;
                 }
                 report(r, true);
@@ -588,7 +589,7 @@ Command add_upload(CLI::App &app) {
         if (!retry_later.empty()) {
           ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
           for (const auto &file : retry_later) {
-            if (interrupted()) break;
+            if (!begin_in_flight()) break;
             auto r = up.upload(file);
             // The same content in flight in another process (or a worker of this one): wait
             // for its sender, bounded by its deadline, then ask again: a duplicate once it

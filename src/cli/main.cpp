@@ -32,6 +32,7 @@ const config::Config &Context::cfg() {
     flag("ca_bundle", g.ca_bundle);
     flag("profile", g.profile);
     flag("owner", g.owner);
+    flag("ledger_timeout", g.ledger_timeout);
     in.no_verify_ssl = g.no_verify_ssl;
     in.force_network_fs = g.force_network_fs;
     m_cfg = std::make_unique<config::Config>(config::load(in));
@@ -61,6 +62,7 @@ ledger::OpenOptions Context::ledger_options(bool read_only, bool create) {
   o.create = create;
   o.location = cfg().ledger;
   o.lock_timeout_ms = cfg().busy_timeout_ms;
+  o.timeout_ms = cfg().ledger_timeout_ms;
   o.force_network_fs = cfg().force_network_fs;
   return o;
 }
@@ -169,7 +171,11 @@ namespace {
 std::atomic<int> g_signals{0};    // SIGINT, SIGTERM, SIGHUP received (a broken stdout counts as one)
 std::atomic<bool> g_abort{false}; // the second: transfers in flight are aborted
 std::atomic<bool> g_broken_pipe{false};
-std::atomic<int64_t> g_in_flight{0};
+// Twice the uploads in flight, plus 1 once interrupted: one word, so a file's begin and
+// the first interruption are ordered (the interruption's count is exactly the files begun
+// before it, and none begins after it). Lock-free, so safe in a signal handler.
+std::atomic<int64_t> g_flight{0};
+static_assert(std::atomic<int64_t>::is_always_lock_free);
 std::atomic<bool> g_announce{false};
 std::atomic<bool> g_tty{false}; // stderr: a progress line to clear first
 
@@ -199,10 +205,10 @@ void say(const char *a, int64_t n, const char *b) {
 
 void note_interrupt(bool from_signal) {
   int n = ++g_signals;
+  const int64_t f = g_flight.fetch_or(1) >> 1; // no file begins from here on
   if (n >= 2) g_abort = true;
   if (!from_signal || !g_announce.load()) return;
   if (n == 1) {
-    int64_t f = g_in_flight.load();
     say(g_tty ? "\r\033[Klodge: finishing " : "lodge: finishing ", f,
         f == 1 ? " upload in flight (Ctrl-C again to abort it)\n"
                : " uploads in flight (Ctrl-C again to abort them)\n");
@@ -229,8 +235,16 @@ bool broken_pipe() {
   return g_broken_pipe.load();
 }
 
-void set_in_flight(int64_t n) {
-  g_in_flight = n;
+bool begin_in_flight() {
+  int64_t v = g_flight.load();
+  do {
+    if ((v & 1) != 0) return false;
+  } while (!g_flight.compare_exchange_weak(v, v + 2));
+  return true;
+}
+
+void end_in_flight() {
+  g_flight.fetch_sub(2);
 }
 
 void check_stdout() {
@@ -376,6 +390,9 @@ int run(int argc, char **argv) {
   app.fallthrough();
   auto &g = ctx.g;
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+      ->group("Global options");
+  app.add_option("--ledger-timeout", g.ledger_timeout,
+                 "PostgreSQL ledger: the longest wait for the server, e.g. 30s (env LODGE_LEDGER_TIMEOUT)")
       ->group("Global options");
   app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
   app.add_option("--store", g.store,

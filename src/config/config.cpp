@@ -70,6 +70,10 @@ uint64_t get_size(const json &v, const std::string &path) {
   return size_value(v.get<std::string>(), path);
 }
 
+// PostgreSQL takes statement_timeout and lock_timeout as an int of milliseconds.
+constexpr DurationLimit k_ledger_timeout_limit{
+    std::numeric_limits<int>::max(), "PostgreSQL's timeouts are at most 2147483647ms, about 24d20h"};
+
 int64_t get_duration(const json &v, const std::string &path, DurationLimit limit = {}) {
   if (!v.is_string()) bad(path, "expected a duration like 15m or 500ms");
   return duration_value(v.get<std::string>(), path, limit);
@@ -332,7 +336,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   reject_unknown(doc, "",
                  {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
                   "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status", "tag_state", "fail_killed_runs"});
+                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
@@ -361,6 +365,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
     c.busy_timeout_ms =
         get_duration(doc["busy_timeout"], "busy_timeout",
                      {std::numeric_limits<int>::max(), "SQLite waits at most 2147483647ms, about 24d20h"});
+  if (doc.contains("ledger_timeout"))
+    c.ledger_timeout_ms = get_duration(doc["ledger_timeout"], "ledger_timeout", k_ledger_timeout_limit);
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {
@@ -502,6 +508,8 @@ Config load(const ConfigInputs &in) {
     if (!n || *n < 1 || *n > 256) bad("LODGE_JOBS", "expected an integer from 1 to 256");
     c.jobs = static_cast<int>(*n);
   }
+  if (auto v = env_or(env, "LODGE_LEDGER_TIMEOUT"); !v.empty())
+    c.ledger_timeout_ms = duration_value(v, "LODGE_LEDGER_TIMEOUT", k_ledger_timeout_limit);
 
   // Flags.
   auto flag = [&](const char *k, std::string &field, const char *name) {
@@ -519,6 +527,8 @@ Config load(const ConfigInputs &in) {
   flag("profile", c.profile, "--profile");
   flag("owner", c.default_owner, "--owner");
   check_owner(c.default_owner, "--owner");
+  if (auto it = in.flags.find("ledger_timeout"); it != in.flags.end())
+    c.ledger_timeout_ms = duration_value(it->second, "--ledger-timeout", k_ledger_timeout_limit);
   if (in.no_verify_ssl) c.verify_tls = false;
   if (in.force_network_fs) c.force_network_fs = true;
 
@@ -567,6 +577,7 @@ nlohmann::json to_json(const Config &c) {
   j["tag_state"] = c.tag_state;
   j["fail_killed_runs"] = c.fail_killed_runs;
   j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
+  j["ledger_timeout"] = util::format_duration_exact(c.ledger_timeout_ms);
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;

@@ -54,8 +54,36 @@ struct PgOpen {
   bool create = false;  // `lodge init`: create the schema when the database has none
   bool read_only = false;
   int64_t lock_timeout_ms = 10'000;
-  int64_t now_ms = 0; // the ledger's created_at when it is created here
+  int64_t timeout_ms = 30'000; // ledger_timeout: every wait for the server (see Bounds)
+  int64_t now_ms = 0;          // the ledger's created_at when it is created here
 };
+
+// What ledger_timeout (`timeout_ms`) makes of a connection's bounds. The connection
+// keywords go before the location's, so a location that names one wins; connect_timeout
+// is given only where libpq has none of its own (PGCONNECT_TIMEOUT, a service file); the
+// session's statement_timeout and lock_timeout are set unless the location or PGOPTIONS
+// set them (`-c ...`).
+struct Bounds {
+  int connect_timeout_s = 0; // whole seconds, rounded up; at least 2 (libpq's own minimum)
+  // A peer gone quiet (a host down, a path that drops packets) ends an idle connection
+  // after about idle + count * interval seconds, and one with unacknowledged data after
+  // tcp_user_timeout.
+  int keepalives_idle_s = 0;
+  int keepalives_interval_s = 0;
+  int keepalives_count = 0;
+  int64_t tcp_user_timeout_ms = 0;
+  int64_t statement_timeout_ms = 0;
+  int64_t lock_timeout_ms = 0; // the lock wait asked for, at most timeout_ms
+};
+[[nodiscard]] Bounds bounds_for(int64_t timeout_ms, int64_t lock_timeout_ms);
+
+// The client's own bound on one answer. A stopped server (SIGSTOP, a hung host) enforces
+// no statement_timeout and its kernel still acknowledges every packet and keepalive, so the
+// client waits at most this and then closes the connection: the longer of ledger_timeout
+// and the session's statement_timeout (0: none), plus k_answer_margin_ms, so that a server
+// that can answer says "statement timeout" itself first.
+inline constexpr int64_t k_answer_margin_ms = 2'000;
+[[nodiscard]] int64_t answer_wait_ms(int64_t timeout_ms, int64_t statement_timeout_ms);
 
 // Connects, then creates or migrates the schema (or, read-only, checks it). Throws
 // LodgeError: LEDGER_UNAVAILABLE (no connection), LEDGER_NOT_FOUND, LEDGER_TOO_NEW, ...

@@ -1,6 +1,7 @@
 // The PostgreSQL driver (sql::Conn over libpq): connects, keeps the schema (schema_pg.sql,
 // its version in ledger_meta), prepares each SQL text once per connection and runs it with
-// every parameter bound, and maps SQLSTATEs onto lodge's error codes.
+// every parameter bound, bounds every wait for the server by ledger_timeout, and maps
+// SQLSTATEs onto lodge's error codes.
 
 #include "drivers.hpp"
 #include "pg.hpp"
@@ -8,9 +9,15 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <functional>
+#include <limits>
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/units.hpp>
+#include <poll.h>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -101,6 +108,15 @@ std::string trim(const std::string &s) {
 
 void ignore_notice(void * /*arg*/, const char * /*message*/) {}
 
+using ConninfoHandle = std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption *)>;
+
+// The value of `keyword` in a list of libpq's options ("" when it has none).
+std::string option_value(const ConninfoHandle &opts, std::string_view keyword) {
+  for (const PQconninfoOption *o = opts.get(); o && o->keyword; ++o)
+    if (keyword == o->keyword) return o->val ? std::string(o->val) : std::string();
+  return {};
+}
+
 std::string result_field(const PGresult *r, int field) {
   const char *v = r ? PQresultErrorField(r, field) : nullptr;
   return v ? std::string(v) : std::string();
@@ -184,9 +200,20 @@ public:
   PgResultHandle exec_prepared(const std::string &name, const std::vector<const char *> &values);
 
 private:
+  void connect(const std::string &location, const Bounds &b);
+  void set_session_timeouts(const Bounds &b);
   void ensure_alive() const;
   // Runs SQL (one or more statements, no parameters) and returns its last result.
   PgResultHandle simple(const std::string &sql);
+  // Sends a request with `send` (a PQsend* call) and reads its whole answer, waiting at
+  // most m_answer_ms in all; the last result (the first error, if any), or null when libpq
+  // failed (its error message says why). Past the bound: no_answer().
+  PgResultHandle exchange(const std::function<int(PGconn *)> &send);
+  // Waits until the socket is ready for `events`; false once `until` (steady ms) passed.
+  [[nodiscard]] bool wait_socket(short events, int64_t until) const;
+  // No answer in time: the connection is closed (the server rolls back what it ran for us
+  // when it sees that, unless a COMMIT had reached it) and LEDGER_UNAVAILABLE thrown.
+  [[noreturn]] void no_answer();
   PgResultHandle checked(PGresult *r);
   [[noreturn]] void fail(const PGresult *r);
   int read_version();
@@ -197,6 +224,9 @@ private:
   PgConnHandle m_conn;
   bool m_lost = false;
   std::string m_lost_message;
+  int64_t m_timeout_ms;       // ledger_timeout
+  int64_t m_answer_ms;        // answer_wait_ms: the most one exchange waits
+  int64_t m_statement_ms = 0; // the session's statement_timeout (0: none)
   // SQL text → its prepared statement's name and parameter count, for this connection.
   struct Prepared {
     std::string name;
@@ -259,32 +289,17 @@ int64_t PgStmt::col_int(int col) const {
   return out;
 }
 
-PgConn::PgConn(const PgOpen &o) : m_display(display_location(o.location)) {
-  // Keywords before dbname are defaults the location may override; those after it win.
-  // connect_timeout: a host that never answers fails the open instead of hanging it.
-  // client_encoding: lodge speaks UTF-8. fallback_application_name: "lodge" unless the
-  // location or PGAPPNAME names the application.
-  const std::array<const char *, 5> keys{"connect_timeout", "dbname", "fallback_application_name",
-                                         "client_encoding", nullptr};
-  const std::array<const char *, 5> vals{"10", o.location.c_str(), "lodge", "UTF8", nullptr};
-  m_conn.reset(PQconnectdbParams(keys.data(), vals.data(), 1));
-  if (!m_conn) throw LodgeError(Errc::ledger_unavailable, m_display + ": cannot connect (out of memory)");
-  if (PQstatus(m_conn.get()) != CONNECTION_OK) {
-    std::string msg = trim(PQerrorMessage(m_conn.get()));
-    ErrorDetails d;
-    if (msg.find("database \"") != std::string::npos && msg.find("does not exist") != std::string::npos) {
-      d.sqlstate = "3D000";
-      throw LodgeError(
-          Errc::ledger_not_found,
-          m_display + ": " + msg + ". Create the database, then run `lodge init --db " + m_display + "`", d);
-    }
-    throw LodgeError(Errc::ledger_unavailable,
-                     m_display + ": cannot connect to the PostgreSQL ledger: " + msg, d);
-  }
+PgConn::PgConn(const PgOpen &o)
+    : m_display(display_location(o.location)), m_timeout_ms(o.timeout_ms),
+      m_answer_ms(answer_wait_ms(o.timeout_ms, 0)) {
+  const Bounds b = bounds_for(o.timeout_ms, o.lock_timeout_ms);
+  connect(o.location, b);
   PQsetNoticeProcessor(m_conn.get(), ignore_notice, nullptr);
-  // lock_timeout bounds every wait for a row or advisory lock (LEDGER_LOCKED past it);
-  // statement_timeout is left as the server or role sets it.
-  simple("SET lock_timeout = " + std::to_string(std::max<int64_t>(o.lock_timeout_ms, 1)));
+  // Non-blocking: no send waits unbounded either (exchange flushes under its deadline).
+  if (PQsetnonblocking(m_conn.get(), 1) != 0)
+    throw LodgeError(Errc::ledger_unavailable,
+                     m_display + ": cannot use the connection: " + trim(PQerrorMessage(m_conn.get())));
+  set_session_timeouts(b);
   if (o.read_only) simple("SET default_transaction_read_only = on");
   setup_schema(o);
   auto r = simple("SELECT pg_get_serial_sequence('file_upload', 'id')");
@@ -292,6 +307,68 @@ PgConn::PgConn(const PgOpen &o) : m_display(display_location(o.location)) {
   if (m_sequence.empty())
     throw LodgeError(Errc::ledger_unusable,
                      m_display + ": file_upload.id has no sequence: not a lodge ledger");
+}
+
+void PgConn::connect(const std::string &location, const Bounds &b) {
+  // Keywords before dbname are defaults the location may override; those after it win.
+  // client_encoding: lodge speaks UTF-8. fallback_application_name: "lodge" unless the
+  // location or PGAPPNAME names the application. The bounds: see Bounds. connect_timeout
+  // bounds the whole connection (TCP, TLS, the server's answer to the startup) per host;
+  // a value libpq has of its own (PGCONNECT_TIMEOUT) wins.
+  const std::string connect_s = std::to_string(b.connect_timeout_s);
+  ConninfoHandle defaults(PQconndefaults(), PQconninfoFree);
+  const bool ours = option_value(defaults, "connect_timeout").empty();
+  std::vector<std::pair<const char *, std::string>> params;
+  if (ours) params.emplace_back("connect_timeout", connect_s);
+  params.emplace_back("keepalives", "1");
+  params.emplace_back("keepalives_idle", std::to_string(b.keepalives_idle_s));
+  params.emplace_back("keepalives_interval", std::to_string(b.keepalives_interval_s));
+  params.emplace_back("keepalives_count", std::to_string(b.keepalives_count));
+  params.emplace_back("tcp_user_timeout", std::to_string(b.tcp_user_timeout_ms));
+  params.emplace_back("dbname", location);
+  params.emplace_back("fallback_application_name", "lodge");
+  params.emplace_back("client_encoding", "UTF8");
+  std::vector<const char *> keys, vals;
+  for (const auto &[k, v] : params) {
+    keys.push_back(k);
+    vals.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  vals.push_back(nullptr);
+  m_conn.reset(PQconnectdbParams(keys.data(), vals.data(), 1));
+  if (!m_conn) throw LodgeError(Errc::ledger_unavailable, m_display + ": cannot connect (out of memory)");
+  if (PQstatus(m_conn.get()) == CONNECTION_OK) return;
+  std::string msg = trim(PQerrorMessage(m_conn.get()));
+  ErrorDetails d;
+  if (msg.find("database \"") != std::string::npos && msg.find("does not exist") != std::string::npos) {
+    d.sqlstate = "3D000";
+    throw LodgeError(
+        Errc::ledger_not_found,
+        m_display + ": " + msg + ". Create the database, then run `lodge init --db " + m_display + "`", d);
+  }
+  if (msg.find("timeout expired") != std::string::npos) {
+    ConninfoHandle used(PQconninfo(m_conn.get()), PQconninfoFree);
+    std::string t = option_value(used, "connect_timeout");
+    msg += ours && t == connect_s ? " (connect_timeout " + t + "s, from ledger_timeout " +
+                                        util::format_duration_exact(m_timeout_ms) + ")"
+                                  : " (connect_timeout " + t + "s, from PGCONNECT_TIMEOUT or the location)";
+  }
+  throw LodgeError(Errc::ledger_unavailable, m_display + ": cannot connect to the PostgreSQL ledger: " + msg,
+                   d);
+}
+
+void PgConn::set_session_timeouts(const Bounds &b) {
+  // statement_timeout ends a statement the server runs too long, lock_timeout a wait for a
+  // row or advisory lock (LEDGER_LOCKED past it). Set for this session unless the location
+  // or PGOPTIONS set them (`-c name=value`: source "client"), which win; then the client's
+  // own bound follows the session's statement_timeout, whatever set it.
+  auto r = simple("SELECT set_config(name, CASE name WHEN 'statement_timeout' THEN '" +
+                  std::to_string(b.statement_timeout_ms) + "' ELSE '" + std::to_string(b.lock_timeout_ms) +
+                  "' END, false) FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout') AND "
+                  "source <> 'client'; SELECT setting FROM pg_settings WHERE name = 'statement_timeout'");
+  std::string_view v = PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
+  std::from_chars(v.data(), v.data() + v.size(), m_statement_ms);
+  m_answer_ms = answer_wait_ms(m_timeout_ms, m_statement_ms);
 }
 
 void PgConn::ensure_alive() const {
@@ -307,6 +384,9 @@ void PgConn::ensure_alive() const {
   if (msg.empty()) msg = trim(PQerrorMessage(m_conn.get()));
   bool lost = PQstatus(m_conn.get()) == CONNECTION_BAD;
   Error e = map_error(state, lost, msg, m_display);
+  if (state == "57014")
+    e.message += " (statement_timeout " + util::format_duration_exact(m_statement_ms) + ", ledger_timeout " +
+                 util::format_duration_exact(m_timeout_ms) + ")";
   if (e.code == Errc::ledger_unavailable) {
     m_lost = true;
     m_lost_message = msg;
@@ -324,13 +404,62 @@ PgResultHandle PgConn::checked(PGresult *raw) {
 
 PgResultHandle PgConn::simple(const std::string &sql) {
   ensure_alive();
-  return checked(PQexec(m_conn.get(), sql.c_str()));
+  return checked(exchange([&](PGconn *c) { return PQsendQuery(c, sql.c_str()); }).release());
 }
 
 PgResultHandle PgConn::exec_prepared(const std::string &name, const std::vector<const char *> &values) {
   ensure_alive();
-  return checked(PQexecPrepared(m_conn.get(), name.c_str(), static_cast<int>(values.size()), values.data(),
-                                nullptr, nullptr, 0));
+  return checked(exchange([&](PGconn *c) {
+                   return PQsendQueryPrepared(c, name.c_str(), static_cast<int>(values.size()), values.data(),
+                                              nullptr, nullptr, 0);
+                 }).release());
+}
+
+PgResultHandle PgConn::exchange(const std::function<int(PGconn *)> &send) {
+  PGconn *c = m_conn.get();
+  const int64_t until = util::steady_ms() + m_answer_ms;
+  if (send(c) != 1) return nullptr;
+  // What did not fit in the socket's buffer is sent as the socket takes it; an answer
+  // arriving meanwhile is read so that the server is never blocked writing to us.
+  for (int left = PQflush(c); left != 0; left = PQflush(c)) {
+    if (left < 0) return nullptr;
+    if (!wait_socket(POLLIN | POLLOUT, until)) no_answer();
+    if (PQconsumeInput(c) == 0) return nullptr;
+  }
+  PgResultHandle last;
+  for (;;) {
+    while (PQisBusy(c) == 0) {
+      PgResultHandle r(PQgetResult(c));
+      if (!r) return last;
+      // After an error the server skips the rest: the error is the answer.
+      if (!last || PQresultStatus(last.get()) != PGRES_FATAL_ERROR) last = std::move(r);
+    }
+    if (!wait_socket(POLLIN, until)) no_answer();
+    if (PQconsumeInput(c) == 0) return nullptr;
+  }
+}
+
+bool PgConn::wait_socket(short events, int64_t until) const {
+  pollfd p{PQsocket(m_conn.get()), events, 0};
+  if (p.fd < 0) return true; // libpq reports the closed connection on the next call
+  for (;;) {
+    const int64_t left = until - util::steady_ms();
+    if (left <= 0) return false;
+    int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 60'000)));
+    if (n > 0 || (n < 0 && errno != EINTR)) return true;
+  }
+}
+
+void PgConn::no_answer() {
+  m_lost = true;
+  m_lost_message = "no answer within " + util::format_duration_exact(m_answer_ms) + ": ledger_timeout " +
+                   util::format_duration_exact(m_timeout_ms) + " plus " +
+                   util::format_duration_exact(m_answer_ms - m_timeout_ms) + "; lodge closed the connection";
+  m_conn.reset();
+  throw LodgeError(Errc::ledger_unavailable,
+                   m_display + ": the PostgreSQL ledger did not answer (" + m_lost_message +
+                       "): the server is stopped, overloaded or unreachable; the transaction in progress "
+                       "was not committed");
 }
 
 std::unique_ptr<sql::StmtImpl> PgConn::prepare(std::string_view sql) {
@@ -340,7 +469,10 @@ std::unique_ptr<sql::StmtImpl> PgConn::prepare(std::string_view sql) {
   if (it == m_prepared.end()) {
     Prepared p{"lodge_" + std::to_string(m_prepared.size() + 1), max_placeholder(sql)};
     // Parameter types are left to the server, inferred from where each one is used.
-    checked(PQprepare(m_conn.get(), p.name.c_str(), translate_placeholders(sql).c_str(), 0, nullptr));
+    const std::string text = translate_placeholders(sql);
+    checked(exchange([&](PGconn *c) {
+              return PQsendPrepare(c, p.name.c_str(), text.c_str(), 0, nullptr);
+            }).release());
     it = m_prepared.emplace(std::move(key), std::move(p)).first;
   }
   return std::make_unique<PgStmt>(this, &it->second.name, it->second.nparams);
@@ -353,10 +485,13 @@ void PgConn::commit() {
     r = simple("COMMIT");
   } catch (const LodgeError &e) {
     if (was_lost || !m_lost) throw;
-    // The server may have committed before the connection went: say so, not "rolled back".
+    // The server may have committed before the connection went (or before it stopped
+    // answering): say so, not "rolled back". Callers treat it as not known: the upload is
+    // reported failed, never active, and nothing is deleted on its account.
     Error err = e.error();
     err.message = m_display + ": lost the connection to the PostgreSQL ledger during COMMIT (" +
                   m_lost_message + "): the transaction either committed whole or not at all";
+    err.details.ambiguous = true;
     throw LodgeError(err);
   }
   // COMMIT of a transaction an error already aborted answers ROLLBACK, not an error.
@@ -368,7 +503,13 @@ void PgConn::commit() {
 void PgConn::rollback() noexcept {
   if (m_lost || !m_conn || PQstatus(m_conn.get()) != CONNECTION_OK) return;
   if (PQtransactionStatus(m_conn.get()) == PQTRANS_IDLE) return;
-  PgResultHandle r(PQexec(m_conn.get(), "ROLLBACK"));
+  try {
+    exchange([](PGconn *c) { return PQsendQuery(c, "ROLLBACK"); });
+  } catch (const LodgeError &) {
+    return; // no answer: no_answer() closed the connection, which rolls it back
+  } catch (const std::exception &) {
+    return; // out of memory: the connection is not used again in this transaction
+  }
   if (PQstatus(m_conn.get()) == CONNECTION_BAD) {
     m_lost = true;
     m_lost_message = trim(PQerrorMessage(m_conn.get()));
@@ -395,6 +536,7 @@ int64_t PgConn::max_record_id() {
 
 void PgConn::raise_record_id(int64_t id) {
   if (id <= 0) return;
+  ensure_alive();
   if (PQtransactionStatus(m_conn.get()) != PQTRANS_INTRANS)
     throw LodgeError(Errc::internal, "raise_record_id outside a write transaction");
   // Reading the sequence and setting it must not let another transaction's insert take
@@ -496,7 +638,8 @@ void PgConn::setup_schema(const PgOpen &o) {
 
 sql::Health PgConn::health() {
   sql::Health h;
-  auto r = simple("SHOW server_version");
+  auto r = simple("SELECT current_setting('server_version'), current_setting('statement_timeout'), "
+                  "current_setting('lock_timeout')");
   h.emplace_back("server_version", std::string(PQgetvalue(r.get(), 0, 0)));
   const char *host = PQhost(m_conn.get());
   h.emplace_back("host", std::string(host ? host : ""));
@@ -508,10 +651,36 @@ sql::Health PgConn::health() {
   h.emplace_back("user", std::string(PQuser(m_conn.get())));
   h.emplace_back("connected", PQstatus(m_conn.get()) == CONNECTION_OK);
   h.emplace_back("schema_version", static_cast<int64_t>(schema_version()));
+  // The bounds this connection runs under, as the server and libpq took them.
+  h.emplace_back("statement_timeout", std::string(PQgetvalue(r.get(), 0, 1)));
+  h.emplace_back("lock_timeout", std::string(PQgetvalue(r.get(), 0, 2)));
+  ConninfoHandle used(PQconninfo(m_conn.get()), PQconninfoFree);
+  auto connect_s = option_value(used, "connect_timeout");
+  h.emplace_back("connect_timeout", connect_s.empty() ? std::string("none") : connect_s + "s");
+  h.emplace_back("answer_timeout", util::format_duration_exact(m_answer_ms));
   return h;
 }
 
 } // namespace
+
+Bounds bounds_for(int64_t timeout_ms, int64_t lock_timeout_ms) {
+  Bounds b;
+  const int64_t t = std::max<int64_t>(timeout_ms, 1);
+  const int64_t secs = std::min<int64_t>((t + 999) / 1000, std::numeric_limits<int>::max());
+  b.connect_timeout_s = static_cast<int>(std::max<int64_t>(secs, 2));
+  // Probes from half the bound on, three of them across the other half.
+  b.keepalives_idle_s = static_cast<int>(std::max<int64_t>(secs / 2, 1));
+  b.keepalives_interval_s = static_cast<int>(std::max<int64_t>(secs / 6, 1));
+  b.keepalives_count = 3;
+  b.tcp_user_timeout_ms = t;
+  b.statement_timeout_ms = t;
+  b.lock_timeout_ms = std::clamp<int64_t>(lock_timeout_ms, 1, t);
+  return b;
+}
+
+int64_t answer_wait_ms(int64_t timeout_ms, int64_t statement_timeout_ms) {
+  return std::max(timeout_ms, statement_timeout_ms) + k_answer_margin_ms;
+}
 
 std::string translate_placeholders(std::string_view sql) {
   std::string out;
@@ -599,6 +768,13 @@ Error map_error(std::string_view sqlstate, bool lost, std::string_view message, 
   std::string w(where);
   std::string msg(message);
   std::string state = sqlstate.empty() ? std::string() : " (SQLSTATE " + std::string(sqlstate) + ")";
+  // 57014: statement_timeout (or a cancel) ended the statement. A ledger that slow is not
+  // used again in this run: each later statement would wait as long.
+  if (!lost && sqlstate == "57014")
+    return {Errc::ledger_unavailable,
+            w + ": the PostgreSQL ledger did not finish a statement in time: " + msg + state +
+                "; the transaction in progress was not committed",
+            d};
   // 57P01..57P03: the server is shutting down or terminated this session.
   if (lost || sqlstate.substr(0, 2) == "08" || sqlstate == "57P01" || sqlstate == "57P02" ||
       sqlstate == "57P03")
@@ -608,7 +784,7 @@ Error map_error(std::string_view sqlstate, bool lost, std::string_view message, 
             d};
   if (is_transient(sqlstate))
     return {Errc::ledger_locked, w + ": a concurrent transaction conflicted: " + msg + state, d};
-  if (sqlstate == "55P03" || sqlstate == "57014")
+  if (sqlstate == "55P03")
     return {Errc::ledger_locked,
             w + ": the ledger is locked by another process (waited past lock_timeout): " + msg + state, d};
   if (sqlstate == "22021" || sqlstate == "22P05")
@@ -638,6 +814,7 @@ std::unique_ptr<sql::Conn> open_postgres(const OpenOptions &opts) {
   o.create = opts.create;
   o.read_only = opts.read_only;
   o.lock_timeout_ms = opts.lock_timeout_ms;
+  o.timeout_ms = opts.timeout_ms;
   o.now_ms = opts.clock->now_ms();
   return pg::open_pg_conn(o);
 }

@@ -76,9 +76,11 @@ constexpr std::array k_errcs{
              "(lodge confirm) its stamp or Content-Type differs from the reservation's."},
     ErrcInfo{Errc::output_exists, "OUTPUT_EXISTS", 1,
              "A different file already exists where get would write it (--force replaces it)."},
-    ErrcInfo{Errc::ledger_unavailable, "LEDGER_UNAVAILABLE", 3,
-             "The ledger's database server cannot be reached, or the connection was lost (nothing was "
-             "half-written: the transaction rolled back)."},
+    ErrcInfo{
+        Errc::ledger_unavailable, "LEDGER_UNAVAILABLE", 3,
+        "The ledger's database server cannot be reached, did not answer within ledger_timeout, or the "
+        "connection was lost: the transaction rolled back, except a COMMIT left without an answer, which "
+        "may have committed (an upload is then reported failed, never active; repair decides)."},
 };
 } // namespace
 

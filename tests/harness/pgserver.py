@@ -5,6 +5,7 @@ As a module:
     with PgServer() as pg:
         url = pg.create_database("t1")     # postgres://lodge@127.0.0.1:<port>/t1
         pg.sql("SELECT 1", db="t1")         # rows via psql, for checks in tests
+        pg.pause(); ...; pg.resume()        # the whole server SIGSTOPped, then continued
 
 As a command (used by CTest for the libpq-driver tests):
 
@@ -67,6 +68,15 @@ def _alive(pid):
         return False
 
 
+def _state(pid):
+    """The process's state letter (R, S, T...), None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 class PgServer:
     def __init__(self, start_timeout=60.0, stop_timeout=30.0, durable=False):
         self.durable = durable  # fsync on, as a real server runs (scripts/bench-ledger)
@@ -77,6 +87,7 @@ class PgServer:
         self.port = None
         self.pid = None
         self._as_postgres = os.geteuid() == 0
+        self._stopped = []  # what pause() stopped
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -143,6 +154,7 @@ class PgServer:
         """Stops the server by its PID (fast shutdown: SIGINT ends every session, where
         SIGTERM's smart shutdown would wait for clients to leave; SIGKILL after
         stop_timeout) and removes its directory. Safe to call twice."""
+        self.resume()  # a paused server cannot act on SIGINT
         if self.pid is not None:
             pid, self.pid = self.pid, None
             try:
@@ -163,6 +175,50 @@ class PgServer:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+
+    # -- a server that stops answering ----------------------------------------------------
+
+    def processes(self):
+        """The postmaster's PID, then its children's (backends, checkpointer, walwriter...),
+        read from /proc."""
+        children = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == self.pid:
+                children.append(int(entry))
+        return [self.pid] + sorted(children)
+
+    def pause(self):
+        """SIGSTOPs the whole server, the postmaster first (so it forks nothing more), and
+        waits until each process is stopped: a hung host as its clients see it (the kernel
+        still accepts connections and acknowledges what is sent; nothing answers). The
+        stopped PIDs are returned; resume() continues them."""
+        self._stopped = []
+        for pid in [self.pid] + [p for p in self.processes() if p != self.pid]:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            self._stopped.append(pid)
+            deadline = time.monotonic() + 10
+            while _state(pid) not in ("T", "t", None) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return list(self._stopped)
+
+    def resume(self):
+        """SIGCONTs what pause() stopped (children first); safe to call twice."""
+        stopped, self._stopped = self._stopped, []
+        for pid in reversed(stopped):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
     # -- use -------------------------------------------------------------------------------
 

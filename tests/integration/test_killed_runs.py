@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import FaultProxy, StoreTestCase, check_invariants, converge, main, wait_until  # noqa: E402
@@ -129,6 +130,26 @@ class KilledRuns(StoreTestCase):
     def fired(self, log):
         return os.path.exists(log) and os.path.getsize(log) > 0
 
+    def stderr_lines(self, p):
+        """Collects p's stderr lines on a thread (a pipe read while the test waits for one)."""
+        lines = []
+
+        def read():
+            for line in p.stderr:
+                lines.append(line)
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        return lines, t
+
+    def signal_once_held(self, p, lines, gate):
+        """SIGHUP (as SIGINT and SIGTERM) while the run is held at a failpoint; the gate opens
+        only once the handler has counted (its line is out): when the kernel delivers the
+        signal is no part of what is tested."""
+        p.send_signal(signal.SIGHUP)
+        wait_until(lambda: any("lodge: finishing" in x for x in lines), what="the signal handler's count")
+        with open(gate, "w"):
+            pass
+
     def test_a_first_signal_finishes_the_uploads_in_flight_and_starts_no_new_one(self):
         tree = os.path.join(self.dir, "tree")
         for i in range(5):
@@ -136,20 +157,69 @@ class KilledRuns(StoreTestCase):
         gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
         p = self.spawn("upload", "--jobs", "1", tree,
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
+        lines, reader = self.stderr_lines(p)
         wait_until(lambda: self.fired(log), what="the first file's PUT")
-        # The first file's after_put fires right after its PUT, before its confirm is queued:
-        # it is the one file in flight, held there.
-        p.send_signal(signal.SIGHUP)  # as SIGINT and SIGTERM
-        with open(gate, "w"):
-            pass
-        out, err = p.communicate(timeout=60)
+        # The first file is held right after its PUT, before its confirm is queued: the one
+        # file in flight. Released once the signal is handled, it is finished; the worker
+        # then takes no other file.
+        self.signal_once_held(p, lines, gate)
+        p.wait(timeout=60)  # (its stdout, a few lines, fits in the pipe)
+        with p.stdout, p.stderr:
+            out = p.stdout.read()
+            reader.join(timeout=60)
+        err = "".join(lines)
         self.assertEqual(p.returncode, 130, err)
-        self.assertIn("lodge: finishing 1 upload in flight (Ctrl-C again to abort it)", err)
+        self.assertIn("lodge: finishing 1 upload in flight (Ctrl-C again to abort it)\n", err)
         self.assertIn("1 file: 1 active", err)
         self.assertIn(", interrupted\n", err)
         self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
                       "started (INTERRUPTED)", err)
         self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)])  # of 5
+        check_invariants(self, self.objects())
+
+    def test_a_file_waiting_for_its_confirm_is_in_flight_and_is_finished(self):
+        # In flight means taken up and not reported: a stored file whose confirm is pending
+        # (a worker keeps up to 16 while it goes on with the next file) counts, beside the
+        # file being sent.
+        tree = os.path.join(self.dir, "tree")
+        for i in range(5):
+            self.write(f"tree/f{i}.txt", f"file {i}\n")
+        reserve, put = os.path.join(self.dir, "reserve"), os.path.join(self.dir, "put")
+        log = os.path.join(self.dir, "fp.log")
+        p = self.spawn("upload", "--jobs", "1", tree, env={
+            "LODGE_FAILPOINTS": f"upload.before_reserve=pause:{reserve};upload.after_put=pause:{put}",
+            "LODGE_FAILPOINTS_LOG": log})
+        lines, reader = self.stderr_lines(p)
+
+        def fired():
+            if not os.path.exists(log):
+                return []
+            with open(log) as f:
+                return [x.split()[1] for x in f.read().splitlines()]
+        wait_until(lambda: fired() == ["upload.before_reserve"], what="f0's reserve")
+        with open(reserve, "w"):
+            pass
+        wait_until(lambda: len(fired()) == 2, what="f0's PUT")
+        # f0 is held after its PUT, so past its reserve: that gate closes again for f1.
+        os.unlink(reserve)
+        with open(put, "w"):
+            pass
+        # f0's confirm is queued and left pending; the worker took f1, held before its reserve.
+        wait_until(lambda: len(fired()) == 3, what="f1's reserve")
+        self.assertEqual(fired(), ["upload.before_reserve", "upload.after_put", "upload.before_reserve"])
+        self.signal_once_held(p, lines, reserve)
+        p.wait(timeout=60)  # (its stdout, a few lines, fits in the pipe)
+        with p.stdout, p.stderr:
+            out = p.stdout.read()
+            reader.join(timeout=60)
+        err = "".join(lines)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("lodge: finishing 2 uploads in flight (Ctrl-C again to abort them)\n", err)
+        self.assertIn("2 files: 2 active", err)
+        self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
+                      "started (INTERRUPTED)", err)
+        self.assertEqual([x.split()[0] for x in out.splitlines()], ["active", "active"], out)
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
         check_invariants(self, self.objects())
 
     def test_a_second_signal_aborts_the_transfer_in_flight_and_fails_its_row(self):

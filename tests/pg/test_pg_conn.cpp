@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <doctest/doctest.h>
 #include <ledger/pg.hpp>
@@ -82,6 +83,65 @@ std::unique_ptr<sql::Conn> open(const std::string &url, bool create = false, boo
   o.lock_timeout_ms = lock_timeout_ms;
   o.now_ms = 1'700'000'000'000;
   return pg::open_pg_conn(o);
+}
+
+std::unique_ptr<sql::Conn> open_bounded(const std::string &url, int64_t timeout_ms, int64_t lock_timeout_ms) {
+  pg::PgOpen o;
+  o.location = url;
+  o.timeout_ms = timeout_ms;
+  o.lock_timeout_ms = lock_timeout_ms;
+  return pg::open_pg_conn(o);
+}
+
+// A variable of libpq's set for the guard's life (libpq reads them at each connect).
+class EnvVar {
+public:
+  EnvVar(const char *name, const char *value) : m_name(name) { REQUIRE(::setenv(name, value, 1) == 0); }
+  ~EnvVar() { ::unsetenv(m_name); }
+  EnvVar(const EnvVar &) = delete;
+  EnvVar &operator=(const EnvVar &) = delete;
+
+private:
+  const char *m_name;
+};
+
+std::string setting(sql::Conn &c, const std::string &name) {
+  sql::Stmt st(c.prepare("SELECT current_setting('" + name + "')"));
+  REQUIRE(st.step());
+  return st.col_text(0);
+}
+
+std::string health_text(sql::Conn &c, const std::string &key) {
+  for (auto &[k, v] : c.health())
+    if (k == key) return std::get<std::string>(v);
+  return "(none)";
+}
+
+// The server process of a connection stopped (SIGSTOP) as a stopped or hung server is: its
+// kernel still accepts and acknowledges what is sent, nothing answers. Continued on exit.
+class StoppedBackend {
+public:
+  explicit StoppedBackend(sql::Conn &c) {
+    sql::Stmt st(c.prepare("SELECT pg_backend_pid()"));
+    REQUIRE(st.step());
+    m_pid = static_cast<pid_t>(st.col_int(0));
+    REQUIRE(::kill(m_pid, SIGSTOP) == 0);
+  }
+  ~StoppedBackend() { resume(); }
+  StoppedBackend(const StoppedBackend &) = delete;
+  StoppedBackend &operator=(const StoppedBackend &) = delete;
+  void resume() {
+    if (m_pid > 0) ::kill(m_pid, SIGCONT);
+  }
+  [[nodiscard]] pid_t pid() const { return m_pid; }
+
+private:
+  pid_t m_pid = 0;
+};
+
+int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since)
+      .count();
 }
 
 // A minimal alive row; its id.
@@ -508,7 +568,8 @@ TEST_CASE("pg: display name and health never show the password") {
     if (auto *s = std::get_if<std::string>(&field.second)) CHECK(s->find("topsecret") == std::string::npos);
   }
   CHECK(names == std::set<std::string>{"server_version", "host", "port", "database", "user", "connected",
-                                       "schema_version"});
+                                       "schema_version", "statement_timeout", "lock_timeout",
+                                       "connect_timeout", "answer_timeout"});
   for (auto &field : h) {
     const auto &k = field.first;
     const auto &v = field.second;
@@ -517,4 +578,91 @@ TEST_CASE("pg: display name and health never show the password") {
     if (k == "database") CHECK(std::get<std::string>(v) == "t_health");
     if (k == "server_version") CHECK(std::get<std::string>(v).rfind("15.", 0) == 0);
   }
+}
+
+TEST_CASE("pg: ledger_timeout sets the session's bounds; the location, PGOPTIONS and PGCONNECT_TIMEOUT win") {
+  Admin admin;
+  auto url = admin.fresh_db("t_bounds");
+  (void)open(url, true);
+  {
+    auto c = open_bounded(url, 3'000, 200);
+    CHECK(setting(*c, "statement_timeout") == "3s");
+    CHECK(setting(*c, "lock_timeout") == "200ms");
+    CHECK(health_text(*c, "connect_timeout") == "3s");
+    CHECK(health_text(*c, "answer_timeout") == "5s"); // 3 s plus the margin
+    CHECK(health_text(*c, "statement_timeout") == "3s");
+  }
+  // A lock wait never outlasts the bound.
+  CHECK(setting(*open_bounded(url, 3'000, 60'000), "lock_timeout") == "3s");
+  // A role's setting is the server's default: ledger_timeout is lodge's own, set over it.
+  Admin(url).sql("ALTER ROLE lodge IN DATABASE t_bounds SET statement_timeout = '1h'");
+  CHECK(setting(*open_bounded(url, 3'000, 200), "statement_timeout") == "3s");
+  {
+    // libpq's own variables win: -c options (source "client") and PGCONNECT_TIMEOUT. The
+    // client then waits as long as the session's statement_timeout allows, plus the margin.
+    EnvVar options("PGOPTIONS", "-c statement_timeout=7s -c lock_timeout=1500ms");
+    EnvVar connect("PGCONNECT_TIMEOUT", "9");
+    auto c = open_bounded(url, 3'000, 200);
+    CHECK(setting(*c, "statement_timeout") == "7s");
+    CHECK(setting(*c, "lock_timeout") == "1500ms");
+    CHECK(health_text(*c, "connect_timeout") == "9s");
+    CHECK(health_text(*c, "answer_timeout") == "9s");
+  }
+  // So does the location, over lodge's keywords.
+  auto c = open_bounded(url + "?connect_timeout=4&keepalives_idle=7", 3'000, 200);
+  CHECK(health_text(*c, "connect_timeout") == "4s");
+  CHECK(setting(*c, "statement_timeout") == "3s");
+}
+
+TEST_CASE("pg: a server that stops answering: each wait ends at the bound, LEDGER_UNAVAILABLE; a COMMIT is "
+          "ambiguous") {
+  Admin admin;
+  auto url = admin.fresh_db("t_stopped");
+  (void)open(url, true);
+  const int64_t bound = 1'000 + pg::k_answer_margin_ms; // ledger_timeout 1s
+  {
+    auto c = open_bounded(url, 1'000, 1'000);
+    StoppedBackend stopped(*c);
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = thrown_error([&] { (void)count_rows(*c, "file_upload"); });
+    auto waited = elapsed_ms(t0);
+    REQUIRE(e);
+    CHECK(e->code == Errc::ledger_unavailable);
+    CHECK(e->message.find("postgres://lodge@") == 0);
+    CHECK(e->message.find("did not answer (no answer within 3s: ledger_timeout 1s plus 2s") !=
+          std::string::npos);
+    CHECK(waited >= bound);
+    CHECK(waited < bound + 10'000); // a bound, not a timing test
+    // The connection is closed and never used again.
+    auto again = thrown_error([&] { (void)count_rows(*c, "file_upload"); });
+    REQUIRE(again);
+    CHECK(again->code == Errc::ledger_unavailable);
+    CHECK(again->message.find("lodge does not reconnect") != std::string::npos);
+  }
+  // Stopped with its COMMIT on the way: whether it committed is not known, and said so.
+  auto c = open_bounded(url, 1'000, 1'000);
+  c->begin_write();
+  (void)insert_row(*c, "maybe");
+  std::optional<Error> e;
+  pid_t backend = 0;
+  {
+    StoppedBackend stopped(*c);
+    backend = stopped.pid();
+    auto t0 = std::chrono::steady_clock::now();
+    e = thrown_error([&] { c->commit(); });
+    CHECK(elapsed_ms(t0) < bound + 10'000);
+  }
+  REQUIRE(e);
+  CHECK(e->code == Errc::ledger_unavailable);
+  CHECK(e->details.ambiguous);
+  CHECK(e->message.find("during COMMIT (no answer within 3s") != std::string::npos);
+  CHECK(e->message.find("either committed whole or not at all") != std::string::npos);
+  c->rollback(); // nothing to do: the connection is gone
+  // Continued, the backend reads the COMMIT it was sent, then the close: here it committed.
+  Admin in_db(url);
+  for (int i = 0;
+       i < 500 && !in_db.sql("SELECT 1 FROM pg_stat_activity WHERE pid = " + std::to_string(backend)).empty();
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(in_db.one("SELECT count(*) FROM file_upload WHERE object_key = 'maybe'") == "1");
 }

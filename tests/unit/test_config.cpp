@@ -159,6 +159,31 @@ TEST_CASE("a busy_timeout SQLite cannot hold as int milliseconds is refused, nam
   CHECK(error_of(inputs_with(dir, R"({"busy_timeout": "2147483648ms"})")).rfind("busy_timeout:", 0) == 0);
 }
 
+TEST_CASE("ledger_timeout: 30s by default; the file, LODGE_LEDGER_TIMEOUT, then --ledger-timeout") {
+  test::TempDir dir;
+  auto in = inputs_with(dir, R"({})");
+  CHECK(config::load(in).ledger_timeout_ms == 30'000);
+  in = inputs_with(dir, R"({"ledger_timeout": "5s"})");
+  CHECK(config::load(in).ledger_timeout_ms == 5'000);
+  CHECK(config::to_json(config::load(in))["ledger_timeout"] == "5s");
+  in.env["LODGE_LEDGER_TIMEOUT"] = "1500ms";
+  CHECK(config::load(in).ledger_timeout_ms == 1'500);
+  in.flags["ledger_timeout"] = "2m";
+  CHECK(config::load(in).ledger_timeout_ms == 120'000);
+  // PostgreSQL takes its timeouts as int milliseconds; 0 would mean "wait forever".
+  CHECK(error_of(inputs_with(dir, R"({"ledger_timeout": "30d"})"))
+            .rfind("ledger_timeout: '30d' is too long", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"ledger_timeout": "0"})"))
+            .rfind("ledger_timeout: expected a duration", 0) == 0);
+  in = inputs_with(dir, R"({})");
+  in.env["LODGE_LEDGER_TIMEOUT"] = "soon";
+  CHECK(error_of(in).rfind("LODGE_LEDGER_TIMEOUT: expected a duration like 15m or 500ms, got 'soon'", 0) ==
+        0);
+  in = inputs_with(dir, R"({})");
+  in.flags["ledger_timeout"] = "0s";
+  CHECK(error_of(in).rfind("--ledger-timeout: expected a duration", 0) == 0);
+}
+
 TEST_CASE("durations that would overflow a wall-clock time are refused, naming the key") {
   test::TempDir dir;
   // 2562047h is about INT64_MAX ms: now + deadline used to overflow.

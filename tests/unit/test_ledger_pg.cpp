@@ -62,7 +62,7 @@ TEST_CASE("pg: SQLSTATEs map onto lodge's codes and keep the SQLSTATE") {
   };
   for (const Row &r :
        {Row{"40001", false, Errc::ledger_locked}, Row{"40P01", false, Errc::ledger_locked},
-        Row{"55P03", false, Errc::ledger_locked}, Row{"57014", false, Errc::ledger_locked},
+        Row{"55P03", false, Errc::ledger_locked}, Row{"57014", false, Errc::ledger_unavailable},
         Row{"08006", false, Errc::ledger_unavailable}, Row{"57P01", false, Errc::ledger_unavailable},
         Row{"", true, Errc::ledger_unavailable}, Row{"23505", true, Errc::ledger_unavailable},
         Row{"22021", false, Errc::bad_name}, Row{"22P05", false, Errc::bad_name},
@@ -83,4 +83,31 @@ TEST_CASE("pg: SQLSTATEs map onto lodge's codes and keep the SQLSTATE") {
   CHECK(pg::is_transient("40P01"));
   CHECK_FALSE(pg::is_transient("55P03"));
   CHECK_FALSE(pg::is_transient(""));
+}
+
+TEST_CASE("pg: one ledger_timeout bounds connect, keepalives, statements and lock waits") {
+  auto b = pg::bounds_for(30'000, 10'000);
+  CHECK(b.connect_timeout_s == 30);
+  CHECK(b.keepalives_idle_s == 15);
+  CHECK(b.keepalives_interval_s == 5);
+  CHECK(b.keepalives_count == 3);
+  CHECK(b.keepalives_idle_s + b.keepalives_count * b.keepalives_interval_s == 30);
+  CHECK(b.tcp_user_timeout_ms == 30'000);
+  CHECK(b.statement_timeout_ms == 30'000);
+  CHECK(b.lock_timeout_ms == 10'000); // busy_timeout, shorter
+  // Sub-second and odd values: whole seconds rounded up, libpq's 2 s minimum, at least 1 s
+  // between probes; a lock wait never past the bound.
+  b = pg::bounds_for(1'500, 60'000);
+  CHECK(b.connect_timeout_s == 2);
+  CHECK(b.keepalives_idle_s == 1);
+  CHECK(b.keepalives_interval_s == 1);
+  CHECK(b.tcp_user_timeout_ms == 1'500);
+  CHECK(b.statement_timeout_ms == 1'500);
+  CHECK(b.lock_timeout_ms == 1'500);
+  CHECK(pg::bounds_for(2'001, 100).connect_timeout_s == 3);
+  // The client waits for the longer of the two server-side bounds, plus the margin; a
+  // session with no statement_timeout (0) is still bounded by ledger_timeout.
+  CHECK(pg::answer_wait_ms(2'000, 2'000) == 2'000 + pg::k_answer_margin_ms);
+  CHECK(pg::answer_wait_ms(2'000, 0) == 2'000 + pg::k_answer_margin_ms);
+  CHECK(pg::answer_wait_ms(2'000, 7'000) == 7'000 + pg::k_answer_margin_ms);
 }

@@ -57,8 +57,9 @@ struct StatusSettings {
 // Every LODGE_* environment variable lodge reads; any other is warned about (a misspelled
 // one would otherwise be ignored without a word). A new variable is added here.
 inline constexpr const char *k_lodge_environment[] = {
-    "LODGE_CONFIG", "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
-    "LODGE_REGION", "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG"};
+    "LODGE_CONFIG",        "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
+    "LODGE_REGION",        "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG",
+    "LODGE_LEDGER_TIMEOUT"};
 
 // The jobs status watches, in the order it reports them.
 inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile"};
@@ -90,6 +91,11 @@ struct Config {
   bool fail_killed_runs = true;
   bool tag_state = false; // S3: tag objects lodge-state=pending, then committed once ACTIVE
   int64_t busy_timeout_ms = 10'000;
+  // A PostgreSQL ledger's bound on every wait for the server: connecting, each statement's
+  // answer (statement_timeout, and the client's own wait), lock waits (lock_timeout, at
+  // most this), dead connections (TCP keepalives, tcp_user_timeout). Key ledger_timeout,
+  // LODGE_LEDGER_TIMEOUT, --ledger-timeout.
+  int64_t ledger_timeout_ms = 30'000;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 4; // parts of one file in flight at once
@@ -103,9 +109,10 @@ struct Config {
 };
 
 struct ConfigInputs {
-  std::optional<std::string> config_flag;   // --config
-  std::map<std::string, std::string> env;   // the process environment
-  std::map<std::string, std::string> flags; // keys: ledger store endpoint region owner ca_bundle profile
+  std::optional<std::string> config_flag; // --config
+  std::map<std::string, std::string> env; // the process environment
+  // keys: ledger store endpoint region owner ca_bundle profile ledger_timeout
+  std::map<std::string, std::string> flags;
   bool no_verify_ssl = false;
   bool force_network_fs = false;
 };

@@ -29,6 +29,9 @@ struct OpenOptions {
   bool create = false;
   // How long to wait for another writer (SQLite's busy timeout, PostgreSQL's lock_timeout).
   int64_t lock_timeout_ms = 10'000;
+  // PostgreSQL: the bound on every wait for the server (connect, each answer, keepalives);
+  // lock_timeout is at most this. SQLite ignores it.
+  int64_t timeout_ms = 30'000;
   bool force_network_fs = false;
   // For commands that only read (status, list, tasks): opened read-only, never created,
   // never migrated (a ledger too old for this lodge says to run `lodge init`), so they
