@@ -5,6 +5,7 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/sql.hpp>
 #include <memory>
+#include <string>
 
 namespace lodge::ledger {
 
@@ -14,6 +15,9 @@ namespace lodge::ledger {
 // immutable) when opts.read_only. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE,
 // LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
 [[nodiscard]] std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts);
+// open_sqlite's filesystem check: throws LEDGER_ON_NETWORK_FS for a ledger at `path` whose
+// directory's statfs(2) f_type is a network filesystem (util::network_fs_name), unless `force`.
+void refuse_network_fs(const std::string &path, unsigned long f_type, bool force);
 
 // The PostgreSQL ledger at opts.location (a postgres:// or postgresql:// URL, or a libpq
 // conninfo string starting with "postgres:"; pg_driver.cpp).

@@ -13,6 +13,7 @@
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
+#include <lodge/util/fs.hpp>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -21,47 +22,17 @@
 #include <vector>
 
 namespace lodge::ledger {
-namespace {
 
-// Filesystems where SQLite's locking and WAL cannot be trusted.
-bool is_network_fs(const std::string &dir, std::string &name) {
-  struct statfs fs {};
-  if (::statfs(dir.c_str(), &fs) != 0) return false;
-  switch (static_cast<unsigned long>(fs.f_type)) {
-  case 0x6969:
-    name = "NFS";
-    return true;
-  case 0x517B:
-    name = "SMB";
-    return true;
-  case 0xFF534D42:
-    name = "CIFS";
-    return true;
-  case 0xFE534D42:
-    name = "SMB2";
-    return true;
-  case 0x564C:
-    name = "NCP";
-    return true;
-  case 0x65735546:
-    name = "FUSE";
-    return true;
-  case 0x01021997:
-    name = "9P";
-    return true;
-  case 0x6B414653:
-    name = "AFS";
-    return true;
-  case 0x47504653:
-    name = "GPFS";
-    return true;
-  case 0x00C36400:
-    name = "CEPH";
-    return true;
-  default:
-    return false;
-  }
+void refuse_network_fs(const std::string &path, unsigned long f_type, bool force) {
+  if (force) return;
+  if (auto name = util::network_fs_name(f_type))
+    throw LodgeError(
+        Errc::ledger_on_network_fs,
+        path + ": the ledger is on a network filesystem (" + std::string(*name) +
+            "); SQLite locking is unsafe there. Put it on a local disk, or pass --force-network-fs");
 }
+
+namespace {
 
 // Checks that the existing ledger file may be opened as SQLite will, so a refusal says
 // what the OS says ("Permission denied", "Read-only file system") instead of SQLite's bare
@@ -94,12 +65,9 @@ void prepare_file(const OpenOptions &o) {
       throw LodgeError(Errc::ledger_unusable,
                        path + ": cannot create directory " + dir.string() + ": " + ec.message());
   }
-  std::string fsname;
-  if (!o.force_network_fs && is_network_fs(dir.string(), fsname))
-    throw LodgeError(
-        Errc::ledger_on_network_fs,
-        path + ": the ledger is on a network filesystem (" + fsname +
-            "); SQLite locking is unsafe there. Put it on a local disk, or pass --force-network-fs");
+  struct statfs sf {};
+  if (::statfs(dir.c_str(), &sf) == 0)
+    refuse_network_fs(path, static_cast<unsigned long>(sf.f_type), o.force_network_fs);
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode))

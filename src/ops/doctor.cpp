@@ -7,6 +7,7 @@
 #include <lodge/ledger/sqlite.hpp>
 #include <lodge/ops/doctor.hpp>
 #include <lodge/store/lifecycle.hpp>
+#include <lodge/util/fs.hpp>
 #include <lodge/util/units.hpp>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -21,23 +22,6 @@ Check make(std::string name, Level level, std::string message, std::string fix =
   return Check{std::move(name), level, std::move(message), std::move(fix)};
 }
 
-struct FsType {
-  unsigned long magic;
-  const char *name;
-  bool network;
-};
-
-// statfs(2) f_type values (linux/magic.h and the filesystems' own headers).
-constexpr FsType k_fs_types[] = {
-    {0xEF53, "ext4", false},      {0x58465342, "xfs", false},     {0x9123683E, "btrfs", false},
-    {0x01021994, "tmpfs", false}, {0x794C7630, "overlay", false}, {0x2FC12FC1, "zfs", false},
-    {0xF2F52010, "f2fs", false},  {0x6969, "nfs", true},          {0x517B, "smb", true},
-    {0xFF534D42, "cifs", true},   {0xFE534D42, "smb2", true},     {0x564C, "ncp", true},
-    {0x65735546, "fuse", true},   {0x01021997, "9p", true},       {0x6B414653, "afs", true},
-    {0x47504653, "gpfs", true},   {0x00C36400, "ceph", true},     {0x013111A8, "ibrix", true},
-    {0x0BD00BD0, "lustre", true}, {0x19830326, "fhgfs", true},    {0x5346414F, "openafs", true},
-};
-
 } // namespace
 
 const char *level_name(Level l) {
@@ -50,6 +34,23 @@ const char *level_name(Level l) {
     return "fail";
   }
   return "fail";
+}
+
+Check filesystem(const std::string &dir, unsigned long f_type) {
+  if (auto net = util::network_fs_name(f_type))
+    return make("ledger.filesystem", Level::warn,
+                dir + " is on " + std::string(*net) +
+                    ", a network filesystem: SQLite's locks and WAL are not safe there",
+                "move the ledger to a local disk, or use a PostgreSQL ledger (--db postgres://...)");
+  std::string name;
+  if (auto known = util::fs_type_name(f_type)) {
+    name = *known;
+  } else {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "0x%lX", f_type);
+    name = std::string("type ") + hex;
+  }
+  return make("ledger.filesystem", Level::ok, dir + " is on " + name);
 }
 
 std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
@@ -68,22 +69,7 @@ std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
 
   std::string dir = p.parent_path().string();
   struct statfs sf {};
-  if (::statfs(dir.c_str(), &sf) == 0) {
-    auto magic = static_cast<unsigned long>(sf.f_type);
-    const FsType *found = nullptr;
-    for (const auto &t : k_fs_types)
-      if (t.magic == magic) found = &t;
-    char hex[32];
-    std::snprintf(hex, sizeof hex, "0x%lX", magic);
-    std::string name = found ? found->name : std::string("type ") + hex;
-    if (found && found->network)
-      out.push_back(
-          make("ledger.filesystem", Level::warn,
-               dir + " is on " + name + ", a network filesystem: SQLite's locks and WAL are not safe there",
-               "move the ledger to a local disk, or use a PostgreSQL ledger (--db postgres://...)"));
-    else
-      out.push_back(make("ledger.filesystem", Level::ok, dir + " is on " + name));
-  }
+  if (::statfs(dir.c_str(), &sf) == 0) out.push_back(filesystem(dir, static_cast<unsigned long>(sf.f_type)));
   struct statvfs sv {};
   if (::statvfs(dir.c_str(), &sv) == 0) {
     uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;

@@ -38,6 +38,11 @@ inline constexpr int64_t k_skew_fail_ms = int64_t{15} * 60 * 1000;
 // caller may go on to the binding check).
 [[nodiscard]] std::vector<Check> sqlite_ledger(const std::string &path, bool &usable);
 
+// The check of the filesystem a SQLite ledger's directory `dir` is on, by its statfs(2)
+// f_type: warn on a network filesystem (util::network_fs_name, the table the SQLite driver
+// refuses by), else ok, naming the type.
+[[nodiscard]] Check filesystem(const std::string &dir, unsigned long f_type);
+
 // The clock check: `server_date` is a response's Date header ("" when none came), `local_ms`
 // this host's wall clock when it came.
 [[nodiscard]] Check clock_skew(const std::string &server_date, int64_t local_ms);
