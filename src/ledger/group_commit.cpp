@@ -10,18 +10,39 @@
 #include <utility>
 
 namespace lodge::ledger {
+namespace {
+// What an exception_ptr holds, as a warning says it.
+std::string error_text(const std::exception_ptr &e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception &x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+} // namespace
 
 GroupCommit::GroupCommit(std::unique_ptr<sql::Conn> conn, size_t max_batch)
     : m_writer(std::make_unique<SqlLedger>(std::move(conn))), m_max(std::max<size_t>(max_batch, 1)) {}
 
 GroupCommit::~GroupCommit() {
-  auto s = stats();
-  if (s.requests > 0)
-    util::log::debug("ledger: " + std::to_string(s.requests) + " upload transitions in " +
-                     std::to_string(s.commits) + " commits (largest batch " + std::to_string(s.largest) +
-                     "; " + std::to_string(s.batch_us / 1000) + " ms in transactions, " +
-                     std::to_string(s.flushes) + " store flushes in " + std::to_string(s.flush_us / 1000) +
-                     " ms)");
+  // Only abandoned requests can be left: every other one's enqueuer waits for it, holding
+  // this group meanwhile. Nobody led a batch since they were abandoned, and none will.
+  try {
+    std::vector<std::shared_ptr<Request>> left(m_queue.begin(), m_queue.end());
+    left.insert(left.end(), m_deferred.begin(), m_deferred.end());
+    for (const auto &r : left)
+      util::log::warn(r->what + " was abandoned by its uploader and never ran: nothing of it was written");
+    auto s = stats();
+    if (s.requests > 0)
+      util::log::debug("ledger: " + std::to_string(s.requests) + " upload transitions in " +
+                       std::to_string(s.commits) + " commits (largest batch " + std::to_string(s.largest) +
+                       "; " + std::to_string(s.batch_us / 1000) + " ms in transactions, " +
+                       std::to_string(s.flushes) + " store flushes in " + std::to_string(s.flush_us / 1000) +
+                       " ms)");
+  } catch (...) { // a log line that cannot be made is not worth ending the process for
+  }
 }
 
 GroupCommit::Stats GroupCommit::stats() {
@@ -44,10 +65,18 @@ std::shared_ptr<GroupCommit::Request> GroupCommit::enqueue(std::function<void(Sq
   r->queued = std::chrono::steady_clock::now();
   std::lock_guard lock(m_mu);
   if (defer)
-    m_deferred.push_back(r.get());
+    m_deferred.push_back(r);
   else
-    m_queue.push_back(r.get());
+    m_queue.push_back(r);
   return r;
+}
+
+void GroupCommit::abandon(const std::shared_ptr<Request> &r, std::string what) {
+  std::lock_guard lock(m_mu);
+  r->what = std::move(what);
+  r->abandoned = true;
+  // It goes with the next batch anyone leads, as if its enqueuer were waiting for it.
+  if (r->deferred) m_deferred_wanted = true;
 }
 
 void GroupCommit::wait(Request &me) {
@@ -67,9 +96,9 @@ void GroupCommit::wait(Request &me) {
       continue;
     }
     m_leading = true;
-    std::vector<Request *> batch;
+    std::vector<std::shared_ptr<Request>> batch;
     if (take_deferred) {
-      for (auto *r : m_deferred)
+      for (const auto &r : m_deferred)
         r->deferred = false;
       batch.swap(m_deferred);
       m_deferred_wanted = false;
@@ -80,7 +109,7 @@ void GroupCommit::wait(Request &me) {
       m_queue.pop_front();
     }
     lock.unlock();
-    std::vector<Request *> again;
+    std::vector<std::shared_ptr<Request>> again;
     int64_t flushes = 0;
     const auto t0 = std::chrono::steady_clock::now();
     auto t1 = t0;
@@ -89,12 +118,16 @@ void GroupCommit::wait(Request &me) {
       t1 = std::chrono::steady_clock::now();
       again = lead(batch);
     } catch (...) { // lead() catches everything itself; this only keeps the queue sound
-      for (auto *r : batch)
+      for (const auto &r : batch)
         if (!r->error) r->error = std::current_exception();
     }
     lock.lock();
-    for (auto *r : batch)
-      if (std::find(again.begin(), again.end(), r) == again.end()) r->done = true;
+    std::vector<std::shared_ptr<Request>> orphans; // abandoned and ended with an error
+    for (const auto &r : batch) {
+      if (std::find(again.begin(), again.end(), r) != again.end()) continue;
+      r->done = true;
+      if (r->abandoned && r->error) orphans.push_back(r);
+    }
     m_queue.insert(m_queue.begin(), again.begin(), again.end()); // first again, in their order
     const auto t2 = std::chrono::steady_clock::now();
     ++m_stats.commits;
@@ -105,14 +138,20 @@ void GroupCommit::wait(Request &me) {
     m_stats.largest = std::max<int64_t>(m_stats.largest, static_cast<int64_t>(batch.size()));
     m_leading = false;
     m_cv.notify_all();
+    if (!orphans.empty()) {
+      lock.unlock();
+      for (const auto &r : orphans)
+        util::log::warn(r->what + ", abandoned by its uploader, failed: " + error_text(r->error));
+      lock.lock();
+    }
   }
 }
 
 // Every request was enqueued after its writes, so one make() run now covers all of one domain's.
-int64_t GroupCommit::make_durable(const std::vector<Request *> &batch) {
+int64_t GroupCommit::make_durable(const std::vector<std::shared_ptr<Request>> &batch) {
   int64_t ran = 0;
   std::vector<const void *> done;
-  for (auto *r : batch) {
+  for (const auto &r : batch) {
     if (!r->durable.make || r->error || std::find(done.begin(), done.end(), r->durable.domain) != done.end())
       continue;
     const void *domain = r->durable.domain;
@@ -121,24 +160,25 @@ int64_t GroupCommit::make_durable(const std::vector<Request *> &batch) {
     Status s = r->durable.make();
     if (s) continue;
     auto e = std::make_exception_ptr(NotDurable(s.error()));
-    for (auto *o : batch)
+    for (const auto &o : batch)
       if (o->durable.make && o->durable.domain == domain) o->error = e;
   }
   return ran;
 }
 
-std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request *> &batch) {
+std::vector<std::shared_ptr<GroupCommit::Request>>
+GroupCommit::lead(const std::vector<std::shared_ptr<Request>> &batch) {
   sql::Conn &c = m_writer->connection();
   try {
     c.begin_batch(); // waits for other processes' writers like any write
   } catch (...) {
-    for (auto *r : batch)
+    for (const auto &r : batch)
       r->error = std::current_exception();
     return {};
   }
   size_t ran = 0;
   std::exception_ptr lost;
-  for (auto *r : batch) {
+  for (const auto &r : batch) {
     if (r->error) { // its Durable failed: it does not run
       ++ran;
       continue;
@@ -170,7 +210,7 @@ std::vector<GroupCommit::Request *> GroupCommit::lead(const std::vector<Request 
   } catch (...) {
     auto e = std::current_exception();
     c.rollback();
-    for (auto *r : batch)
+    for (const auto &r : batch)
       if (!r->error) r->error = e;
   }
   return {};

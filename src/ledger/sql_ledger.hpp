@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -190,13 +191,15 @@ public:
     Durable durable; // made before the batch begins, once per domain; its error skips fn
     std::exception_ptr error;
     bool done = false;
-    bool deferred = false; // in m_deferred (enqueue's `defer`), not taken by a batch yet
+    bool deferred = false;  // in m_deferred (enqueue's `defer`), not taken by a batch yet
+    bool abandoned = false; // its enqueuer will never wait for it (abandon)
+    std::string what;       // what it is, for the warning an abandoned request's failure gets
     std::chrono::steady_clock::time_point queued{};
   };
   // Queues f for the next batch without waiting: whoever leads next runs it. wait(me)
   // returns once it ran and its batch committed (leading a batch itself if none is
-  // running), then me.error holds what it threw, if anything. Every request enqueued must be
-  // waited for before it is destroyed. With `durable`, the batch's leader runs
+  // running), then me.error holds what it threw, if anything. A request its enqueuer will
+  // not wait for is abandon()ed. With `durable`, the batch's leader runs
   // durable.make after taking the batch and before beginning it, once for all of the
   // batch's requests of that domain (its failure is each one's NotDurable, and their f do
   // not run).
@@ -211,21 +214,29 @@ public:
   static constexpr size_t k_defer_max = 64;
   static constexpr int k_defer_ms = 50;
   void wait(Request &me);
+  // Says that nobody will wait for `r` (`what` names it in warnings), and returns at once:
+  // never leads, never waits. A request not run yet stays queued and goes with the next batch
+  // anyone leads (f and durable.make must not refer to what its enqueuer destroys); its
+  // error, if it ends with one, is logged as a warning. One still queued when the group
+  // closes never runs, and a warning says so (a confirm's row then stays UPLOADING, for
+  // repair and sweep, as a killed run's).
+  void abandon(const std::shared_ptr<Request> &r, std::string what);
 
 private:
   void submit(std::function<void(SqlLedger &)> fn);
   // Runs one batch (no lock held); returns the requests that did not run.
-  std::vector<Request *> lead(const std::vector<Request *> &batch);
+  std::vector<std::shared_ptr<Request>> lead(const std::vector<std::shared_ptr<Request>> &batch);
   // Runs each domain's durable.make once for the batch; returns how many it ran.
-  static int64_t make_durable(const std::vector<Request *> &batch);
+  static int64_t make_durable(const std::vector<std::shared_ptr<Request>> &batch);
 
   std::unique_ptr<SqlLedger> m_writer;
   size_t m_max;
   std::mutex m_mu;
   std::condition_variable m_cv;
-  std::deque<Request *> m_queue;
-  std::vector<Request *> m_deferred; // enqueued with `defer`, in order
-  bool m_deferred_wanted = false;    // somebody waits for one of them
+  // Owned here too: an abandoned request outlives its enqueuer's handle until it ran.
+  std::deque<std::shared_ptr<Request>> m_queue;
+  std::vector<std::shared_ptr<Request>> m_deferred; // enqueued with `defer`, in order
+  bool m_deferred_wanted = false;                   // somebody waits for one of them
   bool m_leading = false;
   Stats m_stats;
 };

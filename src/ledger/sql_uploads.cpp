@@ -324,13 +324,15 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
 }
 
 namespace {
-// A confirm queued on the group's writer: its outcome once its batch committed.
+// A confirm queued on the group's writer: its outcome once its batch committed. Its owner
+// waits for it (Uploader::finish); one destroyed unwaited is abandoned, never waited for.
 class GroupConfirm final : public Ledger::PendingConfirm {
 public:
   GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
                const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire,
                Durable durable)
-      : m_group(std::move(group)), m_out(std::make_shared<std::optional<ConfirmOutcome>>()) {
+      : m_group(std::move(group)), m_out(std::make_shared<std::optional<ConfirmOutcome>>()),
+        m_what("the confirm of file #" + std::to_string(id)) {
     m_req = m_group->enqueue(
         [out = m_out, id, etag, version_id, now, tag, retire](SqlLedger &w) {
           out->emplace(w.confirm(id, etag, version_id, now, tag, retire));
@@ -339,8 +341,15 @@ public:
   }
   GroupConfirm(const GroupConfirm &) = delete;
   GroupConfirm &operator=(const GroupConfirm &) = delete;
+  // Never waits and never throws (a destructor that did would end the process): the request
+  // stays with the group, which runs it with the next batch anyone leads, or says in a
+  // warning that it never ran.
   ~GroupConfirm() override {
-    if (!m_waited) m_group->wait(*m_req);
+    if (m_waited) return;
+    try {
+      m_group->abandon(m_req, std::move(m_what));
+    } catch (...) { // the lock failed: the request is still queued, and runs or is reported as above
+    }
   }
   [[nodiscard]] ConfirmOutcome wait() override {
     m_group->wait(*m_req);
@@ -353,6 +362,7 @@ private:
   std::shared_ptr<GroupCommit> m_group;
   std::shared_ptr<std::optional<ConfirmOutcome>> m_out;
   std::shared_ptr<GroupCommit::Request> m_req;
+  std::string m_what;
   bool m_waited = false;
 };
 } // namespace

@@ -480,7 +480,7 @@ void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
     ledger::Durable durable;
     if (const void *domain = m_store.flush_domain()) {
       durable.domain = domain;
-      durable.make = [&store = m_store] { return store.flush(); };
+      durable.make = m_store.flusher(); // not this connection: it may run after it is closed
     }
     t.pending = m_ledger.confirm_later(rec.id, put.etag, put.version_id, m_clock.now_ms(),
                                        tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire,

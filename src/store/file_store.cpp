@@ -263,6 +263,9 @@ public:
 
   Status flush() override { return m_sync->flush(); }
   [[nodiscard]] const void *flush_domain() const override { return m_sync.get(); }
+  [[nodiscard]] std::function<Status()> flusher() const override {
+    return [sync = m_sync] { return sync->flush(); };
+  }
 
   [[nodiscard]] std::string describe() const override { return m_url; }
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }

@@ -37,6 +37,7 @@ public:
   }
   Status flush() override { return m_inner->flush(); }
   [[nodiscard]] const void *flush_domain() const override { return m_inner->flush_domain(); }
+  [[nodiscard]] std::function<Status()> flusher() const override { return m_inner->flusher(); }
   Result<ObjectInfo> head(const std::string &key) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key);
     return m_inner->head(key);

@@ -212,6 +212,9 @@ public:
   }
   // Every connection of one fake shares one state, as file:// connections of one root do.
   [[nodiscard]] const void *flush_domain() const override { return m_state.get(); }
+  [[nodiscard]] std::function<Status()> flusher() const override {
+    return [conn = std::shared_ptr<FakeStore>(connection())] { return conn->flush(); };
+  }
 
   Status remove_all(const std::string &key, store::DeleteGuard guard) override {
     std::lock_guard lock(m_state->mutex);

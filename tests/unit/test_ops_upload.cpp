@@ -3,7 +3,10 @@
 #include "fake_store.hpp"
 #include "support.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
+#include <future>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/util/log.hpp>
@@ -364,4 +367,119 @@ TEST_CASE("racily clean: a stat within its timestamps' granularity of when it wa
   CHECK_FALSE(ops::racily_clean({1, 1, now_ns - 500'000'000 + 7, now_ns - 500'000'000 + 7}, now_ms));
   // A timestamp in the future (another host's clock on a shared filesystem): racy.
   CHECK(ops::racily_clean({1, 1, now_ns + 60 * s + 7, now_ns + 60 * s + 7}, now_ms));
+}
+
+namespace {
+// The warnings logged while it lives.
+struct Warnings {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  Warnings() {
+    util::log::set_level(util::log::Level::warn);
+    util::log::set_sink([this](util::log::Level lvl, std::string_view line) {
+      std::lock_guard lock(mutex);
+      if (lvl == util::log::Level::warn) lines.emplace_back(line);
+    });
+  }
+  ~Warnings() { util::log::set_sink(nullptr); }
+  Warnings(const Warnings &) = delete;
+  Warnings &operator=(const Warnings &) = delete;
+  [[nodiscard]] bool said(const std::string &a, const std::string &b) {
+    std::lock_guard lock(mutex);
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string &l) {
+      return l.find(a) != std::string::npos && l.find(b) != std::string::npos;
+    });
+  }
+};
+
+// Destroys `pending` on another thread; false if that did not end within 5 s (then it is
+// left to end once whatever holds it lets go: the caller's gate).
+bool destroyed_at_once(std::unique_ptr<ledger::Ledger::PendingConfirm> &pending, std::future<void> &done) {
+  done = std::async(std::launch::async, [&pending] { pending.reset(); });
+  return done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+}
+} // namespace
+
+TEST_CASE("a pending confirm destroyed unwaited neither waits nor throws; the next batch commits it") {
+  Pipelined p;
+  const int64_t id = reserved_row(*p.worker, 0);
+  // The confirm's store flush is held until the gate opens: a destructor that led the
+  // batch itself would block on it.
+  std::promise<void> gate;
+  auto open = gate.get_future().share();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  int domain = 0;
+  ledger::Durable durable{&domain, [open, runs] {
+                            open.wait();
+                            ++*runs;
+                            return ok_status();
+                          }};
+  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
+                                         std::nullopt, std::move(durable));
+  std::future<void> done;
+  const bool at_once = destroyed_at_once(pending, done);
+  gate.set_value();
+  done.get(); // rethrows what the destructor threw (a destructor that throws ends the process)
+  CHECK(at_once);
+  CHECK(*runs == 0); // abandoned, not run: nobody led a batch yet
+  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading);
+  // Another worker's next write leads the next batch, which takes the abandoned confirm.
+  auto other = p.pool->worker();
+  (void)reserved_row(*other, 1);
+  CHECK(*runs == 1);
+  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::active);
+}
+
+TEST_CASE("an abandoned confirm that fails is reported in a warning naming its file") {
+  Pipelined p;
+  Warnings w;
+  const int64_t id = reserved_row(*p.worker, 0);
+  int domain = 0;
+  ledger::Durable durable{&domain,
+                          [] { return Status(Error(Errc::storage_unavailable, "syncfs: I/O error")); }};
+  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
+                                         std::nullopt, std::move(durable));
+  pending.reset();
+  (void)reserved_row(*p.worker, 1); // the next batch
+  CHECK(w.said("the confirm of file #" + std::to_string(id), "syncfs: I/O error"));
+  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading); // recovered by repair/sweep
+}
+
+TEST_CASE("an abandoned confirm whose batch never comes is reported when the ledger closes") {
+  Pipelined p;
+  Warnings w;
+  const int64_t id = reserved_row(*p.worker, 0);
+  bool ran = false;
+  int domain = 0;
+  ledger::Durable durable{&domain, [&ran] {
+                            ran = true;
+                            return ok_status();
+                          }};
+  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
+                                         std::nullopt, std::move(durable));
+  pending.reset();
+  p.worker.reset();
+  p.pool.reset(); // the group commit closes with the confirm still queued
+  CHECK_FALSE(ran);
+  CHECK(w.said("the confirm of file #" + std::to_string(id), "never ran"));
+  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading);
+}
+
+TEST_CASE(
+    "an uploader ended with a confirm pending: its store connection may close before the confirm runs") {
+  Pipelined p;
+  std::optional<int64_t> id;
+  {
+    auto conn = p.store.connection();
+    ops::Uploader up(*p.worker, *conn, p.s, util::system_clock());
+    auto got = up.upload_next(p.input("a.txt", "first file"));
+    CHECK(got.empty()); // pending
+    auto rows = p.l->list_files(ledger::ListFilter{"o", std::nullopt, std::nullopt, false});
+    REQUIRE(rows.size() == 1);
+    id = rows[0].id;
+  } // no finish(): the Uploader and its connection end with the confirm abandoned
+  auto other = p.pool->worker();
+  (void)reserved_row(*other, 1); // leads the batch: the flush runs without the closed connection
+  CHECK(p.l->find_file(*id)->upload_status == ledger::FileStatus::active);
+  CHECK(p.store.count("flush") >= 1);
 }

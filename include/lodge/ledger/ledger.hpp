@@ -136,7 +136,9 @@ enum class MarkFailedOutcome { failed, not_uploading };
 
 // A barrier a confirm waits behind (Ledger::confirm_later): `make` makes durable what the
 // confirm's row describes; every Durable of one non-null `domain` is covered by any one of
-// them having run after all of their writes. An empty `make`: nothing to wait for.
+// them having run after all of their writes. An empty `make`: nothing to wait for. `make`
+// may run on another thread after the confirm's owner is gone (an abandoned confirm), so it
+// owns what it uses (store::ObjectStore::flusher).
 struct Durable {
   const void *domain = nullptr;
   std::function<Status()> make;
@@ -236,7 +238,11 @@ public:
   // (or throws what it would have thrown) once its commit landed. Until then nothing may
   // be reported of it. A ledger that group-commits defers it to a later batch, so that
   // many confirms commit together (GroupCommit::enqueue's `defer`); any other ledger
-  // confirms at once. A pending confirm not waited for is waited for by its destructor.
+  // confirms at once. Its owner waits for it (the uploader, before it ends: finish()).
+  // Destroying one not waited for never waits and never throws: it is abandoned, and a
+  // group-committing ledger still commits it with the next batch anyone leads (a failure
+  // then is logged as a warning), or, if the ledger closes first, logs that it never ran
+  // (its row stays UPLOADING, recovered by repair and sweep as a killed run's).
   //
   // `durable`, when set, is what must hold before the confirm may commit: the object's store
   // flush. A group-committing ledger runs it once per batch for every confirm of the batch

@@ -200,6 +200,10 @@ public:
   // A store with a domain must allow flush() from another thread while this connection is
   // busy (the group-commit leader runs it for the whole batch).
   [[nodiscard]] virtual const void *flush_domain() const { return nullptr; }
+  // flush() as a function that stays valid after this connection is closed (the group
+  // commit's leader may run it for a confirm whose uploader has ended). Empty exactly when
+  // flush_domain() is null.
+  [[nodiscard]] virtual std::function<Status()> flusher() const { return {}; }
   // Lodge's own small objects (the id marker). get_small: the whole object and its tag;
   // NOT_FOUND when missing. put_small: replaces the object only while its tag is still
   // `if_tag` (S3: If-Match), or creates it only if missing when `if_tag` is empty (S3:
