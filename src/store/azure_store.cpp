@@ -5,9 +5,9 @@
 #include <lodge/azure/client.hpp>
 #include <lodge/crypto/md5.hpp>
 #include <lodge/crypto/random.hpp>
+#include <lodge/store/lifecycle.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-#include <nlohmann/json.hpp>
 
 namespace lodge::store {
 namespace {
@@ -352,22 +352,10 @@ public:
     if (days < 1)
       return Error(Errc::usage, "lifecycle: days must be at least 1, got " + std::to_string(days));
     const auto &cfg = m_client->config();
-    nlohmann::json filters = {{"blobTypes", {"blockBlob"}},
-                              {"prefixMatch", {cfg.container + "/" + m_prefix}},
-                              {"blobIndexMatch", {{{"name", "state"}, {"op", "=="}, {"value", "pending"}}}}};
-    nlohmann::json rule = {
-        {"enabled", true},
-        {"name", "lodge-pending-backstop"},
-        {"type", "Lifecycle"},
-        {"definition",
-         {{"actions", {{"baseBlob", {{"delete", {{"daysAfterModificationGreaterThan", days}}}}}}},
-          {"filters", filters}}}};
     LifecycleRule r;
     r.format = "azure-management-policy-json";
-    r.document = nlohmann::json{{"rules", {rule}}}.dump(2) + "\n";
-    r.apply_hint = "a management-plane call lodge cannot make with a storage key; save the policy as "
-                   "policy.json and run: az storage account management-policy create --account-name " +
-                   cfg.account.name + " --resource-group RESOURCE_GROUP --policy @policy.json";
+    r.document = lifecycle::azure_management_policy(cfg.container, m_prefix, days) + "\n";
+    r.apply_hint = lifecycle::azure_apply_hint(cfg.account.name);
     r.can_apply = false;
     return r;
   }

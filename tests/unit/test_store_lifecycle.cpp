@@ -1,6 +1,7 @@
 #include "support.hpp"
 
 #include <lodge/store/lifecycle.hpp>
+#include <lodge/store/store.hpp>
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
 
@@ -142,4 +143,20 @@ TEST_CASE("Azure: the management policy deletes pending block blobs under contai
   CHECK(whole["rules"][0]["definition"]["filters"]["prefixMatch"][0] == "photos/");
   CHECK(lc::azure_apply_hint("acct").find(
             "az storage account management-policy create --account-name acct") != std::string::npos);
+}
+
+TEST_CASE("Azure: the store's backstop rule is the management policy built above, with its apply hint") {
+  store::StoreOptions o;
+  o.url = "az://photos/archive/2024";
+  o.env = {{"AZURE_STORAGE_CONNECTION_STRING", "UseDevelopmentStorage=true"}};
+  auto st = store::open_backend(o)->connect(); // no request: the rule is made from the URL alone
+  auto rule = st->lifecycle_rule(2);
+  REQUIRE(rule.ok());
+  CHECK(rule->format == "azure-management-policy-json");
+  CHECK_FALSE(rule->can_apply);
+  CHECK(rule->document == lc::azure_management_policy("photos", "archive/2024/", 2) + "\n");
+  CHECK(rule->apply_hint == lc::azure_apply_hint("devstoreaccount1"));
+  auto bad = st->lifecycle_rule(0);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == Errc::usage);
 }
