@@ -72,7 +72,6 @@ struct ErrcInfo {
 [[nodiscard]] inline std::string_view errc_name(Errc code) {
   return errc_info(code).name;
 }
-[[nodiscard]] std::optional<Errc> errc_from_name(std::string_view name);
 
 struct ErrorDetails {
   long http_status = 0;

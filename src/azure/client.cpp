@@ -324,15 +324,6 @@ Status Client::set_tags(const std::string &name, const std::map<std::string, std
   return ok_status();
 }
 
-Result<std::map<std::string, std::string>> Client::get_tags(const std::string &name) {
-  Call c{"GET", name, {{"comp", "tags"}}, {}, nullptr, {}, 0, "GET TAGS " + name};
-  auto r = send(c);
-  if (!r) return r.error();
-  auto tags = parse_tags(r->body);
-  if (!tags) return Error(Errc::storage_error, "GET TAGS " + name + ": unreadable answer");
-  return *tags;
-}
-
 Support Client::versions_support() const {
   return static_cast<Support>(m_traits->versions.load());
 }
@@ -435,20 +426,6 @@ Result<std::string> Client::presign(const std::string &name, int64_t expires_s,
   sas.container = m_cfg.container;
   sas.blob = name;
   return blob_url(name) + "?" + sas_query(sas, m_cfg.account.key);
-}
-
-Status Client::create_container() {
-  Call c{"PUT", "", {{"restype", "container"}}, {}, nullptr, {}, 0, "CREATE CONTAINER " + m_cfg.container};
-  auto r = send(c);
-  if (!r) return r.error();
-  return ok_status();
-}
-
-Status Client::delete_container() {
-  Call c{"DELETE", "", {{"restype", "container"}}, {}, nullptr, {}, 0, "DELETE CONTAINER " + m_cfg.container};
-  auto r = send(c);
-  if (!r && r.error().code != Errc::not_found) return r.error();
-  return ok_status();
 }
 
 } // namespace lodge::azure

@@ -10,45 +10,6 @@ std::string object_key_for(const std::string &root, const std::string &owner, co
   return root + owner + "/" + (run_prefix.empty() ? "" : run_prefix + "/") + uuid + "/" + relative_path;
 }
 
-namespace {
-bool uuid_form(std::string_view s) {
-  if (s.size() != 36) return false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (i == 8 || i == 13 || i == 18 || i == 23) {
-      if (c != '-') return false;
-    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
-      return false;
-    }
-  }
-  return true;
-}
-} // namespace
-
-std::optional<ObjectKeyParts> parse_object_key(std::string_view root, std::string_view key) {
-  if (key.substr(0, root.size()) != root) return std::nullopt;
-  key.remove_prefix(root.size());
-  auto slash = key.find('/');
-  if (slash == 0 || slash == std::string_view::npos) return std::nullopt;
-  ObjectKeyParts p;
-  p.owner = std::string(key.substr(0, slash));
-  size_t seg = slash + 1;
-  while (seg < key.size()) {
-    auto end = key.find('/', seg);
-    if (end == std::string_view::npos) return std::nullopt; // a uuid is never the last segment
-    auto s = key.substr(seg, end - seg);
-    if (uuid_form(s)) {
-      if (end + 1 >= key.size()) return std::nullopt; // no relative path
-      p.run_prefix = seg > slash + 1 ? std::string(key.substr(slash + 1, seg - slash - 2)) : std::string();
-      p.uuid = std::string(s);
-      p.relative_path = std::string(key.substr(end + 1));
-      return p;
-    }
-    seg = end + 1;
-  }
-  return std::nullopt;
-}
-
 Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
                      const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms, CommitTag tag) {
   if (!current || current->status != TaskStatus::processing || current->lease_version != held.lease_version)

@@ -80,10 +80,6 @@ std::optional<Holder> probe() {
 }
 } // namespace
 
-std::optional<int64_t> process_start_ticks(int64_t pid) {
-  return read_start_ticks(pid);
-}
-
 std::string Holder::scope() const {
   return "boot=" + boot_id + " pidns=" + pid_ns + " ";
 }

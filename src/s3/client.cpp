@@ -650,37 +650,4 @@ Result<std::string> Client::get_versioning() {
   return *status;
 }
 
-Status Client::create_bucket() {
-  Call c{"PUT", "", {}, {}, nullptr, {}, {}, 0, "CREATE BUCKET " + m_cfg.bucket};
-  std::string xml;
-  if (m_cfg.region != "us-east-1")
-    xml = "<CreateBucketConfiguration><LocationConstraint>" + m_cfg.region +
-          "</LocationConstraint></CreateBucketConfiguration>";
-  http::StringBody body(xml);
-  c.body = &body;
-  c.payload_hash = crypto::sha256_hex(xml);
-  c.headers.emplace_back("content-type", "application/xml");
-  auto r = send(c);
-  if (!r) return r.error();
-  return ok_status();
-}
-
-Status Client::set_versioning(bool enabled) {
-  std::string xml = std::string("<VersioningConfiguration><Status>") + (enabled ? "Enabled" : "Suspended") +
-                    "</Status></VersioningConfiguration>";
-  http::StringBody body(xml);
-  Call c{"PUT",
-         "",
-         {{"versioning", ""}},
-         {{"content-type", "application/xml"}},
-         &body,
-         crypto::sha256_hex(xml),
-         {},
-         0,
-         "PUT VERSIONING " + m_cfg.bucket};
-  auto r = send(c);
-  if (!r) return r.error();
-  return ok_status();
-}
-
 } // namespace lodge::s3

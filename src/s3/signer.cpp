@@ -25,23 +25,6 @@ std::string uri_encode(std::string_view s, bool keep_slash) {
   return out;
 }
 
-std::string uri_decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      auto dec = util::hex_decode(s.substr(i + 1, 2));
-      if (dec) {
-        out += *dec;
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 std::string canonical_uri(std::string_view raw_path) {
   if (raw_path.empty()) return "/";
   return uri_encode(raw_path, true);

@@ -92,10 +92,4 @@ const ErrcInfo &errc_info(Errc code) {
   return k_errcs.at(static_cast<size_t>(code));
 }
 
-std::optional<Errc> errc_from_name(std::string_view name) {
-  for (const auto &e : k_errcs)
-    if (e.name == name) return e.code;
-  return std::nullopt;
-}
-
 } // namespace lodge

@@ -13,17 +13,19 @@ constexpr FsType k_fs_types[] = {
     {0x0BD00BD0, "lustre", true}, {0x19830326, "fhgfs", true},    {0x5346414F, "openafs", true},
 };
 
-const FsType *find(unsigned long f_type) {
-  for (const auto &t : k_fs_types)
-    if (t.magic == f_type) return &t;
-  return nullptr;
-}
-
 } // namespace
 
 std::span<const FsType> fs_types() {
   return k_fs_types;
 }
+
+namespace {
+const FsType *find(unsigned long f_type) {
+  for (const auto &t : fs_types())
+    if (t.magic == f_type) return &t;
+  return nullptr;
+}
+} // namespace
 
 std::optional<std::string_view> fs_type_name(unsigned long f_type) {
   if (const auto *t = find(f_type)) return t->name;

@@ -11,6 +11,8 @@
 // the cases that need it then assert the server's documented behaviour instead, and that
 // the store reports the missing capability as absent. Nothing is skipped.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include "support/admin.hpp"
+
 #include <atomic>
 #include <cstdlib>
 #include <doctest/doctest.h>
@@ -128,7 +130,7 @@ struct Fixture {
       REQUIRE_MESSAGE(!opts.endpoint.empty(), "LODGE_TEST_S3_ENDPOINT must be set");
       auto c = test_creds();
       opts.env = {{"AWS_ACCESS_KEY_ID", c.access_key_id}, {"AWS_SECRET_ACCESS_KEY", c.secret_access_key}};
-      auto made = admin().create_bucket();
+      auto made = test::create_bucket(admin_config());
       REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
     } else if (is_az()) {
       bucket = "t-" + crypto::random_uuid().substr(0, 18);
@@ -136,7 +138,7 @@ struct Fixture {
       opts.endpoint = env("LODGE_TEST_AZ_ENDPOINT");
       REQUIRE_MESSAGE(!opts.endpoint.empty(), "LODGE_TEST_AZ_ENDPOINT must be set");
       opts.env = {{"AZURE_STORAGE_ACCOUNT", azure::k_dev_account}, {"AZURE_STORAGE_KEY", azure::k_dev_key}};
-      auto made = az_admin().create_container();
+      auto made = test::create_container(az_config());
       REQUIRE_MESSAGE(made.ok(), (made.ok() ? "" : made.error().message));
     } else {
       REQUIRE_MESSAGE(env("LODGE_TEST_STORE") == "file", "set LODGE_TEST_STORE=file, s3 or az");
@@ -147,26 +149,32 @@ struct Fixture {
     }
   }
   ~Fixture() {
-    if (is_az()) (void)az_admin().delete_container();
+    if (is_az()) (void)test::delete_container(az_config());
     if (!dir.empty()) {
       std::error_code ec;
       fs::remove_all(dir, ec);
     }
   }
   [[nodiscard]] std::unique_ptr<store::ObjectStore> open() const { return store::open_store(opts); }
-  [[nodiscard]] s3::Client admin() const {
+  [[nodiscard]] s3::ClientConfig admin_config() const {
     s3::ClientConfig c;
     c.endpoint = opts.endpoint;
     c.bucket = bucket;
     c.credentials = test_creds();
-    return s3::Client(c, http::make_curl_transport({}), util::system_clock());
+    return c;
+  }
+  [[nodiscard]] s3::Client admin() const {
+    return s3::Client(admin_config(), http::make_curl_transport({}), util::system_clock());
   }
   // The container's own client, for set-up and for looking behind the store.
-  [[nodiscard]] azure::Client az_admin() const {
+  [[nodiscard]] azure::ClientConfig az_config() const {
     azure::ClientConfig c;
     c.account = azure::resolve_account(opts.env, opts.endpoint).value();
     c.container = bucket;
-    return azure::Client(c, http::make_curl_transport({}), util::system_clock());
+    return c;
+  }
+  [[nodiscard]] azure::Client az_admin() const {
+    return azure::Client(az_config(), http::make_curl_transport({}), util::system_clock());
   }
   [[nodiscard]] std::string key(const std::string &k) const { return (is_s3() || is_az() ? "pre/" : "") + k; }
 };
@@ -542,10 +550,10 @@ TEST_SUITE("s3only") {
   TEST_CASE("on a versioned bucket, remove_all leaves no version and no delete marker") {
     Fixture f;
     if (lacks("versioning")) { // declared: the server refuses to turn versioning on
-      CHECK_FALSE(f.admin().set_versioning(true).ok());
+      CHECK_FALSE(test::set_versioning(f.admin_config(), true).ok());
       return;
     }
-    REQUIRE(f.admin().set_versioning(true).ok());
+    REQUIRE(test::set_versioning(f.admin_config(), true).ok());
     auto s = f.open();
     Source a("v1"), b("v2");
     REQUIRE(s->put(put_req(f.key("ver/k"), a)).ok());
@@ -1020,12 +1028,13 @@ TEST_SUITE("azonly") {
   TEST_CASE("puts and staged commits are tagged state=pending; mark_committed makes it committed") {
     Fixture f;
     auto s = f.open();
-    auto admin = f.az_admin();
+    const auto az = f.az_config();
     Source src("tagged");
     REQUIRE(s->put(put_req(f.key("t/one"), src)).ok());
-    CHECK(admin.get_tags(f.key("t/one")).value() == std::map<std::string, std::string>{{"state", "pending"}});
+    CHECK(test::blob_tags(az, f.key("t/one")).value() ==
+          std::map<std::string, std::string>{{"state", "pending"}});
     REQUIRE(s->mark_committed(f.key("t/one"), {}).ok());
-    CHECK(admin.get_tags(f.key("t/one")).value() ==
+    CHECK(test::blob_tags(az, f.key("t/one")).value() ==
           std::map<std::string, std::string>{{"state", "committed"}});
     const store::StagedRequest req{f.key("t/staged"), "text/plain", {{store::meta::record, "7"}}, {}};
     auto h = s->begin_staged(req);
@@ -1033,13 +1042,13 @@ TEST_SUITE("azonly") {
     auto p = s->put_part(req.key, h.value(), 1, src.body(), 0);
     REQUIRE(p.ok());
     REQUIRE(s->complete_staged(req, h.value(), {p.value()}, 0).ok());
-    CHECK(admin.get_tags(req.key).value() == std::map<std::string, std::string>{{"state", "pending"}});
+    CHECK(test::blob_tags(az, req.key).value() == std::map<std::string, std::string>{{"state", "pending"}});
     CHECK(s->head(req.key)->metadata[store::meta::record] == "7");
     CHECK(s->capabilities().guarded_delete);
     CHECK(s->capabilities().state_tags);
     // The marker lodge keeps for itself is never tagged pending (the backstop would expire it).
     REQUIRE(s->put_small(f.key(".lodge/marker"), "{}", "").ok());
-    CHECK(admin.get_tags(f.key(".lodge/marker")).value().empty());
+    CHECK(test::blob_tags(az, f.key(".lodge/marker")).value().empty());
   }
 
   TEST_CASE("the backstop rule is Azure management-policy JSON lodge cannot apply itself") {

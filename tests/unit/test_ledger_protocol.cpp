@@ -1,6 +1,7 @@
 // The protocol's pure rules (ledger/protocol.hpp, ops/grace.hpp), the state name tables,
 // and the typed outcomes that tell a transition's failed preconditions apart.
 #include "support.hpp"
+#include "support/decode.hpp"
 
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/protocol.hpp>
@@ -18,7 +19,7 @@ TEST_CASE("object keys: object_key_for and parse_object_key are each other's inv
                         Case{"archive/", "team.x", "nightly/2026-12-01", "out/build.tar"},
                         Case{"r/", "o", "p", "deep/x/y/z"}}) {
     auto key = ledger::object_key_for(c.root, c.owner, c.prefix, uuid, c.path);
-    auto parts = ledger::parse_object_key(c.root, key);
+    auto parts = test::parse_object_key(c.root, key);
     REQUIRE(parts);
     CHECK(parts->owner == c.owner);
     CHECK(parts->run_prefix == c.prefix);
@@ -31,14 +32,14 @@ TEST_CASE("object keys: object_key_for and parse_object_key are each other's inv
 
 TEST_CASE("parse_object_key refuses keys lodge did not make under that root") {
   const std::string uuid = "0f8b5c2e-6a1d-4e3b-9c7f-1a2b3c4d5e6f";
-  CHECK_FALSE(ledger::parse_object_key("archive/", "other/ci/" + uuid + "/a.txt")); // another root
-  CHECK_FALSE(ledger::parse_object_key("", "ci/no-uuid/a.txt"));
-  CHECK_FALSE(ledger::parse_object_key("", "ci/" + uuid));          // no path after the uuid
-  CHECK_FALSE(ledger::parse_object_key("", "ci/" + uuid + "/"));    // an empty path
-  CHECK_FALSE(ledger::parse_object_key("", "/" + uuid + "/a.txt")); // no owner
-  CHECK_FALSE(ledger::parse_object_key("", "ci"));                  // nothing after the owner
-  CHECK_FALSE(ledger::parse_object_key("", "ci/0F8B5C2E-6A1D-4E3B-9C7F-1A2B3C4D5E6F/a")); // not lowercase
-  CHECK_FALSE(ledger::parse_object_key("", ".lodge/" + uuid));                            // an id marker
+  CHECK_FALSE(test::parse_object_key("archive/", "other/ci/" + uuid + "/a.txt")); // another root
+  CHECK_FALSE(test::parse_object_key("", "ci/no-uuid/a.txt"));
+  CHECK_FALSE(test::parse_object_key("", "ci/" + uuid));          // no path after the uuid
+  CHECK_FALSE(test::parse_object_key("", "ci/" + uuid + "/"));    // an empty path
+  CHECK_FALSE(test::parse_object_key("", "/" + uuid + "/a.txt")); // no owner
+  CHECK_FALSE(test::parse_object_key("", "ci"));                  // nothing after the owner
+  CHECK_FALSE(test::parse_object_key("", "ci/0F8B5C2E-6A1D-4E3B-9C7F-1A2B3C4D5E6F/a")); // not lowercase
+  CHECK_FALSE(test::parse_object_key("", ".lodge/" + uuid));                            // an id marker
 }
 
 namespace {

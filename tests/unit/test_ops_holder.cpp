@@ -1,4 +1,5 @@
 #include "support.hpp"
+#include "support/decode.hpp"
 
 #include <csignal>
 #include <lodge/ops/holder.hpp>
@@ -28,7 +29,7 @@ TEST_CASE("holder: this process is alive; a reaped child, a zombie and another b
   h.pid = child;
   // Its start time as /proc has it: the holder a reserve in that process would record.
   ops::Holder probe = h;
-  auto started = ops::process_start_ticks(child);
+  auto started = test::process_start_ticks(child);
   REQUIRE(started);
   probe.start_ticks = *started;
   REQUIRE(ops::holder_state(probe.text()) == ops::HolderState::alive);

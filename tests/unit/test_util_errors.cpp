@@ -1,6 +1,7 @@
 // The Errc table is the one source of the error codes: the man page's ERRORS list must
 // name every code, in table order, with the table's description.
 #include "support.hpp"
+#include "support/decode.hpp"
 
 #include <lodge/error.hpp>
 #include <string>
@@ -67,7 +68,7 @@ TEST_CASE("the Errc table is in enum order and its names are unique") {
   auto table = all_errcs();
   for (size_t i = 0; i < table.size(); ++i) {
     CHECK(static_cast<size_t>(table[i].code) == i);
-    CHECK(errc_from_name(table[i].name) == table[i].code);
+    CHECK(test::errc_from_name(table[i].name) == table[i].code);
     CHECK(!table[i].description.empty());
   }
 }

@@ -114,7 +114,6 @@ public:
   Status delete_blob(const std::string &name, const DeleteOptions &o = {});
   Status set_tags(const std::string &name, const std::map<std::string, std::string> &tags,
                   const std::string &if_match = {});
-  Result<std::map<std::string, std::string>> get_tags(const std::string &name);
   // Flat listing of the blobs under prefix, in name order, page by page (marker paging);
   // visit may stop it by returning false. include=versions on a service that cannot list
   // versions is UNSUPPORTED (learned once, then without a request).
@@ -130,10 +129,6 @@ public:
   // The headers a Put Blob with `o` sends (type, create-only, metadata, tags, tier, ...).
   [[nodiscard]] http::Headers write_headers(const WriteOptions &o) const;
   [[nodiscard]] Support versions_support() const;
-
-  // Container set-up, for tests and tooling.
-  Status create_container();
-  Status delete_container();
 
   [[nodiscard]] const ClientConfig &config() const { return m_cfg; }
   // The URL of a blob (no credential in it).

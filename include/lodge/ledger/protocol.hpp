@@ -21,17 +21,6 @@ inline constexpr size_t k_max_key_bytes = 1024;
                                          const std::string &run_prefix, const std::string &uuid,
                                          const std::string &relative_path);
 
-struct ObjectKeyParts {
-  std::string owner, run_prefix, uuid, relative_path;
-  bool operator==(const ObjectKeyParts &) const = default;
-};
-
-// The parts of a key object_key_for made under `root`: nullopt for any other key. The
-// uuid is the first segment after the owner that has a uuid's form (8-4-4-4-12 lowercase
-// hex): what precedes it is the run prefix (a run prefix with a segment of that form
-// cannot be told apart), what follows it, non-empty, the relative path.
-[[nodiscard]] std::optional<ObjectKeyParts> parse_object_key(std::string_view root, std::string_view key);
-
 // Whether the store tags an ACTIVE row's object committed after confirm (Azure, S3 with
 // tag_state). Then the row's task outlives the confirm until the tag is set (settle, or a
 // sweep's `tag` decision): a crash in between leaves a task to finish it, never an ACTIVE

@@ -30,9 +30,6 @@ struct Holder {
 
 [[nodiscard]] std::optional<Holder> parse_holder(const std::string &text);
 
-// /proc/PID/stat's start time; nullopt when there is no such process, or only its zombie.
-[[nodiscard]] std::optional<int64_t> process_start_ticks(int64_t pid);
-
 // This process as a holder; nullopt when /proc cannot say (then rows carry no holder).
 [[nodiscard]] const std::optional<Holder> &this_process();
 

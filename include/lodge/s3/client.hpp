@@ -173,10 +173,6 @@ public:
   // The bucket's versioning status: "Enabled", "Suspended", or "" when never versioned.
   Result<std::string> get_versioning();
 
-  // Bucket set-up, for tests and tooling.
-  Status create_bucket();
-  Status set_versioning(bool enabled);
-
   [[nodiscard]] const ClientConfig &config() const { return m_cfg; }
 
 private:

@@ -30,8 +30,6 @@ inline constexpr std::string_view k_empty_sha256 =
 
 // RFC 3986 percent-encoding of every byte but the unreserved ones (and '/' when kept).
 [[nodiscard]] std::string uri_encode(std::string_view s, bool keep_slash);
-// Decodes %XX escapes (a '+' stays a '+'); nullopt-free: bad escapes are kept as is.
-[[nodiscard]] std::string uri_decode(std::string_view s);
 
 [[nodiscard]] std::string canonical_uri(std::string_view raw_path);
 // Params are raw (decoded) names and values; sorted by encoded name, then value.

@@ -32,8 +32,6 @@ namespace lodge::util {
 // Percent-encodes every byte but A-Z a-z 0-9 - . _ ~ (and '/' when keep_slash), so any
 // bytes (UTF-8 names included) fit where only printable ASCII may go (S3 metadata values).
 [[nodiscard]] std::string percent_encode(std::string_view s, bool keep_slash);
-// Decodes %XX escapes (either case); nullopt on a '%' not followed by two hex digits.
-[[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
 // Parses a decimal integer that must fill the whole string.
 [[nodiscard]] std::optional<int64_t> parse_int(std::string_view s);
 // "1 file", "2 files": the count and the noun, plural unless n is 1 (`many` when the plural
