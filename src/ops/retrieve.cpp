@@ -332,7 +332,7 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
   std::string shown_dir = dest.shown;
   for (const auto &d : dirs)
     shown_dir = join(shown_dir, d) + "/";
-  res.file = util::escape_for_terminal(shown_dir + name);
+  res.file = util::escape_for_terminal(join(shown_dir, name)); // -o out: "out/c.txt", never "outc.txt"
 
   if (auto a = require_active(r); !a) return fail(a.error());
   auto dir = open_subdirs(dest.dir.get(), dirs, dest.shown);

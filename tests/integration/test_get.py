@@ -315,6 +315,38 @@ class GetMixin:
         self.assertEqual(os.listdir(elsewhere), [])
         self.assertEqual(r.json_lines()[-1]["summary"]["written"], 10)
 
+    def check_messages_name_the_written_path(self):
+        """Each line of a text-mode get names the file it wrote as a path under -o, with
+        its separators: `-o out` and `-o out/` alike (it once printed `outc.txt`)."""
+        src = os.path.join(self.dir, "msg")
+        for rel, data in (("c.txt", "c\n"), ("sub/d.txt", "d\n")):
+            os.makedirs(os.path.dirname(os.path.join(src, rel)), exist_ok=True)
+            with open(os.path.join(src, rel), "w") as fh:
+                fh.write(data)
+        files = self.upload("--prefix", "m", src)
+        paths = sorted(self.sql("SELECT relative_path FROM file_upload WHERE run_prefix = 'm'"))
+        paths = [p for (p,) in paths]
+        self.assertTrue(paths[0].endswith("c.txt") and paths[1].endswith("sub/d.txt"), paths)
+        for out in (os.path.join(self.dir, "out"), os.path.join(self.dir, "out2") + "/"):
+            r = self.lodge("get", "--prefix", "m", "-o", out)
+            self.assertEqual(r.rc, 0, r)
+            base = out.rstrip("/")
+            lines = [l for l in r.out.splitlines() if not l.startswith("get:")]
+            self.assertEqual(sorted(lines), sorted(f"written  {base}/{p}" for p in paths), r.out)
+            for p in paths:
+                self.assertTrue(os.path.isfile(os.path.join(base, p)), p)
+            # Again: the same names, skipped.
+            r = self.lodge("get", "--prefix", "m", "-o", out)
+            self.assertEqual(sorted(l for l in r.out.splitlines() if not l.startswith("get:")),
+                             sorted(f"skipped  {base}/{p}" for p in paths), r.out)
+        # One file into an existing directory named without its slash: under its relative path.
+        one = next(f for f in files if f["file"].endswith("c.txt"))
+        target = os.path.join(self.dir, "single")
+        os.makedirs(target)
+        r = self.lodge("get", one["id"], "-o", target)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.out.strip(), f"written  {target}/{paths[0]}")
+
 
 class GetS3(GetMixin, S3TestCase):
     def corrupt(self, key, data):
@@ -394,6 +426,9 @@ class GetFileStore(GetMixin, LodgeTestCase):
 
     def test_a_tree_uploaded_without_prefix_is_restored_with_an_empty_prefix(self):
         self.check_tree_without_prefix_restored()
+
+    def test_get_names_each_written_file_by_its_path_under_the_output_directory(self):
+        self.check_messages_name_the_written_path()
 
     def test_url_is_unsupported(self):
         f = self.upload_one("u.txt", "u\n")
