@@ -646,7 +646,7 @@ rp_end:
   skip
 }
 
-/* ops::reconcile --apply with the exact-key rule (DESIGN I8): walk the listing; an
+/* ops::reconcile --apply with the exact-key rule (I8, ARCHITECTURE.md): walk the listing; an
    object whose key is exactly the key of a dead row of this ledger with no live task
    is a leftover: SqliteLedger::requeue_task_for (it re-checks the row in its own
    transaction). Anything else (the foreign object) is reported and never touched.

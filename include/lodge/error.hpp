@@ -62,7 +62,7 @@ enum class Errc {
 struct ErrcInfo {
   Errc code;
   std::string_view name;        // UPPER_SNAKE, stable
-  int exit_code;                // DESIGN.md exit codes
+  int exit_code;                // the process's exit status (man/lodge.1 EXIT STATUS)
   std::string_view description; // one line for the man page
 };
 

@@ -126,7 +126,8 @@ Command add_debug(CLI::App &app);
 // latest), then goes on to main. A --dry-run records nothing.
 Command recorded_job(const char *job, Command c);
 
-// DESIGN.md's exit statuses, read from the Errc table so the two cannot drift apart.
+// The exit statuses (man/lodge.1 EXIT STATUS, README "Commands"), read from the Errc table so
+// the two cannot drift apart.
 [[nodiscard]] inline int exit_status(Errc code) {
   return errc_info(code).exit_code;
 }

@@ -650,7 +650,8 @@ Command add_upload(CLI::App &app) {
           // 141 is how a shell reports a process killed by SIGPIPE: a reader that went away.
           return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
         }
-        // Whole-run failures get their own exit status, as DESIGN.md's table says.
+        // Whole-run failures get their own exit status (man/lodge.1 EXIT STATUS): 3 when every
+        // failure was the ledger's, 4 when every one was the store being unreachable.
         bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
         if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
           return exit_status(Errc::ledger_unusable);

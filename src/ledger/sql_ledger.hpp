@@ -26,7 +26,7 @@ class SqlLedger final : public Ledger {
 public:
   // `conn`: a connection to a migrated ledger (a driver's open_*). With `group`, the upload
   // path's writes (reserve, set_multipart_upload_id, confirm, settle, mark_failed) go to the
-  // group's writer, batched with other threads' (DESIGN: group commit); everything else
+  // group's writer, batched with other threads' (GroupCommit below); everything else
   // runs on `conn`.
   explicit SqlLedger(std::unique_ptr<sql::Conn> conn, std::shared_ptr<GroupCommit> group = nullptr);
   [[nodiscard]] sql::Conn &connection() { return *m_c; }

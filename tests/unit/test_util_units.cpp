@@ -137,7 +137,7 @@ TEST_CASE("every failpoint accepts exactly the actions its table line declares")
   failpoint::configure("", "");
 }
 
-TEST_CASE("the failpoints DESIGN.md names are all there") {
+TEST_CASE("the failpoints the crash and recovery tests use are all there") {
   for (const char *name :
        {"upload.after_reserve", "upload.after_put", "upload.confirm", "upload.mark_failed",
         "sweep.after_claim", "sweep.after_delete", "repair.before_commit", "store.put", "store.delete"}) {

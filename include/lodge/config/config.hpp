@@ -41,7 +41,7 @@ struct SweepSettings {
   int64_t backoff_max_ms = 3'600'000;
 };
 
-// status --check: what makes a ledger unhealthy (DESIGN.md "status"; README "Monitoring").
+// status --check: what makes a ledger unhealthy (README "What makes `status --check` unhealthy").
 struct StatusSettings {
   // Each job must have run within its interval; a job that never ran counts as overdue only
   // when it is required (and the ledger is older than its interval).

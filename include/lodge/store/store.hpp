@@ -1,9 +1,10 @@
 #pragma once
 // The object store as the pipeline sees it: keys, bodies, digests, metadata, staged
 // uploads, state tags, capabilities and typed errors; nothing of one backend leaks out.
-// Backends, chosen by URL scheme through one registry (src/store/registry.cpp): S3
-// (s3://bucket/prefix), Azure Blob Storage (az://container/prefix) and a local directory
-// (file:///dir), each with the same contract (tests/store).
+// Backends, chosen by URL scheme through one registry (scheme_for in src/store/store.cpp;
+// each backend's Scheme, src/store/stores.hpp): S3 (s3://bucket/prefix), Azure Blob Storage
+// (az://container/prefix) and a local directory (file:///dir), each with the same contract
+// (tests/store).
 
 #include <atomic>
 #include <cstdint>
