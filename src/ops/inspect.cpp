@@ -20,22 +20,68 @@
 
 namespace lodge::ops {
 
-Result<std::string> sanitize_display_name(std::string_view path) {
-  auto slash = path.find_last_of('/');
-  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
-  auto bad = [&](const std::string &why) {
-    return Error(Errc::bad_name, "unusable file name '" + util::escape_for_terminal(name) + "': " + why);
-  };
-  if (name.empty() || name == "." || name == "..") return bad("empty");
-  if (name.size() > k_max_name_bytes)
-    return bad("longer than " + std::to_string(k_max_name_bytes) + " bytes");
+namespace {
+// One code point of valid UTF-8 at s[i] (name_problem has checked the name is valid);
+// returns its length.
+size_t next_code_point(std::string_view s, size_t i, uint32_t &cp) {
+  auto b = static_cast<unsigned char>(s[i]);
+  size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+  cp = len == 1 ? b : b & (0x7F >> len);
+  for (size_t k = 1; k < len && i + k < s.size(); ++k)
+    cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return len;
+}
+} // namespace
+
+std::optional<std::string> name_problem(std::string_view name) {
+  if (name.empty() || name == "." || name == "..") return std::string("empty");
+  if (name.size() > k_max_name_bytes) return "longer than " + std::to_string(k_max_name_bytes) + " bytes";
   if (name.find('\\') != std::string_view::npos)
-    return bad("contains a backslash (a path part on other systems)");
+    return std::string("contains a backslash (a path part on other systems)");
   // escape_for_terminal changes exactly the bytes that are control, bidi or invalid
   // UTF-8 (and doubles backslashes, excluded above): a name it leaves alone is clean.
   if (util::escape_for_terminal(name) != name)
-    return bad("contains control, bidi-override or invalid UTF-8 characters");
+    return std::string("contains control, bidi-override or invalid UTF-8 characters");
+  // Unicode compatibility folding (NFKC, which some filesystems, archivers and servers apply)
+  // must not turn the name into a path part: a separator, or a name of only dots.
+  size_t dots = 0;
+  bool only_dots = true;
+  char buf[96];
+  for (size_t i = 0; i < name.size();) {
+    uint32_t cp = 0;
+    i += next_code_point(name, i, cp);
+    if (cp == 0xFF0F || cp == 0xFE68 ||
+        cp == 0xFF3C) { // fullwidth solidus, small and fullwidth reverse solidus
+      std::snprintf(buf, sizeof buf, "contains U+%04X, read as '/' or a backslash after Unicode folding", cp);
+      return std::string(buf);
+    }
+    if (cp == '.' || cp == 0x2024 || cp == 0xFE52 ||
+        cp == 0xFF0E) // full stop, one dot leader, small and fullwidth full stop
+      dots += 1;
+    else if (cp == 0x2025) // two dot leader
+      dots += 2;
+    else
+      only_dots = false;
+  }
+  if (only_dots && dots <= 2) return std::string("read as '.' or '..' after Unicode folding");
+  return std::nullopt;
+}
+
+Result<std::string> sanitize_display_name(std::string_view path) {
+  auto slash = path.find_last_of('/');
+  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (auto why = name_problem(name))
+    return Error(Errc::bad_name, "unusable file name '" + util::escape_for_terminal(name) + "': " + *why);
   return std::string(name);
+}
+
+std::optional<std::string> relative_path_problem(std::string_view path) {
+  if (path.empty()) return std::string("it is empty");
+  if (path.front() == '/') return std::string("it is absolute");
+  for (const auto &seg : util::split(path, '/'))
+    if (auto why = name_problem(seg))
+      return "its component '" + util::escape_for_terminal(seg) + "' is " + *why;
+  return std::nullopt;
 }
 
 Result<std::string> sanitize_relative_path(std::string_view path) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/inspect.hpp>
 #include <lodge/ops/retrieve.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
@@ -320,11 +321,10 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
   if (!dest.file_name.empty()) {
     name = dest.file_name;
   } else {
-    if (rel.empty() || rel.front() == '/')
-      return fail(
-          Error(Errc::bad_name, "file " + describe(r) + ": its path is empty or absolute; not written"));
-    if (auto why = util::unsafe_path_reason(rel))
-      return fail(Error(Errc::bad_name, "file " + describe(r) + ": its path has " + *why + "; not written"));
+    // The rule upload records paths by (ops/inspect): what it accepted is restored as is.
+    if (auto why = relative_path_problem(rel))
+      return fail(Error(Errc::bad_name,
+                        "file " + describe(r) + ": its path cannot be restored: " + *why + "; not written"));
     auto parts = util::split(rel, '/');
     name = parts.back();
     if (dest.keep_paths) dirs.assign(parts.begin(), parts.end() - 1);

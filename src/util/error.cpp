@@ -39,7 +39,9 @@ constexpr std::array k_errcs{
     ErrcInfo{Errc::too_large, "TOO_LARGE", 1, "The file is larger than the policy's max_size."},
     ErrcInfo{Errc::empty_file, "EMPTY_FILE", 1, "The file is empty."},
     ErrcInfo{Errc::bad_name, "BAD_NAME", 1,
-             "The file name is unusable (control or bidi characters, too long, empty)."},
+             "The file name is unusable (empty, . or .., over 255 bytes, a backslash, control or bidi "
+             "characters, invalid UTF-8, or what Unicode compatibility folding turns into a separator or "
+             "a dot name); get restores by the same rule."},
     ErrcInfo{Errc::not_regular_file, "NOT_REGULAR_FILE", 1,
              "Not a regular file (directory, FIFO, socket, device, symlink)."},
     ErrcInfo{Errc::unreadable, "UNREADABLE", 1, "The file is missing or cannot be read."},

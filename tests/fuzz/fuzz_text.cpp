@@ -15,6 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string in(reinterpret_cast<const char *>(data), size);
   auto name = lodge::ops::sanitize_display_name(in);
   if (name.ok() && lodge::util::escape_for_terminal(name.value()) != name.value()) std::abort();
+  // What upload records, get restores: one rule decides both.
+  auto rel = lodge::ops::sanitize_relative_path(in);
+  if (rel.ok() && lodge::ops::relative_path_problem(rel.value())) std::abort();
   (void)lodge::ops::extension_of(in);
   (void)lodge::util::parse_size(in);
   (void)lodge::util::parse_duration_ms(in);

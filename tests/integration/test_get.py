@@ -347,6 +347,45 @@ class GetMixin:
         self.assertEqual(r.rc, 0, r)
         self.assertEqual(r.out.strip(), f"written  {target}/{paths[0]}")
 
+    def check_names_upload_accepts_are_restored(self):
+        """One rule decides what upload records and what get restores: '%', U+2024 ONE DOT
+        LEADER inside a name, spaces and other Unicode come back byte for byte; a name the
+        rule refuses (U+2025 TWO DOT LEADER alone folds to '..', U+FF0F to '/') is rejected by
+        upload as BAD_NAME, naming the file, and nothing of it is restored."""
+        good = os.path.join(self.dir, "names")
+        for rel in ("100%.txt", "a\u2024b.txt", "with spaces/file name.txt", "r\u00e9sum\u00e9 \u65e5\u672c.txt",
+                    "50% off/\u00fcber.txt"):
+            path = os.path.join(good, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(f"content of {rel}\n")
+        bad_dir = os.path.join(self.dir, "refused")
+        os.makedirs(bad_dir)
+        refused = ("\u2025", "a\uff0fb.txt")
+        for name in refused:
+            with open(os.path.join(bad_dir, name), "w") as fh:
+                fh.write(f"never stored: {name}\n")
+        r = self.lodge("upload", "--json", "--prefix", "names", good, bad_dir)
+        self.assertEqual(r.rc, 1, r)  # some files rejected
+        results = r.json_lines()[:-1]
+        stored = [x for x in results if x["outcome"] == "active"]
+        self.assertEqual(len(stored), 5, results)
+        rejected = [x for x in results if x["outcome"] == "rejected"]
+        self.assertEqual(sorted(os.path.basename(x["file"]) for x in rejected), sorted(refused), results)
+        for x in rejected:
+            self.assertEqual(x["error"]["code"], "BAD_NAME", x)
+            self.assertIn("after Unicode folding", x["error"]["message"], x)
+            self.assertIn(os.path.basename(x["file"]), x["error"]["message"], x)
+        self.assertEqual(self.sql("SELECT count(*) FROM file_upload WHERE run_prefix = 'names'")[0][0], 5)
+        out = os.path.join(self.dir, "names-out")
+        r = self.lodge("--json", "get", "--prefix", "names", "-o", out)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.json_lines()[-1]["summary"]["written"], 5, r)
+        d = subprocess.run(["diff", "-r", good, out], capture_output=True)
+        self.assertEqual(d.returncode, 0, d.stdout + d.stderr)
+        for name in refused:
+            self.assertFalse(os.path.lexists(os.path.join(out, name)), name)
+
 
 class GetS3(GetMixin, S3TestCase):
     def corrupt(self, key, data):
@@ -375,6 +414,9 @@ class GetS3(GetMixin, S3TestCase):
 
     def test_symlink_in_the_output_directory_is_not_followed(self):
         self.check_symlink_in_output_is_not_followed()
+
+    def test_every_name_upload_accepts_is_restored_and_a_refused_one_is_rejected(self):
+        self.check_names_upload_accepts_are_restored()
 
     def test_url_is_fetched_with_curl(self):
         data = os.urandom(5000)
@@ -426,6 +468,9 @@ class GetFileStore(GetMixin, LodgeTestCase):
 
     def test_a_tree_uploaded_without_prefix_is_restored_with_an_empty_prefix(self):
         self.check_tree_without_prefix_restored()
+
+    def test_every_name_upload_accepts_is_restored_and_a_refused_one_is_rejected(self):
+        self.check_names_upload_accepts_are_restored()
 
     def test_get_names_each_written_file_by_its_path_under_the_output_directory(self):
         self.check_messages_name_the_written_path()

@@ -155,3 +155,53 @@ TEST_CASE("libmagic's verdict, from the shared database, decides where it is ask
   t.join();
   CHECK(other == "text/x-c");
 }
+
+TEST_CASE("one rule for names: what upload records, get restores; what get refuses, upload rejects") {
+  // Names upload once accepted and get then refused (its check was a store URL's rule).
+  for (const std::string &name :
+       {std::string("100%.txt"),
+        std::string("a\xE2\x80\xA4"
+                    "b.txt") /* U+2024 one dot leader */,
+        std::string("with spaces.txt"), std::string("r\xC3\xA9sum\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC.txt"),
+        std::string("..."), std::string("\xE2\x80\xA6") /* U+2026, folds to "..." */,
+        std::string(".hidden")}) {
+    INFO(name);
+    CHECK_FALSE(ops::name_problem(name));
+    auto rel = ops::sanitize_relative_path("dir/" + name);
+    REQUIRE(rel);
+    CHECK(rel.value() == "dir/" + name);
+    CHECK_FALSE(ops::relative_path_problem(rel.value()));
+  }
+  // Refused by both, with the reason.
+  const std::pair<std::string, std::string> refused[] = {
+      {"\xE2\x80\xA5", "'.' or '..' after Unicode folding"},             // U+2025 two dot leader: ".."
+      {"\xEF\xBC\x8E\xEF\xBC\x8E", "'.' or '..' after Unicode folding"}, // two U+FF0E: ".."
+      {"\xE2\x80\xA4", "'.' or '..' after Unicode folding"},             // U+2024 alone: "."
+      {"a\xEF\xBC\x8F"
+       "b.txt",
+       "U+FF0F"}, // fullwidth solidus: '/'
+      {"a\xEF\xBC\xBC"
+       "b.txt",
+       "U+FF3C"}, // fullwidth reverse solidus
+      {"a\\b.txt", "backslash"},
+      {"ctl\x01.txt", "control"},
+      {"bidi\xE2\x80\xAE.txt", "bidi"},
+      {"bad\xFF.txt", "UTF-8"},
+      {std::string(256, 'x'), "longer than 255"},
+  };
+  for (const auto &[name, why] : refused) {
+    INFO(name);
+    auto problem = ops::name_problem(name);
+    REQUIRE(problem);
+    CHECK(problem->find(why) != std::string::npos);
+    auto rel = ops::sanitize_relative_path("dir/" + name + "/f.txt");
+    REQUIRE_FALSE(rel);
+    CHECK(rel.error().code == Errc::bad_name);
+    CHECK(rel.error().message.find(why) != std::string::npos);
+    auto restore = ops::relative_path_problem("dir/" + name + "/f.txt");
+    REQUIRE(restore);
+    CHECK(restore->find(why) != std::string::npos);
+  }
+  for (const char *path : {"", "/abs.txt", "a//b.txt", "a/./b.txt", "a/../b.txt", "a/"})
+    CHECK(ops::relative_path_problem(path));
+}

@@ -170,6 +170,30 @@ TEST_CASE("get never follows a symlink under the output directory and never writ
   CHECK(!fs::exists(tmp.path() / "escape.txt"));
 }
 
+TEST_CASE("get restores what upload records ('%', U+2024 in a name) and refuses what upload rejects") {
+  test::TempDir tmp;
+  test::FakeStore st;
+  std::string bytes = "payload\n";
+  put_object(st, tmp, "k/1", bytes);
+  fs::create_directory(tmp.path() / "out");
+  auto dest = ops::open_destination(tmp.file("out"), true).take();
+  for (const std::string &rel : {std::string("100%.txt"),
+                                 std::string("d/a\xE2\x80\xA4"
+                                             "b.txt"),
+                                 std::string("sp ace/\xC3\xA9t\xC3\xA9.txt")}) {
+    INFO(rel);
+    auto res = ops::get_file(st, row("k/1", rel, bytes), dest, {});
+    REQUIRE(res.outcome == ops::GetOutcome::written);
+    CHECK(test::read_file((tmp.path() / "out" / rel).string()) == bytes);
+  }
+  // A row written before the rule, with a name it refuses: refused, nothing written.
+  auto res = ops::get_file(st, row("k/1", "d/\xE2\x80\xA5/x.txt", bytes), dest, {});
+  REQUIRE(res.outcome == ops::GetOutcome::failed);
+  CHECK(res.error->code == Errc::bad_name);
+  CHECK(res.error->message.find("after Unicode folding") != std::string::npos);
+  CHECK(!fs::exists(tmp.path() / "out" / "d" / "\xE2\x80\xA5"));
+}
+
 TEST_CASE("a row that is not ACTIVE is refused before any download") {
   test::TempDir tmp;
   test::FakeStore st;

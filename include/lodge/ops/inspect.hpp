@@ -9,6 +9,7 @@
 #include <lodge/error.hpp>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,14 +20,26 @@ namespace lodge::ops {
 
 inline constexpr size_t k_max_name_bytes = 255;
 
-// The display name from a path's last component: no path parts, no control or bidi
-// characters, valid UTF-8, at most k_max_name_bytes. BAD_NAME otherwise.
+// The one rule for a file name, which decides both what upload records and what get
+// restores: why `name` (one path component) cannot be one, or nullopt. Not empty, '.' or
+// '..'; at most k_max_name_bytes; no backslash; valid UTF-8 without control or bidi
+// characters; and nothing that Unicode compatibility folding (NFKC) turns into a separator
+// ('/' or a backslash) or into '.' or '..' (U+2025 TWO DOT LEADER alone, say). Anything
+// else is a name: '%', spaces and U+2024 ONE DOT LEADER inside a name included.
+[[nodiscard]] std::optional<std::string> name_problem(std::string_view name);
+
+// Why a row's relative path cannot be restored under an output directory (empty, absolute,
+// or a component name_problem refuses, named), or nullopt. Every path sanitize_relative_path
+// returns passes; get checks each row's path with it again before writing.
+[[nodiscard]] std::optional<std::string> relative_path_problem(std::string_view path);
+
+// The display name from a path's last component, held to name_problem. BAD_NAME otherwise.
 [[nodiscard]] Result<std::string> sanitize_display_name(std::string_view path);
 
 // The relative path a row records (and its object key ends with): `path` split at '/',
-// empty and '.' segments dropped, each remaining component held to sanitize_display_name's
-// rules (BAD_NAME naming the component). A path that is absolute or has a '..' segment is
-// recorded by its last component alone, as `aws s3 cp` and `rclone copy` name one file.
+// empty and '.' segments dropped, each remaining component held to name_problem (BAD_NAME
+// naming the component). A path that is absolute or has a '..' segment is recorded by its
+// last component alone, as `aws s3 cp` and `rclone copy` name one file.
 [[nodiscard]] Result<std::string> sanitize_relative_path(std::string_view path);
 
 // Lowercase extension after the last dot ("" for none, for dotfiles, or when it is not
