@@ -205,8 +205,9 @@ Result<PutResult> Client::put_block_list(const std::string &name, const std::vec
   return PutResult{r->header("etag"), r->header("x-ms-version-id")};
 }
 
-Result<Properties> Client::get_properties(const std::string &name) {
+Result<Properties> Client::get_properties(const std::string &name, const std::string &version_id) {
   Call c{"HEAD", name, {}, {}, nullptr, {}, 0, "GET PROPERTIES " + name};
+  if (!version_id.empty()) c.query.emplace_back("versionid", version_id);
   auto r = send(c);
   if (!r) return r.error();
   Properties p;

@@ -62,6 +62,9 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
       case CleanupOutcome::lease_lost:
         ++sum.lease_lost;
         break;
+      case CleanupOutcome::kept:
+        ++sum.kept;
+        break;
       }
       if (r.unreachable) ++sum.unreachable;
       if (!r.error.empty()) sum.errors.push_back("task " + std::to_string(t.id) + ": " + r.error);
@@ -260,8 +263,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       // Restored from a backup taken while this upload ran: the other copy may have
       // confirmed it. Complete, and stamped with this row and its digest, it is kept.
       auto h = s.head(r.object_key);
-      if (!h || h->size != static_cast<uint64_t>(r.size) || foreign_stamp(h->metadata, l.uuid(), r.id) ||
-          h->metadata[store::meta::sha256] != r.sha256)
+      if (!h || h->size != static_cast<uint64_t>(r.size) ||
+          store::stamp_mismatch(h->metadata, l.uuid(), r.id) || h->metadata[store::meta::sha256] != r.sha256)
         return;
       Finding f{"confirmed_after_backup", r.object_key, r.id,
                 "record #" + std::to_string(r.id) +
@@ -276,6 +279,14 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
       if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
         found(*other);
+        return;
+      }
+      if (obj.size != static_cast<uint64_t>(r.size)) { // this row's stamp, another writer's bytes
+        found({"unmanaged", r.object_key, r.id,
+               "stamped as record #" + std::to_string(r.id) + " but " + std::to_string(obj.size) +
+                   " bytes, not the row's " + std::to_string(r.size) +
+                   ": another tool wrote over it (in place, keeping the stamp); never touched",
+               false});
         return;
       }
       Finding f{"leftover", r.object_key, r.id,

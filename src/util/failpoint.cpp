@@ -37,7 +37,8 @@ constexpr std::array k_points{
     Point{"repair.before_commit", k_universal | error, "the repair transaction fails (rolled back)"},
     Point{"store.put", k_universal | error, "the store refuses the PUT or multipart create (503)"},
     Point{"store.delete", k_universal | error, "the store refuses the delete or multipart abort (503)"},
-    Point{"store.head", k_universal | error, "the store refuses the HEAD (503)"},
+    Point{"store.head", k_universal | error,
+          "the store refuses the HEAD (503), also the one a delete reads the stamp with"},
     Point{"store.list", k_universal | error, "the store refuses the listing (503)"},
 };
 

@@ -10,8 +10,8 @@ Then lodge's CLI on az://: upload, get, sweep, repair, reconcile, lifecycle, and
 write-up's experiments as named tests: C (crash before the mark: swept; a tag that failed
 after it: finished by sweep), G (five concurrent conditional creates: one winner, through
 the SDK above and the store contract suite), I (a blob pre-placed at the exact key lodge
-will use is never overwritten), J (guarded delete: pending deleted, committed refused with
-412 and kept), K (a losing staged upload: no uncommitted blocks after repair + sweep)."""
+will use is never overwritten), J (guarded delete: pending deleted, committed refused and
+kept, the reason in the task's last_error), K (a losing staged upload: no uncommitted blocks after repair + sweep)."""
 
 import json
 import os
@@ -292,8 +292,11 @@ class LodgeOnAzure(AzureTestCase):
         self.assertEqual(sw.rc, 0, sw)
         self.assertNotIn(pending_key, self.objects())
         self.assertIn(stale_key, self.objects(), "a committed blob is never deleted by a stale task")
-        self.assertIn("412", sw.err)
+        self.assertIn("is tagged state=committed", sw.err)
+        self.assertEqual(sw.json()["kept"], 1, sw)
         self.assertEqual(self.task(stale_rid), "IGNORED")
+        (why,) = self.sql("SELECT last_error FROM cleanup_task WHERE record_id = ?", (stale_rid,))[0]
+        self.assertIn("state=committed", why, "the task says why its blob is left")
         self.assertEqual(self.object_tags(stale_key), {"state": "committed"})
 
     def test_K_a_staged_upload_killed_mid_way_leaves_no_uncommitted_blocks_after_repair_and_sweep(self):

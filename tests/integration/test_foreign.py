@@ -114,7 +114,7 @@ class Foreign(S3TestCase):
         self.assertEqual(self.all_present(foreign + [a_active["object_key"]]), [])
         self.assertEqual(len(self.uploads_in_progress()), 1, "B's multipart upload is still there")
         if failpoints:  # A's sweep cannot tell whose object is at its key: it waits
-            self.assertIn(a_gone["object_key"], self.objects())
+            self.assertIn(a_gone["object_key"], self.objects(), sw)
         else:
             self.assertNotIn(a_gone["object_key"], self.objects())
         # B completes and confirms its upload, and cleans up after itself.
@@ -143,13 +143,66 @@ class Foreign(S3TestCase):
         aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", mine["object_key"],
             "--body", other, "--metadata", "lodge-ledger=0000-other,lodge-record-id=77")
         sw = self.lodge("sweep", "--json", later=LATER)
-        self.assertEqual(sw.rc, 1, sw)
-        self.assertEqual(sw.json()["dead_lettered"], 1, sw)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["kept"], sw.json()["deleted"], sw.json()["dead_lettered"]), (1, 0, 0), sw)
+        self.assertIn("left in place", sw.err)
         self.assertEqual(self.object_bytes(mine["object_key"]), b"someone else's\n")
-        t = self.lodge("tasks", "--json").json_lines()
-        self.assertEqual(t[0]["status"], "FAILED")
+        t = self.lodge("tasks", "--status", "all", "--json").json_lines()
+        self.assertEqual(t[0]["status"], "IGNORED")
         self.assertIn("0000-other", t[0]["last_error"])
         self.assertIn("#77", t[0]["last_error"])
+
+    def test_an_aws_cli_object_at_a_dead_rows_key_before_sweep_survives_sweep_and_reconcile_apply(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        mine = self.upload("a.txt", "mine\n")
+        self.assertEqual(self.lodge("delete", mine["id"]).rc, 0)
+        # Before sweep runs, the aws CLI writes over the key (no lodge stamp).
+        theirs = self.write("theirs.txt", "written by aws\n")
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", mine["object_key"],
+            "--body", theirs)
+        sw = self.lodge("sweep", "--json", later=LATER)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["kept"], sw.json()["deleted"]), (1, 0), sw)
+        self.assertIn("no lodge stamp", sw.err)
+        (t,) = self.lodge("tasks", "--status", "all", "--json").json_lines()
+        self.assertEqual(t["status"], "IGNORED")
+        self.assertIn("no lodge stamp", t["last_error"])
+        rec = self.lodge("reconcile", "--apply", "--json", "-v", later=LATER)
+        self.assertEqual(rec.rc, 0, rec)
+        self.assertEqual([(i["kind"], i["key"], i["applied"]) for i in rec.json()["items"]],
+                         [("unmanaged", mine["object_key"], False)], rec)
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["claimed"], 0)
+        self.assertEqual(self.object_bytes(mine["object_key"]), b"written by aws\n")
+
+    def test_on_a_versioned_bucket_sweep_removes_only_the_version_lodge_wrote(self):
+        self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+        self.assertEqual(self.lodge("init").rc, 0)
+        mine = self.upload("a.txt", "mine\n")
+        key = mine["object_key"]
+        self.assertEqual(self.lodge("delete", mine["id"]).rc, 0)
+        theirs = self.write("theirs.txt", "written by aws\n")
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", theirs)
+        # ...and a delete marker over both, made by another tool, then its object again.
+        aws(self.moto.endpoint, "s3api", "delete-object", "--bucket", self.bucket, "--key", key)
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", theirs)
+
+        def versions():
+            v = self.s3.list_object_versions(Bucket=self.bucket, Prefix=key)
+            return (sorted(x["VersionId"] for x in v.get("Versions", [])),
+                    [x["VersionId"] for x in v.get("DeleteMarkers", [])])
+
+        (before, markers) = versions()
+        self.assertEqual((len(before), len(markers)), (3, 1))
+        lodges = [vid for vid in before
+                  if self.s3.head_object(Bucket=self.bucket, Key=key, VersionId=vid)["Metadata"].get("lodgerecord")]
+        self.assertEqual(len(lodges), 1)
+        sw = self.lodge("sweep", "--json", later=LATER)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual(sw.json()["kept"], 1, sw)  # the task ends saying what it left
+        after, markers_after = versions()
+        self.assertEqual(after, sorted(set(before) - set(lodges)), "only lodge's version went")
+        self.assertEqual(markers_after, markers, "another tool's delete marker stays")
+        self.assertEqual(self.object_bytes(key), b"written by aws\n")
 
     def test_reconcile_apply_aborts_only_its_dead_rows_multipart_upload(self):
         self.assertEqual(self.lodge("init").rc, 0)

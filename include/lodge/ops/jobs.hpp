@@ -35,6 +35,7 @@ struct SweepOptions {
 struct SweepSummary {
   int64_t claimed = 0, deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0,
           lease_lost = 0;
+  int64_t kept = 0;             // tasks ended IGNORED leaving the object at their key (not the row's; a tag)
   int64_t verify_scheduled = 0; // of the deleted: a verify pass follows later
   int64_t verified = 0;         // of the deleted: this was the verify pass
   int64_t would_claim = 0;      // --dry-run
