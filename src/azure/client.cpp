@@ -348,6 +348,7 @@ Status Client::list_blobs(const std::string &prefix, Include include,
   if (has(include, Include::metadata)) add("metadata");
   if (has(include, Include::uncommitted)) add("uncommittedblobs");
   if (versions) add("versions");
+  if (has(include, Include::tags)) add("tags");
   std::string marker;
   while (true) {
     Call c{"GET",

@@ -196,7 +196,8 @@ Command add_reconcile(CLI::App &app) {
       "reconcile",
       "Compare the store with the ledger: dangling, corrupt, leftovers; others' objects reported");
   sub->add_flag("--apply", *apply,
-                "Queue leftovers of dead rows for sweep; abort their stale multipart uploads");
+                "Queue leftovers of dead rows for sweep; abort their stale multipart uploads; put lodge's "
+                "state tag back where another tool changed it");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
   auto roll = std::make_shared<bool>(false);
@@ -236,6 +237,7 @@ Command add_reconcile(CLI::App &app) {
                     const char *done = !f.applied                           ? ""
                                        : f.kind == "confirmed_after_backup" ? " (made ACTIVE)"
                                        : f.kind == "stale_multipart"        ? " (aborted)"
+                                       : f.kind == "tag_mismatch"           ? " (re-tagged)"
                                                                             : " (queued)";
                     std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
                                 util::escape_for_terminal(f.detail).c_str(), done);

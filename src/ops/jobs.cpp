@@ -4,6 +4,7 @@
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/jobs.hpp>
+#include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -123,6 +124,28 @@ bool live_task(const std::optional<ledger::TaskRecord> &t) {
                t->status == TaskStatus::processing);
 }
 
+// A state tag as a finding says it.
+std::string tag_said(const std::string &tag) {
+  return tag.empty() ? "with no state tag" : "tagged state=" + tag;
+}
+
+// Puts lodge's own state tag back on row r's object (committed for an ACTIVE row, pending
+// for a failed one), with the tags the upload asked for, once its stamp is checked: this
+// ledger and this row (I8; a tag another tool set is never replaced on an object not ours).
+// Set Blob Tags and PutObjectTagging take no ETag condition: a blob written over the key
+// between the HEAD and the tag would get lodge's tag. nullopt: done; else why not.
+std::optional<std::string> restore_state_tag(ledger::Ledger &l, store::ObjectStore &s,
+                                             const ledger::FileRecord &r, bool committed) {
+  auto h = s.head(r.object_key);
+  if (!h) return h.error().message;
+  if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id))
+    return "the object is not this record's: " + *why;
+  auto tags = store::from_json(r.object_options).tags;
+  auto t = committed ? s.mark_committed(r.object_key, tags) : s.mark_pending(r.object_key, tags);
+  if (!t) return t.error().message;
+  return std::nullopt;
+}
+
 // Hashes the object as it streams in: nothing is stored, whatever its size.
 std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &key) {
   crypto::Sha256 h;
@@ -140,7 +163,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   ReconcileSummary sum;
   sum.strict = o.strict;
   for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
-                        "diverged", "beyond_history", "unknown"})
+                        "diverged", "beyond_history", "unknown", "tag_mismatch"})
     sum.counts[k] = 0;
   const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
@@ -246,17 +269,73 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (auto f = not_ours(obj.key, 0)) found(*f);
   };
 
+  // Another tool changed lodge's state tag (where the listing says it): an ACTIVE row's
+  // object must be committed once its task no longer owes the tag, or a lifecycle backstop
+  // rule expires it. --apply tags it committed again (stamp checked).
+  // An object written over the key by another tool loses lodge's tag with its stamp: that
+  // is the object not being the row's (corrupt), not a tag to put back.
+  auto active_tag = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+    if (!obj.state_tag || *obj.state_tag == "committed") return;
+    if (live_task(l.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
+    if (auto h = s.head(r.object_key); h) {
+      if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id)) {
+        found({"corrupt", r.object_key, r.id,
+               "not ACTIVE record #" + std::to_string(r.id) + "'s object (" + *why +
+                   "): written over by another tool",
+               false});
+        return;
+      }
+    }
+    Finding f{"tag_mismatch", r.object_key, r.id,
+              "ACTIVE record #" + std::to_string(r.id) + "'s object is " + tag_said(*obj.state_tag) +
+                  ", not committed (another tool's doing): a lifecycle backstop rule would expire it",
+              false};
+    if (apply_cleanup) {
+      auto why = restore_state_tag(l, s, r, true);
+      f.applied = !why;
+      if (why) f.detail += "; not re-tagged: " + *why;
+    }
+    found(f);
+  };
+
+  // A failed row's object lodge tagged pending (or, sent directly to Azure, left untagged);
+  // another tool's tag (committed, or tags without a state) makes sweep's guarded delete
+  // leave it for ever. --apply tags it pending again (stamp checked) and queues its task.
+  // The store says what its guard would do. true: reported.
+  auto failed_tag = [&](const ledger::FileRecord &r) {
+    if (r.upload_status != ledger::FileStatus::upload_failed || !s.capabilities().state_tags) return false;
+    auto refusal = s.guard_refusal(r.object_key);
+    if (!refusal || !refusal.value()) return false; // unreadable: a leftover; the guard decides
+    Finding f{"tag_mismatch", r.object_key, r.id,
+              "record #" + std::to_string(r.id) + " failed, but its object " + *refusal.value() +
+                  " (another tool's doing): sweep's guarded delete leaves it; --apply tags it pending again "
+                  "and queues it",
+              false};
+    if (apply_cleanup) {
+      auto why = restore_state_tag(l, s, r, false);
+      f.applied = !why && l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+      if (why) f.detail += "; not re-tagged: " + *why;
+    }
+    found(f);
+    return true;
+  };
+
   auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     ++sum.rows;
     if (in_use(r)) {
       if (obj.size != static_cast<uint64_t>(r.size)) {
         found({"corrupt", r.object_key, r.id,
                "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});
-      } else if (o.verify) {
-        auto d = digest_of(s, r.object_key);
-        if (!d || *d != r.sha256)
-          found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
+        return;
       }
+      if (o.verify) {
+        auto d = digest_of(s, r.object_key);
+        if (!d || *d != r.sha256) {
+          found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
+          return;
+        }
+      }
+      active_tag(obj, r);
       return;
     }
     if (sum.diverged && r.upload_status == ledger::FileStatus::uploading && !r.is_deleted) {
@@ -289,6 +368,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                false});
         return;
       }
+      if (failed_tag(r)) return;
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
       if (apply_cleanup)

@@ -223,6 +223,22 @@ public:
     return m_client->set_tags(key, tags);
   }
 
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    auto tags = user_tags;
+    tags.insert(k_pending.begin(), k_pending.end());
+    return m_client->set_tags(key, tags);
+  }
+
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    auto tags = m_client->get_tags(key);
+    if (!tags) return tags.error();
+    if (tags->empty()) return std::optional<std::string>(); // counts as pending (remove_current)
+    auto it = tags->find(k_pending.begin()->first);
+    if (it == tags->end()) return std::optional<std::string>("has no state tag");
+    if (it->second == "pending") return std::optional<std::string>();
+    return std::optional<std::string>("is tagged state=" + it->second);
+  }
+
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
     if (!o.sse.empty())
       return Error(Errc::unsupported, describe() +
@@ -264,16 +280,31 @@ public:
     return ok_status();
   }
 
+  // With each blob's tags (reconcile compares lodge's state tag with the row), unless the
+  // credential may not read tags (a SAS without 't'): then once without, and said once.
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
-    return m_client->list_blobs(prefix, azure::Include::none, [&](const azure::ListedBlob &b) {
+    bool visited = false;
+    auto each = [&](const azure::ListedBlob &b) {
+      visited = true;
       ObjectInfo i;
       i.key = b.name;
       i.size = b.size;
       i.etag = b.etag;
       // reconcile leaves objects younger than its --older-than alone (maybe in flight).
       i.last_modified_ms = azure::parse_http_date_ms(b.last_modified).value_or(0);
+      if (m_list_tags) {
+        auto it = b.tags.find(k_pending.begin()->first);
+        i.state_tag = it == b.tags.end() ? std::string() : it->second;
+      }
       return visit(i);
-    });
+    };
+    auto listed =
+        m_client->list_blobs(prefix, m_list_tags ? azure::Include::tags : azure::Include::none, each);
+    if (listed || !m_list_tags || visited || listed.error().code != Errc::access_denied) return listed;
+    util::log::warn("cannot list the tags of " + m_url + " (" + listed.error().message +
+                    "); listing without them: state tags are not compared with the ledger");
+    m_list_tags = false;
+    return m_client->list_blobs(prefix, azure::Include::none, each);
   }
 
   // No request: Azure has no upload object; the handle names the blocks.
@@ -417,10 +448,10 @@ private:
       d.if_tags = azure::k_if_pending;
       if (p->tag_count == 0) {
         if (auto t = m_client->set_tags(key, k_pending); !t) return t;
-      } else if (auto state = state_of(key); state && *state != " is tagged state=pending") {
+      } else if (auto why = guard_refusal(key); why && why.value()) {
         // Azure enforces both conditions; Azurite 3.37 stops at If-Match and ignores
         // x-ms-if-tags beside it, so the tag is also read first.
-        out.refused = key + *state;
+        out.refused = key + " " + *why.value();
         return ok_status();
       }
     }
@@ -437,18 +468,11 @@ private:
       return Error(Errc::storage_error,
                    "DELETE BLOB " + key + ": it changed between reading its stamp and its delete",
                    del.error().details);
-    out.refused = key + state_of(key).value_or(" is not tagged state=pending") +
+    auto why = guard_refusal(key);
+    out.refused = key + " " +
+                  (why && why.value() ? *why.value() : std::string("is not tagged state=pending")) +
                   " (the service refused the guarded delete: " + del.error().message + ")";
     return ok_status();
-  }
-
-  // The blob's state tag, said as " is tagged state=X" or " has no state tag"; nullopt
-  // when the tags could not be read.
-  std::optional<std::string> state_of(const std::string &key) {
-    auto tags = m_client->get_tags(key);
-    if (!tags) return std::nullopt;
-    auto it = tags->find("state");
-    return it == tags->end() ? " has no state tag" : " is tagged state=" + it->second;
   }
 
   // Older versions of exactly this name, where the account keeps versions: each whose
@@ -503,6 +527,7 @@ private:
   std::string m_url;
   std::string m_prefix;
   std::unique_ptr<azure::Client> m_client;
+  bool m_list_tags = true; // list() asks for tags (until the credential is found not to allow it)
 };
 
 // The container and prefix parsed, the account and credential resolved once for every

@@ -61,6 +61,22 @@ public:
     tags[std::string(lifecycle::k_s3_state_tag)] = "committed";
     return m_client->put_object_tagging(key, tags);
   }
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    if (!m_tag_state) return ok_status();
+    auto tags = user_tags;
+    tags[std::string(lifecycle::k_s3_state_tag)] = "pending";
+    return m_client->put_object_tagging(key, tags);
+  }
+  // The guard here is lodge's own read of the tags (remove_version): it keeps only what is
+  // tagged committed.
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    if (!m_tag_state) return ObjectStore::guard_refusal(key);
+    auto tags = m_client->get_object_tagging(key);
+    if (!tags) return tags.error();
+    auto it = tags->find(std::string(lifecycle::k_s3_state_tag));
+    if (it == tags->end() || it->second != "committed") return std::optional<std::string>();
+    return std::optional<std::string>("is tagged " + it->first + "=committed");
+  }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
     // Ten tags at most, lodge's state tag among them when it writes one.
     const size_t room = k_max_tags - (m_tag_state ? 1 : 0);

@@ -24,6 +24,12 @@ public:
                         const std::map<std::string, std::string> &user_tags) override {
     return m_inner->mark_committed(key, user_tags);
   }
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    return m_inner->mark_pending(key, user_tags);
+  }
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    return m_inner->guard_refusal(key);
+  }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }
   Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
   Status apply_lifecycle(const LifecycleRule &rule) override { return m_inner->apply_lifecycle(rule); }
@@ -112,6 +118,15 @@ Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*e
 Result<PresignedPut> ObjectStore::presign_put(const PresignPutRequest &req) {
   return Error(Errc::unsupported, "cannot make a presigned upload URL for " + req.key + ": " + describe() +
                                       " cannot sign one (direct uploads need an S3 or Azure store)");
+}
+
+Status ObjectStore::mark_pending(const std::string & /*key*/,
+                                 const std::map<std::string, std::string> & /*user_tags*/) {
+  return ok_status();
+}
+
+Result<std::optional<std::string>> ObjectStore::guard_refusal(const std::string &key) {
+  return Error(Errc::unsupported, describe() + " does not tag objects (" + key + ")");
 }
 
 Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {

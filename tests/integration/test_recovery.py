@@ -383,7 +383,12 @@ class Recovery(StoreTestCase):
         r, res = self.upload("a.txt", "original bytes\n")
         key = self.row(res["id"])[2]
         self.put_object(key, b"original bytez\n")  # same size, other content
-        self.assertEqual(self.lodge("reconcile").rc, 0)
+        plain = self.lodge("reconcile", "--json")
+        if self.store_kind == "az":  # the overwrite dropped lodge's tag: found without reading the bytes
+            self.assertEqual(plain.json()["found"]["corrupt"], 1, plain)
+            self.assertIn("written over by another tool", plain.json()["items"][0]["detail"])
+        else:
+            self.assertEqual(plain.rc, 0, plain)
         v = self.lodge("reconcile", "--verify", "--json")
         self.assertEqual(v.json()["found"]["corrupt"], 1, v)
         self.put_object(key, b"short\n")

@@ -388,11 +388,12 @@ TEST_SUITE("contract") {
     Source other("o");
     REQUIRE(s->put(put_req(f.key("m/outside"), other)).ok());
     std::vector<std::string> listed;
-    REQUIRE(s->list(f.key("l/"), [&](const store::ObjectInfo &o) {
-               listed.push_back(o.key);
-               CHECK(o.size == 1);
-               return true;
-             }).ok());
+    auto all = s->list(f.key("l/"), [&](const store::ObjectInfo &o) {
+      listed.push_back(o.key);
+      CHECK(o.size == 1);
+      return true;
+    });
+    REQUIRE_MESSAGE(all.ok(), (all.ok() ? "" : all.error().message));
     std::sort(keys.begin(), keys.end());
     CHECK(listed == keys);
   }

@@ -205,6 +205,25 @@ public:
     return ok_status();
   }
 
+  Status mark_pending(const std::string &key,
+                      const std::map<std::string, std::string> & /*user_tags*/) override {
+    std::lock_guard lock(m_state->mutex);
+    if (!m_state->tags) return ok_status();
+    if (auto e = scripted("mark_pending", key)) return *e;
+    if (!m_state->objects.count(key)) return refuse("mark_pending", key, Errc::not_found, "no such object");
+    m_state->state_tags[key] = "pending";
+    record("mark_pending", key, true);
+    return ok_status();
+  }
+
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (!m_state->tags) return Error(Errc::unsupported, "no tags");
+    if (!m_state->objects.count(key)) return refuse("guard_refusal", key, Errc::not_found, "no such object");
+    if (m_state->state_tags[key] == "pending") return std::optional<std::string>();
+    return std::optional<std::string>("is not tagged pending");
+  }
+
   Status flush() override {
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("flush", "")) return *e;
@@ -261,7 +280,10 @@ public:
       if (auto e = scripted("list", prefix)) return *e;
       record("list", prefix, true);
       for (const auto &[k, v] : m_state->objects)
-        if (k.compare(0, prefix.size(), prefix) == 0) found.push_back(v.first);
+        if (k.compare(0, prefix.size(), prefix) == 0) {
+          found.push_back(v.first);
+          if (m_state->tags) found.back().state_tag = m_state->state_tags[k]; // as Azure lists them
+        }
     }
     for (const auto &o : found)
       if (!visit(o)) break;

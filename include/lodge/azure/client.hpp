@@ -75,7 +75,7 @@ struct DeleteOptions {
   std::string version_id; // one version (then snapshots are not named)
 };
 
-enum class Include : unsigned { none = 0, metadata = 1, uncommitted = 2, versions = 4 };
+enum class Include : unsigned { none = 0, metadata = 1, uncommitted = 2, versions = 4, tags = 8 };
 [[nodiscard]] constexpr Include operator|(Include a, Include b) {
   return static_cast<Include>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }

@@ -79,7 +79,8 @@ struct ReconcileOptions {
 
 struct Finding {
   std::string kind; // dangling, corrupt, leftover, stale_multipart, unmanaged, foreign, diverged,
-                    // beyond_history, unknown; confirmed_after_backup (only in a diverged ledger)
+                    // beyond_history, unknown, tag_mismatch; confirmed_after_backup (only in a
+                    // diverged ledger)
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;

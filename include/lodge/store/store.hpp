@@ -100,6 +100,9 @@ struct ObjectInfo {
   int64_t last_modified_ms = 0;
   std::string sha256_hex; // when the store keeps one
   std::string version_id; // filled by head() on a versioned bucket; empty otherwise
+  // lodge's state tag as list() saw it, where a listing carries tags (Azure): "pending",
+  // "committed", or "" when the object has none; nullopt: not known.
+  std::optional<std::string> state_tag;
 };
 
 // A small object lodge keeps for itself (the id marker under <root>/.lodge/), with the
@@ -272,6 +275,15 @@ public:
   // the upload asked for, are written with it.
   virtual Status mark_committed(const std::string &key,
                                 const std::map<std::string, std::string> &user_tags) = 0;
+  // lodge's pending tag again (with the user's tags), as a put leaves it: reconcile --apply
+  // on a failed upload's object someone else re-tagged. Success without a request on a
+  // store that does not tag.
+  virtual Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags);
+  // Why a guarded delete (DeleteGuard::pending_only) would leave the object, by its tags
+  // ("is tagged state=committed", "has no state tag"); nullopt when it would remove it
+  // (tagged pending, or what the store counts as pending: an Azure blob with no tag at all).
+  // UNSUPPORTED on a store that does not tag.
+  virtual Result<std::optional<std::string>> guard_refusal(const std::string &key);
   // Whether put() and begin_staged() can honour these options (tags, storage class,
   // encryption, Cache-Control, metadata names): UNSUPPORTED naming what this store cannot
   // keep, USAGE for a value it refuses. Asked before anything is recorded. By default only
