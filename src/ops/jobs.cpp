@@ -413,7 +413,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     ++pos;
   }
 
-  // Incomplete staged uploads whose record is no longer uploading.
+  // Incomplete staged uploads whose record is no longer uploading. A store returns no stamp
+  // for them (S3's ListMultipartUploads and ListParts carry no metadata), so the exact key
+  // decides: only the row's own upload ever used it (its uuid is in the key).
   auto mp = s.list_staged(prefix, [&](const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
     l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
@@ -426,9 +428,19 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
              "incomplete upload " + u.handle + " with no record; never touched", false});
       return true;
     }
-    Finding f{"stale_multipart", u.key, row->id, "incomplete upload " + u.handle, false};
-    // Aborted only when the row of exactly this key is dead (I8); an ACTIVE row's is reported.
-    if (apply_cleanup && row->is_deleted) f.applied = s.abort_staged(u.key, u.handle).ok();
+    // At an ACTIVE row's key, an upload other than the one it completed is lodge's own
+    // orphan: a create whose answer was lost and was retried (no process sends it a part
+    // again: the row's upload is done). The one it completed is never listed as incomplete.
+    const bool orphan = !row->is_deleted && row->upload_status == ledger::FileStatus::active &&
+                        row->multipart_upload_id != u.handle;
+    Finding f{"stale_multipart", u.key, row->id,
+              "incomplete upload " + u.handle +
+                  (orphan ? ", not the one ACTIVE record #" + std::to_string(row->id) +
+                                " completed (a create whose answer was lost)"
+                          : ""),
+              false};
+    // Aborted when the row of exactly this key is dead (I8), or is the orphan above.
+    if (apply_cleanup && (row->is_deleted || orphan)) f.applied = s.abort_staged(u.key, u.handle).ok();
     found(f);
     return true;
   });

@@ -204,6 +204,56 @@ class Foreign(S3TestCase):
         self.assertEqual(markers_after, markers, "another tool's delete marker stays")
         self.assertEqual(self.object_bytes(key), b"written by aws\n")
 
+    def test_its_own_multipart_upload_left_by_a_lost_create_answer_is_aborted_and_status_heals(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        # The first CreateMultipartUpload reached moto but its answer was lost; the retried
+        # create made the upload that completed. The first stays, at the ACTIVE row's key.
+        res = self.upload("big.bin", os.urandom(7 << 20), env=self.fp("store.after_create=error"))
+        self.assertEqual(res["outcome"], "active", res)
+        self.assertEqual(self.fired(), ["store.after_create"])
+        self.assertEqual(self.uploads_in_progress(), [res["object_key"]])
+        self.assertEqual(self.lodge("sweep", later=LATER).rc, 0)
+        rec = self.lodge("reconcile", "--json", later=LATER)
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual(rec.json()["found"]["stale_multipart"], 1, rec)
+        st = self.lodge("status", "--check", "--json", later=LATER)
+        self.assertEqual(st.rc, 1, st)
+        self.assertEqual([r["code"] for r in st.json()["reasons"]], ["reconcile_findings"], st)
+        ap = self.lodge("reconcile", "--apply", "--json", later=LATER)
+        (item,) = ap.json()["items"]
+        self.assertEqual((item["kind"], item["key"], item["record_id"], item["applied"]),
+                         ("stale_multipart", res["object_key"], res["id"], True), ap)
+        self.assertIn("not the one ACTIVE record", item["detail"])
+        self.assertEqual(ap.json()["applied"], 1, ap)
+        self.assertEqual(self.uploads_in_progress(), [])
+        again = self.lodge("reconcile", "--json", later=LATER)
+        self.assertEqual(again.rc, 0, again)
+        st = self.lodge("status", "--check", "--json", later=LATER)
+        self.assertEqual(st.rc, 0, st)
+        self.assertIn(res["object_key"], self.objects(), "the object itself stays")
+        self.assertEqual(self.sql("SELECT upload_status FROM file_upload WHERE id = ?", (res["id"],)),
+                         [("ACTIVE",)])
+
+    def test_an_aws_cli_multipart_upload_at_an_active_rows_key_is_aborted_but_not_one_in_flight(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        done = self.upload("a.txt", "active\n")
+        aws(self.moto.endpoint, "s3api", "create-multipart-upload", "--bucket", self.bucket,
+            "--key", done["object_key"])
+        # An upload still in flight (its row UPLOADING) is never aborted, whatever its id.
+        gate = os.path.join(self.dir, "gate")
+        inflight = self.spawn("upload", "--json", self.write("big.bin", os.urandom(7 << 20)),
+                              env=self.fp(f"upload.between_parts=pause:{gate}"))
+        wait_until(lambda: "upload.between_parts" in self.fired(), what="the upload to pause")
+        self.assertEqual(len(self.uploads_in_progress()), 2)
+        ap = self.lodge("reconcile", "--apply", "--json")
+        self.assertEqual([(i["kind"], i["key"], i["applied"]) for i in ap.json()["items"]],
+                         [("stale_multipart", done["object_key"], True)], ap)
+        self.assertEqual(len(self.uploads_in_progress()), 1)
+        open(gate, "w").close()
+        out, err = inflight.communicate(timeout=60)
+        self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active", err)
+        self.assertEqual(self.uploads_in_progress(), [])
+
     def test_reconcile_apply_aborts_only_its_dead_rows_multipart_upload(self):
         self.assertEqual(self.lodge("init").rc, 0)
         self.assertEqual(self.lodge_b("init").rc, 0)
