@@ -1,4 +1,3 @@
-#include <cstdlib>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/grace.hpp>
@@ -232,35 +231,39 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   };
 
   // Whose an object is, by its stamp: nullopt when this ledger's own row `expected_id`
-  // (0: none) may claim it; otherwise the report-only finding that says why not (I8).
+  // (0: none) may claim it (store::stamp_mismatch); otherwise the report-only finding that
+  // says why not (I8).
   auto not_ours = [&](const std::string &key, int64_t expected_id) -> std::optional<Finding> {
     auto h = s.head(key);
     if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
-    const auto &meta = h->metadata;
-    auto ledger_it = meta.find(store::meta::ledger);
-    auto id_it = meta.find(store::meta::record);
-    if (ledger_it == meta.end() || id_it == meta.end())
+    if (!store::stamp_mismatch(h->metadata, l.uuid(), expected_id)) return std::nullopt;
+    const auto seen = store::read_stamp(h->metadata);
+    auto named = seen.record_id ? std::optional<int64_t>(seen.record_id) : std::nullopt;
+    if (!seen.ledger)
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
-    int64_t record_id = std::strtoll(id_it->second.c_str(), nullptr, 10);
-    auto named = record_id ? std::optional<int64_t>(record_id) : std::nullopt;
-    if (ledger_it->second != l.uuid())
-      return Finding{"foreign", key, named,
-                     "stamped by another ledger (" + ledger_it->second + "); never touched", false};
-    if (record_id > max_id)
+    if (*seen.ledger != l.uuid())
+      return Finding{"foreign", key, named, "stamped by another ledger (" + *seen.ledger + "); never touched",
+                     false};
+    if (seen.record_id == 0) // this ledger's uuid, but no record id lodge would write
+      return Finding{
+          "unknown", key, std::nullopt,
+          "stamped by this ledger with record " +
+              (seen.record ? "'" + util::escape_for_terminal(*seen.record) + "'" : std::string("(none)")) +
+              ", which is no record id: whose it is cannot be told; never touched",
+          false};
+    if (seen.record_id > max_id)
       return Finding{"beyond_history", key, named,
-                     "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" +
+                     "record #" + std::to_string(seen.record_id) + " is newer than this ledger's last (#" +
                          std::to_string(max_id) +
                          "): was the ledger restored from an older copy? never touched",
                      false};
-    if (record_id != expected_id)
-      return Finding{"diverged", key, named,
-                     "stamped with record #" + std::to_string(record_id) +
-                         " of this ledger, which holds another key: the history diverged; never touched",
-                     false};
-    return std::nullopt;
+    return Finding{"diverged", key, named,
+                   "stamped with record #" + std::to_string(seen.record_id) +
+                       " of this ledger, which holds another key: the history diverged; never touched",
+                   false};
   };
 
   // No row has this key: nothing proves it is ours and dead, so it is only reported.

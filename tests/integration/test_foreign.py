@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import LODGE, FaultProxy, S3TestCase, aws, main, wait_until  # noqa: E402
@@ -253,6 +254,27 @@ class Foreign(S3TestCase):
         out, err = inflight.communicate(timeout=60)
         self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active", err)
         self.assertEqual(self.uploads_in_progress(), [])
+
+    def test_reconcile_reports_this_ledgers_stamp_with_an_unreadable_record_id_as_unknown(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        (uuid_,), = self.sql("SELECT value FROM ledger_meta WHERE key = 'uuid'")
+        gone = self.upload("a.txt", "deleted\n")
+        self.assertEqual(self.lodge("delete", gone["id"]).rc, 0)
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["deleted"], 1)
+        body = self.write("garbled.txt", "stamped, garbled\n")
+        stray = f"{self.prefix}/ci/{uuid.uuid4()}/garbled.txt"  # no row has this key
+        for key, record in ((stray, "garbage"), (gone["object_key"], "0x1")):
+            aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", body,
+                "--metadata", f"lodgeledger={uuid_},lodgerecord={record}")
+        rec = self.lodge("reconcile", "--apply", "--json", later=LATER)
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual((rec.json()["found"]["unknown"], rec.json()["applied"]), (2, 0), rec)
+        details = {i["key"]: i["detail"] for i in rec.json()["items"] if i["kind"] == "unknown"}
+        self.assertIn("'garbage'", details[stray])
+        self.assertIn("'0x1'", details[gone["object_key"]])
+        self.assertIn("no record id", details[stray])
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["claimed"], 0)
+        self.assertEqual(self.all_present([stray, gone["object_key"]]), [])
 
     def test_reconcile_apply_aborts_only_its_dead_rows_multipart_upload(self):
         self.assertEqual(self.lodge("init").rc, 0)
