@@ -205,8 +205,9 @@ Result<PutResult> Client::put_block_list(const std::string &name, const std::vec
   return PutResult{r->header("etag"), r->header("x-ms-version-id")};
 }
 
-Result<Properties> Client::get_properties(const std::string &name) {
+Result<Properties> Client::get_properties(const std::string &name, const std::string &version_id) {
   Call c{"HEAD", name, {}, {}, nullptr, {}, 0, "GET PROPERTIES " + name};
+  if (!version_id.empty()) c.query.emplace_back("versionid", version_id);
   auto r = send(c);
   if (!r) return r.error();
   Properties p;
@@ -338,6 +339,7 @@ Status Client::list_blobs(const std::string &prefix, Include include,
   if (has(include, Include::metadata)) add("metadata");
   if (has(include, Include::uncommitted)) add("uncommittedblobs");
   if (versions) add("versions");
+  if (has(include, Include::tags)) add("tags");
   std::string marker;
   while (true) {
     Call c{"GET",

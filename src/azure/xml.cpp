@@ -57,6 +57,8 @@ std::optional<ListBlobsPage> parse_list_blobs(std::string_view xml) {
       o.is_current_version = std::string_view(cur.text().as_string()) == "true";
     for (auto m : b.child("Metadata").children())
       o.metadata[util::to_lower(m.name())] = m.text().as_string();
+    for (auto t : b.child("Tags").child("TagSet").children("Tag"))
+      o.tags[text(t, "Key")] = text(t, "Value");
     p.blobs.push_back(std::move(o));
   }
   return p;

@@ -108,10 +108,15 @@ Command add_sweep(CLI::App &app) {
             auto &l = ctx.ledger();
             auto st = ctx.open_store();
             auto sum = ops::sweep(l, *st, so, util::system_clock());
-            nlohmann::json j{{"claimed", sum.claimed},       {"deleted", sum.deleted},
-                             {"ignored", sum.ignored},       {"postponed", sum.postponed},
-                             {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
-                             {"lease_lost", sum.lease_lost}, {"unreachable", sum.unreachable}};
+            nlohmann::json j{{"claimed", sum.claimed},
+                             {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},
+                             {"postponed", sum.postponed},
+                             {"retried", sum.retried},
+                             {"dead_lettered", sum.dead_lettered},
+                             {"lease_lost", sum.lease_lost},
+                             {"unreachable", sum.unreachable},
+                             {"kept", sum.kept}};
             j["verify_scheduled"] = sum.verify_scheduled; // of the deleted: a verify pass follows
             j["verified"] = sum.verified;                 // of the deleted: this was the verify pass
             if (o->dry_run) j = {{"due", sum.would_claim}, {"dry_run", true}};
@@ -126,15 +131,16 @@ Command add_sweep(CLI::App &app) {
               else
                 std::printf(
                     "sweep: claimed %lld, deleted %lld, ignored %lld, postponed %lld, retried %lld, "
-                    "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld\n",
+                    "dead-lettered %lld, lease lost %lld, verify passes scheduled %lld, verified %lld, "
+                    "kept %lld\n",
                     static_cast<long long>(sum.claimed), static_cast<long long>(sum.deleted),
                     static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
                     static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
                     static_cast<long long>(sum.lease_lost), static_cast<long long>(sum.verify_scheduled),
-                    static_cast<long long>(sum.verified));
+                    static_cast<long long>(sum.verified), static_cast<long long>(sum.kept));
             }
-            if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed == 0 && sum.unreachable > 0 &&
-                sum.unreachable == sum.retried + sum.dead_lettered)
+            if (sum.claimed > 0 && sum.deleted + sum.ignored + sum.postponed + sum.kept == 0 &&
+                sum.unreachable > 0 && sum.unreachable == sum.retried + sum.dead_lettered)
               return exit_status(Errc::storage_unavailable);
             return sum.dead_lettered > 0 ? exit_items_failed() : exit_status(Errc::ok);
           }};
@@ -190,7 +196,8 @@ Command add_reconcile(CLI::App &app) {
       "reconcile",
       "Compare the store with the ledger: dangling, corrupt, leftovers; others' objects reported");
   sub->add_flag("--apply", *apply,
-                "Queue leftovers of dead rows for sweep; abort their stale multipart uploads");
+                "Queue leftovers of dead rows for sweep; abort their stale multipart uploads; put lodge's "
+                "state tag back where another tool changed it");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
   auto roll = std::make_shared<bool>(false);
@@ -230,6 +237,7 @@ Command add_reconcile(CLI::App &app) {
                     const char *done = !f.applied                           ? ""
                                        : f.kind == "confirmed_after_backup" ? " (made ACTIVE)"
                                        : f.kind == "stale_multipart"        ? " (aborted)"
+                                       : f.kind == "tag_mismatch"           ? " (re-tagged)"
                                                                             : " (queued)";
                     std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
                                 util::escape_for_terminal(f.detail).c_str(), done);

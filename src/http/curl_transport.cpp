@@ -76,8 +76,11 @@ size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
     }
     return n;
   }
-  // Error bodies are small XML documents; cap what we keep.
-  if (ex->resp->body.size() < (1U << 20)) ex->resp->body.append(data, n);
+  // Error bodies are small XML documents; a 2xx body without a sink is a listing page
+  // (Azure's 5000 blobs with their tags pass 1 MiB) or one of lodge's small objects (whose
+  // callers check their own limit): cap what we keep.
+  const size_t cap = ex->resp->status >= 200 && ex->resp->status < 300 ? (64U << 20) : (1U << 20);
+  if (ex->resp->body.size() < cap) ex->resp->body.append(data, n);
   return n;
 }
 

@@ -69,7 +69,8 @@ public:
                                                      int64_t lease_ms) override;
   [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
                                     CommitTag tag = CommitTag::none) override;
-  [[nodiscard]] TaskFinish ignore_task(const TaskRecord &t, int64_t now) override;
+  [[nodiscard]] TaskFinish ignore_task(const TaskRecord &t, int64_t now,
+                                       const std::string &reason = {}) override;
   [[nodiscard]] TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                   int64_t next_retry_at, int64_t now) override;
   [[nodiscard]] std::vector<TaskDecision> decide_many(const std::vector<TaskRecord> &tasks, int64_t now,

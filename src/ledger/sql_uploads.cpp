@@ -448,11 +448,13 @@ SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
   });
 }
 
-TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now) {
+TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now, const std::string &reason) {
   return m_c->write([&](sql::Tx &tx) {
     auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
-                 " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
-    if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() != 1) return TaskFinish::lease_lost;
+                 " last_error = COALESCE(NULLIF(?4, ''), last_error), updated_at = ?3"
+                 " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, reason).exec() != 1)
+      return TaskFinish::lease_lost;
     tx.commit();
     return TaskFinish::success;
   });
@@ -697,7 +699,7 @@ std::vector<TaskFinish> SqlLedger::finish_many(const std::vector<TaskEnd> &ends,
         out.push_back(finish(e.task, e.succeeded, e.error, e.next_retry_at, now));
         break;
       case TaskEnd::Kind::ignore:
-        out.push_back(ignore_task(e.task, now));
+        out.push_back(ignore_task(e.task, now, e.error));
         break;
       case TaskEnd::Kind::dead_letter:
         out.push_back(dead_letter(e.task, e.error, now) == DeadLetterOutcome::dead_lettered

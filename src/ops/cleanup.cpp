@@ -23,6 +23,8 @@ const char *to_string(CleanupOutcome o) {
     return "dead_lettered";
   case CleanupOutcome::lease_lost:
     return "lease_lost";
+  case CleanupOutcome::kept:
+    return "kept";
   }
   return "?";
 }
@@ -47,7 +49,7 @@ using RowLookup = std::function<std::optional<ledger::FileRecord>(int64_t)>;
 struct TaskWork {
   std::optional<CleanupResult> done;
   ledger::TaskEnd end;
-  enum class Then { tagged, guard_refused, foreign, deleted, failed } then = Then::failed;
+  enum class Then { tagged, guard_refused, not_ours, deleted, failed } then = Then::failed;
   std::string error;
   bool unreachable = false;
 };
@@ -74,12 +76,14 @@ TaskWork failed_attempt(const ledger::TaskRecord &task, const CleanupSettings &s
   return w;
 }
 
+// The task ends IGNORED; `error` (why an object was left) becomes its last_error.
 TaskWork ignore(const ledger::TaskRecord &task, TaskWork::Then then, std::string error = {}) {
   TaskWork w;
   w.then = then;
   w.error = std::move(error);
   w.end.kind = ledger::TaskEnd::Kind::ignore;
   w.end.task = task;
+  w.end.error = w.error;
   return w;
 }
 
@@ -95,17 +99,23 @@ TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const 
   return ignore(task, TaskWork::Then::tagged);
 }
 
-// The store refused a guarded delete: the object is tagged committed, so it is not the
-// failed upload's own pending object. Nothing is deleted; the row is re-checked (it is
-// dead: UPLOAD_FAILED never comes back) and the task ends IGNORED, said loudly.
-TaskWork refused_by_guard(const RowLookup &find_row, const ledger::TaskRecord &task, const Error &error) {
+// The guard kept the object: it is this failed row's by its stamp, but someone tagged it
+// other than pending since (lodge tags only ACTIVE rows' objects committed). Nothing is
+// deleted: the automatic path never overrides a tag; reconcile reports it (tag_mismatch)
+// and its --apply, the operator's call, tags it pending again and queues the task. The
+// row is re-checked (it is dead: UPLOAD_FAILED never comes back) and the task ends
+// IGNORED, the reason its last_error.
+TaskWork refused_by_guard(const RowLookup &find_row, const ledger::TaskRecord &task, const std::string &why) {
   auto row = find_row(task.record_id);
   if (!row || row->upload_status != ledger::FileStatus::upload_failed)
     return finished(CleanupOutcome::lease_lost); // cannot happen: the next sweep decides again
-  return ignore(task, TaskWork::Then::guard_refused, error.message);
+  return ignore(task, TaskWork::Then::guard_refused,
+                "not deleted: " + why + ", though record #" + std::to_string(task.record_id) +
+                    " failed (a tag set by someone else since: sweep does not override it; lodge reconcile "
+                    "--apply tags it pending again)");
 }
 
-// The store work for a task the ledger decided on: the HEAD and delete (or the tag).
+// The store work for a task the ledger decided on: the stamped delete (or the tag).
 TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, store::ObjectStore &store,
                  const ledger::TaskRecord &task, ledger::TaskDecision decision, const CleanupSettings &s,
                  const util::Clock &clock) {
@@ -121,36 +131,19 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   case ledger::TaskDecision::allowed:
     break;
   }
-  // I8: the key is this row's, but the object now there is only ours to delete if its
-  // stamp (where the store returns one) names this ledger and this row. A failed HEAD
-  // proves nothing: the task is retried. A missing object still goes through remove_all,
-  // which clears what a HEAD cannot see (older versions, an incomplete multipart upload
-  // of this very key) and is a no-op otherwise.
+  // I8: the key is this row's, but an object there is only ours to delete if its stamp
+  // names this ledger and the row that wrote it; remove_owned checks each object (and
+  // version) and deletes on the condition that it is still the one checked. A missing
+  // object is success (a no-op unless an incomplete upload of this very key remains).
   // A row sharing another row's object: the stamp names the row that wrote it.
   auto row = find_row(task.record_id);
-  const int64_t stamp_id = row ? row->stamp_id() : task.record_id;
-  auto seen = store.head(task.object_key);
-  if (!seen && seen.error().code != Errc::not_found) return failed_attempt(task, s, clock, seen.error());
-  if (seen) {
-    if (auto whose = foreign_stamp(seen->metadata, ledger_uuid, stamp_id)) {
-      TaskWork w;
-      w.then = TaskWork::Then::foreign;
-      w.error = "not deleted: the object at " + task.object_key + " is stamped " + *whose + ", not record #" +
-                std::to_string(stamp_id) + " of this ledger (" + ledger_uuid + ")";
-      w.end.kind = ledger::TaskEnd::Kind::dead_letter;
-      w.end.task = task;
-      w.end.error = w.error;
-      return w;
-    }
-  }
+  const int64_t writer = row ? row->stamp_id() : task.record_id;
   // A failed upload's object was never tagged committed: its delete is guarded, so a
   // committed object (a confirmed upload) can never be deleted by it, even by mistake.
   // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
   const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
-  auto removed = store.remove_all(task.object_key,
-                                  failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
-  if (!removed && removed.error().code == Errc::precondition_failed && failed_row)
-    return refused_by_guard(find_row, task, removed.error());
+  auto removed = store.remove_owned(task.object_key, {ledger_uuid, writer},
+                                    failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
   if (failpoint::hit("sweep.after_delete") && removed) {
     // The delete happened but its answer was lost (a timeout): the task is retried, and
     // the retry finds nothing left to delete.
@@ -159,6 +152,15 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
     removed = Error(Errc::storage_unavailable, "DELETE " + task.object_key + ": no answer (injected)", lost);
   }
   if (!removed) return failed_attempt(task, s, clock, removed.error());
+  if (!removed->kept.empty()) {
+    std::string what;
+    for (const auto &k : removed->kept)
+      what += (what.empty() ? "" : "; ") + k;
+    return ignore(task, TaskWork::Then::not_ours,
+                  "not deleted (not record #" + std::to_string(writer) + " of this ledger, " + ledger_uuid +
+                      "): " + what);
+  }
+  if (removed->refused) return refused_by_guard(find_row, task, *removed->refused);
   TaskWork w;
   w.then = TaskWork::Then::deleted;
   w.end.kind = ledger::TaskEnd::Kind::finish;
@@ -189,14 +191,11 @@ CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f, CleanupSettings:
     util::log::info("tagged " + task.object_key + " committed" + (upload ? "" : " (task " + id + ")"));
     return {CleanupOutcome::ignored, {}};
   case TaskWork::Then::guard_refused:
-    util::log::warn("not deleted: " + task.object_key + " (record #" + std::to_string(task.record_id) +
-                    ", a failed upload) is tagged committed, so the store refused the guarded delete (" +
-                    w.error + "); left in place" + (upload ? "" : ", task " + id + " ignored"));
-    return {CleanupOutcome::ignored, w.error};
-  case TaskWork::Then::foreign:
-    util::log::error(upload ? file + ": its object " + task.object_key + " is left in place: " + w.error
-                            : "task " + id + " dead-lettered: " + w.error);
-    return {CleanupOutcome::dead_lettered, w.error};
+  case TaskWork::Then::not_ours:
+    util::log::warn(upload ? file + ": " + task.object_key + " is left in place: " + w.error
+                           : "task " + id + " (" + task.object_key +
+                                 ") ignored, the object left in place: " + w.error);
+    return {CleanupOutcome::kept, w.error};
   case TaskWork::Then::deleted: {
     CleanupResult r{CleanupOutcome::deleted, {}};
     if (f == ledger::TaskFinish::verify_scheduled) {
@@ -228,7 +227,7 @@ CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f, CleanupSettings:
 ledger::TaskFinish end_one(ledger::Ledger &ledger, const ledger::TaskEnd &e, int64_t now) {
   switch (e.kind) {
   case ledger::TaskEnd::Kind::ignore:
-    return ledger.ignore_task(e.task, now);
+    return ledger.ignore_task(e.task, now, e.error);
   case ledger::TaskEnd::Kind::dead_letter:
     return ledger.dead_letter(e.task, e.error, now) == ledger::DeadLetterOutcome::dead_lettered
                ? ledger::TaskFinish::dead_letter
@@ -344,17 +343,6 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
   for (size_t j = 0; j < ends.size(); ++j)
     out[ending[j]] = conclude(work[ending[j]], finishes[j], s.voice);
   return out;
-}
-
-std::optional<std::string> foreign_stamp(const store::Metadata &meta, const std::string &ledger_uuid,
-                                         int64_t record_id) {
-  auto l = meta.find(store::meta::ledger);
-  auto r = meta.find(store::meta::record);
-  if (l == meta.end() && r == meta.end()) return std::nullopt; // unstamped: the exact key decides
-  std::string named_ledger = l == meta.end() ? "(none)" : l->second;
-  std::string named_record = r == meta.end() ? "(none)" : r->second;
-  if (named_ledger == ledger_uuid && named_record == std::to_string(record_id)) return std::nullopt;
-  return "by ledger " + named_ledger + " as record #" + named_record;
 }
 
 } // namespace lodge::ops

@@ -280,7 +280,7 @@ std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe
   }
   out.push_back(make("store.put", Level::ok, "PUT " + probe_key + " permitted"));
 
-  auto removed = st.remove_all(probe_key, store::DeleteGuard::none);
+  auto removed = st.remove_small(probe_key);
   if (!removed) {
     const auto &e = removed.error();
     out.push_back(

@@ -1,9 +1,9 @@
-#include <cstdlib>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/jobs.hpp>
+#include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -61,6 +61,9 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
         break;
       case CleanupOutcome::lease_lost:
         ++sum.lease_lost;
+        break;
+      case CleanupOutcome::kept:
+        ++sum.kept;
         break;
       }
       if (r.unreachable) ++sum.unreachable;
@@ -120,6 +123,28 @@ bool live_task(const std::optional<ledger::TaskRecord> &t) {
                t->status == TaskStatus::processing);
 }
 
+// A state tag as a finding says it.
+std::string tag_said(const std::string &tag) {
+  return tag.empty() ? "with no state tag" : "tagged state=" + tag;
+}
+
+// Puts lodge's own state tag back on row r's object (committed for an ACTIVE row, pending
+// for a failed one), with the tags the upload asked for, once its stamp is checked: this
+// ledger and this row (I8; a tag another tool set is never replaced on an object not ours).
+// Set Blob Tags and PutObjectTagging take no ETag condition: a blob written over the key
+// between the HEAD and the tag would get lodge's tag. nullopt: done; else why not.
+std::optional<std::string> restore_state_tag(ledger::Ledger &l, store::ObjectStore &s,
+                                             const ledger::FileRecord &r, bool committed) {
+  auto h = s.head(r.object_key);
+  if (!h) return h.error().message;
+  if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id))
+    return "the object is not this record's: " + *why;
+  auto tags = store::from_json(r.object_options).tags;
+  auto t = committed ? s.mark_committed(r.object_key, tags) : s.mark_pending(r.object_key, tags);
+  if (!t) return t.error().message;
+  return std::nullopt;
+}
+
 // Hashes the object as it streams in: nothing is stored, whatever its size.
 std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &key) {
   crypto::Sha256 h;
@@ -137,7 +162,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   ReconcileSummary sum;
   sum.strict = o.strict;
   for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
-                        "diverged", "beyond_history", "unknown"})
+                        "diverged", "beyond_history", "unknown", "tag_mismatch"})
     sum.counts[k] = 0;
   const std::string &prefix = s.key_prefix();
   const int64_t now = clock.now_ms();
@@ -206,35 +231,39 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   };
 
   // Whose an object is, by its stamp: nullopt when this ledger's own row `expected_id`
-  // (0: none) may claim it; otherwise the report-only finding that says why not (I8).
+  // (0: none) may claim it (store::stamp_mismatch); otherwise the report-only finding that
+  // says why not (I8).
   auto not_ours = [&](const std::string &key, int64_t expected_id) -> std::optional<Finding> {
     auto h = s.head(key);
     if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
-    const auto &meta = h->metadata;
-    auto ledger_it = meta.find(store::meta::ledger);
-    auto id_it = meta.find(store::meta::record);
-    if (ledger_it == meta.end() || id_it == meta.end())
+    if (!store::stamp_mismatch(h->metadata, l.uuid(), expected_id)) return std::nullopt;
+    const auto seen = store::read_stamp(h->metadata);
+    auto named = seen.record_id ? std::optional<int64_t>(seen.record_id) : std::nullopt;
+    if (!seen.ledger)
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
-    int64_t record_id = std::strtoll(id_it->second.c_str(), nullptr, 10);
-    auto named = record_id ? std::optional<int64_t>(record_id) : std::nullopt;
-    if (ledger_it->second != l.uuid())
-      return Finding{"foreign", key, named,
-                     "stamped by another ledger (" + ledger_it->second + "); never touched", false};
-    if (record_id > max_id)
+    if (*seen.ledger != l.uuid())
+      return Finding{"foreign", key, named, "stamped by another ledger (" + *seen.ledger + "); never touched",
+                     false};
+    if (seen.record_id == 0) // this ledger's uuid, but no record id lodge would write
+      return Finding{
+          "unknown", key, std::nullopt,
+          "stamped by this ledger with record " +
+              (seen.record ? "'" + util::escape_for_terminal(*seen.record) + "'" : std::string("(none)")) +
+              ", which is no record id: whose it is cannot be told; never touched",
+          false};
+    if (seen.record_id > max_id)
       return Finding{"beyond_history", key, named,
-                     "record #" + std::to_string(record_id) + " is newer than this ledger's last (#" +
+                     "record #" + std::to_string(seen.record_id) + " is newer than this ledger's last (#" +
                          std::to_string(max_id) +
                          "): was the ledger restored from an older copy? never touched",
                      false};
-    if (record_id != expected_id)
-      return Finding{"diverged", key, named,
-                     "stamped with record #" + std::to_string(record_id) +
-                         " of this ledger, which holds another key: the history diverged; never touched",
-                     false};
-    return std::nullopt;
+    return Finding{"diverged", key, named,
+                   "stamped with record #" + std::to_string(seen.record_id) +
+                       " of this ledger, which holds another key: the history diverged; never touched",
+                   false};
   };
 
   // No row has this key: nothing proves it is ours and dead, so it is only reported.
@@ -243,25 +272,81 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (auto f = not_ours(obj.key, 0)) found(*f);
   };
 
+  // Another tool changed lodge's state tag (where the listing says it): an ACTIVE row's
+  // object must be committed once its task no longer owes the tag, or a lifecycle backstop
+  // rule expires it. --apply tags it committed again (stamp checked).
+  // An object written over the key by another tool loses lodge's tag with its stamp: that
+  // is the object not being the row's (corrupt), not a tag to put back.
+  auto active_tag = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+    if (!obj.state_tag || *obj.state_tag == "committed") return;
+    if (live_task(l.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
+    if (auto h = s.head(r.object_key); h) {
+      if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id)) {
+        found({"corrupt", r.object_key, r.id,
+               "not ACTIVE record #" + std::to_string(r.id) + "'s object (" + *why +
+                   "): written over by another tool",
+               false});
+        return;
+      }
+    }
+    Finding f{"tag_mismatch", r.object_key, r.id,
+              "ACTIVE record #" + std::to_string(r.id) + "'s object is " + tag_said(*obj.state_tag) +
+                  ", not committed (another tool's doing): a lifecycle backstop rule would expire it",
+              false};
+    if (apply_cleanup) {
+      auto why = restore_state_tag(l, s, r, true);
+      f.applied = !why;
+      if (why) f.detail += "; not re-tagged: " + *why;
+    }
+    found(f);
+  };
+
+  // A failed row's object lodge tagged pending (or, sent directly to Azure, left untagged);
+  // another tool's tag (committed, or tags without a state) makes sweep's guarded delete
+  // leave it for ever. --apply tags it pending again (stamp checked) and queues its task.
+  // The store says what its guard would do. true: reported.
+  auto failed_tag = [&](const ledger::FileRecord &r) {
+    if (r.upload_status != ledger::FileStatus::upload_failed || !s.capabilities().state_tags) return false;
+    auto refusal = s.guard_refusal(r.object_key);
+    if (!refusal || !refusal.value()) return false; // unreadable: a leftover; the guard decides
+    Finding f{"tag_mismatch", r.object_key, r.id,
+              "record #" + std::to_string(r.id) + " failed, but its object " + *refusal.value() +
+                  " (another tool's doing): sweep's guarded delete leaves it; --apply tags it pending again "
+                  "and queues it",
+              false};
+    if (apply_cleanup) {
+      auto why = restore_state_tag(l, s, r, false);
+      f.applied = !why && l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+      if (why) f.detail += "; not re-tagged: " + *why;
+    }
+    found(f);
+    return true;
+  };
+
   auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     ++sum.rows;
     if (in_use(r)) {
       if (obj.size != static_cast<uint64_t>(r.size)) {
         found({"corrupt", r.object_key, r.id,
                "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});
-      } else if (o.verify) {
-        auto d = digest_of(s, r.object_key);
-        if (!d || *d != r.sha256)
-          found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
+        return;
       }
+      if (o.verify) {
+        auto d = digest_of(s, r.object_key);
+        if (!d || *d != r.sha256) {
+          found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
+          return;
+        }
+      }
+      active_tag(obj, r);
       return;
     }
     if (sum.diverged && r.upload_status == ledger::FileStatus::uploading && !r.is_deleted) {
       // Restored from a backup taken while this upload ran: the other copy may have
       // confirmed it. Complete, and stamped with this row and its digest, it is kept.
       auto h = s.head(r.object_key);
-      if (!h || h->size != static_cast<uint64_t>(r.size) || foreign_stamp(h->metadata, l.uuid(), r.id) ||
-          h->metadata[store::meta::sha256] != r.sha256)
+      if (!h || h->size != static_cast<uint64_t>(r.size) ||
+          store::stamp_mismatch(h->metadata, l.uuid(), r.id) || h->metadata[store::meta::sha256] != r.sha256)
         return;
       Finding f{"confirmed_after_backup", r.object_key, r.id,
                 "record #" + std::to_string(r.id) +
@@ -278,6 +363,15 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
         found(*other);
         return;
       }
+      if (obj.size != static_cast<uint64_t>(r.size)) { // this row's stamp, another writer's bytes
+        found({"unmanaged", r.object_key, r.id,
+               "stamped as record #" + std::to_string(r.id) + " but " + std::to_string(obj.size) +
+                   " bytes, not the row's " + std::to_string(r.size) +
+                   ": another tool wrote over it (in place, keeping the stamp); never touched",
+               false});
+        return;
+      }
+      if (failed_tag(r)) return;
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
       if (apply_cleanup)
@@ -322,7 +416,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     ++pos;
   }
 
-  // Incomplete staged uploads whose record is no longer uploading.
+  // Incomplete staged uploads whose record is no longer uploading. A store returns no stamp
+  // for them (S3's ListMultipartUploads and ListParts carry no metadata), so the exact key
+  // decides: only the row's own upload ever used it (its uuid is in the key).
   auto mp = s.list_staged(prefix, [&](const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
     l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
@@ -335,9 +431,19 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
              "incomplete upload " + u.handle + " with no record; never touched", false});
       return true;
     }
-    Finding f{"stale_multipart", u.key, row->id, "incomplete upload " + u.handle, false};
-    // Aborted only when the row of exactly this key is dead (I8); an ACTIVE row's is reported.
-    if (apply_cleanup && row->is_deleted) f.applied = s.abort_staged(u.key, u.handle).ok();
+    // At an ACTIVE row's key, an upload other than the one it completed is lodge's own
+    // orphan: a create whose answer was lost and was retried (no process sends it a part
+    // again: the row's upload is done). The one it completed is never listed as incomplete.
+    const bool orphan = !row->is_deleted && row->upload_status == ledger::FileStatus::active &&
+                        row->multipart_upload_id != u.handle;
+    Finding f{"stale_multipart", u.key, row->id,
+              "incomplete upload " + u.handle +
+                  (orphan ? ", not the one ACTIVE record #" + std::to_string(row->id) +
+                                " completed (a create whose answer was lost)"
+                          : ""),
+              false};
+    // Aborted when the row of exactly this key is dead (I8), or is the orphan above.
+    if (apply_cleanup && (row->is_deleted || orphan)) f.applied = s.abort_staged(u.key, u.handle).ok();
     found(f);
     return true;
   });

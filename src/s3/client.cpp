@@ -260,8 +260,9 @@ Result<std::pair<std::string, std::string>> Client::get_small_object(const std::
   return std::make_pair(r->body, util::trim(r->header("etag")));
 }
 
-Result<HeadResult> Client::head_object(const std::string &key) {
+Result<HeadResult> Client::head_object(const std::string &key, const std::string &version_id) {
   Call c{"HEAD", key, {}, {{"x-amz-checksum-mode", "ENABLED"}}, nullptr, {}, {}, 0, "HEAD " + key};
+  if (!version_id.empty()) c.query.emplace_back("versionId", version_id);
   auto r = send(c);
   if (!r) return r.error();
   HeadResult h;
@@ -410,9 +411,12 @@ void Client::learn(Feature f, const Status &outcome) {
         "); for the rest of this run they are neither aborted by deletes nor checked by reconcile");
 }
 
-Status Client::delete_object(const std::string &key, const std::string &version_id) {
+Status Client::delete_object(const std::string &key, const std::string &version_id,
+                             const std::string &if_match) {
   Call c{"DELETE", key, {}, {}, nullptr, {}, {}, 0, "DELETE " + key};
   if (!version_id.empty()) c.query.emplace_back("versionId", version_id);
+  if (!if_match.empty())
+    c.headers.emplace_back("if-match", if_match.front() == '"' ? if_match : "\"" + if_match + "\"");
   auto r = send(c);
   if (!r) {
     const auto &e = r.error();
@@ -612,8 +616,10 @@ Status Client::put_object_tagging(const std::string &key, const std::map<std::st
   return ok_status();
 }
 
-Result<std::map<std::string, std::string>> Client::get_object_tagging(const std::string &key) {
+Result<std::map<std::string, std::string>> Client::get_object_tagging(const std::string &key,
+                                                                      const std::string &version_id) {
   Call c{"GET", key, {{"tagging", ""}}, {}, nullptr, {}, {}, 0, "GET TAGGING " + key};
+  if (!version_id.empty()) c.query.emplace_back("versionId", version_id);
   auto r = send(c);
   if (!r) return r.error();
   auto tags = parse_tagging(r->body);

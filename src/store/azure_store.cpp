@@ -175,7 +175,7 @@ public:
   // state=pending on a confirmed blob, which the lifecycle rule then deletes. So the sender
   // sends no tags: the blob arrives untagged, confirm tags it committed (with the user's
   // tags), and a failed upload's guarded delete counts an untagged blob as pending
-  // (remove_all). What arrives is checked by lodge confirm, byte for byte, type included.
+  // (remove_owned). What arrives is checked by lodge confirm, byte for byte, type included.
   Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
     azure::WriteOptions o;
     o.content_type = req.content_type;
@@ -223,6 +223,22 @@ public:
     return m_client->set_tags(key, tags);
   }
 
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    auto tags = user_tags;
+    tags.insert(k_pending.begin(), k_pending.end());
+    return m_client->set_tags(key, tags);
+  }
+
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    auto tags = m_client->get_tags(key);
+    if (!tags) return tags.error();
+    if (tags->empty()) return std::optional<std::string>(); // counts as pending (remove_current)
+    auto it = tags->find(k_pending.begin()->first);
+    if (it == tags->end()) return std::optional<std::string>("has no state tag");
+    if (it->second == "pending") return std::optional<std::string>();
+    return std::optional<std::string>("is tagged state=" + it->second);
+  }
+
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
     if (!o.sse.empty())
       return Error(Errc::unsupported, describe() +
@@ -239,28 +255,56 @@ public:
     return ok_status();
   }
 
-  Status remove_all(const std::string &key, DeleteGuard guard) override {
-    azure::DeleteOptions d;
-    if (guard == DeleteGuard::pending_only) d.if_tags = azure::k_if_pending;
-    // The service enforces the tag condition: a committed blob answers 412 and stays.
-    if (auto s = m_client->delete_blob(key, d); !s) {
-      if (guard != DeleteGuard::pending_only || s.error().code != Errc::precondition_failed) return s;
-      if (auto u = remove_untagged(key, s.error()); !u) return u;
-    }
-    if (auto s = remove_versions(key); !s) return s;
-    return clear_uncommitted(key);
+  Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+    Removal out;
+    if (auto s = remove_current(key, stamp, guard, out); !s) return s.error();
+    if (auto s = remove_versions(key, stamp, out); !s) return s.error();
+    // Something not ours is at the key: its writer may be staging blocks there too.
+    if (!out.kept.empty() || out.refused) return out;
+    if (auto s = clear_uncommitted(key); !s) return s.error();
+    return out;
   }
 
+  Status remove_small(const std::string &key) override {
+    if (auto s = m_client->delete_blob(key); !s) return s;
+    if (m_client->versions_support() == azure::Support::absent) return ok_status();
+    std::vector<std::string> versions;
+    auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
+      if (b.name == key && !b.version_id.empty()) versions.push_back(b.version_id);
+      return true;
+    });
+    if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
+    if (!s) return s;
+    for (const auto &v : versions)
+      if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+    return ok_status();
+  }
+
+  // With each blob's tags (reconcile compares lodge's state tag with the row), unless the
+  // credential may not read tags (a SAS without 't'): then once without, and said once.
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
-    return m_client->list_blobs(prefix, azure::Include::none, [&](const azure::ListedBlob &b) {
+    bool visited = false;
+    auto each = [&](const azure::ListedBlob &b) {
+      visited = true;
       ObjectInfo i;
       i.key = b.name;
       i.size = b.size;
       i.etag = b.etag;
       // reconcile leaves objects younger than its --older-than alone (maybe in flight).
       i.last_modified_ms = azure::parse_http_date_ms(b.last_modified).value_or(0);
+      if (m_list_tags) {
+        auto it = b.tags.find(k_pending.begin()->first);
+        i.state_tag = it == b.tags.end() ? std::string() : it->second;
+      }
       return visit(i);
-    });
+    };
+    auto listed =
+        m_client->list_blobs(prefix, m_list_tags ? azure::Include::tags : azure::Include::none, each);
+    if (listed || !m_list_tags || visited || listed.error().code != Errc::access_denied) return listed;
+    util::log::warn("cannot list the tags of " + m_url + " (" + listed.error().message +
+                    "); listing without them: state tags are not compared with the ledger");
+    m_list_tags = false;
+    return m_client->list_blobs(prefix, azure::Include::none, each);
   }
 
   // No request: Azure has no upload object; the handle names the blocks.
@@ -367,36 +411,80 @@ public:
   }
 
 private:
-  // A guarded delete refused (`refused`) a blob. One that carries lodge's stamp and no tag at
-  // all is a direct upload's (its sender may not set tags: its SAS has no t), never a
-  // committed object (only lodge tags, and only an ACTIVE row's object committed; cleanup
-  // checked the stamp names this row before): it counts as pending, so it is tagged pending
-  // and deleted under the tag condition and the ETag just seen (tagging keeps the ETag). A
-  // blob with any tag, or without lodge's stamp (another writer's), is refused as before.
-  Status remove_untagged(const std::string &key, const Error &refused) {
+  // The current blob, if its stamp is `stamp`'s: deleted under If-Match on the ETag whose
+  // metadata was read (and, guarded, x-ms-if-tags state = 'pending'), so a blob written
+  // over it meanwhile is never the one deleted. A 412 is told apart by reading the blob
+  // again: another ETag is a change (an error: the caller's retry looks again), the same
+  // one is the tag condition (refused).
+  // A blob of this row with no tag at all is a direct upload's (its sender may not set
+  // tags: its SAS has no t), never a committed object (only lodge tags, and only an ACTIVE
+  // row's object committed): it counts as pending, so it is tagged pending first and then
+  // deleted under the tag condition and the ETag read (tagging keeps the ETag; Set Blob
+  // Tags takes no ETag condition, so a blob written over the key in between would be
+  // tagged pending, and then kept by the If-Match).
+  Status remove_current(const std::string &key, const Stamp &stamp, DeleteGuard guard, Removal &out) {
     auto p = m_client->get_properties(key);
-    if (!p) return p.error().code == Errc::not_found ? ok_status() : Status(p.error());
-    if (p->tag_count != 0 || !p->metadata.contains(meta::ledger) || !p->metadata.contains(meta::record))
-      return refused;
-    if (auto t = m_client->set_tags(key, k_pending); !t) return t;
+    if (!p && p.error().code == Errc::not_found) return ok_status();
+    if (!p) return p.error();
+    if (auto why = stamp_mismatch(p->metadata, stamp.ledger_uuid, stamp.record_id)) {
+      out.kept.push_back(key + ": " + *why);
+      return ok_status();
+    }
     azure::DeleteOptions d;
-    d.if_tags = azure::k_if_pending;
     d.if_match = p->etag;
-    return m_client->delete_blob(key, d);
+    if (guard == DeleteGuard::pending_only) {
+      d.if_tags = azure::k_if_pending;
+      if (p->tag_count == 0) {
+        if (auto t = m_client->set_tags(key, k_pending); !t) return t;
+      } else if (auto why = guard_refusal(key); why && why.value()) {
+        // Azure enforces both conditions; Azurite 3.37 stops at If-Match and ignores
+        // x-ms-if-tags beside it, so the tag is also read first.
+        out.refused = key + " " + *why.value();
+        return ok_status();
+      }
+    }
+    auto del = m_client->delete_blob(key, d);
+    if (del) {
+      ++out.removed;
+      return ok_status();
+    }
+    if (del.error().code != Errc::precondition_failed) return del;
+    auto again = m_client->get_properties(key);
+    if (!again && again.error().code == Errc::not_found) return ok_status(); // deleted meanwhile
+    if (!again) return again.error();
+    if (again->etag != p->etag)
+      return Error(Errc::storage_error,
+                   "DELETE BLOB " + key + ": it changed between reading its stamp and its delete",
+                   del.error().details);
+    auto why = guard_refusal(key);
+    out.refused = key + " " +
+                  (why && why.value() ? *why.value() : std::string("is not tagged state=pending")) +
+                  " (the service refused the guarded delete: " + del.error().message + ")";
+    return ok_status();
   }
 
-  // Older versions of exactly this name, where the account keeps versions.
-  Status remove_versions(const std::string &key) {
+  // Older versions of exactly this name, where the account keeps versions: each whose
+  // stamp is `stamp`'s (a version is immutable: the one read is the one deleted).
+  Status remove_versions(const std::string &key, const Stamp &stamp, Removal &out) {
     if (m_client->versions_support() == azure::Support::absent) return ok_status();
     std::vector<std::string> versions;
     auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
-      if (b.name == key && !b.version_id.empty()) versions.push_back(b.version_id);
+      if (b.name == key && !b.version_id.empty() && !b.is_current_version) versions.push_back(b.version_id);
       return true;
     });
     if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
     if (!s) return s;
-    for (const auto &v : versions)
+    for (const auto &v : versions) {
+      auto p = m_client->get_properties(key, v);
+      if (!p && p.error().code == Errc::not_found) continue;
+      if (!p) return p.error();
+      if (auto why = stamp_mismatch(p->metadata, stamp.ledger_uuid, stamp.record_id)) {
+        out.kept.push_back("version " + v + " of " + key + ": " + *why);
+        continue;
+      }
       if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+      ++out.removed;
+    }
     return ok_status();
   }
 
@@ -427,6 +515,7 @@ private:
   std::string m_url;
   std::string m_prefix;
   std::unique_ptr<azure::Client> m_client;
+  bool m_list_tags = true; // list() asks for tags (until the credential is found not to allow it)
 };
 
 // The container and prefix parsed, the account and credential resolved once for every

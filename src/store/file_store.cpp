@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -352,13 +353,12 @@ public:
     }
   }
 
-  Status remove_all(const std::string &key, DeleteGuard /*guard*/) override {
+  Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard /*guard*/) override {
     if (auto v = check_key(key); !v) return v.error();
-    if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
-      return io_error("DELETE " + key, errno);
-    if (::unlink(meta(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
-      return io_error("DELETE " + key, errno);
+    Removal out;
+    if (auto r = remove_object(key, stamp, out); !r) return r.error();
     // No directory fsync: flush() makes the removal durable before its task is finished.
+    if (!out.kept.empty()) return out; // its writer may have an upload there too
     std::vector<std::string> ids;
     auto s = list_staged(key, [&](const StagedUpload &u) {
       if (u.key == key) ids.push_back(u.handle);
@@ -367,6 +367,13 @@ public:
     if (!s) return s.error();
     for (const auto &id : ids)
       if (auto a = abort_staged(key, id); !a) return a.error();
+    return out;
+  }
+
+  Status remove_small(const std::string &key) override {
+    if (auto v = check_key(key); !v) return v.error();
+    if (::unlink(obj(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
+      return io_error("DELETE " + key, errno);
     return ok_status();
   }
 
@@ -600,6 +607,113 @@ private:
 
   [[nodiscard]] fs::path obj(const std::string &key) const { return m_root / key; }
   [[nodiscard]] fs::path meta(const std::string &key) const { return m_root / k_meta_dir / (key + ".json"); }
+
+  // Why the open file `f` (at `key`) is not stamped as `stamp`'s: its metadata (the
+  // xattr of this very inode, else the sidecar) must name it, and the bytes must hash to
+  // the digest recorded with it, since a plain write over the file in place (open with
+  // O_TRUNC) keeps the inode and its attribute. nullopt: it is ours.
+  Result<std::optional<std::string>> not_stamped(const std::string &key, int f, const Stamp &stamp) {
+    std::string doc(4096, '\0');
+    ssize_t n = ::fgetxattr(f, k_meta_xattr, doc.data(), doc.size());
+    if (n < 0 && errno == ERANGE) {
+      n = ::fgetxattr(f, k_meta_xattr, nullptr, 0);
+      if (n >= 0) {
+        doc.assign(static_cast<size_t>(n), '\0');
+        n = ::fgetxattr(f, k_meta_xattr, doc.data(), doc.size());
+      }
+    }
+    fs::path source = obj(key);
+    if (n >= 0) {
+      doc.resize(static_cast<size_t>(n));
+    } else {
+      if (errno != ENODATA && errno != ENOTSUP)
+        return io_error("read the metadata of " + source.string(), errno);
+      source = meta(key);
+      auto side = read_small(source);
+      if (!side) return side.error();
+      if (!side.value()) return std::optional<std::string>("it has no lodge stamp (another tool wrote it)");
+      doc = std::move(*side.value());
+    }
+    auto side = Sidecar::parse(doc, source, "DELETE " + util::escape_for_terminal(key));
+    auto m = side ? side->metadata("metadata") : Result<Metadata>(side.error());
+    auto sha = side ? side->text("sha256") : Result<std::string>(side.error());
+    if (!m || !sha)
+      return std::optional<std::string>("its stamp cannot be read: " +
+                                        (!m ? m.error().message : sha.error().message));
+    adopt_legacy_metadata(m.value());
+    if (auto why = stamp_mismatch(m.value(), stamp.ledger_uuid, stamp.record_id)) return why;
+    crypto::Sha256 h;
+    char buf[1 << 16];
+    for (off_t at = 0;;) {
+      ssize_t got = ::pread(f, buf, sizeof buf, at);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return io_error("read " + source.string(), errno);
+      if (got == 0) break;
+      h.update(buf, static_cast<size_t>(got));
+      at += got;
+    }
+    if (crypto::to_hex(h.finish()) != sha.value())
+      return std::optional<std::string>("its stamp is this record's, but its bytes are not the ones stamped "
+                                        "(written over in place by another tool)");
+    return std::optional<std::string>();
+  }
+
+  // The object at `key`, if it is stamp's (not_stamped). Unlinking by name could remove
+  // a file renamed over the key after the stamp was read, so it is first moved aside
+  // (rename(2) takes whatever is at the key in one step) and removed only if it is the
+  // inode read; anything else is put back (RENAME_NOREPLACE) and the delete fails, for the
+  // caller's retry to look again. What remains: a crash between the move and the unlink
+  // leaves the file under .lodge-tmp/; a third file arriving at the key in the microseconds
+  // between the move and the move back leaves the second where the error says.
+  Status remove_object(const std::string &key, const Stamp &stamp, Removal &out) {
+    const fs::path path = obj(key);
+    util::Fd f(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!f.valid()) {
+      if (errno == ENOENT || errno == ENOTDIR) return remove_sidecar(key);
+      if (errno == ELOOP) {
+        out.kept.push_back(key + ": a symbolic link (lodge never makes one)");
+        return ok_status();
+      }
+      return io_error("DELETE " + key, errno);
+    }
+    struct stat st {};
+    if (::fstat(f.get(), &st) != 0) return io_error("DELETE " + key, errno);
+    if (!S_ISREG(st.st_mode)) {
+      out.kept.push_back(key + ": not a regular file");
+      return ok_status();
+    }
+    auto why = not_stamped(key, f.get(), stamp);
+    if (!why) return why.error();
+    if (why.value()) {
+      out.kept.push_back(key + ": " + *why.value());
+      return ok_status();
+    }
+    const fs::path aside = m_root / k_tmp_dir / ("removing-" + crypto::random_uuid());
+    if (int e = make_parents(aside)) return io_error("DELETE " + key, e);
+    if (::rename(path.c_str(), aside.c_str()) != 0) {
+      if (errno == ENOENT) return remove_sidecar(key); // removed meanwhile
+      return io_error("DELETE " + key, errno);
+    }
+    struct stat moved {};
+    if (::lstat(aside.c_str(), &moved) == 0 && moved.st_dev == st.st_dev && moved.st_ino == st.st_ino) {
+      if (::unlink(aside.c_str()) != 0) return io_error("DELETE " + key, errno);
+      ++out.removed;
+      return remove_sidecar(key);
+    }
+    if (::renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0)
+      return io_error("DELETE " + key + ": another file arrived at the key meanwhile and is left at " +
+                          aside.string(),
+                      errno);
+    return Error(Errc::storage_error,
+                 "DELETE " + key + ": it changed between reading its stamp and its delete");
+  }
+
+  // The sidecar of an object that is gone (stores without xattrs, or written before them).
+  Status remove_sidecar(const std::string &key) {
+    if (::unlink(meta(key).c_str()) != 0 && errno != ENOENT && errno != ENOTDIR)
+      return io_error("DELETE " + key, errno);
+    return ok_status();
+  }
 
   // Keys that could escape the root, or land in lodge's own folders, are refused.
   static Status check_key(const std::string &key) {

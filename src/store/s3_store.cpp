@@ -6,6 +6,7 @@
 #include <lodge/s3/credential_chain.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>
+#include <lodge/util/log.hpp>
 
 namespace lodge::store {
 namespace {
@@ -59,6 +60,22 @@ public:
     auto tags = user_tags;
     tags[std::string(lifecycle::k_s3_state_tag)] = "committed";
     return m_client->put_object_tagging(key, tags);
+  }
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    if (!m_tag_state) return ok_status();
+    auto tags = user_tags;
+    tags[std::string(lifecycle::k_s3_state_tag)] = "pending";
+    return m_client->put_object_tagging(key, tags);
+  }
+  // The guard here is lodge's own read of the tags (remove_version): it keeps only what is
+  // tagged committed.
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    if (!m_tag_state) return ObjectStore::guard_refusal(key);
+    auto tags = m_client->get_object_tagging(key);
+    if (!tags) return tags.error();
+    auto it = tags->find(std::string(lifecycle::k_s3_state_tag));
+    if (it == tags->end() || it->second != "committed") return std::optional<std::string>();
+    return std::optional<std::string>("is tagged " + it->first + "=committed");
   }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
     // Ten tags at most, lodge's state tag among them when it writes one.
@@ -118,23 +135,43 @@ public:
     return PresignedPut{"PUT", r->first, r->second};
   }
 
-  Status remove_all(const std::string &key, DeleteGuard guard) override {
-    if (m_tag_state && guard == DeleteGuard::pending_only) {
-      // S3 has no delete conditional on tags: the tags are read first. Not atomic, but the
-      // row was checked before, so this only stops a stale task meeting a committed object.
-      auto tags = m_client->get_object_tagging(key);
-      // No current object (404; 405 on a delete marker): nothing committed to protect.
-      if (!tags && tags.error().code != Errc::not_found && tags.error().code != Errc::unsupported)
-        return tags.error();
-      if (tags) {
-        auto it = tags->find(std::string(lifecycle::k_s3_state_tag));
-        if (it != tags->end() && it->second == "committed")
-          return Error(Errc::precondition_failed,
-                       "not deleted: " + key + " is tagged " + it->first + "=committed (a confirmed upload)");
-      }
+  Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+    Removal out;
+    std::vector<s3::ListedVersion> versions;
+    auto listed = m_client->list_versions(key, [&](const s3::ListedVersion &v) {
+      if (v.key == key) versions.push_back(v);
+      return true;
+    });
+    if (listed) {
+      // Delete markers have no bytes and no stamp: they stay (lodge never makes one now).
+      for (const auto &v : versions)
+        if (!v.delete_marker)
+          if (auto r = remove_version(key, &v, stamp, guard, out); !r) return r.error();
+    } else {
+      // A server without ListObjectVersions (warned once, when learned), or credentials
+      // without s3:ListBucketVersions: the current object is all that can be seen (on a
+      // versioned bucket older versions stay).
+      const auto &e = listed.error();
+      if (e.code != Errc::unsupported && e.code != Errc::access_denied) return e;
+      if (e.code == Errc::access_denied)
+        util::log::warn("cannot list versions of " + key + " (" + e.message +
+                        "); deleting the current version only");
+      if (auto r = remove_version(key, nullptr, stamp, guard, out); !r) return r.error();
     }
-    return m_client->delete_everything(key);
+    // Something not ours is at the key: its writer may have an upload there too.
+    if (!out.kept.empty() || out.refused) return out;
+    std::vector<std::string> uploads;
+    auto lu = m_client->list_multipart_uploads(key, [&](const s3::ListedUpload &u) {
+      if (u.key == key) uploads.push_back(u.upload_id);
+      return true;
+    });
+    if (!lu && lu.error().code != Errc::unsupported) return lu.error();
+    for (const auto &id : uploads)
+      if (auto a = m_client->abort_multipart(key, id); !a) return a.error();
+    return out;
   }
+
+  Status remove_small(const std::string &key) override { return m_client->delete_everything(key); }
 
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     return m_client->list_objects(prefix, [&](const s3::ListedObject &o) {
@@ -245,6 +282,54 @@ public:
 
 private:
   static constexpr const char *k_s3_format = "s3-lifecycle-xml";
+
+  // One version of `key` (`v`; nullptr: the current object, versions unknown): HEADed for
+  // its stamp, then deleted only if the stamp is `stamp`'s. A version id names immutable
+  // bytes, so its delete removes exactly what was read; the current "null" version (an
+  // unversioned or suspended bucket) is replaced in place by a put, so its delete carries
+  // If-Match on the ETag read (a change meanwhile: PRECONDITION_FAILED from
+  // the server, an error here, and the caller's retry looks again).
+  Status remove_version(const std::string &key, const s3::ListedVersion *v, const Stamp &stamp,
+                        DeleteGuard guard, Removal &out) {
+    const std::string version = v ? v->version_id : "";
+    const std::string what = v && version != "null" ? "version " + version + " of " + key : key;
+    // The current "null" version (an unversioned bucket's only one) is HEADed as the current
+    // object: a HEAD naming versionId=null is refused (400) where versioning was never on.
+    const bool current_null = v && version == "null" && v->latest;
+    auto h = m_client->head_object(key, current_null ? std::string() : version);
+    if (!h && h.error().code == Errc::not_found) return ok_status(); // gone meanwhile
+    if (!h) return h.error();
+    if (current_null && !h->version_id.empty() && h->version_id != "null")
+      return Error(Errc::storage_error, "DELETE " + what + ": a new version was put meanwhile");
+    auto meta = h->metadata;
+    adopt_legacy_metadata(meta);
+    if (auto why = stamp_mismatch(meta, stamp.ledger_uuid, stamp.record_id)) {
+      out.kept.push_back(what + ": " + *why);
+      return ok_status();
+    }
+    if (m_tag_state && guard == DeleteGuard::pending_only) {
+      // S3 has no delete conditional on tags: they are read first. The stamp is this failed
+      // row's, so this only stops a task meeting an object someone tagged committed since.
+      auto tags = m_client->get_object_tagging(key, current_null ? std::string() : version);
+      if (!tags && tags.error().code != Errc::not_found && tags.error().code != Errc::unsupported)
+        return tags.error();
+      if (tags) {
+        auto it = tags->find(std::string(lifecycle::k_s3_state_tag));
+        if (it != tags->end() && it->second == "committed") {
+          out.refused = what + " is tagged " + it->first + "=committed";
+          return ok_status();
+        }
+      }
+    }
+    // (A "null" version that is not the latest changes only by becoming the latest.)
+    auto d = m_client->delete_object(key, version, !v || current_null ? h->etag : std::string());
+    if (!d && d.error().code == Errc::precondition_failed)
+      return Error(Errc::storage_error, "DELETE " + what + ": it changed between its HEAD and its delete",
+                   d.error().details);
+    if (!d) return d;
+    ++out.removed;
+    return ok_status();
+  }
   // The user's options, and lodge's pending tag on every put of a tagging store (not on
   // lodge's own small objects).
   void set_options(s3::PutOptions &o, const ObjectOptions &opt) const {

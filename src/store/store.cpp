@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <filesystem>
 #include <lodge/failpoint.hpp>
 #include <lodge/util/strings.hpp>
@@ -22,6 +23,12 @@ public:
   Status mark_committed(const std::string &key,
                         const std::map<std::string, std::string> &user_tags) override {
     return m_inner->mark_committed(key, user_tags);
+  }
+  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
+    return m_inner->mark_pending(key, user_tags);
+  }
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    return m_inner->guard_refusal(key);
   }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }
   Result<LifecycleRule> lifecycle_rule(int days) override { return m_inner->lifecycle_rule(days); }
@@ -51,17 +58,23 @@ public:
   Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
     return m_inner->presign_put(req);
   }
-  Status remove_all(const std::string &key, DeleteGuard guard) override {
+  Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+    if (failpoint::hit("store.head")) return injected("HEAD " + key); // its stamp is read first
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
-    return m_inner->remove_all(key, guard);
+    return m_inner->remove_owned(key, stamp, guard);
   }
+  Status remove_small(const std::string &key) override { return m_inner->remove_small(key); }
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST " + prefix);
     return m_inner->list(prefix, visit);
   }
   Result<std::string> begin_staged(const StagedRequest &req) override {
     if (failpoint::hit("store.put")) return injected("BEGIN STAGED UPLOAD " + req.key);
-    return m_inner->begin_staged(req);
+    auto handle = m_inner->begin_staged(req);
+    // The create reached the server but its answer was lost, and the client's retry made a
+    // second staged upload: the first is never recorded anywhere.
+    if (handle && failpoint::hit("store.after_create")) return m_inner->begin_staged(req);
+    return handle;
   }
   Result<Part> put_part(const std::string &key, const std::string &handle, int n, const Body &b,
                         int64_t d) override {
@@ -112,6 +125,15 @@ Result<PresignedPut> ObjectStore::presign_put(const PresignPutRequest &req) {
                                       " cannot sign one (direct uploads need an S3 or Azure store)");
 }
 
+Status ObjectStore::mark_pending(const std::string & /*key*/,
+                                 const std::map<std::string, std::string> & /*user_tags*/) {
+  return ok_status();
+}
+
+Result<std::optional<std::string>> ObjectStore::guard_refusal(const std::string &key) {
+  return Error(Errc::unsupported, describe() + " does not tag objects (" + key + ")");
+}
+
 Result<LifecycleRule> ObjectStore::lifecycle_rule(int /*days*/) {
   return Error(Errc::unsupported,
                describe() + " has no lifecycle rules: nothing expires there but what sweep deletes");
@@ -155,6 +177,37 @@ void adopt_legacy_metadata(Metadata &m) {
     m.emplace(name, it->second); // a new name already present wins
     m.erase(it);
   }
+}
+
+StampSeen read_stamp(const Metadata &meta) {
+  StampSeen s;
+  if (auto l = meta.find(meta::ledger); l != meta.end()) s.ledger = l->second;
+  if (auto r = meta.find(meta::record); r != meta.end()) {
+    s.record = r->second;
+    // Only the form lodge writes: digits, no sign, no leading zero, no trailing text.
+    const std::string &t = r->second;
+    int64_t id = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), id);
+    if (ec == std::errc() && end == t.data() + t.size() && id > 0 && t.front() != '0' && t.front() != '+')
+      s.record_id = id;
+  }
+  return s;
+}
+
+std::optional<std::string> stamp_mismatch(const Metadata &meta, const std::string &ledger_uuid,
+                                          int64_t record_id) {
+  auto seen = read_stamp(meta);
+  if (!seen.ledger && !seen.record) return std::string("it has no lodge stamp (another tool wrote it)");
+  const std::string named_ledger = seen.ledger ? *seen.ledger : std::string("(none)");
+  const std::string named_record = seen.record ? "#" + util::escape_for_terminal(*seen.record) : "(none)";
+  if (!seen.ledger || *seen.ledger != ledger_uuid)
+    return "it is stamped by ledger " + util::escape_for_terminal(named_ledger) + " as record " +
+           named_record;
+  if (seen.record_id == 0)
+    return "its stamp names this ledger but record " + named_record + ", which is no record id";
+  if (record_id < 1 || seen.record_id != record_id)
+    return "it is stamped as record #" + std::to_string(seen.record_id) + " of this ledger";
+  return std::nullopt;
 }
 
 Status ObjectStore::get(const std::string &key, int fd) {

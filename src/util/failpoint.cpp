@@ -36,8 +36,12 @@ constexpr std::array k_points{
           "the delete happened but its answer was lost (the task is retried)"},
     Point{"repair.before_commit", k_universal | error, "the repair transaction fails (rolled back)"},
     Point{"store.put", k_universal | error, "the store refuses the PUT or multipart create (503)"},
+    Point{"store.after_create", k_universal | error,
+          "a staged upload's create reached the server but its answer was lost: the retried create "
+          "makes a second one and the first is never recorded (S3, file://: left incomplete)"},
     Point{"store.delete", k_universal | error, "the store refuses the delete or multipart abort (503)"},
-    Point{"store.head", k_universal | error, "the store refuses the HEAD (503)"},
+    Point{"store.head", k_universal | error,
+          "the store refuses the HEAD (503), also the one a delete reads the stamp with"},
     Point{"store.list", k_universal | error, "the store refuses the listing (503)"},
 };
 

@@ -10,8 +10,8 @@ Then lodge's CLI on az://: upload, get, sweep, repair, reconcile, lifecycle, and
 write-up's experiments as named tests: C (crash before the mark: swept; a tag that failed
 after it: finished by sweep), G (five concurrent conditional creates: one winner, through
 the SDK above and the store contract suite), I (a blob pre-placed at the exact key lodge
-will use is never overwritten), J (guarded delete: pending deleted, committed refused with
-412 and kept), K (a losing staged upload: no uncommitted blocks after repair + sweep)."""
+will use is never overwritten), J (guarded delete: pending deleted, committed refused and
+kept, the reason in the task's last_error), K (a losing staged upload: no uncommitted blocks after repair + sweep)."""
 
 import json
 import os
@@ -292,9 +292,77 @@ class LodgeOnAzure(AzureTestCase):
         self.assertEqual(sw.rc, 0, sw)
         self.assertNotIn(pending_key, self.objects())
         self.assertIn(stale_key, self.objects(), "a committed blob is never deleted by a stale task")
-        self.assertIn("412", sw.err)
+        self.assertIn("is tagged state=committed", sw.err)
+        self.assertEqual(sw.json()["kept"], 1, sw)
         self.assertEqual(self.task(stale_rid), "IGNORED")
+        (why,) = self.sql("SELECT last_error FROM cleanup_task WHERE record_id = ?", (stale_rid,))[0]
+        self.assertIn("state=committed", why, "the task says why its blob is left")
         self.assertEqual(self.object_tags(stale_key), {"state": "committed"})
+
+    def health_reasons(self, later=None):
+        st = self.lodge("status", "--check", "--json", later=later)
+        return sorted(r["code"] for r in st.json()["reasons"])
+
+    def test_an_active_blob_another_tool_re_tagged_pending_is_found_and_tagged_committed_again(self):
+        r, res = self.upload("a.txt", "active, then re-tagged\n", "--tag", "team=ops")
+        self.assertEqual((r.rc, res["outcome"]), (0, "active"), r)
+        key = res["object_key"]
+        self.assertEqual(self.object_tags(key), {"state": "committed", "team": "ops"})
+        # Another tool tags it pending: the backstop lifecycle rule would now expire it.
+        self.az("set-tags", self.container, key, "state=pending")
+        rec = self.lodge("reconcile", "--json")
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual(rec.json()["found"]["tag_mismatch"], 1, rec)
+        (item,) = rec.json()["items"]
+        self.assertEqual((item["kind"], item["key"], item["record_id"], item["applied"]),
+                         ("tag_mismatch", key, res["id"], False), rec)
+        self.assertIn("state=pending", item["detail"])
+        text = self.lodge("reconcile")
+        self.assertIn("tag_mismatch", text.out)
+        self.assertIn("reconcile_findings", self.health_reasons())
+        ap = self.lodge("reconcile", "--apply", "--json")
+        self.assertEqual(ap.json()["applied"], 1, ap)
+        self.assertEqual(self.object_tags(key), {"state": "committed", "team": "ops"}, "the user's tag kept")
+        again = self.lodge("reconcile", "--json")
+        self.assertEqual(again.rc, 0, again)
+        self.assertTrue(again.json()["clean"], again)
+        self.assertNotIn("reconcile_findings", self.health_reasons())
+        self.assertEqual(self.row(res["id"])[:2], ("ACTIVE", 0))
+
+    def test_a_failed_uploads_blob_another_tool_re_tagged_is_kept_and_said_then_re_tagged_and_swept(self):
+        # Two uploads crash after their PUT (blobs tagged pending, stamped by their rows);
+        # another tool tags one committed and strips the other's tags.
+        keys = {}
+        for name, tags in (("c.txt", ["state=committed"]), ("n.txt", ["owner=another"])):
+            r, _ = self.upload(name, f"{name} was failed\n", env=self.fp("upload.after_put=crash"))
+            self.assertEqual(r.rc, -9, r)
+            rid, status, _, key = self.last_row()
+            self.az("set-tags", self.container, key, *tags)
+            keys[rid] = key
+        self.assertEqual(self.lodge("repair", "--json", later=AFTER_DEADLINE).json()["repaired"], 2)
+        sw = self.lodge("sweep", "--json", later=AFTER_DEADLINE)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["kept"], sw.json()["deleted"]), (2, 0), sw)
+        self.assertIn("is tagged state=committed", sw.err)
+        self.assertIn("has no state tag", sw.err)
+        for rid, key in keys.items():
+            self.assertIn(key, self.objects(), "the guard keeps it: lodge does not override a tag by itself")
+            status, why = self.sql("SELECT status, last_error FROM cleanup_task WHERE record_id = ?", (rid,))[0]
+            self.assertEqual(status, "IGNORED")
+            self.assertIn("reconcile --apply", why)
+        rec = self.lodge("reconcile", "--json", later="+1h")
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual((rec.json()["found"]["tag_mismatch"], rec.json()["found"]["leftover"]), (2, 0), rec)
+        self.assertIn("reconcile_findings", self.health_reasons(later="+1h"))
+        ap = self.lodge("reconcile", "--apply", "--json", later="+1h")
+        self.assertEqual(ap.json()["applied"], 2, ap)
+        for key in keys.values():  # lodge's tags: the upload's own (none here) and pending
+            self.assertEqual(self.object_tags(key), {"state": "pending"})
+        sw = self.lodge("sweep", "--json", later="+1h")
+        self.assertEqual(sw.json()["deleted"], 2, sw)
+        self.assertEqual(self.objects(), {})
+        self.assertTrue(self.lodge("reconcile", "--json", later="+2h").json()["clean"])
+        check_invariants(self)
 
     def test_K_a_staged_upload_killed_mid_way_leaves_no_uncommitted_blocks_after_repair_and_sweep(self):
         r, _ = self.upload("big.bin", os.urandom(11 << 20), env=self.fp("upload.between_parts=crash"))

@@ -190,6 +190,15 @@ def found(kind):
     return check
 
 
+def orphan_aborted_by_reconcile(tc, st, r):
+    active(tc, st, r)
+    res = file_result(tc, r)
+    tc.assertEqual(tc.uploads_in_progress(), [res["object_key"]], "the lost create's upload is left")
+    rec = tc.lodge("reconcile", "--apply", "--json", "--older-than", "0")
+    tc.assertEqual([(i["kind"], i["applied"]) for i in rec.json()["items"]], [("stale_multipart", True)], rec)
+    tc.assertEqual(tc.uploads_in_progress(), [])
+
+
 def reconciled_clean(tc, st, r):
     tc.assertEqual(r.rc, 0, r)
     tc.assertTrue(r.json()["clean"], r)
@@ -229,6 +238,9 @@ POINTS = {
     "repair.before_commit": Point(prep_unconfirmed, run_repair, repaired, repair_rolled_back),
     "store.put": Point(prep_file, run_upload, active,
                        failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
+    # The first create's answer was lost: the upload completes on the second, and the first
+    # stays incomplete at its ACTIVE row's key until reconcile --apply aborts it.
+    "store.after_create": Point(prep_big, run_upload, active, orphan_aborted_by_reconcile),
     "store.delete": Point(prep_deleted, run_sweep, swept, sweep_retried(0, True)),
     "store.head": Point(prep_stray, run_reconcile, found("unmanaged"), found("unknown"), strays=(STRAY,)),
     "store.list": Point(prep_uploaded, run_reconcile, reconciled_clean, storage_unavailable),

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import LODGE, FaultProxy, S3TestCase, aws, main, wait_until  # noqa: E402
@@ -114,7 +115,7 @@ class Foreign(S3TestCase):
         self.assertEqual(self.all_present(foreign + [a_active["object_key"]]), [])
         self.assertEqual(len(self.uploads_in_progress()), 1, "B's multipart upload is still there")
         if failpoints:  # A's sweep cannot tell whose object is at its key: it waits
-            self.assertIn(a_gone["object_key"], self.objects())
+            self.assertIn(a_gone["object_key"], self.objects(), sw)
         else:
             self.assertNotIn(a_gone["object_key"], self.objects())
         # B completes and confirms its upload, and cleans up after itself.
@@ -143,13 +144,137 @@ class Foreign(S3TestCase):
         aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", mine["object_key"],
             "--body", other, "--metadata", "lodge-ledger=0000-other,lodge-record-id=77")
         sw = self.lodge("sweep", "--json", later=LATER)
-        self.assertEqual(sw.rc, 1, sw)
-        self.assertEqual(sw.json()["dead_lettered"], 1, sw)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["kept"], sw.json()["deleted"], sw.json()["dead_lettered"]), (1, 0, 0), sw)
+        self.assertIn("left in place", sw.err)
         self.assertEqual(self.object_bytes(mine["object_key"]), b"someone else's\n")
-        t = self.lodge("tasks", "--json").json_lines()
-        self.assertEqual(t[0]["status"], "FAILED")
+        t = self.lodge("tasks", "--status", "all", "--json").json_lines()
+        self.assertEqual(t[0]["status"], "IGNORED")
         self.assertIn("0000-other", t[0]["last_error"])
         self.assertIn("#77", t[0]["last_error"])
+
+    def test_an_aws_cli_object_at_a_dead_rows_key_before_sweep_survives_sweep_and_reconcile_apply(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        mine = self.upload("a.txt", "mine\n")
+        self.assertEqual(self.lodge("delete", mine["id"]).rc, 0)
+        # Before sweep runs, the aws CLI writes over the key (no lodge stamp).
+        theirs = self.write("theirs.txt", "written by aws\n")
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", mine["object_key"],
+            "--body", theirs)
+        sw = self.lodge("sweep", "--json", later=LATER)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["kept"], sw.json()["deleted"]), (1, 0), sw)
+        self.assertIn("no lodge stamp", sw.err)
+        (t,) = self.lodge("tasks", "--status", "all", "--json").json_lines()
+        self.assertEqual(t["status"], "IGNORED")
+        self.assertIn("no lodge stamp", t["last_error"])
+        rec = self.lodge("reconcile", "--apply", "--json", "-v", later=LATER)
+        self.assertEqual(rec.rc, 0, rec)
+        self.assertEqual([(i["kind"], i["key"], i["applied"]) for i in rec.json()["items"]],
+                         [("unmanaged", mine["object_key"], False)], rec)
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["claimed"], 0)
+        self.assertEqual(self.object_bytes(mine["object_key"]), b"written by aws\n")
+
+    def test_on_a_versioned_bucket_sweep_removes_only_the_version_lodge_wrote(self):
+        self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+        self.assertEqual(self.lodge("init").rc, 0)
+        mine = self.upload("a.txt", "mine\n")
+        key = mine["object_key"]
+        self.assertEqual(self.lodge("delete", mine["id"]).rc, 0)
+        theirs = self.write("theirs.txt", "written by aws\n")
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", theirs)
+        # ...and a delete marker over both, made by another tool, then its object again.
+        aws(self.moto.endpoint, "s3api", "delete-object", "--bucket", self.bucket, "--key", key)
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", theirs)
+
+        def versions():
+            v = self.s3.list_object_versions(Bucket=self.bucket, Prefix=key)
+            return (sorted(x["VersionId"] for x in v.get("Versions", [])),
+                    [x["VersionId"] for x in v.get("DeleteMarkers", [])])
+
+        (before, markers) = versions()
+        self.assertEqual((len(before), len(markers)), (3, 1))
+        lodges = [vid for vid in before
+                  if self.s3.head_object(Bucket=self.bucket, Key=key, VersionId=vid)["Metadata"].get("lodgerecord")]
+        self.assertEqual(len(lodges), 1)
+        sw = self.lodge("sweep", "--json", later=LATER)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual(sw.json()["kept"], 1, sw)  # the task ends saying what it left
+        after, markers_after = versions()
+        self.assertEqual(after, sorted(set(before) - set(lodges)), "only lodge's version went")
+        self.assertEqual(markers_after, markers, "another tool's delete marker stays")
+        self.assertEqual(self.object_bytes(key), b"written by aws\n")
+
+    def test_its_own_multipart_upload_left_by_a_lost_create_answer_is_aborted_and_status_heals(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        # The first CreateMultipartUpload reached moto but its answer was lost; the retried
+        # create made the upload that completed. The first stays, at the ACTIVE row's key.
+        res = self.upload("big.bin", os.urandom(7 << 20), env=self.fp("store.after_create=error"))
+        self.assertEqual(res["outcome"], "active", res)
+        self.assertEqual(self.fired(), ["store.after_create"])
+        self.assertEqual(self.uploads_in_progress(), [res["object_key"]])
+        self.assertEqual(self.lodge("sweep", later=LATER).rc, 0)
+        rec = self.lodge("reconcile", "--json", later=LATER)
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual(rec.json()["found"]["stale_multipart"], 1, rec)
+        st = self.lodge("status", "--check", "--json", later=LATER)
+        self.assertEqual(st.rc, 1, st)
+        self.assertEqual([r["code"] for r in st.json()["reasons"]], ["reconcile_findings"], st)
+        ap = self.lodge("reconcile", "--apply", "--json", later=LATER)
+        (item,) = ap.json()["items"]
+        self.assertEqual((item["kind"], item["key"], item["record_id"], item["applied"]),
+                         ("stale_multipart", res["object_key"], res["id"], True), ap)
+        self.assertIn("not the one ACTIVE record", item["detail"])
+        self.assertEqual(ap.json()["applied"], 1, ap)
+        self.assertEqual(self.uploads_in_progress(), [])
+        again = self.lodge("reconcile", "--json", later=LATER)
+        self.assertEqual(again.rc, 0, again)
+        st = self.lodge("status", "--check", "--json", later=LATER)
+        self.assertEqual(st.rc, 0, st)
+        self.assertIn(res["object_key"], self.objects(), "the object itself stays")
+        self.assertEqual(self.sql("SELECT upload_status FROM file_upload WHERE id = ?", (res["id"],)),
+                         [("ACTIVE",)])
+
+    def test_an_aws_cli_multipart_upload_at_an_active_rows_key_is_aborted_but_not_one_in_flight(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        done = self.upload("a.txt", "active\n")
+        aws(self.moto.endpoint, "s3api", "create-multipart-upload", "--bucket", self.bucket,
+            "--key", done["object_key"])
+        # An upload still in flight (its row UPLOADING) is never aborted, whatever its id.
+        gate = os.path.join(self.dir, "gate")
+        inflight = self.spawn("upload", "--json", self.write("big.bin", os.urandom(7 << 20)),
+                              env=self.fp(f"upload.between_parts=pause:{gate}"))
+        wait_until(lambda: "upload.between_parts" in self.fired(), what="the upload to pause")
+        self.assertEqual(len(self.uploads_in_progress()), 2)
+        ap = self.lodge("reconcile", "--apply", "--json")
+        self.assertEqual([(i["kind"], i["key"], i["applied"]) for i in ap.json()["items"]],
+                         [("stale_multipart", done["object_key"], True)], ap)
+        self.assertEqual(len(self.uploads_in_progress()), 1)
+        open(gate, "w").close()
+        out, err = inflight.communicate(timeout=60)
+        self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active", err)
+        self.assertEqual(self.uploads_in_progress(), [])
+
+    def test_reconcile_reports_this_ledgers_stamp_with_an_unreadable_record_id_as_unknown(self):
+        self.assertEqual(self.lodge("init").rc, 0)
+        (uuid_,), = self.sql("SELECT value FROM ledger_meta WHERE key = 'uuid'")
+        gone = self.upload("a.txt", "deleted\n")
+        self.assertEqual(self.lodge("delete", gone["id"]).rc, 0)
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["deleted"], 1)
+        body = self.write("garbled.txt", "stamped, garbled\n")
+        stray = f"{self.prefix}/ci/{uuid.uuid4()}/garbled.txt"  # no row has this key
+        for key, record in ((stray, "garbage"), (gone["object_key"], "0x1")):
+            aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", key, "--body", body,
+                "--metadata", f"lodgeledger={uuid_},lodgerecord={record}")
+        rec = self.lodge("reconcile", "--apply", "--json", later=LATER)
+        self.assertEqual(rec.rc, 1, rec)
+        self.assertEqual((rec.json()["found"]["unknown"], rec.json()["applied"]), (2, 0), rec)
+        details = {i["key"]: i["detail"] for i in rec.json()["items"] if i["kind"] == "unknown"}
+        self.assertIn("'garbage'", details[stray])
+        self.assertIn("'0x1'", details[gone["object_key"]])
+        self.assertIn("no record id", details[stray])
+        self.assertEqual(self.lodge("sweep", "--json", later=LATER).json()["claimed"], 0)
+        self.assertEqual(self.all_present([stray, gone["object_key"]]), [])
 
     def test_reconcile_apply_aborts_only_its_dead_rows_multipart_upload(self):
         self.assertEqual(self.lodge("init").rc, 0)

@@ -1,5 +1,6 @@
 """lodge against s3rver 3.7.1, a second, independent S3 implementation that lacks
-ListObjectVersions (405), ListMultipartUploads (501), versioning and If-None-Match: the
+ListObjectVersions (405), ListMultipartUploads (501), versioning, If-None-Match and If-Match on
+DELETE (ignored: the window between a stamp check and the delete stays open there): the
 store contract suite with those declared, and cleanup and reconcile that degrade instead
 of dead-lettering or calling a server that answered "unreachable"."""
 

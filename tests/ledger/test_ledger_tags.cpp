@@ -5,6 +5,7 @@
 #include "../unit/fake_store.hpp"
 #include "support.hpp"
 
+#include <functional>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
 
@@ -15,10 +16,14 @@ struct Env : test::LedgerFixture {
   test::FakeStore store;
   ops::CleanupSettings cs{1000, 100, 1000};
   Env() { store.enable_state_tags(); }
-  // An object at the row's key, as its upload left it (tagged pending).
-  void place(const ledger::FileRecord &r) {
+  // An object at the row's key, as its upload left it (stamped, tagged pending), or as
+  // another tool wrote it (`meta`: its metadata).
+  void place(const ledger::FileRecord &r, std::optional<store::Metadata> meta = std::nullopt) {
     store::PutRequest req;
     req.key = r.object_key;
+    req.metadata =
+        meta ? *meta
+             : store::Metadata{{store::meta::ledger, l->uuid()}, {store::meta::record, std::to_string(r.id)}};
     REQUIRE(store.put(req).ok());
   }
   // Claims the row's task at its due time.
@@ -125,9 +130,50 @@ TEST_CASE("a failed upload's pending object is deleted; one tagged committed is 
   REQUIRE(e.l->mark_failed(committed.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
   auto tc = e.claim_at_due(committed.id);
   auto r = ops::run_claimed_task(*e.l, e.store, tc, e.cs, e.clock);
-  CHECK(r.outcome == ops::CleanupOutcome::ignored);
+  CHECK(r.outcome == ops::CleanupOutcome::kept);
   CHECK(e.store.has(committed.object_key));
-  CHECK(e.task_of(committed.id).status == ledger::TaskStatus::ignored);
+  auto task = e.task_of(committed.id);
+  CHECK(task.status == ledger::TaskStatus::ignored);
+  REQUIRE(task.last_error.has_value());
+  CHECK(task.last_error->find("not tagged pending") != std::string::npos); // said, not silent
+}
+
+TEST_CASE("another writer's object at a dead row's key is left, the task IGNORED saying why (I8)") {
+  Env e;
+  struct Case {
+    const char *name;
+    std::function<store::Metadata(const ledger::FileRecord &)> meta;
+    const char *why;
+  };
+  for (const auto &c : {
+           Case{"unstamped", [](const ledger::FileRecord &) { return store::Metadata{}; }, "no lodge stamp"},
+           Case{"another ledger",
+                [](const ledger::FileRecord &r) {
+                  return store::Metadata{{store::meta::ledger, "0000-other"},
+                                         {store::meta::record, std::to_string(r.id)}};
+                },
+                "0000-other"},
+           Case{"another record",
+                [&e](const ledger::FileRecord &r) {
+                  return store::Metadata{{store::meta::ledger, e.l->uuid()},
+                                         {store::meta::record, std::to_string(r.id + 1000)}};
+                },
+                "#"},
+       }) {
+    CAPTURE(c.name);
+    auto row = e.reserve(c.name);
+    e.place(row, c.meta(row)); // tagged pending, as another tool may tag it too
+    REQUIRE(e.l->mark_failed(row.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
+    auto t = e.claim_at_due(row.id);
+    auto r = ops::run_claimed_task(*e.l, e.store, t, e.cs, e.clock);
+    CHECK(r.outcome == ops::CleanupOutcome::kept);
+    CHECK(e.store.has(row.object_key));
+    auto task = e.task_of(row.id);
+    CHECK(task.status == ledger::TaskStatus::ignored);
+    REQUIRE(task.last_error.has_value());
+    CHECK_MESSAGE(task.last_error->find(c.why) != std::string::npos, *task.last_error);
+    CHECK(task.last_error->find("not record #" + std::to_string(row.id)) != std::string::npos);
+  }
 }
 
 TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the guard") {

@@ -205,7 +205,7 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   Env e;
   auto a = e.reserve("a");
   REQUIRE(e.l->mark_failed(a.id, "x", true, e.clock.t) == ledger::MarkFailedOutcome::failed);
-  e.store.fail("remove_all", Error(Errc::storage_unavailable, "fake outage"));
+  e.store.fail("remove_owned", Error(Errc::storage_unavailable, "fake outage"));
   std::vector<ops::CleanupOutcome> seen;
   for (int i = 0; i < 3; ++i) {
     auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);

@@ -7,9 +7,9 @@
 // Fault cases (suite "faults") need LODGE_TEST_PROXY_ENDPOINT, _RULES and _LOG (the
 // fault-injecting proxy in tests/harness); suite "auth" needs LODGE_TEST_AUTH_*.
 // LODGE_TEST_S3_LACKS declares what the server cannot do (comma-separated:
-// conditional_create, versioning, version_listing, multipart_listing, multipart_abort);
-// the cases that need it then assert the server's documented behaviour instead, and that
-// the store reports the missing capability as absent. Nothing is skipped.
+// conditional_create, conditional_delete, versioning, version_listing, multipart_listing,
+// multipart_abort); the cases that need it then assert the server's documented behaviour
+// instead, and that the store reports the missing capability as absent. Nothing is skipped.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "support/admin.hpp"
 
@@ -22,6 +22,7 @@
 #include <lodge/azure/client.hpp>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/http/transport.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
@@ -194,13 +195,25 @@ std::string get_all(store::ObjectStore &s, const std::string &key) {
   return out;
 }
 
+// The stamp put_req writes: record #42 of a test ledger. remove_owned(k_ours) may remove it.
+const store::Stamp k_ours{"contract-ledger", 42};
+
 store::PutRequest put_req(const std::string &key, const Source &src) {
   store::PutRequest r;
   r.key = key;
   r.body = src.body();
   r.content_type = "text/plain";
-  r.metadata = {{store::meta::record, "42"}, {store::meta::sha256, src.sha}};
+  r.metadata = {
+      {store::meta::ledger, k_ours.ledger_uuid}, {store::meta::record, "42"}, {store::meta::sha256, src.sha}};
   return r;
+}
+
+// remove_owned(key, k_ours, guard), required to succeed.
+store::Removal remove_ours(store::ObjectStore &s, const std::string &key,
+                           store::DeleteGuard guard = store::DeleteGuard::none) {
+  auto r = s.remove_owned(key, k_ours, guard);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return r.value();
 }
 } // namespace
 
@@ -347,12 +360,12 @@ TEST_SUITE("contract") {
   TEST_CASE("deleting is idempotent; a missing key is success") {
     Fixture f;
     auto s = f.open();
-    CHECK(s->remove_all(f.key("never/was"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("never/was")).removed == 0);
     Source src("x");
     REQUIRE(s->put(put_req(f.key("gone"), src)).ok());
-    CHECK(s->remove_all(f.key("gone"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("gone")).removed == 1);
     CHECK(s->head(f.key("gone")).error().code == Errc::not_found);
-    CHECK(s->remove_all(f.key("gone"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("gone")).removed == 0);
   }
 
   TEST_CASE("a 1,500-key listing comes back whole, across pages, in byte order") {
@@ -383,11 +396,12 @@ TEST_SUITE("contract") {
     Source other("o");
     REQUIRE(s->put(put_req(f.key("m/outside"), other)).ok());
     std::vector<std::string> listed;
-    REQUIRE(s->list(f.key("l/"), [&](const store::ObjectInfo &o) {
-               listed.push_back(o.key);
-               CHECK(o.size == 1);
-               return true;
-             }).ok());
+    auto all = s->list(f.key("l/"), [&](const store::ObjectInfo &o) {
+      listed.push_back(o.key);
+      CHECK(o.size == 1);
+      return true;
+    });
+    REQUIRE_MESSAGE(all.ok(), (all.ok() ? "" : all.error().message));
     std::sort(keys.begin(), keys.end());
     CHECK(listed == keys);
   }
@@ -407,7 +421,7 @@ TEST_SUITE("contract") {
                  return true;
                }).ok());
       CHECK(seen);
-      CHECK(s->remove_all(f.key(k), store::DeleteGuard::none).ok());
+      CHECK(remove_ours(*s, f.key(k)).removed == 1);
       CHECK(s->head(f.key(k)).error().code == Errc::not_found);
     }
   }
@@ -490,7 +504,54 @@ TEST_SUITE("contract") {
     CHECK(s->head(f.key("mp/abandoned")).error().code == Errc::not_found);
   }
 
-  TEST_CASE("remove_all also aborts the key's incomplete multipart uploads") {
+  TEST_CASE("remove_owned leaves what is not stamped as the row's, and then the key's staged uploads") {
+    Fixture f;
+    auto s = f.open();
+    struct Case {
+      const char *name;
+      store::Metadata meta;
+      const char *why;
+    };
+    const std::string ours = k_ours.ledger_uuid;
+    for (const auto &c :
+         {Case{"none", {}, "no lodge stamp"},
+          Case{"ledger",
+               {{store::meta::ledger, "another-ledger"}, {store::meta::record, "42"}},
+               "another-ledger"},
+          Case{"record", {{store::meta::ledger, ours}, {store::meta::record, "43"}}, "record #43"},
+          Case{"garbage", {{store::meta::ledger, ours}, {store::meta::record, "42x"}}, "no record id"},
+          Case{"padded", {{store::meta::ledger, ours}, {store::meta::record, "042"}}, "no record id"},
+          Case{"half", {{store::meta::ledger, ours}}, "no record id"}}) {
+      CAPTURE(c.name);
+      const std::string body = std::string("written by ") + c.name;
+      Source src(body);
+      auto req = put_req(f.key(std::string("own/") + c.name), src);
+      req.metadata = c.meta;
+      REQUIRE(s->put(req).ok());
+      auto r = remove_ours(*s, req.key, store::DeleteGuard::pending_only);
+      CHECK(r.removed == 0);
+      REQUIRE(r.kept.size() == 1);
+      CHECK_MESSAGE(r.kept[0].find(c.why) != std::string::npos, r.kept[0]);
+      CHECK(get_all(*s, req.key) == body);
+    }
+    // A staged upload at a key that keeps another's object stays too (its writer's, maybe).
+    auto id = s->begin_staged({f.key("own/none"), "application/octet-stream", {}, {}});
+    REQUIRE(id.ok());
+    Source part("one part");
+    REQUIRE(s->put_part(f.key("own/none"), id.value(), 1, part.body(), 0).ok());
+    CHECK(remove_ours(*s, f.key("own/none")).kept.size() == 1);
+    if (lacks("multipart_listing")) return;
+    std::vector<std::string> left;
+    REQUIRE(s->list_staged(f.key("own/"), [&](const store::StagedUpload &u) {
+               left.push_back(u.key);
+               return true;
+             }).ok());
+    // (Azure: uncommitted blocks of a committed blob are not listed as a staged upload.)
+    if (!is_az()) CHECK(left == std::vector<std::string>{f.key("own/none")});
+    CHECK(get_all(*s, f.key("own/none")) == "written by none");
+  }
+
+  TEST_CASE("remove_owned also aborts the key's incomplete multipart uploads") {
     Fixture f;
     auto s = f.open();
     auto id = s->begin_staged({f.key("mp2/k"), "application/octet-stream", {}, {}});
@@ -501,7 +562,7 @@ TEST_SUITE("contract") {
     Source part("one part");
     REQUIRE(s->put_part(f.key("mp2/k"), id.value(), 1, part.body(), 0).ok());
     REQUIRE(s->put_part(f.key("mp2/k2"), other.value(), 1, part.body(), 0).ok());
-    REQUIRE(s->remove_all(f.key("mp2/k"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("mp2/k")).kept.empty());
     if (lacks("multipart_listing")) { // declared: nothing can find the uploads to abort
       CHECK(s->support(store::Capability::staged_listing) == store::Support::absent);
       return;
@@ -522,8 +583,8 @@ TEST_SUITE("contract") {
     CHECK(s->support(store::Capability::version_listing) != store::Support::absent);
     Source src("capable?");
     REQUIRE(s->put(put_req(f.key("cap/k"), src)).ok());
-    // remove_all lists the key's versions and uploads: the answers teach the store.
-    auto removed = s->remove_all(f.key("cap/k"), store::DeleteGuard::none);
+    // remove_owned lists the key's versions and uploads: the answers teach the store.
+    auto removed = s->remove_owned(f.key("cap/k"), k_ours, store::DeleteGuard::none);
     REQUIRE_MESSAGE(removed.ok(), (removed.ok() ? "" : removed.error().message));
     CHECK(s->head(f.key("cap/k")).error().code == Errc::not_found);
     auto listed = s->list_staged(f.key("cap/"), [](const store::StagedUpload &) { return true; });
@@ -547,7 +608,7 @@ TEST_SUITE("contract") {
 
 // S3 alone: a file:// store has no versions.
 TEST_SUITE("s3only") {
-  TEST_CASE("on a versioned bucket, remove_all leaves no version and no delete marker") {
+  TEST_CASE("on a versioned bucket, remove_owned removes its versions and leaves a delete marker") {
     Fixture f;
     if (lacks("versioning")) { // declared: the server refuses to turn versioning on
       CHECK_FALSE(test::set_versioning(f.admin_config(), true).ok());
@@ -569,7 +630,7 @@ TEST_SUITE("s3only") {
                                })
                 .ok());
     CHECK(before == 3);
-    REQUIRE(s->remove_all(f.key("ver/k"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("ver/k")).removed == 2);
     int after = 0;
     REQUIRE(admin
                 .list_versions(f.key("ver/"),
@@ -578,12 +639,92 @@ TEST_SUITE("s3only") {
                                  return true;
                                })
                 .ok());
-    CHECK(after == 0);
+    CHECK(after == 1); // the delete marker: no bytes, no stamp, never lodge's to remove
   }
 }
 
-// file:// alone: escaping the root is a file-system notion; S3 keys are opaque.
+// S3 alone: versions, and the conditional delete that makes the stamp check race-free.
+TEST_SUITE("s3only") {
+  TEST_CASE("on a versioned bucket, remove_owned removes only the stamped version") {
+    Fixture f;
+    if (lacks("versioning")) return; // declared: the versioned case above asserts the refusal
+    REQUIRE(f.admin().set_versioning(true).ok());
+    auto s = f.open();
+    Source mine("lodge's bytes");
+    REQUIRE(s->put(put_req(f.key("ver/mixed"), mine)).ok());
+    auto admin = f.admin();
+    http::StringBody theirs("another tool's bytes");
+    s3::PutOptions o;
+    o.if_none_match = false;
+    REQUIRE(admin.put_object(f.key("ver/mixed"), theirs, o).ok()); // a new current version, unstamped
+    auto r = remove_ours(*s, f.key("ver/mixed"));
+    CHECK(r.removed == 1);
+    REQUIRE(r.kept.size() == 1);
+    CHECK(r.kept[0].find("no lodge stamp") != std::string::npos);
+    CHECK(get_all(*s, f.key("ver/mixed")) == "another tool's bytes");
+    int versions = 0, markers = 0;
+    REQUIRE(admin
+                .list_versions(f.key("ver/"),
+                               [&](const s3::ListedVersion &v) {
+                                 ++(v.delete_marker ? markers : versions);
+                                 return true;
+                               })
+                .ok());
+    CHECK(versions == 1);
+    CHECK(markers == 0);
+  }
+
+  TEST_CASE("a DELETE with If-Match on another ETag is refused and deletes nothing") {
+    Fixture f;
+    auto s = f.open();
+    Source src("conditional");
+    REQUIRE(s->put(put_req(f.key("cond/k"), src)).ok());
+    auto admin = f.admin();
+    auto d = admin.delete_object(f.key("cond/k"), "", "0123456789abcdef0123456789abcdef");
+    if (lacks("conditional_delete")) { // declared: the server ignores the condition
+      CHECK(d.ok());
+      return;
+    }
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().code == Errc::precondition_failed);
+    CHECK(get_all(*s, f.key("cond/k")) == "conditional");
+    auto h = s->head(f.key("cond/k"));
+    REQUIRE(h.ok());
+    CHECK(admin.delete_object(f.key("cond/k"), "", h->etag).ok());
+    CHECK(s->head(f.key("cond/k")).error().code == Errc::not_found);
+  }
+}
+
+// file:// alone: escaping the root is a file-system notion; S3 keys are opaque.// file:// alone: escaping the
+// root is a file-system notion; S3 keys are opaque.
 TEST_SUITE("fileonly") {
+  TEST_CASE("file:// keeps a file written over the key, in place or renamed over it") {
+    Fixture f;
+    auto s = f.open();
+    Source a("lodge's bytes"), b("lodge's again");
+    REQUIRE(s->put(put_req("in/place", a)).ok());
+    REQUIRE(s->put(put_req("re/named", b)).ok());
+    // A plain write over the file: the inode, and with it lodge's attribute, stay.
+    std::ofstream(f.dir / "in/place", std::ios::trunc) << "another tool's bytes";
+    auto in_place = remove_ours(*s, "in/place");
+    REQUIRE(in_place.kept.size() == 1);
+    CHECK(in_place.kept[0].find("written over in place") != std::string::npos);
+    // A file renamed over the key: a new inode with no stamp.
+    std::ofstream(f.dir / "renamed.tmp") << "another tool's file";
+    fs::rename(f.dir / "renamed.tmp", f.dir / "re/named");
+    auto renamed = remove_ours(*s, "re/named");
+    REQUIRE(renamed.kept.size() == 1);
+    // (Where the filesystem keeps no user xattrs, lodge's stale sidecar is read: its digest differs.)
+    CHECK((renamed.kept[0].find("no lodge stamp") != std::string::npos ||
+           renamed.kept[0].find("written over in place") != std::string::npos));
+    CHECK(get_all(*s, "in/place") == "another tool's bytes");
+    CHECK(get_all(*s, "re/named") == "another tool's file");
+    // Nothing was left aside under lodge's temporary folder.
+    std::error_code ec;
+    for (const auto &e : fs::directory_iterator(f.dir / ".lodge-tmp", ec))
+      CHECK_MESSAGE(e.path().filename().string().rfind("removing-", 0) != 0, e.path().string());
+  }
+
   TEST_CASE("file:// refuses keys that would escape its root") {
     Fixture f;
     auto s = f.open();
@@ -674,7 +815,7 @@ TEST_SUITE("fileonly") {
         s->complete_staged({"mp/k", "application/octet-stream", {}, {}}, id.value(), {part.value()}, 0);
     REQUIRE_FALSE(again.ok());
     CHECK(again.error().code == Errc::metadata_corrupt);
-    CHECK(s->remove_all("mp/ok", store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, "mp/ok").kept.empty());
   }
 
   TEST_CASE("a part that cannot be read fails the completion instead of being taken as empty") {
@@ -707,7 +848,7 @@ TEST_SUITE("fileonly") {
     REQUIRE_FALSE(l.ok());
     CHECK(l.error().code == Errc::storage_unavailable);
     CHECK(l.error().message.find(".lodge-mpu") != std::string::npos);
-    CHECK_FALSE(s->remove_all("any/key", store::DeleteGuard::none)
+    CHECK_FALSE(s->remove_owned("any/key", k_ours, store::DeleteGuard::none)
                     .ok()); // a delete that cannot see uploads does not claim success
   }
 }
@@ -913,22 +1054,22 @@ TEST_SUITE("azonly") {
     CHECK(blobs == 1);
   }
 
-  TEST_CASE("guarded delete: a pending blob is deleted, a committed one is PRECONDITION_FAILED and stays") {
+  TEST_CASE("guarded delete: a pending blob is deleted, a committed one is refused and stays") {
     Fixture f;
     auto s = f.open();
     Source a("pending"), b("committed");
     REQUIRE(s->put(put_req(f.key("j/pending"), a)).ok());
     REQUIRE(s->put(put_req(f.key("j/committed"), b)).ok());
     REQUIRE(s->mark_committed(f.key("j/committed"), {}).ok());
-    CHECK(s->remove_all(f.key("j/pending"), store::DeleteGuard::pending_only).ok());
+    CHECK(remove_ours(*s, f.key("j/pending"), store::DeleteGuard::pending_only).removed == 1);
     CHECK(s->head(f.key("j/pending")).error().code == Errc::not_found);
-    auto refused = s->remove_all(f.key("j/committed"), store::DeleteGuard::pending_only);
-    REQUIRE_FALSE(refused.ok());
-    CHECK(refused.error().code == Errc::precondition_failed);
-    CHECK(refused.error().details.http_status == 412);
+    auto refused = remove_ours(*s, f.key("j/committed"), store::DeleteGuard::pending_only);
+    REQUIRE(refused.refused.has_value());
+    CHECK(refused.refused->find("state=committed") != std::string::npos);
+    CHECK(refused.removed == 0);
     CHECK(get_all(*s, f.key("j/committed")) == "committed");
     // Unguarded (a user-deleted ACTIVE row's object), it goes.
-    CHECK(s->remove_all(f.key("j/committed"), store::DeleteGuard::none).ok());
+    CHECK(remove_ours(*s, f.key("j/committed")).removed == 1);
     CHECK(s->head(f.key("j/committed")).error().code == Errc::not_found);
   }
 
@@ -937,7 +1078,7 @@ TEST_SUITE("azonly") {
     Fixture f;
     auto s = f.open();
     auto admin = f.az_admin();
-    const store::Metadata stamp{{store::meta::ledger, "l"}, {store::meta::record, "7"}};
+    const store::Metadata stamp{{store::meta::ledger, k_ours.ledger_uuid}, {store::meta::record, "42"}};
     auto place = [&](const std::string &name, const store::Metadata &m,
                      const std::map<std::string, std::string> &tags) {
       http::StringBody body(name);
@@ -949,21 +1090,20 @@ TEST_SUITE("azonly") {
     place("u/untagged", stamp, {});
     place("u/tagged", stamp, {{"team", "ci"}});
     place("u/unstamped", {{"owner", "another"}}, {});
-    CHECK(s->remove_all(f.key("u/untagged"), store::DeleteGuard::pending_only).ok());
+    CHECK(remove_ours(*s, f.key("u/untagged"), store::DeleteGuard::pending_only).removed == 1);
     CHECK(s->head(f.key("u/untagged")).error().code == Errc::not_found);
-    for (const char *name : {"u/tagged", "u/unstamped"}) {
-      INFO(name);
-      auto refused = s->remove_all(f.key(name), store::DeleteGuard::pending_only);
-      REQUIRE_FALSE(refused.ok());
-      CHECK(refused.error().code == Errc::precondition_failed);
-      CHECK(get_all(*s, f.key(name)) == name);
-    }
+    auto tagged = remove_ours(*s, f.key("u/tagged"), store::DeleteGuard::pending_only);
+    CHECK(tagged.refused.has_value());
+    CHECK(get_all(*s, f.key("u/tagged")) == "u/tagged");
+    auto unstamped = remove_ours(*s, f.key("u/unstamped"), store::DeleteGuard::pending_only);
+    CHECK(unstamped.kept.size() == 1);
+    CHECK(get_all(*s, f.key("u/unstamped")) == "u/unstamped");
     // A missing blob is still success.
-    CHECK(s->remove_all(f.key("u/untagged"), store::DeleteGuard::pending_only).ok());
+    CHECK(remove_ours(*s, f.key("u/untagged"), store::DeleteGuard::pending_only).removed == 0);
   }
 
   TEST_CASE(
-      "a losing or abandoned staged upload leaves no uncommitted blocks after abort_staged / remove_all") {
+      "a losing or abandoned staged upload leaves no uncommitted blocks after abort_staged / remove_owned") {
     Fixture f;
     auto s = f.open();
     auto admin = f.az_admin();
@@ -1005,9 +1145,9 @@ TEST_SUITE("azonly") {
     CHECK(listed == std::vector<std::string>{f.key("k/abandoned")});
     REQUIRE(s->abort_staged(f.key("k/abandoned"), abandoned.first).ok());
     gone(f.key("k/abandoned"));
-    // Never committed, found by sweep: remove_all (guarded) clears it.
+    // Never committed, found by sweep: remove_owned (guarded) clears it.
     stage(f.key("k/swept"));
-    REQUIRE(s->remove_all(f.key("k/swept"), store::DeleteGuard::pending_only).ok());
+    CHECK(remove_ours(*s, f.key("k/swept"), store::DeleteGuard::pending_only).kept.empty());
     gone(f.key("k/swept"));
     // A loser: the name was taken first; its commit is refused and its 3 blocks stay on
     // the winner's blob until that blob is removed (never touched while it is someone's).
@@ -1021,7 +1161,7 @@ TEST_SUITE("azonly") {
     CHECK(get_all(*s, f.key("k/taken")) == "winner");
     REQUIRE(s->abort_staged(f.key("k/taken"), loser.first).ok());
     CHECK(get_all(*s, f.key("k/taken")) == "winner");
-    REQUIRE(s->remove_all(f.key("k/taken"), store::DeleteGuard::pending_only).ok());
+    CHECK(remove_ours(*s, f.key("k/taken"), store::DeleteGuard::pending_only).removed == 1);
     gone(f.key("k/taken"));
   }
 

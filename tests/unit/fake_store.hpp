@@ -18,7 +18,7 @@
 namespace lodge::test {
 
 struct StoreCall {
-  std::string op; // put, head, read, remove_all, list, begin_staged, put_part,
+  std::string op; // put, head, read, remove_owned, remove_small, list, begin_staged, put_part,
                   // complete_staged, abort_staged, list_staged, get_small, put_small,
                   // mark_committed, flush
   std::string key;
@@ -109,7 +109,8 @@ public:
       if (c.op == op && c.ok) out.push_back(c.key);
     return out;
   }
-  [[nodiscard]] std::vector<std::string> removed() const { return succeeded("remove_all"); }
+  // The keys whose remove_owned removed an object (or found none), in order.
+  [[nodiscard]] std::vector<std::string> removed() const { return succeeded("remove_owned"); }
   [[nodiscard]] size_t count(const std::string &op) const {
     auto all = calls();
     return static_cast<size_t>(
@@ -204,6 +205,25 @@ public:
     return ok_status();
   }
 
+  Status mark_pending(const std::string &key,
+                      const std::map<std::string, std::string> & /*user_tags*/) override {
+    std::lock_guard lock(m_state->mutex);
+    if (!m_state->tags) return ok_status();
+    if (auto e = scripted("mark_pending", key)) return *e;
+    if (!m_state->objects.count(key)) return refuse("mark_pending", key, Errc::not_found, "no such object");
+    m_state->state_tags[key] = "pending";
+    record("mark_pending", key, true);
+    return ok_status();
+  }
+
+  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (!m_state->tags) return Error(Errc::unsupported, "no tags");
+    if (!m_state->objects.count(key)) return refuse("guard_refusal", key, Errc::not_found, "no such object");
+    if (m_state->state_tags[key] == "pending") return std::optional<std::string>();
+    return std::optional<std::string>("is not tagged pending");
+  }
+
   Status flush() override {
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("flush", "")) return *e;
@@ -216,17 +236,42 @@ public:
     return [conn = std::shared_ptr<FakeStore>(connection())] { return conn->flush(); };
   }
 
-  Status remove_all(const std::string &key, store::DeleteGuard guard) override {
+  // As the real stores: the object goes only if its stamp names `stamp` (else it is kept,
+  // and the call recorded as not ok); with state tags a pending_only delete keeps an
+  // object not tagged pending (refused).
+  Result<store::Removal> remove_owned(const std::string &key, const store::Stamp &stamp,
+                                      store::DeleteGuard guard) override {
     std::lock_guard lock(m_state->mutex);
-    if (auto e = scripted("remove_all", key)) return *e;
-    if (m_state->tags && guard == store::DeleteGuard::pending_only && m_state->objects.count(key) &&
-        m_state->state_tags[key] != "pending")
-      return refuse("remove_all", key, Errc::precondition_failed, "the object is not tagged pending");
+    if (auto e = scripted("remove_owned", key)) return *e;
+    store::Removal out;
+    auto it = m_state->objects.find(key);
+    if (it != m_state->objects.end()) {
+      if (auto why = store::stamp_mismatch(it->second.first.metadata, stamp.ledger_uuid, stamp.record_id)) {
+        out.kept.push_back(key + ": " + *why);
+        record("remove_owned", key, false);
+        return out;
+      }
+      if (m_state->tags && guard == store::DeleteGuard::pending_only &&
+          m_state->state_tags[key] != "pending") {
+        out.refused = key + " is not tagged pending";
+        record("remove_owned", key, false);
+        return out;
+      }
+      m_state->objects.erase(it);
+      m_state->state_tags.erase(key);
+      ++out.removed;
+    }
+    for (auto u = m_state->uploads.begin(); u != m_state->uploads.end();)
+      u = u->second == key ? m_state->uploads.erase(u) : std::next(u);
+    record("remove_owned", key, true);
+    return out;
+  }
+
+  Status remove_small(const std::string &key) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("remove_small", key)) return *e;
     m_state->objects.erase(key);
-    m_state->state_tags.erase(key);
-    for (auto it = m_state->uploads.begin(); it != m_state->uploads.end();)
-      it = it->second == key ? m_state->uploads.erase(it) : std::next(it);
-    record("remove_all", key, true);
+    record("remove_small", key, true);
     return ok_status();
   }
 
@@ -238,7 +283,10 @@ public:
       if (auto e = scripted("list", prefix)) return *e;
       record("list", prefix, true);
       for (const auto &[k, v] : m_state->objects)
-        if (k.compare(0, prefix.size(), prefix) == 0) found.push_back(v.first);
+        if (k.compare(0, prefix.size(), prefix) == 0) {
+          found.push_back(v.first);
+          if (m_state->tags) found.back().state_tag = m_state->state_tags[k]; // as Azure lists them
+        }
     }
     for (const auto &o : found)
       if (!visit(o)) break;

@@ -57,6 +57,18 @@ TEST_CASE("List Blobs: names, sizes, ETags, metadata, versions and the next mark
                                       "</EnumerationResults>"));
 }
 
+TEST_CASE("List Blobs with include=tags: each blob's tags, none where it has none") {
+  auto p = azure::parse_list_blobs(R"(<?xml version="1.0" encoding="utf-8"?><EnumerationResults><Blobs>
+    <Blob><Name>p/a</Name><Properties><Content-Length>1</Content-Length><TagCount>2</TagCount></Properties>
+      <Tags><TagSet><Tag><Key>state</Key><Value>pending</Value></Tag><Tag><Key>team</Key><Value>a&amp;b</Value></Tag></TagSet></Tags></Blob>
+    <Blob><Name>p/b</Name><Properties><Content-Length>1</Content-Length></Properties></Blob>
+  </Blobs><NextMarker/></EnumerationResults>)");
+  REQUIRE(p);
+  REQUIRE(p->blobs.size() == 2);
+  CHECK(p->blobs[0].tags == std::map<std::string, std::string>{{"state", "pending"}, {"team", "a&b"}});
+  CHECK(p->blobs[1].tags.empty());
+}
+
 TEST_CASE("Get Block List: committed and uncommitted blocks") {
   auto l = azure::parse_block_list(R"(<?xml version="1.0" encoding="utf-8"?><BlockList>
 <CommittedBlocks><Block><Name>YQ==</Name><Size>4</Size></Block></CommittedBlocks>

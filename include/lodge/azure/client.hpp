@@ -75,7 +75,7 @@ struct DeleteOptions {
   std::string version_id; // one version (then snapshots are not named)
 };
 
-enum class Include : unsigned { none = 0, metadata = 1, uncommitted = 2, versions = 4 };
+enum class Include : unsigned { none = 0, metadata = 1, uncommitted = 2, versions = 4, tags = 8 };
 [[nodiscard]] constexpr Include operator|(Include a, Include b) {
   return static_cast<Include>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
@@ -102,7 +102,8 @@ public:
   // Commits exactly these staged blocks, in order, as the blob's content.
   Result<PutResult> put_block_list(const std::string &name, const std::vector<std::string> &block_ids,
                                    const WriteOptions &o);
-  Result<Properties> get_properties(const std::string &name);
+  // The blob's properties, or those of the version `version_id` names.
+  Result<Properties> get_properties(const std::string &name, const std::string &version_id = {});
   // Streams the blob's bytes to sink, each byte once and in order: an attempt cut off
   // mid-body is resumed with Range and If-Match on the first answer's ETag, and the total
   // is checked against the first answer's length. A false return from sink aborts.

@@ -25,6 +25,7 @@ struct ListedBlob {
   std::string version_id;    // with include=versions
   bool is_current_version = true;
   std::map<std::string, std::string> metadata; // with include=metadata; names lowercased
+  std::map<std::string, std::string> tags;     // with include=tags (blob index tags)
   // With include=uncommittedblobs a blob holding only uncommitted blocks is listed like
   // any other (Content-Length 0, an Etag); only Get Blob Properties tells it apart (404).
 };

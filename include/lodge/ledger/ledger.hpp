@@ -178,7 +178,7 @@ struct TaskEnd {
   Kind kind = Kind::finish;
   TaskRecord task;           // as claimed: its lease_version is the fencing token
   bool succeeded = false;    // finish
-  std::string error;         // finish (failed), dead_letter
+  std::string error;         // finish (failed), dead_letter; ignore: why the object was left
   int64_t next_retry_at = 0; // finish
 };
 
@@ -299,8 +299,11 @@ public:
   [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
                                             CommitTag tag = CommitTag::none) = 0;
   // The task (still ours: PROCESSING, the same lease_version) becomes IGNORED: after a `tag`
-  // decision's tag was set, or when the store refused a guarded delete. success or lease_lost.
-  [[nodiscard]] virtual TaskFinish ignore_task(const TaskRecord &t, int64_t now) = 0;
+  // decision's tag was set, or when the object at its key was left (not this row's by its
+  // stamp, or kept by the guard): then `reason` becomes its last_error (empty: unchanged).
+  // success or lease_lost.
+  [[nodiscard]] virtual TaskFinish ignore_task(const TaskRecord &t, int64_t now,
+                                               const std::string &reason = {}) = 0;
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
   // Failed: RETRY (or FAILED past max_retries) due at next_retry_at. Succeeded: SUCCESS,
   // or, when the task owes a verify pass, PENDING again due at next_retry_at.

@@ -21,7 +21,10 @@ struct CleanupSettings {
   enum class Voice { job, upload } voice = Voice::job;
 };
 
-enum class CleanupOutcome { deleted, ignored, postponed, retried, dead_lettered, lease_lost };
+// kept: the object at the task's key was left in place, the task IGNORED with the reason in
+// its last_error: its stamp is not the row's (another writer's object), or the store's
+// guard kept it (its state tag is not pending).
+enum class CleanupOutcome { deleted, ignored, postponed, retried, dead_lettered, lease_lost, kept };
 
 [[nodiscard]] const char *to_string(CleanupOutcome o);
 
@@ -43,14 +46,11 @@ struct CleanupResult {
 // min(max, base * 2^retry_count).
 [[nodiscard]] int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64_t random);
 
-// Whether an object's metadata stamps it as something other than `record_id` of this
-// ledger: nullopt when unstamped or stamped as exactly that row, else who it names.
-[[nodiscard]] std::optional<std::string> foreign_stamp(const store::Metadata &meta,
-                                                       const std::string &ledger_uuid, int64_t record_id);
-
-// Decides under the lease, then HEADs the key: an object stamped by another ledger or
-// another record is never deleted (the task is dead-lettered, naming the stamp); a
-// failed HEAD retries the task; otherwise every version and upload of the key goes.
+// Decides under the lease, then removes what at the key carries the row's stamp
+// (ObjectStore::remove_owned, store::stamp_mismatch: I8). Anything else at the key (no
+// stamp, another ledger's or another record's) is never deleted: the task ends IGNORED
+// with the reason as its last_error (kept), and a warning says so. A failed store call
+// retries the task.
 [[nodiscard]] CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
                                              const ledger::TaskRecord &task, const CleanupSettings &s,
                                              const util::Clock &clock);

@@ -35,6 +35,7 @@ struct SweepOptions {
 struct SweepSummary {
   int64_t claimed = 0, deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0,
           lease_lost = 0;
+  int64_t kept = 0;             // tasks ended IGNORED leaving the object at their key (not the row's; a tag)
   int64_t verify_scheduled = 0; // of the deleted: a verify pass follows later
   int64_t verified = 0;         // of the deleted: this was the verify pass
   int64_t would_claim = 0;      // --dry-run
@@ -78,7 +79,8 @@ struct ReconcileOptions {
 
 struct Finding {
   std::string kind; // dangling, corrupt, leftover, stale_multipart, unmanaged, foreign, diverged,
-                    // beyond_history, unknown; confirmed_after_backup (only in a diverged ledger)
+                    // beyond_history, unknown, tag_mismatch; confirmed_after_backup (only in a
+                    // diverged ledger)
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;

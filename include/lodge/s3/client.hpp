@@ -120,7 +120,8 @@ public:
          Sleeper &sleeper = real_sleeper());
 
   Result<PutResult> put_object(const std::string &key, http::BodySource &body, const PutOptions &o);
-  Result<HeadResult> head_object(const std::string &key);
+  // The current object, or the version `version_id` names.
+  Result<HeadResult> head_object(const std::string &key, const std::string &version_id = {});
   // A whole small object (up to 1 MiB; lodge's own metadata) and its ETag, as sent, in one GET.
   Result<std::pair<std::string, std::string>> get_small_object(const std::string &key);
   // Streams the object's bytes to sink, each byte once and in order: an attempt cut off
@@ -135,8 +136,10 @@ public:
   // those headers (host excluded).
   Result<std::pair<std::string, http::Headers>> presign_put(const std::string &key, uint64_t size,
                                                             const PutOptions &o, int64_t expires_s);
-  // A missing key is success; a missing bucket is not.
-  Status delete_object(const std::string &key, const std::string &version_id = {});
+  // A missing key is success; a missing bucket is not. With `if_match`, only while the
+  // current object's ETag is that one (PRECONDITION_FAILED otherwise).
+  Status delete_object(const std::string &key, const std::string &version_id = {},
+                       const std::string &if_match = {});
   // Calls visit for each object under prefix in key order, page by page; visit may stop
   // the listing by returning false.
   Status list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
@@ -163,7 +166,8 @@ public:
 
   // The object's tags (PutObjectTagging replaces the whole set; GetObjectTagging reads it).
   Status put_object_tagging(const std::string &key, const std::map<std::string, std::string> &tags);
-  Result<std::map<std::string, std::string>> get_object_tagging(const std::string &key);
+  Result<std::map<std::string, std::string>> get_object_tagging(const std::string &key,
+                                                                const std::string &version_id = {});
   // The bucket's lifecycle configuration as the server sent it (XML); NOT_FOUND when the
   // bucket has none (NoSuchLifecycleConfiguration).
   Result<std::string> get_bucket_lifecycle();

@@ -41,6 +41,30 @@ inline constexpr const char *prefix = "lodgeprefix"; // the run prefix, when the
 // present wins). For backends that may hold objects written before the rename.
 void adopt_legacy_metadata(Metadata &m);
 
+// A stamp as an object carries it: each part it has, and the record id when it is a
+// positive decimal number written as lodge writes it (0 otherwise: missing or unreadable).
+struct StampSeen {
+  std::optional<std::string> ledger;
+  std::optional<std::string> record;
+  int64_t record_id = 0;
+};
+[[nodiscard]] StampSeen read_stamp(const Metadata &meta);
+
+// The one stamp check (I8): why `meta` does not stamp an object as record `record_id` of
+// the ledger `ledger_uuid` (no stamp; another ledger; another record; a record id that does
+// not parse), or nullopt when it names exactly that ledger and record. `record_id` is the
+// row that wrote the object (a row that shares another's object passes that row's id).
+// Every delete and abort asks it before anything goes, and reconcile before it claims an
+// object; a record id below 1 never matches.
+[[nodiscard]] std::optional<std::string> stamp_mismatch(const Metadata &meta, const std::string &ledger_uuid,
+                                                        int64_t record_id);
+
+// The stamp a delete requires: the ledger and the row that wrote the object.
+struct Stamp {
+  std::string ledger_uuid;
+  int64_t record_id = 0;
+};
+
 // A byte range of an open file, to be sent as an object or a part.
 struct Body {
   int fd = -1;
@@ -77,6 +101,9 @@ struct ObjectInfo {
   int64_t last_modified_ms = 0;
   std::string sha256_hex; // when the store keeps one
   std::string version_id; // filled by head() on a versioned bucket; empty otherwise
+  // lodge's state tag as list() saw it, where a listing carries tags (Azure): "pending",
+  // "committed", or "" when the object has none; nullopt: not known.
+  std::optional<std::string> state_tag;
 };
 
 // A small object lodge keeps for itself (the id marker under <root>/.lodge/), with the
@@ -115,9 +142,9 @@ enum class Support { unknown, present, absent };
 
 // What a backend can do, known without asking its server.
 struct Capabilities {
-  bool versions = false;       // it may keep old versions (remove_all clears them)
+  bool versions = false;       // it may keep old versions (remove_owned clears lodge's own)
   bool staged_listing = false; // it can list incomplete staged uploads
-  bool guarded_delete = false; // remove_all(key, pending_only) is enforced by the server itself
+  bool guarded_delete = false; // remove_owned(key, pending_only) is enforced by the server itself
   bool state_tags = false;     // puts tag objects pending; mark_committed tags them committed
   bool presign = false;        // presign_get (and presign_put) can make a URL
   // The server itself refuses a body whose SHA-256 checksum header differs, and HEAD returns
@@ -146,9 +173,21 @@ struct PresignedPut {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// remove_all's guard: pending_only refuses (PRECONDITION_FAILED, nothing deleted) when the
-// object is tagged committed. Stores without state tags ignore it.
+// remove_owned's guard: pending_only leaves an object whose state tag is not pending
+// (S3 with state tags: tagged committed; Azure, which enforces it itself: anything but
+// pending) and says so in Removal::refused. Stores without state tags ignore it.
 enum class DeleteGuard { none, pending_only };
+
+// What remove_owned found at a key and left there.
+struct Removal {
+  // Each object (or version) left because its stamp is not the one required, and why
+  // ("the current version: it has no lodge stamp"). Nothing is removed from a key that
+  // keeps something but the required stamp's own versions.
+  std::vector<std::string> kept;
+  // The guard left the object (stamped as required) because of its state tag: why.
+  std::optional<std::string> refused;
+  int removed = 0; // objects and versions removed
+};
 
 // The backstop rule that deletes what sweep missed, in the store's own format.
 struct LifecycleRule {
@@ -174,10 +213,19 @@ public:
   virtual Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) = 0;
   // Writes the object's bytes to fd.
   Status get(const std::string &key, int fd);
-  // Removes every version, delete marker and incomplete staged upload of the key. A
-  // missing key is success. With DeleteGuard::pending_only, an object tagged committed is
-  // not deleted: PRECONDITION_FAILED.
-  virtual Status remove_all(const std::string &key, DeleteGuard guard) = 0;
+  // I8's delete. Removes from `key` each object (each version, where the store keeps them)
+  // whose stamp names `stamp` (stamp_mismatch), each on the condition that it is still the
+  // object whose stamp was read: S3 deletes a version by its id (immutable) or the current
+  // object with If-Match on its ETag, Azure with If-Match, file:// moves the file aside and
+  // removes it only if it is the inode read (see ARCHITECTURE.md, "What lodge may delete").
+  // What is not so stamped stays and is listed in `kept`; delete markers stay. When nothing
+  // was kept, the key's incomplete staged uploads are aborted too (they carry no stamp a
+  // store returns; the exact key is the row's own). A missing key is success. An object that
+  // changes between the read and the delete is looked at again; an error if it keeps changing.
+  virtual Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) = 0;
+  // Removes one of lodge's own small objects (get_small/put_small: the doctor's probe), every
+  // version of it. No stamp is checked: never for a row's key.
+  virtual Status remove_small(const std::string &key) = 0;
   // Visits objects under prefix in ascending byte order of key; visit returns false to stop.
   virtual Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) = 0;
 
@@ -190,7 +238,7 @@ public:
                                             const std::vector<Part> &parts, int64_t deadline_steady_ms) = 0;
   virtual Status abort_staged(const std::string &key, const std::string &handle) = 0;
   // Every object this connection's put and complete_staged returned, and every removal
-  // remove_all reported, is durable when flush returns ok (a store whose writes are durable
+  // remove_owned reported, is durable when flush returns ok (a store whose writes are durable
   // when they answer: a no-op). The uploader calls it after the put and before the row is
   // confirmed; cleanup after its deletes and before their tasks are finished. An error
   // leaves the object (or its removal) possibly durable, possibly not.
@@ -232,6 +280,15 @@ public:
   // the upload asked for, are written with it.
   virtual Status mark_committed(const std::string &key,
                                 const std::map<std::string, std::string> &user_tags) = 0;
+  // lodge's pending tag again (with the user's tags), as a put leaves it: reconcile --apply
+  // on a failed upload's object someone else re-tagged. Success without a request on a
+  // store that does not tag.
+  virtual Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags);
+  // Why a guarded delete (DeleteGuard::pending_only) would leave the object, by its tags
+  // ("is tagged state=committed", "has no state tag"); nullopt when it would remove it
+  // (tagged pending, or what the store counts as pending: an Azure blob with no tag at all).
+  // UNSUPPORTED on a store that does not tag.
+  virtual Result<std::optional<std::string>> guard_refusal(const std::string &key);
   // Whether put() and begin_staged() can honour these options (tags, storage class,
   // encryption, Cache-Control, metadata names): UNSUPPORTED naming what this store cannot
   // keep, USAGE for a value it refuses. Asked before anything is recorded. By default only
