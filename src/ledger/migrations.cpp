@@ -22,6 +22,11 @@ namespace {
 // Version 6 did not record the object's options or the file's stat: every re-run read and
 // hashed every file again. Version 7 adds content_type, object_options and the stat cache
 // columns (NULL for the rows it had: they are read once more, then cached).
+// Version 7 did not record that an ACTIVE row's object is still owed the committed tag: a
+// sweep decided it from its own host's configuration, so one without tag_state ignored the
+// task and the store's backstop later expired an ACTIVE object. Version 8 adds
+// cleanup_task.tag_owed, set for what an owed tag looked like then: an alive ACTIVE row
+// whose task is still live (only a confirm owing the tag left one so).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -96,6 +101,13 @@ ALTER TABLE file_upload ADD COLUMN
   stat_mtime_ns       INTEGER;
 ALTER TABLE file_upload ADD COLUMN
   stat_ctime_ns       INTEGER;
+)sql",
+    R"sql(
+ALTER TABLE cleanup_task ADD COLUMN
+  tag_owed       INTEGER NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1));
+UPDATE cleanup_task SET tag_owed = 1
+  WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
+    AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

@@ -196,6 +196,7 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
          " ALTER TABLE file_upload DROP COLUMN holder;"
          " ALTER TABLE file_upload DROP COLUMN content_type, DROP COLUMN object_options,"
          " DROP COLUMN stat_dev, DROP COLUMN stat_ino, DROP COLUMN stat_mtime_ns, DROP COLUMN stat_ctime_ns;"
+         " ALTER TABLE cleanup_task DROP COLUMN tag_owed;"
          " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
   db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
          " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
@@ -209,6 +210,8 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
   CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"
                " AND column_name IN ('content_type', 'object_options', 'stat_dev', 'stat_ino',"
                " 'stat_mtime_ns', 'stat_ctime_ns')") == "6"); // version 7's
+  CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'cleanup_task'"
+               " AND column_name = 'tag_owed'") == "1"); // version 8's
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
   insert_row(*c, "k3"); // the trigger counts from then on
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");
