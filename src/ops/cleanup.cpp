@@ -2,6 +2,7 @@
 #include <functional>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/activate.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/threads.hpp>
@@ -84,14 +85,13 @@ TaskWork ignore(const ledger::TaskRecord &task, TaskWork::Then then, std::string
 }
 
 // The row is alive and ACTIVE and its task records the committed tag as owed (the
-// upload's own tagging failed, or its process died first): tag it, then the task is
+// activation's own tagging failed, or its process died first): tag it, then the task is
 // done (end_tag: or the delete's again, if the row was deleted meanwhile).
 TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const ledger::TaskRecord &task,
                     const CleanupSettings &s, const util::Clock &clock) {
   // The tag set is replaced whole: the tags the upload asked for are written again.
   auto row = find_row(task.record_id);
-  auto t = store.mark_committed(task.object_key, row ? store::from_json(row->object_options).tags
-                                                     : std::map<std::string, std::string>{});
+  auto t = tag_committed(store, task.object_key, row ? row->object_options : std::string());
   if (!t) return failed_attempt(task, s, clock, t.error());
   TaskWork w = ignore(task, TaskWork::Then::tagged);
   w.end.kind = ledger::TaskEnd::Kind::tagged;

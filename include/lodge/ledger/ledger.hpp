@@ -207,7 +207,7 @@ public:
                                                                    int64_t now) = 0;
   // UPLOADING -> ACTIVE and its task -> IGNORED, together; nothing changed when the row
   // (row_not_uploading) or the task (task_held) is no longer where an upload in progress
-  // leaves them.
+  // leaves them. Called through ops::activate (ops/activate.hpp), which decides the tag.
   // With CommitTag::owed the task stays PENDING (its due time unchanged) with tag_owed
   // set: settle ends it once the object is tagged committed, or a sweep tags it.
   // With `retire` (upload --replace), the same transaction soft-deletes every other alive
