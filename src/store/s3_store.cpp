@@ -399,7 +399,7 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &s3_scheme() {
-  static const Scheme k{"s3", "s3://bucket/prefix", &check_url, &bind, &open};
+  static const Scheme k{"s3", "s3://bucket/prefix", Scheme::Tagging::configured, &check_url, &bind, &open};
   return k;
 }
 

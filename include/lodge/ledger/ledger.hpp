@@ -141,11 +141,21 @@ enum class MissingOutcome { marked_missing, not_active }; // not_active: not an 
 enum class DeadLetterOutcome { dead_lettered, lease_lost };
 enum class BlockOutcome { begun, moved }; // moved: another process moved the intent meanwhile
 
-// The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical).
+// The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical), and
+// how lodge tags its objects there: "state" (pending at upload, committed once ACTIVE: what
+// a lifecycle backstop expires by), "none", or "" when not recorded (a ledger bound before
+// tagging modes were; the next bind_store fills it in).
 struct StoreBinding {
   std::string scheme, endpoint, location, root;
+  std::string tagging;
+  // The same store, whatever the tagging mode.
+  [[nodiscard]] bool same_store(const StoreBinding &o) const {
+    return scheme == o.scheme && endpoint == o.endpoint && location == o.location && root == o.root;
+  }
   bool operator==(const StoreBinding &) const = default;
 };
+inline constexpr const char *k_tagging_state = "state";
+inline constexpr const char *k_tagging_none = "none";
 
 enum class Rebind { no, yes };
 
@@ -194,8 +204,9 @@ public:
   // --- the store binding ---
   // The store this ledger serves; nullopt for a ledger made before bindings existed.
   [[nodiscard]] virtual std::optional<StoreBinding> store_binding() = 0;
-  // One transaction: records `b` when the ledger has no binding yet, or replaces another
-  // one when rebind is yes; otherwise writes nothing. Says what was there before.
+  // One transaction: records `b` when the ledger has no binding yet, or fills in `b`'s
+  // tagging mode when the binding is b's store with none recorded, or replaces another
+  // binding when rebind is yes; otherwise writes nothing. Says what was there before.
   [[nodiscard]] virtual BindResult bind_store(const StoreBinding &b, Rebind rebind) = 0;
 
   // --- uploads ---
