@@ -21,6 +21,7 @@ public:
   [[nodiscard]] Capabilities capabilities() const override { return m_inner->capabilities(); }
   Status mark_committed(const std::string &key,
                         const std::map<std::string, std::string> &user_tags) override {
+    if (failpoint::hit("store.tag")) return injected("PUT TAGGING " + key);
     return m_inner->mark_committed(key, user_tags);
   }
   [[nodiscard]] Status accepts(const ObjectOptions &o) const override { return m_inner->accepts(o); }
