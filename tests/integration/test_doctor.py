@@ -45,7 +45,7 @@ class Doctor(S3TestCase):
         for l in r.out.splitlines():
             self.assertTrue(l.startswith("ok    "), r)
         self.assertRegex(self.line(r, "ledger.location"), r"^ok    ledger.location: .*ledger\.db \(SQLite\)$")
-        self.assertEqual(self.line(r, "ledger.schema"), "ok    ledger.schema: schema version 7 (this lodge's)")
+        self.assertEqual(self.line(r, "ledger.schema"), f"ok    ledger.schema: schema version {SCHEMA_VERSION} (this lodge's)")
         self.assertEqual(self.line(r, "ledger.integrity"), "ok    ledger.integrity: PRAGMA quick_check: ok")
         self.assertIn(f"bound to s3://{self.bucket}/lodge", self.line(r, "ledger.binding"))
         self.assertRegex(self.line(r, "store.clock"), r"^ok    store.clock: this host's clock is [0-9] s ")
@@ -68,7 +68,7 @@ class Doctor(S3TestCase):
             self.assertEqual(sorted(c), ["fix", "message", "name", "status"])
             self.assertEqual(c["status"], "ok", c)
             self.assertEqual(c["fix"], "")
-        self.assertEqual(self.checks(j)["ledger.schema"]["message"], "schema version 7 (this lodge's)")
+        self.assertEqual(self.checks(j)["ledger.schema"]["message"], f"schema version {SCHEMA_VERSION} (this lodge's)")
 
     def test_missing_bucket(self):
         for k in self.objects(metadata=True):

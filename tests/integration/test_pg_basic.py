@@ -54,7 +54,7 @@ class PgBasic(S3TestCase):
         return r, lines[:-1]
 
     def test_init_upload_status_sweep_list(self):
-        self.assertEqual(self.q("SELECT value FROM ledger_meta WHERE key = 'schema_version'"), [["7"]])
+        self.assertEqual(self.q("SELECT value FROM ledger_meta WHERE key = 'schema_version'"), [[str(SCHEMA_VERSION)]])
         self.assertFalse(os.path.exists(os.path.join(self.dir, "ledger.db")))
         again = self.lodge("init")  # a second init finds the schema and changes nothing
         self.assertEqual(again.rc, 0, again)
