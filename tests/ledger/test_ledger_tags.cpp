@@ -7,6 +7,7 @@
 #include "support.hpp"
 
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ledger/schema.hpp>
 #include <lodge/ops/cleanup.hpp>
 
 using namespace lodge;
@@ -221,9 +222,11 @@ TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the g
   CHECK_FALSE(e.store.has(a.object_key));
 }
 
-TEST_CASE("migration to schema 8: an ACTIVE row whose task is still live is owed the tag, nothing else") {
+TEST_CASE("migration to tag_owed: an ACTIVE row whose task is still live is owed the tag, nothing else") {
   Env e;
-  // One row for every shape a version-7 ledger has; only the first three looked owed then.
+  // One row for every shape the ledger had before the step (the last one) that adds
+  // tag_owed; only the first three looked owed then.
+  constexpr int before = ledger::k_schema_version - 1;
   auto confirmed = [&](const char *seed) {
     auto r = e.reserve(seed);
     REQUIRE(e.l->confirm(r.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
@@ -243,13 +246,13 @@ TEST_CASE("migration to schema 8: an ACTIVE row whose task is still live is owed
   (void)e.claim_at_due(held);
   e.l.reset();
   auto id = [](int64_t v) { return std::to_string(v); };
-  // As version 7 left it: no tag_owed column, the RETRY task as a failed tag left it.
+  // As that version left it: no tag_owed column, the RETRY task as a failed tag left it.
   e.fresh.exec_raw("UPDATE cleanup_task SET status = 'RETRY', retry_count = 1 WHERE record_id = " +
                    id(retry));
   e.fresh.exec_raw("ALTER TABLE cleanup_task DROP COLUMN tag_owed");
-  e.fresh.set_schema_version(7);
+  e.fresh.set_schema_version(before);
   e.l = e.fresh.open(&e.clock, false); // migrates
-  CHECK(e.l->schema_version() == 8);
+  CHECK(e.l->schema_version() == ledger::k_schema_version);
   CHECK(e.task_of(pending).tag_owed);
   CHECK(e.task_of(retry).tag_owed);
   CHECK(e.task_of(held).tag_owed);
