@@ -129,6 +129,10 @@ CREATE TABLE cleanup_task (
   -- 0: the delete finishes the task. 1: the upload failed ambiguously or by its deadline, so
   -- a late PUT may still land: after the delete, one more pass is owed. 2: this is that pass.
   verify_pass    INTEGER NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2)),
+  -- 1: the row is ACTIVE on a store that tags objects, and its object is still owed the
+  -- committed tag (confirm recorded it; settle, or a sweep's tag, clears it). Recorded so
+  -- that whoever finishes the task tags it, whatever that host's configuration says.
+  tag_owed       INTEGER NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1)),
   UNIQUE (record_id, task_type)
 ) STRICT;
 

@@ -10,6 +10,12 @@
  * The seeded bugs are the BUG_* macros. See model/README.md for what each process stands
  * for, the bounds, the configurations, the properties and how to run the checks.
  *
+ * TAGS: the store tags objects (Azure; S3 with tag_state): every put tags its object
+ * pending, and a lifecycle backstop expires objects still pending long after every
+ * deadline; an activation (the uploader's confirm, reconcile's roll-forward) records on the
+ * task that the committed tag is owed, tags the object and settles the task, and a sweep
+ * finishes a tag still owed.
+ *
  * Time. `now` is true time (what CLOCK_MONOTONIC measures), in ticks. The ledger's wall
  * clock is WALL = now + skew, where skew only grows (a clock step forward) and never
  * exceeds SKEW: the wall clock may run ahead of true time by at most SKEW ticks. A
@@ -90,6 +96,7 @@
 #define D_ALLOWED 1
 #define D_IGNORED 2
 #define D_POSTPONED 3
+#define D_TAG 4         /* TAGS: the row is alive and ACTIVE and its task owes the tag */
 
 #define WALL (now + skew)
 
@@ -111,6 +118,14 @@ byte task_lease[SLOTS];   /* lease_until (wall clock) */
 byte task_ver[SLOTS];     /* lease_version: the fencing token */
 byte task_retry[SLOTS];   /* retry_count */
 bit  task_vfy[SLOTS];     /* fix (b): the first delete is done, the verify pass is due */
+
+#ifdef TAGS
+bit  task_owe[SLOTS];     /* tag_owed: the object is still owed the committed tag */
+bit  obj_com[SLOTS];      /* the object is tagged committed (0: pending, as every put tags it) */
+#define CLEAR_OWE(k) task_owe[k] = 0
+#else
+#define CLEAR_OWE(k) skip
+#endif
 
 /* the bucket */
 bit  obj[SLOTS];          /* obj[FOREIGN] is another writer's object */
@@ -139,20 +154,34 @@ hidden byte h_due;
 
 /* I1: no alive ACTIVE row points at a missing object */
 #define I1_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || obj[k])
+#ifndef TAGS
 /* I1b: an alive ACTIVE row's task is IGNORED (confirm changes both in one transaction),
    so no compensation is ever scheduled against a live object */
 #define I1B_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || task_st[k] == T_IGNORED)
+#define I1C_AT(k) 1
+#else
+/* a task that still records the committed tag as owed: live, or a dead letter (which
+   status reports and lodge retry requeues) */
+#define OWES(k) (task_owe[k] && (LIVE_TASK(k) || task_st[k] == T_FAILED))
+/* I1b: an alive ACTIVE row's task is IGNORED, or it is there only to finish the tag */
+#define I1B_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || task_st[k] == T_IGNORED || OWES(k))
+/* I1c: an alive ACTIVE row's object still tagged pending has a task that owes its tag
+   (otherwise nothing ever tags it, and the backstop expires an ACTIVE object) */
+#define I1C_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k] && obj[k] && !obj_com[k]) || OWES(k))
+#endif
 #define AL(k) (ALIVE(k) -> 1 : 0)
 #define SAME_ALIVE(a, b) (ALIVE(a) && ALIVE(b) && row_dig[a] == row_dig[b])
 
 #if NR == 2
 #define I1_ALL (I1_AT(0) && I1_AT(1) && I1_AT(2))
 #define I1B_ALL (I1B_AT(0) && I1B_AT(1) && I1B_AT(2))
+#define I1C_ALL (I1C_AT(0) && I1C_AT(1) && I1C_AT(2))
 #define ALIVE_COUNT (AL(0) + AL(1))
 #define I4_ALL (!SAME_ALIVE(0, 1))
 #elif NR == 3
 #define I1_ALL (I1_AT(0) && I1_AT(1) && I1_AT(2) && I1_AT(3))
 #define I1B_ALL (I1B_AT(0) && I1B_AT(1) && I1B_AT(2) && I1B_AT(3))
+#define I1C_ALL (I1C_AT(0) && I1C_AT(1) && I1C_AT(2) && I1C_AT(3))
 #define ALIVE_COUNT (AL(0) + AL(1) + AL(2))
 #define I4_ALL (!SAME_ALIVE(0, 1) && !SAME_ALIVE(0, 2) && !SAME_ALIVE(1, 2))
 #else
@@ -167,6 +196,9 @@ hidden byte h_due;
 inline check_inv() {
   assert(I1_ALL);                    /* I1 */
   assert(I1B_ALL);                   /* I1b */
+#ifdef TAGS
+  assert(I1C_ALL);                   /* I1c */
+#endif
   assert(ALIVE_COUNT <= MAX_FILES);  /* I3 */
   assert(I4_ALL)                     /* I4 */
 }
@@ -184,10 +216,11 @@ inline ensure_pending_task(k, due) {
      if
      :: task_next[k] < due -> task_next[k] = due
      :: else -> skip
-     fi
+     fi;
+     CLEAR_OWE(k)  /* the row is dead: its object is deleted, not tagged */
   :: else ->
      task_st[k] = T_PENDING; task_next[k] = due; task_retry[k] = 0; task_lease[k] = 0;
-     task_vfy[k] = 0
+     task_vfy[k] = 0; CLEAR_OWE(k)
   fi
 }
 
@@ -230,12 +263,22 @@ inline reserve_insert(r, dig) {
 }
 
 /* SqliteLedger::confirm: row UPLOADING -> ACTIVE and its task PENDING/RETRY -> IGNORED,
-   both or neither (a task a sweeper holds rolls the confirm back). */
-inline confirm(r, ok) {
+   both or neither (a task a sweeper holds rolls the confirm back). TAGS, owing the tag
+   (`owe`): the task stays as it is and records the tag as owed (tag_owed). */
+inline confirm(r, owe, ok) {
 #ifndef BUG_CONFIRM_NO_TASK
   if
   :: row_st[r] == R_UPLOADING && !row_del[r] && (task_st[r] == T_PENDING || task_st[r] == T_RETRY) ->
-     row_st[r] = R_ACTIVE; task_st[r] = T_IGNORED; task_lease[r] = 0; ok = 1
+     row_st[r] = R_ACTIVE;
+#ifdef TAGS
+     if
+     :: owe -> task_owe[r] = 1
+     :: else -> task_st[r] = T_IGNORED; task_lease[r] = 0
+     fi;
+#else
+     task_st[r] = T_IGNORED; task_lease[r] = 0;
+#endif
+     ok = 1
   :: else -> ok = 0
   fi
 #else
@@ -261,6 +304,31 @@ inline mark_failed(r, definite, ok) {
   :: else -> ok = 0
   fi
 }
+
+#ifdef TAGS
+/* ObjectStore::mark_committed, outside any transaction: may fail while the store is
+   unreachable; only an object that is there can be tagged. */
+inline tag_object(k, ok) {
+  if
+  :: store_fails > 0 -> store_fails--; ok = 0
+  :: true ->
+     if
+     :: obj[k] -> obj_com[k] = 1; ok = 1
+     :: else -> ok = 0
+     fi
+  fi
+}
+
+/* SqliteLedger::settle: after the tag, the task (PENDING/RETRY, not held) of a row still
+   alive and ACTIVE becomes IGNORED, the debt cleared. */
+inline settle(r) {
+  if
+  :: row_st[r] == R_ACTIVE && !row_del[r] && (task_st[r] == T_PENDING || task_st[r] == T_RETRY) ->
+     task_st[r] = T_IGNORED; task_owe[r] = 0; task_lease[r] = 0
+  :: else -> skip
+  fi
+}
+#endif
 
 /* SqliteLedger::soft_delete (lodge delete): ACTIVE alive -> deleted, task due after grace */
 inline soft_delete(r) {
@@ -315,7 +383,19 @@ inline decide(k, mv, dec) {
 #endif
         task_st[k] = T_PENDING; task_next[k] = MAX(WALL, row_dl[k] + GRACE); task_lease[k] = 0;
         dec = D_POSTPONED
+#ifndef TAGS
      :: ALIVE(k) && row_st[k] != R_UPLOADING -> task_st[k] = T_IGNORED; task_lease[k] = 0; dec = D_IGNORED
+#else
+     /* what the task records decides: the worker tags the object under its lease */
+     :: ALIVE(k) && row_st[k] != R_UPLOADING && task_owe[k] -> dec = D_TAG
+#ifdef BUG_HOST_DECIDES
+     /* seeded bug: a sweeping host whose configuration does not tag ignores the debt */
+     :: ALIVE(k) && row_st[k] != R_UPLOADING && task_owe[k] ->
+        task_st[k] = T_IGNORED; task_lease[k] = 0; dec = D_IGNORED
+#endif
+     :: ALIVE(k) && row_st[k] != R_UPLOADING && !task_owe[k] ->
+        task_st[k] = T_IGNORED; task_lease[k] = 0; dec = D_IGNORED
+#endif
      :: else -> dec = D_ALLOWED
      fi
   fi
@@ -350,6 +430,29 @@ inline finish(k, mv, ok) {
   fi
 }
 
+#ifdef TAGS
+/* SqliteLedger::end_tag, fenced: after a `tag` decision's tag, IGNORED if the row is still
+   alive and ACTIVE; a row deleted meanwhile (its delete found the task held) makes it
+   PENDING again for the delete, due after the grace. The debt is cleared either way. */
+inline end_tag(k, mv) {
+  if
+  :: FENCED_OUT(k, mv) -> skip  /* lease_lost: changes nothing */
+  :: else ->
+     assert(task_ver[k] == mv);  /* I6 */
+#ifndef BUG_TAG_END_IGNORES
+     if
+     :: ALIVE(k) -> task_st[k] = T_IGNORED
+     :: else -> task_st[k] = T_PENDING; task_next[k] = WALL + GRACE
+     fi;
+#else
+     /* seeded bug: ignore_task after the tag, whatever became of the row */
+     task_st[k] = T_IGNORED;
+#endif
+     task_owe[k] = 0; task_lease[k] = 0
+  fi
+}
+#endif
+
 /* ObjectStore::remove_all, outside any transaction: idempotent (a missing object is
    success); may fail while the store is unreachable. I5/I8 are asserted here. */
 inline remove_all(k, ok) {
@@ -375,7 +478,7 @@ inline run_claimed_task(k, mv, dec, ok, excl) {
     fi;
 #endif
     if
-    :: dec != D_ALLOWED -> k = NONE; mv = 0; dec = 0
+    :: dec != D_ALLOWED && dec != D_TAG -> k = NONE; mv = 0; dec = 0
     :: else -> skip
     fi
   };
@@ -383,6 +486,17 @@ inline run_claimed_task(k, mv, dec, ok, excl) {
   :: dec == D_ALLOWED ->
      atomic { remove_all(k, ok); CHECK_INV };  /* failpoint sweep.after_delete follows */
      atomic { finish(k, mv, ok); CHECK_INV; ok = 0; k = NONE; mv = 0; dec = 0 }
+#ifdef TAGS
+  :: dec == D_TAG ->
+     atomic { tag_object(k, ok); CHECK_INV };
+     atomic {
+       if
+       :: ok -> end_tag(k, mv)
+       :: else -> finish(k, mv, 0)  /* RETRY after a backoff: the debt stays */
+       fi;
+       CHECK_INV; ok = 0; k = NONE; mv = 0; dec = 0
+     }
+#endif
   :: else -> skip
   fi
 }
@@ -483,14 +597,32 @@ up_start:
      the two, so they are one step). */
   if
   :: atomic {
-       /* 200, only if the server stored it: SqliteLedger::confirm */
+       /* 200, only if the server stored it: ops::activate's confirm (owing the tag on a
+          store that tags objects) */
        put_st[r] == P_LANDED ->
-       confirm(r, ok); CHECK_INV;
+       confirm(r, 1, ok); CHECK_INV;
        if
        :: ok -> ok = 0
        :: else -> goto up_done  /* STATE_CHANGED: reported failed */
        fi
      };
+#ifdef TAGS
+     /* PendingActivation::finish: the tag (a store call), then the settle */
+     if
+     :: atomic { tag_object(r, ok); CHECK_INV }
+     CRASH_OPT(up_crash)
+     fi;
+     if
+     :: atomic {
+          if
+          :: ok -> settle(r)
+          :: else -> skip  /* warned: lodge sweep tags it later */
+          fi;
+          ok = 0; CHECK_INV
+        }
+     CRASH_OPT(up_crash)
+     fi;
+#endif
 #ifndef NO_SOFT_DELETE
      if
      :: atomic { soft_delete(r); CHECK_INV; goto up_done }  /* later: lodge delete */
@@ -586,6 +718,9 @@ sw_claim:
 #endif
        if
        :: dec == D_ALLOWED -> dec = 0
+#ifdef TAGS
+       :: dec == D_TAG -> dec = 0; goto sw_tag
+#endif
        :: else ->
           k = NONE; mv = 0; dec = 0;
           if
@@ -612,6 +747,29 @@ sw_claim:
      }
   CRASH_OPT(sw_crash)
   fi;
+#ifdef TAGS
+  /* the `tag` decision: the tag under the lease, then end_tag (or RETRY if it failed) */
+sw_tag:
+  if
+  :: atomic { tag_object(k, ok); CHECK_INV }
+  CRASH_OPT(sw_crash)
+  fi;
+  if
+  :: atomic {
+       if
+       :: ok -> end_tag(k, mv)
+       :: else -> finish(k, mv, 0)
+       fi;
+       CHECK_INV;
+       k = NONE; mv = 0; ok = 0;
+       if
+       :: claimed < LIMIT -> goto sw_claim
+       :: else -> goto sw_done
+       fi
+     }
+  CRASH_OPT(sw_crash)
+  fi;
+#endif
 sw_crash:
   atomic {
     /* cron starts a new run */
@@ -653,12 +811,19 @@ rp_end:
    A crash ends the run and cron starts another. */
 proctype Reconcile() {
   byte k = 0;
+#ifdef TAGS
+  bit ok;
+#endif
 rc_read:
   if
   :: atomic {
        /* the merge-join reads: the object listed, the row by key, its task */
        if
        :: obj[k] && DEAD(k) && !LIVE_TASK(k) -> skip
+#ifdef TAGS
+       /* --roll-forward: an UPLOADING row whose object is there (confirmed_after_backup) */
+       :: obj[k] && row_st[k] == R_UPLOADING && !row_del[k] -> skip
+#endif
 #ifdef BUG_ADOPT_ORPHAN
        :: obj[k] && row_st[k] == R_NONE -> skip
 #endif
@@ -683,9 +848,24 @@ rc_read:
 #endif
        if
        :: DEAD(k) -> h_due = WALL; ensure_pending_task(k, h_due); h_due = 0
+#ifdef TAGS
+#ifndef BUG_ROLL_FORWARD_UNOWED
+       /* reconcile --apply --roll-forward: ops::activate, as the upload's own */
+       :: row_st[k] == R_UPLOADING && !row_del[k] && obj[k] -> confirm(k, 1, ok)
+#else
+       /* seeded bug: a plain confirm (CommitTag::none), and no tag */
+       :: row_st[k] == R_UPLOADING && !row_del[k] && obj[k] -> confirm(k, 0, ok); ok = 0
+#endif
+#endif
        :: else -> skip
        fi;
        CHECK_INV;
+#ifdef TAGS
+       if
+       :: ok -> goto rc_tag
+       :: else -> skip
+       fi;
+#endif
        k++;
        if
        :: k < SLOTS -> goto rc_read
@@ -694,6 +874,29 @@ rc_read:
      }
   :: atomic { crash_budget > 0 -> crash_budget--; k = 0; goto rc_read }
   fi;
+#ifdef TAGS
+  /* the activation's tag, then its settle */
+rc_tag:
+  if
+  :: atomic { tag_object(k, ok); CHECK_INV }
+  :: atomic { crash_budget > 0 -> crash_budget--; k = 0; ok = 0; goto rc_read }
+  fi;
+  if
+  :: atomic {
+       if
+       :: ok -> settle(k)
+       :: else -> skip
+       fi;
+       ok = 0; CHECK_INV;
+       k++;
+       if
+       :: k < SLOTS -> goto rc_read
+       :: else -> k = 0; finished++; goto rc_end
+       fi
+     }
+  :: atomic { crash_budget > 0 -> crash_budget--; k = 0; ok = 0; goto rc_read }
+  fi;
+#endif
 rc_end:
   skip
 }
@@ -702,6 +905,9 @@ rc_end:
 inline land(k) {
   assert(row_st[k] != R_NONE && task_st[k] != T_NONE);  /* I2 */
   put_st[k] = P_LANDED; obj[k] = 1
+#ifdef TAGS
+  ; obj_com[k] = 0  /* every put tags its object pending */
+#endif
 }
 
 /* The object store's side of a PUT: one that was sent may be stored at any moment
@@ -767,6 +973,11 @@ active proctype Final() {
           assert(i == FOREIGN || !obj[i] || (row_st[i] == R_ACTIVE && !row_del[i]) || task_st[i] == T_FAILED); /* I7 leftover */
           /* after the verify passes, every task is finished */
           assert(phase == 0 || task_st[i] == T_NONE || task_st[i] == T_SUCCESS || task_st[i] == T_IGNORED || task_st[i] == T_FAILED); /* I7 */
+#ifdef TAGS
+          /* no alive ACTIVE row's object is left pending for the backstop to expire (but
+             one whose tag task is a dead letter, which status reports) */
+          assert(!(row_st[i] == R_ACTIVE && !row_del[i] && obj[i] && !obj_com[i]) || task_st[i] == T_FAILED); /* I7 tag */
+#endif
           i++
        :: else -> break
        od;

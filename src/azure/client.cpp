@@ -325,6 +325,15 @@ Status Client::set_tags(const std::string &name, const std::map<std::string, std
   return ok_status();
 }
 
+Result<std::map<std::string, std::string>> Client::get_tags(const std::string &name) {
+  Call c{"GET", name, {{"comp", "tags"}}, {}, nullptr, {}, 0, "GET TAGS " + name};
+  auto r = send(c);
+  if (!r) return r.error();
+  auto tags = parse_tags(r->body);
+  if (!tags) return Error(Errc::storage_error, "GET TAGS " + name + ": unreadable answer");
+  return *tags;
+}
+
 Support Client::versions_support() const {
   return static_cast<Support>(m_traits->versions.load());
 }

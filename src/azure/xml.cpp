@@ -78,6 +78,20 @@ std::optional<BlockList> parse_block_list(std::string_view xml) {
   return out;
 }
 
+std::optional<std::map<std::string, std::string>> parse_tags(std::string_view xml) {
+  auto doc = load(xml);
+  if (!doc) return std::nullopt;
+  auto root = doc->document_element();
+  if (std::string_view(root.name()) != "Tags") return std::nullopt;
+  std::map<std::string, std::string> out;
+  for (auto t : root.child("TagSet").children("Tag")) {
+    auto k = text(t, "Key");
+    if (k.empty()) return std::nullopt;
+    out[k] = text(t, "Value");
+  }
+  return out;
+}
+
 std::string block_list_xml(const std::vector<std::string> &block_ids) {
   std::string out = R"(<?xml version="1.0" encoding="utf-8"?><BlockList>)";
   for (const auto &id : block_ids)

@@ -66,6 +66,10 @@ public:
   [[nodiscard]] store::Binding store_binding();
   // The error for a ledger bound to `have` used with `want`.
   [[nodiscard]] LodgeError store_mismatch(const ledger::StoreBinding &have, const store::Binding &want);
+  // Why a ledger bound to `have` refuses `want` (STORE_MISMATCH, exit 2): another store, or
+  // the same store tagged otherwise (a tagging mode not recorded yet refuses nothing).
+  [[nodiscard]] std::optional<LodgeError> binding_refusal(const ledger::StoreBinding &have,
+                                                          const store::Binding &want);
   // Records that this run's store matches the ledger's binding (init made it so).
   void binding_checked() { m_binding_checked = true; }
   // The configured store's backend, opened once (its URL parsed, its credentials

@@ -34,10 +34,12 @@ Command add_init(CLI::App &app) {
             auto want = ctx.store_binding();
             auto &l = ctx.init_ledger();
             auto r = l.bind_store(to_ledger(want), *rebind ? ledger::Rebind::yes : ledger::Rebind::no);
-            if (!r.written && r.previous && *r.previous != to_ledger(want))
-              throw ctx.store_mismatch(*r.previous, want);
+            if (!r.written && r.previous)
+              if (auto refused = ctx.binding_refusal(*r.previous, want)) throw *refused;
             ctx.binding_checked();
-            bool rebound = r.written && r.previous;
+            // Filling in the tagging mode of a binding made before it was recorded is no rebind.
+            bool rebound = r.written && r.previous &&
+                           !(r.previous->tagging.empty() && r.previous->same_store(to_ledger(want)));
             auto store = store::describe(want);
             if (*accept) {
               switch (l.accept_divergence(util::system_clock().now_ms())) {
@@ -68,7 +70,8 @@ Command add_init(CLI::App &app) {
                    {{"scheme", want.scheme},
                     {"endpoint", want.endpoint},
                     {"location", want.location},
-                    {"root", want.root}}},
+                    {"root", want.root},
+                    {"state_tags", want.state_tags}}},
                   {"rebound_from", rebound ? nlohmann::json(store::describe(from_ledger(*r.previous)))
                                            : nlohmann::json(nullptr)}};
               ctx.print_json(j);
@@ -77,11 +80,19 @@ Command add_init(CLI::App &app) {
                           util::escape_for_terminal(l.location()).c_str(), l.schema_version(),
                           l.uuid().c_str(), util::escape_for_terminal(store).c_str());
             }
-            if (rebound)
-              std::fprintf(stderr, "lodge: ledger %s rebound: its store was %s, it is now %s\n",
+            if (rebound) {
+              // Say the tagging modes only when they changed.
+              auto was = from_ledger(*r.previous);
+              auto tagging = [&](const store::Binding &b) {
+                return was.state_tags == want.state_tags ? ""
+                       : b.state_tags                    ? " (with state tags)"
+                                                         : " (without state tags)";
+              };
+              std::fprintf(stderr, "lodge: ledger %s rebound: its store was %s%s, it is now %s%s\n",
                            util::escape_for_terminal(l.location()).c_str(),
-                           util::escape_for_terminal(store::describe(from_ledger(*r.previous))).c_str(),
-                           util::escape_for_terminal(store).c_str());
+                           util::escape_for_terminal(store::describe(was)).c_str(), tagging(was),
+                           util::escape_for_terminal(store).c_str(), tagging(want));
+            }
             return exit_status(Errc::ok);
           }};
 }

@@ -51,9 +51,10 @@ void ledger_checks(Context &ctx, std::vector<Check> &out) {
       out.push_back(
           {"ledger.binding", Level::warn, "the ledger is bound to no store yet",
            "run `lodge init` with the store the ledger serves (the first command using a store binds it)"});
-    else if (*have != to_ledger(want))
-      out.push_back(fail("ledger.binding", ctx.store_mismatch(*have, want).error().message,
-                         "use the store the ledger is bound to, or another ledger for this store"));
+    else if (auto refused = ctx.binding_refusal(*have, want))
+      out.push_back(fail("ledger.binding", refused->error().message,
+                         "use the store the ledger is bound to, configured as it records, or another ledger"
+                         " for this store"));
     else
       out.push_back({"ledger.binding", Level::ok, "bound to " + store::describe(want), ""});
   } catch (const LodgeError &e) {

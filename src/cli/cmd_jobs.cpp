@@ -334,6 +334,7 @@ Command add_tasks(CLI::App &app) {
                     {"next_retry_at", t.next_retry_at},
                     {"lease_version", t.lease_version},
                     {"verify_pass", t.verify_pass},
+                    {"tag_owed", t.tag_owed},
                     {"last_error", t.last_error ? nlohmann::json(*t.last_error) : nlohmann::json(nullptr)}});
               } else {
                 std::printf("%-6lld %-10s retries %-3lld %s  %s\n", static_cast<long long>(t.id),

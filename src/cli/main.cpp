@@ -77,15 +77,40 @@ std::shared_ptr<ledger::LedgerPool> Context::ledger_pool() {
 }
 
 ledger::StoreBinding to_ledger(const store::Binding &b) {
-  return {b.scheme, b.endpoint, b.location, b.root};
+  return {b.scheme, b.endpoint, b.location, b.root,
+          b.state_tags ? ledger::k_tagging_state : ledger::k_tagging_none};
 }
 
 store::Binding from_ledger(const ledger::StoreBinding &b) {
-  return {b.scheme, b.endpoint, b.location, b.root};
+  return {b.scheme, b.endpoint, b.location, b.root, b.tagging == ledger::k_tagging_state};
 }
 
 store::Binding Context::store_binding() {
-  return store::canonical_binding(cfg().store, cfg().endpoint);
+  return store::canonical_binding(cfg().store, cfg().endpoint, cfg().tag_state);
+}
+
+std::optional<LodgeError> Context::binding_refusal(const ledger::StoreBinding &have,
+                                                   const store::Binding &want) {
+  const auto given = to_ledger(want);
+  if (!have.same_store(given)) return store_mismatch(have, want);
+  if (have.tagging.empty() || have.tagging == given.tagging) return std::nullopt;
+  // The same store, tagged otherwise: an upload from here would leave objects another
+  // host's lifecycle backstop expires (or tag nothing a backstop expects).
+  const bool tags = have.tagging == ledger::k_tagging_state;
+  const auto shown = store::describe(want);
+  return LodgeError(
+      Errc::store_mismatch,
+      "the ledger " + (m_ledger ? m_ledger->location() : cfg().ledger) + " is bound to the store " + shown +
+          (tags
+               ? " with state tags (its objects are tagged lodge-state pending, then committed once ACTIVE), "
+                 "but this configuration does not tag them"
+               : " without state tags, but this configuration tags its objects lodge-state") +
+          ". Every host of a ledger must tag alike: " +
+          (tags ? std::string(want.scheme == "s3" ? "set \"tag_state\": true in this host's configuration"
+                                                  : "use a store that can tag objects")
+                : std::string("remove \"tag_state\" from this host's configuration")) +
+          ", or change the ledger's mode with `lodge init --rebind-store` from a host configured as every "
+          "host will be");
 }
 
 LodgeError Context::store_mismatch(const ledger::StoreBinding &have, const store::Binding &want) {
@@ -107,21 +132,24 @@ std::unique_ptr<store::ObjectStore> Context::open_store() {
   auto want = store_binding();
   auto &l = ledger();
   auto have = l.store_binding();
-  if (!have) {
-    // A ledger made before bindings existed serves the store its first use names.
+  if (!have || (have->tagging.empty() && have->same_store(to_ledger(want)))) {
+    // A ledger made before bindings existed serves the store its first use names; one bound
+    // before tagging modes were records this store's.
     auto r = l.bind_store(to_ledger(want), ledger::Rebind::no);
     if (r.written) {
       if (!g.quiet)
         std::fprintf(stderr,
-                     "lodge: ledger %s is now bound to store %s (recorded on first use after upgrade)\n",
+                     "lodge: ledger %s is now bound to store %s%s (recorded on first use after upgrade)\n",
                      util::escape_for_terminal(l.location()).c_str(),
-                     util::escape_for_terminal(store::describe(want)).c_str());
+                     util::escape_for_terminal(store::describe(want)).c_str(),
+                     r.previous ? (want.state_tags ? ", with state tags" : ", without state tags") : "");
       m_binding_checked = true;
       return st;
     }
     have = r.previous; // another process recorded one meanwhile
   }
-  if (have && *have != to_ledger(want)) throw store_mismatch(*have, want);
+  if (have)
+    if (auto refused = binding_refusal(*have, want)) throw *refused;
   m_binding_checked = true;
   return st;
 }

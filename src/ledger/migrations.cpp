@@ -26,6 +26,11 @@ namespace {
 // another path was not restorable by that path). Version 8 adds content_of and content_key
 // (rows sharing another row's object; NULL for the rows it had) and leaves sharing rows out
 // of the I4 indexes.
+// Version 8 did not record that an ACTIVE row's object is still owed the committed tag: a
+// sweep decided it from its own host's configuration, so one without tag_state ignored the
+// task and the store's backstop later expired an ACTIVE object. Version 9 adds
+// cleanup_task.tag_owed, set for what an owed tag looked like then: an alive ACTIVE row
+// whose task is still live (only a confirm owing the tag left one so).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -115,6 +120,13 @@ CREATE UNIQUE INDEX file_upload_alive_prefix_digest
   WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
 CREATE INDEX file_upload_content_key
   ON file_upload (content_key) WHERE content_key IS NOT NULL;
+)sql",
+    R"sql(
+ALTER TABLE cleanup_task ADD COLUMN
+  tag_owed       INTEGER NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1));
+UPDATE cleanup_task SET tag_owed = 1
+  WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
+    AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

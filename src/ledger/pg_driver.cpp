@@ -34,7 +34,8 @@ constexpr int k_oldest_pg_schema_version = 4;
 // (src/ledger/migrations.cpp), the (owner, sha256) index of alive rows and owner_usage.
 // Version 5 -> 6: file_upload.holder. Version 6 -> 7: the object's options and the stat cache.
 // Version 7 -> 8: rows sharing another row's object (content_of, content_key).
-constexpr std::array<std::string_view, 4> k_pg_steps{
+// Version 8 -> 9: cleanup_task.tag_owed, set as SQLite's step sets it.
+constexpr std::array<std::string_view, 5> k_pg_steps{
     R"sql(
 DROP INDEX file_upload_owner_alive;
 CREATE INDEX file_upload_alive_digest
@@ -86,6 +87,13 @@ CREATE UNIQUE INDEX file_upload_alive_prefix_digest
   WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
 CREATE INDEX file_upload_content_key
   ON file_upload (content_key) WHERE content_key IS NOT NULL;
+)sql",
+    R"sql(
+ALTER TABLE cleanup_task
+  ADD COLUMN tag_owed BIGINT NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1));
+UPDATE cleanup_task SET tag_owed = 1
+  WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
+    AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
 )sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");

@@ -11,7 +11,7 @@ std::string object_key_for(const std::string &root, const std::string &owner, co
 }
 
 Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
-                     const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms, CommitTag tag) {
+                     const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms) {
   if (!current || current->status != TaskStatus::processing || current->lease_version != held.lease_version)
     return {DecisionKind::lease_lost};
   // The object is in use exactly when the row is alive (the caller presents a dead row whose
@@ -28,7 +28,9 @@ Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &cu
       return {DecisionKind::fail_overdue_then_postpone, due, k_verify_owed};
     return {DecisionKind::fail_overdue_then_allow, 0, k_verify_owed};
   }
-  if (row && !row->is_deleted) return {tag == CommitTag::owed ? DecisionKind::tag : DecisionKind::ignore};
+  // Whether the object is still owed its committed tag is what the confirm recorded, never
+  // what the deciding host's configuration says.
+  if (row && !row->is_deleted) return {current->tag_owed ? DecisionKind::tag : DecisionKind::ignore};
   return {DecisionKind::allow};
 }
 

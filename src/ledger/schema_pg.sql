@@ -124,6 +124,8 @@ CREATE TABLE cleanup_task (
   -- 0: the delete finishes the task. 1: a late PUT may still land: one more pass is owed.
   -- 2: this is that pass.
   verify_pass    BIGINT NOT NULL DEFAULT 0 CHECK (verify_pass IN (0, 1, 2)),
+  -- 1: the ACTIVE row's object is still owed the committed tag (see schema.sql).
+  tag_owed       BIGINT NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1)),
   UNIQUE (record_id, task_type)
 );
 

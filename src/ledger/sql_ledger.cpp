@@ -138,7 +138,7 @@ std::optional<StoreBinding> SqlLedger::store_binding() {
   }
   if (!kv.contains("binding.scheme")) return std::nullopt;
   return StoreBinding{kv["binding.scheme"], kv["binding.endpoint"], kv["binding.location"],
-                      kv["binding.root"]};
+                      kv["binding.root"], kv["binding.tagging"]};
 }
 
 BindResult SqlLedger::bind_store(const StoreBinding &b, Rebind rebind) {
@@ -146,12 +146,15 @@ BindResult SqlLedger::bind_store(const StoreBinding &b, Rebind rebind) {
     lock_meta(); // read under the write lock: two first uses race to record it
     BindResult r;
     r.previous = store_binding();
-    if (r.previous && (rebind == Rebind::no || *r.previous == b)) return r;
+    // A binding recorded before tagging modes were gets this one's, for the same store only.
+    const bool fill_in =
+        r.previous && r.previous->tagging.empty() && !b.tagging.empty() && r.previous->same_store(b);
+    if (r.previous && !fill_in && (rebind == Rebind::no || *r.previous == b)) return r;
     auto st =
         q("INSERT INTO ledger_meta (key, value) VALUES ('binding.scheme', ?1), ('binding.endpoint', ?2),"
-          " ('binding.location', ?3), ('binding.root', ?4)"
+          " ('binding.location', ?3), ('binding.root', ?4), ('binding.tagging', ?5)"
           " ON CONFLICT (key) DO UPDATE SET value = excluded.value");
-    st.bind(1, b.scheme).bind(2, b.endpoint).bind(3, b.location).bind(4, b.root).exec();
+    st.bind(1, b.scheme).bind(2, b.endpoint).bind(3, b.location).bind(4, b.root).bind(5, b.tagging).exec();
     tx.commit();
     r.written = true;
     return r;

@@ -67,15 +67,14 @@ public:
                                                   int64_t lease_ms) override;
   [[nodiscard]] std::optional<TaskRecord> claim_task(int64_t task_id, int64_t now, const std::string &worker,
                                                      int64_t lease_ms) override;
-  [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
-                                    CommitTag tag = CommitTag::none) override;
+  [[nodiscard]] TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) override;
   [[nodiscard]] TaskFinish ignore_task(const TaskRecord &t, int64_t now,
                                        const std::string &reason = {}) override;
+  [[nodiscard]] TaskFinish end_tag(const TaskRecord &t, int64_t due, int64_t now) override;
   [[nodiscard]] TaskFinish finish(const TaskRecord &t, bool succeeded, const std::string &error,
                                   int64_t next_retry_at, int64_t now) override;
   [[nodiscard]] std::vector<TaskDecision> decide_many(const std::vector<TaskRecord> &tasks, int64_t now,
-                                                      int64_t grace_ms,
-                                                      CommitTag tag = CommitTag::none) override;
+                                                      int64_t grace_ms) override;
   [[nodiscard]] std::vector<TaskFinish> finish_many(const std::vector<TaskEnd> &ends, int64_t now) override;
 
   [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;

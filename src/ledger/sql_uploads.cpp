@@ -25,7 +25,7 @@ constexpr const char *k_file_cols =
 
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
-    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass";
+    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed";
 
 // A state as stored: the schema's CHECK admits only the names of the enum's table.
 template <class E> E stored_state(std::optional<E> v, const char *column, const std::string &text) {
@@ -90,6 +90,7 @@ TaskRecord read_task(const sql::Stmt &st) {
   t.created_at = st.col_int(12);
   t.updated_at = st.col_int(13);
   t.verify_pass = st.col_int(14);
+  t.tag_owed = st.col_int(15) != 0;
   return t;
 }
 
@@ -387,12 +388,15 @@ ConfirmOutcome SqlLedger::confirm(int64_t id, const std::string &etag, const std
       return ConfirmOutcome::row_not_uploading;
     // A task a sweep already holds (PROCESSING) means the cleanup may be under way:
     // then the upload must not become ACTIVE. Rolling back keeps the row UPLOADING.
-    // Owed a committed tag, the task stays PENDING (due as it was) until settle().
-    auto task = q(tag == CommitTag::owed
-                      ? "UPDATE cleanup_task SET updated_at = ?2 WHERE record_id = ?1 AND status IN "
-                        "('PENDING', 'RETRY')"
-                      : "UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
-                        " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    // Owed a committed tag, the task stays PENDING (due as it was) and records the debt:
+    // settle() ends it once the tag is set, or whichever sweep claims it sets the tag.
+    auto task =
+        q(tag == CommitTag::owed
+              ? "UPDATE cleanup_task SET tag_owed = 1, updated_at = ?2 WHERE record_id = ?1 AND status "
+                "IN ('PENDING', 'RETRY')"
+              : "UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, updated_at = ?2,"
+                " lease_owner = NULL, lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING',"
+                " 'RETRY')");
     if (task.bind(1, id).bind(2, now).exec() != 1) return ConfirmOutcome::task_held;
     // upload --replace: the rows this one supersedes, in the same transaction (new object
     // first, then this; the old objects go with their tasks after the grace).
@@ -440,8 +444,9 @@ SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
     auto row = file_for_update(record_id);
     if (!row || row->is_deleted || row->upload_status != FileStatus::active)
       return SettleOutcome::not_pending;
-    auto task = q("UPDATE cleanup_task SET status = 'IGNORED', updated_at = ?2, lease_owner = NULL,"
-                  " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    auto task =
+        q("UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, updated_at = ?2, lease_owner = NULL,"
+          " lease_until = NULL WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
     if (task.bind(1, record_id).bind(2, now).exec() != 1) return SettleOutcome::not_pending;
     tx.commit();
     return SettleOutcome::settled;
@@ -450,10 +455,32 @@ SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
 
 TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now, const std::string &reason) {
   return m_c->write([&](sql::Tx &tx) {
-    auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
+    auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, lease_owner = NULL, lease_until = NULL,"
                  " last_error = COALESCE(NULLIF(?4, ''), last_error), updated_at = ?3"
                  " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
     if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, reason).exec() != 1)
+      return TaskFinish::lease_lost;
+    tx.commit();
+    return TaskFinish::success;
+  });
+}
+
+TaskFinish SqlLedger::end_tag(const TaskRecord &t, int64_t due, int64_t now) {
+  return m_c->write([&](sql::Tx &tx) {
+    // The row first (the lock order): a user's delete while the tag was being set found the
+    // task held and left it to us; ignoring it then would leave the object forever.
+    auto row = file_for_update(t.record_id);
+    const bool alive = row && !row->is_deleted && row->upload_status == FileStatus::active;
+    auto st = q("UPDATE cleanup_task SET status = CASE WHEN ?4 = 1 THEN 'IGNORED' ELSE 'PENDING' END,"
+                " next_retry_at = CASE WHEN ?4 = 1 THEN next_retry_at ELSE ?5 END, tag_owed = 0,"
+                " lease_owner = NULL, lease_until = NULL, updated_at = ?3"
+                " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    if (st.bind(1, t.id)
+            .bind(2, t.lease_version)
+            .bind(3, now)
+            .bind(4, static_cast<int64_t>(alive))
+            .bind(5, due)
+            .exec() != 1)
       return TaskFinish::lease_lost;
     tx.commit();
     return TaskFinish::success;
@@ -565,7 +592,7 @@ std::optional<TaskRecord> SqlLedger::claim_task(int64_t task_id, int64_t now, co
   });
 }
 
-TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms, CommitTag tag) {
+TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_ms) {
   return m_c->write([&](sql::Tx &tx) {
     auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
     auto cur = task_by_id(t.id, m_c->for_update());
@@ -577,7 +604,7 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
       row->is_deleted = false;
       row->upload_status = FileStatus::active;
     }
-    const Decision d = decide_task(t, cur, row, now, grace_ms, tag);
+    const Decision d = decide_task(t, cur, row, now, grace_ms);
     // Every change below is fenced by the lease: status PROCESSING, the same version.
     auto fenced = [&](Stmt &st) {
       return st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() == 1;
@@ -615,8 +642,9 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
       return TaskDecision::allowed;
     }
     case DecisionKind::ignore: {
-      auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', lease_owner = NULL, lease_until = NULL,"
-                   " updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, lease_owner = NULL,"
+                   " lease_until = NULL, updated_at = ?3 WHERE id = ?1 AND lease_version = ?2 AND status ="
+                   " 'PROCESSING'");
       if (!fenced(ign)) return TaskDecision::lease_lost;
       tx.commit();
       return TaskDecision::ignored;
@@ -674,13 +702,13 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
 // The batch forms: each item is the single-item method itself, whose own write is a
 // savepoint inside this transaction (sql::Conn::write nests).
 std::vector<TaskDecision> SqlLedger::decide_many(const std::vector<TaskRecord> &tasks, int64_t now,
-                                                 int64_t grace_ms, CommitTag tag) {
+                                                 int64_t grace_ms) {
   if (tasks.empty()) return {};
   return m_c->write([&](sql::Tx &tx) {
     std::vector<TaskDecision> out;
     out.reserve(tasks.size());
     for (const auto &t : tasks) {
-      out.push_back(decide(t, now, grace_ms, tag));
+      out.push_back(decide(t, now, grace_ms));
       still_in_batch("decide_many");
     }
     tx.commit();
@@ -700,6 +728,9 @@ std::vector<TaskFinish> SqlLedger::finish_many(const std::vector<TaskEnd> &ends,
         break;
       case TaskEnd::Kind::ignore:
         out.push_back(ignore_task(e.task, now, e.error));
+        break;
+      case TaskEnd::Kind::tagged:
+        out.push_back(end_tag(e.task, e.next_retry_at, now));
         break;
       case TaskEnd::Kind::dead_letter:
         out.push_back(dead_letter(e.task, e.error, now) == DeadLetterOutcome::dead_lettered
@@ -796,16 +827,18 @@ QueueOutcome SqlLedger::ensure_pending_task(int64_t record_id, const std::string
     return QueueOutcome::held; // a worker holds it; its own checks decide
   if (t->status == TaskStatus::pending || t->status == TaskStatus::retry) {
     // Never earlier than the grace allows: a PUT may still be landing. A pass owed stays owed.
+    // A tag owed is not: the row is dead, its object is the task's to delete.
     auto st = q("UPDATE cleanup_task SET"
                 " next_retry_at = CASE WHEN next_retry_at > ?2 THEN next_retry_at ELSE ?2 END,"
                 " verify_pass = CASE WHEN verify_pass > ?4 THEN verify_pass ELSE ?4 END,"
-                " updated_at = ?3 WHERE id = ?1");
+                " tag_owed = 0, updated_at = ?3 WHERE id = ?1");
     one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
     return QueueOutcome::queued;
   }
   auto st =
       q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
-        " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, updated_at = ?3 WHERE id = ?1");
+        " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, tag_owed = 0, updated_at = ?3"
+        " WHERE id = ?1");
   one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
   return QueueOutcome::queued;
 }

@@ -2,6 +2,7 @@
 #include <functional>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/activate.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/threads.hpp>
@@ -87,16 +88,19 @@ TaskWork ignore(const ledger::TaskRecord &task, TaskWork::Then then, std::string
   return w;
 }
 
-// The row is alive and ACTIVE and its object owed the committed tag (the upload's own
-// tagging failed, or its process died first): tag it, then the task is done.
+// The row is alive and ACTIVE and its task records the committed tag as owed (the
+// activation's own tagging failed, or its process died first): tag it, then the task is
+// done (end_tag: or the delete's again, if the row was deleted meanwhile).
 TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const ledger::TaskRecord &task,
                     const CleanupSettings &s, const util::Clock &clock) {
   // The tag set is replaced whole: the tags the upload asked for are written again.
   auto row = find_row(task.record_id);
-  auto t = store.mark_committed(task.object_key, row ? store::from_json(row->object_options).tags
-                                                     : std::map<std::string, std::string>{});
+  auto t = tag_committed(store, task.object_key, row ? row->object_options : std::string());
   if (!t) return failed_attempt(task, s, clock, t.error());
-  return ignore(task, TaskWork::Then::tagged);
+  TaskWork w = ignore(task, TaskWork::Then::tagged);
+  w.end.kind = ledger::TaskEnd::Kind::tagged;
+  w.end.next_retry_at = clock.now_ms() + s.grace_ms; // as a user's delete schedules it
+  return w;
 }
 
 // The guard kept the object: it is this failed row's by its stamp, but someone tagged it
@@ -228,6 +232,8 @@ ledger::TaskFinish end_one(ledger::Ledger &ledger, const ledger::TaskEnd &e, int
   switch (e.kind) {
   case ledger::TaskEnd::Kind::ignore:
     return ledger.ignore_task(e.task, now, e.error);
+  case ledger::TaskEnd::Kind::tagged:
+    return ledger.end_tag(e.task, e.next_retry_at, now);
   case ledger::TaskEnd::Kind::dead_letter:
     return ledger.dead_letter(e.task, e.error, now) == ledger::DeadLetterOutcome::dead_lettered
                ? ledger::TaskFinish::dead_letter
@@ -253,10 +259,6 @@ void make_deletes_durable(store::ObjectStore &store, const std::vector<TaskWork 
   for (auto *w : work)
     if (!w->done && w->then == TaskWork::Then::deleted) *w = failed_attempt(w->end.task, s, clock, f.error());
 }
-
-ledger::CommitTag tag_of(store::ObjectStore &store) {
-  return store.capabilities().state_tags ? ledger::CommitTag::owed : ledger::CommitTag::none;
-}
 } // namespace
 
 int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms) {
@@ -268,7 +270,7 @@ CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
   auto w = work_on([&ledger](int64_t id) { return ledger.find_file(id); }, ledger.uuid(), store, task,
-                   ledger.decide(task, clock.now_ms(), s.grace_ms, tag_of(store)), s, clock);
+                   ledger.decide(task, clock.now_ms(), s.grace_ms), s, clock);
   if (w.done) return *w.done;
   make_deletes_durable(store, {&w}, s, clock);
   return conclude(w, end_one(ledger, w.end, clock.now_ms()), s.voice);
@@ -285,8 +287,7 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
   if (stores.empty()) throw LodgeError(Errc::internal, "run_claimed_batch: no store connection");
-  store::ObjectStore &store = *stores.front();
-  auto decisions = ledger.decide_many(tasks, clock.now_ms(), s.grace_ms, tag_of(store));
+  auto decisions = ledger.decide_many(tasks, clock.now_ms(), s.grace_ms);
   if (decisions.size() != tasks.size())
     throw LodgeError(Errc::internal, "decide_many returned " + std::to_string(decisions.size()) +
                                          " decisions for " + std::to_string(tasks.size()) + " tasks");

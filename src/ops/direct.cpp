@@ -208,8 +208,6 @@ FileResult Uploader::confirm_direct(int64_t id) {
         r, UploadOutcome::failed,
         Error(Errc::state_changed, what + " passed its deadline before it was confirmed; not "
                                           "stored (lodge repair fails it, sweep removes what was sent)"));
-  // The options the row was reserved with (its tags go with the committed tag).
-  m_s.options = store::from_json(rec.object_options);
   auto h = m_store.head(rec.object_key);
   if (!h) {
     if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());
@@ -254,9 +252,8 @@ FileResult Uploader::confirm_direct(int64_t id) {
     fail_sent(m_ledger, m_store, m_s, m_clock, rec, e, *until);
     return refused(r, UploadOutcome::failed, e);
   }
-  const bool tags = m_store.capabilities().state_tags;
-  switch (m_ledger.confirm(rec.id, h->etag, h->version_id, m_clock.now_ms(),
-                           tags ? ledger::CommitTag::owed : ledger::CommitTag::none)) {
+  // The upload's own activation: the committed tag (with the row's tags) as any upload's.
+  switch (activate(m_ledger, m_store, rec, {h->etag, h->version_id}, m_clock).confirm) {
   case ledger::ConfirmOutcome::confirmed:
     break;
   case ledger::ConfirmOutcome::row_not_uploading:
@@ -269,7 +266,6 @@ FileResult Uploader::confirm_direct(int64_t id) {
                                                      "it up (past its deadline?); not stored"));
   }
   r.outcome = UploadOutcome::active;
-  if (tags) commit_tag(rec);
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/activate.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/jobs.hpp>
@@ -353,8 +354,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                     " is UPLOADING here, but its object is complete and stamped with this record and digest "
                     "(confirmed after the backup); reconcile --apply --roll-forward makes it ACTIVE",
                 false};
-      if (o.apply && o.roll_forward)
-        f.applied = l.confirm(r.id, h->etag, h->version_id, now) == ledger::ConfirmOutcome::confirmed;
+      // Activated as its upload would have been: on a store that tags objects, the tag
+      // owed is recorded and set (the object is still tagged pending).
+      if (o.apply && o.roll_forward) f.applied = activate(l, s, r, {h->etag, h->version_id}, clock).active();
       found(f);
       return;
     }

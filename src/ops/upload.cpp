@@ -471,7 +471,6 @@ void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
       t.done = r;
       return;
     }
-    const bool tags = m_store.capabilities().state_tags;
     std::optional<ledger::Retire> retire;
     if (m_s.replace) retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
     // The object is durable before its row says so: file:// writes without fsync, and the
@@ -482,9 +481,7 @@ void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
       durable.domain = domain;
       durable.make = m_store.flusher(); // not this connection: it may run after it is closed
     }
-    t.pending = m_ledger.confirm_later(rec.id, put.etag, put.version_id, m_clock.now_ms(),
-                                       tags ? ledger::CommitTag::owed : ledger::CommitTag::none, retire,
-                                       std::move(durable));
+    t.pending.emplace(activate_later(m_ledger, m_store, rec, put, retire, std::move(durable), m_clock));
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
@@ -515,7 +512,7 @@ void Uploader::settle_front() {
     return;
   }
   try {
-    switch (t.pending->wait()) {
+    switch (t.pending->finish().confirm) {
     case ledger::ConfirmOutcome::confirmed:
       break;
     case ledger::ConfirmOutcome::row_not_uploading:
@@ -537,7 +534,6 @@ void Uploader::settle_front() {
       return;
     }
     r.outcome = UploadOutcome::active;
-    if (m_store.capabilities().state_tags) commit_tag(rec);
   } catch (const ledger::NotDurable &e) {
     // The store could not make the object durable: the row stays unconfirmed, the object
     // perhaps stored, so its cleanup waits for the grace.
@@ -552,19 +548,6 @@ void Uploader::settle_front() {
     r.error = Error(Errc::internal, e.what());
   }
   end();
-}
-
-// The row is ACTIVE: the object's tag becomes committed, then the task that would retry
-// the tag is settled. Neither failure undoes the upload (the row is the truth); the task,
-// still due at deadline + grace, makes a sweep finish the tag.
-void Uploader::commit_tag(const ledger::FileRecord &rec) {
-  if (auto t = m_store.mark_committed(rec.object_key, m_s.options.tags); !t) {
-    util::log::warn("file #" + std::to_string(rec.id) + " is stored, but tagging " +
-                    util::escape_for_terminal(rec.object_key) + " committed failed (" + t.error().message +
-                    "); lodge sweep tags it later");
-    return;
-  }
-  (void)m_ledger.settle(rec.id, m_clock.now_ms()); // not_pending: a sweep or a delete has it
 }
 
 std::optional<std::string> object_differs(const store::ObjectInfo &h, const ledger::FileRecord &rec,

@@ -558,7 +558,7 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &az_scheme() {
-  static const Scheme k{"az", "az://container/prefix", &check_url, &bind, &open};
+  static const Scheme k{"az", "az://container/prefix", Scheme::Tagging::always, &check_url, &bind, &open};
   return k;
 }
 

@@ -896,7 +896,7 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &file_scheme() {
-  static const Scheme k{"file", "file:///dir", &check_url, &bind, &open};
+  static const Scheme k{"file", "file:///dir", Scheme::Tagging::never, &check_url, &bind, &open};
   return k;
 }
 

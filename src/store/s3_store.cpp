@@ -53,10 +53,11 @@ public:
     c.max_presigned_put = 5ULL << 30;
     return c;
   }
-  // PutObjectTagging replaces the object's whole tag set: the user's tags go with it.
+  // PutObjectTagging replaces the object's whole tag set: the user's tags go with it. Set
+  // whatever this connection's tag_state: it is only asked when the ledger recorded the
+  // tag as owed, and a tag owed must be set by whichever host finishes it.
   Status mark_committed(const std::string &key,
                         const std::map<std::string, std::string> &user_tags) override {
-    if (!m_tag_state) return ok_status();
     auto tags = user_tags;
     tags[std::string(lifecycle::k_s3_state_tag)] = "committed";
     return m_client->put_object_tagging(key, tags);
@@ -484,7 +485,7 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &s3_scheme() {
-  static const Scheme k{"s3", "s3://bucket/prefix", &check_url, &bind, &open};
+  static const Scheme k{"s3", "s3://bucket/prefix", Scheme::Tagging::configured, &check_url, &bind, &open};
   return k;
 }
 

@@ -22,6 +22,7 @@ public:
   [[nodiscard]] Capabilities capabilities() const override { return m_inner->capabilities(); }
   Status mark_committed(const std::string &key,
                         const std::map<std::string, std::string> &user_tags) override {
+    if (failpoint::hit("store.tag")) return injected("PUT TAGGING " + key);
     return m_inner->mark_committed(key, user_tags);
   }
   Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
@@ -275,8 +276,12 @@ void check_store_url(const std::string &url) {
   scheme_or_throw(url).check(url);
 }
 
-Binding canonical_binding(const std::string &url, const std::string &endpoint) {
-  return scheme_or_throw(url).bind(url, endpoint);
+Binding canonical_binding(const std::string &url, const std::string &endpoint, bool tag_state) {
+  const Scheme &sc = scheme_or_throw(url);
+  Binding b = sc.bind(url, endpoint);
+  b.state_tags =
+      sc.tagging == Scheme::Tagging::always || (sc.tagging == Scheme::Tagging::configured && tag_state);
+  return b;
 }
 
 std::string describe(const Binding &b) {

@@ -14,6 +14,8 @@ namespace lodge::store {
 struct Scheme {
   const char *name; // "s3"
   const char *form; // "s3://bucket/prefix", for messages
+  // Whether its stores tag objects (Capabilities::state_tags): never, as tag_state says, always.
+  enum class Tagging { never, configured, always } tagging;
   // Throws LodgeError(CONFIG_INVALID) naming the URL and the reason.
   void (*check)(const std::string &url);
   Binding (*bind)(const std::string &url, const std::string &endpoint);

@@ -43,6 +43,8 @@ constexpr std::array k_points{
     Point{"store.head", k_universal | error,
           "the store refuses the HEAD (503), also the one a delete reads the stamp with"},
     Point{"store.list", k_universal | error, "the store refuses the listing (503)"},
+    Point{"store.tag", k_universal | error,
+          "the store refuses to tag an object committed (503): the task keeps the tag owed"},
 };
 
 enum class Kind { crash, error, sleep, pause };

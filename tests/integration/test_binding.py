@@ -44,7 +44,8 @@ class BindingS3(BindingMixin, S3TestCase):
 
     def test_init_records_the_canonical_store_and_is_idempotent(self):
         self.assertEqual(self.binding(), {"binding.scheme": "s3", "binding.endpoint": self.moto.endpoint,
-                                          "binding.location": self.bucket, "binding.root": "lodge"})
+                                          "binding.location": self.bucket, "binding.root": "lodge",
+                                          "binding.tagging": "none"})
         # The same store spelled otherwise is the same binding: init again is a no-op.
         for spelling in (f"s3://{self.bucket}/lodge/", f"s3://{self.bucket}/lodge"):
             r = self.lodge("--store", spelling, "init", "--json")
@@ -121,6 +122,58 @@ class BindingS3(BindingMixin, S3TestCase):
         self.assertNotIn("now bound", r.err)
         other = "o-" + uuid.uuid4().hex[:20]
         self.assert_mismatch(self.lodge("sweep", env={"LODGE_STORE": f"s3://{other}/lodge"}), self.ours, other)
+
+    def test_the_tagging_mode_is_part_of_the_binding_every_host_must_match(self):
+        tagging = dict(CONFIG, tag_state=True)
+        tags_env = {"LODGE_CONFIG": self.write("tags.json", json.dumps(tagging))}
+        f = self.write("a.txt", "tagged or not\n")
+        # Bound without state tags (init ran with the plain configuration): a host that tags is refused.
+        self.assertEqual(self.binding()["binding.tagging"], "none")
+        for cmd in (["upload", f], ["sweep"], ["reconcile"], ["init"]):
+            with self.subTest(cmd=cmd):
+                r = self.lodge(*cmd, env=tags_env)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn("(STORE_MISMATCH)", r.err)
+                self.assertIn(f"is bound to the store {self.ours} without state tags", r.err)
+                self.assertIn('remove "tag_state"', r.err)
+                self.assertIn("lodge init --rebind-store", r.err)
+        self.assertEqual(self.rows(), 0)
+        # init --rebind-store changes the mode, and says so.
+        r = self.lodge("init", "--rebind-store", env=tags_env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn(f"its store was {self.ours} (without state tags), it is now {self.ours} (with state tags)",
+                      r.err)
+        self.assertEqual(self.binding()["binding.tagging"], "state")
+        r = self.lodge("upload", "--json", f, env=tags_env)
+        self.assertEqual(r.rc, 0, r)
+        key = r.json_lines()[0]["object_key"]
+        got = self.s3.get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+        self.assertEqual(got, [{"Key": "lodge-state", "Value": "committed"}])
+        # Now the host without tag_state is the one refused, told how to fix it.
+        for cmd in (["upload", self.write("b.txt", "untagged\n")], ["sweep"], ["reconcile", "--apply"]):
+            with self.subTest(cmd=cmd):
+                r = self.lodge(*cmd)
+                self.assertEqual(r.rc, 2, r)
+                self.assertIn(f"is bound to the store {self.ours} with state tags", r.err)
+                self.assertIn('set "tag_state": true', r.err)
+        r = self.lodge("--json", "doctor")
+        self.assertIn("with state tags", r.out)
+        self.assertEqual(self.rows(), 1)
+
+    def test_a_binding_without_a_tagging_mode_takes_its_first_use_s_and_says_so_once(self):
+        self.sql_exec("DELETE FROM ledger_meta WHERE key = 'binding.tagging'")  # as the lodge before left it
+        tags_env = {"LODGE_CONFIG": self.write("tags.json", json.dumps(dict(CONFIG, tag_state=True)))}
+        r = self.lodge("sweep", env=tags_env)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(r.err.count(f"is now bound to store {self.ours}, with state tags {UPGRADE}"), 1, r)
+        self.assertEqual(self.binding()["binding.tagging"], "state")
+        self.assertNotIn(UPGRADE, self.lodge("sweep", env=tags_env).err)
+        self.assertEqual(self.lodge("sweep").rc, 2)  # recorded now: another mode is refused
+        # Another store is refused as before, whatever the mode.
+        other = "o-" + uuid.uuid4().hex[:20]
+        self.sql_exec("DELETE FROM ledger_meta WHERE key = 'binding.tagging'")
+        self.assert_mismatch(self.lodge("sweep", env={"LODGE_STORE": f"s3://{other}/lodge"}), self.ours, other)
+        self.assertNotIn("binding.tagging", self.binding())
 
     def test_a_ledger_made_by_an_older_lodge_is_migrated_and_bound_by_its_first_upload(self):
         os.remove(self.db)
@@ -209,7 +262,8 @@ class BindingFile(BindingMixin, LodgeTestCase):
         self.init()
         real = os.path.realpath(self.root)
         self.assertEqual(self.binding(), {"binding.scheme": "file", "binding.endpoint": "",
-                                          "binding.location": real, "binding.root": ""})
+                                          "binding.location": real, "binding.root": "",
+                                          "binding.tagging": "none"})
         os.symlink(self.root, os.path.join(self.dir, "link"))
         for url, cwd in (("file://./store", self.dir), ("file://store/", self.dir),
                          ("file://" + self.root + "/", None), ("file://" + os.path.join(self.dir, "link"), None)):

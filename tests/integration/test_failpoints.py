@@ -33,13 +33,14 @@ STRAY = "lodge/stray.bin"  # an object no lodge wrote
 class Point:
     """How to reach one failpoint, and what its normal and its `error` outcome are."""
 
-    def __init__(self, prep, run, normal, error=None, extra="", strays=()):
+    def __init__(self, prep, run, normal, error=None, extra="", strays=(), config=None):
         self.prep = prep        # tc -> state (what exists before the run)
         self.run = run          # tc, state -> (args, later)
         self.normal = normal    # tc, state, Result: the point fired but did no harm
         self.error = error      # tc, state, Result: the injected fault (None: refuses error)
         self.extra = extra      # more of the spec the scenario needs ("store.put=error")
         self.strays = strays    # objects the scenario puts there that no row owns
+        self.config = config or {}  # configuration keys over CONFIG (the ledger is bound with them)
 
 
 # --- what exists before the run ---
@@ -209,6 +210,34 @@ def storage_unavailable(tc, st, r):
     tc.assertEqual(r.json()["error"]["code"], "STORAGE_UNAVAILABLE", r)
 
 
+def state_tags(tc, key):
+    """The object's tags, as S3 keeps them."""
+    return {t["Key"]: t["Value"] for t in tc.s3.get_object_tagging(Bucket=tc.bucket, Key=key)["TagSet"]}
+
+
+def active_tagged(tc, st, r):
+    active(tc, st, r)
+    tc.assertEqual(state_tags(tc, file_result(tc, r)["object_key"]), {"lodge-state": "committed"})
+
+
+def tag_owed(tc, st, r):
+    # The tag failed after the confirm: the file is stored (ACTIVE), its object still tagged
+    # pending, the debt recorded on its task; the next sweep sets the tag.
+    tc.assertEqual(r.rc, 0, r)
+    res = file_result(tc, r)
+    tc.assertEqual(res["outcome"], "active", r)
+    tc.assertIn("lodge sweep tags it later", r.err)
+    tc.assertEqual(tc.row(res["id"])[:2], UPLOADED)
+    tc.assertEqual(tc.sql("SELECT status, tag_owed FROM cleanup_task WHERE record_id = ?", (res["id"],)),
+                   [("PENDING", 1)])
+    tc.assertEqual(state_tags(tc, res["object_key"]), {"lodge-state": "pending"})
+    s = tc.lodge("sweep", "--json", later=LATER)
+    tc.assertEqual(s.rc, 0, s)
+    tc.assertEqual((s.json()["ignored"], s.json()["deleted"]), (1, 0), s)
+    tc.assertEqual(state_tags(tc, res["object_key"]), {"lodge-state": "committed"})
+    tc.assertEqual(tc.task(res["id"]), "IGNORED")
+
+
 UPLOADED = ("ACTIVE", 0)
 FAILED = ("UPLOAD_FAILED", 1)
 UPLOADING = ("UPLOADING", 0)
@@ -244,6 +273,8 @@ POINTS = {
     "store.delete": Point(prep_deleted, run_sweep, swept, sweep_retried(0, True)),
     "store.head": Point(prep_stray, run_reconcile, found("unmanaged"), found("unknown"), strays=(STRAY,)),
     "store.list": Point(prep_uploaded, run_reconcile, reconciled_clean, storage_unavailable),
+    # On a store that tags objects: the tag after the confirm fails; the row stays ACTIVE.
+    "store.tag": Point(prep_file, run_upload, active_tagged, tag_owed, config={"tag_state": True}),
 }
 
 
@@ -282,6 +313,7 @@ class Failpoints(S3TestCase):
                 yield name, POINTS[name]
 
     def exercise(self, name, point, action):
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(dict(CONFIG, **point.config)))
         self.fresh(name, action)
         st = point.prep(self)
         args, later = point.run(self, st)

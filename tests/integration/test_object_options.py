@@ -111,6 +111,7 @@ class Options(S3TestCase):
     def test_state_tags_keep_the_users_tags(self):
         # With lodge's state tag on, the commit rewrites the tag set: the user's tags stay.
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps({"tag_state": True}))
+        self.rebind({})  # the ledger records the tagging mode its hosts use
         path = self.write("t.txt", "tagged\n")
         r = self.lodge("upload", "--json", "--tag", "team=ops", path)
         self.assertEqual(r.rc, 0, r)

@@ -13,11 +13,11 @@ namespace {
 
 // One claimed task of every kind decide tells apart, the same on every ledger it is made
 // on: an UPLOADING row within its deadline (postponed), an ACTIVE row (ignored, or tag
-// when the store owes the committed tag), a failed row (allowed), a row past its deadline
-// and grace (failed here, allowed, a verify pass owed), and a dead row whose lease another
-// worker took after ours expired (lease_lost). Returns them in that order; `now` is when
-// they are decided.
-std::vector<ledger::TaskRecord> claimed_mix(LedgerFixture &e, int64_t &now) {
+// when its confirm recorded the committed tag as owed: `tag`), a failed row (allowed), a
+// row past its deadline and grace (failed here, allowed, a verify pass owed), and a dead
+// row whose lease another worker took after ours expired (lease_lost). Returns them in that
+// order; `now` is when they are decided.
+std::vector<ledger::TaskRecord> claimed_mix(LedgerFixture &e, int64_t &now, ledger::CommitTag tag) {
   auto claim = [&](int64_t record_id, int64_t at, const std::string &worker, int64_t lease) {
     auto c = e.l->claim_task(e.task_of(record_id).id, at, worker, lease);
     REQUIRE(c.has_value());
@@ -28,7 +28,7 @@ std::vector<ledger::TaskRecord> claimed_mix(LedgerFixture &e, int64_t &now) {
   now = e.now();
   auto uploading = e.reserve("a");
   auto active = e.reserve("b");
-  REQUIRE(e.l->confirm(active.id, "etag", "", now) == test::confirm_outcome::confirmed);
+  REQUIRE(e.l->confirm(active.id, "etag", "", now, tag) == test::confirm_outcome::confirmed);
   e.fresh.exec_raw("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = 0 WHERE record_id = " +
                    std::to_string(active.id));
   auto failed = e.reserve("c");
@@ -74,6 +74,7 @@ void check_same_state(const State &a, const State &b) {
     CHECK(x.last_error == y.last_error);
     CHECK(x.updated_at == y.updated_at);
     CHECK(x.verify_pass == y.verify_pass);
+    CHECK(x.tag_owed == y.tag_owed);
   }
   REQUIRE(a.rows.size() == b.rows.size());
   for (size_t i = 0; i < a.rows.size(); ++i) {
@@ -96,13 +97,13 @@ TEST_CASE("decide_many: each task's outcome and every write are exactly decide's
   for (auto tag : {ledger::CommitTag::none, ledger::CommitTag::owed}) {
     LedgerFixture one, many;
     int64_t now_one = 0, now_many = 0;
-    auto tasks_one = claimed_mix(one, now_one);
-    auto tasks_many = claimed_mix(many, now_many);
+    auto tasks_one = claimed_mix(one, now_one, tag);
+    auto tasks_many = claimed_mix(many, now_many, tag);
     REQUIRE(now_one == now_many);
     std::vector<ledger::TaskDecision> single;
     for (const auto &t : tasks_one)
-      single.push_back(one.l->decide(t, now_one, 1'000, tag));
-    auto batch = many.l->decide_many(tasks_many, now_many, 1'000, tag);
+      single.push_back(one.l->decide(t, now_one, 1'000));
+    auto batch = many.l->decide_many(tasks_many, now_many, 1'000);
     const auto active_kind =
         tag == ledger::CommitTag::owed ? ledger::TaskDecision::tag : ledger::TaskDecision::ignored;
     CHECK(single == std::vector<ledger::TaskDecision>{

@@ -923,7 +923,7 @@ TEST_CASE("divergence: recorded once, raises the sequence past the mark; reconci
 TEST_CASE("bind_store: the first binding is recorded; another replaces it only on rebind") {
   LedgerFixture e;
   CHECK_FALSE(e.l->store_binding().has_value());
-  ledger::StoreBinding s3{"s3", "http://127.0.0.1:9000", "bucket", "root/"};
+  ledger::StoreBinding s3{"s3", "http://127.0.0.1:9000", "bucket", "root/", "state"};
   auto first = e.l->bind_store(s3, ledger::Rebind::no);
   CHECK_FALSE(first.previous.has_value());
   CHECK(first.written);
@@ -931,7 +931,7 @@ TEST_CASE("bind_store: the first binding is recorded; another replaces it only o
   auto same = e.l->bind_store(s3, ledger::Rebind::yes);
   CHECK(same.previous == s3);
   CHECK_FALSE(same.written);
-  ledger::StoreBinding file{"file", "", "/srv/archive", ""};
+  ledger::StoreBinding file{"file", "", "/srv/archive", "", "none"};
   auto refused = e.l->bind_store(file, ledger::Rebind::no);
   CHECK(refused.previous == s3);
   CHECK_FALSE(refused.written);
@@ -941,6 +941,33 @@ TEST_CASE("bind_store: the first binding is recorded; another replaces it only o
   CHECK(moved.written);
   CHECK(e.l->store_binding() == file); // empty fields are kept as empty
   CHECK(e.connect()->store_binding() == file);
+}
+
+TEST_CASE("bind_store: a binding without a tagging mode gets one for its own store only, once") {
+  LedgerFixture e;
+  ledger::StoreBinding old{"s3", "http://127.0.0.1:9000", "bucket", "root", ""}; // bound before modes
+  REQUIRE(e.l->bind_store(old, ledger::Rebind::no).written);
+  CHECK(e.l->store_binding()->tagging.empty());
+  ledger::StoreBinding other = old;
+  other.location = "other";
+  other.tagging = "none";
+  auto refused = e.l->bind_store(other, ledger::Rebind::no); // another store: never filled in
+  CHECK_FALSE(refused.written);
+  CHECK(e.l->store_binding() == old);
+  ledger::StoreBinding tagged = old;
+  tagged.tagging = "state";
+  auto filled = e.l->bind_store(tagged, ledger::Rebind::no);
+  CHECK(filled.written);
+  CHECK(filled.previous == old);
+  CHECK(e.connect()->store_binding() == tagged);
+  ledger::StoreBinding untagged = old;
+  untagged.tagging = "none";
+  auto kept = e.l->bind_store(untagged, ledger::Rebind::no); // recorded now: never changed silently
+  CHECK_FALSE(kept.written);
+  CHECK(kept.previous == tagged);
+  CHECK(e.l->store_binding() == tagged);
+  CHECK(e.l->bind_store(untagged, ledger::Rebind::yes).written); // init --rebind-store
+  CHECK(e.l->store_binding() == untagged);
 }
 
 TEST_CASE("record_job_run and status: counts by state, due and dead tasks, the last runs") {

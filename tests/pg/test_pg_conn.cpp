@@ -262,6 +262,7 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
          " WHERE is_deleted = 0 AND dedup_scope = 'owner';"
          " CREATE UNIQUE INDEX file_upload_alive_prefix_digest ON file_upload (owner_id, run_prefix, sha256)"
          " WHERE is_deleted = 0 AND dedup_scope <> 'none';"
+         " ALTER TABLE cleanup_task DROP COLUMN tag_owed;"
          " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
   db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
          " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
@@ -277,6 +278,8 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
                " 'stat_mtime_ns', 'stat_ctime_ns')") == "6"); // version 7's
   CHECK(db.one("SELECT count(*) FROM pg_indexes WHERE indexname IN ('file_upload_alive_owner_digest',"
                " 'file_upload_alive_prefix_digest') AND indexdef LIKE '%content_of IS NULL%'") == "2"); // 8's
+  CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'cleanup_task'"
+               " AND column_name = 'tag_owed'") == "1"); // version 9's
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
   insert_row(*c, "k3"); // the trigger counts from then on
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");

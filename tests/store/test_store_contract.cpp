@@ -648,7 +648,7 @@ TEST_SUITE("s3only") {
   TEST_CASE("on a versioned bucket, remove_owned removes only the stamped version") {
     Fixture f;
     if (lacks("versioning")) return; // declared: the versioned case above asserts the refusal
-    REQUIRE(f.admin().set_versioning(true).ok());
+    REQUIRE(test::set_versioning(f.admin_config(), true).ok());
     auto s = f.open();
     Source mine("lodge's bytes");
     REQUIRE(s->put(put_req(f.key("ver/mixed"), mine)).ok());

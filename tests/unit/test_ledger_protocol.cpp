@@ -185,7 +185,7 @@ TEST_CASE("confirm says which precondition failed: a sweep holding the task, or 
   CHECK(l->set_multipart_upload_id(id, "u", clock.t) == ledger::SetUploadIdOutcome::not_uploading);
 }
 
-TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` when its object is owed the committed tag") {
+TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` exactly when the task records the tag owed") {
   ledger::TaskRecord held;
   held.id = 1;
   held.status = ledger::TaskStatus::processing;
@@ -193,9 +193,11 @@ TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` when its object is o
   ledger::FileRecord row;
   row.upload_status = ledger::FileStatus::active;
   CHECK(ledger::decide_task(held, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
-  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind ==
-        ledger::DecisionKind::tag);
+  // What the task as read under the lock records decides, not the claimed copy.
+  ledger::TaskRecord owed = held;
+  owed.tag_owed = true;
+  CHECK(ledger::decide_task(held, owed, row, 1000, 10).kind == ledger::DecisionKind::tag);
+  CHECK(ledger::decide_task(owed, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
   row.is_deleted = true; // deleted by its user: the object goes, tag or not
-  CHECK(ledger::decide_task(held, held, row, 1000, 10, ledger::CommitTag::owed).kind ==
-        ledger::DecisionKind::allow);
+  CHECK(ledger::decide_task(held, owed, row, 1000, 10).kind == ledger::DecisionKind::allow);
 }

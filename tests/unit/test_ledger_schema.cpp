@@ -399,8 +399,8 @@ TEST_CASE("the store binding: recorded once, kept unless rebound, read back by e
   auto path = dir.file("l.db");
   auto l = open_at(path);
   CHECK_FALSE(l->store_binding().has_value());
-  ledger::StoreBinding a{"s3", "http://127.0.0.1:9000", "bucket", "archive"};
-  ledger::StoreBinding b{"file", "", "/srv/x", ""};
+  ledger::StoreBinding a{"s3", "http://127.0.0.1:9000", "bucket", "archive", "state"};
+  ledger::StoreBinding b{"file", "", "/srv/x", "", "none"};
   auto r = l->bind_store(a, ledger::Rebind::no);
   CHECK(r.written);
   CHECK_FALSE(r.previous.has_value());

@@ -61,6 +61,20 @@ TEST_CASE("file bindings: the directory's absolute path, symlinks and relative s
                           "ftp://x"));
 }
 
+TEST_CASE(
+    "a binding's tagging mode: S3 as tag_state says, Azure always, file:// never; it tells bindings apart") {
+  auto plain = store::canonical_binding("s3://b-1/archive", "http://127.0.0.1:9000");
+  auto tagged = store::canonical_binding("s3://b-1/archive", "http://127.0.0.1:9000", true);
+  CHECK_FALSE(plain.state_tags);
+  CHECK(tagged.state_tags);
+  CHECK_FALSE(plain == tagged); // the same store, tagged otherwise: not the same binding
+  CHECK(store::describe(plain) == store::describe(tagged));
+  CHECK(store::canonical_binding("az://photos/x", "http://127.0.0.1:10000/devstoreaccount1").state_tags);
+  CHECK(
+      store::canonical_binding("az://photos/x", "http://127.0.0.1:10000/devstoreaccount1", false).state_tags);
+  CHECK_FALSE(store::canonical_binding("file:///srv/x", "", true).state_tags);
+}
+
 TEST_CASE("the stamp names of objects written before the rename are read as today's") {
   store::Metadata m{{"lodge-record-id", "7"}, {"lodge-sha256", "ab"},  {"lodge-ledger", "u"},
                     {"lodge-owner", "o"},     {"lodge-path", "a%20b"}, {"lodge-prefix", "p"},

@@ -115,6 +115,8 @@ public:
   Status delete_blob(const std::string &name, const DeleteOptions &o = {});
   Status set_tags(const std::string &name, const std::map<std::string, std::string> &tags,
                   const std::string &if_match = {});
+  // The blob's tags (Get Blob Tags): what a guarded delete's refusal is read from.
+  Result<std::map<std::string, std::string>> get_tags(const std::string &name);
   // Flat listing of the blobs under prefix, in name order, page by page (marker paging);
   // visit may stop it by returning false. include=versions on a service that cannot list
   // versions is UNSUPPORTED (learned once, then without a request).

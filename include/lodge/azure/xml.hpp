@@ -47,6 +47,8 @@ struct BlockList {
 [[nodiscard]] std::optional<ErrorBody> parse_error(std::string_view xml);
 [[nodiscard]] std::optional<ListBlobsPage> parse_list_blobs(std::string_view xml);
 [[nodiscard]] std::optional<BlockList> parse_block_list(std::string_view xml);
+// Get Blob Tags' answer: key -> value; nullopt when unreadable.
+[[nodiscard]] std::optional<std::map<std::string, std::string>> parse_tags(std::string_view xml);
 
 // <BlockList><Latest>id</Latest>...</BlockList>
 [[nodiscard]] std::string block_list_xml(const std::vector<std::string> &block_ids);

@@ -104,8 +104,9 @@ struct ReserveResult {
 };
 
 // What a cleanup worker may do with its task, decided in a transaction under its lease.
-// tag: the row is alive and ACTIVE on a store that tags objects committed: the worker
-// tags the object, then ignore_task (the task stays PROCESSING under its lease meanwhile).
+// tag: the row is alive and ACTIVE and its task records the committed tag as owed
+// (TaskRecord::tag_owed): the worker tags the object, then end_tag (the task stays
+// PROCESSING under its lease meanwhile).
 enum class TaskDecision { allowed, ignored, postponed, lease_lost, tag };
 
 enum class SettleOutcome { settled, not_pending }; // not_pending: the row or the task moved on
@@ -158,11 +159,21 @@ enum class MissingOutcome { marked_missing, not_active }; // not_active: not an 
 enum class DeadLetterOutcome { dead_lettered, lease_lost };
 enum class BlockOutcome { begun, moved }; // moved: another process moved the intent meanwhile
 
-// The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical).
+// The store a ledger serves, kept in ledger_meta (store::Binding's fields, canonical), and
+// how lodge tags its objects there: "state" (pending at upload, committed once ACTIVE: what
+// a lifecycle backstop expires by), "none", or "" when not recorded (a ledger bound before
+// tagging modes were; the next bind_store fills it in).
 struct StoreBinding {
   std::string scheme, endpoint, location, root;
+  std::string tagging;
+  // The same store, whatever the tagging mode.
+  [[nodiscard]] bool same_store(const StoreBinding &o) const {
+    return scheme == o.scheme && endpoint == o.endpoint && location == o.location && root == o.root;
+  }
   bool operator==(const StoreBinding &) const = default;
 };
+inline constexpr const char *k_tagging_state = "state";
+inline constexpr const char *k_tagging_none = "none";
 
 enum class Rebind { no, yes };
 
@@ -172,14 +183,14 @@ struct BindResult {
 };
 
 // How a sweep ends one task it decided (Ledger::finish_many): exactly what finish,
-// ignore_task or dead_letter does with the same arguments.
+// ignore_task, end_tag or dead_letter does with the same arguments.
 struct TaskEnd {
-  enum class Kind { finish, ignore, dead_letter };
+  enum class Kind { finish, ignore, tagged, dead_letter };
   Kind kind = Kind::finish;
   TaskRecord task;           // as claimed: its lease_version is the fencing token
   bool succeeded = false;    // finish
   std::string error;         // finish (failed), dead_letter; ignore: why the object was left
-  int64_t next_retry_at = 0; // finish
+  int64_t next_retry_at = 0; // finish; tagged: when a row deleted meanwhile is due for its delete
 };
 
 // Which rows list_files returns, by id.
@@ -211,8 +222,9 @@ public:
   // --- the store binding ---
   // The store this ledger serves; nullopt for a ledger made before bindings existed.
   [[nodiscard]] virtual std::optional<StoreBinding> store_binding() = 0;
-  // One transaction: records `b` when the ledger has no binding yet, or replaces another
-  // one when rebind is yes; otherwise writes nothing. Says what was there before.
+  // One transaction: records `b` when the ledger has no binding yet, or fills in `b`'s
+  // tagging mode when the binding is b's store with none recorded, or replaces another
+  // binding when rebind is yes; otherwise writes nothing. Says what was there before.
   [[nodiscard]] virtual BindResult bind_store(const StoreBinding &b, Rebind rebind) = 0;
 
   // --- uploads ---
@@ -224,9 +236,9 @@ public:
                                                                    int64_t now) = 0;
   // UPLOADING -> ACTIVE and its task -> IGNORED, together; nothing changed when the row
   // (row_not_uploading) or the task (task_held) is no longer where an upload in progress
-  // leaves them.
-  // With CommitTag::owed the task stays PENDING (its due time unchanged): settle ends it
-  // once the object is tagged committed.
+  // leaves them. Called through ops::activate (ops/activate.hpp), which decides the tag.
+  // With CommitTag::owed the task stays PENDING (its due time unchanged) with tag_owed
+  // set: settle ends it once the object is tagged committed, or a sweep tags it.
   // With `retire` (upload --replace), the same transaction soft-deletes every other alive
   // ACTIVE row of the owner at the same run prefix and relative path, each one's task due
   // at now + retire->grace_ms (the old object stays readable until sweep removes it).
@@ -268,7 +280,8 @@ public:
   // row is no longer alive and ACTIVE.
   virtual bool record_stat(int64_t id, const FileStat &stat, int64_t now) = 0;
   // After the object of a confirmed row was tagged committed: its task (PENDING or RETRY,
-  // not held by a worker) becomes IGNORED, if the row is still alive and ACTIVE.
+  // not held by a worker) becomes IGNORED with tag_owed cleared, if the row is still alive
+  // and ACTIVE.
   [[nodiscard]] virtual SettleOutcome settle(int64_t record_id, int64_t now) = 0;
   // UPLOADING -> UPLOAD_FAILED (+ deleted); when run_now, the task becomes due at once.
   // not_uploading when the row was not UPLOADING any more.
@@ -294,16 +307,20 @@ public:
   // postponed, the task back to PENDING due at deadline + grace (never due again in the
   // same run). An overdue UPLOADING row is failed right here, as repair_row would, and
   // the task owes a verify pass; it is postponed to deadline + grace when that is still
-  // ahead, allowed otherwise. A dead row: allowed. An alive ACTIVE row: ignored.
-  // With CommitTag::owed an alive ACTIVE row's task is `tag`, not ignored.
-  [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms,
-                                            CommitTag tag = CommitTag::none) = 0;
-  // The task (still ours: PROCESSING, the same lease_version) becomes IGNORED: after a `tag`
-  // decision's tag was set, or when the object at its key was left (not this row's by its
-  // stamp, or kept by the guard): then `reason` becomes its last_error (empty: unchanged).
-  // success or lease_lost.
+  // ahead, allowed otherwise. A dead row: allowed. An alive ACTIVE row: ignored, or `tag`
+  // when the task records its object as owed the committed tag (tag_owed): what confirm
+  // recorded decides, never the caller's store or configuration.
+  [[nodiscard]] virtual TaskDecision decide(const TaskRecord &t, int64_t now, int64_t grace_ms) = 0;
+  // The task (still ours: PROCESSING, the same lease_version) becomes IGNORED when the object
+  // at its key was left (not this row's by its stamp, or kept by the guard): then `reason`
+  // becomes its last_error (empty: unchanged). success or lease_lost.
   [[nodiscard]] virtual TaskFinish ignore_task(const TaskRecord &t, int64_t now,
                                                const std::string &reason = {}) = 0;
+  // After a `tag` decision's tag was set: the task (still ours) becomes IGNORED, tag_owed
+  // cleared, if its row is still alive and ACTIVE; a row deleted meanwhile (its delete found
+  // the task held) makes it PENDING again, due at `due`, so that the delete happens.
+  // success (either way) or lease_lost.
+  [[nodiscard]] virtual TaskFinish end_tag(const TaskRecord &t, int64_t due, int64_t now) = 0;
   // Finishes a task only if its lease is still ours (status PROCESSING, same version).
   // Failed: RETRY (or FAILED past max_retries) due at next_retry_at. Succeeded: SUCCESS,
   // or, when the task owes a verify pass, PENDING again due at next_retry_at.
@@ -314,11 +331,11 @@ public:
   // touches another's). The decisions, in the order of `tasks`. An error rolls the whole
   // batch back (the tasks stay PROCESSING under their leases, as after a crash).
   [[nodiscard]] virtual std::vector<TaskDecision> decide_many(const std::vector<TaskRecord> &tasks,
-                                                              int64_t now, int64_t grace_ms,
-                                                              CommitTag tag = CommitTag::none) = 0;
+                                                              int64_t now, int64_t grace_ms) = 0;
   // The batch's ends in one transaction, each exactly its single call under its own lease
-  // and savepoint: finish's outcome; ignore_task's success or lease_lost; dead_letter's
-  // dead_lettered as TaskFinish::dead_letter, or lease_lost. In the order of `ends`.
+  // and savepoint: finish's outcome; ignore_task's and end_tag's success or lease_lost;
+  // dead_letter's dead_lettered as TaskFinish::dead_letter, or lease_lost. In the order of
+  // `ends`.
   [[nodiscard]] virtual std::vector<TaskFinish> finish_many(const std::vector<TaskEnd> &ends,
                                                             int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.

@@ -21,10 +21,11 @@ inline constexpr size_t k_max_key_bytes = 1024;
                                          const std::string &run_prefix, const std::string &uuid,
                                          const std::string &relative_path);
 
-// Whether the store tags an ACTIVE row's object committed after confirm (Azure, S3 with
-// tag_state). Then the row's task outlives the confirm until the tag is set (settle, or a
-// sweep's `tag` decision): a crash in between leaves a task to finish it, never an ACTIVE
-// object still tagged pending for a lifecycle rule to expire.
+// Whether a confirm owes the object the committed tag (the store tags objects: Azure, S3
+// with tag_state; ops::commit_tag_for decides it). Owed, the row's task outlives the confirm
+// with cleanup_task.tag_owed set until the tag is set (settle, or a sweep's `tag` decision):
+// a crash or a failed tag in between leaves a task that finishes it, never an ACTIVE object
+// still tagged pending for a lifecycle rule to expire.
 enum class CommitTag { none, owed };
 
 // What a cleanup worker's task comes to, decided on the task as read under the lock and
@@ -50,11 +51,10 @@ struct Decision {
 // overdue: postponed to deadline + grace (never due again within this run). An overdue
 // UPLOADING row is failed right here, as repair_row would, and the task owes a verify
 // pass; postponed to deadline + grace when that is still ahead, allowed otherwise. A dead
-// row (or none): allowed. An alive ACTIVE row: ignored, or `tag` when its object is owed
-// the committed tag (CommitTag::owed).
+// row (or none): allowed. An alive ACTIVE row: ignored, or `tag` when the task records that
+// its object is still owed the committed tag (`current->tag_owed`).
 [[nodiscard]] Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
-                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms,
-                                   CommitTag tag = CommitTag::none);
+                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms);
 
 // A failed attempt of a task that has already failed retry_count times: FAILED (a dead
 // letter) rather than RETRY when this attempt makes more than max_retries failures.

@@ -107,6 +107,9 @@ struct TaskRecord {
   int64_t created_at = 0;
   int64_t updated_at = 0;
   int64_t verify_pass = 0; // k_verify_none, k_verify_owed or k_verify_due
+  // The row is ACTIVE and its object is still owed the committed tag (recorded by confirm,
+  // cleared once the tag is set): whoever holds the task tags it (DecisionKind::tag).
+  bool tag_owed = false;
 };
 
 // cleanup_task.verify_pass: whether a second, cheap pass must follow the delete because

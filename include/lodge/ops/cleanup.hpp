@@ -64,7 +64,7 @@ struct CleanupResult {
                                                            const CleanupSettings &s,
                                                            const util::Clock &clock);
 // The same, the store work spread over `stores` (connections to one store, one thread
-// each; the first also decides the commit tag): a batch's deletes overlap their waits.
+// each): a batch's deletes overlap their waits.
 [[nodiscard]] std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
                                                            const std::vector<store::ObjectStore *> &stores,
                                                            const std::vector<ledger::TaskRecord> &tasks,

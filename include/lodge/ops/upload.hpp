@@ -8,6 +8,7 @@
 #include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/activate.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/inspect.hpp>
@@ -170,8 +171,8 @@ private:
   struct Tail {
     FileResult r;
     ledger::FileRecord rec;
-    std::unique_ptr<ledger::Ledger::PendingConfirm> pending; // the confirm, queued
-    std::optional<FileResult> done;                          // ended before its confirm
+    std::optional<PendingActivation> pending; // the confirm, queued (ops::activate_later)
+    std::optional<FileResult> done;           // ended before its confirm
   };
   // Fills r as it goes (upload() reports what it holds if this throws). nullopt: the
   // file's confirm is pending, in m_tails.
@@ -193,12 +194,11 @@ private:
   // A stored file's confirm queued (behind a store flush that makes its object durable), or
   // t.done when it ended before.
   void begin_tail(Tail &t, const store::PutResult &put);
-  // The oldest pending file's result, into m_done, once its confirm committed.
+  // The oldest pending file's result, into m_done, once its activation finished (the confirm
+  // committed; on a store that tags objects, the tag set and the task settled).
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
-  // After confirm on a store that tags objects: tag committed, then settle the task.
-  void commit_tag(const ledger::FileRecord &rec);
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                     int64_t steady_deadline);

@@ -380,13 +380,19 @@ struct Binding {
                         // path, symlinks resolved
   std::string root;     // s3, az: the prefix, no leading, trailing or doubled '/' ("" at
                         // the root); file: ""
+  // Whether lodge tags the store's objects pending at upload and committed once ACTIVE
+  // (Capabilities::state_tags): Azure always, S3 with tag_state, file:// never. A ledger
+  // records it with the binding, so every host tags alike.
+  bool state_tags = false;
   bool operator==(const Binding &) const = default;
 };
 
-// The binding of the store a URL (and, for S3, an endpoint: "" for AWS) names. A relative
-// file:// directory is taken from the current directory. Throws LodgeError(CONFIG_INVALID)
-// for a URL that names no store.
-[[nodiscard]] Binding canonical_binding(const std::string &url, const std::string &endpoint);
+// The binding of the store a URL (and, for S3, an endpoint: "" for AWS) names, with its
+// tagging mode (`tag_state`: the S3 configuration key; the other schemes decide for
+// themselves). A relative file:// directory is taken from the current directory. Throws
+// LodgeError(CONFIG_INVALID) for a URL that names no store.
+[[nodiscard]] Binding canonical_binding(const std::string &url, const std::string &endpoint,
+                                        bool tag_state = false);
 
 // A binding as people read it: "s3://b/archive at http://127.0.0.1:9000", "file:///srv/x".
 [[nodiscard]] std::string describe(const Binding &b);
