@@ -23,6 +23,12 @@
  * modelled. The design requires GRACE > SKEW (+ the PUT margin, folded into the landing
  * bound below); fix (b) (a verify pass one grace after the delete) widens that to
  * 2*GRACE > SKEW, which the configuration `clockstep` (SKEW = GRACE) checks.
+ *
+ * SHARES = 1 or 2: de-duplication saves storage, never a path. Sharing rows (proctype
+ * Sharer, the configurations `shares` and `sharelease`) are files of the same content at
+ * other paths: each gets a row of its own, ACTIVE at once, that shares the object of the
+ * row that wrote it (content_of), with a task IGNORED while it is alive. The object is
+ * deleted only when no alive row uses its key (SqlLedger::decide, key_in_use).
  */
 
 /* ---------------------------------------------------------------- bounds */
@@ -52,17 +58,20 @@
 #define A0 1            /* upload attempts of uploader 0 (a crash may start the next) */
 #endif
 #define A1 1            /* upload attempts of uploader 1 */
+#ifndef SHARES
+#define SHARES 0        /* sharing rows (one Sharer each): 0, 1 or 2 */
+#endif
 /* each sweeper, repair and reconcile does one run; a crash ends it and starts another */
 #define LIMIT 4         /* sweep --limit: claims per run */
 #define MAXCLAIMS 3     /* "no spin": one run claims one task at most this often */
 
 #define NR (A0 + A1)    /* row slots; slot i is the row whose object key is key i */
 #define FOREIGN NR      /* the foreign object's key: no row of this ledger has it */
-#define SLOTS (NR + 1)
+#define SLOTS (NR + 1 + SHARES)  /* then one slot per sharing row, after FOREIGN */
 #define NONE 255
 
-/* workers: 2 uploaders, 2 sweepers, repair, reconcile */
-#define NWORKERS 6
+/* workers: 2 uploaders, 2 sweepers, repair, reconcile, and SHARES sharers */
+#define NWORKERS (6 + SHARES)
 
 /* file_upload.upload_status (0 = no row with this key) */
 #define R_NONE 0
@@ -110,6 +119,11 @@ bit  row_del[SLOTS];      /* is_deleted */
 bit  row_dig[SLOTS];      /* sha256: two possible contents */
 bit  row_amb[SLOTS];      /* failed ambiguously or by deadline: fix (b) verifies again */
 byte row_dl[SLOTS];       /* upload_deadline_at (wall clock) */
+#if SHARES
+byte row_cof[SLOTS];      /* a sharing row's content_of: the slot (so the key) of the row that
+                             wrote its object; its own key is never written to the store */
+bit  key_done[SLOTS];     /* ghost: a cleanup of this key was allowed (no alive row used it) */
+#endif
 
 /* cleanup_task, one per row (UNIQUE (record_id, task_type)) */
 byte task_st[SLOTS];
@@ -142,6 +156,7 @@ hidden byte h_i;
 hidden byte h_j;
 hidden byte h_n;
 hidden byte h_due;
+hidden byte h_sh;         /* decide: the dead row is presented as alive (SHARES) */
 
 /* ---------------------------------------------------------------- predicates */
 #define ALIVE(k)   (row_st[k] != R_NONE && !row_del[k])
@@ -151,6 +166,12 @@ hidden byte h_due;
 #define DUE(k) (((task_st[k] == T_PENDING || task_st[k] == T_RETRY) && task_next[k] <= WALL) \
                 || (task_st[k] == T_PROCESSING && task_lease[k] < WALL))
 #define MAX(a, b) ((a) > (b) -> (a) : (b))
+/* the key of a row's object (content_key): its own, or the key of the row it shares */
+#if SHARES
+#define OKEY(k) ((k) > FOREIGN -> row_cof[k] : (k))
+#else
+#define OKEY(k) (k)
+#endif
 
 /* I1: no alive ACTIVE row points at a missing object */
 #define I1_AT(k) (!(row_st[k] == R_ACTIVE && !row_del[k]) || obj[k])
@@ -188,6 +209,41 @@ hidden byte h_due;
 #error "the invariant macros are written out for NR = 2 or 3"
 #endif
 
+#if SHARES
+#define SH1 (FOREIGN + 1)  /* the sharing rows' slots */
+#define SH2 (FOREIGN + 2)
+#define ACTIVE_AT(k) (row_st[k] == R_ACTIVE && !row_del[k])
+/* row r is alive and uses key j (wrote it, or shares it) */
+#define USES(r, j) (ALIVE(r) && OKEY(r) == (j))
+/* key_in_use(key of row k, except k): another alive row uses row k's object */
+#define OTHER_USES(r, k) ((r) != (k) && USES(r, OKEY(k)))
+/* I1 and I1b over a sharing row: alive, its (shared) object is there and its task IGNORED */
+#define I1S_AT(k) (!ACTIVE_AT(k) || (obj[OKEY(k)] && task_st[k] == T_IGNORED))
+/* I7: an object of ours may stay while a row using it is alive and ACTIVE, or a task of
+   such a row is a dead letter */
+#define KEPT_BY(r, j) (row_st[r] != R_NONE && OKEY(r) == (j) && (ACTIVE_AT(r) || task_st[r] == T_FAILED))
+#if SHARES == 1
+#define USED_ELSEWHERE(k) (OTHER_USES(OKEY(k), k) || OTHER_USES(SH1, k))
+#define IN_USE(j) (USES(j, j) || USES(SH1, j))
+#define KEPT(j) (KEPT_BY(j, j) || KEPT_BY(SH1, j))
+#define I1S_ALL (I1S_AT(SH1))
+#elif SHARES == 2
+#define USED_ELSEWHERE(k) (OTHER_USES(OKEY(k), k) || OTHER_USES(SH1, k) || OTHER_USES(SH2, k))
+#define IN_USE(j) (USES(j, j) || USES(SH1, j) || USES(SH2, j))
+#define KEPT(j) (KEPT_BY(j, j) || KEPT_BY(SH1, j) || KEPT_BY(SH2, j))
+#define I1S_ALL (I1S_AT(SH1) && I1S_AT(SH2))
+#else
+#error "the sharing macros are written out for SHARES = 1 or 2"
+#endif
+#ifndef NO_RECONCILE
+/* Reconcile here lists a dead row's object with no live task as a leftover; ops::reconcile
+   also counts the row's alive sharers (rows_by_key) and leaves an object in use alone. */
+#error "reconcile's rule for shared objects is not modelled: SHARES needs NO_RECONCILE"
+#endif
+#else
+#define KEPT(j) ((row_st[j] == R_ACTIVE && !row_del[j]) || task_st[j] == T_FAILED)
+#endif
+
 /* I1, I1b, I3 (quota: alive rows <= max_files), I4 (one alive row per owner + digest).
    Asserted after every transition of the ledger or the bucket (the only steps that can
    change them), which is the same as asserting them in every reachable state. */
@@ -201,6 +257,9 @@ inline check_inv() {
 #endif
   assert(ALIVE_COUNT <= MAX_FILES);  /* I3 */
   assert(I4_ALL)                     /* I4 */
+#if SHARES
+  ; assert(I1S_ALL)                  /* I1, I1b over the sharing rows */
+#endif
 }
 
 /* ---------------------------------------------------------------- ledger transitions */
@@ -373,6 +432,18 @@ inline decide(k, mv, dec) {
   :: FENCED_OUT(k, mv) -> dec = D_LOST
   :: else ->
      assert(task_ver[k] == mv);  /* I5/I6: only the current lease holder decides */
+#if SHARES
+     /* I5 (shared): a dead row whose object another alive row uses (key_in_use: the row it
+        shares, or one sharing it) is presented as alive and ACTIVE, as SqlLedger::decide
+        does; the ledger itself is restored below */
+#ifndef BUG_DECIDE_IGNORES_SHARERS
+     h_sh = (DEAD(k) && USED_ELSEWHERE(k));
+#endif
+     if
+     :: h_sh -> assert(row_st[k] == R_ACTIVE); row_del[k] = 0
+     :: else -> skip
+     fi;
+#endif
      if
      :: row_st[k] == R_UPLOADING && !row_del[k] ->
 #ifndef BUG_RECLAIM_SPIN
@@ -398,6 +469,17 @@ inline decide(k, mv, dec) {
 #endif
      :: else -> dec = D_ALLOWED
      fi
+#if SHARES
+     ;
+     if
+     :: h_sh -> row_del[k] = 1; h_sh = 0
+     :: else -> skip
+     fi;
+     if
+     :: dec == D_ALLOWED -> key_done[OKEY(k)] = 1  /* ghost: no alive row uses the key */
+     :: else -> skip
+     fi
+#endif
   fi
 }
 
@@ -461,7 +543,11 @@ inline remove_all(k, ok) {
   :: true ->
      assert(k != FOREIGN);           /* I8: another writer's object is never deleted */
      assert(DEAD(k));                /* I5: only the object of a dead row of this ledger */
-     obj[k] = 0; ok = 1
+#if SHARES
+     assert(!IN_USE(OKEY(k)));       /* I5 (shared): no alive row uses the key */
+     assert(OKEY(k) < FOREIGN);      /* I8 (shared): the key and stamp are of the row that wrote it */
+#endif
+     obj[OKEY(k)] = 0; ok = 1
   fi
 }
 
@@ -533,6 +619,9 @@ inline sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3) {
        :: k == 1 -> cl1++; assert(cl1 <= MAXCLAIMS)  /* no spin */
        :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
        :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
+#if SLOTS > 4
+       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2) */
+#endif
        fi;
        claimed++
      };
@@ -680,6 +769,60 @@ up_done:
   atomic { mv = 0; dec = 0; ok = 0; r = 0; att = 0; finished++ }
 }
 
+#if SHARES
+/* ops::Uploader for a file of the same content at another path (SHARES). reserve answers
+   `shareable` with an alive ACTIVE row that holds the content (the model lets it be any
+   such row: the one that wrote the object or another sharing row); the uploader checks
+   that row's object (a HEAD: there, by I1, while the row is alive) and reserves again
+   with share_with: in one transaction that locks that row and requires it still alive and
+   ACTIVE (else share_gone: ask again), the file gets a row of its own, ACTIVE at once,
+   sharing the object of the row that wrote it, its task IGNORED. Later, maybe, `lodge
+   delete` of this path. Until a row holds the content the uploader waits (the same run's
+   in_progress), or, once nothing else can happen (timeout), ends: its own upload would be
+   the writer's protocol, checked by the other configurations. A crash here loses nothing
+   committed and a rerun asks again, the same step: not modelled separately. */
+proctype Sharer(byte me) {
+  byte s = NONE;  /* the row reserve answered with (share_with) */
+sh_ask:
+  atomic {
+    if
+    :: ACTIVE_AT(0) -> s = 0
+    :: ACTIVE_AT(1) -> s = 1
+#if NR == 3
+    :: ACTIVE_AT(2) -> s = 2
+#endif
+    :: me != SH1 && ACTIVE_AT(SH1) -> s = SH1
+#if SHARES > 1
+    :: me != SH2 && ACTIVE_AT(SH2) -> s = SH2
+#endif
+    :: timeout -> goto sh_done
+    fi
+  };
+  atomic {
+    /* SqlLedger::reserve with share_with (dedup_answer, insert_reserved) */
+#ifndef BUG_SHARE_NO_RECHECK
+    if
+    :: ACTIVE_AT(s) -> skip
+    :: else -> s = NONE; goto sh_ask  /* share_gone: the uploader asks again */
+    fi;
+#endif
+    /* once no alive row uses a key, none ever will: a share needs an alive user, locked */
+    assert(!key_done[OKEY(s)]);
+    row_st[me] = R_ACTIVE; row_del[me] = 0; row_dig[me] = row_dig[s];
+    row_cof[me] = OKEY(s);  /* content_of: the row that wrote the object, never a sharer */
+    task_st[me] = T_IGNORED; task_next[me] = WALL;
+    s = NONE;
+    CHECK_INV
+  };
+  if
+  :: atomic { soft_delete(me); CHECK_INV }  /* later: lodge delete of this path */
+  :: skip
+  fi;
+sh_done:
+  atomic { s = NONE; finished++ }
+}
+#endif
+
 /* ops::sweep run by cron: one run claims due tasks (batch 1) until none is due or
    --limit, each through ops::run_claimed_task; a crash ends the run and cron starts
    another. "No spin": a run claims one task at most MAXCLAIMS times (cl0..cl3). */
@@ -691,6 +834,9 @@ proctype Sweeper() {
   byte excl;
   byte claimed;
   byte cl0, cl1, cl2, cl3;
+#if SLOTS > 4
+  byte cl4;
+#endif
 sw_claim:
   if
   :: atomic {
@@ -701,6 +847,9 @@ sw_claim:
        :: k == 1 -> cl1++; assert(cl1 <= MAXCLAIMS)  /* no spin */
        :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
        :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
+#if SLOTS > 4
+       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2) */
+#endif
        fi;
        claimed++
      }
@@ -775,12 +924,18 @@ sw_crash:
     /* cron starts a new run */
     k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
     cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+#if SLOTS > 4
+    cl4 = 0;
+#endif
     goto sw_claim
   };
 sw_done:
   atomic {
     k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
     cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+#if SLOTS > 4
+    cl4 = 0;
+#endif
     finished++
   }
 }
@@ -946,6 +1101,9 @@ active proctype Final() {
   byte excl;
   byte claimed;
   byte cl0, cl1, cl2, cl3;
+#if SLOTS > 4
+  byte cl4;
+#endif
   byte i;
   byte phase = 0;
   finished == NWORKERS;
@@ -961,6 +1119,9 @@ active proctype Final() {
     :: phase < 2 ->
        k = NONE; mv = 0; dec = 0; ok = 0; excl = 0; claimed = 0;
        cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
+#if SLOTS > 4
+       cl4 = 0;
+#endif
        sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3);
        i = 0;
        do
@@ -970,7 +1131,7 @@ active proctype Final() {
           assert(!DUE(i));                                                        /* I7 due */
           /* a dead letter (FAILED, past max_retries) is the one leftover I7 allows:
              status counts it and reconcile --apply requeues it */
-          assert(i == FOREIGN || !obj[i] || (row_st[i] == R_ACTIVE && !row_del[i]) || task_st[i] == T_FAILED); /* I7 leftover */
+          assert(i == FOREIGN || !obj[i] || KEPT(i)); /* I7 leftover */
           /* after the verify passes, every task is finished */
           assert(phase == 0 || task_st[i] == T_NONE || task_st[i] == T_SUCCESS || task_st[i] == T_IGNORED || task_st[i] == T_FAILED); /* I7 */
 #ifdef TAGS
@@ -997,6 +1158,12 @@ init {
     run Uploader(A0, A1);
 #else
     finished++;
+#endif
+#if SHARES
+    run Sharer(SH1);
+#endif
+#if SHARES > 1
+    run Sharer(SH2);
 #endif
 #ifndef NO_SWEEPER
     run Sweeper();
