@@ -96,6 +96,15 @@ class DedupPathsMixin:
         check_invariants(self)
         return files
 
+    def test_trees_of_repeated_content_come_back_whole_under_every_scope(self):
+        self.check_every_scope()
+
+    def test_replace_with_content_stored_elsewhere(self):
+        self.check_replace_with_content_stored_elsewhere()
+
+    def test_shared_object_removed_only_after_its_last_path(self):
+        self.check_delete_path_by_path()
+
     def check_every_scope(self):
         for scope in ("owner", "prefix", "none"):
             with self.subTest(scope=scope):
@@ -153,14 +162,7 @@ class DedupPathsMixin:
 
 
 class DedupPathsStore(DedupPathsMixin, StoreTestCase):
-    def test_trees_of_repeated_content_come_back_whole_under_every_scope(self):
-        self.check_every_scope()
-
-    def test_replace_with_content_stored_elsewhere(self):
-        self.check_replace_with_content_stored_elsewhere()
-
-    def test_shared_object_removed_only_after_its_last_path(self):
-        self.check_delete_path_by_path()
+    """The suite on moto (or Azurite, LODGE_IT_STORE=az)."""
 
 
 class DedupPathsFile(DedupPathsMixin, LodgeTestCase):
@@ -177,15 +179,6 @@ class DedupPathsFile(DedupPathsMixin, LodgeTestCase):
                 if not rel.startswith(".lodge"):
                     out[rel] = os.path.getsize(p)
         return out
-
-    def test_trees_of_repeated_content_come_back_whole_under_every_scope(self):
-        self.check_every_scope()
-
-    def test_replace_with_content_stored_elsewhere(self):
-        self.check_replace_with_content_stored_elsewhere()
-
-    def test_shared_object_removed_only_after_its_last_path(self):
-        self.check_delete_path_by_path()
 
 
 if __name__ == "__main__":
