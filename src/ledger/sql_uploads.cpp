@@ -455,9 +455,10 @@ SettleOutcome SqlLedger::settle(int64_t record_id, int64_t now) {
 
 TaskFinish SqlLedger::ignore_task(const TaskRecord &t, int64_t now, const std::string &reason) {
   return m_c->write([&](sql::Tx &tx) {
-    auto ign = q("UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, lease_owner = NULL, lease_until = NULL,"
-                 " last_error = COALESCE(NULLIF(?4, ''), last_error), updated_at = ?3"
-                 " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+    auto ign =
+        q("UPDATE cleanup_task SET status = 'IGNORED', tag_owed = 0, lease_owner = NULL, lease_until = NULL,"
+          " last_error = COALESCE(NULLIF(?4, ''), last_error), updated_at = ?3"
+          " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
     if (ign.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, reason).exec() != 1)
       return TaskFinish::lease_lost;
     tx.commit();
