@@ -327,7 +327,7 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
 namespace {
 // A confirm queued on the group's writer: its outcome once its batch committed. Its owner
 // waits for it (Uploader::finish); one destroyed unwaited is abandoned, never waited for.
-class GroupConfirm final : public Ledger::PendingConfirm {
+class GroupConfirm final : public UploadLedger::PendingConfirm {
 public:
   GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
                const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire,
@@ -372,7 +372,8 @@ std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, con
                                                                  const std::string &version_id, int64_t now,
                                                                  CommitTag tag, std::optional<Retire> retire,
                                                                  Durable durable) {
-  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
+  if (!m_group)
+    return UploadLedger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
   return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire, std::move(durable));
 }
 
