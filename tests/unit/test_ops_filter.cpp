@@ -422,16 +422,16 @@ TEST_CASE("filter markers: names stored, the walker's answer decides") {
   CHECK(f.active());
   CHECK(f.marker_names() == std::vector<std::string>{".ignore", "dir3/"});
   std::set<std::pair<std::string, bool>> asked;
-  auto holds = [&](std::set<std::pair<std::string, bool>> present) {
+  auto holds = [&](const std::set<std::pair<std::string, bool>> &present) {
     return [&asked, present](std::string_view name, bool want_dir) {
       asked.emplace(std::string(name), want_dir);
-      return present.count({std::string(name), want_dir}) > 0;
+      return present.contains({std::string(name), want_dir});
     };
   };
   CHECK(f.excluded_by_marker(holds({{".ignore", false}})));
   CHECK(f.excluded_by_marker(holds({{"dir3", true}})));
   CHECK_FALSE(f.excluded_by_marker(holds({{"dir3", false}}))); // a file named dir3 is no marker
-  CHECK(asked.count({"dir3", true}) == 1);
+  CHECK(asked.contains({"dir3", true}));
   for (const char *bad : {"", "/", "a/b", ".", "..", "../x"})
     CHECK_MESSAGE(error_of([&] { Filter().add_exclude_if_present(bad); }).code == Errc::usage, bad);
 }

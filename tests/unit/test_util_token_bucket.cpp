@@ -12,7 +12,7 @@ using std::chrono::nanoseconds;
 
 namespace {
 constexpr uint64_t k_kib = 1024;
-constexpr uint64_t k_mib = 1024 * 1024;
+constexpr uint64_t k_mib = uint64_t{1} << 20;
 
 // A clock that moves only when the fake sleeper sleeps (or a test moves it).
 struct FakeTime {
@@ -107,6 +107,7 @@ TEST_CASE("token bucket: concurrent callers share one budget") {
   const uint64_t chunk = 64 * k_kib;
   std::vector<int64_t> longest(k_threads, 0);
   std::vector<std::thread> threads;
+  threads.reserve(k_threads);
   for (int i = 0; i < k_threads; ++i)
     threads.emplace_back([&, i] {
       for (int j = 0; j < k_each; ++j)

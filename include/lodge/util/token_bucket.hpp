@@ -35,7 +35,7 @@ public:
   using SleepFn = std::function<void(std::chrono::nanoseconds)>;
 
   // The smallest burst: below it every read of a worker's buffer would wait on its own.
-  static constexpr uint64_t k_min_burst = 64 * 1024;
+  static constexpr uint64_t k_min_burst = uint64_t{64} * 1024;
 
   // rate 0 is unlimited. burst 0 means one second's worth; any burst is at least
   // k_min_burst. The bucket starts full. Default clock: steady_clock; default sleeper:
