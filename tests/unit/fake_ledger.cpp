@@ -14,16 +14,49 @@ namespace lodge::test {
 using namespace ledger;
 
 namespace {
-const char *const k_ops[] = {
-    "schema_version", "status",         "record_job_run",  "store_binding",   "bind_store",
-    "reserve",        "set_multipart_upload_id",           "confirm",         "find_unchanged",
-    "record_stat",    "settle",         "mark_failed",     "find_file",       "list_files",
-    "find_by_path",   "find_task_for",  "claim_due",       "claim_task",      "decide",
-    "ignore_task",    "end_tag",        "finish",          "decide_many",     "finish_many",
-    "due_tasks",      "list_tasks",     "retry_task",      "overdue_uploads", "repair_row",
-    "held_uploads",   "fail_abandoned", "soft_delete",     "mark_missing",    "rows_by_key",
-    "max_record_id",  "requeue_task_for",                  "dead_letter",     "id_blocks",
-    "begin_id_block", "end_id_block",   "record_divergence", "note_reconciled", "accept_divergence"};
+const char *const k_ops[] = {"schema_version",
+                             "status",
+                             "record_job_run",
+                             "store_binding",
+                             "bind_store",
+                             "reserve",
+                             "set_multipart_upload_id",
+                             "confirm",
+                             "find_unchanged",
+                             "record_stat",
+                             "settle",
+                             "mark_failed",
+                             "find_file",
+                             "list_files",
+                             "find_by_path",
+                             "find_task_for",
+                             "claim_due",
+                             "claim_task",
+                             "decide",
+                             "ignore_task",
+                             "end_tag",
+                             "finish",
+                             "decide_many",
+                             "finish_many",
+                             "due_tasks",
+                             "list_tasks",
+                             "retry_task",
+                             "overdue_uploads",
+                             "repair_row",
+                             "held_uploads",
+                             "fail_abandoned",
+                             "soft_delete",
+                             "mark_missing",
+                             "rows_by_key",
+                             "max_record_id",
+                             "requeue_task_for",
+                             "dead_letter",
+                             "id_blocks",
+                             "begin_id_block",
+                             "end_id_block",
+                             "record_divergence",
+                             "note_reconciled",
+                             "accept_divergence"};
 
 void known_op(const std::string &op) {
   if (std::find(std::begin(k_ops), std::end(k_ops), op) == std::end(k_ops))
@@ -188,7 +221,8 @@ TaskRecord *FakeLedger::task_at(int64_t task_id) {
 
 TaskRecord *FakeLedger::held(const TaskRecord &t) {
   auto *cur = task_at(t.id);
-  return cur && cur->status == TaskStatus::processing && cur->lease_version == t.lease_version ? cur : nullptr;
+  return cur && cur->status == TaskStatus::processing && cur->lease_version == t.lease_version ? cur
+                                                                                               : nullptr;
 }
 
 void FakeLedger::set_row(const char *op, FileRecord &r, const std::function<void(FileRecord &)> &change) {
@@ -281,7 +315,8 @@ void FakeLedger::retire_others(const char *op, int64_t id, const Retire &retire,
       x.is_deleted = true;
       x.deleted_at = x.updated_at = now;
     });
-    (void)ensure_pending_task(op, old_id, o.object_key, now + retire.grace_ms, retire.max_retries, false, now);
+    (void)ensure_pending_task(op, old_id, o.object_key, now + retire.grace_ms, retire.max_retries, false,
+                              now);
   }
 }
 
@@ -318,7 +353,8 @@ BindResult FakeLedger::bind_store(const StoreBinding &b, Rebind rebind) {
   });
 }
 
-std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req, std::optional<FileRecord> &share) {
+std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req,
+                                                      std::optional<FileRecord> &share) {
   if (req.dedup == DedupScope::none) return std::nullopt;
   ReserveResult res;
   const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
@@ -347,12 +383,13 @@ std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req,
   // Of the alive rows of this content in the scope: this run prefix first, then ACTIVE, then the oldest.
   const FileRecord *alive = nullptr;
   auto rank = [&](const FileRecord &r) {
-    return std::make_tuple(r.run_prefix == req.run_prefix ? 0 : 1, r.upload_status == FileStatus::active ? 0 : 1,
-                           r.id);
+    return std::make_tuple(r.run_prefix == req.run_prefix ? 0 : 1,
+                           r.upload_status == FileStatus::active ? 0 : 1, r.id);
   };
   for (const auto &[id, r] : m_rows)
     if (r.owner_id == req.owner_id && r.sha256 == req.sha256 && !r.is_deleted &&
-        (req.dedup == DedupScope::owner || r.run_prefix == req.run_prefix) && (!alive || rank(r) < rank(*alive)))
+        (req.dedup == DedupScope::owner || r.run_prefix == req.run_prefix) &&
+        (!alive || rank(r) < rank(*alive)))
       alive = &r;
   if (!alive) return std::nullopt;
   res.record = *alive;
@@ -463,10 +500,12 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
   });
 }
 
-SetUploadIdOutcome FakeLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id, int64_t now) {
+SetUploadIdOutcome FakeLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id,
+                                                       int64_t now) {
   return call("set_multipart_upload_id", [&] {
     auto *r = row_at(id);
-    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted) return SetUploadIdOutcome::not_uploading;
+    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted)
+      return SetUploadIdOutcome::not_uploading;
     r->multipart_upload_id = upload_id;
     r->updated_at = now;
     return SetUploadIdOutcome::recorded;
@@ -476,10 +515,12 @@ SetUploadIdOutcome FakeLedger::set_multipart_upload_id(int64_t id, const std::st
 ConfirmOutcome FakeLedger::confirm_locked(int64_t id, const std::string &etag, const std::string &version_id,
                                           int64_t now, CommitTag tag, std::optional<Retire> retire) {
   auto *r = row_at(id);
-  if (!r || r->upload_status != FileStatus::uploading || r->is_deleted) return ConfirmOutcome::row_not_uploading;
+  if (!r || r->upload_status != FileStatus::uploading || r->is_deleted)
+    return ConfirmOutcome::row_not_uploading;
   auto *t = task_for(id);
   // A task a sweep holds: its cleanup may be under way; the row stays UPLOADING.
-  if (!t || (t->status != TaskStatus::pending && t->status != TaskStatus::retry)) return ConfirmOutcome::task_held;
+  if (!t || (t->status != TaskStatus::pending && t->status != TaskStatus::retry))
+    return ConfirmOutcome::task_held;
   set_row("confirm", *r, [&](FileRecord &x) {
     x.upload_status = FileStatus::active;
     x.activated_at = x.updated_at = now;
@@ -500,8 +541,8 @@ ConfirmOutcome FakeLedger::confirm_locked(int64_t id, const std::string &etag, c
   return ConfirmOutcome::confirmed;
 }
 
-ConfirmOutcome FakeLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id, int64_t now,
-                                   CommitTag tag, std::optional<Retire> retire) {
+ConfirmOutcome FakeLedger::confirm(int64_t id, const std::string &etag, const std::string &version_id,
+                                   int64_t now, CommitTag tag, std::optional<Retire> retire) {
   return call("confirm", [&] { return confirm_locked(id, etag, version_id, now, tag, retire); });
 }
 
@@ -551,14 +592,13 @@ std::unique_ptr<Ledger::PendingConfirm> FakeLedger::confirm_later(int64_t id, co
 std::optional<FileRecord> FakeLedger::find_unchanged(const std::string &owner, const std::string &run_prefix,
                                                      const std::string &relative_path, const FileStat &stat,
                                                      int64_t size) {
-  return call("find_unchanged", [&]() -> std::optional<FileRecord> {
-    for (auto it = m_rows.rbegin(); it != m_rows.rend(); ++it) { // the newest first
-      const auto &r = it->second;
+  return call("find_unchanged", [&] {
+    std::optional<FileRecord> newest; // by id
+    for (const auto &[id, r] : m_rows)
       if (r.owner_id == owner && r.run_prefix == run_prefix && r.relative_path == relative_path &&
           alive_active(&r) && r.size == size && r.stat == stat)
-        return r;
-    }
-    return std::nullopt;
+        newest = r;
+    return newest;
   });
 }
 
@@ -604,7 +644,8 @@ MarkFailedOutcome FakeLedger::mark_failed(int64_t id, const std::string &reason,
     if (run_now && waiting) {
       t->next_retry_at = now;
       t->updated_at = now;
-    } else if (!run_now && (waiting || t->status == TaskStatus::processing) && t->verify_pass == k_verify_none) {
+    } else if (!run_now && (waiting || t->status == TaskStatus::processing) &&
+               t->verify_pass == k_verify_none) {
       // Not definite: the object may still land after the delete; a second pass is owed.
       t->verify_pass = k_verify_owed;
       t->updated_at = now;
@@ -641,7 +682,8 @@ std::vector<FileRecord> FakeLedger::find_by_path(const std::string &owner, const
           alive_active(&r))
         out.push_back(r);
     std::sort(out.begin(), out.end(), [](const FileRecord &a, const FileRecord &b) {
-      return std::make_pair(a.activated_at.value_or(0), a.id) > std::make_pair(b.activated_at.value_or(0), b.id);
+      return std::make_pair(a.activated_at.value_or(0), a.id) >
+             std::make_pair(b.activated_at.value_or(0), b.id);
     });
     return out;
   });
@@ -675,8 +717,9 @@ std::vector<TaskRecord> FakeLedger::claim_due(int64_t now, int limit, const std:
     std::vector<TaskRecord *> ready;
     for (auto &[id, t] : m_tasks)
       if (due(t, now)) ready.push_back(&t);
-    std::stable_sort(ready.begin(), ready.end(),
-                     [](const TaskRecord *a, const TaskRecord *b) { return a->next_retry_at < b->next_retry_at; });
+    std::stable_sort(ready.begin(), ready.end(), [](const TaskRecord *a, const TaskRecord *b) {
+      return a->next_retry_at < b->next_retry_at;
+    });
     std::vector<TaskRecord> out;
     for (auto *t : ready) {
       if (static_cast<int>(out.size()) >= limit) break;
@@ -816,8 +859,8 @@ TaskFinish FakeLedger::finish_locked(const TaskRecord &t, bool succeeded, const 
   return result;
 }
 
-TaskFinish FakeLedger::finish(const TaskRecord &t, bool succeeded, const std::string &error, int64_t next_retry_at,
-                              int64_t now) {
+TaskFinish FakeLedger::finish(const TaskRecord &t, bool succeeded, const std::string &error,
+                              int64_t next_retry_at, int64_t now) {
   return call("finish", [&] { return finish_locked(t, succeeded, error, next_retry_at, now); });
 }
 
@@ -863,9 +906,11 @@ std::vector<TaskRecord> FakeLedger::due_tasks(int64_t now, int limit) {
     std::vector<TaskRecord> out;
     for (const auto &[id, t] : m_tasks)
       if (due(t, now)) out.push_back(t);
-    std::stable_sort(out.begin(), out.end(),
-                     [](const TaskRecord &a, const TaskRecord &b) { return a.next_retry_at < b.next_retry_at; });
-    if (out.size() > static_cast<size_t>(std::max(limit, 0))) out.resize(static_cast<size_t>(std::max(limit, 0)));
+    std::stable_sort(out.begin(), out.end(), [](const TaskRecord &a, const TaskRecord &b) {
+      return a.next_retry_at < b.next_retry_at;
+    });
+    if (out.size() > static_cast<size_t>(std::max(limit, 0)))
+      out.resize(static_cast<size_t>(std::max(limit, 0)));
     return out;
   });
 }
@@ -899,11 +944,13 @@ std::vector<FileRecord> FakeLedger::overdue_uploads(int64_t now, int limit) {
   return call("overdue_uploads", [&] {
     std::vector<FileRecord> out;
     for (const auto &[id, r] : m_rows)
-      if (r.upload_status == FileStatus::uploading && !r.is_deleted && r.upload_deadline_at < now) out.push_back(r);
+      if (r.upload_status == FileStatus::uploading && !r.is_deleted && r.upload_deadline_at < now)
+        out.push_back(r);
     std::stable_sort(out.begin(), out.end(), [](const FileRecord &a, const FileRecord &b) {
       return a.upload_deadline_at < b.upload_deadline_at;
     });
-    if (out.size() > static_cast<size_t>(std::max(limit, 0))) out.resize(static_cast<size_t>(std::max(limit, 0)));
+    if (out.size() > static_cast<size_t>(std::max(limit, 0)))
+      out.resize(static_cast<size_t>(std::max(limit, 0)));
     return out;
   });
 }
@@ -913,8 +960,8 @@ RepairOutcome FakeLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, 
     auto *r = row_at(id);
     if (!r || !fail_overdue_row("repair_row", id, now, "repair")) return RepairOutcome::not_overdue;
     // Failed by deadline, not definitely: the delete owes a verify pass.
-    (void)ensure_pending_task("repair_row", id, r->object_key, std::max(now, r->upload_deadline_at + grace_ms),
-                              max_retries, true, now);
+    (void)ensure_pending_task("repair_row", id, r->object_key,
+                              std::max(now, r->upload_deadline_at + grace_ms), max_retries, true, now);
     return RepairOutcome::repaired;
   });
 }
@@ -992,7 +1039,8 @@ void FakeLedger::rows_by_key(const std::string &prefix, const std::string &after
   // Read under the lock, visited outside it (the visitor may call the ledger).
   auto rows = call("rows_by_key", [&] {
     std::vector<FileRecord> out;
-    for (const auto &[id, r] : m_rows) {
+    for (const auto &entry : m_rows) {
+      const FileRecord &r = entry.second;
       if (r.content_of || r.object_key.compare(0, prefix.size(), prefix) != 0) continue;
       if (!after.empty() && after >= prefix && r.object_key <= after) continue;
       FileRecord c = r;

@@ -102,11 +102,9 @@ public:
                                                               ledger::CommitTag tag,
                                                               std::optional<ledger::Retire> retire,
                                                               ledger::Durable durable = {}) override;
-  [[nodiscard]] std::optional<ledger::FileRecord> find_unchanged(const std::string &owner,
-                                                                 const std::string &run_prefix,
-                                                                 const std::string &relative_path,
-                                                                 const ledger::FileStat &stat,
-                                                                 int64_t size) override;
+  [[nodiscard]] std::optional<ledger::FileRecord>
+  find_unchanged(const std::string &owner, const std::string &run_prefix, const std::string &relative_path,
+                 const ledger::FileStat &stat, int64_t size) override;
   bool record_stat(int64_t id, const ledger::FileStat &stat, int64_t now) override;
   [[nodiscard]] ledger::SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] ledger::MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
@@ -120,16 +118,16 @@ public:
 
   [[nodiscard]] std::vector<ledger::TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
                                                           int64_t lease_ms) override;
-  [[nodiscard]] std::optional<ledger::TaskRecord> claim_task(int64_t task_id, int64_t now,
-                                                             const std::string &worker,
-                                                             int64_t lease_ms) override;
+  [[nodiscard]] std::optional<ledger::TaskRecord>
+  claim_task(int64_t task_id, int64_t now, const std::string &worker, int64_t lease_ms) override;
   [[nodiscard]] ledger::TaskDecision decide(const ledger::TaskRecord &t, int64_t now,
                                             int64_t grace_ms) override;
   [[nodiscard]] ledger::TaskFinish ignore_task(const ledger::TaskRecord &t, int64_t now,
                                                const std::string &reason = {}) override;
   [[nodiscard]] ledger::TaskFinish end_tag(const ledger::TaskRecord &t, int64_t due, int64_t now) override;
-  [[nodiscard]] ledger::TaskFinish finish(const ledger::TaskRecord &t, bool succeeded, const std::string &error,
-                                          int64_t next_retry_at, int64_t now) override;
+  [[nodiscard]] ledger::TaskFinish finish(const ledger::TaskRecord &t, bool succeeded,
+                                          const std::string &error, int64_t next_retry_at,
+                                          int64_t now) override;
   [[nodiscard]] std::vector<ledger::TaskDecision> decide_many(const std::vector<ledger::TaskRecord> &tasks,
                                                               int64_t now, int64_t grace_ms) override;
   [[nodiscard]] std::vector<ledger::TaskFinish> finish_many(const std::vector<ledger::TaskEnd> &ends,
@@ -154,7 +152,8 @@ public:
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const ledger::FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
-  [[nodiscard]] ledger::QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) override;
+  [[nodiscard]] ledger::QueueOutcome requeue_task_for(int64_t record_id, int64_t now,
+                                                      int max_retries) override;
   [[nodiscard]] ledger::DeadLetterOutcome dead_letter(const ledger::TaskRecord &t, const std::string &error,
                                                       int64_t now) override;
 
@@ -185,8 +184,10 @@ private:
   ledger::TaskRecord *task_for(int64_t record_id);
   ledger::TaskRecord *task_at(int64_t task_id);
   ledger::TaskRecord *held(const ledger::TaskRecord &t); // still ours: PROCESSING, same lease_version
-  void set_row(const char *op, ledger::FileRecord &r, const std::function<void(ledger::FileRecord &)> &change);
-  void set_task(const char *op, ledger::TaskRecord &t, const std::function<void(ledger::TaskRecord &)> &change);
+  void set_row(const char *op, ledger::FileRecord &r,
+               const std::function<void(ledger::FileRecord &)> &change);
+  void set_task(const char *op, ledger::TaskRecord &t,
+                const std::function<void(ledger::TaskRecord &)> &change);
   [[nodiscard]] bool key_in_use(const std::string &key, int64_t except_id) const;
   [[nodiscard]] static bool due(const ledger::TaskRecord &t, int64_t now);
   ledger::QueueOutcome ensure_pending_task(const char *op, int64_t record_id, const std::string &key,
@@ -196,7 +197,8 @@ private:
   std::optional<ledger::ReserveResult> dedup_answer(const ledger::ReserveRequest &req,
                                                     std::optional<ledger::FileRecord> &share);
   ledger::ConfirmOutcome confirm_locked(int64_t id, const std::string &etag, const std::string &version_id,
-                                        int64_t now, ledger::CommitTag tag, std::optional<ledger::Retire> retire);
+                                        int64_t now, ledger::CommitTag tag,
+                                        std::optional<ledger::Retire> retire);
   ledger::TaskDecision decide_locked(const ledger::TaskRecord &t, int64_t now, int64_t grace_ms);
   ledger::TaskFinish finish_locked(const ledger::TaskRecord &t, bool succeeded, const std::string &error,
                                    int64_t next_retry_at, int64_t now);
@@ -204,8 +206,8 @@ private:
   ledger::TaskFinish end_tag_locked(const ledger::TaskRecord &t, int64_t due, int64_t now);
   ledger::DeadLetterOutcome dead_letter_locked(const ledger::TaskRecord &t, const std::string &error,
                                                int64_t now);
-  std::optional<ledger::TaskRecord> claim_locked(ledger::TaskRecord &t, int64_t now, const std::string &worker,
-                                                 int64_t lease_ms);
+  std::optional<ledger::TaskRecord> claim_locked(ledger::TaskRecord &t, int64_t now,
+                                                 const std::string &worker, int64_t lease_ms);
 
   mutable std::mutex m_mutex;
   std::string m_location = "fake-ledger";

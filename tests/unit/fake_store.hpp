@@ -41,7 +41,7 @@ class FakeStore final : public store::ObjectStore {
     std::map<std::string, std::string> state_tags;       // key -> "pending" | "committed" (tagging fakes)
     std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
     std::map<std::string, std::map<std::string, std::string>>
-        committed_tags; // the user tags mark_committed wrote
+        committed_tags;                                        // the user tags mark_committed wrote
     std::map<std::string, store::PresignPutRequest> presigned; // key -> what its URL allows
     bool tags = false; // behave as a store with state tags and guarded deletes
     int next_upload = 1;

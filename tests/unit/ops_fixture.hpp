@@ -68,7 +68,8 @@ struct OpsWorld {
   ledger::FileRecord failed(const std::string &name, const std::string &seed, int max_retries = 8) {
     auto rec = reserve(name, seed, max_retries);
     put(rec);
-    REQUIRE(l.mark_failed(rec.id, "STORAGE_ERROR: refused", true, now()) == ledger::MarkFailedOutcome::failed);
+    REQUIRE(l.mark_failed(rec.id, "STORAGE_ERROR: refused", true, now()) ==
+            ledger::MarkFailedOutcome::failed);
     return l.row(rec.id);
   }
 

@@ -51,7 +51,7 @@ struct Pipelined {
     return o;
   }
   // The file `name` in dir (written with `content` unless empty), as the walk hands it over.
-  ops::InputFile input(const std::string &name, const std::string &content = "") {
+  [[nodiscard]] ops::InputFile input(const std::string &name, const std::string &content = "") const {
     if (!content.empty()) test::write_file(dir.file(name), content);
     ops::InputFile f;
     f.path = dir.file(name);
@@ -84,6 +84,7 @@ TEST_CASE("group commit: the confirms of one batch wait behind one store flush p
   auto &l = p.l;
   auto &worker = p.worker;
   std::vector<int64_t> ids;
+  ids.reserve(3);
   for (int i = 0; i < 3; ++i)
     ids.push_back(reserved_row(*worker, i));
   int a_runs = 0;
@@ -142,7 +143,6 @@ TEST_CASE(
   REQUIRE(task);
   CHECK(task->status != ledger::TaskStatus::ignored);
 }
-
 
 namespace {
 // The warnings logged while it lives.

@@ -88,8 +88,8 @@ TEST_CASE("activate: the ledger fails the settle: the object is tagged and ACTIV
   auto rec = w.reserve("a.txt", "a");
   auto put = w.put(rec);
   w.l.fail_next("settle");
-  CHECK(test::throws_errc([&] { (void)ops::activate(w.l, w.store, rec, put, w.clock); }, Errc::ledger_unavailable,
-                          "settle"));
+  CHECK(test::throws_errc([&] { (void)ops::activate(w.l, w.store, rec, put, w.clock); },
+                          Errc::ledger_unavailable, "settle"));
   CHECK(w.l.row(rec.id).upload_status == ledger::FileStatus::active);
   CHECK(w.store.state_tag(rec.object_key) == "committed");
   CHECK(w.l.task_of(rec.id).tag_owed);
@@ -107,8 +107,8 @@ TEST_CASE("activate: the confirm's answer lost on a tagging store: the object is
   auto rec = w.reserve("a.txt", "a");
   auto put = w.put(rec);
   w.l.lose_answer("confirm");
-  CHECK(test::throws_errc([&] { (void)ops::activate(w.l, w.store, rec, put, w.clock); }, Errc::ledger_unavailable,
-                          "confirm"));
+  CHECK(test::throws_errc([&] { (void)ops::activate(w.l, w.store, rec, put, w.clock); },
+                          Errc::ledger_unavailable, "confirm"));
   CHECK(w.store.state_tag(rec.object_key) == "pending");
   CHECK(w.l.task_of(rec.id).tag_owed); // the confirm committed the debt
   CHECK(sweep(w, rec.id).outcome == ops::CleanupOutcome::ignored);
@@ -141,7 +141,8 @@ TEST_CASE("activate: a sweep holding the task refuses the confirm; the row stays
   CHECK(w.l.task_of(rec.id).lease_version == held.lease_version);
 }
 
-TEST_CASE("activate --replace: the confirm retires the path's older rows, their objects due after the grace") {
+TEST_CASE(
+    "activate --replace: the confirm retires the path's older rows, their objects due after the grace") {
   test::OpsWorld w;
   auto old = w.active("a.txt", "1");
   auto rec = w.reserve("a.txt", "2");

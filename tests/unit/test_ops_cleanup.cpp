@@ -201,7 +201,8 @@ TEST_CASE("cleanup: a task owing the committed tag: the sweep tags the object an
   w.store.enable_state_tags();
   auto rec = w.reserve("a.txt", "a");
   w.put(rec);
-  REQUIRE(w.l.confirm(rec.id, "etag", "", w.now(), ledger::CommitTag::owed) == ledger::ConfirmOutcome::confirmed);
+  REQUIRE(w.l.confirm(rec.id, "etag", "", w.now(), ledger::CommitTag::owed) ==
+          ledger::ConfirmOutcome::confirmed);
   w.clock.t = w.l.task_of(rec.id).next_retry_at;
   auto r = ops::run_claimed_task(w.l, w.store, w.claim(rec.id), settings(), w.clock);
   CHECK(r.outcome == ops::CleanupOutcome::ignored);

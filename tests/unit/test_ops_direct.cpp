@@ -109,7 +109,8 @@ TEST_CASE("direct: bytes that differ fail the row; the object stays until the UR
   CHECK(d.store.count("remove_owned") == 0);
 }
 
-TEST_CASE("direct: bytes that differ, found after the URL expired, are removed at once through sweep's path") {
+TEST_CASE(
+    "direct: bytes that differ, found after the URL expired, are removed at once through sweep's path") {
   Direct d;
   const int64_t id = *d.reserve("hello direct").r.id;
   auto row = d.l.row(id);
@@ -130,7 +131,8 @@ TEST_CASE("direct: bytes that differ, found after the URL expired, are removed a
   CHECK(h[5] == "finish #" + n + " task PROCESSING -> PENDING");
 }
 
-TEST_CASE("direct: the ledger fails fail_abandoned: the row stays UPLOADING for repair, the object untouched") {
+TEST_CASE(
+    "direct: the ledger fails fail_abandoned: the row stays UPLOADING for repair, the object untouched") {
   Direct d;
   const int64_t id = *d.reserve("hello direct").r.id;
   auto row = d.l.row(id);
@@ -146,8 +148,9 @@ TEST_CASE("direct: the ledger fails fail_abandoned: the row stays UPLOADING for 
   CHECK(d.l.count("claim_task") == 0);
 }
 
-TEST_CASE("direct: confirm --all-due fails an expired reservation with nothing sent, and repairs one past its "
-          "deadline") {
+TEST_CASE(
+    "direct: confirm --all-due fails an expired reservation with nothing sent, and repairs one past its "
+    "deadline") {
   Direct d;
   const int64_t expired = *d.reserve("first").r.id;
   d.clock.advance(Direct::k_expires_s * 1000);
@@ -164,7 +167,7 @@ TEST_CASE("direct: confirm --all-due fails an expired reservation with nothing s
   got = up.confirm_due(10);
   REQUIRE(got.size() == 1);
   CHECK(got[0].error->code == Errc::deadline_exceeded);
-  CHECK(d.l.history(overdue).back() ==
-        "repair_row #" + std::to_string(overdue) + " task PENDING -> PENDING"); // due no sooner than the grace
+  CHECK(d.l.history(overdue).back() == "repair_row #" + std::to_string(overdue) +
+                                           " task PENDING -> PENDING"); // due no sooner than the grace
   CHECK(d.l.row(overdue).failure_reason->find("DEADLINE_EXCEEDED") != std::string::npos);
 }

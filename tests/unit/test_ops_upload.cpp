@@ -47,7 +47,7 @@ struct Run {
   ops::UploadSettings s = multipart_settings(store, 1);
 
   // The file `name` in dir (written with `content` unless empty), as the walk hands it over.
-  ops::InputFile input(const std::string &name, const std::string &content = "") {
+  [[nodiscard]] ops::InputFile input(const std::string &name, const std::string &content = "") const {
     if (!content.empty()) test::write_file(dir.file(name), content);
     ops::InputFile f;
     f.path = dir.file(name);
@@ -281,7 +281,6 @@ TEST_CASE("racily clean: a stat within its timestamps' granularity of when it wa
   CHECK(ops::racily_clean({1, 1, now_ns + 60 * s + 7, now_ns + 60 * s + 7}, now_ms));
 }
 
-
 TEST_CASE("an upload's transitions: the reserve's row and task, then the confirm's") {
   Run p;
   auto r = p.upload("a.txt", "some bytes");
@@ -454,9 +453,12 @@ TEST_CASE("quota: past the policy's max_files an upload is rejected before anyth
   CHECK(p.l.list_files({"o", std::nullopt, std::nullopt, true}).size() == 1);
 }
 
-TEST_CASE("a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
+TEST_CASE(
+    "a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
   Run p;
-  SUBCASE("confirms deferred") { p.l.defer_confirms(); }
+  SUBCASE("confirms deferred") {
+    p.l.defer_confirms();
+  }
   SUBCASE("confirms at once") {}
   p.store.fail("flush", Error(Errc::storage_unavailable, "syncfs: I/O error"), 1);
   ops::Uploader up(p.l, p.store, p.s, util::system_clock());
