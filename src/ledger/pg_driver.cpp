@@ -220,7 +220,8 @@ private:
   // Waits until the socket is ready for `events`; false once `until` (steady ms) passed.
   [[nodiscard]] bool wait_socket(short events, int64_t until) const;
   // No answer in time: the connection is closed (the server rolls back what it ran for us
-  // when it sees that, unless a COMMIT had reached it) and LEDGER_UNAVAILABLE thrown.
+  // when it sees that, unless a COMMIT had reached it) and LEDGER_UNAVAILABLE thrown. Closed,
+  // not cancelled: libpq 15's PQcancel waits for the server without a timeout.
   [[noreturn]] void no_answer();
   PgResultHandle checked(PGresult *r);
   [[noreturn]] void fail(const PGresult *r);

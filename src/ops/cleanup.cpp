@@ -105,10 +105,11 @@ TaskWork commit_tag(const RowLookup &find_row, store::ObjectStore &store, const 
 
 // The guard kept the object: it is this failed row's by its stamp, but someone tagged it
 // other than pending since (lodge tags only ACTIVE rows' objects committed). Nothing is
-// deleted: the automatic path never overrides a tag; reconcile reports it (tag_mismatch)
-// and its --apply, the operator's call, tags it pending again and queues the task. The
-// row is re-checked (it is dead: UPLOAD_FAILED never comes back) and the task ends
-// IGNORED, the reason its last_error.
+// deleted: the automatic path never overrides a tag (the guard is the one check the store
+// enforces by itself, and a tag set on purpose is not undone unattended); reconcile reports
+// it (tag_mismatch) and its --apply, the operator's call, tags it pending again and queues
+// the task. The row is re-checked (it is dead: UPLOAD_FAILED never comes back) and the task
+// ends IGNORED, the reason its last_error.
 TaskWork refused_by_guard(const RowLookup &find_row, const ledger::TaskRecord &task, const std::string &why) {
   auto row = find_row(task.record_id);
   if (!row || row->upload_status != ledger::FileStatus::upload_failed)

@@ -438,6 +438,9 @@ ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const Recon
     // At an ACTIVE row's key, an upload other than the one it completed is lodge's own
     // orphan: a create whose answer was lost and was retried (no process sends it a part
     // again: the row's upload is done). The one it completed is never listed as incomplete.
+    // Its stamp cannot be read (S3 shows a create's metadata to no call before completion):
+    // the exact key (its uuid issued to this row alone), the row alive and complete, and the
+    // id not the recorded one are what justify the abort.
     const bool orphan = !row->is_deleted && row->upload_status == ledger::FileStatus::active &&
                         row->multipart_upload_id != u.handle;
     Finding f{"stale_multipart", u.key, row->id,

@@ -270,7 +270,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   (void)failpoint::hit("upload.after_reserve");
 
   // Abort our own transfer before the row's deadline, with a margin, so no PUT can land
-  // after repair and sweep have acted on the row.
+  // after repair and sweep have acted on the row. Measured on the monotonic clock: a wall-clock
+  // step here changes nothing; the PUT lands at most one deadline length after the reserve.
   int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
   int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
 

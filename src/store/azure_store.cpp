@@ -182,6 +182,9 @@ public:
     o.metadata = req.metadata;
     o.access_tier = req.options.storage_class;
     o.cache_control = req.options.cache_control;
+    // `c` alone (create, never overwrite). Not `t`: its holder could then tag the blob
+    // whenever it likes (state=pending on a confirmed blob, which the backstop deletes). So the
+    // sender sends no tags; the blob arrives untagged and lodge tags it at confirm.
     auto url = m_client->presign(req.key, req.expires_s, "c");
     if (!url) return url.error();
     PresignedPut p;

@@ -20,7 +20,7 @@ namespace lodge::test {
 struct StoreCall {
   std::string op; // put, head, read, remove_owned, remove_small, list, begin_staged, put_part,
                   // complete_staged, abort_staged, list_staged, get_small, put_small,
-                  // mark_committed, flush
+                  // mark_committed, flush, presign_put
   std::string key;
   bool ok = true;
 };
@@ -41,8 +41,9 @@ class FakeStore final : public store::ObjectStore {
     std::map<std::string, std::string> state_tags;       // key -> "pending" | "committed" (tagging fakes)
     std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
     std::map<std::string, std::map<std::string, std::string>>
-        committed_tags; // the user tags mark_committed wrote
-    bool tags = false;  // behave as a store with state tags and guarded deletes
+        committed_tags;                                        // the user tags mark_committed wrote
+    std::map<std::string, store::PresignPutRequest> presigned; // key -> what its URL allows
+    bool tags = false; // behave as a store with state tags and guarded deletes
     int next_upload = 1;
     int next_tag = 0;
   };
@@ -82,6 +83,23 @@ public:
   void set_state_tag(const std::string &key, const std::string &tag) {
     std::lock_guard lock(m_state->mutex);
     m_state->state_tags[key] = tag;
+  }
+
+  // Direct uploads: the URL names the key; what it allows is kept (presigned()) so a test
+  // can send what a client holding it would.
+  Result<store::PresignedPut> presign_put(const store::PresignPutRequest &req) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("presign_put", req.key)) return *e;
+    m_state->presigned[req.key] = req;
+    record("presign_put", req.key, true);
+    store::PresignedPut out;
+    out.url = "fake://put/" + req.key;
+    return out;
+  }
+  [[nodiscard]] std::optional<store::PresignPutRequest> presigned(const std::string &key) const {
+    std::lock_guard lock(m_state->mutex);
+    auto it = m_state->presigned.find(key);
+    return it == m_state->presigned.end() ? std::nullopt : std::optional(it->second);
   }
 
   // Runs inside put_part, before it records, outside any lock (to hold parts in flight).

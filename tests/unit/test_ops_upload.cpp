@@ -1,12 +1,13 @@
-// The uploader against a fake store: parts go up in parallel over separate connections,
-// and every outcome leaves the ledger in the state the protocol promises.
+// The uploader on the ledger fake and the fake store: parts go up in parallel over separate
+// connections, and every outcome, the ledger's failures and lost answers included, leaves
+// the ledger in the state the protocol promises. (Its confirms on a group-committing SQLite
+// ledger: test_ledger_group_commit.cpp.)
+#include "fake_ledger.hpp"
 #include "fake_store.hpp"
 #include "support.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
-#include <future>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/util/log.hpp>
@@ -38,42 +39,32 @@ ops::UploadSettings multipart_settings(test::FakeStore &store, int concurrency) 
   return s;
 }
 
-std::unique_ptr<ledger::Ledger> ledger_in(test::TempDir &dir) {
-  ledger::OpenOptions o;
-  o.location = dir.file("l.db");
-  o.create = true;
-  return ledger::open_ledger(o);
-}
-
-// A group-committing ledger's worker, as `lodge upload` runs it, and the fake store; `l`
-// reads what committed.
-struct Pipelined {
+// The ledger fake and the fake store, and files in a temporary directory.
+struct Run {
   test::TempDir dir;
-  std::unique_ptr<ledger::Ledger> l = ledger_in(dir);
-  std::shared_ptr<ledger::LedgerPool> pool = ledger::open_ledger_pool(at(dir));
-  std::unique_ptr<ledger::Ledger> worker = pool->worker();
+  test::FakeLedger l;
   test::FakeStore store;
   ops::UploadSettings s = multipart_settings(store, 1);
 
-  static ledger::OpenOptions at(test::TempDir &d) {
-    ledger::OpenOptions o;
-    o.location = d.file("l.db");
-    return o;
-  }
   // The file `name` in dir (written with `content` unless empty), as the walk hands it over.
-  ops::InputFile input(const std::string &name, const std::string &content = "") {
+  [[nodiscard]] ops::InputFile input(const std::string &name, const std::string &content = "") const {
     if (!content.empty()) test::write_file(dir.file(name), content);
     ops::InputFile f;
     f.path = dir.file(name);
     f.name = f.path;
     return f;
   }
+  // One upload of `name` with `content`, to the end.
+  ops::FileResult upload(const std::string &name, const std::string &content) {
+    ops::Uploader up(l, store, s, util::system_clock());
+    return up.upload(input(name, content).path);
+  }
 };
 } // namespace
 
 TEST_CASE("a multipart upload sends parts in parallel and completes them in order") {
   test::TempDir dir;
-  auto l = ledger_in(dir);
+  auto l = std::make_unique<test::FakeLedger>();
   PartBoard board;
   test::FakeStore main_store;
   // Holds each part until a second one is in flight (or gives up after a while, which
@@ -111,7 +102,7 @@ TEST_CASE("a multipart upload sends parts in parallel and completes them in orde
 
 TEST_CASE("an exception in a part thread fails the upload and aborts the multipart upload") {
   test::TempDir dir;
-  auto l = ledger_in(dir);
+  auto l = std::make_unique<test::FakeLedger>();
   test::FakeStore main_store;
   // Part uploads throw (a bug or bad_alloc deep in a store), on whichever thread sends them.
   main_store.on_put_part = [](int) { throw std::runtime_error("part store exploded"); };
@@ -130,7 +121,7 @@ TEST_CASE("an exception in a part thread fails the upload and aborts the multipa
 
 TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {
   test::TempDir dir;
-  auto l = ledger_in(dir);
+  auto l = std::make_unique<test::FakeLedger>();
   // Parts fail, and so does the abort that follows: the upload id must not vanish silently.
   test::FakeStore main_store;
   main_store.fail("put_part", Error(Errc::storage_error, "PUT part: refused"));
@@ -157,7 +148,7 @@ TEST_CASE("a failed abort of a multipart upload is logged with its key and uploa
 
 TEST_CASE("on a store that tags objects, a stored upload ends tagged committed with its task settled") {
   test::TempDir dir;
-  auto l = ledger_in(dir);
+  auto l = std::make_unique<test::FakeLedger>();
   test::FakeStore store;
   store.enable_state_tags();
   auto s = multipart_settings(store, 1);
@@ -172,7 +163,7 @@ TEST_CASE("on a store that tags objects, a stored upload ends tagged committed w
 
 TEST_CASE("a failed committed tag never fails the upload: the task stays due so a sweep tags it") {
   test::TempDir dir;
-  auto l = ledger_in(dir);
+  auto l = std::make_unique<test::FakeLedger>();
   test::FakeStore store;
   store.enable_state_tags();
   store.fail("mark_committed", Error(Errc::storage_unavailable, "PUT ?comp=tags: connection reset"));
@@ -190,9 +181,10 @@ TEST_CASE("a failed committed tag never fails the upload: the task stays due so 
 }
 
 TEST_CASE("pipelined: files are reported in order, each once its confirm committed") {
-  Pipelined p;
-  auto &l = p.l;
-  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
+  Run p;
+  p.l.defer_confirms(); // each confirm commits when waited for, as a group commit's batch
+  auto *l = &p.l;
+  ops::Uploader up(p.l, p.store, p.s, util::system_clock());
   auto a = p.input("a.txt", "first file");
   auto b = p.input("b.txt", "second file");
   auto c = p.input("c.txt", "third file");
@@ -231,10 +223,11 @@ TEST_CASE("pipelined: files are reported in order, each once its confirm committ
 }
 
 TEST_CASE("pipelined: at most k_pending_confirms files wait; the oldest is reported first") {
-  Pipelined p;
-  auto &l = p.l;
+  Run p;
+  p.l.defer_confirms(); // each confirm commits when waited for, as a group commit's batch
+  auto *l = &p.l;
   auto &dir = p.dir;
-  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
+  ops::Uploader up(p.l, p.store, p.s, util::system_clock());
   const size_t n = ops::Uploader::k_pending_confirms;
   std::vector<ops::FileResult> got;
   for (size_t i = 0; i <= n; ++i) {
@@ -255,9 +248,10 @@ TEST_CASE("pipelined: at most k_pending_confirms files wait; the oldest is repor
 }
 
 TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported failed, never active") {
-  Pipelined p;
-  auto &l = p.l;
-  ops::Uploader up(*p.worker, p.store, p.s, util::system_clock());
+  Run p;
+  p.l.defer_confirms(); // each confirm commits when waited for, as a group commit's batch
+  auto *l = &p.l;
+  ops::Uploader up(p.l, p.store, p.s, util::system_clock());
   CHECK(up.upload_next(p.input("a.txt", "first file")).empty());
   auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
   REQUIRE(rows.size() == 1);
@@ -270,88 +264,6 @@ TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported 
   REQUIRE(last[0].error);
   CHECK(last[0].error->code == Errc::state_changed);
   CHECK(l->find_file(rows[0].id)->upload_status == ledger::FileStatus::upload_failed);
-}
-
-namespace {
-// A reserved UPLOADING row of its own content (`n` makes each one distinct).
-int64_t reserved_row(ledger::Ledger &l, int n) {
-  ledger::ReserveRequest r;
-  r.owner_id = "o";
-  r.original_name = "f" + std::to_string(n) + ".txt";
-  r.relative_path = r.original_name;
-  r.sha256 = std::string(63, 'a') + std::to_string(n % 10);
-  r.size = 1;
-  r.policy = "default";
-  r.deadline_ms = 60'000;
-  r.grace_ms = 1'000;
-  auto res = l.reserve(r, util::system_clock().now_ms());
-  REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
-  return res.record.id;
-}
-} // namespace
-
-TEST_CASE("group commit: the confirms of one batch wait behind one store flush per domain") {
-  Pipelined p;
-  auto &l = p.l;
-  auto &worker = p.worker;
-  std::vector<int64_t> ids;
-  for (int i = 0; i < 3; ++i)
-    ids.push_back(reserved_row(*worker, i));
-  int a_runs = 0;
-  int b_runs = 0;
-  int domain_a = 0;
-  int domain_b = 0;
-  auto durable = [](int &domain, int &runs) {
-    return ledger::Durable{&domain, [&runs] {
-                             ++runs;
-                             return ok_status();
-                           }};
-  };
-  const int64_t now = util::system_clock().now_ms();
-  // Nobody leads until a wait: the three confirms (two of one domain) make one batch.
-  auto c0 = worker->confirm_later(ids[0], "e0", "", now, ledger::CommitTag::none, std::nullopt,
-                                  durable(domain_a, a_runs));
-  auto c1 = worker->confirm_later(ids[1], "e1", "", now, ledger::CommitTag::none, std::nullopt,
-                                  durable(domain_a, a_runs));
-  auto c2 = worker->confirm_later(ids[2], "e2", "", now, ledger::CommitTag::none, std::nullopt,
-                                  durable(domain_b, b_runs));
-  CHECK(a_runs == 0); // nothing runs before a batch does
-  CHECK(c0->wait() == ledger::ConfirmOutcome::confirmed);
-  CHECK(c1->wait() == ledger::ConfirmOutcome::confirmed);
-  CHECK(c2->wait() == ledger::ConfirmOutcome::confirmed);
-  CHECK(a_runs == 1);
-  CHECK(b_runs == 1);
-  for (auto id : ids)
-    CHECK(l->find_file(id)->upload_status == ledger::FileStatus::active);
-}
-
-TEST_CASE(
-    "a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
-  Pipelined p; // its worker group-commits
-  auto &l = p.l;
-  auto &store = p.store;
-  std::unique_ptr<ledger::Ledger> at_once;
-  SUBCASE("group commit") {}
-  SUBCASE("a ledger that confirms at once") {
-    at_once = ledger::open_ledger(Pipelined::at(p.dir));
-  }
-  store.fail("flush", Error(Errc::storage_unavailable, "syncfs: I/O error"), 1);
-  ops::Uploader up(at_once ? *at_once : *p.worker, store, p.s, util::system_clock());
-  auto f = p.input("a.txt", "first file");
-  auto got = up.upload_next(f);
-  for (auto &last : up.finish())
-    got.push_back(last);
-  REQUIRE(got.size() == 1);
-  CHECK(got[0].outcome == ops::UploadOutcome::failed);
-  REQUIRE(got[0].error);
-  CHECK(got[0].error->message.find("syncfs: I/O error") != std::string::npos);
-  REQUIRE(got[0].id);
-  auto row = l->find_file(*got[0].id);
-  CHECK(row->upload_status == ledger::FileStatus::upload_failed);
-  CHECK(store.has(row->object_key)); // perhaps durable: removed by sweep after the grace, not now
-  auto task = l->find_task_for(row->id);
-  REQUIRE(task);
-  CHECK(task->status != ledger::TaskStatus::ignored);
 }
 
 TEST_CASE("racily clean: a stat within its timestamps' granularity of when it was taken is not trusted") {
@@ -369,117 +281,196 @@ TEST_CASE("racily clean: a stat within its timestamps' granularity of when it wa
   CHECK(ops::racily_clean({1, 1, now_ns + 60 * s + 7, now_ns + 60 * s + 7}, now_ms));
 }
 
-namespace {
-// The warnings logged while it lives.
-struct Warnings {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  Warnings() {
-    util::log::set_level(util::log::Level::warn);
-    util::log::set_sink([this](util::log::Level lvl, std::string_view line) {
-      std::lock_guard lock(mutex);
-      if (lvl == util::log::Level::warn) lines.emplace_back(line);
-    });
-  }
-  ~Warnings() { util::log::set_sink(nullptr); }
-  Warnings(const Warnings &) = delete;
-  Warnings &operator=(const Warnings &) = delete;
-  [[nodiscard]] bool said(const std::string &a, const std::string &b) {
-    std::lock_guard lock(mutex);
-    return std::any_of(lines.begin(), lines.end(), [&](const std::string &l) {
-      return l.find(a) != std::string::npos && l.find(b) != std::string::npos;
-    });
-  }
-};
-
-// Destroys `pending` on another thread; false if that did not end within 5 s (then it is
-// left to end once whatever holds it lets go: the caller's gate).
-bool destroyed_at_once(std::unique_ptr<ledger::Ledger::PendingConfirm> &pending, std::future<void> &done) {
-  done = std::async(std::launch::async, [&pending] { pending.reset(); });
-  return done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
-}
-} // namespace
-
-TEST_CASE("a pending confirm destroyed unwaited neither waits nor throws; the next batch commits it") {
-  Pipelined p;
-  const int64_t id = reserved_row(*p.worker, 0);
-  // The confirm's store flush is held until the gate opens: a destructor that led the
-  // batch itself would block on it.
-  std::promise<void> gate;
-  auto open = gate.get_future().share();
-  auto runs = std::make_shared<std::atomic<int>>(0);
-  int domain = 0;
-  ledger::Durable durable{&domain, [open, runs] {
-                            open.wait();
-                            ++*runs;
-                            return ok_status();
-                          }};
-  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
-                                         std::nullopt, std::move(durable));
-  std::future<void> done;
-  const bool at_once = destroyed_at_once(pending, done);
-  gate.set_value();
-  done.get(); // rethrows what the destructor threw (a destructor that throws ends the process)
-  CHECK(at_once);
-  CHECK(*runs == 0); // abandoned, not run: nobody led a batch yet
-  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading);
-  // Another worker's next write leads the next batch, which takes the abandoned confirm.
-  auto other = p.pool->worker();
-  (void)reserved_row(*other, 1);
-  CHECK(*runs == 1);
-  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::active);
+TEST_CASE("an upload's transitions: the reserve's row and task, then the confirm's") {
+  Run p;
+  auto r = p.upload("a.txt", "some bytes");
+  REQUIRE(r.outcome == ops::UploadOutcome::active);
+  CHECK(p.l.history(*r.id) == std::vector<std::string>{
+                                  "reserve #" + std::to_string(*r.id) + " row none -> UPLOADING",
+                                  "reserve #" + std::to_string(*r.id) + " task none -> PENDING",
+                                  "confirm #" + std::to_string(*r.id) + " row UPLOADING -> ACTIVE",
+                                  "confirm #" + std::to_string(*r.id) + " task PENDING -> IGNORED",
+                              });
+  CHECK(p.store.has(p.l.row(*r.id).object_key));
 }
 
-TEST_CASE("an abandoned confirm that fails is reported in a warning naming its file") {
-  Pipelined p;
-  Warnings w;
-  const int64_t id = reserved_row(*p.worker, 0);
-  int domain = 0;
-  ledger::Durable durable{&domain,
-                          [] { return Status(Error(Errc::storage_unavailable, "syncfs: I/O error")); }};
-  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
-                                         std::nullopt, std::move(durable));
-  pending.reset();
-  (void)reserved_row(*p.worker, 1); // the next batch
-  CHECK(w.said("the confirm of file #" + std::to_string(id), "syncfs: I/O error"));
-  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading); // recovered by repair/sweep
+TEST_CASE("the ledger fails the reserve: nothing is sent, nothing recorded") {
+  Run p;
+  p.l.fail_next("reserve");
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::ledger_unavailable);
+  CHECK_FALSE(r.id);
+  CHECK(p.store.count("put") == 0);
+  CHECK(p.l.transitions().empty());
 }
 
-TEST_CASE("an abandoned confirm whose batch never comes is reported when the ledger closes") {
-  Pipelined p;
-  Warnings w;
-  const int64_t id = reserved_row(*p.worker, 0);
-  bool ran = false;
-  int domain = 0;
-  ledger::Durable durable{&domain, [&ran] {
-                            ran = true;
-                            return ok_status();
-                          }};
-  auto pending = p.worker->confirm_later(id, "e0", "", util::system_clock().now_ms(), ledger::CommitTag::none,
-                                         std::nullopt, std::move(durable));
-  pending.reset();
-  p.worker.reset();
-  p.pool.reset(); // the group commit closes with the confirm still queued
-  CHECK_FALSE(ran);
-  CHECK(w.said("the confirm of file #" + std::to_string(id), "never ran"));
-  CHECK(p.l->find_file(id)->upload_status == ledger::FileStatus::uploading);
+TEST_CASE("the reserve's answer is lost: nothing is sent; the row it wrote waits for repair and sweep") {
+  Run p;
+  p.l.lose_answer("reserve");
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::ledger_unavailable);
+  CHECK(p.store.count("put") == 0);
+  auto rows = p.l.list_files({"o", std::nullopt, std::nullopt, true});
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].upload_status == ledger::FileStatus::uploading);
+  auto task = p.l.task_of(rows[0].id);
+  CHECK(task.status == ledger::TaskStatus::pending);
+  CHECK(task.next_retry_at == rows[0].upload_deadline_at + p.s.cleanup.grace_ms);
+}
+
+TEST_CASE("the ledger loses the confirm's answer: reported failed, never deleted; the row is ACTIVE") {
+  Run p;
+  p.l.lose_answer("confirm");
+  auto r = p.upload("a.txt", "some bytes");
+  // The caller never heard: it may not say the file is stored, and it must not compensate
+  // either (the confirm did commit: the object is an ACTIVE row's).
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::ledger_unavailable);
+  REQUIRE(r.id);
+  auto row = p.l.row(*r.id);
+  CHECK(row.upload_status == ledger::FileStatus::active);
+  CHECK(p.l.task_of(*r.id).status == ledger::TaskStatus::ignored);
+  CHECK(p.store.has(row.object_key));
+  CHECK(p.store.count("remove_owned") == 0);
+  CHECK(p.l.count("mark_failed") == 0);
+  // A second run finds it stored.
+  auto again = p.upload("a.txt", "some bytes");
+  CHECK(again.outcome == ops::UploadOutcome::duplicate);
+  CHECK(again.id == r.id);
+}
+
+TEST_CASE("the ledger fails the confirm: reported failed; the row stays UPLOADING with its task, the "
+          "object kept for repair and sweep") {
+  Run p;
+  p.l.fail_next("confirm");
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::ledger_unavailable);
+  auto row = p.l.row(*r.id);
+  CHECK(row.upload_status == ledger::FileStatus::uploading);
+  auto task = p.l.task_of(*r.id);
+  CHECK(task.status == ledger::TaskStatus::pending);
+  CHECK(task.next_retry_at == row.upload_deadline_at + p.s.cleanup.grace_ms);
+  CHECK(p.store.has(row.object_key));
+  CHECK(p.store.count("remove_owned") == 0);
+}
+
+TEST_CASE("a definite failure is compensated at once, through sweep's path") {
+  Run p;
+  p.store.fail("put", Error(Errc::storage_error, "PUT: 403 AccessDenied"));
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::storage_error);
+  const std::string id = std::to_string(*r.id);
+  CHECK(p.l.history(*r.id) == std::vector<std::string>{
+                                  "reserve #" + id + " row none -> UPLOADING",
+                                  "reserve #" + id + " task none -> PENDING",
+                                  "mark_failed #" + id + " row UPLOADING -> UPLOAD_FAILED",
+                                  "claim #" + id + " task PENDING -> PROCESSING",
+                                  "finish #" + id + " task PROCESSING -> SUCCESS",
+                              });
+  CHECK(p.store.removed() == std::vector<std::string>{p.l.row(*r.id).object_key});
+}
+
+TEST_CASE("the ledger fails mark_failed: nothing is lost, the row stays UPLOADING with its task") {
+  Run p;
+  p.store.fail("put", Error(Errc::storage_error, "PUT: 403 AccessDenied"));
+  p.l.fail_next("mark_failed");
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  CHECK(r.error->code == Errc::storage_error); // the upload's own error, not the ledger's
+  auto row = p.l.row(*r.id);
+  CHECK(row.upload_status == ledger::FileStatus::uploading);
+  CHECK_FALSE(row.is_deleted);
+  auto task = p.l.task_of(*r.id);
+  CHECK(task.status == ledger::TaskStatus::pending); // repair fails it by its deadline, sweep cleans up
+  CHECK(task.next_retry_at == row.upload_deadline_at + p.s.cleanup.grace_ms);
+  CHECK(p.l.count("claim_task") == 0);
+  CHECK(p.store.count("remove_owned") == 0);
+}
+
+TEST_CASE("an ambiguous failure is not compensated now: the task owes a verify pass after the grace") {
+  Run p;
+  ErrorDetails lost;
+  lost.ambiguous = true;
+  p.store.fail("put", Error(Errc::storage_unavailable, "PUT: no answer", lost));
+  auto r = p.upload("a.txt", "some bytes");
+  CHECK(r.outcome == ops::UploadOutcome::failed);
+  auto row = p.l.row(*r.id);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
+  auto task = p.l.task_of(*r.id);
+  CHECK(task.status == ledger::TaskStatus::pending);
+  CHECK(task.verify_pass == ledger::k_verify_owed);
+  CHECK(task.next_retry_at == row.upload_deadline_at + p.s.cleanup.grace_ms);
+  CHECK(p.store.count("remove_owned") == 0);
+}
+
+TEST_CASE("de-dup: the same path and content again is a duplicate; another path shares the object") {
+  Run p;
+  auto a = p.upload("a.txt", "same bytes");
+  REQUIRE(a.outcome == ops::UploadOutcome::active);
+  auto again = p.upload("a.txt", "same bytes");
+  CHECK(again.outcome == ops::UploadOutcome::duplicate);
+  CHECK(again.id == a.id);
+  auto b = p.upload("b.txt", "same bytes");
+  CHECK(b.outcome == ops::UploadOutcome::duplicate);
+  REQUIRE(b.id);
+  CHECK(b.id != a.id);
+  CHECK(b.shares == a.id);
+  auto row = p.l.row(*b.id);
+  CHECK(row.upload_status == ledger::FileStatus::active);
+  CHECK(row.object_key == p.l.row(*a.id).object_key);
+  CHECK(p.l.task_of(*b.id).status == ledger::TaskStatus::ignored);
+  CHECK(p.store.count("put") == 1);
+}
+
+TEST_CASE("de-dup: a copy missing from the store is retired and the file uploaded anew") {
+  Run p;
+  auto a = p.upload("a.txt", "same bytes");
+  REQUIRE(a.outcome == ops::UploadOutcome::active);
+  p.store.forget(p.l.row(*a.id).object_key);
+  auto again = p.upload("a.txt", "same bytes");
+  CHECK(again.outcome == ops::UploadOutcome::active);
+  CHECK(again.id != a.id);
+  auto old = p.l.row(*a.id);
+  CHECK(old.is_deleted);
+  CHECK(old.failure_reason == "object missing from the store");
+  CHECK(p.l.task_of(*a.id).status == ledger::TaskStatus::pending);
+}
+
+TEST_CASE("quota: past the policy's max_files an upload is rejected before anything is sent") {
+  Run p;
+  p.s.policy.max_files = 1;
+  REQUIRE(p.upload("a.txt", "first").outcome == ops::UploadOutcome::active);
+  auto b = p.upload("b.txt", "second");
+  CHECK(b.outcome == ops::UploadOutcome::rejected);
+  CHECK(b.error->code == Errc::quota_exceeded);
+  CHECK(p.store.count("put") == 1);
+  CHECK(p.l.list_files({"o", std::nullopt, std::nullopt, true}).size() == 1);
 }
 
 TEST_CASE(
-    "an uploader ended with a confirm pending: its store connection may close before the confirm runs") {
-  Pipelined p;
-  std::optional<int64_t> id;
-  {
-    auto conn = p.store.connection();
-    ops::Uploader up(*p.worker, *conn, p.s, util::system_clock());
-    auto got = up.upload_next(p.input("a.txt", "first file"));
-    CHECK(got.empty()); // pending
-    auto rows = p.l->list_files(ledger::ListFilter{"o", std::nullopt, std::nullopt, false});
-    REQUIRE(rows.size() == 1);
-    id = rows[0].id;
-  } // no finish(): the Uploader and its connection end with the confirm abandoned
-  auto other = p.pool->worker();
-  (void)reserved_row(*other, 1); // leads the batch: the flush runs without the closed connection
-  CHECK(p.l->find_file(*id)->upload_status == ledger::FileStatus::active);
-  CHECK(p.store.count("flush") >= 1);
+    "a failed store flush: the confirm never runs, the row is failed and its object left to the grace") {
+  Run p;
+  SUBCASE("confirms deferred") {
+    p.l.defer_confirms();
+  }
+  SUBCASE("confirms at once") {}
+  p.store.fail("flush", Error(Errc::storage_unavailable, "syncfs: I/O error"), 1);
+  ops::Uploader up(p.l, p.store, p.s, util::system_clock());
+  auto got = up.upload_next(p.input("a.txt", "first file"));
+  for (auto &last : up.finish())
+    got.push_back(last);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].outcome == ops::UploadOutcome::failed);
+  CHECK(got[0].error->message.find("syncfs: I/O error") != std::string::npos);
+  CHECK(p.l.count("confirm") == 0);
+  auto row = p.l.row(*got[0].id);
+  CHECK(row.upload_status == ledger::FileStatus::upload_failed);
+  CHECK(p.store.has(row.object_key)); // perhaps durable: removed by sweep after the grace, not now
+  CHECK(p.l.task_of(row.id).verify_pass == ledger::k_verify_owed);
 }

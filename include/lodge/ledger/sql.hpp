@@ -6,7 +6,8 @@
 // schema, and says how its transactions and locks behave.
 //
 // SQL text given to a driver uses ?1..?N for parameters (the PostgreSQL driver sends them
-// as $1..$N); no '?' may appear anywhere else in it (string literals included).
+// as $1..$N); no '?' may appear anywhere else in it (string literals included). The subset:
+// no scalar max(), booleans compared explicitly, INSERT ... RETURNING, no PRAGMA.
 
 #include <cstdint>
 #include <lodge/error.hpp>
@@ -94,8 +95,10 @@ public:
   [[nodiscard]] virtual std::unique_ptr<StmtImpl> prepare(std::string_view sql) = 0;
 
   // Transactions. begin_write: SQLite BEGIN IMMEDIATE (every writer serialized);
-  // PostgreSQL BEGIN ISOLATION LEVEL READ COMMITTED. begin_read: a consistent snapshot
-  // that never writes. rollback never throws.
+  // PostgreSQL BEGIN ISOLATION LEVEL READ COMMITTED, enough (and cheaper than SERIALIZABLE's
+  // retries) because no write decides on rows it does not lock: lock_key, for_update,
+  // skip_locked below. begin_read: a consistent snapshot that never writes. rollback never
+  // throws.
   virtual void begin_write() = 0;
   virtual void begin_read() = 0;
   virtual void commit() = 0;

@@ -217,7 +217,7 @@ public:
   // whose stamp names `stamp` (stamp_mismatch), each on the condition that it is still the
   // object whose stamp was read: S3 deletes a version by its id (immutable) or the current
   // object with If-Match on its ETag, Azure with If-Match, file:// moves the file aside and
-  // removes it only if it is the inode read (see ARCHITECTURE.md, "What lodge may delete").
+  // removes it only if it is the inode read (I8, ARCHITECTURE.md).
   // What is not so stamped stays and is listed in `kept`; delete markers stay. When nothing
   // was kept, the key's incomplete staged uploads are aborted too (they carry no stamp a
   // store returns; the exact key is the row's own). A missing key is success. An object that

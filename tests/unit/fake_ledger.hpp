@@ -1,0 +1,230 @@
+#pragma once
+// One Ledger fake for the ops unit tests: rows and tasks in memory, moved by the protocol's
+// own state machine (SqlLedger's transitions, deciding by ledger::decide_task), every
+// transition recorded in order, and calls failed on script: before their write (the
+// ledger was not reached) or after it (the write committed, its answer was lost). One
+// mutex: the uploader's part threads and a sweep's lanes call it concurrently.
+//
+// Not modelled (std::logic_error): status() only. Everything else behaves as SqlLedger
+// does for one process; what needs SQL itself (group commit, locks between processes,
+// the schema) is tested on SQLite and PostgreSQL by the ledger contract (tests/ledger).
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <lodge/error.hpp>
+#include <lodge/ledger/ledger.hpp>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lodge::test {
+
+// A clock the test sets.
+class ManualClock final : public util::Clock {
+public:
+  std::atomic<int64_t> t{1'700'000'000'000};
+  [[nodiscard]] int64_t now_ms() const override { return t.load(); }
+  void advance(int64_t ms) { t += ms; }
+};
+
+// One state change of a row or a task, as the ledger call `op` made it. States as shown:
+// rows UPLOADING, ACTIVE, ACTIVE+deleted, UPLOAD_FAILED; tasks PENDING, PROCESSING, RETRY,
+// SUCCESS, FAILED, IGNORED, with "+tag_owed" while the task records the tag as owed; ""
+// before the row or task existed. Claims (claim_due, claim_task) are recorded as "claim";
+// a batch's items under the single call's name (decide, finish, ignore_task, end_tag,
+// dead_letter).
+struct LedgerTransition {
+  std::string op;
+  int64_t record_id = 0;
+  std::string subject; // "row" or "task"
+  std::string from, to;
+  // "confirm #3 row UPLOADING -> ACTIVE", "reserve #3 task none -> PENDING"
+  [[nodiscard]] std::string text() const {
+    return op + " #" + std::to_string(record_id) + " " + subject + " " + (from.empty() ? "none" : from) +
+           " -> " + to;
+  }
+};
+
+class FakeLedger final : public ledger::Ledger {
+public:
+  FakeLedger() = default;
+
+  // --- scripting ---
+  // The next `times` calls of `op` (a method name: "confirm", "mark_failed", "finish_many",
+  // ...) throw LodgeError(code) before writing anything, as a ledger that was not reached.
+  void fail_next(const std::string &op, Errc code = Errc::ledger_unavailable, int times = 1);
+  // The next `times` calls of `op` make their write and then throw
+  // LodgeError(ledger_unavailable): committed, but the caller never heard (the answer lost).
+  void lose_answer(const std::string &op, int times = 1);
+  // Runs `fn` once, just before the next call of `op` takes the ledger's lock: what another
+  // process does in between (it may call this ledger).
+  void before_next(const std::string &op, std::function<void()> fn);
+  // confirm_later's confirm runs when its owner waits for it (as a group commit's batch does),
+  // never before; one destroyed unwaited never runs (recorded in abandoned_confirms()).
+  // Default: it runs at once, inside confirm_later.
+  void defer_confirms(bool on = true);
+
+  // --- what happened ---
+  [[nodiscard]] std::vector<LedgerTransition> transitions() const;
+  // Each transition's text(), in order; only those of `record_id` when given.
+  [[nodiscard]] std::vector<std::string> history(std::optional<int64_t> record_id = std::nullopt) const;
+  // Every call, by method name, in order (the failed ones too).
+  [[nodiscard]] std::vector<std::string> calls() const;
+  [[nodiscard]] size_t count(const std::string &op) const;
+  [[nodiscard]] std::vector<int64_t> abandoned_confirms() const;
+  [[nodiscard]] std::vector<ledger::JobRun> job_runs() const;
+  // The row and the task as they are, without recording a call.
+  [[nodiscard]] ledger::FileRecord row(int64_t id) const;
+  [[nodiscard]] ledger::TaskRecord task_of(int64_t record_id) const;
+
+  // --- ledger::Ledger ---
+  [[nodiscard]] const std::string &location() const override { return m_location; }
+  [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
+  [[nodiscard]] int schema_version() override;
+  using Ledger::status;
+  [[nodiscard]] ledger::StatusReport status(int64_t now, int64_t failed_since) override;
+  void record_job_run(const ledger::JobRun &run) override;
+  [[nodiscard]] std::optional<ledger::StoreBinding> store_binding() override;
+  [[nodiscard]] ledger::BindResult bind_store(const ledger::StoreBinding &b, ledger::Rebind rebind) override;
+
+  [[nodiscard]] ledger::ReserveResult reserve(const ledger::ReserveRequest &req, int64_t now) override;
+  [[nodiscard]] ledger::SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
+                                                                   int64_t now) override;
+  [[nodiscard]] ledger::ConfirmOutcome confirm(int64_t id, const std::string &etag,
+                                               const std::string &version_id, int64_t now,
+                                               ledger::CommitTag tag = ledger::CommitTag::none,
+                                               std::optional<ledger::Retire> retire = std::nullopt) override;
+  [[nodiscard]] std::unique_ptr<PendingConfirm> confirm_later(int64_t id, const std::string &etag,
+                                                              const std::string &version_id, int64_t now,
+                                                              ledger::CommitTag tag,
+                                                              std::optional<ledger::Retire> retire,
+                                                              ledger::Durable durable = {}) override;
+  [[nodiscard]] std::optional<ledger::FileRecord>
+  find_unchanged(const std::string &owner, const std::string &run_prefix, const std::string &relative_path,
+                 const ledger::FileStat &stat, int64_t size) override;
+  bool record_stat(int64_t id, const ledger::FileStat &stat, int64_t now) override;
+  [[nodiscard]] ledger::SettleOutcome settle(int64_t record_id, int64_t now) override;
+  [[nodiscard]] ledger::MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
+                                                      int64_t now) override;
+  [[nodiscard]] std::optional<ledger::FileRecord> find_file(int64_t id) override;
+  [[nodiscard]] std::vector<ledger::FileRecord> list_files(const ledger::ListFilter &filter) override;
+  [[nodiscard]] std::vector<ledger::FileRecord> find_by_path(const std::string &owner,
+                                                             const std::string &run_prefix,
+                                                             const std::string &relative_path) override;
+  [[nodiscard]] std::optional<ledger::TaskRecord> find_task_for(int64_t record_id) override;
+
+  [[nodiscard]] std::vector<ledger::TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
+                                                          int64_t lease_ms) override;
+  [[nodiscard]] std::optional<ledger::TaskRecord>
+  claim_task(int64_t task_id, int64_t now, const std::string &worker, int64_t lease_ms) override;
+  [[nodiscard]] ledger::TaskDecision decide(const ledger::TaskRecord &t, int64_t now,
+                                            int64_t grace_ms) override;
+  [[nodiscard]] ledger::TaskFinish ignore_task(const ledger::TaskRecord &t, int64_t now,
+                                               const std::string &reason = {}) override;
+  [[nodiscard]] ledger::TaskFinish end_tag(const ledger::TaskRecord &t, int64_t due, int64_t now) override;
+  [[nodiscard]] ledger::TaskFinish finish(const ledger::TaskRecord &t, bool succeeded,
+                                          const std::string &error, int64_t next_retry_at,
+                                          int64_t now) override;
+  [[nodiscard]] std::vector<ledger::TaskDecision> decide_many(const std::vector<ledger::TaskRecord> &tasks,
+                                                              int64_t now, int64_t grace_ms) override;
+  [[nodiscard]] std::vector<ledger::TaskFinish> finish_many(const std::vector<ledger::TaskEnd> &ends,
+                                                            int64_t now) override;
+  [[nodiscard]] std::vector<ledger::TaskRecord> due_tasks(int64_t now, int limit) override;
+  [[nodiscard]] std::vector<ledger::TaskRecord> list_tasks(std::optional<ledger::TaskStatus> status) override;
+  [[nodiscard]] ledger::RetryOutcome retry_task(int64_t task_id, int64_t now) override;
+
+  [[nodiscard]] std::vector<ledger::FileRecord> overdue_uploads(int64_t now, int limit) override;
+  [[nodiscard]] ledger::RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms,
+                                                 int max_retries) override;
+  [[nodiscard]] std::vector<ledger::FileRecord> held_uploads(const std::string &holder_prefix,
+                                                             int limit) override;
+  [[nodiscard]] ledger::RepairOutcome fail_abandoned(int64_t id, const std::string &holder,
+                                                     const std::string &reason, int64_t now, int64_t grace_ms,
+                                                     int max_retries) override;
+  [[nodiscard]] ledger::DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now,
+                                                  int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] ledger::MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
+                                                    int64_t grace_ms, int max_retries) override;
+
+  void rows_by_key(const std::string &prefix, const std::string &after,
+                   const std::function<bool(const ledger::FileRecord &)> &visit) override;
+  [[nodiscard]] int64_t max_record_id() override;
+  [[nodiscard]] ledger::QueueOutcome requeue_task_for(int64_t record_id, int64_t now,
+                                                      int max_retries) override;
+  [[nodiscard]] ledger::DeadLetterOutcome dead_letter(const ledger::TaskRecord &t, const std::string &error,
+                                                      int64_t now) override;
+
+  [[nodiscard]] ledger::IdBlockState id_blocks() override;
+  [[nodiscard]] ledger::BlockOutcome begin_id_block(int64_t expected_intent, int64_t new_intent,
+                                                    int64_t now) override;
+  void end_id_block(int64_t end, int64_t now) override;
+  [[nodiscard]] bool record_divergence(int64_t store_mark, int64_t now) override;
+  void note_reconciled(int64_t now) override;
+  [[nodiscard]] ledger::AcceptOutcome accept_divergence(int64_t now) override;
+
+private:
+  struct Script {
+    std::string op;
+    enum class Kind { fail, lose, before } kind = Kind::fail;
+    Errc code = Errc::ledger_unavailable;
+    int times = 1;
+    std::function<void()> fn;
+  };
+  class Deferred;
+
+  // Every public call: the scripts of `op`, then `body` under the lock.
+  template <class F> auto call(const char *op, F &&body) -> decltype(body());
+  bool take(const std::string &op, Script::Kind kind, Errc *code = nullptr);
+
+  // With the lock held.
+  ledger::FileRecord *row_at(int64_t id);
+  ledger::TaskRecord *task_for(int64_t record_id);
+  ledger::TaskRecord *task_at(int64_t task_id);
+  ledger::TaskRecord *held(const ledger::TaskRecord &t); // still ours: PROCESSING, same lease_version
+  void set_row(const char *op, ledger::FileRecord &r,
+               const std::function<void(ledger::FileRecord &)> &change);
+  void set_task(const char *op, ledger::TaskRecord &t,
+                const std::function<void(ledger::TaskRecord &)> &change);
+  [[nodiscard]] bool key_in_use(const std::string &key, int64_t except_id) const;
+  [[nodiscard]] static bool due(const ledger::TaskRecord &t, int64_t now);
+  ledger::QueueOutcome ensure_pending_task(const char *op, int64_t record_id, const std::string &key,
+                                           int64_t due, int max_retries, bool verify, int64_t now);
+  bool fail_overdue_row(const char *op, int64_t id, int64_t now, const std::string &by);
+  void retire_others(const char *op, int64_t id, const ledger::Retire &retire, int64_t now);
+  std::optional<ledger::ReserveResult> dedup_answer(const ledger::ReserveRequest &req,
+                                                    std::optional<ledger::FileRecord> &share);
+  ledger::ConfirmOutcome confirm_locked(int64_t id, const std::string &etag, const std::string &version_id,
+                                        int64_t now, ledger::CommitTag tag,
+                                        std::optional<ledger::Retire> retire);
+  ledger::TaskDecision decide_locked(const ledger::TaskRecord &t, int64_t now, int64_t grace_ms);
+  ledger::TaskFinish finish_locked(const ledger::TaskRecord &t, bool succeeded, const std::string &error,
+                                   int64_t next_retry_at, int64_t now);
+  ledger::TaskFinish ignore_locked(const ledger::TaskRecord &t, int64_t now, const std::string &reason);
+  ledger::TaskFinish end_tag_locked(const ledger::TaskRecord &t, int64_t due, int64_t now);
+  ledger::DeadLetterOutcome dead_letter_locked(const ledger::TaskRecord &t, const std::string &error,
+                                               int64_t now);
+  std::optional<ledger::TaskRecord> claim_locked(ledger::TaskRecord &t, int64_t now,
+                                                 const std::string &worker, int64_t lease_ms);
+
+  mutable std::mutex m_mutex;
+  std::string m_location = "fake-ledger";
+  std::string m_uuid = "f4ce0000-0000-4000-8000-000000000001";
+  std::map<int64_t, ledger::FileRecord> m_rows;  // by id
+  std::map<int64_t, ledger::TaskRecord> m_tasks; // by task id
+  int64_t m_sequence = 0;                        // the highest record id issued
+  int64_t m_next_task = 1;
+  int64_t m_block_end = 0, m_block_intent = 0;
+  std::optional<ledger::Divergence> m_diverged;
+  std::optional<ledger::StoreBinding> m_binding;
+  std::vector<ledger::JobRun> m_runs;
+  std::vector<Script> m_scripts;
+  std::vector<LedgerTransition> m_transitions;
+  std::vector<std::string> m_calls;
+  std::vector<int64_t> m_abandoned;
+  bool m_defer = false;
+};
+
+} // namespace lodge::test
