@@ -73,7 +73,8 @@ constexpr int64_t k_progress_redraw_ms = 250;
 int64_t duration_ms_flag(const char *name, const std::string &text) {
   auto v = util::parse_duration_ms(text);
   if (!v || *v > 86'400'000)
-    throw LodgeError(Errc::usage, std::string(name) + ": expected a duration like 30s or 2m (at most 1d), got '" +
+    throw LodgeError(Errc::usage, std::string(name) +
+                                      ": expected a duration like 30s or 2m (at most 1d), got '" +
                                       util::escape_for_terminal(text) + "'");
   return *v;
 }
@@ -159,7 +160,8 @@ void check_one_input(const UploadOptions &o) {
 // progress line on a terminal's stderr, the summary. The run calls one method at a time.
 class UploadPrinter final : public ops::RunObserver {
 public:
-  UploadPrinter(Context &ctx, bool progress, bool dry_run) : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run) {}
+  UploadPrinter(Context &ctx, bool progress, bool dry_run)
+      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run) {}
 
   void on_recovered(int64_t failed) override {
     if (!m_ctx.g.quiet)
@@ -171,7 +173,8 @@ public:
     if (m_progress) std::fprintf(stderr, "\r\033[K");
     bool skipped = r.outcome == ops::UploadOutcome::skipped;
     if (skipped && !m_ctx.g.quiet)
-      std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(), r.reason.c_str());
+      std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
+                   r.reason.c_str());
     if (skipped && !m_ctx.g.json) {
       // Said on stderr only: stdout lists what was uploaded or refused.
     } else if (m_ctx.g.json) {
@@ -193,10 +196,11 @@ public:
     double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
     double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
     const bool walked = p.total_final; // until then the totals are lower bounds, said with a "+"
-    std::string line = std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + (walked ? "" : "+") +
-                       (p.files_total == 1 && walked ? " file" : " files");
+    std::string line = std::to_string(p.files_done) + "/" + std::to_string(p.files_total) +
+                       (walked ? "" : "+") + (p.files_total == 1 && walked ? " file" : " files");
     if (p.bytes_total > 0) line += " (" + util::format_size(p.bytes_total) + (walked ? "" : "+") + ")";
-    line += ", " + util::format_size(p.bytes_sent) + " sent, " + util::format_size(static_cast<uint64_t>(rate)) + "/s";
+    line += ", " + util::format_size(p.bytes_sent) + " sent, " +
+            util::format_size(static_cast<uint64_t>(rate)) + "/s";
     // The hashing pass of big files, which sends nothing for a while.
     if (p.hashing > 0 && p.hashing_size >= (8ULL << 20))
       line += ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size) +
@@ -223,10 +227,18 @@ private:
     const auto &t = rep.tally;
     double secs = static_cast<double>(rep.elapsed_ms) / 1000.0;
     if (m_ctx.g.json) {
-      nlohmann::json sum{{"files", t.files},       {"active", t.active},           {"duplicate", t.duplicate},
-                         {"replayed", t.replayed}, {"rejected", t.rejected},       {"failed", t.failed},
-                         {"skipped", t.skipped},   {"in_progress", t.in_progress}, {"bytes", t.bytes},
-                         {"seconds", secs},        {"interrupted", rep.interrupted}, {"aborted", rep.aborted}};
+      nlohmann::json sum{{"files", t.files},
+                         {"active", t.active},
+                         {"duplicate", t.duplicate},
+                         {"replayed", t.replayed},
+                         {"rejected", t.rejected},
+                         {"failed", t.failed},
+                         {"skipped", t.skipped},
+                         {"in_progress", t.in_progress},
+                         {"bytes", t.bytes},
+                         {"seconds", secs},
+                         {"interrupted", rep.interrupted},
+                         {"aborted", rep.aborted}};
       if (m_dry_run) {
         sum["dry_run"] = true;
         sum["planned"] = t.planned;
@@ -254,7 +266,7 @@ private:
                  static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
                  static_cast<long long>(t.rejected), static_cast<long long>(t.failed), held.c_str(),
                  static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
-                 !rep.interrupted ? ""
+                 !rep.interrupted  ? ""
                  : rep.broken_pipe ? ", interrupted: stdout was closed"
                                    : ", interrupted");
   }
@@ -352,9 +364,9 @@ Command add_upload(CLI::App &app) {
             spec.null_separated = o->null_separated;
             spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
             spec.queue_capacity = queue_capacity_for_open_files();
-            spec.in_progress_wait_ms =
-                o->in_progress_wait.empty() ? cfg.in_progress_wait_ms
-                                            : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
+            spec.in_progress_wait_ms = o->in_progress_wait.empty()
+                                           ? cfg.in_progress_wait_ms
+                                           : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
             // A PostgreSQL ledger has no files here to keep out of the upload.
             spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
                           store::file_store_root(cfg.store)};
@@ -368,14 +380,11 @@ Command add_upload(CLI::App &app) {
             if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
             install_interrupt_handlers(!ctx.g.quiet);
             UploadPrinter printer(ctx, progress, o->dry_run);
-            ops::RunDeps deps{ctx.ledger(),
-                              [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
-                              *store,
-                              [&ctx] { return ctx.open_store(); },
-                              cfg,
-                              util::system_clock(),
-                              run_cancel(),
-                              {}};
+            ops::RunDeps deps{
+                ctx.ledger(), [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
+                *store,       [&ctx] { return ctx.open_store(); },
+                cfg,          util::system_clock(),
+                run_cancel(), {}};
             return ops::exit_status(ops::run_upload(spec, deps, printer));
           }};
 }

@@ -371,7 +371,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("ledger_timeout"))
     c.ledger_timeout_ms = get_duration(doc["ledger_timeout"], "ledger_timeout", k_ledger_timeout_limit);
   if (doc.contains("in_progress_wait"))
-    c.in_progress_wait_ms = get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
+    c.in_progress_wait_ms =
+        get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {

@@ -468,10 +468,11 @@ void Run::retry_held() {
 
 FileResult Run::retry_one(Uploader &up, const InputFile &file, int64_t until_ms) {
   auto r = up.upload(file);
-  for (int round = 0; round < 5 && !m_settings.dry_run && held_elsewhere(r) && r.id && !m_deps.cancel.stopped();
-       ++round) {
-    auto w = wait_for_holder(m_deps.ledger, *r.id, m_deps.cfg, m_settings.max_retries, m_deps.clock, until_ms,
-                             [this] { return m_deps.cancel.stopped(); }, m_deps.pause);
+  for (int round = 0;
+       round < 5 && !m_settings.dry_run && held_elsewhere(r) && r.id && !m_deps.cancel.stopped(); ++round) {
+    auto w = wait_for_holder(
+        m_deps.ledger, *r.id, m_deps.cfg, m_settings.max_retries, m_deps.clock, until_ms,
+        [this] { return m_deps.cancel.stopped(); }, m_deps.pause);
     if (!w.settled) {
       r.error = Error(Errc::in_progress, w.held_by);
       break;

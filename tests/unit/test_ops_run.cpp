@@ -153,7 +153,8 @@ TEST_CASE("exit status: every mix of outcomes") {
     t.in_progress = m["in_progress"];
     t.storage_failures = m["storage"];
     t.ledger_failures = m["ledger"];
-    t.files = t.active + t.duplicate + t.replayed + t.rejected + t.failed + t.skipped + t.planned + t.in_progress;
+    t.files =
+        t.active + t.duplicate + t.replayed + t.rejected + t.failed + t.skipped + t.planned + t.in_progress;
     return t;
   };
   const std::vector<Row> rows = {
@@ -173,14 +174,14 @@ TEST_CASE("exit status: every mix of outcomes") {
        ops::RunExit::items_failed, 1},
       {"the ledger's and another failure", tally({{"failed", 2}, {"ledger", 1}}), false, false,
        ops::RunExit::items_failed, 1},
-      {"the ledger's and one in progress", tally({{"failed", 1}, {"ledger", 1}, {"in_progress", 1}}), false, false,
-       ops::RunExit::items_failed, 1},
+      {"the ledger's and one in progress", tally({{"failed", 1}, {"ledger", 1}, {"in_progress", 1}}), false,
+       false, ops::RunExit::items_failed, 1},
       {"every failure the store unreachable", tally({{"failed", 3}, {"storage", 3}}), false, false,
        ops::RunExit::storage_unavailable, 4},
-      {"the store unreachable, duplicates found", tally({{"duplicate", 1}, {"failed", 1}, {"storage", 1}}), false,
-       false, ops::RunExit::storage_unavailable, 4},
-      {"the store unreachable, one stored", tally({{"active", 1}, {"failed", 1}, {"storage", 1}}), false, false,
-       ops::RunExit::items_failed, 1},
+      {"the store unreachable, duplicates found", tally({{"duplicate", 1}, {"failed", 1}, {"storage", 1}}),
+       false, false, ops::RunExit::storage_unavailable, 4},
+      {"the store unreachable, one stored", tally({{"active", 1}, {"failed", 1}, {"storage", 1}}), false,
+       false, ops::RunExit::items_failed, 1},
       {"the store unreachable, one rejected", tally({{"rejected", 1}, {"failed", 1}, {"storage", 1}}), false,
        false, ops::RunExit::items_failed, 1},
       {"the store unreachable and another failure", tally({{"failed", 2}, {"storage", 1}}), false, false,
@@ -189,7 +190,8 @@ TEST_CASE("exit status: every mix of outcomes") {
       {"interrupted with failures", tally({{"failed", 2}, {"storage", 2}}), true, false,
        ops::RunExit::interrupted, 130},
       {"stdout closed", tally({{"active", 1}}), true, true, ops::RunExit::broken_pipe, 141},
-      {"a broken pipe is said only when interrupted", tally({{"active", 1}}), false, true, ops::RunExit::ok, 0},
+      {"a broken pipe is said only when interrupted", tally({{"active", 1}}), false, true, ops::RunExit::ok,
+       0},
   };
   for (const auto &row : rows) {
     CAPTURE(row.what);
@@ -230,7 +232,8 @@ TEST_CASE("run: the observer hears every result, each followed by a snapshot, th
   CHECK(ops::exit_status(rep) == 1);
   CHECK(w.pool.handed() == 2); // one ledger per worker
   for (const auto &r : obs.results)
-    if (r.outcome == ops::UploadOutcome::active) CHECK(w.l.row(*r.id).upload_status == ledger::FileStatus::active);
+    if (r.outcome == ops::UploadOutcome::active)
+      CHECK(w.l.row(*r.id).upload_status == ledger::FileStatus::active);
 }
 
 TEST_CASE("run: with no progress wanted, no snapshots; a files-from stream is read") {
@@ -310,9 +313,8 @@ TEST_CASE("run: a direct reservation's content is reported in_progress at once, 
   REQUIRE(obs.results.size() == 1);
   CHECK(obs.results[0].outcome == ops::UploadOutcome::in_progress);
   REQUIRE(obs.results[0].error);
-  CHECK(obs.results[0].error->message ==
-        "held by direct reservation #" + std::to_string(other.id) + " until " +
-            util::format_utc(until, "%Y-%m-%dT%H:%M:%SZ"));
+  CHECK(obs.results[0].error->message == "held by direct reservation #" + std::to_string(other.id) +
+                                             " until " + util::format_utc(until, "%Y-%m-%dT%H:%M:%SZ"));
   CHECK(w.paused_ms == 0); // never waited
   CHECK(ops::exit_status(rep) == 1);
 }

@@ -84,7 +84,7 @@ struct RunDeps {
   std::function<std::shared_ptr<ledger::Ledger>()> worker_ledger;
   store::ObjectStore &store;
   std::function<std::unique_ptr<store::ObjectStore>()> open_store; // one per worker
-  const config::Config &cfg; // fail_killed_runs, graces
+  const config::Config &cfg;                                       // fail_killed_runs, graces
   const util::Clock &clock;
   RunCancel &cancel;
   // How the in-progress wait pauses between looks at the ledger (tests: advance a clock).
@@ -93,24 +93,24 @@ struct RunDeps {
 
 struct RunTally {
   int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0, skipped = 0;
-  int64_t planned = 0;     // --dry-run: would be uploaded
-  int64_t in_progress = 0; // another sender holds the content
+  int64_t planned = 0;          // --dry-run: would be uploaded
+  int64_t in_progress = 0;      // another sender holds the content
   int64_t storage_failures = 0; // failed: the store unreachable
   int64_t ledger_failures = 0;  // failed: the ledger locked past the timeout, or unusable
   uint64_t bytes = 0;
 };
 
 struct RunProgress {
-  int64_t files_done = 0;  // results reported
-  int64_t files_total = 0; // files known so far
+  int64_t files_done = 0;   // results reported
+  int64_t files_total = 0;  // files known so far
   bool total_final = false; // the walk has ended: files_total and bytes_total are final
-  int64_t queued_done = 0; // results of files that went through the queue
-  int64_t files_left = 0;  // queued, not yet reported
-  int64_t in_flight = 0;   // taken up by a worker, not yet reported
+  int64_t queued_done = 0;  // results of files that went through the queue
+  int64_t files_left = 0;   // queued, not yet reported
+  int64_t in_flight = 0;    // taken up by a worker, not yet reported
   uint64_t bytes_total = 0; // of the queued files, as the walk saw them
   uint64_t bytes_sent = 0;
-  int hashing = 0;          // files being hashed now
-  uint64_t hashed = 0;      // bytes hashed so far of those
+  int hashing = 0;     // files being hashed now
+  uint64_t hashed = 0; // bytes hashed so far of those
   uint64_t hashing_size = 0;
   int64_t elapsed_ms = 0;
 };

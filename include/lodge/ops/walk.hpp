@@ -32,7 +32,6 @@ struct InputFile {
   uint64_t size = 0; // as the walk saw it (the progress line's total; the worker stats again)
 };
 
-
 // What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
 struct WalkSkips {
   std::string ledger;     // the ledger file; it and its -wal, -shm, -journal are skipped
@@ -48,6 +47,5 @@ struct WalkSkips {
 // files and a file:// store's root are skipped with a warning. Visit returns false to stop.
 void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,
                  const std::function<bool(const InputFile &file, const std::optional<Error> &error)> &visit);
-
 
 } // namespace lodge::ops
