@@ -1,7 +1,7 @@
 #include <algorithm>
-#include <cstdio>
 #include <ctime>
 #include <lodge/azure/client.hpp>
+#include <lodge/http/resumable_get.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <mutex>
@@ -16,11 +16,18 @@ std::optional<int64_t> parse_http_date_ms(const std::string &s) {
 
 namespace {
 
-// "bytes FIRST-LAST/TOTAL" of a 206 answer.
-std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::string &v) {
-  unsigned long long first = 0, last = 0, total = 0;
-  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu", &first, &last, &total) != 3) return std::nullopt;
-  return std::make_pair(static_cast<uint64_t>(first), static_cast<uint64_t>(total));
+// The class an Azure error code names, where it names one (else the status decides).
+std::optional<Errc> errc_for_code(const std::string &c, long status) {
+  // The REST reference answers a failed If-None-Match: * with 412 ConditionNotMet;
+  // Azurite (3.37) answers 409 BlobAlreadyExists. Both mean "exists".
+  if (c == "BlobAlreadyExists" || c == "ConditionNotMet" || c == "TargetConditionNotMet")
+    return Errc::precondition_failed;
+  if (c == "Md5Mismatch" || c == "InvalidMd5" || c == "Crc64Mismatch") return Errc::bad_digest;
+  if (c == "ServerBusy" || c == "OperationTimedOut")
+    return status == 503 ? Errc::throttled : Errc::storage_unavailable;
+  if (c == "AuthenticationFailed" || c == "AuthorizationFailure" || c == "AuthorizationPermissionMismatch")
+    return Errc::access_denied;
+  return std::nullopt;
 }
 
 std::string query_string(const Params &q) {
@@ -66,35 +73,16 @@ std::string Client::blob_url(const std::string &name) const {
 }
 
 Error Client::error_from(const http::Response &r, const std::string &what) const {
-  ErrorDetails d;
-  d.http_status = r.status;
-  d.request_id = r.header("x-ms-request-id");
-  d.s3_code = r.header("x-ms-error-code");
-  std::string message;
+  http::ServiceError said;
+  said.request_id = r.header("x-ms-request-id");
+  said.code = r.header("x-ms-error-code");
   if (auto body = parse_error(r.body)) {
-    if (d.s3_code.empty()) d.s3_code = body->code;
-    message = body->message;
+    if (said.code.empty()) said.code = body->code;
+    std::string message = body->message;
     if (auto nl = message.find('\n'); nl != std::string::npos) message.resize(nl); // RequestId/Time follow
+    said.message = util::escape_for_terminal(message);
   }
-  const auto &c = d.s3_code;
-  Errc code = http::errc_for_status(r.status);
-  // The REST reference answers a failed If-None-Match: * with 412 ConditionNotMet;
-  // Azurite (3.37) answers 409 BlobAlreadyExists. Both mean "exists".
-  if (c == "BlobAlreadyExists" || c == "ConditionNotMet" || c == "TargetConditionNotMet")
-    code = Errc::precondition_failed;
-  else if (c == "Md5Mismatch" || c == "InvalidMd5" || c == "Crc64Mismatch")
-    code = Errc::bad_digest;
-  else if (c == "ServerBusy" || c == "OperationTimedOut")
-    code = r.status == 503 ? Errc::throttled : Errc::storage_unavailable;
-  else if (c == "AuthenticationFailed" || c == "AuthorizationFailure" ||
-           c == "AuthorizationPermissionMismatch")
-    code = Errc::access_denied;
-  d.retry_after_ms = http::retry_after_ms(r);
-  std::string text = what + ": HTTP " + std::to_string(r.status);
-  if (!c.empty()) text += " " + c;
-  if (!message.empty()) text += ": " + util::escape_for_terminal(message);
-  if (!d.request_id.empty()) text += " (request id " + d.request_id + ")";
-  return Error(code, text, d);
+  return http::error_for_answer(r, what, said, errc_for_code(said.code, r.status));
 }
 
 Result<http::Response> Client::send_once(const Call &call,
@@ -139,15 +127,8 @@ Result<http::Response> Client::send_once(const Call &call,
 }
 
 Result<http::Response> Client::send(const Call &call) {
-  bool ambiguous = false;
-  for (int attempt = 1;; ++attempt) {
-    auto r = send_once(call);
-    if (r) return r;
-    Error e = r.error();
-    ambiguous = ambiguous || e.details.ambiguous;
-    e.details.ambiguous = ambiguous;
-    if (!http::retry_after(m_cfg.retry, m_sleeper, call.what, attempt, e, call.deadline_steady_ms)) return e;
-  }
+  return http::with_retries(m_cfg.retry, m_sleeper, call.what, call.deadline_steady_ms,
+                            [&] { return send_once(call); });
 }
 
 void Client::add_write_headers(Call &c, const WriteOptions &o) const {
@@ -233,70 +214,12 @@ Result<std::pair<std::string, std::string>> Client::get_small_blob(const std::st
 }
 
 Status Client::get_blob(const std::string &name, const std::function<bool(const char *, size_t)> &sink) {
-  // As s3::Client::get_object: a retry asks only for what the sink has not seen, of the
-  // very blob it started on.
-  uint64_t delivered = 0;
-  std::optional<uint64_t> total;
-  std::string etag;
-  for (int attempt = 1;; ++attempt) {
-    const bool resuming = delivered > 0;
-    uint64_t skip = 0;
-    std::string refusal;
-    Call c{"GET", name, {}, {}, nullptr, {}, 0, "GET BLOB " + name};
-    if (resuming) {
-      c.headers.emplace_back("range", "bytes=" + std::to_string(delivered) + "-");
-      if (!etag.empty()) c.headers.emplace_back("if-match", etag);
-    }
-    auto accept = [&](const http::Response &h) {
-      auto length = util::parse_int(h.header("content-length"));
-      if (!resuming) {
-        etag = h.header("etag");
-        if (h.status == 200 && length && *length >= 0) total = static_cast<uint64_t>(*length);
-        return true;
-      }
-      if (!etag.empty() && h.header("etag") != etag) {
-        refusal = "the blob changed between attempts (ETag " + etag + ", then " + h.header("etag") + ")";
-        return false;
-      }
-      if (h.status == 206) {
-        auto range = parse_content_range(h.header("content-range"));
-        if (range && range->first == delivered && (!total || range->second == *total)) return true;
-        refusal = "the resumed answer covers '" + h.header("content-range") + "', not bytes " +
-                  std::to_string(delivered) + "- of the blob";
-        return false;
-      }
-      if (h.status == 200 && (!total || (length && static_cast<uint64_t>(*length) == *total))) {
-        skip = delivered;
-        return true;
-      }
-      refusal = "unexpected HTTP " + std::to_string(h.status) + " to a resumed GET";
-      return false;
-    };
-    c.sink = [&](const char *p, size_t n) {
-      if (skip > 0) {
-        auto k = static_cast<size_t>(std::min<uint64_t>(skip, n));
-        skip -= k;
-        p += k;
-        n -= k;
-        if (n == 0) return true;
-      }
-      delivered += n;
-      return sink(p, n);
-    };
-    auto r = send_once(c, accept);
-    if (r) {
-      if (total && delivered != *total)
-        return Error(Errc::storage_error, "GET BLOB " + name + ": the body ended after " +
-                                              std::to_string(delivered) + " of " + std::to_string(*total) +
-                                              " bytes");
-      return ok_status();
-    }
-    if (!refusal.empty()) return Error(Errc::storage_error, "GET BLOB " + name + ": " + refusal);
-    if (!http::retry_after(m_cfg.retry, m_sleeper, c.what, attempt, r.error(), 0)) return r.error();
-    if (delivered > 0)
-      util::log::info("resuming GET BLOB " + name + " at byte " + std::to_string(delivered) +
-                      (total ? " of " + std::to_string(*total) : std::string{}));
-  }
+  return http::resumable_get(m_cfg.retry, m_sleeper, {"GET BLOB " + name, "blob"}, sink,
+                             [&](const http::Headers &extra, const http::Sink &counted,
+                                 const std::function<bool(const http::Response &)> &accept) {
+                               Call c{"GET", name, {}, extra, nullptr, counted, 0, "GET BLOB " + name};
+                               return send_once(c, accept);
+                             });
 }
 
 Status Client::delete_blob(const std::string &name, const DeleteOptions &o) {

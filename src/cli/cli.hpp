@@ -6,6 +6,7 @@
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/run.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
 #include <memory>
@@ -153,13 +154,11 @@ bool broken_pipe(); // stdout's reader went away (EPIPE): exit 141, as a shell r
 // Installs the handlers; `announce`: the first signal says how many uploads are finishing
 // and how to abort them, the second that they are being aborted.
 void install_interrupt_handlers(bool announce = false);
-// Uploads in flight: files a worker took up (begin_in_flight) and has not reported yet
-// (end_in_flight), whether being read, sent, or stored and waiting for their confirm to
-// commit (a worker keeps up to 16 of those while it goes on with the next file). The first
-// interruption counts exactly the files begun before it, and no file begins after it:
-// begin_in_flight is false from then on (the count and the stop are one atomic word).
-[[nodiscard]] bool begin_in_flight();
-void end_in_flight();
+// An upload run's cancellation, stopped by the handlers above: the uploads in flight (files
+// a worker took up and has not reported yet, a pending confirm included) and the stop are
+// one atomic word (ops::StopWord), so the first interruption counts exactly the files begun
+// before it, and no file begins after it.
+[[nodiscard]] ops::RunCancel &run_cancel();
 // After a write to stdout: notes EPIPE as an interruption.
 void check_stdout();
 

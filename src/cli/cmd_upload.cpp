@@ -3,30 +3,20 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <csignal>
 #include <cstdio>
-#include <ctime>
-#include <deque>
-#include <fstream>
 #include <iostream>
-#include <lodge/failpoint.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
+#include <lodge/ops/run.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/threads.hpp>
 #include <lodge/util/units.hpp>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <thread>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -45,6 +35,7 @@ struct UploadOptions {
   bool checksum = false;
   bool replace = false;
   bool dry_run = false;
+  std::string in_progress_wait; // --in-progress-wait: a duration ("" for the config's)
   // The object options, as given (merged over the policy's in the command).
   std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
   std::vector<std::string> metadata, tags;
@@ -75,84 +66,18 @@ store::ObjectOptions object_options(const UploadOptions &o, const config::Policy
   return out;
 }
 
-struct Tally {
-  int64_t files = 0, active = 0, duplicate = 0, replayed = 0, rejected = 0, failed = 0, skipped = 0;
-  int64_t planned = 0; // --dry-run: would be uploaded
-  int64_t storage_failures = 0;
-  int64_t ledger_failures = 0; // the ledger was locked past the timeout, or unusable
-  int64_t queued_done = 0;     // results of files that went through the queue
-  uint64_t bytes = 0;
-};
+// The progress line is redrawn this often while nothing finishes.
+constexpr int64_t k_progress_redraw_ms = 250;
 
-// A bounded queue between the input walker and the workers. Workers take nothing until
-// start(): the walk of the command line's paths lists first (or fills the queue), so the
-// upload.after_walk failpoint sits at one well-defined point.
-class WorkQueue {
-public:
-  explicit WorkQueue(size_t cap) : m_cap(cap) {}
-  // Starts the workers if the queue is full and they have not started yet: a walk larger
-  // than the queue must not wait for itself.
-  bool push(ops::InputFile item, const std::function<void()> &start_when_full) {
-    bool start_now = false;
-    {
-      std::lock_guard lock(m_mutex);
-      start_now = !m_started && m_items.size() >= m_cap;
-    }
-    if (start_now) start_when_full();
-    std::unique_lock lock(m_mutex);
-    m_not_full.wait(lock, [&] { return m_items.size() < m_cap || m_closed; });
-    if (m_closed) return false;
-    m_items.push_back(std::move(item));
-    m_not_empty.notify_one();
-    return true;
-  }
-  // `idle` runs (unlocked) before a wait for the next item: a worker settles its pending
-  // confirm then, instead of holding it until more input comes (`--files-from -` fed
-  // slowly: a stored file must not wait past its deadline for a partner).
-  std::optional<ops::InputFile> pop(const std::function<void()> &idle = {}) {
-    std::unique_lock lock(m_mutex);
-    if (idle && !m_closed && !(m_started && !m_items.empty())) {
-      lock.unlock();
-      idle();
-      lock.lock();
-    }
-    m_not_empty.wait(lock, [&] { return (m_started && !m_items.empty()) || m_closed; });
-    if (m_items.empty()) return std::nullopt;
-    auto v = std::move(m_items.front());
-    m_items.pop_front();
-    m_not_full.notify_one();
-    return v;
-  }
-  void start() {
-    std::lock_guard lock(m_mutex);
-    m_started = true;
-    m_not_empty.notify_all();
-  }
-  [[nodiscard]] bool started() {
-    std::lock_guard lock(m_mutex);
-    return m_started;
-  }
-  void close() {
-    std::lock_guard lock(m_mutex);
-    m_closed = true;
-    m_not_empty.notify_all();
-    m_not_full.notify_all();
-  }
-  // Drops what is waiting (after an interrupt: nothing new starts).
-  void clear() {
-    std::lock_guard lock(m_mutex);
-    m_items.clear();
-    m_not_full.notify_all();
-  }
-
-private:
-  size_t m_cap;
-  std::mutex m_mutex;
-  std::condition_variable m_not_empty, m_not_full;
-  std::deque<ops::InputFile> m_items;
-  bool m_started = false;
-  bool m_closed = false;
-};
+// A duration flag: 0 to a day.
+int64_t duration_ms_flag(const char *name, const std::string &text) {
+  auto v = util::parse_duration_ms(text);
+  if (!v || *v > 86'400'000)
+    throw LodgeError(Errc::usage, std::string(name) +
+                                      ": expected a duration like 30s or 2m (at most 1d), got '" +
+                                      util::escape_for_terminal(text) + "'");
+  return *v;
+}
 
 // Each directory with a file waiting in the queue stays open (files are opened relative to
 // it): allow as many descriptors as the hard limit does, and queue at most a quarter of
@@ -231,18 +156,149 @@ void check_one_input(const UploadOptions &o) {
                                       util::escape_for_terminal(o.paths[0]) + " is a directory");
 }
 
-bool is_storage_failure(const ops::FileResult &r) {
-  return r.outcome == ops::UploadOutcome::failed && r.error && store::is_unreachable(*r.error);
-}
+// What the user sees of an upload run: a line (or a JSON object) per file on stdout, the
+// progress line on a terminal's stderr, the summary. The run calls one method at a time.
+class UploadPrinter final : public ops::RunObserver {
+public:
+  UploadPrinter(Context &ctx, bool progress, bool dry_run)
+      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run) {}
 
-// Reads newline- or NUL-separated paths.
-void read_list(std::istream &in, bool nul, const std::function<bool(const std::string &)> &each) {
-  std::string item;
-  while (std::getline(in, item, nul ? '\0' : '\n')) {
-    if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
-    if (item.empty()) continue;
-    if (!each(item)) return;
+  void on_recovered(int64_t failed) override {
+    if (!m_ctx.g.quiet)
+      std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
+                   static_cast<long long>(failed), failed == 1 ? "" : "s");
   }
+
+  void on_result(const ops::FileResult &r) override {
+    if (m_progress) std::fprintf(stderr, "\r\033[K");
+    bool skipped = r.outcome == ops::UploadOutcome::skipped;
+    if (skipped && !m_ctx.g.quiet)
+      std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
+                   r.reason.c_str());
+    if (skipped && !m_ctx.g.json) {
+      // Said on stderr only: stdout lists what was uploaded or refused.
+    } else if (m_ctx.g.json) {
+      m_ctx.print_json(result_json(r));
+    } else {
+      bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed ||
+                 r.outcome == ops::UploadOutcome::in_progress;
+      if (!m_ctx.g.quiet || bad) {
+        auto line = result_line(r);
+        std::fprintf(stdout, "%s\n", line.c_str());
+        std::fflush(stdout);
+        check_stdout();
+      }
+    }
+  }
+
+  void on_progress(const ops::RunProgress &p) override {
+    if (!m_progress) return;
+    double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
+    double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
+    const bool walked = p.total_final; // until then the totals are lower bounds, said with a "+"
+    std::string line = std::to_string(p.files_done) + "/" + std::to_string(p.files_total) +
+                       (walked ? "" : "+") + (p.files_total == 1 && walked ? " file" : " files");
+    if (p.bytes_total > 0) line += " (" + util::format_size(p.bytes_total) + (walked ? "" : "+") + ")";
+    line += ", " + util::format_size(p.bytes_sent) + " sent, " +
+            util::format_size(static_cast<uint64_t>(rate)) + "/s";
+    // The hashing pass of big files, which sends nothing for a while.
+    if (p.hashing > 0 && p.hashing_size >= (8ULL << 20))
+      line += ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size) +
+              (p.hashing > 1 ? " (" + std::to_string(p.hashing) + " files)" : "");
+    if (walked && p.files_left > 0 && p.queued_done > 0)
+      line += ", ETA " + util::format_duration_ms(p.elapsed_ms * p.files_left / p.queued_done);
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    std::fflush(stderr);
+  }
+
+  void on_finish(const ops::RunReport &rep) override {
+    if (m_progress) std::fprintf(stderr, "\r\033[K");
+    summary(rep);
+    if (!rep.interrupted) return;
+    std::string why = rep.broken_pipe ? "stdout was closed" : "interrupted by a signal";
+    std::string what = rep.aborted ? "the uploads in flight were aborted and their records failed"
+                                   : "the files in flight were finished";
+    std::fprintf(stderr, "lodge: error: %s: %s, no new one was started (%s)\n", why.c_str(), what.c_str(),
+                 std::string(errc_name(Errc::interrupted)).c_str());
+  }
+
+private:
+  void summary(const ops::RunReport &rep) {
+    const auto &t = rep.tally;
+    double secs = static_cast<double>(rep.elapsed_ms) / 1000.0;
+    if (m_ctx.g.json) {
+      nlohmann::json sum{{"files", t.files},
+                         {"active", t.active},
+                         {"duplicate", t.duplicate},
+                         {"replayed", t.replayed},
+                         {"rejected", t.rejected},
+                         {"failed", t.failed},
+                         {"skipped", t.skipped},
+                         {"in_progress", t.in_progress},
+                         {"bytes", t.bytes},
+                         {"seconds", secs},
+                         {"interrupted", rep.interrupted},
+                         {"aborted", rep.aborted}};
+      if (m_dry_run) {
+        sum["dry_run"] = true;
+        sum["planned"] = t.planned;
+      }
+      m_ctx.print_json(nlohmann::json{{"summary", sum}});
+      return;
+    }
+    if (m_ctx.g.quiet) return;
+    // In progress elsewhere: said only when some file was (the line stays as it was).
+    std::string held = t.in_progress > 0 ? ", " + std::to_string(t.in_progress) + " in progress" : "";
+    if (m_dry_run) {
+      std::fprintf(stderr,
+                   "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
+                   "rejected, %lld failed%s, %lld skipped (%s to send)\n",
+                   util::plural(t.files, "file").c_str(), static_cast<long long>(t.planned),
+                   static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                   static_cast<long long>(t.rejected), static_cast<long long>(t.failed), held.c_str(),
+                   static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str());
+      return;
+    }
+    std::fprintf(stderr,
+                 "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
+                 "failed%s, %lld skipped (%s in %.1fs)%s\n",
+                 util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
+                 static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
+                 static_cast<long long>(t.rejected), static_cast<long long>(t.failed), held.c_str(),
+                 static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
+                 !rep.interrupted  ? ""
+                 : rep.broken_pipe ? ", interrupted: stdout was closed"
+                                   : ", interrupted");
+  }
+
+  Context &m_ctx;
+  bool m_progress;
+  bool m_dry_run;
+};
+
+// The run's settings from the options and the configuration.
+ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
+  const auto &cfg = ctx.cfg();
+  ops::UploadSettings s;
+  s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
+  s.policy = cfg.policy(o.policy);
+  s.run_prefix = o.prefix;
+  s.owner = ctx.owner();
+  if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
+  s.multipart_threshold = cfg.multipart_threshold;
+  s.part_size = cfg.part_size;
+  s.part_concurrency = cfg.part_concurrency;
+  s.open_store = [&ctx] { return ctx.open_store(); };
+  s.max_retries = cfg.sweep.max_retries;
+  s.lease_ms = cfg.sweep.lease_ms;
+  s.cleanup = {ops::grace_for(cfg, o.policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
+  s.follow_symlinks = o.follow_symlinks;
+  s.worker_id = "upload-" + std::to_string(::getpid());
+  s.options = object_options(o, s.policy);
+  s.checksum = o.checksum;
+  s.replace = o.replace;
+  s.dry_run = o.dry_run;
+  return s;
 }
 } // namespace
 
@@ -285,381 +341,52 @@ Command add_upload(CLI::App &app) {
   sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms (id, alias or ARN)");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of every object, e.g. 'max-age=3600'");
-  return {
-      sub, [o](Context &ctx) {
-        const auto &cfg = ctx.cfg();
-        if (o->paths.empty() && o->files_from.empty())
-          throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
-        if (!o->idempotency_key.empty()) check_one_input(*o);
-        if (!o->prefix.empty())
-          if (auto why = config::run_prefix_problem(o->prefix))
-            throw LodgeError(Errc::usage,
-                             "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
-        ops::UploadSettings s;
-        s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
-        s.policy = cfg.policy(o->policy);
-        s.run_prefix = o->prefix;
-        s.owner = ctx.owner();
-        if (!o->idempotency_key.empty()) s.idempotency_key = o->idempotency_key;
-        s.multipart_threshold = cfg.multipart_threshold;
-        s.part_size = cfg.part_size;
-        s.part_concurrency = cfg.part_concurrency;
-        s.open_store = [&ctx] { return ctx.open_store(); };
-        s.max_retries = cfg.sweep.max_retries;
-        s.lease_ms = cfg.sweep.lease_ms;
-        s.cleanup = {ops::grace_for(cfg, o->policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
-        s.follow_symlinks = o->follow_symlinks;
-        s.worker_id = "upload-" + std::to_string(::getpid());
-        s.options = object_options(*o, s.policy);
-        s.checksum = o->checksum;
-        s.replace = o->replace;
-        s.dry_run = o->dry_run;
-        int jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
-        // The store first: a bad store URL leaves nothing behind, and a file:// root
-        // exists before the walk, which must skip it.
-        auto store = ctx.open_store();
-        if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
-        (void)ctx.ledger(); // migrate once, before the workers race to
-        auto pool = ctx.ledger_pool();
-        // A re-run after a killed run on this host: that run's rows fail now (as repair
-        // would at their deadline), so its files go again at once instead of IN_PROGRESS.
-        // Only when the store's id marker shows this ledger's history is the store's (as
-        // repair checks first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
-        auto store_agrees = [&] {
-          auto d = ops::check_divergence(ctx.ledger(), *store, util::system_clock());
-          return d && !d.value();
-        };
-        // (Not in a dry run: it writes.)
-        if (auto a = o->dry_run ? ops::RecoverSummary{}
-                                : ops::recover_abandoned(ctx.ledger(), cfg, cfg.sweep.max_retries,
-                                                         util::system_clock(), store_agrees);
-            a.failed > 0 && !ctx.g.quiet)
-          std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
-                       static_cast<long long>(a.failed), a.failed == 1 ? "" : "s");
-
-        install_interrupt_handlers(!ctx.g.quiet);
-        bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
-        if (progress) s.progress = std::make_shared<ops::Progress>();
-        std::mutex out_mutex;
-        Tally t;
-        int64_t started = util::steady_ms();
-        std::atomic<int64_t> queued{0};
-        std::atomic<uint64_t> queued_bytes{0};
-        std::atomic<bool> walked{false};
-        // Called with out_mutex held: by each report, and by the ticker below between them.
-        auto show_progress = [&] {
-          const ops::Progress &pg = *s.progress;
-          int64_t ms = util::steady_ms() - started;
-          double secs = static_cast<double>(ms) / 1000.0;
-          uint64_t sent = pg.sent.load(std::memory_order_relaxed);
-          double rate = secs > 0 ? static_cast<double>(sent) / secs : 0;
-          // Known inputs: every file reported so far that never went through the queue
-          // (refused by the walk) plus every queued one. While the walk runs that is a
-          // lower bound, said with a "+".
-          int64_t total = queued.load() + (t.files - t.queued_done);
-          std::string line = std::to_string(t.files) + "/" + std::to_string(total) + (walked ? "" : "+") +
-                             (total == 1 && walked ? " file" : " files");
-          if (queued_bytes > 0)
-            line += " (" + util::format_size(queued_bytes.load()) + (walked ? "" : "+") + ")";
-          line += ", " + util::format_size(sent) + " sent, " +
-                  util::format_size(static_cast<uint64_t>(rate)) + "/s";
-          // The hashing pass of big files, which sends nothing for a while.
-          if (int n = pg.hashing.load(std::memory_order_relaxed); n > 0) {
-            uint64_t size = pg.hashing_size.load(std::memory_order_relaxed);
-            if (size >= (8ULL << 20))
-              line += ", hashing " + util::format_size(pg.hashed.load(std::memory_order_relaxed)) + " of " +
-                      util::format_size(size) + (n > 1 ? " (" + std::to_string(n) + " files)" : "");
-          }
-          int64_t left = queued.load() - t.queued_done;
-          if (walked && left > 0 && t.queued_done > 0)
-            line += ", ETA " + util::format_duration_ms(ms * left / t.queued_done);
-          std::fprintf(stderr, "\r\033[K%s", line.c_str());
-          std::fflush(stderr);
-        };
-        // Redraws the line while nothing finishes (a big file being hashed or sent).
-        std::mutex tick_mutex;
-        std::condition_variable tick_cv;
-        bool tick_stop = false;
-        std::thread ticker;
-        if (progress)
-          ticker = std::thread([&] {
-            std::unique_lock lock(tick_mutex);
-            while (!tick_cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return tick_stop; })) {
-              lock.unlock();
-              {
-                std::lock_guard out(out_mutex);
-                show_progress();
-              }
-              lock.lock();
-            }
-          });
-        auto stop_ticker = [&] {
-          if (!ticker.joinable()) return;
-          {
-            std::lock_guard lock(tick_mutex);
-            tick_stop = true;
-          }
-          tick_cv.notify_all();
-          ticker.join();
-        };
-        struct StopTicker {
-          std::function<void()> stop;
-          ~StopTicker() { stop(); }
-        } stop_ticker_on_exit{stop_ticker};
-        auto report = [&](const ops::FileResult &r, bool from_queue) {
-          std::lock_guard lock(out_mutex);
-          ++t.files;
-          if (from_queue) {
-            ++t.queued_done;
-            end_in_flight();
-          }
-          switch (r.outcome) {
-          case ops::UploadOutcome::active:
-            ++t.active;
-            t.bytes += r.size;
-            break;
-          case ops::UploadOutcome::duplicate:
-            ++t.duplicate;
-            break;
-          case ops::UploadOutcome::replayed:
-            ++t.replayed;
-            break;
-          case ops::UploadOutcome::rejected:
-            ++t.rejected;
-            break;
-          case ops::UploadOutcome::failed:
-            ++t.failed;
-            break;
-          case ops::UploadOutcome::skipped:
-            ++t.skipped;
-            break;
-          case ops::UploadOutcome::planned:
-            ++t.planned;
-            t.bytes += r.size;
-            break;
-          }
-          if (is_storage_failure(r)) ++t.storage_failures;
-          if (r.outcome == ops::UploadOutcome::failed && r.error &&
-              r.error->exit_code() == exit_status(Errc::ledger_unusable))
-            ++t.ledger_failures;
-          if (progress) std::fprintf(stderr, "\r\033[K");
-          bool skipped = r.outcome == ops::UploadOutcome::skipped;
-          if (skipped && !ctx.g.quiet)
-            std::fprintf(stderr, "lodge: skipped %s: %s\n", util::escape_for_terminal(r.file).c_str(),
-                         r.reason.c_str());
-          if (skipped && !ctx.g.json) {
-            // Said on stderr only: stdout lists what was uploaded or refused.
-          } else if (ctx.g.json) {
-            ctx.print_json(result_json(r));
-          } else {
-            bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed;
-            if (!ctx.g.quiet || bad) {
-              auto line = result_line(r);
-              std::fprintf(stdout, "%s\n", line.c_str());
-              std::fflush(stdout);
-              check_stdout();
-            }
-          }
-          if (progress) show_progress();
-        };
-
-        WorkQueue queue(queue_capacity_for_open_files());
-        // A worker that throws stops the run (nothing new starts); join() rethrows it.
-        util::ThreadGroup workers([&queue] {
-          queue.close();
-          queue.clear();
-        });
-        // Runs before the group's destructor on every way out, so no worker is left
-        // waiting on the queue while the group joins it.
-        struct CloseOnExit {
-          WorkQueue &q;
-          ~CloseOnExit() { q.close(); }
-        } close_on_exit{queue};
-        std::mutex setup_mutex;
-        std::optional<LodgeError> setup_error;
-        std::mutex retry_mutex;
-        std::vector<ops::InputFile> retry_later;
-        for (int i = 0; i < jobs; ++i) {
-          workers.spawn([&, i] {
-            std::unique_ptr<ledger::Ledger> l;
-            std::unique_ptr<store::ObjectStore> st;
-            std::unique_ptr<ops::Uploader> up;
-            try {
-              l = pool->worker();
-              st = ctx.open_store();
-              auto ws = s;
-              ws.worker_id += "-" + std::to_string(i);
-              up = std::make_unique<ops::Uploader>(*l, *st, ws, util::system_clock());
-            } catch (const LodgeError &e) {
-              std::lock_guard lock(setup_mutex);
-              if (!setup_error) setup_error = e;
-              queue.close();
-              queue.clear();
-              return;
-            }
-            // Pipelined: a file's confirm commits later, with other files' transitions, and
-            // the file is reported once it has (finish() ends the pending ones).
-            auto settle = [&] {
-              for (auto &r : up->finish())
-                report(r, true);
-            };
-            while (auto file = queue.pop(settle)) {
-              // In flight from here until reported (a pending confirm included); none
-              // begins once a signal came.
-              if (!begin_in_flight()) {
-                queue.clear();
-                break;
-              }
-              for (auto &r : up->upload_next(*file)) {
-                if (!s.idempotency_key && r.error && r.error->code == Errc::in_progress) {
-                  // The content of a file another worker is sending (empty files, copies
-                  // in one tree): tried again once the workers are done, as a duplicate.
-                  // Only a reserve answers so: this file's, never the pending one's. Not
-                  // in flight while it waits: a signal meanwhile means it is not retried.
-                  std::lock_guard lock(retry_mutex);
-                  retry_later.push_back(*file);
-                  end_in_flight();
-                  continue;
-                }
-                report(r, true);
-              }
-            }
-            settle();
-          });
-        }
-        // Fired once the walk of the paths given has listed them (or filled the
-        // queue), before any file is opened; then the workers start.
-        auto start_workers = [&] {
-          if (queue.started()) return;
-          (void)failpoint::hit("upload.after_walk");
-          queue.start();
-        };
-        // A PostgreSQL ledger has no files here to keep out of the upload.
-        const ops::WalkSkips skips{ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
-                                   store::file_store_root(cfg.store)};
-        auto feed = [&](const std::string &p) {
-          if (interrupted()) return false;
-          bool go_on = true;
-          ops::walk_inputs({p}, o->follow_symlinks, skips,
-                           [&](const ops::InputFile &file, const std::optional<Error> &err) {
-                             if (interrupted()) return go_on = false;
-                             if (!file.skipped.empty()) {
-                               ops::FileResult r;
-                               r.file = file.path;
-                               r.outcome = ops::UploadOutcome::skipped;
-                               r.reason = file.skipped;
-                               report(r, false);
-                               return true;
-                             }
-                             if (err) {
-                               ops::FileResult r;
-                               r.file = file.path;
-                               r.outcome = ops::UploadOutcome::rejected;
-                               r.error = *err;
-                               report(r, false);
-                               return true;
-                             }
-                             ++queued;
-                             queued_bytes += file.size;
-                             return go_on = queue.push(file, start_workers);
-                           });
-          return go_on;
-        };
-        bool fed = true;
-        for (const auto &p : o->paths)
-          if (!(fed = feed(p))) break;
-        start_workers();
-        if (fed && !o->files_from.empty()) {
-          if (o->files_from == "-") {
-            read_list(std::cin, o->null_separated, feed);
-          } else {
-            std::ifstream f(o->files_from, std::ios::binary);
-            if (!f) {
-              queue.close();
-              workers.join();
-              throw LodgeError(Errc::usage, "--files-from: cannot read " + o->files_from);
-            }
-            read_list(f, o->null_separated, feed);
-          }
-        }
-        walked = true;
-        queue.close();
-        workers.join();
-        if (setup_error) throw *setup_error;
-        if (!retry_later.empty()) {
-          ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
-          for (const auto &file : retry_later) {
-            if (!begin_in_flight()) break;
-            auto r = up.upload(file);
-            // The same content in flight in another process (or a worker of this one): wait
-            // for its sender, bounded by its deadline, then ask again: a duplicate once it
-            // is ACTIVE, a new upload if it failed, not IN_PROGRESS "failed".
-            for (int round = 0; round < 5 && !s.idempotency_key && !s.dry_run && r.error &&
-                                r.error->code == Errc::in_progress && r.id && !interrupted();
-                 ++round) {
-              if (!ops::wait_for_upload(ctx.ledger(), *r.id, cfg, cfg.sweep.max_retries, util::system_clock(),
-                                        [] { return interrupted(); }))
-                break;
-              r = up.upload(file);
-            }
-            report(r, true);
-          }
-        }
-        stop_ticker();
-        if (progress) std::fprintf(stderr, "\r\033[K");
-
-        double secs = static_cast<double>(util::steady_ms() - started) / 1000.0;
-        if (ctx.g.json) {
-          nlohmann::json sum{{"files", t.files},         {"active", t.active},
-                             {"duplicate", t.duplicate}, {"replayed", t.replayed},
-                             {"rejected", t.rejected},   {"failed", t.failed},
-                             {"skipped", t.skipped},     {"bytes", t.bytes},
-                             {"seconds", secs},          {"interrupted", interrupted()},
-                             {"aborted", aborted()}};
-          if (o->dry_run) {
-            sum["dry_run"] = true;
-            sum["planned"] = t.planned;
-          }
-          ctx.print_json(nlohmann::json{{"summary", sum}});
-        } else if (!ctx.g.quiet && o->dry_run) {
-          std::fprintf(stderr,
-                       "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
-                       "rejected, %lld failed, %lld skipped (%s to send)\n",
-                       util::plural(t.files, "file").c_str(), static_cast<long long>(t.planned),
-                       static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
-                       static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str());
-        } else if (!ctx.g.quiet) {
-          std::fprintf(stderr,
-                       "%s: %lld active, %lld duplicate, %lld replayed, %lld rejected, %lld "
-                       "failed, %lld skipped (%s in %.1fs)%s\n",
-                       util::plural(t.files, "file").c_str(), static_cast<long long>(t.active),
-                       static_cast<long long>(t.duplicate), static_cast<long long>(t.replayed),
-                       static_cast<long long>(t.rejected), static_cast<long long>(t.failed),
-                       static_cast<long long>(t.skipped), util::format_size(t.bytes).c_str(), secs,
-                       !interrupted()  ? ""
-                       : broken_pipe() ? ", interrupted: stdout was closed"
-                                       : ", interrupted");
-        }
-        if (interrupted()) {
-          std::string why = broken_pipe() ? "stdout was closed" : "interrupted by a signal";
-          std::string what = aborted() ? "the uploads in flight were aborted and their records failed"
-                                       : "the files in flight were finished";
-          std::fprintf(stderr, "lodge: error: %s: %s, no new one was started (%s)\n", why.c_str(),
-                       what.c_str(), std::string(errc_name(Errc::interrupted)).c_str());
-          // 141 is how a shell reports a process killed by SIGPIPE: a reader that went away.
-          return broken_pipe() ? 128 + SIGPIPE : exit_status(Errc::interrupted);
-        }
-        // Whole-run failures get their own exit status (man/lodge.1 EXIT STATUS): 3 when every
-        // failure was the ledger's, 4 when every one was the store being unreachable.
-        bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
-        if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed)
-          return exit_status(Errc::ledger_unusable);
-        if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
-            t.rejected == 0)
-          return exit_status(Errc::storage_unavailable);
-        return (t.rejected + t.failed) > 0 ? exit_items_failed() : exit_status(Errc::ok);
-      }};
+  sub->add_option("--in-progress-wait", o->in_progress_wait,
+                  "How long to wait for another process sending the same content before reporting the "
+                  "file in_progress (default: config in_progress_wait, 30s; a direct reservation is "
+                  "never waited for)");
+  return {sub, [o](Context &ctx) {
+            const auto &cfg = ctx.cfg();
+            if (o->paths.empty() && o->files_from.empty())
+              throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
+            if (!o->idempotency_key.empty()) check_one_input(*o);
+            if (!o->prefix.empty())
+              if (auto why = config::run_prefix_problem(o->prefix))
+                throw LodgeError(Errc::usage,
+                                 "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
+            ops::RunSpec spec;
+            spec.settings = upload_settings(ctx, *o);
+            spec.paths = o->paths;
+            if (o->files_from == "-")
+              spec.files_from_stream = &std::cin;
+            else
+              spec.files_from_file = o->files_from;
+            spec.null_separated = o->null_separated;
+            spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
+            spec.queue_capacity = queue_capacity_for_open_files();
+            spec.in_progress_wait_ms = o->in_progress_wait.empty()
+                                           ? cfg.in_progress_wait_ms
+                                           : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
+            // A PostgreSQL ledger has no files here to keep out of the upload.
+            spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
+                          store::file_store_root(cfg.store)};
+            // The store first: a bad store URL leaves nothing behind, and a file:// root
+            // exists before the walk, which must skip it.
+            auto store = ctx.open_store();
+            if (auto a = store->accepts(spec.settings.options); !a) throw LodgeError(a.error());
+            (void)ctx.ledger(); // migrate once, before the workers race to
+            auto pool = ctx.ledger_pool();
+            bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+            if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
+            install_interrupt_handlers(!ctx.g.quiet);
+            UploadPrinter printer(ctx, progress, o->dry_run);
+            ops::RunDeps deps{
+                ctx.ledger(), [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
+                *store,       [&ctx] { return ctx.open_store(); },
+                cfg,          util::system_clock(),
+                run_cancel(), {}};
+            return ops::exit_status(ops::run_upload(spec, deps, printer));
+          }};
 }
 
 namespace {

@@ -199,11 +199,15 @@ namespace {
 std::atomic<int> g_signals{0};    // SIGINT, SIGTERM, SIGHUP received (a broken stdout counts as one)
 std::atomic<bool> g_abort{false}; // the second: transfers in flight are aborted
 std::atomic<bool> g_broken_pipe{false};
-// Twice the uploads in flight, plus 1 once interrupted: one word, so a file's begin and
-// the first interruption are ordered (the interruption's count is exactly the files begun
-// before it, and none begins after it). Lock-free, so safe in a signal handler.
-std::atomic<int64_t> g_flight{0};
-static_assert(std::atomic<int64_t>::is_always_lock_free);
+// The uploads in flight and the stop, one word (ops::StopWord): the first interruption's
+// count is exactly the files begun before it, and none begins after it. Lock-free, so its
+// stop() is safe in a signal handler.
+class CliStop final : public ops::StopWord {
+public:
+  [[nodiscard]] bool broken_pipe() const override { return g_broken_pipe.load(); }
+  [[nodiscard]] bool aborted() const override { return g_abort.load(); }
+};
+CliStop g_stop;
 std::atomic<bool> g_announce{false};
 std::atomic<bool> g_tty{false}; // stderr: a progress line to clear first
 
@@ -233,7 +237,7 @@ void say(const char *a, int64_t n, const char *b) {
 
 void note_interrupt(bool from_signal) {
   int n = ++g_signals;
-  const int64_t f = g_flight.fetch_or(1) >> 1; // no file begins from here on
+  const int64_t f = g_stop.stop(); // no file begins from here on
   if (n >= 2) g_abort = true;
   if (!from_signal || !g_announce.load()) return;
   if (n == 1) {
@@ -263,16 +267,8 @@ bool broken_pipe() {
   return g_broken_pipe.load();
 }
 
-bool begin_in_flight() {
-  int64_t v = g_flight.load();
-  do {
-    if ((v & 1) != 0) return false;
-  } while (!g_flight.compare_exchange_weak(v, v + 2));
-  return true;
-}
-
-void end_in_flight() {
-  g_flight.fetch_sub(2);
+ops::RunCancel &run_cancel() {
+  return g_stop;
 }
 
 void check_stdout() {

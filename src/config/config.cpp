@@ -74,6 +74,9 @@ uint64_t get_size(const json &v, const std::string &path) {
 constexpr DurationLimit k_ledger_timeout_limit{
     std::numeric_limits<int>::max(), "PostgreSQL's timeouts are at most 2147483647ms, about 24d20h"};
 
+// An upload's wait for another sender: a day is already far past any sensible bound.
+constexpr DurationLimit k_in_progress_wait_limit{86'400'000, "at most 1d"};
+
 int64_t get_duration(const json &v, const std::string &path, DurationLimit limit = {}) {
   if (!v.is_string()) bad(path, "expected a duration like 15m or 500ms");
   return duration_value(v.get<std::string>(), path, limit);
@@ -336,7 +339,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   reject_unknown(doc, "",
                  {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
                   "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout"});
+                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout", "in_progress_wait"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
@@ -367,6 +370,9 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
                      {std::numeric_limits<int>::max(), "SQLite waits at most 2147483647ms, about 24d20h"});
   if (doc.contains("ledger_timeout"))
     c.ledger_timeout_ms = get_duration(doc["ledger_timeout"], "ledger_timeout", k_ledger_timeout_limit);
+  if (doc.contains("in_progress_wait"))
+    c.in_progress_wait_ms =
+        get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {
@@ -578,6 +584,7 @@ nlohmann::json to_json(const Config &c) {
   j["fail_killed_runs"] = c.fail_killed_runs;
   j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
   j["ledger_timeout"] = util::format_duration_exact(c.ledger_timeout_ms);
+  j["in_progress_wait"] = util::format_duration_exact(c.in_progress_wait_ms);
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;

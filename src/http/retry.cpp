@@ -55,6 +55,35 @@ bool retry_after(const RetryPolicy &policy, Sleeper &sleeper, const std::string 
   return true;
 }
 
+Result<Response> with_retries(const RetryPolicy &policy, Sleeper &sleeper, const std::string &what,
+                              int64_t deadline_steady_ms, const Attempt &attempt) {
+  bool ambiguous = false;
+  for (int n = 1;; ++n) {
+    auto r = attempt();
+    if (r) return r;
+    Error e = r.error();
+    ambiguous = ambiguous || e.details.ambiguous;
+    e.details.ambiguous = ambiguous;
+    if (!retry_after(policy, sleeper, what, n, e, deadline_steady_ms)) return e;
+  }
+}
+
+Error error_for_answer(const Response &r, const std::string &what, const ServiceError &said,
+                       std::optional<Errc> by_code) {
+  ErrorDetails d;
+  d.http_status = r.status;
+  d.s3_code = said.code;
+  d.request_id = said.request_id;
+  d.retry_after_ms = retry_after_ms(r);
+  const bool status_decides = !by_code || r.status == 404 || r.status == 412;
+  const Errc code = status_decides ? errc_for_status(r.status) : *by_code;
+  std::string text = what + ": HTTP " + std::to_string(r.status);
+  if (!said.code.empty()) text += " " + said.code;
+  if (!said.message.empty()) text += ": " + said.message;
+  if (!said.request_id.empty()) text += " (request id " + said.request_id + ")";
+  return Error(code, text, d);
+}
+
 Errc errc_for_status(long status) {
   if (status == 404) return Errc::not_found;
   if (status == 412) return Errc::precondition_failed;

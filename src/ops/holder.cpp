@@ -6,6 +6,7 @@
 #include <fstream>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <sstream>
@@ -173,15 +174,43 @@ RecoverSummary recover_abandoned(RepairLedger l, const config::Config &c, int ma
 
 bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
                      const util::Clock &clock, const std::function<bool()> &stop) {
+  return wait_for_holder(l, id, c, max_retries, clock, INT64_MAX, stop, {}).settled;
+}
+
+std::optional<int64_t> direct_until(const std::optional<std::string> &holder) {
+  constexpr std::string_view k_direct = "direct until=";
+  if (!holder || holder->rfind(k_direct, 0) != 0) return std::nullopt;
+  return util::parse_int(std::string_view(*holder).substr(k_direct.size()));
+}
+
+std::string describe_holder(const ledger::FileRecord &row) {
+  auto utc = [](int64_t ms) { return util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ"); };
+  if (auto until = direct_until(row.holder))
+    return "held by direct reservation #" + std::to_string(row.id) + " until " + utc(*until);
+  if (auto h = row.holder ? parse_holder(*row.holder) : std::nullopt)
+    return "being uploaded by pid " + std::to_string(h->pid) + " on " + h->host + " (its deadline " +
+           utc(row.upload_deadline_at) + ")";
+  return "being uploaded by another process (its deadline " + utc(row.upload_deadline_at) + ")";
+}
+
+HolderWait wait_for_holder(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
+                           const util::Clock &clock, int64_t until_ms, const std::function<bool()> &stop,
+                           const std::function<void(int64_t ms)> &pause) {
   int64_t pause_ms = 20;
   while (true) {
     auto row = l.reads.find_file(id);
-    if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return true;
-    if (fail_if_gone({l.blocks, l.recovery}, *row, c, max_retries, clock)) return true;
-    if (clock.now_ms() > row->upload_deadline_at || (stop && stop())) return false;
+    if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return {true, {}};
+    if (fail_if_gone({l.blocks, l.recovery}, *row, c, max_retries, clock)) return {true, {}};
+    const int64_t now = clock.now_ms();
+    if (direct_until(row->holder) || now > row->upload_deadline_at || now >= until_ms || (stop && stop()))
+      return {false, describe_holder(*row)};
     // Another process is sending it: its confirm (or failure) is a write to the ledger we
     // cannot be told of, so look again, less often as the wait grows.
-    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    const int64_t ms = std::min(pause_ms, std::max<int64_t>(until_ms - now, 1));
+    if (pause)
+      pause(ms);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     pause_ms = std::min<int64_t>(pause_ms * 2, 500);
   }
 }

@@ -1,12 +1,11 @@
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/ops/retrieve.hpp>
+#include <lodge/util/atomic_file.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -84,24 +83,6 @@ Result<util::Fd> open_subdirs(int root, const std::vector<std::string> &dirs, co
   }
   return cur;
 }
-
-// Removes the temporary file unless the rename took it.
-class TempFile {
-public:
-  TempFile(int dir, std::string name) : m_dir(dir), m_name(std::move(name)) {}
-  TempFile(const TempFile &) = delete;
-  TempFile &operator=(const TempFile &) = delete;
-  ~TempFile() {
-    if (!m_kept) ::unlinkat(m_dir, m_name.c_str(), 0);
-  }
-  void keep() { m_kept = true; }
-  [[nodiscard]] const std::string &name() const { return m_name; }
-
-private:
-  int m_dir;
-  std::string m_name;
-  bool m_kept = false;
-};
 
 } // namespace
 
@@ -362,46 +343,34 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
     return fail(io_error("checking " + res.file, errno));
   }
 
-  // Short, fixed-length: a name near NAME_MAX still gets a temporary sibling.
-  char tag[17];
-  std::snprintf(tag, sizeof tag, "%016llx",
-                static_cast<unsigned long long>(crypto::random_below(UINT64_MAX)));
-  TempFile tmp(dfd, ".lodge-get-" + std::string(tag) + ".tmp");
-  util::Fd out(::openat(dfd, tmp.name().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
-  if (!out.valid()) return fail(io_error("creating a temporary file beside " + res.file, errno));
-  int write_err = 0;
+  // Beside the target in the directory opened above (no path resolved again), created
+  // with the umask's mode like any file the user makes; without force, never published
+  // over a file that appeared meanwhile.
+  util::AtomicFile::Options o;
+  o.mode = 0666;
+  o.replace = opts.force;
+  o.temp_prefix = ".lodge-get-";
+  util::AtomicFile out(dfd, name, o);
+  if (!out.open()) return fail(io_error("creating a temporary file beside " + res.file, out.error().err));
+  bool write_failed = false;
   auto s = read_verified(st, r, [&](const char *p, size_t n) {
     if (opts.stop && opts.stop()) return false;
-    if (!util::write_all(out.get(), p, n)) {
-      write_err = errno;
-      return false;
-    }
-    return true;
+    write_failed = !out.write(std::string_view(p, n));
+    return !write_failed;
   });
-  if (write_err != 0) return fail(io_error("writing " + res.file, write_err));
+  if (write_failed) return fail(io_error("writing " + res.file, out.error().err));
   if (!s) return fail(s.error());
-  if (::fsync(out.get()) != 0) return fail(io_error("fsync of " + res.file, errno));
-  out.reset(); // fsync has reported any delayed write error
-  // Without force, never over a file that appeared meanwhile.
-  unsigned flags = opts.force ? 0U : RENAME_NOREPLACE;
-  if (::renameat2(dfd, tmp.name().c_str(), dfd, name.c_str(), flags) != 0) {
-    int err = errno;
-    if (err == EEXIST)
+  if (!out.commit()) {
+    const util::FileError &e = out.error();
+    const std::string step = e.step;
+    if (e.err == EEXIST && !opts.force)
       return fail(Error(Errc::output_exists, res.file + " appeared while file " + describe(r) +
                                                  " was being read; not replaced (--force replaces it)"));
-    if (err != EINVAL || opts.force) return fail(io_error("renaming the temporary file to " + res.file, err));
-    // A filesystem without RENAME_NOREPLACE: link(2) is create-only as well.
-    if (::linkat(dfd, tmp.name().c_str(), dfd, name.c_str(), 0) != 0) {
-      err = errno;
-      if (err == EEXIST)
-        return fail(Error(Errc::output_exists, res.file + " appeared while file " + describe(r) +
-                                                   " was being read; not replaced (--force replaces it)"));
-      return fail(io_error("linking the temporary file to " + res.file, err));
-    }
-  } else {
-    tmp.keep();
+    if (step == "rename") return fail(io_error("renaming the temporary file to " + res.file, e.err));
+    if (step == "link") return fail(io_error("linking the temporary file to " + res.file, e.err));
+    if (step == "fsync the directory") return fail(io_error("fsync of the directory of " + res.file, e.err));
+    return fail(io_error("fsync of " + res.file, e.err));
   }
-  if (::fsync(dfd) != 0) return fail(io_error("fsync of the directory of " + res.file, errno));
   res.outcome = GetOutcome::written;
   return res;
 }

@@ -1,15 +1,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <lodge/error.hpp>
 #include <lodge/ops/status.hpp>
+#include <lodge/util/atomic_file.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <variant>
 
 namespace lodge::ops {
@@ -241,30 +239,12 @@ namespace {
 } // namespace
 
 void write_file_atomically(const std::string &path, const std::string &text, unsigned mode) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) write_failed(path, "open", errno);
+  util::AtomicFile::Options o;
+  o.mode = mode;
+  o.exact_mode = true; // lodge runs under umask 077: node_exporter must read the textfile
+  util::AtomicFile f(path, o);
   // Whatever fails, the temporary file goes and the old file stays as it was.
-  auto give_up = [&](const char *step, int err, bool still_open) {
-    if (still_open) ::close(fd);
-    ::unlink(tmp.c_str());
-    write_failed(path, step, err);
-  };
-  // lodge runs under umask 077: the mode is set here, not left to open(2).
-  if (::fchmod(fd, static_cast<mode_t>(mode)) != 0) give_up("chmod", errno, true);
-  size_t off = 0;
-  while (off < text.size()) {
-    auto n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      give_up("write", errno, true);
-    }
-    off += static_cast<size_t>(n);
-  }
-  // A delayed write error (NFS, a full thin volume) shows only in fsync or close.
-  if (::fsync(fd) != 0) give_up("fsync", errno, true);
-  if (::close(fd) != 0) give_up("close", errno, false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("rename", errno, false);
+  if (!f.open() || !f.write(text) || !f.commit()) write_failed(path, f.error().step, f.error().err);
 }
 
 } // namespace lodge::ops

@@ -1,11 +1,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <curl/curl.h>
 #include <fstream>
 #include <lodge/crypto/random.hpp>
+#include <lodge/http/resumable_get.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -132,39 +132,30 @@ Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, con
   }
 }
 
+namespace {
+// The class an S3 error code names, where it names one (else the status decides).
+std::optional<Errc> errc_for_code(const std::string &c) {
+  if (c == "PreconditionFailed" || c == "ConditionalRequestConflict") return Errc::precondition_failed;
+  if (c == "AccessDenied" || c == "SignatureDoesNotMatch" || c == "InvalidAccessKeyId")
+    return Errc::access_denied;
+  if (c == "BadDigest" || c == "XAmzContentSHA256Mismatch" || c == "InvalidDigest") return Errc::bad_digest;
+  if (c == "SlowDown" || c == "Throttling" || c == "ThrottlingException") return Errc::throttled;
+  if (c == "NotImplemented" || c == "MethodNotAllowed")
+    return Errc::unsupported; // the server answered: it cannot do this, and never will
+  if (c == "RequestTimeout" || c == "InternalError") return Errc::storage_unavailable;
+  return std::nullopt;
+}
+} // namespace
+
 Error Client::error_from(const http::Response &r, const std::string &what) const {
-  ErrorDetails d;
-  d.http_status = r.status;
-  d.request_id = r.header("x-amz-request-id");
-  std::string message;
+  http::ServiceError said;
+  said.request_id = r.header("x-amz-request-id");
   if (auto body = parse_error(r.body)) {
-    d.s3_code = body->code;
-    if (!body->request_id.empty()) d.request_id = body->request_id;
-    message = body->message;
+    said.code = body->code;
+    if (!body->request_id.empty()) said.request_id = body->request_id;
+    said.message = body->message;
   }
-  const auto &c = d.s3_code;
-  Errc code = Errc::storage_error;
-  if (r.status == 404)
-    code = Errc::not_found;
-  else if (r.status == 412 || c == "PreconditionFailed" || c == "ConditionalRequestConflict")
-    code = Errc::precondition_failed;
-  else if (r.status == 403 || c == "AccessDenied" || c == "SignatureDoesNotMatch" ||
-           c == "InvalidAccessKeyId")
-    code = Errc::access_denied;
-  else if (c == "BadDigest" || c == "XAmzContentSHA256Mismatch" || c == "InvalidDigest")
-    code = Errc::bad_digest;
-  else if (r.status == 429 || c == "SlowDown" || c == "Throttling" || c == "ThrottlingException")
-    code = Errc::throttled;
-  else if (r.status == 501 || r.status == 405 || c == "NotImplemented" || c == "MethodNotAllowed")
-    code = Errc::unsupported; // the server answered: it cannot do this, and never will
-  else if (r.status >= 500 || c == "RequestTimeout" || c == "InternalError")
-    code = Errc::storage_unavailable;
-  d.retry_after_ms = http::retry_after_ms(r);
-  std::string text = what + ": HTTP " + std::to_string(r.status);
-  if (!c.empty()) text += " " + c;
-  if (!message.empty()) text += ": " + message;
-  if (!d.request_id.empty()) text += " (request id " + d.request_id + ")";
-  return Error(code, text, d);
+  return http::error_for_answer(r, what, said, errc_for_code(said.code));
 }
 
 Result<http::Response> Client::send_once(const Call &call,
@@ -210,20 +201,9 @@ Result<http::Response> Client::send_once(const Call &call,
   return r;
 }
 
-bool Client::retry_after(const Call &call, int attempt, const Error &e) {
-  return http::retry_after(m_cfg.retry, m_sleeper, call.what, attempt, e, call.deadline_steady_ms);
-}
-
 Result<http::Response> Client::send(const Call &call) {
-  bool ambiguous = false;
-  for (int attempt = 1;; ++attempt) {
-    auto r = send_once(call);
-    if (r) return r;
-    Error e = r.error();
-    ambiguous = ambiguous || e.details.ambiguous;
-    e.details.ambiguous = ambiguous;
-    if (!retry_after(call, attempt, e)) return e;
-  }
+  return http::with_retries(m_cfg.retry, m_sleeper, call.what, call.deadline_steady_ms,
+                            [&] { return send_once(call); });
 }
 
 void Client::add_object_headers(Call &c, const PutOptions &o) {
@@ -279,15 +259,6 @@ Result<HeadResult> Client::head_object(const std::string &key, const std::string
   return h;
 }
 
-namespace {
-// "bytes FIRST-LAST/TOTAL" of a 206 answer.
-std::optional<std::pair<uint64_t, uint64_t>> parse_content_range(const std::string &v) {
-  unsigned long long first = 0, last = 0, total = 0;
-  if (std::sscanf(v.c_str(), "bytes %llu-%llu/%llu", &first, &last, &total) != 3) return std::nullopt;
-  return std::make_pair(static_cast<uint64_t>(first), static_cast<uint64_t>(total));
-}
-} // namespace
-
 Result<std::string> Client::presign(const std::string &method, const std::string &key,
                                     const http::Headers &headers, int64_t expires_s) {
   if (expires_s < 1 || expires_s > 604'800)
@@ -329,70 +300,12 @@ Result<std::pair<std::string, http::Headers>> Client::presign_put(const std::str
 }
 
 Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
-  // Retrying into the same sink would hand it the bytes of the cut-off attempt twice, so
-  // a retry asks only for what the sink has not seen, of the very object it started on.
-  uint64_t delivered = 0;
-  std::optional<uint64_t> total;
-  std::string etag;
-  for (int attempt = 1;; ++attempt) {
-    const bool resuming = delivered > 0;
-    uint64_t skip = 0; // bytes of this answer the sink already has (a server ignoring Range)
-    std::string refusal;
-    Call c{"GET", key, {}, {}, nullptr, {}, {}, 0, "GET " + key};
-    if (resuming) {
-      c.headers.emplace_back("range", "bytes=" + std::to_string(delivered) + "-");
-      if (!etag.empty()) c.headers.emplace_back("if-match", etag);
-    }
-    auto accept = [&](const http::Response &h) {
-      auto length = util::parse_int(h.header("content-length"));
-      if (!resuming) {
-        etag = h.header("etag");
-        if (h.status == 200 && length && *length >= 0) total = static_cast<uint64_t>(*length);
-        return true;
-      }
-      if (!etag.empty() && h.header("etag") != etag) {
-        refusal = "the object changed between attempts (ETag " + etag + ", then " + h.header("etag") + ")";
-        return false;
-      }
-      if (h.status == 206) {
-        auto range = parse_content_range(h.header("content-range"));
-        if (range && range->first == delivered && (!total || range->second == *total)) return true;
-        refusal = "the resumed answer covers '" + h.header("content-range") + "', not bytes " +
-                  std::to_string(delivered) + "- of the object";
-        return false;
-      }
-      if (h.status == 200 && (!total || (length && static_cast<uint64_t>(*length) == *total))) {
-        skip = delivered; // the whole object again: pass over what was delivered
-        return true;
-      }
-      refusal = "unexpected HTTP " + std::to_string(h.status) + " to a resumed GET";
-      return false;
-    };
-    c.sink = [&](const char *p, size_t n) {
-      if (skip > 0) {
-        auto k = static_cast<size_t>(std::min<uint64_t>(skip, n));
-        skip -= k;
-        p += k;
-        n -= k;
-        if (n == 0) return true;
-      }
-      delivered += n;
-      return sink(p, n);
-    };
-    auto r = send_once(c, accept);
-    if (r) {
-      if (total && delivered != *total)
-        return Error(Errc::storage_error, "GET " + key + ": the body ended after " +
-                                              std::to_string(delivered) + " of " + std::to_string(*total) +
-                                              " bytes");
-      return ok_status();
-    }
-    if (!refusal.empty()) return Error(Errc::storage_error, "GET " + key + ": " + refusal);
-    if (!retry_after(c, attempt, r.error())) return r.error();
-    if (delivered > 0)
-      util::log::info("resuming GET " + key + " at byte " + std::to_string(delivered) +
-                      (total ? " of " + std::to_string(*total) : std::string{}));
-  }
+  return http::resumable_get(m_cfg.retry, m_sleeper, {"GET " + key, "object"}, sink,
+                             [&](const http::Headers &extra, const http::Sink &counted,
+                                 const std::function<bool(const http::Response &)> &accept) {
+                               Call c{"GET", key, {}, extra, nullptr, {}, counted, 0, "GET " + key};
+                               return send_once(c, accept);
+                             });
 }
 
 void Client::learn(Feature f, const Status &outcome) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/util/atomic_file.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
@@ -42,65 +43,6 @@ constexpr const char *k_mpu_dir = ".lodge-mpu";
 Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
 }
-
-// An object's bytes before they are linked at its key. Where the filesystem can, the file
-// has no name at all (O_TMPFILE): a crash leaves nothing behind, and publishing it is one
-// link(2) (through /proc/self/fd) with no name to add and remove in the temporary directory.
-// Elsewhere it is a named file under k_tmp_dir.
-class TempFile {
-public:
-  // `anonymous`: O_TMPFILE if the filesystem and /proc allow it; else a named file.
-  static Result<TempFile> create(const fs::path &dir, bool anonymous) {
-    TempFile t;
-    if (anonymous && proc_fd_links()) {
-      t.m_fd.reset(::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
-      if (t.m_fd.valid()) return t;
-      if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL && errno != ENOENT)
-        return io_error("PUT", errno);
-    }
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    t.m_path = dir / crypto::random_uuid();
-    t.m_fd.reset(::open(t.m_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!t.m_fd.valid()) return io_error("PUT", errno);
-    return t;
-  }
-  TempFile(TempFile &&) = default;
-  TempFile &operator=(TempFile &&) = default;
-  TempFile(const TempFile &) = delete;
-  TempFile &operator=(const TempFile &) = delete;
-  ~TempFile() { discard(); }
-
-  [[nodiscard]] int fd() const { return m_fd.get(); }
-  // Gives it the name `dest` (create-only: EEXIST if dest exists); the errno on failure.
-  [[nodiscard]] int link_to(const fs::path &dest) const {
-    int rc = m_path.empty() ? ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(m_fd.get())).c_str(),
-                                       AT_FDCWD, dest.c_str(), AT_SYMLINK_FOLLOW)
-                            : ::link(m_path.c_str(), dest.c_str());
-    return rc == 0 ? 0 : errno;
-  }
-  // Renames a named one to dest (replacing it); the errno on failure.
-  int rename_to(const fs::path &dest) {
-    if (::rename(m_path.c_str(), dest.c_str()) != 0) return errno;
-    m_path.clear();
-    return 0;
-  }
-  // Removes its name, if it has one (an anonymous file goes with its last descriptor).
-  void discard() {
-    if (!m_path.empty()) ::unlink(m_path.c_str());
-    m_path.clear();
-    m_fd.reset();
-  }
-
-private:
-  TempFile() = default;
-  static bool proc_fd_links() {
-    static const bool ok = ::access("/proc/self/fd", X_OK) == 0;
-    return ok;
-  }
-  util::Fd m_fd;
-  fs::path m_path;
-};
 
 // The whole of a small file lodge wrote (a sidecar, an upload's record); nullopt when
 // it does not exist.
@@ -205,11 +147,6 @@ int make_parents(const fs::path &file) {
   return ::mkdir(dir.c_str(), 0777) == 0 || errno == EEXIST ? 0 : errno;
 }
 
-void fsync_dir(const fs::path &dir) {
-  util::Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d.valid()) ::fsync(d.get());
-}
-
 // One syncfs(2) at a time for every connection of a backend, on a generation counter: a
 // flush needs a syncfs that started after it was called (so after the puts it covers
 // returned); it waits for the one running to end, then runs the next itself or finds that
@@ -292,7 +229,7 @@ public:
 
   Result<PutResult> put(const PutRequest &req) override {
     if (auto v = check_key(req.key); !v) return v.error();
-    auto tmp = write_temp(req.body, req.deadline_steady_ms, true);
+    auto tmp = write_temp(req.body, req.deadline_steady_ms, obj(req.key), true);
     if (!tmp) return tmp.error();
     return publish(tmp.value(), req.key, req.content_type, req.metadata, req.options, req.body.sha256_hex);
   }
@@ -408,23 +345,12 @@ public:
     bool holds = current.value().has_value();
     if (if_tag.empty() ? holds : (!holds || crypto::sha256_hex(*current.value()) != if_tag))
       return Error(Errc::precondition_failed, "PUT " + key + ": the object changed meanwhile");
-    fs::path tmp = m_root / k_tmp_dir / crypto::random_uuid();
-    {
-      util::Fd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-      if (!out.valid()) return io_error("PUT " + key, errno);
-      if (!write_all(out.get(), bytes.data(), bytes.size()) || ::fsync(out.get()) != 0) {
-        int e = errno;
-        ::unlink(tmp.c_str());
-        return io_error("PUT " + key, e);
-      }
-    }
+    util::AtomicFile::Options o;
+    o.temp_dir = (m_root / k_tmp_dir).string(); // durable: fsynced, as is its directory
+    util::AtomicFile out(obj(key).string(), o);
+    if (!out.open() || !out.write(bytes)) return io_error("PUT " + key, out.error().err);
     fs::create_directories(obj(key).parent_path(), ec);
-    if (::rename(tmp.c_str(), obj(key).c_str()) != 0) {
-      int e = errno;
-      ::unlink(tmp.c_str());
-      return io_error("PUT " + key, e);
-    }
-    fsync_dir(obj(key).parent_path());
+    if (!out.commit()) return io_error("PUT " + key, out.error().err);
     return crypto::sha256_hex(bytes);
   }
 
@@ -450,12 +376,12 @@ public:
                         int64_t deadline_steady_ms) override {
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
-    auto tmp = write_temp(body, deadline_steady_ms, false);
-    if (!tmp) return tmp.error();
     char name[32];
     std::snprintf(name, sizeof name, "part-%05d", number);
     fs::path dest = m_root / k_mpu_dir / upload_id / name;
-    if (int e = tmp.value().rename_to(dest)) return io_error("PUT PART " + key, e);
+    auto tmp = write_temp(body, deadline_steady_ms, dest, false);
+    if (!tmp) return tmp.error();
+    if (!tmp.value().commit()) return io_error("PUT PART " + key, tmp.value().error().err);
     return Part{number, body.sha256_hex, body.sha256_hex};
   }
 
@@ -465,9 +391,9 @@ public:
     auto up = load_upload(key, upload_id);
     if (!up) return up.error();
     fs::path dir = m_root / k_mpu_dir / upload_id;
-    auto made = TempFile::create(m_root / k_tmp_dir, true);
+    auto made = temp_file(obj(key), true);
     if (!made) return Error(made.error().code, "COMPLETE MULTIPART " + key + ": " + made.error().message);
-    const TempFile &tmp = made.value(); // its temporary name, if any, goes with `made`
+    util::AtomicFile &tmp = made.value(); // discarded with `made` unless published
     crypto::Sha256 whole;
     for (const auto &p : parts) {
       char name[32];
@@ -486,8 +412,8 @@ public:
         if (n < 0) return io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno);
         if (n == 0) break;
         whole.update(buf, static_cast<size_t>(n));
-        if (!write_all(tmp.fd(), buf, static_cast<size_t>(n)))
-          return io_error("COMPLETE MULTIPART " + key, errno);
+        if (!tmp.write(std::string_view(buf, static_cast<size_t>(n))))
+          return io_error("COMPLETE MULTIPART " + key, tmp.error().err);
       }
     }
     // Made durable by flush(), as a put is.
@@ -688,6 +614,8 @@ private:
       out.kept.push_back(key + ": " + *why.value());
       return ok_status();
     }
+    // Not a write-then-publish (util::AtomicFile): these renames move an existing object
+    // aside and, when it is not the one stamped, back; no new bytes get a name here.
     const fs::path aside = m_root / k_tmp_dir / ("removing-" + crypto::random_uuid());
     if (int e = make_parents(aside)) return io_error("DELETE " + key, e);
     if (::rename(path.c_str(), aside.c_str()) != 0) {
@@ -731,16 +659,36 @@ private:
     return ok_status();
   }
 
-  // Copies the body's range into a new temporary file, verifying its digest.
-  // `anonymous`: a file with no name (TempFile) where the filesystem allows it.
-  Result<TempFile> write_temp(const Body &body, int64_t deadline_steady_ms, bool anonymous) {
-    auto made = TempFile::create(m_root / k_tmp_dir, anonymous);
+  // A temporary file under k_tmp_dir (made on first use), to be published at `dest`: by
+  // `create_only`, without a name where the filesystem allows (a crash leaves nothing) and
+  // linked at dest only if nothing is there; otherwise named and renamed over dest. Not
+  // fsynced: flush() makes it durable before anything relies on it.
+  Result<util::AtomicFile> temp_file(const fs::path &dest, bool create_only) {
+    util::AtomicFile::Options o;
+    o.temp_dir = (m_root / k_tmp_dir).string();
+    o.durable = false;
+    o.replace = !create_only;
+    o.anonymous = create_only;
+    util::AtomicFile f(dest.string(), o);
+    if (f.open()) return f;
+    if (f.error().err != ENOENT) return io_error("PUT", f.error().err);
+    std::error_code ec;
+    fs::create_directories(m_root / k_tmp_dir, ec);
+    if (!f.open()) return io_error("PUT", f.error().err);
+    return f;
+  }
+
+  // Copies the body's range into a new temporary file for `dest` (temp_file), verifying
+  // its digest.
+  Result<util::AtomicFile> write_temp(const Body &body, int64_t deadline_steady_ms, const fs::path &dest,
+                                      bool create_only) {
+    auto made = temp_file(dest, create_only);
     if (!made) return made.error();
-    TempFile tmp = std::move(made.value());
+    util::AtomicFile tmp = std::move(made.value());
     crypto::Sha256 h;
     char buf[1 << 16];
     uint64_t done = 0;
-    auto fail = [&](Error e) -> Result<TempFile> {                          // tmp goes with its destructor
+    auto fail = [&](Error e) -> Result<util::AtomicFile> {                  // tmp goes with its destructor
       if (body.sent) body.sent->fetch_sub(done, std::memory_order_relaxed); // not sent after all
       return e;
     };
@@ -754,7 +702,8 @@ private:
         return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
       if (n == 0) return fail(Error(Errc::file_changed, "the file shrank while it was being stored"));
       h.update(buf, static_cast<size_t>(n));
-      if (!write_all(tmp.fd(), buf, static_cast<size_t>(n))) return fail(io_error("PUT", errno));
+      if (!tmp.write(std::string_view(buf, static_cast<size_t>(n))))
+        return fail(io_error("PUT", tmp.error().err));
       done += static_cast<uint64_t>(n);
       if (body.sent) body.sent->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
     }
@@ -766,9 +715,9 @@ private:
 
   // Sets a complete temporary file's metadata (an xattr), then links it at its key
   // (create-only); where no xattr can hold the metadata, a sidecar is written after. Cache-
-  // Control and the user's tags are kept beside the content type. The caller's tmp removes
-  // its temporary name, if any, when it goes.
-  Result<PutResult> publish(const TempFile &tmp, const std::string &key, const std::string &content_type,
+  // Control and the user's tags are kept beside the content type. Unless published, the
+  // caller's tmp is discarded when it goes.
+  Result<PutResult> publish(util::AtomicFile &tmp, const std::string &key, const std::string &content_type,
                             const Metadata &metadata, const ObjectOptions &options,
                             const std::string &sha256_hex) {
     fs::path dest = obj(key);
@@ -780,7 +729,8 @@ private:
     if (int e = errno; !in_xattr && e != ENOTSUP && e != E2BIG && e != ENOSPC && e != ERANGE)
       return io_error("PUT " + key + ": writing its metadata", e);
     if (int e = make_parents(dest)) return io_error("PUT " + key, e);
-    if (int e = tmp.link_to(dest)) {
+    if (!tmp.commit()) {
+      const int e = tmp.error().err;
       if (e == EEXIST) {
         ErrorDetails d;
         d.http_status = 412;
@@ -798,22 +748,10 @@ private:
   // Replaces path's content by rename; `durable`: fsynced (with its directory) before it
   // returns, for what no later flush() covers (a staged upload's record).
   Status write_small(const fs::path &path, const std::string &text, bool durable) {
-    fs::path tmp = path;
-    tmp += ".tmp-" + crypto::random_uuid();
-    util::Fd f(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-    if (!f.valid()) return io_error("write " + path.string(), errno);
-    if (!write_all(f.get(), text.data(), text.size()) || (durable && ::fsync(f.get()) != 0)) {
-      int e = errno;
-      ::unlink(tmp.c_str());
-      return io_error("write " + path.string(), e);
-    }
-    f.reset();
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-      int e = errno;
-      ::unlink(tmp.c_str());
-      return io_error("write " + path.string(), e);
-    }
-    if (durable) fsync_dir(path.parent_path());
+    util::AtomicFile::Options o;
+    o.durable = durable;
+    util::AtomicFile f(path.string(), o);
+    if (!f.open() || !f.write(text) || !f.commit()) return io_error("write " + path.string(), f.error().err);
     return ok_status();
   }
 

@@ -309,6 +309,71 @@ class UploadS3(UploadMixin, S3TestCase):
         self.assertEqual(json.loads(out.splitlines()[0])["outcome"], "active")
         self.assertEqual(self.lodge("upload", "--idempotency-key", "k", f, g).rc, 2)
 
+    def test_content_an_open_reservation_holds_is_in_progress_at_once(self):
+        # An open `lodge reserve` of the same content: the upload answers in_progress at once,
+        # naming the reservation, instead of waiting out its deadline (URL expiry + policy
+        # deadline).
+        data = b"held by a direct reservation\n" * 64
+        f = self.write("doc.txt", data)
+        res = self.lodge("reserve", "--json", "doc.txt", "--size", str(len(data)),
+                         "--sha256", hashlib.sha256(data).hexdigest(), "--expires", "1h")
+        self.assertEqual(res.rc, 0, res)
+        rid = res.json()["id"]
+        started = time.monotonic()
+        p = subprocess.run(["timeout", "60", LODGE, "--db", self.db, "upload", "--json", f], env=self.env,
+                           capture_output=True, text=True, timeout=90)
+        elapsed = time.monotonic() - started
+        self.assertEqual(p.returncode, 1, p)
+        self.assertLess(elapsed, 15, "reported at once, far under the 30s bound")
+        lines = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+        (r,), summary = lines[:-1], lines[-1]["summary"]
+        self.assertEqual(r["outcome"], "in_progress", r)
+        self.assertEqual(r["error"]["code"], "IN_PROGRESS")
+        self.assertIn(f"held by direct reservation #{rid} until ", r["error"]["message"])
+        self.assertEqual((summary["in_progress"], summary["failed"]), (1, 0))
+        self.assertEqual(self.row(rid)[0], "UPLOADING", "the reservation is left as it was")
+        # Without --json: its own outcome word and count in the summary.
+        t = self.lodge("upload", f)
+        self.assertEqual(t.rc, 1, t)
+        self.assertTrue(t.out.startswith("in_progress "), t)
+        self.assertIn(", 1 in progress,", t.err)
+
+    def test_an_upload_waits_for_another_process_sending_the_same_content(self):
+        # A first process holds the content after its reserve; a second one asking for the
+        # same content waits (within --in-progress-wait) and ends a duplicate once the first
+        # confirms; with a short bound and the first still held, it ends in_progress.
+        data = samples.blob(7 * 1024 * 1024, seed=11)
+        f = self.write("big/one.bin", data)
+        g = self.write("big/two.bin", data)
+        gate = os.path.join(self.dir, "go")
+        first = self.spawn("upload", "--json", f, env=self.failpoints(f"upload.after_reserve=pause:{gate}"))
+        wait_until(lambda: "upload.after_reserve" in self.fired(), what="the first upload to reserve")
+        short = self.up("--in-progress-wait", "1s", g)
+        self.assertEqual(short.rc, 1, short)
+        held = self.one(short)
+        self.assertEqual(held["outcome"], "in_progress", held)
+        self.assertIn(f"being uploaded by pid {first.pid} on ", held["error"]["message"])
+        # The second's own failpoint log: its reserves (the worker's, then the retry's).
+        log2 = os.path.join(self.dir, "fp2.log")
+        second = self.spawn("upload", "--json", "--in-progress-wait", "60s", g,
+                            env={"LODGE_FAILPOINTS": "upload.before_reserve=sleep:1", "LODGE_FAILPOINTS_LOG": log2})
+
+        def reserves():
+            if not os.path.exists(log2):
+                return 0
+            with open(log2) as fp:
+                return sum(1 for line in fp if "upload.before_reserve" in line)
+        wait_until(lambda: reserves() >= 2, what="the second upload to wait for the first")
+        open(gate, "w").close()
+        out1, err1 = first.communicate(timeout=60)
+        self.assertEqual(first.returncode, 0, err1)
+        out2, err2 = second.communicate(timeout=60)
+        self.assertEqual(second.returncode, 0, err2)
+        r2 = json.loads(out2.splitlines()[0])
+        self.assertEqual(r2["outcome"], "duplicate", out2)
+        self.assertEqual(r2.get("shares") or r2["id"], json.loads(out1.splitlines()[0])["id"])
+        check_invariants(self, self.objects())
+
     def test_multipart_lands_whole_and_a_failed_one_leaves_no_upload(self):
         data = samples.blob(11 * 1024 * 1024 + 12345, seed=3)
         f = self.write("big.bin", data)

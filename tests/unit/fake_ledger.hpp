@@ -227,4 +227,21 @@ private:
   bool m_defer = false;
 };
 
+// Worker ledgers for a run (ops::RunDeps::worker_ledger): every handle is the one fake,
+// whose mutex serializes the workers' calls, so the run's transitions all land in one history.
+class FakeLedgerPool {
+public:
+  explicit FakeLedgerPool(FakeLedger &l) : m_l(l) {}
+  // A handle that owns nothing (the fake outlives the run).
+  [[nodiscard]] std::shared_ptr<ledger::Ledger> worker() {
+    ++m_handed;
+    return {std::shared_ptr<void>(), &m_l};
+  }
+  [[nodiscard]] int handed() const { return m_handed.load(); }
+
+private:
+  FakeLedger &m_l;
+  std::atomic<int> m_handed{0};
+};
+
 } // namespace lodge::test

@@ -2,7 +2,8 @@
 // An Azure Blob Storage client for one container on one Transport (one connection per
 // worker), authorized by Shared Key (the account key) or a SAS token. Operations return
 // typed errors (Errc + HTTP status, the service's error code in details.s3_code, the
-// x-ms-request-id). Transient failures are retried through http::retry_after.
+// x-ms-request-id). Transient failures are retried through http::with_retries; a GET
+// resumes through http::resumable_get.
 
 #include <atomic>
 #include <cstdint>

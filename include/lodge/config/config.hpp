@@ -96,6 +96,10 @@ struct Config {
   // most this), dead connections (TCP keepalives, tcp_user_timeout). Key ledger_timeout,
   // LODGE_LEDGER_TIMEOUT, --ledger-timeout.
   int64_t ledger_timeout_ms = 30'000;
+  // How long upload waits for another process sending the same content before it reports
+  // the file in_progress (a direct reservation is never waited for). Key in_progress_wait,
+  // --in-progress-wait.
+  int64_t in_progress_wait_ms = 30'000;
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 4; // parts of one file in flight at once

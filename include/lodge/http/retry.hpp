@@ -1,12 +1,15 @@
 #pragma once
 // What every HTTP store backend shares about failing requests: which failures are worth
 // another attempt, how long to wait before it (exponential backoff, full jitter, a
-// server's Retry-After believed within the cap), and the errors an HTTP status alone
-// implies. A backend adds only its own error codes on top.
+// server's Retry-After believed within the cap), the retry loop itself, and the errors an
+// HTTP status alone implies. A backend adds only its own error codes on top (its
+// ServiceError parsing and by_code), and its signing in the Attempt it hands the loop.
 
 #include <cstdint>
+#include <functional>
 #include <lodge/error.hpp>
 #include <lodge/http/transport.hpp>
+#include <optional>
 #include <string>
 
 namespace lodge::http {
@@ -36,6 +39,31 @@ public:
 // and sleeps the backoff and returns true.
 [[nodiscard]] bool retry_after(const RetryPolicy &policy, Sleeper &sleeper, const std::string &what,
                                int attempt, const Error &e, int64_t deadline_steady_ms);
+
+// One attempt of a request, built and signed afresh each time (the clock, the credentials
+// may have moved on), with the backend's own error answer already turned into an Error.
+using Attempt = std::function<Result<Response>()>;
+
+// The retry loop of every HTTP store backend: runs `attempt` until it succeeds or
+// retry_after says no more (attempts are counted from 1). The error returned is the last
+// one, ambiguous when any attempt was: the server may have acted on an earlier one.
+[[nodiscard]] Result<Response> with_retries(const RetryPolicy &policy, Sleeper &sleeper,
+                                            const std::string &what, int64_t deadline_steady_ms,
+                                            const Attempt &attempt);
+
+// What a service's error answer says beyond its status, parsed by the backend.
+struct ServiceError {
+  std::string code;       // the service's error code ("NoSuchKey", "BlobAlreadyExists"); "" when none
+  std::string message;    // its message, as it is to be shown; "" when none
+  std::string request_id; // "" when none
+};
+
+// The Error of a failed answer (status >= 300) to `what`: the class errc_for_status gives,
+// unless the service's code names one (`by_code`: nullopt when it names none; a 404 or 412
+// is always NOT_FOUND / PRECONDITION_FAILED); the details (status, code, request id,
+// Retry-After); the message "WHAT: HTTP 503 SlowDown: text (request id R)".
+[[nodiscard]] Error error_for_answer(const Response &r, const std::string &what, const ServiceError &said,
+                                     std::optional<Errc> by_code);
 
 // The error class an HTTP status implies on its own: 404 not_found, 412 precondition_failed,
 // 401/403 access_denied, 429 throttled, 405/501 unsupported, 5xx storage_unavailable, any

@@ -77,4 +77,25 @@ struct RecoverSummary {
 [[nodiscard]] bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
                                    const util::Clock &clock, const std::function<bool()> &stop);
 
+// The URL expiry of a direct reservation's holder ("direct until=<ms>"); nullopt for any
+// other holder.
+[[nodiscard]] std::optional<int64_t> direct_until(const std::optional<std::string> &holder);
+
+// Who holds an UPLOADING row, for a message: "direct reservation #ID until <UTC>", or
+// "pid N on HOST" (until its deadline), or "another process until <UTC>".
+[[nodiscard]] std::string describe_holder(const ledger::FileRecord &row);
+
+// How a bounded wait for another sender ended.
+struct HolderWait {
+  bool settled = false; // the row is no longer an alive UPLOADING one (or its gone sender was failed)
+  std::string held_by;  // else: who holds it (describe_holder), when the wait gave up
+};
+// wait_for_upload bounded by `until_ms` too (by `clock`), pausing with `pause`: a direct
+// reservation is never waited for (its sender is a person with a URL, done when they are);
+// a live sender is waited for until the bound or its deadline, whichever is first.
+[[nodiscard]] HolderWait wait_for_holder(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
+                                         const util::Clock &clock, int64_t until_ms,
+                                         const std::function<bool()> &stop,
+                                         const std::function<void(int64_t ms)> &pause);
+
 } // namespace lodge::ops

@@ -12,6 +12,7 @@
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/inspect.hpp>
+#include <lodge/ops/walk.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
 #include <memory>
@@ -24,7 +25,9 @@ namespace lodge::ops {
 
 // skipped: the walk passed over it on purpose (a symlink not followed); not a failure.
 // planned: --dry-run found nothing against it, and would upload it.
-enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped, planned };
+// in_progress: another sender holds the same content (a direct reservation, or another
+// process past the run's wait for it); nothing was sent. Counts as a failure.
+enum class UploadOutcome { active, duplicate, replayed, rejected, failed, skipped, planned, in_progress };
 [[nodiscard]] const char *to_string(UploadOutcome o);
 
 // What a run's progress line shows besides finished files, shared by its workers: the
@@ -89,25 +92,6 @@ struct FileResult {
   std::string reason; // why it was skipped (outcome skipped)
 };
 
-// A file the walk found, to be opened by a worker. Inside a directory walk it is named
-// relative to its parent directory's open descriptor, and carries the identity the walk
-// saw, so no path component is resolved again after the walk checked it.
-struct InputFile {
-  std::string path;                 // for messages and results
-  std::shared_ptr<util::Fd> parent; // the directory holding `name`; null: `name` is a path as given
-  std::string name;
-  // Not empty: the walk passes over this entry on purpose, for this reason (a symbolic
-  // link inside a directory, not followed); nothing is to be opened.
-  std::string skipped;
-  // Relative to the directory argument it was found under; "" for a path as given (then
-  // the row records `path`, normalized: see sanitize_relative_path).
-  std::string relative_path;
-  bool has_identity = false; // dev/ino below were seen by the walk and must match at open
-  dev_t dev = 0;
-  ino_t ino = 0;
-  uint64_t size = 0; // as the walk saw it (the progress line's total; the worker stats again)
-};
-
 // Why an object is not the one a row recorded: its size, or a stamp (ledger, record, and
 // with `full` the digest) that differs; a stamp the store did not return is a difference
 // only with `full` (a direct upload's object must carry it). nullopt: it is.
@@ -115,11 +99,12 @@ struct InputFile {
                                                         const ledger::FileRecord &rec,
                                                         const std::string &ledger_uuid, bool full);
 
-// The ledger roles an upload run takes: its own transitions (uploads), the reserve's id
-// block (blocks), the compensation it runs for a failed file (tasks), the rows it reads
-// and the uuid its objects are stamped with (reads), a missing duplicate's row and direct
-// uploads' failures (recovery). Everything but the ledger's own records (meta). Made from
-// the whole ledger implicitly.
+// The ledger roles an upload takes (the Uploader, and ops::run_upload's RunDeps): its own
+// transitions (uploads), the reserve's id block and the divergence check (blocks), the
+// compensation it runs for a failed file (tasks), the rows it reads and the uuid its
+// objects are stamped with (reads), a missing duplicate's row, a gone sender's rows and
+// direct uploads' failures (recovery). Everything but the ledger's own records (meta).
+// Made from the whole ledger implicitly.
 struct UploaderLedger {
   ledger::UploadLedger &uploads;
   ledger::TaskLedger &tasks;
@@ -246,21 +231,5 @@ private:
   std::deque<Tail> m_tails;                                       // the files whose confirms are pending
   std::vector<FileResult> m_done;                                 // what upload_next returns
 };
-
-// What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
-struct WalkSkips {
-  std::string ledger;     // the ledger file; it and its -wal, -shm, -journal are skipped
-  std::string store_root; // a file:// store's root directory ("" for none)
-};
-
-// Walks inputs: paths given are taken as given; directories recursively in sorted
-// order, each opened with openat(parent, name, O_NOFOLLOW|O_DIRECTORY) and checked
-// against what was listed; symlinks are not followed unless asked, and then a
-// directory already on the current path (a cycle) is skipped with a warning; a symlink
-// not followed goes to `visit` with `skipped` set. FIFOs,
-// sockets and devices are never opened (they go to `visit` with an error). The ledger's
-// files and a file:// store's root are skipped with a warning. Visit returns false to stop.
-void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,
-                 const std::function<bool(const InputFile &file, const std::optional<Error> &error)> &visit);
 
 } // namespace lodge::ops

@@ -201,8 +201,6 @@ private:
   // One attempt; accept (when set) vets a 2xx answer's head before its body streams.
   Result<http::Response> send_once(const Call &call,
                                    const std::function<bool(const http::Response &)> &accept = {});
-  // After a failed attempt: false when it is not worth another, else sleeps the backoff.
-  bool retry_after(const Call &call, int attempt, const Error &e);
   // Records a feature's presence or absence from a call's outcome (warning once).
   void learn(Feature f, const Status &outcome);
   // A bucket- or object-level call with an XML body, its Content-MD5 and SHA-256 checksum.

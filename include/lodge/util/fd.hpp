@@ -24,6 +24,8 @@ public:
   [[nodiscard]] int get() const { return m_fd; }
   [[nodiscard]] bool valid() const { return m_fd >= 0; }
   void reset(int fd = -1);
+  // Gives up ownership without closing (the caller closed it, or will).
+  [[nodiscard]] int release() { return std::exchange(m_fd, -1); }
 
 private:
   int m_fd = -1;

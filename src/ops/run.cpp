@@ -1,0 +1,507 @@
+// An upload run (see lodge/ops/run.hpp): the walk feeds a bounded queue, N workers take
+// files from it, and what another sender holds is tried again after them.
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <deque>
+#include <fstream>
+#include <lodge/failpoint.hpp>
+#include <lodge/ops/holder.hpp>
+#include <lodge/ops/id_blocks.hpp>
+#include <lodge/ops/run.hpp>
+#include <lodge/util/threads.hpp>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace lodge::ops {
+
+static_assert(k_exit_broken_pipe == 128 + SIGPIPE);
+
+bool StopWord::begin_file() {
+  int64_t v = m_word.load();
+  do {
+    if ((v & 1) != 0) return false;
+  } while (!m_word.compare_exchange_weak(v, v + 2));
+  return true;
+}
+
+void StopWord::end_file() {
+  m_word.fetch_sub(2);
+}
+
+bool StopWord::stopped() const {
+  return (m_word.load() & 1) != 0;
+}
+
+int64_t StopWord::stop() noexcept {
+  return m_word.fetch_or(1) >> 1;
+}
+
+bool is_ledger_failure(const Error &e) {
+  switch (e.code) {
+  case Errc::ledger_unusable:
+  case Errc::ledger_locked:
+  case Errc::ledger_too_new:
+  case Errc::ledger_on_network_fs:
+  case Errc::ledger_not_found:
+  case Errc::ledger_diverged:
+  case Errc::ledger_unavailable:
+    return true;
+  default:
+    return false;
+  }
+}
+
+RunExit run_exit(const RunReport &r) {
+  if (r.interrupted) return r.broken_pipe ? RunExit::broken_pipe : RunExit::interrupted;
+  const RunTally &t = r.tally;
+  // Whole-run failures get their own status: every failure the ledger's, with nothing
+  // done; every one the store being unreachable, with nothing stored.
+  const bool none_done = t.active + t.replayed + t.duplicate + t.planned == 0 && t.rejected == 0;
+  if (none_done && t.ledger_failures > 0 && t.ledger_failures == t.failed && t.in_progress == 0)
+    return RunExit::ledger_unusable;
+  if (t.storage_failures > 0 && t.storage_failures == t.failed && t.active + t.replayed == 0 &&
+      t.rejected == 0 && t.in_progress == 0)
+    return RunExit::storage_unavailable;
+  return t.rejected + t.failed + t.in_progress > 0 ? RunExit::items_failed : RunExit::ok;
+}
+
+int exit_status(const RunReport &r) {
+  switch (run_exit(r)) {
+  case RunExit::ok:
+    return errc_info(Errc::ok).exit_code;
+  case RunExit::items_failed:
+    // The status every per-item code has (a rejection, STATE_CHANGED, IN_PROGRESS).
+    return errc_info(Errc::storage_error).exit_code;
+  case RunExit::ledger_unusable:
+    return errc_info(Errc::ledger_unusable).exit_code;
+  case RunExit::storage_unavailable:
+    return errc_info(Errc::storage_unavailable).exit_code;
+  case RunExit::interrupted:
+    return errc_info(Errc::interrupted).exit_code;
+  case RunExit::broken_pipe:
+    return k_exit_broken_pipe;
+  }
+  return errc_info(Errc::internal).exit_code;
+}
+
+namespace {
+
+// A bounded queue between the input walker and the workers. Workers take nothing until
+// start(): the walk of the paths given lists first (or fills the queue), so the
+// upload.after_walk failpoint sits at one well-defined point.
+class WorkQueue {
+public:
+  explicit WorkQueue(size_t cap) : m_cap(cap) {}
+  // Starts the workers if the queue is full and they have not started yet: a walk larger
+  // than the queue must not wait for itself.
+  bool push(InputFile item, const std::function<void()> &start_when_full) {
+    bool start_now = false;
+    {
+      std::lock_guard lock(m_mutex);
+      start_now = !m_started && m_items.size() >= m_cap;
+    }
+    if (start_now) start_when_full();
+    std::unique_lock lock(m_mutex);
+    m_not_full.wait(lock, [&] { return m_items.size() < m_cap || m_closed; });
+    if (m_closed) return false;
+    m_items.push_back(std::move(item));
+    m_not_empty.notify_one();
+    return true;
+  }
+  // `idle` runs (unlocked) before a wait for the next item: a worker settles its pending
+  // confirm then, instead of holding it until more input comes (`--files-from -` fed
+  // slowly: a stored file must not wait past its deadline for a partner).
+  std::optional<InputFile> pop(const std::function<void()> &idle = {}) {
+    std::unique_lock lock(m_mutex);
+    if (idle && !m_closed && !(m_started && !m_items.empty())) {
+      lock.unlock();
+      idle();
+      lock.lock();
+    }
+    m_not_empty.wait(lock, [&] { return (m_started && !m_items.empty()) || m_closed; });
+    if (m_items.empty()) return std::nullopt;
+    auto v = std::move(m_items.front());
+    m_items.pop_front();
+    m_not_full.notify_one();
+    return v;
+  }
+  void start() {
+    std::lock_guard lock(m_mutex);
+    m_started = true;
+    m_not_empty.notify_all();
+  }
+  [[nodiscard]] bool started() {
+    std::lock_guard lock(m_mutex);
+    return m_started;
+  }
+  void close() {
+    std::lock_guard lock(m_mutex);
+    m_closed = true;
+    m_not_empty.notify_all();
+    m_not_full.notify_all();
+  }
+  // Drops what is waiting (after a stop: nothing new starts).
+  void clear() {
+    std::lock_guard lock(m_mutex);
+    m_items.clear();
+    m_not_full.notify_all();
+  }
+
+private:
+  size_t m_cap;
+  std::mutex m_mutex;
+  std::condition_variable m_not_empty, m_not_full;
+  std::deque<InputFile> m_items;
+  bool m_started = false;
+  bool m_closed = false;
+};
+
+// Reads newline- or NUL-separated paths.
+void read_list(std::istream &in, bool nul, const std::function<bool(const std::string &)> &each) {
+  std::string item;
+  while (std::getline(in, item, nul ? '\0' : '\n')) {
+    if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
+    if (item.empty()) continue;
+    if (!each(item)) return;
+  }
+}
+
+void count(RunTally &t, const FileResult &r) {
+  ++t.files;
+  switch (r.outcome) {
+  case UploadOutcome::active:
+    ++t.active;
+    t.bytes += r.size;
+    break;
+  case UploadOutcome::duplicate:
+    ++t.duplicate;
+    break;
+  case UploadOutcome::replayed:
+    ++t.replayed;
+    break;
+  case UploadOutcome::rejected:
+    ++t.rejected;
+    break;
+  case UploadOutcome::failed:
+    ++t.failed;
+    if (r.error && store::is_unreachable(*r.error)) ++t.storage_failures;
+    if (r.error && is_ledger_failure(*r.error)) ++t.ledger_failures;
+    break;
+  case UploadOutcome::skipped:
+    ++t.skipped;
+    break;
+  case UploadOutcome::planned:
+    ++t.planned;
+    t.bytes += r.size;
+    break;
+  case UploadOutcome::in_progress:
+    ++t.in_progress;
+    break;
+  }
+}
+
+// An IN_PROGRESS answer: the content is held by another sender.
+bool held_elsewhere(const FileResult &r) {
+  return r.error && r.error->code == Errc::in_progress;
+}
+
+class Run {
+public:
+  Run(const RunSpec &spec, RunDeps &deps, RunObserver &obs)
+      : m_spec(spec), m_deps(deps), m_obs(obs), m_settings(spec.settings), m_queue(spec.queue_capacity),
+        m_started(util::steady_ms()) {
+    if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
+    if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
+  }
+
+  RunReport run() {
+    walk_and_work();
+    retry_held();
+    stop_ticker();
+    RunReport rep;
+    rep.tally = m_tally;
+    rep.elapsed_ms = util::steady_ms() - m_started;
+    rep.dry_run = m_settings.dry_run;
+    rep.interrupted = m_deps.cancel.stopped();
+    rep.broken_pipe = rep.interrupted && m_deps.cancel.broken_pipe();
+    rep.aborted = rep.interrupted && m_deps.cancel.aborted();
+    m_obs.on_finish(rep);
+    return rep;
+  }
+
+  ~Run() { stop_ticker(); }
+  Run(const Run &) = delete;
+  Run &operator=(const Run &) = delete;
+
+private:
+  void walk_and_work();
+  // Fired once the walk of the paths given has listed them (or filled the queue), before
+  // any file is opened; then the workers start.
+  void start_workers_once() {
+    if (m_queue.started()) return;
+    (void)failpoint::hit("upload.after_walk");
+    m_queue.start();
+  }
+  void work(int i);
+  bool feed(const std::string &path);
+  void retry_held();
+  [[nodiscard]] FileResult retry_one(Uploader &up, const InputFile &file, int64_t until_ms);
+  void report(const FileResult &r, bool from_queue);
+  [[nodiscard]] RunProgress snapshot() const;
+  void start_ticker();
+  void stop_ticker();
+
+  const RunSpec &m_spec;
+  RunDeps &m_deps;
+  RunObserver &m_obs;
+  UploadSettings m_settings;
+  WorkQueue m_queue;
+  int64_t m_started;
+
+  std::mutex m_out; // the tally and every observer call
+  RunTally m_tally;
+  int64_t m_queued_done = 0;
+  std::atomic<int64_t> m_queued{0};
+  std::atomic<uint64_t> m_queued_bytes{0};
+  std::atomic<int64_t> m_in_flight{0};
+  std::atomic<bool> m_walked{false};
+
+  std::mutex m_setup_mutex;
+  std::optional<LodgeError> m_setup_error;
+  std::mutex m_retry_mutex;
+  std::vector<InputFile> m_retry_later;
+
+  std::mutex m_tick_mutex;
+  std::condition_variable m_tick_cv;
+  bool m_tick_stop = false;
+  std::thread m_ticker;
+};
+
+RunProgress Run::snapshot() const {
+  RunProgress p;
+  p.files_done = m_tally.files;
+  // Known inputs: every file reported that never went through the queue (refused by the
+  // walk) plus every queued one. While the walk runs that is a lower bound.
+  p.files_total = m_queued.load() + (m_tally.files - m_queued_done);
+  p.total_final = m_walked.load();
+  p.queued_done = m_queued_done;
+  p.files_left = m_queued.load() - m_queued_done;
+  p.in_flight = m_in_flight.load();
+  p.bytes_total = m_queued_bytes.load();
+  p.elapsed_ms = util::steady_ms() - m_started;
+  if (const auto &pg = m_settings.progress) {
+    p.bytes_sent = pg->sent.load(std::memory_order_relaxed);
+    p.hashing = pg->hashing.load(std::memory_order_relaxed);
+    p.hashed = pg->hashed.load(std::memory_order_relaxed);
+    p.hashing_size = pg->hashing_size.load(std::memory_order_relaxed);
+  }
+  return p;
+}
+
+void Run::report(const FileResult &r, bool from_queue) {
+  std::lock_guard lock(m_out);
+  count(m_tally, r);
+  if (from_queue) {
+    ++m_queued_done;
+    --m_in_flight;
+    m_deps.cancel.end_file();
+  }
+  m_obs.on_result(r);
+  if (m_settings.progress) m_obs.on_progress(snapshot());
+}
+
+// Redraws while nothing finishes (a big file being hashed or sent).
+void Run::start_ticker() {
+  if (!m_settings.progress) return;
+  m_ticker = std::thread([this] {
+    std::unique_lock lock(m_tick_mutex);
+    while (!m_tick_cv.wait_for(lock, std::chrono::milliseconds(m_spec.progress_interval_ms),
+                               [&] { return m_tick_stop; })) {
+      lock.unlock();
+      {
+        std::lock_guard out(m_out);
+        m_obs.on_progress(snapshot());
+      }
+      lock.lock();
+    }
+  });
+}
+
+void Run::stop_ticker() {
+  if (!m_ticker.joinable()) return;
+  {
+    std::lock_guard lock(m_tick_mutex);
+    m_tick_stop = true;
+  }
+  m_tick_cv.notify_all();
+  m_ticker.join();
+}
+
+void Run::work(int i) {
+  std::shared_ptr<ledger::Ledger> l;
+  std::unique_ptr<store::ObjectStore> st;
+  std::unique_ptr<Uploader> up;
+  try {
+    l = m_deps.worker_ledger();
+    st = m_deps.open_store();
+    auto ws = m_settings;
+    ws.worker_id += "-" + std::to_string(i);
+    up = std::make_unique<Uploader>(*l, *st, ws, m_deps.clock);
+  } catch (const LodgeError &e) {
+    std::lock_guard lock(m_setup_mutex);
+    if (!m_setup_error) m_setup_error = e;
+    m_queue.close();
+    m_queue.clear();
+    return;
+  }
+  // Pipelined: a file's confirm commits later, with other files' transitions, and the file
+  // is reported once it has (finish() ends the pending ones).
+  auto settle = [&] {
+    for (auto &r : up->finish())
+      report(r, true);
+  };
+  while (auto file = m_queue.pop(settle)) {
+    // In flight from here until reported (a pending confirm included); none begins once
+    // the run is stopped.
+    if (!m_deps.cancel.begin_file()) {
+      m_queue.clear();
+      break;
+    }
+    ++m_in_flight;
+    for (auto &r : up->upload_next(*file)) {
+      if (!m_settings.idempotency_key && held_elsewhere(r)) {
+        // The content of a file another worker or process is sending (empty files, copies
+        // in one tree): tried again once the workers are done. Only a reserve answers so:
+        // this file's, never the pending one's. Not in flight while it waits: a stop
+        // meanwhile means it is not tried again.
+        std::lock_guard lock(m_retry_mutex);
+        m_retry_later.push_back(*file);
+        --m_in_flight;
+        m_deps.cancel.end_file();
+        continue;
+      }
+      if (held_elsewhere(r)) r.outcome = UploadOutcome::in_progress; // its idempotency key's upload
+      report(r, true);
+    }
+  }
+  settle();
+}
+
+bool Run::feed(const std::string &p) {
+  if (m_deps.cancel.stopped()) return false;
+  bool go_on = true;
+  auto start_workers = [this] { start_workers_once(); };
+  walk_inputs({p}, m_settings.follow_symlinks, m_spec.skips,
+              [&](const InputFile &file, const std::optional<Error> &err) {
+                if (m_deps.cancel.stopped()) return go_on = false;
+                if (!file.skipped.empty() || err) {
+                  FileResult r;
+                  r.file = file.path;
+                  r.outcome = err ? UploadOutcome::rejected : UploadOutcome::skipped;
+                  if (err)
+                    r.error = *err;
+                  else
+                    r.reason = file.skipped;
+                  report(r, false);
+                  return true;
+                }
+                if (m_spec.include && !m_spec.include(file)) return true;
+                ++m_queued;
+                m_queued_bytes += file.size;
+                return go_on = m_queue.push(file, start_workers);
+              });
+  return go_on;
+}
+
+void Run::walk_and_work() {
+  // A worker that throws stops the run (nothing new starts); join() rethrows it.
+  util::ThreadGroup workers([this] {
+    m_queue.close();
+    m_queue.clear();
+  });
+  // Runs before the group's destructor on every way out, so no worker is left waiting on
+  // the queue while the group joins it.
+  struct CloseOnExit {
+    WorkQueue &q;
+    ~CloseOnExit() { q.close(); }
+  } close_on_exit{m_queue};
+  start_ticker();
+  for (int i = 0; i < m_spec.jobs; ++i)
+    workers.spawn([this, i] { work(i); });
+  bool fed = true;
+  for (const auto &p : m_spec.paths)
+    if (!(fed = feed(p))) break;
+  start_workers_once();
+  auto each = [this](const std::string &p) { return feed(p); };
+  if (fed && m_spec.files_from_stream) {
+    read_list(*m_spec.files_from_stream, m_spec.null_separated, each);
+  } else if (fed && !m_spec.files_from_file.empty()) {
+    std::ifstream f(m_spec.files_from_file, std::ios::binary);
+    if (!f) {
+      m_queue.close();
+      workers.join();
+      throw LodgeError(Errc::usage, "--files-from: cannot read " + m_spec.files_from_file);
+    }
+    read_list(f, m_spec.null_separated, each);
+  }
+  m_walked = true;
+  m_queue.close();
+  workers.join();
+  if (m_setup_error) throw *m_setup_error;
+}
+
+// The files whose content another sender held when a worker asked: asked again one by one,
+// each waiting for a live sender (a duplicate once it is ACTIVE, a new upload if it failed)
+// but never past the run's in-progress bound, and never for a direct reservation.
+void Run::retry_held() {
+  if (m_retry_later.empty()) return;
+  Uploader up(m_deps.ledger, m_deps.store, m_settings, m_deps.clock);
+  const int64_t until_ms = m_deps.clock.now_ms() + m_spec.in_progress_wait_ms;
+  for (const auto &file : m_retry_later) {
+    if (!m_deps.cancel.begin_file()) break;
+    ++m_in_flight;
+    report(retry_one(up, file, until_ms), true);
+  }
+}
+
+FileResult Run::retry_one(Uploader &up, const InputFile &file, int64_t until_ms) {
+  auto r = up.upload(file);
+  for (int round = 0;
+       round < 5 && !m_settings.dry_run && held_elsewhere(r) && r.id && !m_deps.cancel.stopped(); ++round) {
+    auto w = wait_for_holder(
+        {m_deps.ledger.blocks, m_deps.ledger.recovery, m_deps.ledger.reads}, *r.id, m_deps.cfg,
+        m_settings.max_retries, m_deps.clock, until_ms, [this] { return m_deps.cancel.stopped(); },
+        m_deps.pause);
+    if (!w.settled) {
+      r.error = Error(Errc::in_progress, w.held_by);
+      break;
+    }
+    r = up.upload(file);
+  }
+  if (held_elsewhere(r)) r.outcome = UploadOutcome::in_progress;
+  return r;
+}
+
+} // namespace
+
+RunReport run_upload(const RunSpec &spec, RunDeps &deps, RunObserver &obs) {
+  if (spec.recover && !spec.settings.dry_run) {
+    // A re-run after a killed run on this host: that run's rows fail now (as repair would
+    // at their deadline), so its files go again at once instead of IN_PROGRESS. Only when
+    // the store's id marker shows this ledger's history is the store's (as repair checks
+    // first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
+    auto store_agrees = [&] {
+      auto d = check_divergence({deps.ledger.reads, deps.ledger.blocks}, deps.store, deps.clock);
+      return d && !d.value();
+    };
+    auto a = recover_abandoned({deps.ledger.blocks, deps.ledger.recovery}, deps.cfg,
+                               spec.settings.max_retries, deps.clock, store_agrees);
+    if (a.failed > 0) obs.on_recovered(a.failed);
+  }
+  Run run(spec, deps, obs);
+  return run.run();
+}
+
+} // namespace lodge::ops

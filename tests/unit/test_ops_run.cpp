@@ -1,0 +1,341 @@
+// The upload run (ops::run_upload) on the ledger fake and the fake store: the exit status
+// of every mix of outcomes, cancellation, the bound on waiting for another sender, and the
+// order in which the observer hears of it all. No network, no real sleeping.
+#include "fake_ledger.hpp"
+#include "fake_store.hpp"
+#include "support.hpp"
+
+#include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/run.hpp>
+#include <lodge/util/clock.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+using namespace lodge;
+
+namespace {
+
+// Every event, in order, as text: "result NAME OUTCOME", "progress DONE/TOTAL", "finish".
+class Recorder final : public ops::RunObserver {
+public:
+  std::vector<std::string> events;
+  std::vector<ops::FileResult> results;
+  std::optional<ops::RunReport> report;
+  std::function<void(const ops::FileResult &)> after_result;
+
+  void on_recovered(int64_t n) override { events.push_back("recovered " + std::to_string(n)); }
+  void on_result(const ops::FileResult &r) override {
+    auto slash = r.file.rfind('/');
+    events.push_back("result " + r.file.substr(slash + 1) + " " + ops::to_string(r.outcome));
+    results.push_back(r);
+    if (after_result) after_result(r);
+  }
+  void on_progress(const ops::RunProgress &p) override {
+    events.push_back("progress " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total));
+  }
+  void on_finish(const ops::RunReport &r) override {
+    events.emplace_back("finish");
+    report = r;
+  }
+};
+
+// The fakes, files in a temporary directory, and a run over them.
+struct World {
+  test::TempDir dir;
+  test::ManualClock clock;
+  test::FakeLedger l;
+  test::FakeLedgerPool pool{l};
+  test::FakeStore store;
+  config::Config cfg;
+  ops::StopWord cancel;
+  int64_t paused_ms = 0;
+  std::function<void()> on_pause;
+  ops::RunSpec spec;
+
+  World() {
+    spec.settings.policy.name = "default";
+    spec.settings.owner = "o";
+    spec.settings.worker_id = "test";
+    spec.settings.open_store = [this]() -> std::unique_ptr<store::ObjectStore> { return store.connection(); };
+    spec.jobs = 2;
+    spec.recover = false;
+  }
+
+  std::string file(const std::string &name, const std::string &content) {
+    test::write_file(dir.file(name), content);
+    return dir.file(name);
+  }
+
+  ops::RunReport run(Recorder &obs) {
+    ops::RunDeps deps{l,
+                      [this] { return pool.worker(); },
+                      store,
+                      [this]() -> std::unique_ptr<store::ObjectStore> { return store.connection(); },
+                      cfg,
+                      clock,
+                      cancel,
+                      [this](int64_t ms) {
+                        paused_ms += ms;
+                        clock.advance(ms);
+                        if (on_pause) on_pause();
+                      }};
+    return ops::run_upload(spec, deps, obs);
+  }
+
+  // An UPLOADING row of `content`, as another sender (`holder`) reserved it.
+  ledger::FileRecord held(const std::string &name, const std::string &content, const std::string &holder,
+                          int64_t deadline_ms = 3'600'000) {
+    ledger::ReserveRequest r;
+    r.owner_id = "o";
+    r.original_name = name;
+    r.relative_path = name;
+    r.media_type = "text/plain";
+    r.sha256 = crypto::sha256_hex(content);
+    r.size = static_cast<int64_t>(content.size());
+    r.policy = "default";
+    r.deadline_ms = deadline_ms;
+    r.grace_ms = 1'000;
+    r.max_retries = 8;
+    r.holder = holder;
+    auto res = l.reserve(r, clock.now_ms());
+    REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+    return res.record;
+  }
+
+  // The other sender finishes: its object stored with lodge's stamp, its row confirmed.
+  void finish_held(const ledger::FileRecord &rec) {
+    store::PutRequest p;
+    p.key = rec.object_key;
+    p.body.size = static_cast<uint64_t>(rec.size);
+    p.body.sha256_hex = rec.sha256;
+    p.content_type = rec.object_content_type();
+    p.metadata = {{store::meta::ledger, l.uuid()},
+                  {store::meta::record, std::to_string(rec.id)},
+                  {store::meta::sha256, rec.sha256}};
+    REQUIRE(store.put(p));
+    REQUIRE(l.confirm(rec.id, "etag", "", clock.now_ms()) == ledger::ConfirmOutcome::confirmed);
+  }
+};
+
+// A live sender on another host: never judged gone here, so only the bound ends the wait.
+const std::string k_foreign_holder = "boot=b pidns=1 pid=4242 start=7 host=elsewhere";
+
+ops::RunReport report_of(const ops::RunTally &t, bool interrupted = false, bool broken_pipe = false) {
+  ops::RunReport r;
+  r.tally = t;
+  r.interrupted = interrupted;
+  r.broken_pipe = broken_pipe;
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("exit status: every mix of outcomes") {
+  struct Row {
+    const char *what;
+    ops::RunTally t;
+    bool interrupted = false;
+    bool broken_pipe = false;
+    ops::RunExit want;
+    int status;
+  };
+  auto tally = [](std::map<std::string, int64_t> m) {
+    ops::RunTally t;
+    t.active = m["active"];
+    t.duplicate = m["duplicate"];
+    t.replayed = m["replayed"];
+    t.rejected = m["rejected"];
+    t.failed = m["failed"];
+    t.skipped = m["skipped"];
+    t.planned = m["planned"];
+    t.in_progress = m["in_progress"];
+    t.storage_failures = m["storage"];
+    t.ledger_failures = m["ledger"];
+    t.files =
+        t.active + t.duplicate + t.replayed + t.rejected + t.failed + t.skipped + t.planned + t.in_progress;
+    return t;
+  };
+  const std::vector<Row> rows = {
+      {"nothing at all", tally({}), false, false, ops::RunExit::ok, 0},
+      {"all stored", tally({{"active", 3}}), false, false, ops::RunExit::ok, 0},
+      {"duplicates, replays, skips", tally({{"duplicate", 1}, {"replayed", 1}, {"skipped", 2}}), false, false,
+       ops::RunExit::ok, 0},
+      {"a dry run's plan", tally({{"planned", 4}}), false, false, ops::RunExit::ok, 0},
+      {"one rejected", tally({{"active", 1}, {"rejected", 1}}), false, false, ops::RunExit::items_failed, 1},
+      {"one failed", tally({{"active", 1}, {"failed", 1}}), false, false, ops::RunExit::items_failed, 1},
+      {"one in progress elsewhere", tally({{"active", 1}, {"in_progress", 1}}), false, false,
+       ops::RunExit::items_failed, 1},
+      {"only in progress", tally({{"in_progress", 2}}), false, false, ops::RunExit::items_failed, 1},
+      {"every failure the ledger's, nothing done", tally({{"failed", 2}, {"ledger", 2}}), false, false,
+       ops::RunExit::ledger_unusable, 3},
+      {"the ledger's, and a file stored", tally({{"active", 1}, {"failed", 1}, {"ledger", 1}}), false, false,
+       ops::RunExit::items_failed, 1},
+      {"the ledger's and another failure", tally({{"failed", 2}, {"ledger", 1}}), false, false,
+       ops::RunExit::items_failed, 1},
+      {"the ledger's and one in progress", tally({{"failed", 1}, {"ledger", 1}, {"in_progress", 1}}), false,
+       false, ops::RunExit::items_failed, 1},
+      {"every failure the store unreachable", tally({{"failed", 3}, {"storage", 3}}), false, false,
+       ops::RunExit::storage_unavailable, 4},
+      {"the store unreachable, duplicates found", tally({{"duplicate", 1}, {"failed", 1}, {"storage", 1}}),
+       false, false, ops::RunExit::storage_unavailable, 4},
+      {"the store unreachable, one stored", tally({{"active", 1}, {"failed", 1}, {"storage", 1}}), false,
+       false, ops::RunExit::items_failed, 1},
+      {"the store unreachable, one rejected", tally({{"rejected", 1}, {"failed", 1}, {"storage", 1}}), false,
+       false, ops::RunExit::items_failed, 1},
+      {"the store unreachable and another failure", tally({{"failed", 2}, {"storage", 1}}), false, false,
+       ops::RunExit::items_failed, 1},
+      {"interrupted", tally({{"active", 1}}), true, false, ops::RunExit::interrupted, 130},
+      {"interrupted with failures", tally({{"failed", 2}, {"storage", 2}}), true, false,
+       ops::RunExit::interrupted, 130},
+      {"stdout closed", tally({{"active", 1}}), true, true, ops::RunExit::broken_pipe, 141},
+      {"a broken pipe is said only when interrupted", tally({{"active", 1}}), false, true, ops::RunExit::ok,
+       0},
+  };
+  for (const auto &row : rows) {
+    CAPTURE(row.what);
+    auto rep = report_of(row.t, row.interrupted, row.broken_pipe);
+    CHECK(ops::run_exit(rep) == row.want);
+    CHECK(ops::exit_status(rep) == row.status);
+  }
+  CHECK(ops::is_ledger_failure(Error(Errc::ledger_locked, "x")));
+  CHECK(ops::is_ledger_failure(Error(Errc::ledger_unavailable, "x")));
+  CHECK_FALSE(ops::is_ledger_failure(Error(Errc::storage_unavailable, "x")));
+}
+
+TEST_CASE("run: the observer hears every result, each followed by a snapshot, then the finish") {
+  World w;
+  w.spec.paths = {w.file("a.txt", "alpha\n"), w.file("b.txt", "beta\n"), w.dir.file("missing.txt")};
+  w.spec.progress_interval_ms = 3'600'000; // snapshots after results only
+  Recorder obs;
+  auto rep = w.run(obs);
+
+  REQUIRE(obs.events.size() == 7);
+  std::multiset<std::string> results;
+  for (size_t i = 0; i < 6; i += 2) {
+    CHECK(obs.events[i].rfind("result ", 0) == 0);
+    results.insert(obs.events[i]);
+    // Each result is followed by the snapshot that counts it.
+    CHECK(obs.events[i + 1].rfind("progress " + std::to_string(i / 2 + 1) + "/", 0) == 0);
+  }
+  CHECK(results == std::multiset<std::string>{"result a.txt active", "result b.txt active",
+                                              "result missing.txt rejected"});
+  CHECK(obs.events.back() == "finish");
+  REQUIRE(obs.report);
+  CHECK(obs.report->tally.files == rep.tally.files);
+  CHECK(rep.tally.files == 3);
+  CHECK(rep.tally.active == 2);
+  CHECK(rep.tally.rejected == 1);
+  CHECK(rep.tally.bytes == 11);
+  CHECK_FALSE(rep.interrupted);
+  CHECK(ops::exit_status(rep) == 1);
+  CHECK(w.pool.handed() == 2); // one ledger per worker
+  for (const auto &r : obs.results)
+    if (r.outcome == ops::UploadOutcome::active)
+      CHECK(w.l.row(*r.id).upload_status == ledger::FileStatus::active);
+}
+
+TEST_CASE("run: with no progress wanted, no snapshots; a files-from stream is read") {
+  World w;
+  std::istringstream list(w.file("a.txt", "alpha\n") + "\n\n" + w.file("b.txt", "beta\n") + "\n");
+  w.spec.files_from_stream = &list;
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == 2);
+  CHECK(obs.events.size() == 3);
+  CHECK(obs.events.back() == "finish");
+}
+
+TEST_CASE("run: a stop after N files starts nothing new, and the files in flight finish") {
+  World w;
+  for (int i = 0; i < 40; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs = 2;
+  Recorder obs;
+  int64_t in_flight_at_stop = -1;
+  size_t reported_at_stop = 0;
+  obs.after_result = [&](const ops::FileResult &) {
+    if (obs.results.size() == 3 && in_flight_at_stop < 0) {
+      in_flight_at_stop = w.cancel.stop();
+      reported_at_stop = obs.results.size();
+    }
+  };
+  auto rep = w.run(obs);
+
+  CHECK(rep.interrupted);
+  CHECK(ops::exit_status(rep) == 130);
+  REQUIRE(in_flight_at_stop >= 0);
+  // Exactly the files in flight at the stop were reported after it; none began later.
+  CHECK(obs.results.size() == reported_at_stop + static_cast<size_t>(in_flight_at_stop));
+  CHECK(obs.results.size() < 40);
+  CHECK(w.l.count("reserve") == obs.results.size());
+  // Each one finished: no row is left UPLOADING.
+  for (const auto &row : w.l.list_files({"o", std::nullopt, std::nullopt, true}))
+    CHECK(row.upload_status == ledger::FileStatus::active);
+  CHECK_FALSE(w.cancel.begin_file());
+}
+
+TEST_CASE("run: content a live sender elsewhere holds is waited for up to the bound, then in_progress") {
+  World w;
+  const std::string content = "held content\n";
+  auto other = w.held("other/doc.txt", content, k_foreign_holder);
+  w.spec.paths = {w.file("doc.txt", content)};
+  w.spec.in_progress_wait_ms = 30'000;
+  Recorder obs;
+  const int64_t start = w.clock.now_ms();
+  auto rep = w.run(obs);
+
+  REQUIRE(obs.results.size() == 1);
+  const auto &r = obs.results[0];
+  CHECK(r.outcome == ops::UploadOutcome::in_progress);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::in_progress);
+  CHECK(r.error->message.find("being uploaded by pid 4242 on elsewhere") != std::string::npos);
+  CHECK(rep.tally.in_progress == 1);
+  CHECK(ops::exit_status(rep) == 1);
+  // Waited the bound, not the sender's hour-long deadline.
+  CHECK(w.clock.now_ms() - start >= 30'000);
+  CHECK(w.clock.now_ms() - start <= 30'000 + 1'000);
+  CHECK(w.paused_ms <= 30'000);
+  CHECK(w.l.row(other.id).upload_status == ledger::FileStatus::uploading);
+}
+
+TEST_CASE("run: a direct reservation's content is reported in_progress at once, naming it") {
+  World w;
+  const std::string content = "reserved for a curl\n";
+  const int64_t until = w.clock.now_ms() + 3'600'000;
+  auto other = w.held("doc.txt", content, "direct until=" + std::to_string(until), 4'500'000);
+  w.spec.paths = {w.file("doc.txt", content)};
+  Recorder obs;
+  auto rep = w.run(obs);
+
+  REQUIRE(obs.results.size() == 1);
+  CHECK(obs.results[0].outcome == ops::UploadOutcome::in_progress);
+  REQUIRE(obs.results[0].error);
+  CHECK(obs.results[0].error->message == "held by direct reservation #" + std::to_string(other.id) +
+                                             " until " + util::format_utc(until, "%Y-%m-%dT%H:%M:%SZ"));
+  CHECK(w.paused_ms == 0); // never waited
+  CHECK(ops::exit_status(rep) == 1);
+}
+
+TEST_CASE("run: a sender that finishes within the bound makes the waiting file a duplicate") {
+  World w;
+  const std::string content = "soon done\n";
+  auto other = w.held("doc.txt", content, k_foreign_holder);
+  w.spec.paths = {w.file("doc.txt", content)};
+  int pauses = 0;
+  w.on_pause = [&] {
+    if (++pauses == 3) w.finish_held(other);
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+
+  REQUIRE(obs.results.size() == 1);
+  CHECK(obs.results[0].outcome == ops::UploadOutcome::duplicate);
+  // The same row, or a row of this path sharing its object.
+  CHECK((obs.results[0].id == other.id || obs.results[0].shares == other.id));
+  CHECK(rep.tally.duplicate == 1);
+  CHECK(ops::exit_status(rep) == 0);
+  CHECK(w.paused_ms < 30'000);
+}
