@@ -86,7 +86,8 @@ store::Binding from_ledger(const ledger::StoreBinding &b) {
 }
 
 store::Binding Context::store_binding() {
-  return store::canonical_binding(cfg().store, cfg().endpoint, cfg().tag_state);
+  const auto &sc = *cfg().store_config;
+  return store::canonical_binding(cfg().store, sc.endpoint(), sc.tag_state());
 }
 
 std::optional<LodgeError> Context::binding_refusal(const ledger::StoreBinding &have,
@@ -165,23 +166,11 @@ store::Backend &Context::backend() {
     const auto &c = cfg();
     store::StoreOptions o;
     o.url = c.store;
-    o.endpoint = c.endpoint;
-    o.region = c.region;
+    o.config = c.store_config;
     o.env = env;
-    o.credentials_file = c.credentials_file;
-    o.profile = c.profile;
-    o.aws = c.aws;
-    o.addressing_style = c.addressing_style;
-    o.max_attempts = c.max_attempts;
-    o.ca_bundle = c.ca_bundle;
-    // Never a surprise: with no endpoint and no region, say where requests will go.
-    if (c.region_assumed && !g.quiet)
-      std::fprintf(stderr,
-                   "lodge: warning: no S3 endpoint or region configured: assuming region %s (set --region, "
-                   "AWS_REGION or region in the AWS config profile)\n",
-                   util::escape_for_terminal(c.region).c_str());
+    if (auto notice = c.store_config->notice(); !notice.empty() && !g.quiet)
+      std::fprintf(stderr, "lodge: warning: %s\n", notice.c_str());
     o.verify_tls = c.verify_tls;
-    o.tag_state = c.tag_state;
     m_backend = store::open_backend(o);
   }
   return *m_backend;
