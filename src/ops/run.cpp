@@ -211,7 +211,7 @@ class Run {
 public:
   Run(const RunSpec &spec, RunDeps &deps, RunObserver &obs)
       : m_spec(spec), m_deps(deps), m_obs(obs), m_settings(spec.settings), m_queue(spec.queue_capacity),
-        m_started(util::steady_ms()) {
+        m_started(util::steady_ms()), m_filter{spec.filter.get(), deps.clock.now_ms()} {
     if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
   }
@@ -249,6 +249,7 @@ private:
   void retry_held();
   [[nodiscard]] FileResult retry_one(Uploader &up, const InputFile &file, int64_t until_ms);
   void report(const FileResult &r, bool from_queue);
+  void report_excluded(const InputFile &file);
   [[nodiscard]] RunProgress snapshot() const;
   void start_ticker();
   void stop_ticker();
@@ -259,6 +260,7 @@ private:
   UploadSettings m_settings;
   WorkQueue m_queue;
   int64_t m_started;
+  WalkFilter m_filter;
 
   std::mutex m_out; // the tally and every observer call
   RunTally m_tally;
@@ -310,6 +312,12 @@ void Run::report(const FileResult &r, bool from_queue) {
   }
   m_obs.on_result(r);
   if (m_settings.progress) m_obs.on_progress(snapshot());
+}
+
+void Run::report_excluded(const InputFile &file) {
+  std::lock_guard lock(m_out);
+  ++m_tally.excluded;
+  m_obs.on_excluded(file);
 }
 
 // Redraws while nothing finishes (a big file being hashed or sent).
@@ -396,6 +404,10 @@ bool Run::feed(const std::string &p) {
   walk_inputs({p}, m_settings.follow_symlinks, m_spec.skips,
               [&](const InputFile &file, const std::optional<Error> &err) {
                 if (m_deps.cancel.stopped()) return go_on = false;
+                if (!file.excluded.empty()) {
+                  report_excluded(file);
+                  return true;
+                }
                 if (!file.skipped.empty() || err) {
                   FileResult r;
                   r.file = file.path;
@@ -411,7 +423,8 @@ bool Run::feed(const std::string &p) {
                 ++m_queued;
                 m_queued_bytes += file.size;
                 return go_on = m_queue.push(file, start_workers);
-              });
+              },
+              m_filter);
   return go_on;
 }
 
