@@ -1062,7 +1062,6 @@ TEST_CASE("list_files and find_by_path read what reserve and confirm wrote") {
   CHECK(ids(f) == std::vector<int64_t>{a.id, b.id, a2.id});
   f.path_prefix = "src/x";
   CHECK(ids(f) == std::vector<int64_t>{a.id, a2.id});
-  f.path_prefix.reset();
   f.owner = "*";
   CHECK(ids(f) == std::vector<int64_t>{a.id, d.id, a2.id});
   auto found = e.l->find_by_path("o", "p", "src/x.c");
