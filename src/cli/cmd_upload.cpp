@@ -177,10 +177,13 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
         ->type_name(type)
         ->group(group);
   };
-  rule("--include", "PATTERN", "Upload only files matching PATTERN (repeatable; implies '- /**' after the rules)");
-  rule("--exclude", "PATTERN", "Leave out files matching PATTERN; 'dir/' or 'dir/**' prunes the directory unopened");
+  rule("--include", "PATTERN",
+       "Upload only files matching PATTERN (repeatable; implies '- /**' after the rules)");
+  rule("--exclude", "PATTERN",
+       "Leave out files matching PATTERN; 'dir/' or 'dir/**' prunes the directory unopened");
   rule("--filter", "RULE", "A rule '+ PATTERN' or '- PATTERN' ('!' clears the rules before it)");
-  rule("--filter-from", "FILE", "Read --filter rules from FILE ('-': stdin), one a line; '#' and ';' start comments");
+  rule("--filter-from", "FILE",
+       "Read --filter rules from FILE ('-': stdin), one a line; '#' and ';' start comments");
   rule("--include-from", "FILE", "Read --include patterns from FILE ('-': stdin), one a line");
   rule("--exclude-from", "FILE", "Read --exclude patterns from FILE ('-': stdin), one a line");
   sub->add_option("--exclude-if-present", o->exclude_if_present,
@@ -195,7 +198,9 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
   sub->add_option("--min-age", o->min_age, "Only files modified at least AGE ago (2d, 1h30m; bare: seconds)")
       ->type_name("AGE")
       ->group(group);
-  sub->add_option("--max-age", o->max_age, "Only files modified at most AGE ago")->type_name("AGE")->group(group);
+  sub->add_option("--max-age", o->max_age, "Only files modified at most AGE ago")
+      ->type_name("AGE")
+      ->group(group);
 }
 
 // The run's filter from the flags; null when none was given. A filter file "-" is stdin,
@@ -208,17 +213,22 @@ std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
                   void (ops::Filter::*path)(const std::string &)) {
     if (file != "-") return (f.get()->*path)(file);
     if (stdin_used)
-      throw LodgeError(Errc::usage, "upload: --" + flag +
-                                        " -: stdin is already read (by --files-from - or another filter file)");
+      throw LodgeError(Errc::usage,
+                       "upload: --" + flag +
+                           " -: stdin is already read (by --files-from - or another filter file)");
     stdin_used = true;
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     (f.get()->*lines)(text, "-");
   };
   for (const auto &[flag, v] : o.filter_rules) {
-    if (flag == "include") f->add_include(v);
-    else if (flag == "exclude") f->add_exclude(v);
-    else if (flag == "filter") f->add_filter(v);
-    else if (flag == "filter-from") from(flag, v, &ops::Filter::add_filter_lines, &ops::Filter::add_filter_from);
+    if (flag == "include")
+      f->add_include(v);
+    else if (flag == "exclude")
+      f->add_exclude(v);
+    else if (flag == "filter")
+      f->add_filter(v);
+    else if (flag == "filter-from")
+      from(flag, v, &ops::Filter::add_filter_lines, &ops::Filter::add_filter_from);
     else if (flag == "include-from")
       from(flag, v, &ops::Filter::add_include_lines, &ops::Filter::add_include_from);
     else if (flag == "exclude-from")
@@ -324,11 +334,11 @@ private:
                          {"failed", t.failed},
                          {"skipped", t.skipped},
                          {"in_progress", t.in_progress},
-                         {"excluded", t.excluded},
                          {"bytes", t.bytes},
                          {"seconds", secs},
                          {"interrupted", rep.interrupted},
                          {"aborted", rep.aborted}};
+      sum["excluded"] = t.excluded; // left out by the filters; always present
       if (m_dry_run) {
         sum["dry_run"] = true;
         sum["planned"] = t.planned;
@@ -464,7 +474,8 @@ Command add_upload(CLI::App &app) {
                                            : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
             // A PostgreSQL ledger has no files here to keep out of the upload.
             spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
-                          store::file_store_root(cfg.store)};
+                          store::file_store_root(cfg.store),
+                          {}};
             // The store first: a bad store URL leaves nothing behind, and a file:// root
             // exists before the walk, which must skip it.
             auto store = ctx.open_store();

@@ -140,7 +140,7 @@ Status require_active(const ledger::FileRecord &r) {
 }
 
 std::vector<ledger::FileRecord> list_files(ledger::Ledger &l, const ledger::ListFilter &filter,
-                                          const std::optional<std::string> &path_glob) {
+                                           const std::optional<std::string> &path_glob) {
   std::optional<Glob> glob;
   auto narrowed = filter;
   if (path_glob) {

@@ -211,7 +211,8 @@ class Run {
 public:
   Run(const RunSpec &spec, RunDeps &deps, RunObserver &obs)
       : m_spec(spec), m_deps(deps), m_obs(obs), m_settings(spec.settings), m_queue(spec.queue_capacity),
-        m_started(util::steady_ms()), m_filter{spec.filter.get(), deps.clock.now_ms()} {
+        m_started(util::steady_ms()), m_skips(spec.skips) {
+    m_skips.filter = {spec.filter.get(), deps.clock.now_ms()}; // ages from the run's start
     if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
   }
@@ -260,7 +261,7 @@ private:
   UploadSettings m_settings;
   WorkQueue m_queue;
   int64_t m_started;
-  WalkFilter m_filter;
+  WalkSkips m_skips; // the spec's, with its filter
 
   std::mutex m_out; // the tally and every observer call
   RunTally m_tally;
@@ -401,7 +402,7 @@ bool Run::feed(const std::string &p) {
   if (m_deps.cancel.stopped()) return false;
   bool go_on = true;
   auto start_workers = [this] { start_workers_once(); };
-  walk_inputs({p}, m_settings.follow_symlinks, m_spec.skips,
+  walk_inputs({p}, m_settings.follow_symlinks, m_skips,
               [&](const InputFile &file, const std::optional<Error> &err) {
                 if (m_deps.cancel.stopped()) return go_on = false;
                 if (!file.excluded.empty()) {
@@ -423,8 +424,7 @@ bool Run::feed(const std::string &p) {
                 ++m_queued;
                 m_queued_bytes += file.size;
                 return go_on = m_queue.push(file, start_workers);
-              },
-              m_filter);
+              });
   return go_on;
 }
 

@@ -50,9 +50,10 @@ const char *kind_of(const struct stat &st) {
 class Walker {
 public:
   using Visit = std::function<bool(const InputFile &, const std::optional<Error> &)>;
-  Walker(bool follow_symlinks, const WalkSkips &skip, const Visit &visit, const WalkFilter &filter)
+  Walker(bool follow_symlinks, const WalkSkips &skip, const Visit &visit)
       : m_follow(follow_symlinks), m_visit(visit),
-        m_filter(filter.filter && filter.filter->active() ? filter.filter : nullptr), m_now_ms(filter.now_ms) {
+        m_filter(skip.filter.filter && skip.filter.filter->active() ? skip.filter.filter : nullptr),
+        m_now_ms(skip.filter.now_ms) {
     if (!skip.ledger.empty()) {
       namespace fs = std::filesystem;
       fs::path db(skip.ledger);
@@ -121,7 +122,7 @@ private:
   }
 
   // What the filter says of an entry inside a directory walk (nullopt: taken).
-  std::optional<std::string> exclusion(const InputFile &f, const struct stat &st) const {
+  [[nodiscard]] std::optional<std::string> exclusion(const InputFile &f, const struct stat &st) const {
     if (!m_filter) return std::nullopt;
     if (S_ISDIR(st.st_mode)) return m_filter->dir_exclusion(f.relative_path);
     if (S_ISREG(st.st_mode))
@@ -131,7 +132,7 @@ private:
   }
 
   // Whether the directory open at fd holds one of the filter's markers (--exclude-if-present).
-  std::optional<std::string> marker_in(const util::Fd &fd) const {
+  [[nodiscard]] std::optional<std::string> marker_in(const util::Fd &fd) const {
     if (!m_filter || m_filter->marker_names().empty()) return std::nullopt;
     return m_filter->marker_exclusion([&](std::string_view name, bool want_dir) {
       struct stat st {};
@@ -295,9 +296,8 @@ private:
 } // namespace
 
 void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,
-                 const std::function<bool(const InputFile &, const std::optional<Error> &)> &visit,
-                 const WalkFilter &filter) {
-  Walker w(follow_symlinks, skip, visit, filter);
+                 const std::function<bool(const InputFile &, const std::optional<Error> &)> &visit) {
+  Walker w(follow_symlinks, skip, visit);
   for (const auto &p : paths)
     if (!w.top(p)) return;
 }

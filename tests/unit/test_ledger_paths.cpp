@@ -2,8 +2,8 @@
 // duplicate under each scope (I4, scoped), find_by_path, and list_files' filters.
 #include "support.hpp"
 
-#include <lodge/ops/retrieve.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/retrieve.hpp>
 
 using namespace lodge;
 
@@ -169,8 +169,10 @@ TEST_CASE("list_files: by owner ('*' for all), prefix and path glob") {
   };
   using V = std::vector<std::string>;
   CHECK(paths({"o", {}, {}, false}) == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README"});
-  CHECK(paths({"o", {}, {}, true}) == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "o::src/x.c"});
-  CHECK(paths({"*", {}, {}, false}) == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "p::src/y.c"});
+  CHECK(paths({"o", {}, {}, true}) ==
+        V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "o::src/x.c"});
+  CHECK(paths({"*", {}, {}, false}) ==
+        V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "p::src/y.c"});
   CHECK(paths({"o", "b/2", {}, false}) == V{"o:b/2:README"});
   CHECK(paths({"o", "", {}, true}) == V{"o::src/x.c"});
   // The path glob is the upload filter's matcher: '*' stops at '/', '**' crosses it.

@@ -14,17 +14,16 @@ namespace {
 // What a walk visits: path -> "excluded: why", "skipped", "error" or "file".
 std::map<std::string, std::string> walk(const std::string &root, const ops::Filter &f, int64_t now_ms) {
   std::map<std::string, std::string> seen;
-  ops::walk_inputs(
-      {root}, false, {},
-      [&](const ops::InputFile &file, const std::optional<Error> &err) {
-        std::string rel = file.path.substr(root.size() + 1);
-        seen[rel] = !file.excluded.empty() ? "excluded: " + file.excluded
-                    : err                  ? "error"
-                    : !file.skipped.empty() ? "skipped"
-                                            : "file";
-        return true;
-      },
-      {&f, now_ms});
+  ops::WalkSkips skips;
+  skips.filter = {&f, now_ms};
+  ops::walk_inputs({root}, false, skips, [&](const ops::InputFile &file, const std::optional<Error> &err) {
+    std::string rel = file.path.substr(root.size() + 1);
+    seen[rel] = !file.excluded.empty()  ? "excluded: " + file.excluded
+                : err                   ? "error"
+                : !file.skipped.empty() ? "skipped"
+                                        : "file";
+    return true;
+  });
   return seen;
 }
 

@@ -2,8 +2,8 @@
 // The walk of an upload's inputs: paths as given, directories recursively, every entry
 // reached as (parent fd, name) so nothing the walk checked is resolved again.
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <lodge/error.hpp>
 #include <lodge/ops/filter.hpp>
 #include <lodge/util/fd.hpp>
@@ -38,12 +38,6 @@ struct InputFile {
   uint64_t size = 0; // as the walk saw it (the progress line's total; the worker stats again)
 };
 
-// What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
-struct WalkSkips {
-  std::string ledger;     // the ledger file; it and its -wal, -shm, -journal are skipped
-  std::string store_root; // a file:// store's root directory ("" for none)
-};
-
 // The filter the walk applies (ops::Filter): a directory it rules out is never opened.
 // Patterns see the relative path the row would record: inside a directory argument the
 // path relative to it, for a path as given its sanitize_relative_path.
@@ -52,16 +46,23 @@ struct WalkFilter {
   int64_t now_ms = 0;             // a file's age for --min-age/--max-age is now_ms - its mtime
 };
 
+// What walk_inputs passes over, by identity (st_dev, st_ino), wherever it meets them.
+struct WalkSkips {
+  std::string ledger;     // the ledger file; it and its -wal, -shm, -journal are skipped
+  std::string store_root; // a file:// store's root directory ("" for none)
+  // What the filter leaves out goes to `visit` with `excluded` set.
+  WalkFilter filter;
+};
+
 // Walks inputs: paths given are taken as given; directories recursively in sorted
 // order, each opened with openat(parent, name, O_NOFOLLOW|O_DIRECTORY) and checked
 // against what was listed; symlinks are not followed unless asked, and then a
 // directory already on the current path (a cycle) is skipped with a warning; a symlink
 // not followed goes to `visit` with `skipped` set. FIFOs,
 // sockets and devices are never opened (they go to `visit` with an error). The ledger's
-// files and a file:// store's root are skipped with a warning. What the filter leaves out
-// goes to `visit` with `excluded` set. Visit returns false to stop.
+// files and a file:// store's root are skipped with a warning; what `skip.filter` leaves
+// out goes to `visit` with `excluded` set. Visit returns false to stop.
 void walk_inputs(const std::vector<std::string> &paths, bool follow_symlinks, const WalkSkips &skip,
-                 const std::function<bool(const InputFile &file, const std::optional<Error> &error)> &visit,
-                 const WalkFilter &filter = {});
+                 const std::function<bool(const InputFile &file, const std::optional<Error> &error)> &visit);
 
 } // namespace lodge::ops
