@@ -5,9 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
+#include <lodge/ops/filter.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
+#include <lodge/ops/retrieve.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/store/store.hpp>
@@ -39,6 +42,11 @@ struct UploadOptions {
   // The object options, as given (merged over the policy's in the command).
   std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
   std::vector<std::string> metadata, tags;
+  // --include, --exclude, --filter and the *-from flags as (flag, value), in command-line
+  // order: the first matching rule wins, so their order is their meaning.
+  std::vector<std::pair<std::string, std::string>> filter_rules;
+  std::vector<std::string> exclude_if_present;
+  std::string min_size, max_size, min_age, max_age;
 };
 
 // The policy's object options with the flags over them, checked before anything is
@@ -156,12 +164,103 @@ void check_one_input(const UploadOptions &o) {
                                       util::escape_for_terminal(o.paths[0]) + " is a directory");
 }
 
+// The filter flags, in one group of `lodge upload --help`. Each rule flag appends to one
+// list as it is parsed (trigger_on_parse), which keeps the command line's order across flags.
+void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) {
+  const char *group = "Filtering (rclone's dialect, first matching rule wins; see FILTERING in lodge(1))";
+  auto rule = [&](const char *flag, const char *type, const char *help) {
+    std::string name = std::string(flag).substr(2);
+    sub->add_option_function<std::string>(
+           flag, [o, name](const std::string &v) { o->filter_rules.emplace_back(name, v); }, help)
+        ->trigger_on_parse()
+        ->allow_extra_args(false)
+        ->type_name(type)
+        ->group(group);
+  };
+  rule("--include", "PATTERN",
+       "Upload only files matching PATTERN (repeatable; implies '- /**' after the rules)");
+  rule("--exclude", "PATTERN",
+       "Leave out files matching PATTERN; 'dir/' or 'dir/**' prunes the directory unopened");
+  rule("--filter", "RULE", "A rule '+ PATTERN' or '- PATTERN' ('!' clears the rules before it)");
+  rule("--filter-from", "FILE",
+       "Read --filter rules from FILE ('-': stdin), one a line; '#' and ';' start comments");
+  rule("--include-from", "FILE", "Read --include patterns from FILE ('-': stdin), one a line");
+  rule("--exclude-from", "FILE", "Read --exclude patterns from FILE ('-': stdin), one a line");
+  sub->add_option("--exclude-if-present", o->exclude_if_present,
+                  "Leave out every directory holding a file named NAME (e.g. .nobackup; repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("NAME")
+      ->group(group);
+  sub->add_option("--min-size", o->min_size, "Only files of at least SIZE (10M, 512K; bare number: KiB)")
+      ->type_name("SIZE")
+      ->group(group);
+  sub->add_option("--max-size", o->max_size, "Only files of at most SIZE")->type_name("SIZE")->group(group);
+  sub->add_option("--min-age", o->min_age, "Only files modified at least AGE ago (2d, 1h30m; bare: seconds)")
+      ->type_name("AGE")
+      ->group(group);
+  sub->add_option("--max-age", o->max_age, "Only files modified at most AGE ago")
+      ->type_name("AGE")
+      ->group(group);
+}
+
+// The run's filter from the flags; null when none was given. A filter file "-" is stdin,
+// read here (the core never reads stdin), once, and not when --files-from takes it.
+std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
+  auto f = std::make_shared<ops::Filter>();
+  bool stdin_used = o.files_from == "-";
+  auto from = [&](const std::string &flag, const std::string &file,
+                  void (ops::Filter::*lines)(std::string_view, std::string_view),
+                  void (ops::Filter::*path)(const std::string &)) {
+    if (file != "-") return (f.get()->*path)(file);
+    if (stdin_used)
+      throw LodgeError(Errc::usage,
+                       "upload: --" + flag +
+                           " -: stdin is already read (by --files-from - or another filter file)");
+    stdin_used = true;
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    (f.get()->*lines)(text, "-");
+  };
+  for (const auto &[flag, v] : o.filter_rules) {
+    if (flag == "include")
+      f->add_include(v);
+    else if (flag == "exclude")
+      f->add_exclude(v);
+    else if (flag == "filter")
+      f->add_filter(v);
+    else if (flag == "filter-from")
+      from(flag, v, &ops::Filter::add_filter_lines, &ops::Filter::add_filter_from);
+    else if (flag == "include-from")
+      from(flag, v, &ops::Filter::add_include_lines, &ops::Filter::add_include_from);
+    else if (flag == "exclude-from")
+      from(flag, v, &ops::Filter::add_exclude_lines, &ops::Filter::add_exclude_from);
+  }
+  for (const auto &m : o.exclude_if_present)
+    f->add_exclude_if_present(m);
+  ops::FilterBounds b;
+  if (!o.min_size.empty()) b.min_size = ops::parse_filter_size(o.min_size, "--min-size");
+  if (!o.max_size.empty()) b.max_size = ops::parse_filter_size(o.max_size, "--max-size");
+  if (!o.min_age.empty()) b.min_age_ms = ops::parse_filter_age(o.min_age, "--min-age");
+  if (!o.max_age.empty()) b.max_age_ms = ops::parse_filter_age(o.max_age, "--max-age");
+  f->set_bounds(b);
+  if (!f->active()) return nullptr;
+  return f;
+}
+
 // What the user sees of an upload run: a line (or a JSON object) per file on stdout, the
 // progress line on a terminal's stderr, the summary. The run calls one method at a time.
 class UploadPrinter final : public ops::RunObserver {
 public:
   UploadPrinter(Context &ctx, bool progress, bool dry_run)
-      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run) {}
+      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run),
+        m_list_excluded(!ctx.g.quiet && (dry_run || ctx.g.verbose > 0)) {}
+
+  // Listed on stderr with -v and by --dry-run; counted always.
+  void on_excluded(const ops::InputFile &f) override {
+    if (!m_list_excluded) return;
+    if (m_progress) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "lodge: excluded %s (%s)\n", util::escape_for_terminal(f.path).c_str(),
+                 util::escape_for_terminal(f.excluded).c_str());
+  }
 
   void on_recovered(int64_t failed) override {
     if (!m_ctx.g.quiet)
@@ -239,6 +338,7 @@ private:
                          {"seconds", secs},
                          {"interrupted", rep.interrupted},
                          {"aborted", rep.aborted}};
+      sum["excluded"] = t.excluded; // left out by the filters; always present
       if (m_dry_run) {
         sum["dry_run"] = true;
         sum["planned"] = t.planned;
@@ -249,6 +349,8 @@ private:
     if (m_ctx.g.quiet) return;
     // In progress elsewhere: said only when some file was (the line stays as it was).
     std::string held = t.in_progress > 0 ? ", " + std::to_string(t.in_progress) + " in progress" : "";
+    // Left out by the filter: said only when something was.
+    if (t.excluded > 0) held += ", " + std::to_string(t.excluded) + " excluded";
     if (m_dry_run) {
       std::fprintf(stderr,
                    "dry run, nothing written: %s: %lld to upload, %lld duplicate, %lld replayed, %lld "
@@ -274,6 +376,7 @@ private:
   Context &m_ctx;
   bool m_progress;
   bool m_dry_run;
+  bool m_list_excluded;
 };
 
 // The run's settings from the options and the configuration.
@@ -345,6 +448,7 @@ Command add_upload(CLI::App &app) {
                   "How long to wait for another process sending the same content before reporting the "
                   "file in_progress (default: config in_progress_wait, 30s; a direct reservation is "
                   "never waited for)");
+  add_filter_options(sub, o);
   return {sub, [o](Context &ctx) {
             const auto &cfg = ctx.cfg();
             if (o->paths.empty() && o->files_from.empty())
@@ -355,6 +459,7 @@ Command add_upload(CLI::App &app) {
                 throw LodgeError(Errc::usage,
                                  "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
             ops::RunSpec spec;
+            spec.filter = build_filter(*o);
             spec.settings = upload_settings(ctx, *o);
             spec.paths = o->paths;
             if (o->files_from == "-")
@@ -369,7 +474,8 @@ Command add_upload(CLI::App &app) {
                                            : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
             // A PostgreSQL ledger has no files here to keep out of the upload.
             spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
-                          store::file_store_root(cfg.store)};
+                          store::file_store_root(cfg.store),
+                          {}};
             // The store first: a bad store URL leaves nothing behind, and a file:// root
             // exists before the walk, which must skip it.
             auto store = ctx.open_store();
@@ -581,7 +687,8 @@ Command add_list(CLI::App &app) {
   sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)")
       ->each([o](const std::string &) { o->prefix_given = true; });
   sub->add_option("--path-glob", o->path_glob,
-                  "Only files whose relative path matches this fnmatch pattern ('*' also matches '/')");
+                  "Only files whose relative path matches this pattern (FILTERING in lodge(1): '*' stops at "
+                  "'/', '**' crosses it, a leading '/' anchors)");
   return {sub, [o](Context &ctx) {
             // '*' is no owner id: taken out before the configuration checks the owner.
             bool every_owner = ctx.g.owner == "*";
@@ -593,9 +700,9 @@ Command add_list(CLI::App &app) {
             ledger::ListFilter filter;
             filter.owner = every_owner ? std::string("*") : ctx.owner();
             if (o->prefix_given) filter.run_prefix = o->prefix;
-            if (!o->path_glob.empty()) filter.path_glob = o->path_glob;
             filter.include_dead = o->all;
-            auto files = ctx.reader().list_files(filter);
+            auto files = ops::list_files(ctx.reader(), filter,
+                                         o->path_glob.empty() ? std::nullopt : std::optional(o->path_glob));
             for (const auto &f : files) {
               // A soft-deleted ACTIVE row is DELETED, whatever upload_status says.
               std::string state = f.is_deleted && f.upload_status == ledger::FileStatus::active

@@ -5,7 +5,6 @@
 #include "sql_ledger.hpp"
 
 #include <algorithm>
-#include <fnmatch.h>
 #include <lodge/crypto/random.hpp>
 #include <lodge/failpoint.hpp>
 #include <memory>
@@ -518,8 +517,7 @@ std::optional<FileRecord> SqlLedger::find_file(int64_t id) {
 }
 
 std::vector<FileRecord> SqlLedger::list_files(const ListFilter &f) {
-  // The glob is applied here, after the query, with fnmatch(3): the same matching for every
-  // backend, whatever its SQL dialect's GLOB or LIKE would do with '/', '[' or '\\'.
+  // A path glob is not the ledger's: ops::list_files applies lodge's one matcher to these rows.
   std::string sql = std::string("SELECT ") + k_file_cols +
                     " FROM file_upload WHERE (?1 = '*' OR owner_id = ?1)" +
                     (f.run_prefix ? " AND run_prefix = ?2" : "") +
@@ -530,7 +528,7 @@ std::vector<FileRecord> SqlLedger::list_files(const ListFilter &f) {
   std::vector<FileRecord> out;
   while (st.step()) {
     auto r = read_file(st);
-    if (f.path_glob && ::fnmatch(f.path_glob->c_str(), r.relative_path.c_str(), 0) != 0) continue;
+    if (f.path_prefix && r.relative_path.compare(0, f.path_prefix->size(), *f.path_prefix) != 0) continue;
     out.push_back(std::move(r));
   }
   return out;

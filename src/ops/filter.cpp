@@ -531,21 +531,22 @@ void Filter::add(bool include, std::string_view pattern) {
   if (dir_rule && !include) glob += "**";
   if (glob.find("**") != std::string::npos) dir_rule = file_rule = true;
   Glob compiled = Glob::compile(glob);
+  std::string shown = (include ? "+ " : "- ") + std::string(pattern);
   if (file_rule) {
     // An include keeps the directories it could reach; an exclude of a file pattern rules
     // no directory out, except "*", which excludes every file anywhere.
-    if (include || glob == "*") add_dir_rules_for(include, glob);
-    m_file_rules.push_back({include, compiled});
+    if (include || glob == "*") add_dir_rules_for(include, glob, shown);
+    m_file_rules.push_back({include, compiled, shown});
   }
-  if (dir_rule) m_dir_rules.push_back({include, std::move(compiled)});
+  if (dir_rule) m_dir_rules.push_back({include, std::move(compiled), shown});
 }
 
-void Filter::add_dir_rules_for(bool include, std::string_view pattern) {
+void Filter::add_dir_rules_for(bool include, std::string_view pattern, const std::string &shown) {
   for (auto &dir : dir_globs(std::string(pattern))) {
     if (dir == "/") continue; // the root is always walked
     bool seen = std::any_of(m_dir_rules.begin(), m_dir_rules.end(),
                             [&](const Rule &r) { return r.include == include && r.glob.pattern() == dir; });
-    if (!seen) m_dir_rules.push_back({include, Glob::compile(dir)});
+    if (!seen) m_dir_rules.push_back({include, Glob::compile(dir), shown});
   }
 }
 
@@ -627,14 +628,19 @@ void Filter::add_exclude_if_present(std::string_view name) {
   m_markers.emplace_back(name);
 }
 
-bool Filter::excluded_by_marker(const std::function<bool(std::string_view, bool)> &dir_has) const {
+std::optional<std::string>
+Filter::marker_exclusion(const std::function<bool(std::string_view, bool)> &dir_has) const {
   for (const auto &m : m_markers) {
     bool want_dir = m.back() == '/';
     std::string_view name(m);
     if (want_dir) name.remove_suffix(1);
-    if (dir_has(name, want_dir)) return true;
+    if (dir_has(name, want_dir)) return "--exclude-if-present " + m;
   }
-  return false;
+  return std::nullopt;
+}
+
+bool Filter::excluded_by_marker(const std::function<bool(std::string_view, bool)> &dir_has) const {
+  return marker_exclusion(dir_has).has_value();
 }
 
 bool Filter::active() const {
@@ -642,30 +648,48 @@ bool Filter::active() const {
          m_bounds.min_size || m_bounds.max_size || m_bounds.min_age_ms || m_bounds.max_age_ms;
 }
 
-bool Filter::path_included(std::string_view rel_path) const {
+namespace {
+// What the implied last rule of an --include says when it decides.
+constexpr const char *k_not_included = "no --include matched";
+} // namespace
+
+std::optional<std::string> Filter::path_exclusion(std::string_view rel_path) const {
   for (const auto &r : m_file_rules)
-    if (r.glob.matches(rel_path)) return r.include;
-  return !m_implied_exclude;
+    if (r.glob.matches(rel_path)) return r.include ? std::nullopt : std::optional(r.shown);
+  return m_implied_exclude ? std::optional<std::string>(k_not_included) : std::nullopt;
+}
+
+bool Filter::path_included(std::string_view rel_path) const {
+  return !path_exclusion(rel_path);
+}
+
+std::optional<std::string> Filter::file_exclusion(std::string_view rel_path, uint64_t size, int64_t mtime_ms,
+                                                  int64_t now_ms) const {
+  if (m_bounds.min_size && size < *m_bounds.min_size) return "--min-size";
+  if (m_bounds.max_size && size > *m_bounds.max_size) return "--max-size";
+  int64_t age = now_ms - mtime_ms;
+  if (m_bounds.min_age_ms && age < *m_bounds.min_age_ms) return "--min-age";
+  if (m_bounds.max_age_ms && age > *m_bounds.max_age_ms) return "--max-age";
+  return path_exclusion(rel_path);
 }
 
 bool Filter::file_included(std::string_view rel_path, uint64_t size, int64_t mtime_ms, int64_t now_ms) const {
-  if (m_bounds.min_size && size < *m_bounds.min_size) return false;
-  if (m_bounds.max_size && size > *m_bounds.max_size) return false;
-  int64_t age = now_ms - mtime_ms;
-  if (m_bounds.min_age_ms && age < *m_bounds.min_age_ms) return false;
-  if (m_bounds.max_age_ms && age > *m_bounds.max_age_ms) return false;
-  return path_included(rel_path);
+  return !file_exclusion(rel_path, size, mtime_ms, now_ms);
 }
 
-bool Filter::dir_excluded(std::string_view rel_dir) const {
+std::optional<std::string> Filter::dir_exclusion(std::string_view rel_dir) const {
   std::string dir(rel_dir);
   while (!dir.empty() && dir.back() == '/')
     dir.pop_back();
-  if (dir.empty()) return false;
+  if (dir.empty()) return std::nullopt;
   dir.push_back('/');
   for (const auto &r : m_dir_rules)
-    if (r.glob.matches(dir)) return !r.include;
-  return m_implied_exclude;
+    if (r.glob.matches(dir)) return r.include ? std::nullopt : std::optional(r.shown);
+  return m_implied_exclude ? std::optional<std::string>(k_not_included) : std::nullopt;
+}
+
+bool Filter::dir_excluded(std::string_view rel_dir) const {
+  return dir_exclusion(rel_dir).has_value();
 }
 
 std::vector<std::string> Filter::describe() const {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/filter.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/ops/retrieve.hpp>
 #include <lodge/util/atomic_file.hpp>
@@ -136,6 +137,26 @@ Status require_active(const ledger::FileRecord &r) {
                                                                : "its upload failed (UPLOAD_FAILED)";
   if (r.failure_reason) why += ": " + util::escape_for_terminal(*r.failure_reason);
   return Error(Errc::not_active, "file " + describe(r) + " is not ACTIVE: " + why);
+}
+
+std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l, const ledger::ListFilter &filter,
+                                           const std::optional<std::string> &path_glob) {
+  std::optional<Glob> glob;
+  auto narrowed = filter;
+  if (path_glob) {
+    glob = Glob::compile(*path_glob);
+    // An anchored glob's literal start ("/builds/7/**": "builds/7/") narrows the query.
+    if (path_glob->size() > 1 && path_glob->front() == '/') {
+      auto literal = path_glob->substr(1, path_glob->find_first_of("*?[{\\", 1) - 1);
+      if (!literal.empty()) narrowed.path_prefix = literal;
+    }
+  }
+  auto rows = l.list_files(narrowed);
+  if (glob)
+    rows.erase(std::remove_if(rows.begin(), rows.end(),
+                              [&](const ledger::FileRecord &r) { return !glob->matches(r.relative_path); }),
+               rows.end());
+  return rows;
 }
 
 std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, const std::string &owner,

@@ -211,7 +211,8 @@ class Run {
 public:
   Run(const RunSpec &spec, RunDeps &deps, RunObserver &obs)
       : m_spec(spec), m_deps(deps), m_obs(obs), m_settings(spec.settings), m_queue(spec.queue_capacity),
-        m_started(util::steady_ms()) {
+        m_started(util::steady_ms()), m_skips(spec.skips) {
+    m_skips.filter = {spec.filter.get(), deps.clock.now_ms()}; // ages from the run's start
     if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
   }
@@ -249,6 +250,7 @@ private:
   void retry_held();
   [[nodiscard]] FileResult retry_one(Uploader &up, const InputFile &file, int64_t until_ms);
   void report(const FileResult &r, bool from_queue);
+  void report_excluded(const InputFile &file);
   [[nodiscard]] RunProgress snapshot() const;
   void start_ticker();
   void stop_ticker();
@@ -259,6 +261,7 @@ private:
   UploadSettings m_settings;
   WorkQueue m_queue;
   int64_t m_started;
+  WalkSkips m_skips; // the spec's, with its filter
 
   std::mutex m_out; // the tally and every observer call
   RunTally m_tally;
@@ -310,6 +313,12 @@ void Run::report(const FileResult &r, bool from_queue) {
   }
   m_obs.on_result(r);
   if (m_settings.progress) m_obs.on_progress(snapshot());
+}
+
+void Run::report_excluded(const InputFile &file) {
+  std::lock_guard lock(m_out);
+  ++m_tally.excluded;
+  m_obs.on_excluded(file);
 }
 
 // Redraws while nothing finishes (a big file being hashed or sent).
@@ -393,9 +402,13 @@ bool Run::feed(const std::string &p) {
   if (m_deps.cancel.stopped()) return false;
   bool go_on = true;
   auto start_workers = [this] { start_workers_once(); };
-  walk_inputs({p}, m_settings.follow_symlinks, m_spec.skips,
+  walk_inputs({p}, m_settings.follow_symlinks, m_skips,
               [&](const InputFile &file, const std::optional<Error> &err) {
                 if (m_deps.cancel.stopped()) return go_on = false;
+                if (!file.excluded.empty()) {
+                  report_excluded(file);
+                  return true;
+                }
                 if (!file.skipped.empty() || err) {
                   FileResult r;
                   r.file = file.path;

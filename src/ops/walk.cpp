@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
+#include <lodge/ops/inspect.hpp>
 #include <lodge/ops/walk.hpp>
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
@@ -36,6 +37,10 @@ struct DirCloser {
   void operator()(DIR *d) const { ::closedir(d); }
 };
 
+int64_t mtime_ms_of(const struct stat &st) {
+  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+}
+
 const char *kind_of(const struct stat &st) {
   return S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "a device";
 }
@@ -46,7 +51,9 @@ class Walker {
 public:
   using Visit = std::function<bool(const InputFile &, const std::optional<Error> &)>;
   Walker(bool follow_symlinks, const WalkSkips &skip, const Visit &visit)
-      : m_follow(follow_symlinks), m_visit(visit) {
+      : m_follow(follow_symlinks), m_visit(visit),
+        m_filter(skip.filter.filter && skip.filter.filter->active() ? skip.filter.filter : nullptr),
+        m_now_ms(skip.filter.now_ms) {
     if (!skip.ledger.empty()) {
       namespace fs = std::filesystem;
       fs::path db(skip.ledger);
@@ -87,17 +94,63 @@ public:
       fs::path fp(p);
       auto parent = identity_at(fp.has_parent_path() ? fp.parent_path().string() : ".");
       if (skip_file(p, identity_of(st), parent, fp.filename().string())) return true;
+      if (excluded_as_given(as_given, &st)) return m_visit(as_given, std::nullopt);
       as_given.has_identity = true;
       as_given.dev = st.st_dev;
       as_given.ino = st.st_ino;
       as_given.size = static_cast<uint64_t>(st.st_size);
       return m_visit(as_given, std::nullopt);
     }
+    if (excluded_as_given(as_given, nullptr)) return m_visit(as_given, std::nullopt);
     return m_visit(as_given, Error(Errc::not_regular_file,
                                    util::escape_for_terminal(p) + " is " + kind_of(st) + "; skipped"));
   }
 
 private:
+  // A path as given is matched as the row would record it; one that cannot be recorded
+  // is left to the upload, which says why.
+  bool excluded_as_given(InputFile &f, const struct stat *regular) {
+    if (!m_filter) return false;
+    auto rel = sanitize_relative_path(f.path);
+    if (!rel) return false;
+    auto why = regular ? m_filter->file_exclusion(rel.value(), static_cast<uint64_t>(regular->st_size),
+                                                  mtime_ms_of(*regular), m_now_ms)
+                       : m_filter->path_exclusion(rel.value());
+    if (!why) return false;
+    f.excluded = *why;
+    return true;
+  }
+
+  // What the filter says of an entry inside a directory walk (nullopt: taken).
+  [[nodiscard]] std::optional<std::string> exclusion(const InputFile &f, const struct stat &st) const {
+    if (!m_filter) return std::nullopt;
+    if (S_ISDIR(st.st_mode)) return m_filter->dir_exclusion(f.relative_path);
+    if (S_ISREG(st.st_mode))
+      return m_filter->file_exclusion(f.relative_path, static_cast<uint64_t>(st.st_size), mtime_ms_of(st),
+                                      m_now_ms);
+    return m_filter->path_exclusion(f.relative_path);
+  }
+
+  // Whether the directory open at fd holds one of the filter's markers (--exclude-if-present).
+  [[nodiscard]] std::optional<std::string> marker_in(const util::Fd &fd) const {
+    if (!m_filter || m_filter->marker_names().empty()) return std::nullopt;
+    return m_filter->marker_exclusion([&](std::string_view name, bool want_dir) {
+      struct stat st {};
+      return ::fstatat(fd.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+             (!want_dir || S_ISDIR(st.st_mode));
+    });
+  }
+
+  // Visits a directory left out as one entry, its names ending in '/'.
+  bool visit_excluded_dir(const std::string &p, const std::string &rel, std::string why) {
+    InputFile f;
+    f.path = p + (p.empty() || p.back() == '/' ? "" : "/");
+    f.name = f.path;
+    f.relative_path = rel.empty() ? rel : rel + "/";
+    f.excluded = std::move(why);
+    return m_visit(f, std::nullopt);
+  }
+
   static std::string join(const std::string &dir, const std::string &name) {
     return dir + (dir.empty() || dir.back() == '/' ? "" : "/") + name;
   }
@@ -144,6 +197,7 @@ private:
       return m_visit(f, Error(Errc::file_changed,
                               util::escape_for_terminal(p) + " was replaced while it was walked; skipped"));
     }
+    if (auto why = marker_in(fd)) return visit_excluded_dir(p, rel, std::move(*why));
     auto dir = std::make_shared<util::Fd>(std::move(fd));
     std::vector<std::string> names;
     {
@@ -185,6 +239,12 @@ private:
     struct stat st {};
     if (::fstatat(dir->get(), name.c_str(), &st, m_follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
       return m_visit(f, Error(Errc::unreadable, util::escape_for_terminal(p) + ": " + std::strerror(errno)));
+    // Before anything else: a directory left out is never opened.
+    if (auto why = exclusion(f, st)) {
+      if (S_ISDIR(st.st_mode)) return visit_excluded_dir(p, f.relative_path, std::move(*why));
+      f.excluded = std::move(*why);
+      return m_visit(f, std::nullopt);
+    }
     if (S_ISLNK(st.st_mode)) {
       f.skipped = "a symbolic link, not followed (--follow-symlinks follows links)";
       return m_visit(f, std::nullopt);
@@ -224,6 +284,8 @@ private:
 
   bool m_follow;
   const Visit &m_visit;
+  const Filter *m_filter; // null: everything is taken
+  int64_t m_now_ms;
   std::vector<std::string> m_ledger_names;
   std::vector<Identity> m_ledger_files;
   std::optional<Identity> m_ledger_dir;

@@ -73,12 +73,13 @@ class ArchiveS3(S3TestCase):
         self.assertTrue(meta["lodgepath"].isascii())
         self.assertEqual(urllib.parse.unquote(meta["lodgepath"]), odd)
         self.assertEqual(meta["lodgeprefix"], "builds/7")
-        # Listed by prefix and path glob ('*' crosses '/').
+        # Listed by prefix and path glob (rclone's dialect: '*' stops at '/', '**' crosses it).
         self.assertEqual(len(self.listed("--prefix", "builds/7")), 300)
         self.assertEqual(self.listed("--prefix", "builds/8"), [])
         self.assertEqual(self.listed("--prefix", ""), [])
-        d1 = self.listed("--path-glob", "d1/*")
+        d1 = self.listed("--path-glob", "/d1/**")
         self.assertEqual({x["path"] for x in d1}, {p for p in files if p.startswith("d1/")})
+        self.assertEqual(self.listed("--path-glob", "/d1/*"), [])  # d1 holds directories only
         one = self.listed("--prefix", "builds/7", "--path-glob", "d0/s0/f000.txt")
         self.assertEqual([(x["path"], x["prefix"], x["status"]) for x in one],
                          [("d0/s0/f000.txt", "builds/7", "ACTIVE")])

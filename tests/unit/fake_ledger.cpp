@@ -5,7 +5,6 @@
 #include "fake_ledger.hpp"
 
 #include <algorithm>
-#include <fnmatch.h>
 #include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <stdexcept>
@@ -667,7 +666,7 @@ std::vector<FileRecord> FakeLedger::list_files(const ListFilter &f) {
     for (const auto &[id, r] : m_rows)
       if ((f.owner == "*" || r.owner_id == f.owner) && (!f.run_prefix || r.run_prefix == *f.run_prefix) &&
           (f.include_dead || !r.is_deleted) &&
-          (!f.path_glob || ::fnmatch(f.path_glob->c_str(), r.relative_path.c_str(), 0) == 0))
+          (!f.path_prefix || r.relative_path.compare(0, f.path_prefix->size(), *f.path_prefix) == 0))
         out.push_back(r);
     return out;
   });

@@ -3,6 +3,7 @@
 #include "support.hpp"
 
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/retrieve.hpp>
 
 using namespace lodge;
 
@@ -160,9 +161,9 @@ TEST_CASE("list_files: by owner ('*' for all), prefix and path glob") {
   auto gone = e.active("d", "src/x.c", "", DedupScope::prefix);
   e.active("e", "src/y.c", "", DedupScope::prefix, "p");
   REQUIRE(e.l->soft_delete(gone.id, "o", e.clock.t, 1000, 2) == ledger::DeleteOutcome::deleted);
-  auto paths = [&](ledger::ListFilter f) {
+  auto paths = [&](ledger::ListFilter f, std::optional<std::string> glob = std::nullopt) {
     std::vector<std::string> out;
-    for (const auto &r : e.l->list_files(f))
+    for (const auto &r : ops::list_files(*e.l, f, glob))
       out.push_back(r.owner_id + ":" + r.run_prefix + ":" + r.relative_path);
     return out;
   };
@@ -174,10 +175,17 @@ TEST_CASE("list_files: by owner ('*' for all), prefix and path glob") {
         V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "p::src/y.c"});
   CHECK(paths({"o", "b/2", {}, false}) == V{"o:b/2:README"});
   CHECK(paths({"o", "", {}, true}) == V{"o::src/x.c"});
-  // '*' crosses '/': src/*.c is every .c file under src.
-  CHECK(paths({"o", {}, "src/*.c", false}) == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
-  CHECK(paths({"*", {}, "src/?.c", false}) == V{"p::src/y.c"});
-  CHECK(paths({"o", "b/1", "*/lib/*", false}) == V{"o:b/1:src/lib/a.c"});
-  CHECK(paths({"o", {}, "[A-Z]*", false}) == V{"o:b/2:README"});
-  CHECK(paths({"o", {}, "nothing", false}).empty());
+  // The path glob is the upload filter's matcher: '*' stops at '/', '**' crosses it.
+  CHECK(paths({"o", {}, {}, false}, "src/*.c") == V{"o:b/1:src/main.c"});
+  CHECK(paths({"o", {}, {}, false}, "src/**.c") == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
+  CHECK(paths({"*", {}, {}, false}, "src/?.c") == V{"p::src/y.c"});
+  CHECK(paths({"o", "b/1", {}, false}, "*/lib/*") == V{"o:b/1:src/lib/a.c"});
+  // Unanchored, a pattern matches the path's tail; a leading '/' anchors it at the start.
+  CHECK(paths({"o", {}, {}, false}, "a.c") == V{"o:b/1:src/lib/a.c"});
+  CHECK(paths({"o", {}, {}, false}, "/lib/a.c").empty());
+  CHECK(paths({"o", {}, {}, false}, "/src/**") == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
+  CHECK(paths({"o", {}, {}, false}, "/src/lib/a.c") == V{"o:b/1:src/lib/a.c"});
+  CHECK(paths({"o", {}, {}, false}, "[A-Z]*") == V{"o:b/2:README"});
+  CHECK(paths({"o", {}, {}, false}, "nothing").empty());
+  CHECK_THROWS_AS((void)paths({"o", {}, {}, false}, "src/[a"), LodgeError);
 }

@@ -198,9 +198,9 @@ struct TaskEnd {
 struct ListFilter {
   std::string owner;                     // "*": every owner
   std::optional<std::string> run_prefix; // only rows of this run prefix ("" = no prefix)
-  // Only rows whose relative_path matches this fnmatch(3) pattern, flags 0: '*' and '?'
-  // match '/' too (so "src/*.c" also matches "src/lib/x.c"), '[...]' classes, '\' escapes.
-  std::optional<std::string> path_glob;
+  // Only rows whose relative_path starts with these bytes, literally (what a path glob's
+  // literal start narrows to; ops::list_files applies the glob itself).
+  std::optional<std::string> path_prefix;
   bool include_dead = false; // also failed and deleted rows
 };
 

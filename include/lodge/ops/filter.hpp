@@ -111,6 +111,15 @@ public:
   // is never pruned.
   [[nodiscard]] bool dir_excluded(std::string_view rel_dir) const;
 
+  // The same decisions, saying why: nullopt when taken, else what excluded it as a user
+  // reads it ("- *.o", "--max-size", "no --include matched", "--exclude-if-present .nobackup").
+  [[nodiscard]] std::optional<std::string> path_exclusion(std::string_view rel_path) const;
+  [[nodiscard]] std::optional<std::string> file_exclusion(std::string_view rel_path, uint64_t size,
+                                                          int64_t mtime_ms, int64_t now_ms) const;
+  [[nodiscard]] std::optional<std::string> dir_exclusion(std::string_view rel_dir) const;
+  [[nodiscard]] std::optional<std::string>
+  marker_exclusion(const std::function<bool(std::string_view name, bool want_dir)> &dir_has) const;
+
   // The rules in the order they apply, "+ pattern" / "- pattern", files then directories
   // (what --dump filters would show; for tests and debug output).
   [[nodiscard]] std::vector<std::string> describe() const;
@@ -119,9 +128,10 @@ private:
   struct Rule {
     bool include;
     Glob glob;
+    std::string shown; // the rule as given ("- node_modules/"), for exclusion reasons
   };
   void add(bool include, std::string_view pattern);
-  void add_dir_rules_for(bool include, std::string_view pattern);
+  void add_dir_rules_for(bool include, std::string_view pattern, const std::string &shown);
   void add_rule_line(std::string_view line);
   void clear();
 

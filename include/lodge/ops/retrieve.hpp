@@ -44,6 +44,13 @@ struct FileRef {
 
 // Every alive ACTIVE row of the owner under the prefix, one per relative path (the newest
 // when a path was uploaded more than once), in path order.
+// The rows `filter` selects whose relative path matches `path_glob` (when given) by lodge's
+// one matcher (ops::glob_match: rclone's dialect, `*` stops at '/', `**` crosses it; see
+// FILTERING in lodge(1)). A bad pattern is LodgeError(USAGE) naming it, before the query.
+[[nodiscard]] std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l,
+                                                         const ledger::ListFilter &filter,
+                                                         const std::optional<std::string> &path_glob);
+
 [[nodiscard]] std::vector<ledger::FileRecord>
 active_under_prefix(ledger::LedgerReports &l, const std::string &owner, const std::string &prefix);
 

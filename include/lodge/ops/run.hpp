@@ -75,6 +75,10 @@ struct RunSpec {
   int64_t progress_interval_ms = 0;
   // The walk's filter hook: false leaves the file out of the run, unreported.
   std::function<bool(const InputFile &)> include;
+  // --include, --exclude, ... (ops::Filter): what it leaves out is never opened, counted
+  // (RunTally::excluded) and told to on_excluded. Null: everything is taken. Ages are
+  // measured from the run's clock as the run starts.
+  std::shared_ptr<const Filter> filter;
 };
 
 struct RunDeps {
@@ -98,6 +102,7 @@ struct RunTally {
   int64_t storage_failures = 0; // failed: the store unreachable
   int64_t ledger_failures = 0;  // failed: the ledger locked past the timeout, or unusable
   uint64_t bytes = 0;
+  int64_t excluded = 0; // left out by the filter (a directory pruned counts once); not in `files`
 };
 
 struct RunProgress {
@@ -126,13 +131,16 @@ struct RunReport {
 
 // Every call comes from one thread at a time (the run serializes them), in order: at most
 // one on_recovered, then on_result for each file (each followed by an on_progress when
-// progress is on, and on_progress between them), then on_finish.
+// progress is on, and on_progress between them) and on_excluded for each entry the filter
+// leaves out, then on_finish.
 class RunObserver {
 public:
   virtual ~RunObserver() = default;
   virtual void on_recovered(int64_t /*failed_rows*/) {}
   virtual void on_result(const FileResult & /*r*/) {}
   virtual void on_progress(const RunProgress & /*p*/) {}
+  // `file.excluded` says why; a directory's path ends in '/'.
+  virtual void on_excluded(const InputFile & /*file*/) {}
   virtual void on_finish(const RunReport & /*r*/) {}
 };
 
