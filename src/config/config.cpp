@@ -8,6 +8,7 @@
 #include <lodge/s3/aws_config.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -328,6 +329,24 @@ const Policy &Config::policy(const std::string &name) const {
   return it->second;
 }
 
+uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc code) {
+  auto v = util::parse_bwlimit(text);
+  if (!v)
+    throw LodgeError(code, what + ": expected a rate in bytes per second like 10M or 512K (rclone's units, "
+                                  "powers of 1024; a bare number is KiB), or off, got '" +
+                               util::escape_for_terminal(text) + "'");
+  return *v;
+}
+
+int64_t stats_value(const std::string &text, const std::string &what, Errc code) {
+  if (util::to_lower(text) == "off") return 0;
+  auto v = util::parse_duration_ms(text);
+  if (!v || (*v != 0 && (*v < 1000 || *v > 86'400'000)))
+    throw LodgeError(code, what + ": expected an interval like 1m or 10s (1s to 1d), or off, got '" +
+                               util::escape_for_terminal(text) + "'");
+  return *v;
+}
+
 Config parse_json(const std::string &text, const std::string &source, Config c) {
   json doc;
   try {
@@ -339,7 +358,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   reject_unknown(doc, "",
                  {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
                   "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout", "in_progress_wait"});
+                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout", "in_progress_wait",
+                  "bwlimit", "stats"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
@@ -373,6 +393,14 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("in_progress_wait"))
     c.in_progress_wait_ms =
         get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
+  if (doc.contains("bwlimit")) {
+    if (!doc["bwlimit"].is_string()) bad("bwlimit", "expected a rate like \"10M\" or \"off\"");
+    c.bwlimit = bwlimit_value(doc["bwlimit"].get<std::string>(), "bwlimit", Errc::config_invalid);
+  }
+  if (doc.contains("stats")) {
+    if (!doc["stats"].is_string()) bad("stats", "expected an interval like \"1m\" or \"off\"");
+    c.stats_ms = stats_value(doc["stats"].get<std::string>(), "stats", Errc::config_invalid);
+  }
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {
@@ -516,6 +544,10 @@ Config load(const ConfigInputs &in) {
   }
   if (auto v = env_or(env, "LODGE_LEDGER_TIMEOUT"); !v.empty())
     c.ledger_timeout_ms = duration_value(v, "LODGE_LEDGER_TIMEOUT", k_ledger_timeout_limit);
+  if (auto v = env_or(env, "LODGE_BWLIMIT"); !v.empty())
+    c.bwlimit = bwlimit_value(v, "LODGE_BWLIMIT", Errc::config_invalid);
+  if (auto v = env_or(env, "LODGE_STATS"); !v.empty())
+    c.stats_ms = stats_value(v, "LODGE_STATS", Errc::config_invalid);
 
   // Flags.
   auto flag = [&](const char *k, std::string &field, const char *name) {
@@ -588,6 +620,8 @@ nlohmann::json to_json(const Config &c) {
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;
+  j["bwlimit"] = c.bwlimit ? json(util::format_bwlimit(*c.bwlimit)) : json(nullptr);
+  j["stats"] = c.stats_ms > 0 ? json(util::format_duration_exact(c.stats_ms)) : json("off");
   j["jobs"] = c.jobs;
   json status;
   for (const char *job : k_jobs)

@@ -11,6 +11,7 @@
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/store/object_options.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -325,6 +326,9 @@ struct StoreOptions {
   int64_t low_speed_time_s = 30;
   int max_attempts = 4;
   bool tag_state = false; // S3: tag objects lodge-state=pending/committed (Azure always tags)
+  // The process's byte budget (--bwlimit), shared by every connection: an object's or a
+  // part's bytes sent, and an object's bytes read, are taken from it. Null: unlimited.
+  std::shared_ptr<util::TokenBucket> limiter;
 };
 
 // What `lodge config` shows of the credentials a store would use, never the secrets.
