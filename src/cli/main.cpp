@@ -183,8 +183,11 @@ store::Backend &Context::backend() {
                    util::escape_for_terminal(c.region).c_str());
     o.verify_tls = c.verify_tls;
     o.tag_state = c.tag_state;
-    // One budget for the whole process: every worker, every part, every connection.
-    if (const uint64_t rate = bwlimit(); rate > 0) o.limiter = std::make_shared<util::TokenBucket>(rate);
+    // One budget for the whole process: every worker, every part, every connection. A burst
+    // of 1/8 s (not the bucket's default second): what leaves at once when a run starts or
+    // resumes stays small, so the rate holds over any few seconds, as a shared link sees it.
+    if (const uint64_t rate = bwlimit(); rate > 0)
+      o.limiter = std::make_shared<util::TokenBucket>(rate, rate / 8);
     m_backend = store::open_backend(o);
   }
   return *m_backend;
