@@ -79,8 +79,9 @@ std::string stats_line(const ops::RunProgress &p, bool final) {
   const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
   const double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
   std::string line = std::string("lodge: ") + (final ? "done: " : "") + std::to_string(p.files_done) + "/" +
-                     std::to_string(p.files_total) + plus + (p.files_total == 1 && plus.empty() ? " file" : " files") +
-                     ", " + util::format_size(p.bytes_sent) + "/" + util::format_size(p.bytes_total) + plus +
+                     std::to_string(p.files_total) + plus +
+                     (p.files_total == 1 && plus.empty() ? " file" : " files") + ", " +
+                     util::format_size(p.bytes_sent) + "/" + util::format_size(p.bytes_total) + plus +
                      " sent, " + util::format_size(static_cast<uint64_t>(rate)) + "/s, elapsed " +
                      util::format_duration_ms(p.elapsed_ms);
   if (final) return line;
@@ -187,7 +188,8 @@ class UploadPrinter final : public ops::RunObserver {
 public:
   // stats_ms: a --stats line every this often (0: none).
   UploadPrinter(Context &ctx, bool progress, bool dry_run, int64_t stats_ms)
-      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run), m_stats_ms(stats_ms), m_next_stats_ms(stats_ms) {}
+      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run), m_stats_ms(stats_ms),
+        m_next_stats_ms(stats_ms) {}
 
   void on_recovered(int64_t failed) override {
     if (!m_ctx.g.quiet)

@@ -332,8 +332,9 @@ const Policy &Config::policy(const std::string &name) const {
 uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc code) {
   auto v = util::parse_bwlimit(text);
   if (!v)
-    throw LodgeError(code, what + ": expected a rate in bytes per second like 10M or 512K (rclone's units, "
-                                  "powers of 1024; a bare number is KiB), or off, got '" +
+    throw LodgeError(code, what +
+                               ": expected a rate in bytes per second like 10M or 512K (rclone's units, "
+                               "powers of 1024; a bare number is KiB), or off, got '" +
                                util::escape_for_terminal(text) + "'");
   return *v;
 }
@@ -356,10 +357,27 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (!doc.is_object()) bad(source, "expected a JSON object at the top");
   reject_unknown(doc, "",
-                 {"ledger", "store", "endpoint", "region", "default_owner", "ca_bundle", "profile",
-                  "busy_timeout", "multipart_threshold", "part_size", "part_concurrency", "jobs", "policies",
-                  "sweep", "status", "tag_state", "fail_killed_runs", "ledger_timeout", "in_progress_wait",
-                  "bwlimit", "stats"});
+                 {"ledger",
+                  "store",
+                  "endpoint",
+                  "region",
+                  "default_owner",
+                  "ca_bundle",
+                  "profile",
+                  "busy_timeout",
+                  "multipart_threshold",
+                  "part_size",
+                  "part_concurrency",
+                  "jobs",
+                  "policies",
+                  "sweep",
+                  "status",
+                  "tag_state",
+                  "fail_killed_runs",
+                  "ledger_timeout",
+                  "in_progress_wait",
+                  "bwlimit",
+                  "stats"});
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})

@@ -198,7 +198,8 @@ class FileStore final : public ObjectStore {
 public:
   FileStore(std::string url, fs::path root, std::shared_ptr<SyncState> sync,
             std::shared_ptr<util::TokenBucket> limiter)
-      : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)), m_limiter(std::move(limiter)) {}
+      : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)),
+        m_limiter(std::move(limiter)) {}
 
   Status flush() override { return m_sync->flush(); }
   [[nodiscard]] const void *flush_domain() const override { return m_sync.get(); }

@@ -44,7 +44,8 @@ std::unique_ptr<store::ObjectStore> file_store(const test::TempDir &dir,
 }
 
 // Puts `content` at `key` from a file in `dir`.
-void put(store::ObjectStore &st, const test::TempDir &dir, const std::string &key, const std::string &content) {
+void put(store::ObjectStore &st, const test::TempDir &dir, const std::string &key,
+         const std::string &content) {
   const std::string path = dir.file("source-" + std::to_string(content.size()));
   test::write_file(path, content);
   util::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

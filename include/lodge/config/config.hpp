@@ -58,8 +58,8 @@ struct StatusSettings {
 // Every LODGE_* environment variable lodge reads; any other is warned about (a misspelled
 // one would otherwise be ignored without a word). A new variable is added here.
 inline constexpr const char *k_lodge_environment[] = {
-    "LODGE_CONFIG",        "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
-    "LODGE_REGION",        "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG",
+    "LODGE_CONFIG",         "LODGE_DB",      "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
+    "LODGE_REGION",         "LODGE_JOBS",    "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG",
     "LODGE_LEDGER_TIMEOUT", "LODGE_BWLIMIT", "LODGE_STATS"};
 
 // The jobs status watches, in the order it reports them.
