@@ -8,12 +8,6 @@
 
 namespace lodge::azure {
 
-std::optional<int64_t> parse_http_date_ms(const std::string &s) {
-  std::tm tm{};
-  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
 namespace {
 
 // The class an Azure error code names, where it names one (else the status decides).
@@ -197,7 +191,7 @@ Result<Properties> Client::get_properties(const std::string &name, const std::st
   p.content_type = r->header("content-type");
   p.content_md5 = r->header("content-md5");
   p.version_id = r->header("x-ms-version-id");
-  p.last_modified_ms = parse_http_date_ms(r->header("last-modified")).value_or(0);
+  p.last_modified_ms = util::parse_http_date_ms(r->header("last-modified")).value_or(0);
   p.tag_count = static_cast<int>(util::parse_int(r->header("x-ms-tag-count")).value_or(0));
   for (const auto &[k, v] : r->headers)
     if (k.rfind("x-ms-meta-", 0) == 0) p.metadata[k.substr(10)] = v;

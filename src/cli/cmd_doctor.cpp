@@ -69,13 +69,13 @@ Check clock_check(Context &ctx) {
   std::string url;
   if (b.endpoint.rfind("http", 0) == 0)
     url = b.endpoint + "/";
-  else if (b.scheme == "s3")
-    url = "https://s3." + ctx.cfg().region + ".amazonaws.com/";
+  else
+    url = ctx.cfg().store_config->default_service_url();
   if (url.empty()) return {"store.clock", Level::ok, "not checked (no endpoint to ask)", ""};
   http::TransportOptions o;
   o.connect_timeout_ms = 5000;
   o.total_timeout_ms = 15000;
-  o.ca_bundle = ctx.cfg().ca_bundle;
+  o.ca_bundle = ctx.cfg().store_config->ca_bundle();
   o.verify_tls = ctx.cfg().verify_tls;
   auto t = http::make_curl_transport(o);
   http::Request req;

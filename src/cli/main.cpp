@@ -87,7 +87,8 @@ store::Binding from_ledger(const ledger::StoreBinding &b) {
 }
 
 store::Binding Context::store_binding() {
-  return store::canonical_binding(cfg().store, cfg().endpoint, cfg().tag_state);
+  const auto &sc = *cfg().store_config;
+  return store::canonical_binding(cfg().store, sc.endpoint(), sc.tag_state());
 }
 
 std::optional<LodgeError> Context::binding_refusal(const ledger::StoreBinding &have,
@@ -166,23 +167,11 @@ store::Backend &Context::backend() {
     const auto &c = cfg();
     store::StoreOptions o;
     o.url = c.store;
-    o.endpoint = c.endpoint;
-    o.region = c.region;
+    o.config = c.store_config;
     o.env = env;
-    o.credentials_file = c.credentials_file;
-    o.profile = c.profile;
-    o.aws = c.aws;
-    o.addressing_style = c.addressing_style;
-    o.max_attempts = c.max_attempts;
-    o.ca_bundle = c.ca_bundle;
-    // Never a surprise: with no endpoint and no region, say where requests will go.
-    if (c.region_assumed && !g.quiet)
-      std::fprintf(stderr,
-                   "lodge: warning: no S3 endpoint or region configured: assuming region %s (set --region, "
-                   "AWS_REGION or region in the AWS config profile)\n",
-                   util::escape_for_terminal(c.region).c_str());
+    if (auto notice = c.store_config->notice(); !notice.empty() && !g.quiet)
+      std::fprintf(stderr, "lodge: warning: %s\n", notice.c_str());
     o.verify_tls = c.verify_tls;
-    o.tag_state = c.tag_state;
     // One budget for the whole process: every worker, every part, every connection. A burst
     // of 1/8 s (not the bucket's default second): what leaves at once when a run starts or
     // resumes stays small, so the rate holds over any few seconds, as a shared link sees it.
@@ -196,8 +185,8 @@ store::Backend &Context::backend() {
 uint64_t Context::bwlimit() {
   if (!g.bwlimit.empty()) return config::bwlimit_value(g.bwlimit, "--bwlimit", Errc::usage);
   if (cfg().bwlimit) return *cfg().bwlimit;
-  // [slot: the AWS profile's `s3 = max_bandwidth` applies here when neither is set; the
-  // profile's settings move out of Config (issue 28, branch storecfg), so it is read there]
+  // [slot: the AWS profile's `s3 = max_bandwidth` applies here when neither is set: the
+  // store's resolved settings (cfg().store_config, S3's under s3/) would offer it]
   return 0;
 }
 

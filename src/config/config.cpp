@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -5,7 +6,6 @@
 #include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
-#include <lodge/s3/aws_config.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/token_bucket.hpp>
@@ -215,94 +215,21 @@ bool file_exists(const std::string &p) {
   return ::stat(p.c_str(), &st) == 0;
 }
 
-// Below lodge's own settings: the AWS shared config file's profile (and its [services]
-// section), as the AWS CLI v2 resolves them. Only for s3:// stores: a file:// or Azure
-// user's ~/.aws is none of lodge's business.
-bool aws_bool(const std::string &v, const std::string &where) {
-  auto l = util::to_lower(util::trim(v));
-  if (l == "true") return true;
-  if (l == "false") return false;
-  bad(where, "expected true or false, got '" + util::escape_for_terminal(v) + "'");
-}
-
-void apply_aws_shared(Config &c, const std::map<std::string, std::string> &env, bool endpoint_from_aws,
-                      const std::string &file_endpoint, const std::string &file_endpoint_source) {
-  auto &src = c.sources;
-  s3::AwsShared::Inputs ai;
-  ai.env = env;
-  // --profile, or lodge's config file when no AWS_PROFILE / AWS_DEFAULT_PROFILE overrode it.
-  if (src.contains("profile") &&
-      (src["profile"].rfind("flag ", 0) == 0 || src["profile"].rfind("file ", 0) == 0)) {
-    ai.profile = c.profile;
-    ai.profile_source = src["profile"];
-  }
-  auto shared = std::make_shared<s3::AwsShared>(s3::AwsShared::load(ai));
-  c.credentials_file = shared->credentials_file().path;
-  c.aws_config_file = shared->config_file().path;
-  src["profile"] = shared->profile_source();
-
-  bool ignore = false;
-  if (auto v = env_or(env, "AWS_IGNORE_CONFIGURE_ENDPOINT_URLS"); !v.empty())
-    ignore = aws_bool(v, "AWS_IGNORE_CONFIGURE_ENDPOINT_URLS");
-  else if (auto f = shared->get("ignore_configure_endpoints_urls"))
-    ignore = aws_bool(f->value, f->source + " ignore_configure_endpoints_urls");
-  if (ignore && endpoint_from_aws) { // the CLI drops the AWS endpoint settings, env and file
-    c.endpoint = file_endpoint;
-    if (file_endpoint_source == "default")
-      src.erase("endpoint");
-    else
-      src["endpoint"] = file_endpoint_source;
-  }
-  if (!src.contains("endpoint") && !ignore) {
-    auto e = shared->service("s3", "endpoint_url");
-    if (!e) e = shared->get("endpoint_url");
-    if (e) {
-      c.endpoint = e->value;
-      src["endpoint"] = e->source;
+// The store keys in the file, each handed over as given (with its source) for the store's
+// scheme to interpret; only their JSON type is checked here.
+void parse_store_keys(const json &doc, const std::string &source, store::Settings &out) {
+  for (const auto &k : store::setting_keys()) {
+    if (!doc.contains(k.name)) continue;
+    const auto &v = doc[k.name];
+    std::string value;
+    if (k.boolean) {
+      if (!v.is_boolean()) bad(k.name, "expected true or false (got " + v.dump() + ")");
+      value = v.get<bool>() ? "true" : "false";
+    } else {
+      value = get_string(v, k.name);
     }
+    out[k.name] = {value, "file " + source};
   }
-  auto from_file = [&](std::string &field, const char *key, const char *name) {
-    if (src.contains(key)) return;
-    if (auto v = shared->get(name)) {
-      field = v->value;
-      src[key] = v->source;
-    }
-  };
-  from_file(c.region, "region", "region");
-  from_file(c.ca_bundle, "ca_bundle", "ca_bundle");
-  if (auto v = shared->sub("s3", "addressing_style")) {
-    auto l = util::to_lower(v->value);
-    if (l != "auto" && l != "path" && l != "virtual")
-      bad(v->source, "expected auto, path or virtual, got '" + util::escape_for_terminal(v->value) + "'");
-    c.addressing_style = l;
-    src["addressing_style"] = v->source;
-  }
-  std::optional<s3::AwsValue> attempts;
-  if (auto v = env_or(env, "AWS_MAX_ATTEMPTS"); !v.empty())
-    attempts = s3::AwsValue{v, "env AWS_MAX_ATTEMPTS"};
-  else
-    attempts = shared->get("max_attempts");
-  if (attempts) {
-    auto n = util::parse_int(attempts->value);
-    if (!n || *n < 1 || *n > 100) bad(attempts->source, "max_attempts: expected an integer from 1 to 100");
-    c.max_attempts = static_cast<int>(*n);
-    src["max_attempts"] = attempts->source;
-  }
-  std::optional<s3::AwsValue> mode;
-  if (auto v = env_or(env, "AWS_RETRY_MODE"); !v.empty())
-    mode = s3::AwsValue{v, "env AWS_RETRY_MODE"};
-  else
-    mode = shared->get("retry_mode");
-  if (mode) {
-    auto l = util::to_lower(mode->value);
-    if (l != "legacy" && l != "standard" && l != "adaptive")
-      bad(mode->source, "retry_mode: expected legacy, standard or adaptive, got '" +
-                            util::escape_for_terminal(mode->value) + "'");
-    c.retry_mode = l;
-    src["retry_mode"] = mode->source;
-  }
-  c.region_assumed = !src.contains("region") && !src.contains("endpoint");
-  c.aws = std::move(shared);
 }
 } // namespace
 
@@ -356,49 +283,36 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
     throw LodgeError(Errc::config_invalid, source + ": not valid JSON: " + e.what());
   }
   if (!doc.is_object()) bad(source, "expected a JSON object at the top");
-  reject_unknown(doc, "",
-                 {"ledger",
-                  "store",
-                  "endpoint",
-                  "region",
-                  "default_owner",
-                  "ca_bundle",
-                  "profile",
-                  "busy_timeout",
-                  "multipart_threshold",
-                  "part_size",
-                  "part_concurrency",
-                  "jobs",
-                  "policies",
-                  "sweep",
-                  "status",
-                  "tag_state",
-                  "fail_killed_runs",
-                  "ledger_timeout",
-                  "in_progress_wait",
-                  "bwlimit",
-                  "stats"});
+  std::set<std::string> known{"ledger",
+                              "store",
+                              "default_owner",
+                              "busy_timeout",
+                              "multipart_threshold",
+                              "part_size",
+                              "part_concurrency",
+                              "jobs",
+                              "policies",
+                              "sweep",
+                              "status",
+                              "fail_killed_runs",
+                              "ledger_timeout",
+                              "in_progress_wait",
+                              "bwlimit",
+                              "stats"};
+  for (const auto &k : store::setting_keys())
+    known.insert(k.name);
+  reject_unknown(doc, "", known);
   if (doc.contains("ledger")) c.ledger = get_string(doc["ledger"], "ledger");
   if (doc.contains("store")) c.store = get_string(doc["store"], "store");
-  for (const char *k : {"endpoint", "region", "ca_bundle", "profile"})
-    if (doc.contains(k)) c.sources[k] = "file " + source;
-  if (doc.contains("endpoint")) c.endpoint = get_string(doc["endpoint"], "endpoint");
-  if (doc.contains("region")) c.region = get_string(doc["region"], "region");
+  parse_store_keys(doc, source, c.store_settings);
   if (doc.contains("default_owner")) {
     c.default_owner = get_string(doc["default_owner"], "default_owner");
     check_owner(c.default_owner, "default_owner");
   }
-  if (doc.contains("ca_bundle")) c.ca_bundle = get_string(doc["ca_bundle"], "ca_bundle");
-  if (doc.contains("profile")) c.profile = get_string(doc["profile"], "profile");
   if (doc.contains("fail_killed_runs")) {
     const auto &v = doc["fail_killed_runs"];
     if (!v.is_boolean()) bad("fail_killed_runs", "expected true or false (got " + v.dump() + ")");
     c.fail_killed_runs = v.get<bool>();
-  }
-  if (doc.contains("tag_state")) {
-    const auto &v = doc["tag_state"];
-    if (!v.is_boolean()) bad("tag_state", "expected true or false (got " + v.dump() + ")");
-    c.tag_state = v.get<bool>();
   }
   // SQLite takes the busy timeout as an int of milliseconds: a longer one would wrap
   // around to "do not wait at all".
@@ -411,7 +325,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("in_progress_wait"))
     c.in_progress_wait_ms =
         get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
-  if (doc.contains("bwlimit")) {
+  // null: not set (as `lodge config` shows it), which leaves the limit to what comes after.
+  if (doc.contains("bwlimit") && !doc["bwlimit"].is_null()) {
     if (!doc["bwlimit"].is_string()) bad("bwlimit", "expected a rate like \"10M\" or \"off\"");
     c.bwlimit = bwlimit_value(doc["bwlimit"].get<std::string>(), "bwlimit", Errc::config_invalid);
   }
@@ -528,32 +443,13 @@ Config load(const ConfigInputs &in) {
     c.config_file = path;
   }
 
-  // Environment: LODGE_* first, then the AWS conventions for what they cover.
-  auto &src = c.sources;
-  auto apply_env = [&](std::string &field, const char *key, std::initializer_list<const char *> names) {
-    for (const char *n : names) {
-      auto v = env_or(env, n);
-      if (!v.empty()) {
-        field = v;
-        src[key] = std::string("env ") + n;
-        return true;
-      }
-    }
-    return false;
+  // Environment (the store's keys: its scheme reads the environment itself).
+  auto apply_env = [&](std::string &field, const char *name) {
+    if (auto v = env_or(env, name); !v.empty()) field = v;
   };
-  // AWS_ENDPOINT_URL(_S3) name an S3 endpoint: they never send an Azure or file:// store
-  // anywhere (undone below once the store is known).
-  const std::string file_endpoint = c.endpoint;
-  const std::string file_endpoint_source = src.contains("endpoint") ? src["endpoint"] : "default";
-  bool endpoint_from_aws = false;
-  if (!apply_env(c.endpoint, "endpoint", {"LODGE_ENDPOINT"}))
-    endpoint_from_aws = apply_env(c.endpoint, "endpoint", {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"});
-  apply_env(c.region, "region", {"LODGE_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"});
-  apply_env(c.ca_bundle, "ca_bundle", {"LODGE_CA_BUNDLE", "AWS_CA_BUNDLE"});
-  apply_env(c.profile, "profile", {"AWS_PROFILE", "AWS_DEFAULT_PROFILE"});
-  apply_env(c.ledger, "ledger", {"LODGE_DB"});
-  apply_env(c.store, "store", {"LODGE_STORE"});
-  apply_env(c.default_owner, "owner", {"LODGE_OWNER"});
+  apply_env(c.ledger, "LODGE_DB");
+  apply_env(c.store, "LODGE_STORE");
+  apply_env(c.default_owner, "LODGE_OWNER");
   check_owner(c.default_owner, "LODGE_OWNER");
   if (auto v = env_or(env, "LODGE_JOBS"); !v.empty()) {
     auto n = util::parse_int(v);
@@ -567,21 +463,21 @@ Config load(const ConfigInputs &in) {
   if (auto v = env_or(env, "LODGE_STATS"); !v.empty())
     c.stats_ms = stats_value(v, "LODGE_STATS", Errc::config_invalid);
 
-  // Flags.
-  auto flag = [&](const char *k, std::string &field, const char *name) {
-    auto it = in.flags.find(k);
-    if (it == in.flags.end()) return;
-    field = it->second;
-    src[k] = std::string("flag ") + name;
+  // Flags; the store's keys (--endpoint, --region, --ca-bundle, --profile) go to its scheme
+  // as given, named by the flag.
+  auto flag = [&](const char *k, std::string &field) {
+    if (auto it = in.flags.find(k); it != in.flags.end()) field = it->second;
   };
-  flag("ledger", c.ledger, "--db");
-  flag("store", c.store, "--store");
-  flag("endpoint", c.endpoint, "--endpoint");
-  if (in.flags.contains("endpoint")) endpoint_from_aws = false;
-  flag("region", c.region, "--region");
-  flag("ca_bundle", c.ca_bundle, "--ca-bundle");
-  flag("profile", c.profile, "--profile");
-  flag("owner", c.default_owner, "--owner");
+  flag("ledger", c.ledger);
+  flag("store", c.store);
+  for (const auto &k : store::setting_keys()) {
+    auto it = in.flags.find(k.name);
+    if (it == in.flags.end()) continue;
+    std::string name = k.name;
+    std::replace(name.begin(), name.end(), '_', '-');
+    c.store_settings[k.name] = {it->second, "flag --" + name};
+  }
+  flag("owner", c.default_owner);
   check_owner(c.default_owner, "--owner");
   if (auto it = in.flags.find("ledger_timeout"); it != in.flags.end())
     c.ledger_timeout_ms = duration_value(it->second, "--ledger-timeout", k_ledger_timeout_limit);
@@ -607,15 +503,8 @@ Config load(const ConfigInputs &in) {
   // The store's own backend checks its URL (one registry of schemes): a prefix or a
   // directory a server or a URL parser would rewrite lands under keys no row records.
   store::check_store_url(c.store);
-  if (c.store.rfind("s3://", 0) == 0) {
-    apply_aws_shared(c, env, endpoint_from_aws, file_endpoint, file_endpoint_source);
-  } else if (endpoint_from_aws) {
-    c.endpoint = file_endpoint;
-    src["endpoint"] = file_endpoint_source;
-  }
-  for (const char *k :
-       {"endpoint", "region", "ca_bundle", "profile", "addressing_style", "max_attempts", "retry_mode"})
-    if (!src.contains(k)) src[k] = "default";
+  // Its scheme resolves the store's settings (S3: the AWS environment and shared files).
+  c.store_config = store::resolve_settings(c.store, c.store_settings, env);
   return c;
 }
 
@@ -624,13 +513,11 @@ nlohmann::json to_json(const Config &c) {
   j["config_file"] = c.config_file.empty() ? json(nullptr) : json(c.config_file);
   j["ledger"] = c.ledger;
   j["store"] = c.store;
-  j["endpoint"] = c.endpoint;
-  j["region"] = c.region;
   j["default_owner"] = c.default_owner;
-  j["ca_bundle"] = c.ca_bundle;
-  j["profile"] = c.profile;
   j["verify_tls"] = c.verify_tls;
-  j["tag_state"] = c.tag_state;
+  // endpoint, region, ca_bundle, profile, tag_state and, for S3, "s3": each resolved setting
+  // with its source (not a config key).
+  if (c.store_config) c.store_config->to_json(j);
   j["fail_killed_runs"] = c.fail_killed_runs;
   j["busy_timeout"] = util::format_duration_exact(c.busy_timeout_ms);
   j["ledger_timeout"] = util::format_duration_exact(c.ledger_timeout_ms);
@@ -674,23 +561,6 @@ nlohmann::json to_json(const Config &c) {
     ps[name] = pj;
   }
   j["policies"] = ps;
-  if (c.aws) {
-    // Every resolved S3 setting and where it came from (lodge config; not a config key).
-    auto at = [&](const char *k, json v) {
-      auto it = c.sources.find(k);
-      return json{{"value", std::move(v)}, {"source", it == c.sources.end() ? "default" : it->second}};
-    };
-    j["s3"] = {{"endpoint", at("endpoint", c.endpoint.empty() ? json(nullptr) : json(c.endpoint))},
-               {"region", at("region", c.region)},
-               {"region_assumed", c.region_assumed},
-               {"addressing_style", at("addressing_style", c.addressing_style)},
-               {"ca_bundle", at("ca_bundle", c.ca_bundle.empty() ? json(nullptr) : json(c.ca_bundle))},
-               {"profile", at("profile", c.aws->profile())},
-               {"max_attempts", at("max_attempts", c.max_attempts)},
-               {"retry_mode", at("retry_mode", c.retry_mode)},
-               {"config_file", c.aws_config_file},
-               {"credentials_file", c.credentials_file}};
-  }
   return j;
 }
 

@@ -15,6 +15,11 @@ namespace lodge::ledger {
 // immutable) when opts.read_only. Throws LodgeError: LEDGER_NOT_FOUND, LEDGER_UNUSABLE,
 // LEDGER_TOO_NEW, LEDGER_ON_NETWORK_FS, LEDGER_LOCKED.
 [[nodiscard]] std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts);
+// The SQLite file at `path` opened read-only as it is (no schema check, no migration, no
+// filesystem refusal), for lodge doctor's inspection. Throws LEDGER_UNUSABLE when it cannot
+// be opened.
+[[nodiscard]] std::unique_ptr<sql::Conn> open_sqlite_to_inspect(const std::string &path,
+                                                                int64_t busy_timeout_ms);
 // open_sqlite's filesystem check: throws LEDGER_ON_NETWORK_FS for a ledger at `path` whose
 // directory's statfs(2) f_type is a network filesystem (util::network_fs_name), unless `force`.
 void refuse_network_fs(const std::string &path, unsigned long f_type, bool force);

@@ -203,6 +203,7 @@ public:
   void raise_record_id(int64_t id) override;
   [[nodiscard]] int schema_version() override;
   [[nodiscard]] sql::Health health() override;
+  [[nodiscard]] std::string integrity_check() override;
 
   // Runs a prepared statement; the result of a statement that succeeded, else throws.
   PgResultHandle exec_prepared(const std::string &name, const std::vector<const char *> &values);
@@ -643,6 +644,12 @@ void PgConn::setup_schema(const PgOpen &o) {
     rollback();
     throw;
   }
+}
+
+std::string PgConn::integrity_check() {
+  for (const char *table : {"ledger_meta", "file_upload", "cleanup_task"})
+    (void)simple(std::string("SELECT count(*) FROM ") + table); // throws what the server says
+  return "ok";
 }
 
 sql::Health PgConn::health() {

@@ -11,11 +11,9 @@ std::string object_key_for(const std::string &root, const std::string &owner, co
 }
 
 Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
-                     const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms) {
+                     const std::optional<FileRecord> &row, bool key_in_use, int64_t now, int64_t grace_ms) {
   if (!current || current->status != TaskStatus::processing || current->lease_version != held.lease_version)
     return {DecisionKind::lease_lost};
-  // The object is in use exactly when the row is alive (the caller presents a dead row whose
-  // object other alive rows share as alive: SqlLedger::decide).
   if (row && !row->is_deleted && row->upload_status == FileStatus::uploading) {
     // Postponed to deadline + grace, which is ahead of now in both branches: the task is
     // not due again within this run (it used to be re-claimed at once, up to --limit
@@ -28,9 +26,12 @@ Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &cu
       return {DecisionKind::fail_overdue_then_postpone, due, k_verify_owed};
     return {DecisionKind::fail_overdue_then_allow, 0, k_verify_owed};
   }
-  // Whether the object is still owed its committed tag is what the confirm recorded, never
-  // what the deciding host's configuration says.
-  if (row && !row->is_deleted) return {current->tag_owed ? DecisionKind::tag : DecisionKind::ignore};
+  // The object is in use while its row is alive or, for a dead row, while another alive row
+  // shares it: then it stays, as an alive ACTIVE row's does. Whether the object is still
+  // owed its committed tag is what the confirm recorded, never what the deciding host's
+  // configuration says.
+  if (row && (!row->is_deleted || key_in_use))
+    return {current->tag_owed ? DecisionKind::tag : DecisionKind::ignore};
   return {DecisionKind::allow};
 }
 

@@ -57,7 +57,7 @@ std::optional<TaskStatus> parse_task_status(std::string_view s) {
 namespace lodge::ledger {
 namespace {
 // A confirm that already ran: its outcome or its exception, kept for wait().
-class DoneConfirm final : public Ledger::PendingConfirm {
+class DoneConfirm final : public UploadLedger::PendingConfirm {
 public:
   explicit DoneConfirm(const std::function<ConfirmOutcome()> &run) {
     try {
@@ -77,10 +77,9 @@ private:
 };
 } // namespace
 
-std::unique_ptr<Ledger::PendingConfirm> Ledger::confirm_later(int64_t id, const std::string &etag,
-                                                              const std::string &version_id, int64_t now,
-                                                              CommitTag tag, std::optional<Retire> retire,
-                                                              Durable durable) {
+std::unique_ptr<UploadLedger::PendingConfirm>
+UploadLedger::confirm_later(int64_t id, const std::string &etag, const std::string &version_id, int64_t now,
+                            CommitTag tag, std::optional<Retire> retire, Durable durable) {
   return std::make_unique<DoneConfirm>([&] {
     if (durable.make)
       if (auto s = durable.make(); !s) throw NotDurable(s.error());

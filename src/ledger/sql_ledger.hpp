@@ -34,7 +34,7 @@ public:
   [[nodiscard]] const std::string &location() const override { return m_c->display_name(); }
   [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
   [[nodiscard]] int schema_version() override;
-  using Ledger::status;
+  using LedgerReports::status;
   [[nodiscard]] StatusReport status(int64_t now, int64_t failed_since) override;
   void record_job_run(const JobRun &run) override;
   [[nodiscard]] std::optional<StoreBinding> store_binding() override;

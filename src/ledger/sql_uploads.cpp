@@ -327,7 +327,7 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
 namespace {
 // A confirm queued on the group's writer: its outcome once its batch committed. Its owner
 // waits for it (Uploader::finish); one destroyed unwaited is abandoned, never waited for.
-class GroupConfirm final : public Ledger::PendingConfirm {
+class GroupConfirm final : public UploadLedger::PendingConfirm {
 public:
   GroupConfirm(std::shared_ptr<GroupCommit> group, int64_t id, const std::string &etag,
                const std::string &version_id, int64_t now, CommitTag tag, std::optional<Retire> retire,
@@ -372,7 +372,8 @@ std::unique_ptr<Ledger::PendingConfirm> SqlLedger::confirm_later(int64_t id, con
                                                                  const std::string &version_id, int64_t now,
                                                                  CommitTag tag, std::optional<Retire> retire,
                                                                  Durable durable) {
-  if (!m_group) return Ledger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
+  if (!m_group)
+    return UploadLedger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
   return std::make_unique<GroupConfirm>(m_group, id, etag, version_id, now, tag, retire, std::move(durable));
 }
 
@@ -598,14 +599,11 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
     auto row = file_for_update(t.record_id); // the row first, then its task (the lock order)
     auto cur = task_by_id(t.id, m_c->for_update());
     // I5 for shared objects: a dead row's object stays while another alive row uses it (the
-    // row it shares, or one sharing it); for this task the object is then alive and ACTIVE.
-    // A new sharer needs an alive user locked in its own transaction, so once no alive row
-    // uses the key, none ever will again.
-    if (row && row->is_deleted && key_in_use(t.object_key, row->id)) {
-      row->is_deleted = false;
-      row->upload_status = FileStatus::active;
-    }
-    const Decision d = decide_task(t, cur, row, now, grace_ms);
+    // row it shares, or one sharing it); decide_task keeps it then. A new sharer needs an
+    // alive user locked in its own transaction, so once no alive row uses the key, none ever
+    // will again.
+    const bool in_use = row && row->is_deleted && key_in_use(t.object_key, row->id);
+    const Decision d = decide_task(t, cur, row, in_use, now, grace_ms);
     // Every change below is fenced by the lease: status PROCESSING, the same version.
     auto fenced = [&](Stmt &st) {
       return st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() == 1;

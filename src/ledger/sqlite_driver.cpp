@@ -170,6 +170,11 @@ private:
 class SqliteConn final : public sql::Conn {
 public:
   explicit SqliteConn(const OpenOptions &opts);
+  // Opened read-only as the file is, for `lodge doctor`: no schema check, no migration,
+  // nothing set up, so a ledger too new or too old for this lodge can still be inspected.
+  struct InspectOnly {};
+  SqliteConn(const std::string &path, int64_t busy_timeout_ms, InspectOnly /*tag*/)
+      : m_db(path, busy_timeout_ms, true), m_clock(&util::system_clock()), m_create(false) {}
 
   [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::sqlite; }
   [[nodiscard]] const std::string &display_name() const override { return m_db.path(); }
@@ -193,6 +198,7 @@ public:
   void raise_record_id(int64_t id) override;
   [[nodiscard]] int schema_version() override;
   [[nodiscard]] sql::Health health() override;
+  [[nodiscard]] std::string integrity_check() override { return m_db.query_text("PRAGMA quick_check"); }
 
 private:
   void initialise_or_migrate();
@@ -314,6 +320,10 @@ sql::Health SqliteConn::health() {
 }
 
 } // namespace
+
+std::unique_ptr<sql::Conn> open_sqlite_to_inspect(const std::string &path, int64_t busy_timeout_ms) {
+  return std::make_unique<SqliteConn>(path, busy_timeout_ms, SqliteConn::InspectOnly{});
+}
 
 std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts) {
   // Only `lodge init` creates a ledger: a typo in --db must not make a fresh, empty one

@@ -13,9 +13,9 @@ Status tag_committed(store::ObjectStore &store, const std::string &key, const st
   return store.mark_committed(key, store::from_json(object_options).tags);
 }
 
-PendingActivation::PendingActivation(ledger::Ledger &ledger, store::ObjectStore &store,
+PendingActivation::PendingActivation(ledger::UploadLedger &ledger, store::ObjectStore &store,
                                      const ledger::FileRecord &rec, ledger::CommitTag tag,
-                                     std::unique_ptr<ledger::Ledger::PendingConfirm> confirm,
+                                     std::unique_ptr<ledger::UploadLedger::PendingConfirm> confirm,
                                      const util::Clock &clock)
     : m_ledger(&ledger), m_store(&store), m_clock(&clock), m_id(rec.id), m_key(rec.object_key),
       m_options(rec.object_options), m_tag(tag), m_confirm(std::move(confirm)) {}
@@ -40,7 +40,7 @@ Activation PendingActivation::finish() {
   return a;
 }
 
-PendingActivation activate_later(ledger::Ledger &ledger, store::ObjectStore &store,
+PendingActivation activate_later(ledger::UploadLedger &ledger, store::ObjectStore &store,
                                  const ledger::FileRecord &rec, const store::PutResult &stored,
                                  std::optional<ledger::Retire> retire, ledger::Durable durable,
                                  const util::Clock &clock) {
@@ -50,7 +50,7 @@ PendingActivation activate_later(ledger::Ledger &ledger, store::ObjectStore &sto
   return {ledger, store, rec, tag, std::move(confirm), clock};
 }
 
-Activation activate(ledger::Ledger &ledger, store::ObjectStore &store, const ledger::FileRecord &rec,
+Activation activate(ledger::UploadLedger &ledger, store::ObjectStore &store, const ledger::FileRecord &rec,
                     const store::PutResult &stored, const util::Clock &clock,
                     std::optional<ledger::Retire> retire) {
   return activate_later(ledger, store, rec, stored, retire, {}, clock).finish();

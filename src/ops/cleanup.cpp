@@ -229,7 +229,7 @@ CleanupResult conclude(const TaskWork &w, ledger::TaskFinish f, CleanupSettings:
 }
 
 // One task's end on its own: the single-item ledger call.
-ledger::TaskFinish end_one(ledger::Ledger &ledger, const ledger::TaskEnd &e, int64_t now) {
+ledger::TaskFinish end_one(ledger::TaskLedger &ledger, const ledger::TaskEnd &e, int64_t now) {
   switch (e.kind) {
   case ledger::TaskEnd::Kind::ignore:
     return ledger.ignore_task(e.task, now, e.error);
@@ -267,28 +267,28 @@ int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grac
   return now + deadline_len + grace_ms;
 }
 
-CleanupResult run_claimed_task(ledger::Ledger &ledger, store::ObjectStore &store,
+CleanupResult run_claimed_task(CleanupLedger ledger, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
-  auto w = work_on([&ledger](int64_t id) { return ledger.find_file(id); }, ledger.uuid(), store, task,
-                   ledger.decide(task, clock.now_ms(), s.grace_ms), s, clock);
+  auto w = work_on([&reads = ledger.reads](int64_t id) { return reads.find_file(id); }, ledger.reads.uuid(),
+                   store, task, ledger.tasks.decide(task, clock.now_ms(), s.grace_ms), s, clock);
   if (w.done) return *w.done;
   make_deletes_durable(store, {&w}, s, clock);
-  return conclude(w, end_one(ledger, w.end, clock.now_ms()), s.voice);
+  return conclude(w, end_one(ledger.tasks, w.end, clock.now_ms()), s.voice);
 }
 
-std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger, store::ObjectStore &store,
+std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger, store::ObjectStore &store,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
   return run_claimed_batch(ledger, std::vector<store::ObjectStore *>{&store}, tasks, s, clock);
 }
 
-std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
+std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger,
                                              const std::vector<store::ObjectStore *> &stores,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
   if (stores.empty()) throw LodgeError(Errc::internal, "run_claimed_batch: no store connection");
-  auto decisions = ledger.decide_many(tasks, clock.now_ms(), s.grace_ms);
+  auto decisions = ledger.tasks.decide_many(tasks, clock.now_ms(), s.grace_ms);
   if (decisions.size() != tasks.size())
     throw LodgeError(Errc::internal, "decide_many returned " + std::to_string(decisions.size()) +
                                          " decisions for " + std::to_string(tasks.size()) + " tasks");
@@ -298,9 +298,9 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
   std::mutex reads;
   const RowLookup find_row = [&](int64_t id) {
     std::lock_guard lock(reads);
-    return ledger.find_file(id);
+    return ledger.reads.find_file(id);
   };
-  const std::string &uuid = ledger.uuid();
+  const std::string &uuid = ledger.reads.uuid();
   const size_t lanes = std::min(stores.size(), tasks.size());
   // Each lane then makes its own deletes durable (a flush covers what its connection did;
   // concurrent flushes of one file:// store share one syncfs).
@@ -335,7 +335,7 @@ std::vector<CleanupResult> run_claimed_batch(ledger::Ledger &ledger,
     ends.push_back(work[i].end);
     ending.push_back(i);
   }
-  auto finishes = ledger.finish_many(ends, clock.now_ms());
+  auto finishes = ledger.tasks.finish_many(ends, clock.now_ms());
   if (finishes.size() != ends.size())
     throw LodgeError(Errc::internal, "finish_many returned " + std::to_string(finishes.size()) +
                                          " outcomes for " + std::to_string(ends.size()) + " tasks");

@@ -50,16 +50,17 @@ FileResult refused(FileResult r, UploadOutcome o, Error e) {
 // still arrive after the delete) and is due at the URL's expiry plus the grace; past the
 // expiry the delete runs at once, through sweep's path (I8's stamp check), as for any
 // failure that cleans up itself.
-void fail_sent(ledger::Ledger &ledger, store::ObjectStore &store, const UploadSettings &s,
-               const util::Clock &clock, const ledger::FileRecord &rec, const Error &e, int64_t url_until) {
+void fail_sent(ledger::RecoveryLedger &recovery, CleanupLedger ledger, store::ObjectStore &store,
+               const UploadSettings &s, const util::Clock &clock, const ledger::FileRecord &rec,
+               const Error &e, int64_t url_until) {
   const int64_t now = clock.now_ms();
   // fail_abandoned's task is due at the earlier of now + `grace` and deadline + `grace`: the
   // sender here ends when the URL expires (before the deadline), so its grace runs from there.
   const int64_t grace = std::max<int64_t>(0, url_until - now) + s.cleanup.grace_ms;
   const bool expired = now >= url_until;
   try {
-    if (ledger.fail_abandoned(rec.id, rec.holder.value_or(""), std::string(e.name()) + ": " + e.message, now,
-                              expired ? 0 : grace, s.max_retries) != ledger::RepairOutcome::repaired)
+    if (recovery.fail_abandoned(rec.id, rec.holder.value_or(""), std::string(e.name()) + ": " + e.message,
+                                now, expired ? 0 : grace, s.max_retries) != ledger::RepairOutcome::repaired)
       return; // no longer UPLOADING as reserved: whoever moved it on owns the cleanup
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
@@ -67,9 +68,9 @@ void fail_sent(ledger::Ledger &ledger, store::ObjectStore &store, const UploadSe
     return;
   }
   if (!expired) return;
-  auto task = ledger.find_task_for(rec.id);
+  auto task = ledger.reads.find_task_for(rec.id);
   if (!task) return;
-  auto claimed = ledger.claim_task(task->id, clock.now_ms(), s.worker_id, s.lease_ms);
+  auto claimed = ledger.tasks.claim_task(task->id, clock.now_ms(), s.worker_id, s.lease_ms);
   if (!claimed) return;
   auto cleanup = s.cleanup;
   cleanup.voice = CleanupSettings::Voice::upload;
@@ -181,7 +182,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
   FileResult r;
   r.file = "#" + std::to_string(id);
   r.id = id;
-  auto found = m_ledger.find_file(id);
+  auto found = m_ledger.reads.find_file(id);
   if (!found)
     return refused(r, UploadOutcome::failed, Error(Errc::not_found, "no file #" + std::to_string(id)));
   const ledger::FileRecord rec = *found;
@@ -220,7 +221,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
     fail(r, rec, Error(Errc::not_found, what + ": its upload URL expired and nothing was uploaded"), false);
     return r;
   }
-  std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.uuid(), true);
+  std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.reads.uuid(), true);
   // The type it is served with (lodge url, a browser): S3 signs Content-Type in, but Azure's
   // SAS cannot pin it, so a sender could store text/html for a text/plain reservation.
   if (!why && h->content_type != rec.object_content_type())
@@ -249,11 +250,11 @@ FileResult Uploader::confirm_direct(int64_t id) {
   if (why) {
     // Not the reserved bytes: the row fails now; its object stays while the URL is valid.
     Error e(Errc::content_mismatch, what + ": the object uploaded is not the one reserved (" + *why + ")");
-    fail_sent(m_ledger, m_store, m_s, m_clock, rec, e, *until);
+    fail_sent(m_ledger.recovery, {m_ledger.tasks, m_ledger.reads}, m_store, m_s, m_clock, rec, e, *until);
     return refused(r, UploadOutcome::failed, e);
   }
   // The upload's own activation: the committed tag (with the row's tags) as any upload's.
-  switch (activate(m_ledger, m_store, rec, {h->etag, h->version_id}, m_clock).confirm) {
+  switch (activate(m_ledger.uploads, m_store, rec, {h->etag, h->version_id}, m_clock).confirm) {
   case ledger::ConfirmOutcome::confirmed:
     break;
   case ledger::ConfirmOutcome::row_not_uploading:
@@ -271,7 +272,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
 
 std::vector<FileResult> Uploader::confirm_due(int limit) {
   std::vector<FileResult> out;
-  for (const auto &rec : m_ledger.held_uploads(std::string(k_direct_holder), limit)) {
+  for (const auto &rec : m_ledger.recovery.held_uploads(std::string(k_direct_holder), limit)) {
     auto until = direct_until(rec);
     const int64_t now = m_clock.now_ms();
     if (!until || *until > now) continue; // its URL may still be used
@@ -279,7 +280,7 @@ std::vector<FileResult> Uploader::confirm_due(int limit) {
       // Past its deadline: failed as repair fails it, its cleanup due after the grace.
       FileResult r;
       describe(r, rec);
-      if (m_ledger.repair_row(rec.id, now, m_s.cleanup.grace_ms, m_s.max_retries) ==
+      if (m_ledger.recovery.repair_row(rec.id, now, m_s.cleanup.grace_ms, m_s.max_retries) ==
           ledger::RepairOutcome::repaired)
         out.push_back(refused(r, UploadOutcome::failed,
                               Error(Errc::deadline_exceeded, "file #" + std::to_string(rec.id) +

@@ -2,11 +2,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
-#include <lodge/azure/client.hpp>
+#include <lodge/ledger/inspect.hpp>
 #include <lodge/ledger/schema.hpp>
-#include <lodge/ledger/sqlite.hpp>
 #include <lodge/ops/doctor.hpp>
 #include <lodge/store/lifecycle.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/fs.hpp>
 #include <lodge/util/units.hpp>
 #include <sys/stat.h>
@@ -83,8 +83,8 @@ std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
   }
 
   try {
-    ledger::Db db(p.string(), 2000, true);
-    auto version = static_cast<int>(db.query_int("PRAGMA user_version"));
+    auto db = ledger::open_to_inspect(p.string(), 2000);
+    auto version = db->schema_version();
     std::string have = std::to_string(version), mine = std::to_string(ledger::k_schema_version);
     if (version > ledger::k_schema_version) {
       out.push_back(make("ledger.schema", Level::fail,
@@ -105,7 +105,7 @@ std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
                          "run `lodge init` now (it migrates the ledger) rather than in the middle of a job"));
     else
       out.push_back(make("ledger.schema", Level::ok, "schema version " + have + " (this lodge's)"));
-    std::string qc = db.query_text("PRAGMA quick_check");
+    std::string qc = db->integrity_check();
     if (qc == "ok")
       out.push_back(make("ledger.integrity", Level::ok, "PRAGMA quick_check: ok"));
     else
@@ -135,7 +135,7 @@ std::vector<Check> sqlite_ledger(const std::string &path, bool &usable) {
 }
 
 Check clock_skew(const std::string &server_date, int64_t local_ms) {
-  auto server_ms = azure::parse_http_date_ms(server_date);
+  auto server_ms = util::parse_http_date_ms(server_date);
   if (server_date.empty() || !server_ms)
     return make("store.clock", Level::warn,
                 server_date.empty() ? "the store sent no Date header"

@@ -11,15 +11,14 @@
 
 namespace lodge::ops {
 
-SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions &o,
-                   const util::Clock &clock) {
+SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o, const util::Clock &clock) {
   SweepSummary sum;
   if (o.dry_run) {
-    sum.would_claim = static_cast<int64_t>(l.due_tasks(clock.now_ms(), o.limit).size());
+    sum.would_claim = static_cast<int64_t>(l.tasks.due_tasks(clock.now_ms(), o.limit).size());
     return sum;
   }
   // A restored ledger would delete objects confirmed after its backup: look first.
-  auto diverged = check_divergence(l, s, clock);
+  auto diverged = check_divergence({l.reads, l.blocks}, s, clock);
   if (!diverged) throw LodgeError(diverged.error());
   refuse_if_diverged(diverged.value(), "sweep");
   std::vector<std::unique_ptr<store::ObjectStore>> extra;
@@ -32,13 +31,13 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
   while (sum.claimed < o.limit) {
     if (o.max_runtime_ms > 0 && util::steady_ms() - started >= o.max_runtime_ms) break;
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.claimed));
-    auto tasks = l.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
+    auto tasks = l.tasks.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
     if (tasks.empty()) break;
     sum.claimed += static_cast<int64_t>(tasks.size());
     if (failpoint::hit("sweep.after_claim"))
       throw LodgeError(Errc::internal,
                        "injected failure after claiming " + std::to_string(tasks.size()) + " tasks");
-    auto results = run_claimed_batch(l, stores, tasks, o.cleanup, clock);
+    auto results = run_claimed_batch({l.tasks, l.reads}, stores, tasks, o.cleanup, clock);
     for (size_t i = 0; i < tasks.size(); ++i) {
       const auto &t = tasks[i];
       const auto &r = results[i];
@@ -74,9 +73,9 @@ SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions 
   return sum;
 }
 
-RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock) {
+RepairSummary repair(RepairLedger l, const RepairOptions &o, const util::Clock &clock) {
   RepairSummary sum;
-  if (!o.dry_run) refuse_if_diverged(l.id_blocks().diverged, "repair");
+  if (!o.dry_run) refuse_if_diverged(l.blocks.id_blocks().diverged, "repair");
   if (!o.dry_run && !o.config)
     throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
   if (!o.dry_run) {
@@ -89,13 +88,14 @@ RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Cloc
   }
   while (sum.examined < o.limit) {
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
-    auto rows = l.overdue_uploads(clock.now_ms(), n);
+    auto rows = l.recovery.overdue_uploads(clock.now_ms(), n);
     if (rows.empty()) break;
     for (const auto &r : rows) {
       ++sum.examined;
       if (o.dry_run) continue;
       int64_t grace = grace_for(*o.config, r.policy);
-      if (l.repair_row(r.id, clock.now_ms(), grace, o.max_retries) == ledger::RepairOutcome::repaired) {
+      if (l.recovery.repair_row(r.id, clock.now_ms(), grace, o.max_retries) ==
+          ledger::RepairOutcome::repaired) {
         ++sum.repaired;
         util::log::info("repaired file #" + std::to_string(r.id) + " (" + r.object_key + ")");
       } else {
@@ -134,11 +134,11 @@ std::string tag_said(const std::string &tag) {
 // ledger and this row (I8; a tag another tool set is never replaced on an object not ours).
 // Set Blob Tags and PutObjectTagging take no ETag condition: a blob written over the key
 // between the HEAD and the tag would get lodge's tag. nullopt: done; else why not.
-std::optional<std::string> restore_state_tag(ledger::Ledger &l, store::ObjectStore &s,
+std::optional<std::string> restore_state_tag(const ledger::LedgerReports &reads, store::ObjectStore &s,
                                              const ledger::FileRecord &r, bool committed) {
   auto h = s.head(r.object_key);
   if (!h) return h.error().message;
-  if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id))
+  if (auto why = store::stamp_mismatch(h->metadata, reads.uuid(), r.id))
     return "the object is not this record's: " + *why;
   auto tags = store::from_json(r.object_options).tags;
   auto t = committed ? s.mark_committed(r.object_key, tags) : s.mark_pending(r.object_key, tags);
@@ -158,7 +158,7 @@ std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &k
 }
 } // namespace
 
-ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
+ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
                            const util::Clock &clock, const std::function<void(const Finding &)> &report) {
   ReconcileSummary sum;
   sum.strict = o.strict;
@@ -169,14 +169,14 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   const int64_t now = clock.now_ms();
   // Divergence first: it decides what may be applied, and moves the sequence past the
   // store's mark before max_id is read.
-  auto div = check_divergence(l, s, clock);
+  auto div = check_divergence({l.reads, l.blocks}, s, clock);
   if (!div) throw LodgeError(div.error());
   sum.diverged = div.value().has_value();
   if (sum.diverged && o.apply && !o.roll_forward) refuse_if_diverged(div.value(), "reconcile --apply");
   const bool apply_cleanup = o.apply && !sum.diverged;
   const std::string meta_prefix = metadata_prefix(s);
-  const std::string own_marker = id_marker_key(s, l.uuid());
-  const int64_t max_id = l.max_record_id();
+  const std::string own_marker = id_marker_key(s, l.reads.uuid());
+  const int64_t max_id = l.reads.max_record_id();
   auto found = [&](const Finding &f) {
     ++sum.counts[f.kind];
     if (f.applied) ++sum.applied;
@@ -201,7 +201,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     page.clear();
     pos = 0;
     if (ledger_done) return;
-    l.rows_by_key(prefix, after, [&](const ledger::FileRecord &r) {
+    l.reads.rows_by_key(prefix, after, [&](const ledger::FileRecord &r) {
       page.push_back(r);
       return page.size() < 512;
     });
@@ -239,13 +239,13 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
-    if (!store::stamp_mismatch(h->metadata, l.uuid(), expected_id)) return std::nullopt;
+    if (!store::stamp_mismatch(h->metadata, l.reads.uuid(), expected_id)) return std::nullopt;
     const auto seen = store::read_stamp(h->metadata);
     auto named = seen.record_id ? std::optional<int64_t>(seen.record_id) : std::nullopt;
     if (!seen.ledger)
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
-    if (*seen.ledger != l.uuid())
+    if (*seen.ledger != l.reads.uuid())
       return Finding{"foreign", key, named, "stamped by another ledger (" + *seen.ledger + "); never touched",
                      false};
     if (seen.record_id == 0) // this ledger's uuid, but no record id lodge would write
@@ -280,9 +280,9 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   // is the object not being the row's (corrupt), not a tag to put back.
   auto active_tag = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     if (!obj.state_tag || *obj.state_tag == "committed") return;
-    if (live_task(l.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
+    if (live_task(l.reads.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
     if (auto h = s.head(r.object_key); h) {
-      if (auto why = store::stamp_mismatch(h->metadata, l.uuid(), r.id)) {
+      if (auto why = store::stamp_mismatch(h->metadata, l.reads.uuid(), r.id)) {
         found({"corrupt", r.object_key, r.id,
                "not ACTIVE record #" + std::to_string(r.id) + "'s object (" + *why +
                    "): written over by another tool",
@@ -295,7 +295,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                   ", not committed (another tool's doing): a lifecycle backstop rule would expire it",
               false};
     if (apply_cleanup) {
-      auto why = restore_state_tag(l, s, r, true);
+      auto why = restore_state_tag(l.reads, s, r, true);
       f.applied = !why;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
@@ -316,8 +316,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                   "and queues it",
               false};
     if (apply_cleanup) {
-      auto why = restore_state_tag(l, s, r, false);
-      f.applied = !why && l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+      auto why = restore_state_tag(l.reads, s, r, false);
+      f.applied = !why && l.tasks.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
     found(f);
@@ -347,7 +347,8 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       // confirmed it. Complete, and stamped with this row and its digest, it is kept.
       auto h = s.head(r.object_key);
       if (!h || h->size != static_cast<uint64_t>(r.size) ||
-          store::stamp_mismatch(h->metadata, l.uuid(), r.id) || h->metadata[store::meta::sha256] != r.sha256)
+          store::stamp_mismatch(h->metadata, l.reads.uuid(), r.id) ||
+          h->metadata[store::meta::sha256] != r.sha256)
         return;
       Finding f{"confirmed_after_backup", r.object_key, r.id,
                 "record #" + std::to_string(r.id) +
@@ -356,11 +357,12 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
                 false};
       // Activated as its upload would have been: on a store that tags objects, the tag
       // owed is recorded and set (the object is still tagged pending).
-      if (o.apply && o.roll_forward) f.applied = activate(l, s, r, {h->etag, h->version_id}, clock).active();
+      if (o.apply && o.roll_forward)
+        f.applied = activate(l.uploads, s, r, {h->etag, h->version_id}, clock).active();
       found(f);
       return;
     }
-    if (r.is_deleted && !live_task(l.find_task_for(r.id))) {
+    if (r.is_deleted && !live_task(l.reads.find_task_for(r.id))) {
       if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
         found(*other);
         return;
@@ -377,7 +379,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
       Finding f{"leftover", r.object_key, r.id,
                 "record #" + std::to_string(r.id) + " is dead but its object remains", false};
       if (apply_cleanup)
-        f.applied = l.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+        f.applied = l.tasks.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
       found(f);
     }
   };
@@ -423,7 +425,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
   // decides: only the row's own upload ever used it (its uuid is in the key).
   auto mp = s.list_staged(prefix, [&](const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
-    l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
+    l.reads.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
       if (r.object_key == u.key) row = r;
       return false;
     });
@@ -461,7 +463,7 @@ ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const Recon
     sum.error = mp.error();
     return sum;
   }
-  if (sum.diverged) l.note_reconciled(clock.now_ms()); // the operator has the whole report now
+  if (sum.diverged) l.blocks.note_reconciled(clock.now_ms()); // the operator has the whole report now
   return sum;
 }
 

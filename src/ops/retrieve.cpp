@@ -99,7 +99,7 @@ std::string restore_path(const ledger::FileRecord &r) {
   return r.relative_path.empty() ? r.original_name : r.relative_path;
 }
 
-Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref, const std::string &owner,
+Result<ledger::FileRecord> find_record(ledger::LedgerReports &l, const FileRef &ref, const std::string &owner,
                                        const std::string &prefix) {
   if (ref.id) {
     auto r = l.find_file(*ref.id);
@@ -138,7 +138,7 @@ Status require_active(const ledger::FileRecord &r) {
   return Error(Errc::not_active, "file " + describe(r) + " is not ACTIVE: " + why);
 }
 
-std::vector<ledger::FileRecord> active_under_prefix(ledger::Ledger &l, const std::string &owner,
+std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, const std::string &owner,
                                                     const std::string &prefix) {
   ledger::ListFilter f;
   f.owner = owner;

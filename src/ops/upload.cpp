@@ -50,7 +50,7 @@ constexpr const char *k_object_missing = "object missing from the store";
 constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
 } // namespace
 
-Uploader::Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
+Uploader::Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {
   if (!m_s.id_blocks) m_s.id_blocks = std::make_shared<IdBlocks>();
@@ -212,8 +212,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   // The stat cache: this path's row whose file is exactly what it was then maps the file
   // to that row without reading it (its object checked as any duplicate's is).
   if (!m_s.checksum && scope != ledger::DedupScope::none && !m_s.idempotency_key) {
-    if (auto cached = m_ledger.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, fst,
-                                              static_cast<int64_t>(r.size));
+    if (auto cached = m_ledger.uploads.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, fst,
+                                                      static_cast<int64_t>(r.size));
         cached && check_media_type(m_s.policy, ext, cached->media_type) && check_duplicate(*cached)) {
       r.outcome = UploadOutcome::duplicate;
       r.unchanged = true;
@@ -259,7 +259,7 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
         dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
-      (void)m_ledger.record_stat(dup.id, fst, m_clock.now_ms());
+      (void)m_ledger.uploads.record_stat(dup.id, fst, m_clock.now_ms());
   };
   if (auto done = reserve_row(req, r, res, wall_at_reserve, steady_at_reserve, own_duplicate)) return done;
   const auto &rec = res.record;
@@ -346,8 +346,10 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
     // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(ask, wall_at_reserve))
-                                : m_s.id_blocks->reserve(m_ledger, m_store, ask, wall_at_reserve, m_clock);
+    auto reserved = m_s.dry_run
+                        ? Result<ledger::ReserveResult>(m_ledger.uploads.reserve(ask, wall_at_reserve))
+                        : m_s.id_blocks->reserve({m_ledger.uploads, m_ledger.reads, m_ledger.blocks}, m_store,
+                                                 ask, wall_at_reserve, m_clock);
     if (!reserved) {
       r.outcome = UploadOutcome::failed;
       r.error = reserved.error();
@@ -394,8 +396,8 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
       return r;
     }
     ++missing;
-    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
-                              m_s.max_retries) == ledger::MissingOutcome::marked_missing)
+    if (m_ledger.recovery.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
+                                       m_s.max_retries) == ledger::MissingOutcome::marked_missing)
       util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
                       ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
                       util::escape_for_terminal(r.file) + " anew");
@@ -484,7 +486,8 @@ void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
       durable.domain = domain;
       durable.make = m_store.flusher(); // not this connection: it may run after it is closed
     }
-    t.pending.emplace(activate_later(m_ledger, m_store, rec, put, retire, std::move(durable), m_clock));
+    t.pending.emplace(
+        activate_later(m_ledger.uploads, m_store, rec, put, retire, std::move(durable), m_clock));
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
@@ -595,7 +598,7 @@ Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
   // The stamp is checked where the store returns one; an object that is another one (a
   // foreign write, a restored ledger's reused key) is no copy of this file. A shared
   // object's stamp names the row that wrote it (object_differs compares stamp_id()).
-  if (auto why = object_differs(h.value(), existing, m_ledger.uuid(), false))
+  if (auto why = object_differs(h.value(), existing, m_ledger.reads.uuid(), false))
     return Error(Errc::storage_error, "the object of " + what +
                                           ", of the same content, is not the one its row recorded (" + *why +
                                           "); not reported as a duplicate: run lodge reconcile");
@@ -621,7 +624,7 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
   store::Metadata meta(m_s.options.metadata.begin(), m_s.options.metadata.end());
   store::Metadata stamp{{store::meta::record, std::to_string(rec.id)},
                         {store::meta::sha256, rec.sha256},
-                        {store::meta::ledger, m_ledger.uuid()},
+                        {store::meta::ledger, m_ledger.reads.uuid()},
                         {store::meta::owner, rec.owner_id},
                         {store::meta::path, util::percent_encode(rec.relative_path, true)}};
   if (!rec.run_prefix.empty()) stamp[store::meta::prefix] = rec.run_prefix;
@@ -651,7 +654,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     auto id = m_store.begin_staged(staged);
     if (!id) return id.error();
     // The handle is on the row before the first part, so cleanup can find it.
-    if (m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
         ledger::SetUploadIdOutcome::not_uploading) {
       abort_or_warn(m_store, rec.object_key, id.value());
       return Error(Errc::state_changed,
@@ -774,8 +777,8 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   }
   bool marked = false;
   try {
-    marked = m_ledger.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite,
-                                  m_clock.now_ms()) == ledger::MarkFailedOutcome::failed;
+    marked = m_ledger.uploads.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite,
+                                          m_clock.now_ms()) == ledger::MarkFailedOutcome::failed;
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");
@@ -783,13 +786,13 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   }
   if (!marked || !definite) return;
   // A definite failure: nothing more can land, so compensate now, through sweep's path.
-  auto task = m_ledger.find_task_for(rec.id);
+  auto task = m_ledger.reads.find_task_for(rec.id);
   if (!task) return;
-  auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
+  auto claimed = m_ledger.tasks.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
   if (!claimed) return;
   auto cleanup = m_s.cleanup;
   cleanup.voice = CleanupSettings::Voice::upload;
-  (void)run_claimed_task(m_ledger, m_store, *claimed, cleanup, m_clock);
+  (void)run_claimed_task({m_ledger.tasks, m_ledger.reads}, m_store, *claimed, cleanup, m_clock);
 }
 
 } // namespace lodge::ops

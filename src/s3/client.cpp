@@ -18,12 +18,6 @@
 namespace lodge::s3 {
 
 namespace {
-std::optional<int64_t> parse_http_date_ms(const std::string &s) {
-  std::tm tm{};
-  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
-  return static_cast<int64_t>(timegm(&tm)) * 1000;
-}
-
 // Content-MD5 (RFC 1864: base64 of the raw digest), which S3 requires on the tagging and
 // lifecycle PUTs.
 std::string md5_base64(std::string_view data) {
@@ -251,7 +245,7 @@ Result<HeadResult> Client::head_object(const std::string &key, const std::string
   if (h.etag.size() >= 2 && h.etag.front() == '"') h.etag = h.etag.substr(1, h.etag.size() - 2);
   h.content_type = r->header("content-type");
   h.version_id = r->header("x-amz-version-id");
-  h.last_modified_ms = parse_http_date_ms(r->header("last-modified")).value_or(0);
+  h.last_modified_ms = util::parse_http_date_ms(r->header("last-modified")).value_or(0);
   if (auto b64 = r->header("x-amz-checksum-sha256"); !b64.empty())
     if (auto raw = util::base64_decode(b64)) h.checksum_sha256_hex = util::hex_encode(*raw);
   for (const auto &[k, v] : r->headers)

@@ -115,10 +115,12 @@ public:
     azure::ClientConfig cfg;
     cfg.account = account;
     cfg.container = container;
-    cfg.retry.max_attempts = o.max_attempts;
+    // The retry policy's own bound unless the caller set one: AWS_MAX_ATTEMPTS and the AWS
+    // profile speak for S3 only.
+    if (o.max_attempts > 0) cfg.retry.max_attempts = o.max_attempts;
     cfg.traits = azure::traits_for(account.endpoint + " " + container);
     http::TransportOptions t;
-    t.ca_bundle = o.ca_bundle;
+    t.ca_bundle = o.config->ca_bundle();
     t.verify_tls = o.verify_tls;
     t.connect_timeout_ms = o.connect_timeout_ms;
     t.low_speed_time_s = o.low_speed_time_s;
@@ -295,7 +297,7 @@ public:
       i.size = b.size;
       i.etag = b.etag;
       // reconcile leaves objects younger than its --older-than alone (maybe in flight).
-      i.last_modified_ms = azure::parse_http_date_ms(b.last_modified).value_or(0);
+      i.last_modified_ms = util::parse_http_date_ms(b.last_modified).value_or(0);
       if (m_list_tags) {
         auto it = b.tags.find(k_pending.begin()->first);
         i.state_tag = it == b.tags.end() ? std::string() : it->second;
@@ -527,7 +529,7 @@ private:
 class AzureBackend final : public Backend {
 public:
   explicit AzureBackend(const StoreOptions &o)
-      : m_opts(o), m_account(azure::resolve_account(o.env, o.endpoint)) {
+      : m_opts(o), m_account(azure::resolve_account(o.env, o.config->endpoint())) {
     auto [container, prefix] = split_url(o.url);
     m_container = container;
     prefix = join_segments(prefix);
@@ -562,7 +564,11 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &az_scheme() {
-  static const Scheme k{"az", "az://container/prefix", Scheme::Tagging::always, &check_url, &bind, &open};
+  // endpoint and ca_bundle; S3's keys (region, profile, tag_state) are ignored, as they
+  // always were: one configuration may serve hosts of both clouds, and tagging is not a
+  // choice here (Azure always tags).
+  static const Scheme k{"az",  "az://container/prefix",       Scheme::Tagging::always, &check_url,
+                        &bind, {{"endpoint"}, {"ca_bundle"}}, &common_config,          &open};
   return k;
 }
 

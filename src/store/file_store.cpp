@@ -843,7 +843,9 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &file_scheme() {
-  static const Scheme k{"file", "file:///dir", Scheme::Tagging::never, &check_url, &bind, &open};
+  // No settings of its own: endpoint, ca_bundle and S3's keys are shown as given and ignored.
+  static const Scheme k{"file",         "file:///dir", Scheme::Tagging::never, &check_url, &bind, {},
+                        &common_config, &open};
   return k;
 }
 

@@ -4,30 +4,80 @@
 #include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/credential_chain.hpp>
+#include <lodge/s3/settings.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>
 #include <lodge/util/log.hpp>
+#include <lodge/util/strings.hpp>
+#include <nlohmann/json.hpp>
 
 namespace lodge::store {
 namespace {
+
+// An s3:// store's resolved settings (s3/settings.hpp), as the store layer hands them on.
+class S3Config final : public StoreConfig {
+public:
+  explicit S3Config(s3::S3Settings s) : m_s(std::move(s)) {}
+  [[nodiscard]] const s3::S3Settings &s3() const { return m_s; }
+  [[nodiscard]] const std::string &endpoint() const override { return m_s.endpoint; }
+  [[nodiscard]] const std::string &ca_bundle() const override { return m_s.ca_bundle; }
+  [[nodiscard]] bool tag_state() const override { return m_s.tag_state; }
+  [[nodiscard]] std::string default_service_url() const override {
+    return "https://s3." + m_s.region + ".amazonaws.com/";
+  }
+  // Never a surprise: with no endpoint and no region, say where requests will go.
+  [[nodiscard]] std::string notice() const override {
+    if (!m_s.region_assumed) return {};
+    return "no S3 endpoint or region configured: assuming region " + util::escape_for_terminal(m_s.region) +
+           " (set --region, AWS_REGION or region in the AWS config profile)";
+  }
+  void to_json(nlohmann::json &out) const override {
+    out["endpoint"] = m_s.endpoint;
+    out["region"] = m_s.region;
+    out["ca_bundle"] = m_s.ca_bundle;
+    out["profile"] = m_s.profile;
+    out["tag_state"] = m_s.tag_state;
+    out["s3"] = s3::to_json(m_s); // every resolved setting and where it came from (not a config key)
+  }
+
+private:
+  s3::S3Settings m_s;
+};
+
+std::shared_ptr<const StoreConfig> resolve(const Settings &given,
+                                           const std::map<std::string, std::string> &env) {
+  s3::GivenSettings in;
+  for (const auto &[k, v] : layer_settings(given, env))
+    in[k] = {v.value, v.source};
+  return std::make_shared<S3Config>(s3::parse_s3_settings(in, env));
+}
+
+const s3::S3Settings &settings_of(const StoreOptions &o) {
+  const auto *c = dynamic_cast<const S3Config *>(o.config.get());
+  if (c == nullptr)
+    throw LodgeError(Errc::internal, o.url + ": the store's settings are not an s3:// store's");
+  return c->s3();
+}
 
 class S3Store final : public ObjectStore {
 public:
   S3Store(const StoreOptions &o, const s3::Credentials &credentials,
           std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
-      : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(o.tag_state), m_aws(o.endpoint.empty()) {
+      : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(settings_of(o).tag_state),
+        m_aws(settings_of(o).endpoint.empty()) {
+    const auto &s = settings_of(o);
     s3::ClientConfig cfg;
-    cfg.endpoint = o.endpoint;
-    cfg.region = o.region;
-    cfg.addressing_style = o.addressing_style;
+    cfg.endpoint = s.endpoint;
+    cfg.region = s.region;
+    cfg.addressing_style = s.addressing_style;
     cfg.bucket = std::move(bucket);
     cfg.credentials = credentials;
     cfg.credential_source = std::move(source);
-    cfg.retry.max_attempts = o.max_attempts;
+    cfg.retry.max_attempts = o.max_attempts > 0 ? o.max_attempts : s.max_attempts;
     // Every connection of this process to the same server shares what it cannot do.
-    cfg.traits = s3::traits_for((o.endpoint.empty() ? "aws:" + o.region : o.endpoint) + " " + cfg.bucket);
+    cfg.traits = s3::traits_for((s.endpoint.empty() ? "aws:" + s.region : s.endpoint) + " " + cfg.bucket);
     http::TransportOptions t;
-    t.ca_bundle = o.ca_bundle;
+    t.ca_bundle = s.ca_bundle;
     t.verify_tls = o.verify_tls;
     t.connect_timeout_ms = o.connect_timeout_ms;
     t.low_speed_time_s = o.low_speed_time_s;
@@ -394,18 +444,18 @@ Binding bind(const std::string &url, const std::string &endpoint) {
   return b;
 }
 
-// The credentials chain, walked once for the process: over the files config read, or
-// (callers that did not, such as the store contract tests) over the ones StoreOptions names.
+// The credentials chain, walked once for the process, over the AWS shared files the settings read.
 s3::CredentialChain walk_chain(const StoreOptions &o) {
+  const auto &s = settings_of(o);
   // STS (web identity) at AWS_ENDPOINT_URL_STS, else at the configured endpoint: a local
   // server (moto) answers both, and a surprise trip to AWS is what the endpoint rules out.
   s3::ChainAccess sts;
   auto it = o.env.find("AWS_ENDPOINT_URL_STS");
-  sts.sts_endpoint = it != o.env.end() && !it->second.empty() ? it->second : o.endpoint;
-  sts.region = o.region;
-  sts.sts_transport = [o] {
+  sts.sts_endpoint = it != o.env.end() && !it->second.empty() ? it->second : s.endpoint;
+  sts.region = s.region;
+  sts.sts_transport = [o, ca_bundle = s.ca_bundle] {
     http::TransportOptions t;
-    t.ca_bundle = o.ca_bundle;
+    t.ca_bundle = ca_bundle;
     t.verify_tls = o.verify_tls;
     t.connect_timeout_ms = o.connect_timeout_ms;
     t.total_timeout_ms = 60'000;
@@ -421,13 +471,7 @@ s3::CredentialChain walk_chain(const StoreOptions &o) {
     return http::make_curl_transport(t);
   };
   try {
-    if (o.aws) return s3::resolve_credential_chain(o.env, *o.aws, &sts);
-    s3::AwsShared::Inputs in;
-    in.env = o.env;
-    if (!o.credentials_file.empty()) in.env["AWS_SHARED_CREDENTIALS_FILE"] = o.credentials_file;
-    in.profile = o.profile;
-    in.profile_source = "the store options";
-    return s3::resolve_credential_chain(o.env, s3::AwsShared::load(in), &sts);
+    return s3::resolve_credential_chain(o.env, *s.aws, &sts);
   } catch (const LodgeError &e) {
     s3::CredentialChain c;
     c.credentials = e.error();
@@ -486,7 +530,14 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
 } // namespace
 
 const Scheme &s3_scheme() {
-  static const Scheme k{"s3", "s3://bucket/prefix", Scheme::Tagging::configured, &check_url, &bind, &open};
+  static const Scheme k{"s3",
+                        "s3://bucket/prefix",
+                        Scheme::Tagging::configured,
+                        &check_url,
+                        &bind,
+                        {{"endpoint"}, {"region"}, {"ca_bundle"}, {"profile"}, {"tag_state", true}},
+                        &resolve,
+                        &open};
   return k;
 }
 

@@ -297,10 +297,31 @@ void refuse_unsafe(const std::string &url, const char *what, const std::string &
                                                *why + "; use plain '/'-separated names");
 }
 
+std::vector<SettingKey> setting_keys() {
+  std::vector<SettingKey> out;
+  for (const Scheme *sc : {&s3_scheme(), &az_scheme(), &file_scheme()})
+    for (const auto &k : sc->keys)
+      if (std::none_of(out.begin(), out.end(),
+                       [&](const SettingKey &o) { return o.name == std::string(k.name); }))
+        out.push_back(k);
+  return out;
+}
+
+std::shared_ptr<const StoreConfig> resolve_settings(const std::string &url, const Settings &given,
+                                                    const std::map<std::string, std::string> &env) {
+  return scheme_or_throw(url).resolve(given, env);
+}
+
 std::shared_ptr<Backend> open_backend(const StoreOptions &o) {
   const Scheme &sc = scheme_or_throw(o.url);
   sc.check(o.url);
-  return sc.open(o);
+  if (o.config) return sc.open(o);
+  // A caller without a configuration (tests, tools): its endpoint and CA bundle as flags.
+  StoreOptions resolved = o;
+  if (!o.endpoint.empty()) resolved.settings["endpoint"] = {o.endpoint, "the store options"};
+  if (!o.ca_bundle.empty()) resolved.settings["ca_bundle"] = {o.ca_bundle, "the store options"};
+  resolved.config = sc.resolve(resolved.settings, o.env);
+  return sc.open(resolved);
 }
 
 std::unique_ptr<ObjectStore> open_store(const StoreOptions &o) {

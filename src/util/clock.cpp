@@ -23,6 +23,12 @@ std::string format_utc(int64_t epoch_ms, const char *format) {
   return std::string(buf, n);
 }
 
+std::optional<int64_t> parse_http_date_ms(const std::string &s) {
+  std::tm tm{};
+  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return std::nullopt;
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
 int64_t steady_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();

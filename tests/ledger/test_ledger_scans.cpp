@@ -78,6 +78,7 @@ public:
   void raise_record_id(int64_t id) override { m_in->raise_record_id(id); }
   [[nodiscard]] int schema_version() override { return m_in->schema_version(); }
   [[nodiscard]] ledger::sql::Health health() override { return m_in->health(); }
+  [[nodiscard]] std::string integrity_check() override { return m_in->integrity_check(); }
 
 private:
   std::unique_ptr<ledger::sql::Conn> m_in;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <doctest/doctest.h>
 #include <ledger/pg.hpp>
+#include <lodge/ledger/inspect.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <mutex>
 #include <optional>
@@ -581,6 +582,19 @@ TEST_CASE("pg: display name and health never show the password") {
     if (k == "database") CHECK(std::get<std::string>(v) == "t_health");
     if (k == "server_version") CHECK(std::get<std::string>(v).rfind("15.", 0) == 0);
   }
+}
+
+TEST_CASE(
+    "pg: doctor's inspection: the schema version, and an integrity check that reads the ledger's tables") {
+  Admin admin;
+  auto url = admin.fresh_db("t_inspect");
+  (void)open(url, true);
+  auto c = ledger::open_to_inspect(url, 2000);
+  CHECK(c->schema_version() == k_schema_version);
+  CHECK(c->integrity_check() == "ok");
+  open(url)->exec_plain("DROP TABLE cleanup_task");
+  CHECK(
+      lodge::test::throws_errc([&] { (void)c->integrity_check(); }, Errc::ledger_not_found, "cleanup_task"));
 }
 
 TEST_CASE("pg: ledger_timeout sets the session's bounds; the location, PGOPTIONS and PGCONNECT_TIMEOUT win") {

@@ -742,12 +742,9 @@ TaskDecision FakeLedger::decide_locked(const TaskRecord &t, int64_t now, int64_t
   if (auto *r = row_at(t.record_id)) row = *r;
   std::optional<TaskRecord> cur;
   if (auto *c = task_at(t.id)) cur = *c;
-  // A dead row's object stays while another alive row uses its key (SqlLedger::decide).
-  if (row && row->is_deleted && key_in_use(t.object_key, row->id)) {
-    row->is_deleted = false;
-    row->upload_status = FileStatus::active;
-  }
-  const Decision d = decide_task(t, cur, row, now, grace_ms);
+  // A dead row's object stays while another alive row uses its key (decide_task's rule).
+  const bool in_use = row && row->is_deleted && key_in_use(t.object_key, row->id);
+  const Decision d = decide_task(t, cur, row, in_use, now, grace_ms);
   auto postpone = [&] {
     set_task("decide", *task_at(t.id), [&](TaskRecord &x) {
       x.status = TaskStatus::pending;

@@ -15,6 +15,11 @@ config::ConfigInputs inputs_with(const test::TempDir &dir, const std::string &js
   return in;
 }
 
+// A store key's value as `lodge config` shows it.
+std::string shown(const config::Config &c, const char *key) {
+  return config::to_json(c)[key].get<std::string>();
+}
+
 std::string error_of(const config::ConfigInputs &in) {
   try {
     (void)config::load(in);
@@ -55,7 +60,7 @@ TEST_CASE("precedence: flags over environment over file over defaults") {
       inputs_with(dir, R"({"ledger": "/from/file.db", "region": "eu-west-1", "default_owner": "file"})");
   auto c = config::load(in);
   CHECK(c.ledger == "/from/file.db");
-  CHECK(c.region == "eu-west-1");
+  CHECK(shown(c, "region") == "eu-west-1");
   CHECK(c.store.rfind("file://" + dir.path().string(), 0) == 0); // default under $HOME
 
   in.env["LODGE_DB"] = "/from/env.db";
@@ -63,7 +68,7 @@ TEST_CASE("precedence: flags over environment over file over defaults") {
   in.env["LODGE_OWNER"] = "env";
   c = config::load(in);
   CHECK(c.ledger == "/from/env.db");
-  CHECK(c.region == "ap-south-1");
+  CHECK(shown(c, "region") == "ap-south-1");
   CHECK(c.default_owner == "env");
 
   in.flags["ledger"] = "/from/flag.db";
@@ -71,7 +76,7 @@ TEST_CASE("precedence: flags over environment over file over defaults") {
   c = config::load(in);
   CHECK(c.ledger == "/from/flag.db");
   CHECK(c.default_owner == "flag");
-  CHECK(c.region == "ap-south-1");
+  CHECK(shown(c, "region") == "ap-south-1");
 }
 
 TEST_CASE("LODGE_CONFIG names the file when --config is absent; a missing explicit file is an error") {
@@ -80,7 +85,7 @@ TEST_CASE("LODGE_CONFIG names the file when --config is absent; a missing explic
   config::ConfigInputs in;
   in.env["HOME"] = dir.path().string();
   in.env["LODGE_CONFIG"] = dir.file("c.json");
-  CHECK(config::load(in).region == "x-1");
+  CHECK(shown(config::load(in), "region") == "x-1");
   in.config_flag = dir.file("missing.json");
   CHECK(error_of(in).find("missing.json") != std::string::npos);
 }
@@ -216,10 +221,12 @@ TEST_CASE(
 
 TEST_CASE("tag_state: off unless the file says true; shown by to_json; a non-bool is an error") {
   test::TempDir dir;
-  CHECK_FALSE(config::load(inputs_with(dir, "{}")).tag_state);
+  CHECK(config::to_json(config::load(inputs_with(dir, "{}")))["tag_state"] == false);
   auto c = config::load(inputs_with(dir, R"({"tag_state": true})"));
-  CHECK(c.tag_state);
+  CHECK(c.store_config->tag_state() == false); // a file:// store never tags
   CHECK(config::to_json(c)["tag_state"] == true);
+  auto s3 = inputs_with(dir, R"({"tag_state": true, "store": "s3://bucket/p"})");
+  CHECK(config::load(s3).store_config->tag_state());
   auto msg = error_of(inputs_with(dir, R"({"tag_state": "yes"})"));
   CHECK(msg.rfind("tag_state:", 0) == 0);
   CHECK(msg.find("expected true or false") != std::string::npos);
@@ -280,13 +287,45 @@ TEST_CASE(
   auto in = inputs_with(dir, "{}");
   in.env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9000";
   in.flags["store"] = "az://container/p";
-  CHECK(config::load(in).endpoint.empty());
+  CHECK(config::load(in).store_config->endpoint().empty());
   in.flags["store"] = "s3://bucket/p";
-  CHECK(config::load(in).endpoint == "http://127.0.0.1:9000");
+  CHECK(config::load(in).store_config->endpoint() == "http://127.0.0.1:9000");
   in.flags["store"] = "az://container/p";
   in.env["LODGE_ENDPOINT"] = "http://127.0.0.1:10000/devstoreaccount1";
-  CHECK(config::load(in).endpoint == "http://127.0.0.1:10000/devstoreaccount1");
+  CHECK(config::load(in).store_config->endpoint() == "http://127.0.0.1:10000/devstoreaccount1");
   auto file = inputs_with(dir, R"({"store": "az://cont/p", "endpoint": "http://127.0.0.1:7/acct"})");
   file.env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9000";
-  CHECK(config::load(file).endpoint == "http://127.0.0.1:7/acct");
+  CHECK(config::load(file).store_config->endpoint() == "http://127.0.0.1:7/acct");
+}
+
+TEST_CASE("bwlimit and stats: the file's keys, LODGE_BWLIMIT and LODGE_STATS over them, null unset") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"jobs": 2})"));
+  CHECK_FALSE(c.bwlimit.has_value()); // unset: the limit is left to what comes after
+  CHECK(c.stats_ms == 0);
+  c = config::load(inputs_with(dir, R"({"bwlimit": "10M", "stats": "1m"})"));
+  CHECK(c.bwlimit == 10ULL << 20);
+  CHECK(c.stats_ms == 60'000);
+  c = config::load(inputs_with(dir, R"({"bwlimit": "off", "stats": "off"})"));
+  CHECK(c.bwlimit == 0U); // set, to no limit
+  CHECK(c.stats_ms == 0);
+  c = config::load(inputs_with(dir, R"({"bwlimit": null})")); // as `lodge config` shows it unset
+  CHECK_FALSE(c.bwlimit.has_value());
+  auto in = inputs_with(dir, R"({"bwlimit": "10M", "stats": "1m"})");
+  in.env["LODGE_BWLIMIT"] = "512K";
+  in.env["LODGE_STATS"] = "off";
+  c = config::load(in);
+  CHECK(c.bwlimit == 512ULL << 10);
+  CHECK(c.stats_ms == 0);
+  // What `lodge config` prints reads back as the same settings.
+  auto j = config::to_json(c);
+  CHECK(j["bwlimit"] == "512Ki");
+  CHECK(j["stats"] == "off");
+  CHECK(error_of(inputs_with(dir, R"({"bwlimit": "fast"})")).rfind("bwlimit: expected a rate", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"bwlimit": 10})")).rfind("bwlimit: expected a rate", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"stats": "500ms"})")).rfind("stats: expected an interval", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"stats": "2d"})")).rfind("stats: expected an interval", 0) == 0);
+  in = inputs_with(dir, "{}");
+  in.env["LODGE_BWLIMIT"] = "10MB";
+  CHECK(error_of(in).rfind("LODGE_BWLIMIT: expected a rate", 0) == 0);
 }

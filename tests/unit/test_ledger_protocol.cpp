@@ -66,12 +66,12 @@ TEST_CASE("decide_task: a task whose lease is not the worker's any more changes 
   using ledger::TaskStatus;
   auto held = task(TaskStatus::processing, 4);
   auto up = row(ledger::FileStatus::uploading, false, 2'000);
-  CHECK(ledger::decide_task(held, std::nullopt, up, 1'000, 500).kind == DecisionKind::lease_lost);
-  CHECK(ledger::decide_task(held, task(TaskStatus::processing, 5), up, 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, std::nullopt, up, false, 1'000, 500).kind == DecisionKind::lease_lost);
+  CHECK(ledger::decide_task(held, task(TaskStatus::processing, 5), up, false, 1'000, 500).kind ==
         DecisionKind::lease_lost);
-  CHECK(ledger::decide_task(held, task(TaskStatus::pending, 4), up, 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, task(TaskStatus::pending, 4), up, false, 1'000, 500).kind ==
         DecisionKind::lease_lost);
-  CHECK(ledger::decide_task(held, task(TaskStatus::success, 4), std::nullopt, 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, task(TaskStatus::success, 4), std::nullopt, false, 1'000, 500).kind ==
         DecisionKind::lease_lost);
 }
 
@@ -81,38 +81,62 @@ TEST_CASE("decide_task: by the row, postponed, failed when overdue, ignored or a
   auto held = task(TaskStatus::processing, 4);
   auto cur = task(TaskStatus::processing, 4, ledger::k_verify_owed);
   // Not overdue: postponed to deadline + grace, the task's verify pass as it was.
-  auto d = ledger::decide_task(held, cur, row(FileStatus::uploading, false, 2'000), 1'000, 500);
+  auto d = ledger::decide_task(held, cur, row(FileStatus::uploading, false, 2'000), false, 1'000, 500);
   CHECK(d.kind == DecisionKind::postpone);
   CHECK(d.due == 2'500);
   CHECK(d.verify_pass == ledger::k_verify_owed);
   // At the deadline exactly it may still be confirmed.
   d = ledger::decide_task(held, task(TaskStatus::processing, 4), row(FileStatus::uploading, false, 1'000),
-                          1'000, 0);
+                          false, 1'000, 0);
   CHECK(d.kind == DecisionKind::postpone);
   CHECK(d.due == 1'001); // never due again within this run
   CHECK(d.verify_pass == ledger::k_verify_none);
   // Overdue, within the grace: failed, postponed to deadline + grace, a verify pass owed.
   d = ledger::decide_task(held, task(TaskStatus::processing, 4), row(FileStatus::uploading, false, 900),
-                          1'000, 500);
+                          false, 1'000, 500);
   CHECK(d.kind == DecisionKind::fail_overdue_then_postpone);
   CHECK(d.due == 1'400);
   CHECK(d.verify_pass == ledger::k_verify_owed);
   // Overdue past the grace: failed, a verify pass owed, deleted now.
   d = ledger::decide_task(held, task(TaskStatus::processing, 4), row(FileStatus::uploading, false, 400),
-                          1'000, 500);
+                          false, 1'000, 500);
   CHECK(d.kind == DecisionKind::fail_overdue_then_allow);
   CHECK(d.verify_pass == ledger::k_verify_owed);
   d = ledger::decide_task(held, task(TaskStatus::processing, 4), row(FileStatus::uploading, false, 500),
-                          1'000, 500);
+                          false, 1'000, 500);
   CHECK(d.kind == DecisionKind::fail_overdue_then_allow); // now == deadline + grace
   // An alive ACTIVE row keeps its object; a dead row (or none) gives it up.
-  CHECK(ledger::decide_task(held, cur, row(FileStatus::active, false, 0), 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, cur, row(FileStatus::active, false, 0), false, 1'000, 500).kind ==
         DecisionKind::ignore);
-  CHECK(ledger::decide_task(held, cur, row(FileStatus::active, true, 0), 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, cur, row(FileStatus::active, true, 0), false, 1'000, 500).kind ==
         DecisionKind::allow);
-  CHECK(ledger::decide_task(held, cur, row(FileStatus::upload_failed, true, 0), 1'000, 500).kind ==
+  CHECK(ledger::decide_task(held, cur, row(FileStatus::upload_failed, true, 0), false, 1'000, 500).kind ==
         DecisionKind::allow);
-  CHECK(ledger::decide_task(held, cur, std::nullopt, 1'000, 500).kind == DecisionKind::allow);
+  CHECK(ledger::decide_task(held, cur, std::nullopt, false, 1'000, 500).kind == DecisionKind::allow);
+}
+
+TEST_CASE("decide_task: a dead row whose key another alive row uses keeps its object") {
+  using ledger::FileStatus;
+  using ledger::TaskStatus;
+  auto held = task(TaskStatus::processing, 4);
+  auto owed = held;
+  owed.tag_owed = true;
+  // Deleted by its user, or failed, while a sharer is alive: the object stays, as an alive
+  // ACTIVE row's would (ignored; tagged when the task owes the tag).
+  CHECK(ledger::decide_task(held, held, row(FileStatus::active, true, 0), true, 1'000, 500).kind ==
+        DecisionKind::ignore);
+  CHECK(ledger::decide_task(held, held, row(FileStatus::upload_failed, true, 0), true, 1'000, 500).kind ==
+        DecisionKind::ignore);
+  CHECK(ledger::decide_task(held, owed, row(FileStatus::active, true, 0), true, 1'000, 500).kind ==
+        DecisionKind::tag);
+  // The lease comes first; no row at all is no user of the key.
+  CHECK(ledger::decide_task(held, task(TaskStatus::processing, 5), row(FileStatus::active, true, 0), true,
+                            1'000, 500)
+            .kind == DecisionKind::lease_lost);
+  CHECK(ledger::decide_task(held, held, std::nullopt, true, 1'000, 500).kind == DecisionKind::allow);
+  // An alive row decides as it would without the sharer.
+  CHECK(ledger::decide_task(held, held, row(FileStatus::uploading, false, 2'000), true, 1'000, 500).kind ==
+        DecisionKind::postpone);
 }
 
 TEST_CASE("the dead-letter rule: FAILED once an attempt makes more than max_retries failures") {
@@ -192,12 +216,12 @@ TEST_CASE("decide_task: an alive ACTIVE row's task is `tag` exactly when the tas
   held.lease_version = 3;
   ledger::FileRecord row;
   row.upload_status = ledger::FileStatus::active;
-  CHECK(ledger::decide_task(held, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
+  CHECK(ledger::decide_task(held, held, row, false, 1000, 10).kind == ledger::DecisionKind::ignore);
   // What the task as read under the lock records decides, not the claimed copy.
   ledger::TaskRecord owed = held;
   owed.tag_owed = true;
-  CHECK(ledger::decide_task(held, owed, row, 1000, 10).kind == ledger::DecisionKind::tag);
-  CHECK(ledger::decide_task(owed, held, row, 1000, 10).kind == ledger::DecisionKind::ignore);
+  CHECK(ledger::decide_task(held, owed, row, false, 1000, 10).kind == ledger::DecisionKind::tag);
+  CHECK(ledger::decide_task(owed, held, row, false, 1000, 10).kind == ledger::DecisionKind::ignore);
   row.is_deleted = true; // deleted by its user: the object goes, tag or not
-  CHECK(ledger::decide_task(held, owed, row, 1000, 10).kind == ledger::DecisionKind::allow);
+  CHECK(ledger::decide_task(held, owed, row, false, 1000, 10).kind == ledger::DecisionKind::allow);
 }

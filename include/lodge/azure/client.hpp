@@ -23,10 +23,6 @@
 
 namespace lodge::azure {
 
-// An RFC 1123 date ("Tue, 01 Dec 2026 18:02:08 GMT", as Azure sends Last-Modified) in
-// milliseconds since the epoch; nullopt when it does not parse.
-[[nodiscard]] std::optional<int64_t> parse_http_date_ms(const std::string &s);
-
 // What the service was found, from its answers, to do or not; shared by every client of
 // one endpoint and container in a process (learned once, warned once).
 enum class Support { unknown, present, absent };

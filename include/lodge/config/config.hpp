@@ -5,16 +5,13 @@
 #include <cstdint>
 #include <lodge/error.hpp>
 #include <lodge/store/object_options.hpp>
+#include <lodge/store/store.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace lodge::s3 {
-class AwsShared;
-}
 
 namespace lodge::config {
 
@@ -69,28 +66,18 @@ struct Config {
   std::string config_file; // the file read, or empty
   std::string ledger;
   std::string store;
-  std::string endpoint;
-  std::string region = "us-east-1";
+  // The store's keys (store::setting_keys(): endpoint, region, ca_bundle, profile,
+  // tag_state) as the file and the flags gave them, each with its source; the store's scheme
+  // interprets them, with the environment (store::resolve_settings).
+  store::Settings store_settings;
+  // What load() resolved of them: the endpoint, the backend's own settings. Set by load().
+  std::shared_ptr<const store::StoreConfig> store_config;
   std::string default_owner;
-  std::string ca_bundle;
-  std::string profile;                   // as configured (--profile, AWS_PROFILE, the file); "" when none
-  std::string credentials_file;          // the AWS shared credentials file looked at
-  std::string aws_config_file;           // the AWS shared config file looked at
-  std::string addressing_style = "auto"; // S3: auto (virtual on AWS, path elsewhere), path, virtual
-  int max_attempts = 4;                  // S3: attempts per request, the first included
-  std::string retry_mode = "standard";   // S3: legacy, standard or adaptive (all back off alike)
-  bool region_assumed = false;           // S3: neither an endpoint nor a region was configured
-  // Where each S3 setting came from: "flag --region", "env AWS_REGION", "file PATH",
-  // "file PATH [profile P]", "default". Keys: endpoint region ca_bundle addressing_style
-  // max_attempts retry_mode profile.
-  std::map<std::string, std::string> sources;
-  std::shared_ptr<const s3::AwsShared> aws; // S3 stores: the AWS shared files, as read
   bool verify_tls = true;
   bool force_network_fs = false;
   // upload and repair fail at once the UPLOADING rows whose sender, on this boot and in
   // this PID namespace, is provably gone (false: every row waits for its deadline).
   bool fail_killed_runs = true;
-  bool tag_state = false; // S3: tag objects lodge-state=pending, then committed once ACTIVE
   int64_t busy_timeout_ms = 10'000;
   // A PostgreSQL ledger's bound on every wait for the server: connecting, each statement's
   // answer (statement_timeout, and the client's own wait), lock waits (lock_timeout, at

@@ -1,9 +1,10 @@
 #pragma once
 // The ledger: every upload's intent and every compensation's execution state.
-// Ledger is the interface the operations talk to; SqlLedger (src/ledger/sql_ledger*.cpp)
-// is its one implementation, over a database driver (ledger/sql.hpp: SQLite, the embedded
-// default, or PostgreSQL). Every write is one short transaction; every state change is a
-// conditional UPDATE whose changed row count is checked.
+// Ledger is the interface, split into roles (LedgerMeta, UploadLedger, TaskLedger,
+// RecoveryLedger, LedgerReports, IdBlockLedger) of which each operation takes only the
+// ones it uses; SqlLedger (src/ledger/sql_ledger*.cpp) is its one implementation, over a database driver
+// (ledger/sql.hpp: SQLite, the embedded default, or PostgreSQL). Every write is one short transaction; every
+// state change is a conditional UPDATE whose changed row count is checked.
 
 #include <cstddef>
 #include <cstdint>
@@ -203,31 +204,31 @@ struct ListFilter {
   bool include_dead = false; // also failed and deleted rows
 };
 
-class Ledger {
+// The ledger's interface, split into the roles its callers use. Every method belongs to one
+// role; Ledger (below) is all of them, and SqlLedger implements Ledger. An operation takes
+// only the roles it uses (ops/*.hpp), so its signature says which part of the ledger it
+// touches, and a fake for its tests needs to behave only there.
+
+// The ledger's own records: its schema, the store it is bound to, the job log (the cli's
+// init, store binding checks, doctor, and the job commands' run records).
+class LedgerMeta {
 public:
-  virtual ~Ledger() = default;
-
-  // Where the ledger is, as people see it in messages: the SQLite path, or the PostgreSQL
-  // URL without its password.
-  [[nodiscard]] virtual const std::string &location() const = 0;
-  // The uuid made when the ledger was created; stamped into every object's metadata.
-  [[nodiscard]] virtual const std::string &uuid() const = 0;
+  virtual ~LedgerMeta() = default;
   [[nodiscard]] virtual int schema_version() = 0;
-  // The figures status reports at `now`; files_failed_since counts the rows that became
-  // UPLOAD_FAILED at or after `failed_since` (ms).
-  [[nodiscard]] virtual StatusReport status(int64_t now, int64_t failed_since) = 0;
-  [[nodiscard]] StatusReport status(int64_t now) { return status(now, now); }
   virtual void record_job_run(const JobRun &run) = 0;
-
-  // --- the store binding ---
   // The store this ledger serves; nullopt for a ledger made before bindings existed.
   [[nodiscard]] virtual std::optional<StoreBinding> store_binding() = 0;
   // One transaction: records `b` when the ledger has no binding yet, or fills in `b`'s
   // tagging mode when the binding is b's store with none recorded, or replaces another
   // binding when rebind is yes; otherwise writes nothing. Says what was there before.
   [[nodiscard]] virtual BindResult bind_store(const StoreBinding &b, Rebind rebind) = 0;
+};
 
-  // --- uploads ---
+// An upload's own transitions: reserve, the multipart id, confirm and settle, its failure,
+// the stat cache (ops::Uploader, ops::activate; IdBlocks::reserve).
+class UploadLedger {
+public:
+  virtual ~UploadLedger() = default;
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
   // and its cleanup task (due at deadline + grace). The key is made here.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
@@ -287,15 +288,13 @@ public:
   // not_uploading when the row was not UPLOADING any more.
   [[nodiscard]] virtual MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                                       int64_t now) = 0;
-  [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
-  [[nodiscard]] virtual std::vector<FileRecord> list_files(const ListFilter &filter) = 0;
-  // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
-  // then id). More than one only under the "none" de-dup scope, or for different content.
-  [[nodiscard]] virtual std::vector<FileRecord>
-  find_by_path(const std::string &owner, const std::string &run_prefix, const std::string &relative_path) = 0;
-  [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
+};
 
-  // --- cleanup tasks ---
+// Cleanup tasks under leases: claim, decide, end, requeue, dead-letter, retry (ops::cleanup,
+// sweep and reconcile, an upload's own compensation; `lodge tasks retry`).
+class TaskLedger {
+public:
+  virtual ~TaskLedger() = default;
   // Claims up to `limit` due tasks (PENDING/RETRY due, PROCESSING with an expired lease)
   // in one transaction, each under a new lease_version.
   [[nodiscard]] virtual std::vector<TaskRecord> claim_due(int64_t now, int limit, const std::string &worker,
@@ -340,12 +339,23 @@ public:
                                                             int64_t now) = 0;
   // Tasks that would be claimed now (for --dry-run), oldest first.
   [[nodiscard]] virtual std::vector<TaskRecord> due_tasks(int64_t now, int limit) = 0;
-  // Tasks in one status (all when nullopt), by id.
-  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) = 0;
   // FAILED (dead letter) -> PENDING, due now, retry count reset. not_failed if not FAILED.
   [[nodiscard]] virtual RetryOutcome retry_task(int64_t task_id, int64_t now) = 0;
+  // Makes a dead row's finished task pending again, due now (a leftover object): queued,
+  // not_dead (no such row, or alive), or held (a worker has the task right now).
+  [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
+  // The dead-letter path for a task whose delete must not happen (the object at its key
+  // is not its row's): FAILED at once with `error`, only under the caller's lease.
+  [[nodiscard]] virtual DeadLetterOutcome dead_letter(const TaskRecord &t, const std::string &error,
+                                                      int64_t now) = 0;
+};
 
-  // --- repair ---
+// Rows taken out of the upload path by someone other than their sender: repair of overdue
+// and abandoned uploads, `lodge delete`, an object found missing (ops::repair,
+// ops::recover_abandoned, direct uploads' confirm --all-due, the uploader's de-dup check).
+class RecoveryLedger {
+public:
+  virtual ~RecoveryLedger() = default;
   // Alive UPLOADING rows past their deadline, oldest deadline first.
   [[nodiscard]] virtual std::vector<FileRecord> overdue_uploads(int64_t now, int limit) = 0;
   // One transaction: re-checks the row is alive, UPLOADING and overdue; marks it
@@ -363,13 +373,10 @@ public:
   [[nodiscard]] virtual RepairOutcome fail_abandoned(int64_t id, const std::string &holder,
                                                      const std::string &reason, int64_t now, int64_t grace_ms,
                                                      int max_retries) = 0;
-
-  // --- delete ---
   // Soft-deletes an alive ACTIVE row of the owner (quota freed at once) and makes its
   // task pending, due after the grace.
   [[nodiscard]] virtual DeleteOutcome soft_delete(int64_t id, const std::string &owner, int64_t now,
                                                   int64_t grace_ms, int max_retries) = 0;
-
   // An alive ACTIVE row whose object the store no longer has: soft-deleted with `reason` as
   // its failure_reason (its quota and de-dup slot freed at once) and its task made pending,
   // due after the grace (deleting a missing key is harmless). not_active when the row was
@@ -377,23 +384,45 @@ public:
   // is the caller's.
   [[nodiscard]] virtual MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
                                                     int64_t grace_ms, int max_retries) = 0;
+};
 
-  // --- reconcile ---
+// Reads that change nothing: which ledger this is (the uuid objects are stamped with, the
+// location messages name), status, rows and tasks by id, path or key (the cli's status,
+// list, show, get and tasks; ops::retrieve; every stamp check; reconcile's walk).
+class LedgerReports {
+public:
+  virtual ~LedgerReports() = default;
+  // Where the ledger is, as people see it in messages: the SQLite path, or the PostgreSQL
+  // URL without its password.
+  [[nodiscard]] virtual const std::string &location() const = 0;
+  // The uuid made when the ledger was created; stamped into every object's metadata.
+  [[nodiscard]] virtual const std::string &uuid() const = 0;
+  // The figures status reports at `now`; files_failed_since counts the rows that became
+  // UPLOAD_FAILED at or after `failed_since` (ms).
+  [[nodiscard]] virtual StatusReport status(int64_t now, int64_t failed_since) = 0;
+  [[nodiscard]] StatusReport status(int64_t now) { return status(now, now); }
+  [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
+  [[nodiscard]] virtual std::vector<FileRecord> list_files(const ListFilter &filter) = 0;
+  // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
+  // then id). More than one only under the "none" de-dup scope, or for different content.
+  [[nodiscard]] virtual std::vector<FileRecord>
+  find_by_path(const std::string &owner, const std::string &run_prefix, const std::string &relative_path) = 0;
+  [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
+  // Tasks in one status (all when nullopt), by id.
+  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) = 0;
   // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte
   // order of key (the store's listing order).
   virtual void rows_by_key(const std::string &prefix, const std::string &after,
                            const std::function<bool(const FileRecord &)> &visit) = 0;
   // The highest record id this ledger ever issued.
   [[nodiscard]] virtual int64_t max_record_id() = 0;
-  // Makes a dead row's finished task pending again, due now (a leftover object): queued,
-  // not_dead (no such row, or alive), or held (a worker has the task right now).
-  [[nodiscard]] virtual QueueOutcome requeue_task_for(int64_t record_id, int64_t now, int max_retries) = 0;
-  // The dead-letter path for a task whose delete must not happen (the object at its key
-  // is not its row's): FAILED at once with `error`, only under the caller's lease.
-  [[nodiscard]] virtual DeadLetterOutcome dead_letter(const TaskRecord &t, const std::string &error,
-                                                      int64_t now) = 0;
+};
 
-  // --- id blocks and divergence (the rule is in ops/id_blocks; these only store it) ---
+// Id blocks and divergence: the numbers ops/id_blocks keeps its rule with (the rule is
+// there; these only store it), and the diverged state every job checks before it acts.
+class IdBlockLedger {
+public:
+  virtual ~IdBlockLedger() = default;
   [[nodiscard]] virtual IdBlockState id_blocks() = 0;
   // One transaction: when the recorded intent is still `expected_intent`, records
   // `new_intent` as the block end being advanced to. moved when another process moved it.
@@ -411,6 +440,16 @@ public:
   // `lodge init --accept-diverged`: clears the divergence, only after a reconcile.
   [[nodiscard]] virtual AcceptOutcome accept_divergence(int64_t now) = 0;
 };
+
+// The whole ledger: every role. What open_ledger and LedgerPool::worker give (the cli holds
+// one and passes it where a role is asked for) and what SqlLedger (and a test's fake)
+// implement.
+class Ledger : public LedgerMeta,
+               public UploadLedger,
+               public TaskLedger,
+               public RecoveryLedger,
+               public LedgerReports,
+               public IdBlockLedger {};
 
 // Ledgers for the worker threads of one process, one worker() per thread.
 // On SQLite, the upload path's writes of every worker (reserve, set_multipart_upload_id,

@@ -47,14 +47,18 @@ struct Decision {
 };
 
 // `held`: the task as the worker claimed it (its lease_version); `current`: the task as it
-// is now, read under the lock; `row`: its file_upload row. A row still UPLOADING and not
-// overdue: postponed to deadline + grace (never due again within this run). An overdue
-// UPLOADING row is failed right here, as repair_row would, and the task owes a verify
-// pass; postponed to deadline + grace when that is still ahead, allowed otherwise. A dead
-// row (or none): allowed. An alive ACTIVE row: ignored, or `tag` when the task records that
-// its object is still owed the committed tag (`current->tag_owed`).
+// is now, read under the lock; `row`: its file_upload row; `key_in_use`: another alive row
+// uses the row's key (shares its object), read under the same lock. A row still UPLOADING
+// and not overdue: postponed to deadline + grace (never due again within this run). An
+// overdue UPLOADING row is failed right here, as repair_row would, and the task owes a
+// verify pass; postponed to deadline + grace when that is still ahead, allowed otherwise.
+// A dead row (or none) whose key no alive row uses: allowed. An alive ACTIVE row, or a dead
+// one whose key is in use (I5 for shared objects: the object is then alive and ACTIVE for
+// this task): ignored, or `tag` when the task records that its object is still owed the
+// committed tag (`current->tag_owed`).
 [[nodiscard]] Decision decide_task(const TaskRecord &held, const std::optional<TaskRecord> &current,
-                                   const std::optional<FileRecord> &row, int64_t now, int64_t grace_ms);
+                                   const std::optional<FileRecord> &row, bool key_in_use, int64_t now,
+                                   int64_t grace_ms);
 
 // A failed attempt of a task that has already failed retry_count times: FAILED (a dead
 // letter) rather than RETRY when this attempt makes more than max_retries failures.

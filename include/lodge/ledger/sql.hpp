@@ -131,6 +131,10 @@ public:
   // Backend facts for `status --json` "backend" (SQLite: path, journal_mode, synchronous;
   // PostgreSQL: server_version, host, database, user, connected).
   [[nodiscard]] virtual Health health() = 0;
+  // The database's own consistency check, for `lodge doctor`: "ok", or what it found.
+  // SQLite: PRAGMA quick_check. PostgreSQL keeps its pages consistent itself: the check is
+  // that the ledger's tables answer a read.
+  [[nodiscard]] virtual std::string integrity_check() = 0;
 
   // Runs `body(tx)` in a write transaction, with `tx` a Tx: the transaction commits when
   // body called tx.commit() and returned, and rolls back otherwise (body returned without

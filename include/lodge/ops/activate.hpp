@@ -42,8 +42,8 @@ struct Activation {
 // A row's confirm, queued; finish() completes the activation.
 class PendingActivation {
 public:
-  PendingActivation(ledger::Ledger &ledger, store::ObjectStore &store, const ledger::FileRecord &rec,
-                    ledger::CommitTag tag, std::unique_ptr<ledger::Ledger::PendingConfirm> confirm,
+  PendingActivation(ledger::UploadLedger &ledger, store::ObjectStore &store, const ledger::FileRecord &rec,
+                    ledger::CommitTag tag, std::unique_ptr<ledger::UploadLedger::PendingConfirm> confirm,
                     const util::Clock &clock);
   // Waits for the confirm's commit; confirmed and owing the tag: tags the object committed,
   // then settles the task (a failed tag is warned about and left to sweep; the row stays
@@ -51,25 +51,25 @@ public:
   [[nodiscard]] Activation finish();
 
 private:
-  ledger::Ledger *m_ledger;
+  ledger::UploadLedger *m_ledger;
   store::ObjectStore *m_store;
   const util::Clock *m_clock;
   int64_t m_id;
   std::string m_key, m_options;
   ledger::CommitTag m_tag;
-  std::unique_ptr<ledger::Ledger::PendingConfirm> m_confirm;
+  std::unique_ptr<ledger::UploadLedger::PendingConfirm> m_confirm;
 };
 
 // Queues the confirm of `rec` (UPLOADING) with the object `stored` names (etag, version id):
 // on a group-committing ledger it commits with a later batch, behind `durable` (the store's
 // flush); on any other ledger at once. `retire`: upload --replace.
-[[nodiscard]] PendingActivation activate_later(ledger::Ledger &ledger, store::ObjectStore &store,
+[[nodiscard]] PendingActivation activate_later(ledger::UploadLedger &ledger, store::ObjectStore &store,
                                                const ledger::FileRecord &rec, const store::PutResult &stored,
                                                std::optional<ledger::Retire> retire, ledger::Durable durable,
                                                const util::Clock &clock);
 
 // activate_later(...).finish(): confirm, tag, settle, now.
-[[nodiscard]] Activation activate(ledger::Ledger &ledger, store::ObjectStore &store,
+[[nodiscard]] Activation activate(ledger::UploadLedger &ledger, store::ObjectStore &store,
                                   const ledger::FileRecord &rec, const store::PutResult &stored,
                                   const util::Clock &clock,
                                   std::optional<ledger::Retire> retire = std::nullopt);

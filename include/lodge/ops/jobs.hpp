@@ -8,6 +8,7 @@
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
+#include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
@@ -17,6 +18,27 @@
 #include <vector>
 
 namespace lodge::ops {
+
+// The ledger roles sweep takes: the claims (tasks), each task's run (CleanupLedger) and the
+// divergence check before it (MarkLedger). Made from the whole ledger implicitly.
+struct SweepLedger {
+  ledger::TaskLedger &tasks;
+  ledger::LedgerReports &reads;
+  ledger::IdBlockLedger &blocks;
+  SweepLedger(ledger::Ledger &l) : tasks(l), reads(l), blocks(l) {} // NOLINT(google-explicit-constructor)
+};
+
+// reconcile's: the rows in key order, their tasks and the stamp checks (reads), a leftover's
+// requeue (tasks), a roll-forward's activation (uploads), the divergence check and its end
+// (blocks). Everything but recovery and the ledger's own records.
+struct ReconcileLedger {
+  ledger::UploadLedger &uploads;
+  ledger::TaskLedger &tasks;
+  ledger::LedgerReports &reads;
+  ledger::IdBlockLedger &blocks;
+  ReconcileLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
+      : uploads(l), tasks(l), reads(l), blocks(l) {}
+};
 
 struct SweepOptions {
   int limit = 1000; // tasks per run
@@ -43,7 +65,7 @@ struct SweepSummary {
   std::vector<std::string> errors;
 };
 
-[[nodiscard]] SweepSummary sweep(ledger::Ledger &l, store::ObjectStore &s, const SweepOptions &o,
+[[nodiscard]] SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o,
                                  const util::Clock &clock);
 
 struct RepairOptions {
@@ -61,7 +83,7 @@ struct RepairSummary {
       0; // of the repaired: held by a process of this host that is gone (before their deadline)
 };
 
-[[nodiscard]] RepairSummary repair(ledger::Ledger &l, const RepairOptions &o, const util::Clock &clock);
+[[nodiscard]] RepairSummary repair(RepairLedger l, const RepairOptions &o, const util::Clock &clock);
 
 struct ReconcileOptions {
   bool apply = false;
@@ -110,7 +132,7 @@ struct ReconcileSummary {
 // still prints and records what was applied. Throws LEDGER_DIVERGED for --apply (without
 // --roll-forward) in a diverged ledger; a full run while diverged is what lets
 // `init --accept-diverged` clear the state.
-[[nodiscard]] ReconcileSummary reconcile(ledger::Ledger &l, store::ObjectStore &s, const ReconcileOptions &o,
+[[nodiscard]] ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
                                          const util::Clock &clock,
                                          const std::function<void(const Finding &)> &report);
 

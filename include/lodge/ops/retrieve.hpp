@@ -29,7 +29,7 @@ struct FileRef {
 // The row a reference names; NOT_FOUND (naming it) when there is none. An id names any
 // owner's row; a path is looked up among the owner's rows under that prefix (the newest
 // alive one when a path was uploaded more than once).
-[[nodiscard]] Result<ledger::FileRecord> find_record(ledger::Ledger &l, const FileRef &ref,
+[[nodiscard]] Result<ledger::FileRecord> find_record(ledger::LedgerReports &l, const FileRef &ref,
                                                      const std::string &owner, const std::string &prefix);
 
 // NOT_ACTIVE, naming the file and its state, unless the row is ACTIVE and alive.
@@ -44,8 +44,8 @@ struct FileRef {
 
 // Every alive ACTIVE row of the owner under the prefix, one per relative path (the newest
 // when a path was uploaded more than once), in path order.
-[[nodiscard]] std::vector<ledger::FileRecord> active_under_prefix(ledger::Ledger &l, const std::string &owner,
-                                                                  const std::string &prefix);
+[[nodiscard]] std::vector<ledger::FileRecord>
+active_under_prefix(ledger::LedgerReports &l, const std::string &owner, const std::string &prefix);
 
 // `lodge show`: the row's history-relevant fields and its cleanup task's state.
 [[nodiscard]] nlohmann::json show_json(const ledger::FileRecord &r,

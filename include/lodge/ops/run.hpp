@@ -78,7 +78,7 @@ struct RunSpec {
 };
 
 struct RunDeps {
-  ledger::Ledger &ledger; // this thread's connection: recovery, the in-progress retries
+  UploaderLedger ledger; // this thread's connection: recovery, the in-progress retries
   // One connection per worker (thread-safe to call): a ledger::LedgerPool's worker(), or a
   // test's handle onto its one fake.
   std::function<std::shared_ptr<ledger::Ledger>()> worker_ledger;

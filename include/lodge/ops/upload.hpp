@@ -99,9 +99,25 @@ struct FileResult {
                                                         const ledger::FileRecord &rec,
                                                         const std::string &ledger_uuid, bool full);
 
+// The ledger roles an upload takes (the Uploader, and ops::run_upload's RunDeps): its own
+// transitions (uploads), the reserve's id block and the divergence check (blocks), the
+// compensation it runs for a failed file (tasks), the rows it reads and the uuid its
+// objects are stamped with (reads), a missing duplicate's row, a gone sender's rows and
+// direct uploads' failures (recovery). Everything but the ledger's own records (meta).
+// Made from the whole ledger implicitly.
+struct UploaderLedger {
+  ledger::UploadLedger &uploads;
+  ledger::TaskLedger &tasks;
+  ledger::RecoveryLedger &recovery;
+  ledger::LedgerReports &reads;
+  ledger::IdBlockLedger &blocks;
+  UploaderLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
+      : uploads(l), tasks(l), recovery(l), reads(l), blocks(l) {}
+};
+
 class Uploader {
 public:
-  Uploader(ledger::Ledger &ledger, store::ObjectStore &store, UploadSettings settings,
+  Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
            const util::Clock &clock);
   // Never throws for a per-file problem: every failure is in the result. A path is
   // opened as given (its last component not followed unless follow_symlinks).
@@ -204,7 +220,7 @@ private:
   // that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
   Status check_duplicate(const ledger::FileRecord &existing);
 
-  ledger::Ledger &m_ledger;
+  UploaderLedger m_ledger;
   store::ObjectStore &m_store;
   UploadSettings m_s;
   const util::Clock &m_clock;

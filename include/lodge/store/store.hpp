@@ -14,13 +14,10 @@
 #include <lodge/util/token_bucket.hpp>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-namespace lodge::s3 {
-class AwsShared;
-}
 
 namespace lodge::store {
 
@@ -311,21 +308,70 @@ public:
   virtual Result<std::string> versioning_state();
 };
 
+// A store setting as given, and where it came from: "file PATH", "flag --region", "env
+// AWS_REGION", "the store options", or "default".
+struct Setting {
+  std::string value; // a true/false key's value is "true" or "false"
+  std::string source;
+};
+using Settings = std::map<std::string, Setting>;
+
+// A key of the configuration's store settings (the top-level endpoint, region, ca_bundle,
+// profile, tag_state), and whether its value is true or false rather than text.
+struct SettingKey {
+  const char *name;
+  bool boolean = false;
+};
+
+// Every store key some scheme reads, each once: what a configuration file may carry and
+// hands over as given (an s3:// store reads them all; another scheme ignores those it has
+// no use for, so one configuration serves hosts of different stores alike).
+[[nodiscard]] std::vector<SettingKey> setting_keys();
+
+// A store's settings as its scheme resolved them from what was given, the environment and
+// the scheme's own sources (S3: the AWS shared config profile): validated once, when the
+// configuration is loaded, and handed to open_backend.
+class StoreConfig {
+public:
+  virtual ~StoreConfig() = default;
+  // The endpoint requests go to ("" for the cloud's own): S3's, or the blob endpoint.
+  [[nodiscard]] virtual const std::string &endpoint() const = 0;
+  [[nodiscard]] virtual const std::string &ca_bundle() const = 0;
+  // Whether objects are tagged pending, then committed, where the scheme leaves it to the
+  // configuration (Scheme::Tagging::configured: S3's tag_state); false elsewhere.
+  [[nodiscard]] virtual bool tag_state() const { return false; }
+  // Where requests go when no endpoint is configured ("https://s3.eu-west-1.amazonaws.com/"),
+  // "" when the scheme has no such place: lodge doctor asks it the time.
+  [[nodiscard]] virtual std::string default_service_url() const { return {}; }
+  // Said once before the first connection (unless -q), "" for nothing: S3's assumed region.
+  [[nodiscard]] virtual std::string notice() const { return {}; }
+  // Adds these settings to `lodge config`'s JSON: the keys endpoint, region, ca_bundle,
+  // profile and tag_state, and the backend's own section with each setting's source ("s3").
+  virtual void to_json(nlohmann::json &out) const = 0;
+};
+
+// The settings of the store `url` names, resolved by its scheme from `given` (the
+// configuration file's store keys and the flags, with their sources) and the process
+// environment. Throws LodgeError(CONFIG_INVALID) naming the key and what was expected.
+[[nodiscard]] std::shared_ptr<const StoreConfig>
+resolve_settings(const std::string &url, const Settings &given,
+                 const std::map<std::string, std::string> &env);
+
 struct StoreOptions {
-  std::string url;                  // s3://bucket/prefix, az://container/prefix or file:///dir
-  std::string endpoint;             // S3: the S3 endpoint; Azure: the blob endpoint ("" for the cloud's own)
-  std::string region = "us-east-1"; // S3
-  std::map<std::string, std::string> env;   // where a backend finds its credentials
-  std::string credentials_file;             // S3: the shared credentials file (when aws is unset)
-  std::string profile;                      // S3: its profile (when aws is unset)
-  std::shared_ptr<const s3::AwsShared> aws; // S3: the AWS shared files and profile, as config read them
-  std::string addressing_style = "auto";    // S3: auto, path or virtual
+  std::string url; // s3://bucket/prefix, az://container/prefix or file:///dir
+  // The resolved settings (config::load's); when null, open_backend resolves `settings`,
+  // with endpoint and ca_bundle given as by flags, over `env`.
+  std::shared_ptr<const StoreConfig> config;
+  Settings settings;
+  std::string endpoint; // S3: the S3 endpoint; Azure: the blob endpoint ("" for the cloud's own)
   std::string ca_bundle;
+  std::map<std::string, std::string> env; // where a backend finds its credentials
   bool verify_tls = true;
   int64_t connect_timeout_ms = 10'000;
   int64_t low_speed_time_s = 30;
-  int max_attempts = 4;
-  bool tag_state = false; // S3: tag objects lodge-state=pending/committed (Azure always tags)
+  // Attempts per request, the first included; 0: the backend's own (S3: its max_attempts
+  // setting; Azure: the retry policy's default).
+  int max_attempts = 0;
   // The process's byte budget (--bwlimit), shared by every connection: an object's or a
   // part's bytes sent, and an object's bytes read, are taken from it. Null: unlimited.
   std::shared_ptr<util::TokenBucket> limiter;

@@ -3,6 +3,7 @@
 // Clock so tests control it.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace lodge::util {
@@ -24,6 +25,10 @@ public:
 
 // Epoch milliseconds as UTC through strftime's `format` (seconds resolution).
 [[nodiscard]] std::string format_utc(int64_t epoch_ms, const char *format);
+
+// An RFC 1123 date ("Tue, 01 Dec 2026 18:02:08 GMT", as HTTP's Date and Last-Modified
+// headers carry it) in milliseconds since the epoch; nullopt when it does not parse.
+[[nodiscard]] std::optional<int64_t> parse_http_date_ms(const std::string &s);
 
 // Monotonic milliseconds, for measuring elapsed time only.
 [[nodiscard]] int64_t steady_ms();
