@@ -327,11 +327,11 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
         get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
   // null: not set (as `lodge config` shows it), which leaves the limit to what comes after.
   if (doc.contains("bwlimit") && !doc["bwlimit"].is_null()) {
-    if (!doc["bwlimit"].is_string()) bad("bwlimit", "expected a rate like \"10M\" or \"off\"");
+    if (!doc["bwlimit"].is_string()) bad("bwlimit", R"(expected a rate like "10M" or "off")");
     c.bwlimit = bwlimit_value(doc["bwlimit"].get<std::string>(), "bwlimit", Errc::config_invalid);
   }
   if (doc.contains("stats")) {
-    if (!doc["stats"].is_string()) bad("stats", "expected an interval like \"1m\" or \"off\"");
+    if (!doc["stats"].is_string()) bad("stats", R"(expected an interval like "1m" or "off")");
     c.stats_ms = stats_value(doc["stats"].get<std::string>(), "stats", Errc::config_invalid);
   }
   if (doc.contains("multipart_threshold"))
