@@ -24,6 +24,9 @@ namespace lodge::cli {
 
 struct Globals {
   std::string db, config, store, endpoint, region, ca_bundle, owner, profile, ledger_timeout;
+  // --bwlimit of a command that moves object bytes (upload, get, cat): each such command
+  // sets it from its own option before it opens a store.
+  std::string bwlimit;
   bool no_verify_ssl = false;
   bool force_network_fs = false;
   bool json = false;
@@ -74,8 +77,11 @@ public:
   // Records that this run's store matches the ledger's binding (init made it so).
   void binding_checked() { m_binding_checked = true; }
   // The configured store's backend, opened once (its URL parsed, its credentials
-  // resolved); thread-safe.
+  // resolved, the process's rate limiter made); thread-safe.
   store::Backend &backend();
+  // The process's byte budget per second (0: none), decided here and nowhere else: --bwlimit,
+  // else the configuration's bwlimit (LODGE_BWLIMIT over the file's key), else none.
+  [[nodiscard]] uint64_t bwlimit();
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
@@ -141,6 +147,9 @@ Command recorded_job(const char *job, Command c);
 [[nodiscard]] inline int exit_items_failed() {
   return exit_status(Errc::storage_error);
 }
+
+// --bwlimit RATE on a command that moves object bytes, bound to `flag` (checked when parsed).
+void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what);
 
 // An --expires value (url, reserve): a duration like the other duration flags, 1s to 7
 // days (SigV4's most); seconds.

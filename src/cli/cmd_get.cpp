@@ -89,6 +89,7 @@ struct GetCli {
   std::string output;
   std::string prefix;
   bool force = false;
+  std::string bwlimit;
 };
 
 nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &r) {
@@ -146,7 +147,9 @@ Command add_get(CLI::App &app) {
       "The upload prefix the path is under; with no file, restore every ACTIVE file under it ('': the "
       "files uploaded without one)");
   sub->add_flag("--force", o->force, "Replace an existing different file");
+  add_bwlimit_option(sub, o->bwlimit, "received");
   return {sub, [o, prefix_opt](Context &ctx) {
+            ctx.g.bwlimit = o->bwlimit;
             bool many = o->target.empty();
             if (many && prefix_opt->count() == 0)
               throw LodgeError(Errc::usage, "get: name a file (id or path), or --prefix P to restore a whole "
@@ -226,7 +229,10 @@ Command add_cat(CLI::App &app) {
       "cat", "Write a file's bytes to stdout, verified (a mismatch is reported after the fact, exit 1)");
   sub->add_option("file", *target, "File id, or its relative path (with --owner and --prefix)")->required();
   sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
-  return {sub, [target, prefix](Context &ctx) {
+  auto bwlimit = std::make_shared<std::string>();
+  add_bwlimit_option(sub, *bwlimit, "received");
+  return {sub, [target, prefix, bwlimit](Context &ctx) {
+            ctx.g.bwlimit = *bwlimit;
             auto r = lookup(ctx, "cat", *target, *prefix);
             ops::require_active(r).take();
             auto st = ctx.open_store();

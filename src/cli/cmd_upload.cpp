@@ -35,6 +35,8 @@ struct UploadOptions {
   std::string prefix;
   bool follow_symlinks = false;
   bool no_progress = false;
+  std::string stats;   // --stats: an interval ("" for the config's)
+  std::string bwlimit; // --bwlimit: a rate ("" for the config's)
   bool checksum = false;
   bool replace = false;
   bool dry_run = false;
@@ -76,6 +78,30 @@ store::ObjectOptions object_options(const UploadOptions &o, const config::Policy
 
 // The progress line is redrawn this often while nothing finishes.
 constexpr int64_t k_progress_redraw_ms = 250;
+
+// A --stats line: plain text for a log, never a terminal control. Until the walk ends the
+// totals are lower bounds, said with a "+". The rate is the average since the start; the
+// ETA is the bytes left at that rate ("-" while unknown). The final line says "done".
+std::string stats_line(const ops::RunProgress &p, bool final) {
+  const std::string plus = p.total_final || final ? "" : "+";
+  const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
+  const double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
+  std::string line = std::string("lodge: ") + (final ? "done: " : "") + std::to_string(p.files_done) + "/" +
+                     std::to_string(p.files_total) + plus +
+                     (p.files_total == 1 && plus.empty() ? " file" : " files") + ", " +
+                     util::format_size(p.bytes_sent) + "/" + util::format_size(p.bytes_total) + plus +
+                     " sent, " + util::format_size(static_cast<uint64_t>(rate)) + "/s, elapsed " +
+                     util::format_duration_ms(p.elapsed_ms);
+  if (final) return line;
+  // The hashing pass of big files, which sends nothing for a while.
+  if (p.hashing > 0 && p.hashing_size >= (8ULL << 20))
+    line += ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size);
+  std::string eta = "-";
+  if (p.total_final && rate > 0 && p.bytes_total > p.bytes_sent)
+    eta = util::format_duration_ms(
+        static_cast<int64_t>(static_cast<double>(p.bytes_total - p.bytes_sent) / rate * 1000.0));
+  return line + ", ETA " + eta + ", " + std::to_string(p.in_flight) + " in flight";
+}
 
 // A duration flag: 0 to a day.
 int64_t duration_ms_flag(const char *name, const std::string &text) {
@@ -250,8 +276,9 @@ std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
 // progress line on a terminal's stderr, the summary. The run calls one method at a time.
 class UploadPrinter final : public ops::RunObserver {
 public:
-  UploadPrinter(Context &ctx, bool progress, bool dry_run)
-      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run),
+  // stats_ms: a --stats line every this often (0: none).
+  UploadPrinter(Context &ctx, bool progress, bool dry_run, int64_t stats_ms)
+      : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run), m_stats_ms(stats_ms), m_next_stats_ms(stats_ms),
         m_list_excluded(!ctx.g.quiet && (dry_run || ctx.g.verbose > 0)) {}
 
   // Listed on stderr with -v and by --dry-run; counted always.
@@ -291,6 +318,12 @@ public:
   }
 
   void on_progress(const ops::RunProgress &p) override {
+    m_last = p;
+    if (m_stats_ms > 0 && p.elapsed_ms >= m_next_stats_ms) {
+      std::fprintf(stderr, "%s\n", stats_line(p, false).c_str());
+      std::fflush(stderr);
+      m_next_stats_ms = (p.elapsed_ms / m_stats_ms + 1) * m_stats_ms; // on the interval's beat
+    }
     if (!m_progress) return;
     double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
     double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
@@ -312,6 +345,12 @@ public:
 
   void on_finish(const ops::RunReport &rep) override {
     if (m_progress) std::fprintf(stderr, "\r\033[K");
+    if (m_stats_ms > 0) {
+      auto last = m_last;
+      last.elapsed_ms = rep.elapsed_ms;
+      std::fprintf(stderr, "%s\n", stats_line(last, true).c_str());
+      std::fflush(stderr);
+    }
     summary(rep);
     if (!rep.interrupted) return;
     std::string why = rep.broken_pipe ? "stdout was closed" : "interrupted by a signal";
@@ -376,6 +415,9 @@ private:
   Context &m_ctx;
   bool m_progress;
   bool m_dry_run;
+  int64_t m_stats_ms;
+  int64_t m_next_stats_ms;
+  ops::RunProgress m_last; // the latest snapshot, for the final stats line
   bool m_list_excluded;
 };
 
@@ -422,6 +464,12 @@ Command add_upload(CLI::App &app) {
   sub->add_flag("--follow-symlinks", o->follow_symlinks,
                 "Follow symbolic links (never by default); a link back up the tree is skipped");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
+  sub->add_option("--stats", o->stats,
+                  "Off a terminal (or with --no-progress or --json), print one plain stats line on stderr "
+                  "every INTERVAL (1m, 10s) and a final one: files, bytes sent, rate, elapsed, ETA, in "
+                  "flight (default: config stats, env LODGE_STATS, off; -q silences it)")
+      ->type_name("INTERVAL");
+  add_bwlimit_option(sub, o->bwlimit, "sent");
   sub->add_flag("--checksum", o->checksum,
                 "Read and hash every file, even one the ledger's stat cache knows unchanged");
   sub->add_flag("--replace", o->replace,
@@ -450,6 +498,7 @@ Command add_upload(CLI::App &app) {
                   "never waited for)");
   add_filter_options(sub, o);
   return {sub, [o](Context &ctx) {
+            ctx.g.bwlimit = o->bwlimit;
             const auto &cfg = ctx.cfg();
             if (o->paths.empty() && o->files_from.empty())
               throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
@@ -472,6 +521,8 @@ Command add_upload(CLI::App &app) {
             spec.in_progress_wait_ms = o->in_progress_wait.empty()
                                            ? cfg.in_progress_wait_ms
                                            : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
+            int64_t stats_ms =
+                o->stats.empty() ? cfg.stats_ms : config::stats_value(o->stats, "--stats", Errc::usage);
             // A PostgreSQL ledger has no files here to keep out of the upload.
             spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
                           store::file_store_root(cfg.store),
@@ -483,9 +534,12 @@ Command add_upload(CLI::App &app) {
             (void)ctx.ledger(); // migrate once, before the workers race to
             auto pool = ctx.ledger_pool();
             bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+            // Stats lines where the progress line is not drawn (a log, --json, --no-progress).
+            if (progress || ctx.g.quiet) stats_ms = 0;
+            if (stats_ms > 0) spec.progress_interval_ms = stats_ms;
             if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
             install_interrupt_handlers(!ctx.g.quiet);
-            UploadPrinter printer(ctx, progress, o->dry_run);
+            UploadPrinter printer(ctx, progress, o->dry_run, stats_ms);
             ops::RunDeps deps{
                 ctx.ledger(), [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
                 *store,       [&ctx] { return ctx.open_store(); },

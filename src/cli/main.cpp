@@ -11,6 +11,7 @@
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -171,9 +172,33 @@ store::Backend &Context::backend() {
     if (auto notice = c.store_config->notice(); !notice.empty() && !g.quiet)
       std::fprintf(stderr, "lodge: warning: %s\n", notice.c_str());
     o.verify_tls = c.verify_tls;
+    // One budget for the whole process: every worker, every part, every connection. A burst
+    // of 1/8 s (not the bucket's default second): what leaves at once when a run starts or
+    // resumes stays small, so the rate holds over any few seconds, as a shared link sees it.
+    if (const uint64_t rate = bwlimit(); rate > 0)
+      o.limiter = std::make_shared<util::TokenBucket>(rate, rate / 8);
     m_backend = store::open_backend(o);
   }
   return *m_backend;
+}
+
+uint64_t Context::bwlimit() {
+  if (!g.bwlimit.empty()) return config::bwlimit_value(g.bwlimit, "--bwlimit", Errc::usage);
+  if (cfg().bwlimit) return *cfg().bwlimit;
+  // [slot: the AWS profile's `s3 = max_bandwidth` applies here when neither is set: the
+  // store's resolved settings (cfg().store_config, S3's under s3/) would offer it]
+  return 0;
+}
+
+void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what) {
+  sub->add_option("--bwlimit", flag,
+                  std::string("Limit the bytes ") + what +
+                      " per second, shared by every transfer of the process: 10M, 512K (rclone's units, "
+                      "powers of 1024), off (default: config bwlimit, env LODGE_BWLIMIT)")
+      ->check([](const std::string &v) -> std::string {
+        return util::parse_bwlimit(v) ? "" : "expected a rate like 10M or 512K, or off";
+      })
+      ->type_name("RATE");
 }
 
 std::string Context::owner() {

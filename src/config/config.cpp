@@ -8,6 +8,7 @@
 #include <lodge/error.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -255,6 +256,25 @@ const Policy &Config::policy(const std::string &name) const {
   return it->second;
 }
 
+uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc code) {
+  auto v = util::parse_bwlimit(text);
+  if (!v)
+    throw LodgeError(code, what +
+                               ": expected a rate in bytes per second like 10M or 512K (rclone's units, "
+                               "powers of 1024; a bare number is KiB), or off, got '" +
+                               util::escape_for_terminal(text) + "'");
+  return *v;
+}
+
+int64_t stats_value(const std::string &text, const std::string &what, Errc code) {
+  if (util::to_lower(text) == "off") return 0;
+  auto v = util::parse_duration_ms(text);
+  if (!v || (*v != 0 && (*v < 1000 || *v > 86'400'000)))
+    throw LodgeError(code, what + ": expected an interval like 1m or 10s (1s to 1d), or off, got '" +
+                               util::escape_for_terminal(text) + "'");
+  return *v;
+}
+
 Config parse_json(const std::string &text, const std::string &source, Config c) {
   json doc;
   try {
@@ -276,7 +296,9 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
                               "status",
                               "fail_killed_runs",
                               "ledger_timeout",
-                              "in_progress_wait"};
+                              "in_progress_wait",
+                              "bwlimit",
+                              "stats"};
   for (const auto &k : store::setting_keys())
     known.insert(k.name);
   reject_unknown(doc, "", known);
@@ -303,6 +325,15 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("in_progress_wait"))
     c.in_progress_wait_ms =
         get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
+  // null: not set (as `lodge config` shows it), which leaves the limit to what comes after.
+  if (doc.contains("bwlimit") && !doc["bwlimit"].is_null()) {
+    if (!doc["bwlimit"].is_string()) bad("bwlimit", R"(expected a rate like "10M" or "off")");
+    c.bwlimit = bwlimit_value(doc["bwlimit"].get<std::string>(), "bwlimit", Errc::config_invalid);
+  }
+  if (doc.contains("stats")) {
+    if (!doc["stats"].is_string()) bad("stats", R"(expected an interval like "1m" or "off")");
+    c.stats_ms = stats_value(doc["stats"].get<std::string>(), "stats", Errc::config_invalid);
+  }
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size")) {
@@ -427,6 +458,10 @@ Config load(const ConfigInputs &in) {
   }
   if (auto v = env_or(env, "LODGE_LEDGER_TIMEOUT"); !v.empty())
     c.ledger_timeout_ms = duration_value(v, "LODGE_LEDGER_TIMEOUT", k_ledger_timeout_limit);
+  if (auto v = env_or(env, "LODGE_BWLIMIT"); !v.empty())
+    c.bwlimit = bwlimit_value(v, "LODGE_BWLIMIT", Errc::config_invalid);
+  if (auto v = env_or(env, "LODGE_STATS"); !v.empty())
+    c.stats_ms = stats_value(v, "LODGE_STATS", Errc::config_invalid);
 
   // Flags; the store's keys (--endpoint, --region, --ca-bundle, --profile) go to its scheme
   // as given, named by the flag.
@@ -490,6 +525,8 @@ nlohmann::json to_json(const Config &c) {
   j["multipart_threshold"] = util::format_size_exact(c.multipart_threshold);
   j["part_size"] = util::format_size_exact(c.part_size);
   j["part_concurrency"] = c.part_concurrency;
+  j["bwlimit"] = c.bwlimit ? json(util::format_bwlimit(*c.bwlimit)) : json(nullptr);
+  j["stats"] = c.stats_ms > 0 ? json(util::format_duration_exact(c.stats_ms)) : json("off");
   j["jobs"] = c.jobs;
   json status;
   for (const char *job : k_jobs)

@@ -40,6 +40,7 @@ using SlistHandle = std::unique_ptr<curl_slist, SlistFree>;
 struct Exchange {
   const Request *req = nullptr;
   Response *resp = nullptr;
+  util::TokenBucket *limiter = nullptr; // null: unlimited
   uint64_t sent = 0;
   bool read_error = false;
   bool got_headers = false;
@@ -50,11 +51,15 @@ struct Exchange {
 
 size_t on_read(char *buf, size_t size, size_t nitems, void *user) {
   auto *ex = static_cast<Exchange *>(user);
-  int64_t n = ex->req->body->read(buf, size * nitems);
+  size_t want = size * nitems;
+  if (ex->limiter) want = static_cast<size_t>(std::min<uint64_t>(want, ex->limiter->max_chunk()));
+  int64_t n = ex->req->body->read(buf, want);
   if (n < 0) {
     ex->read_error = true;
     return CURL_READFUNC_ABORT;
   }
+  // The bytes wait here, read and not yet handed to curl, until the budget has them.
+  if (ex->limiter) ex->limiter->acquire(static_cast<uint64_t>(n));
   ex->sent += static_cast<uint64_t>(n);
   return static_cast<size_t>(n);
 }
@@ -74,6 +79,8 @@ size_t on_write(char *data, size_t size, size_t nmemb, void *user) {
       ex->sink_failed = true;
       return 0;
     }
+    // Received: the next read from the socket waits until the budget has paid for these.
+    if (ex->limiter) ex->limiter->acquire(n);
     return n;
   }
   // Error bodies are small XML documents; a 2xx body without a sink is a listing page
@@ -121,7 +128,7 @@ public:
     CURL *c = m_curl.get();
     curl_easy_reset(c);
     Response resp;
-    Exchange ex{&req, &resp};
+    Exchange ex{&req, &resp, m_opts.limiter.get()};
     SlistHandle headers;
     auto add_header = [&](const std::string &h) {
       curl_slist *l = curl_slist_append(headers.get(), h.c_str());
@@ -141,7 +148,7 @@ public:
     set(CURLOPT_HTTPHEADER, headers.get());
     set(CURLOPT_NOSIGNAL, 1L);
     set(CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_opts.connect_timeout_ms));
-    set(CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(m_opts.low_speed_bytes_per_s));
+    set(CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(m_opts.limiter ? 1 : m_opts.low_speed_bytes_per_s));
     set(CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_opts.low_speed_time_s));
     set(CURLOPT_SSL_VERIFYPEER, m_opts.verify_tls ? 1L : 0L);
     set(CURLOPT_SSL_VERIFYHOST, m_opts.verify_tls ? 2L : 0L);

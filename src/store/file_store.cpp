@@ -196,8 +196,10 @@ private:
 
 class FileStore final : public ObjectStore {
 public:
-  FileStore(std::string url, fs::path root, std::shared_ptr<SyncState> sync)
-      : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)) {}
+  FileStore(std::string url, fs::path root, std::shared_ptr<SyncState> sync,
+            std::shared_ptr<util::TokenBucket> limiter)
+      : m_url(std::move(url)), m_root(std::move(root)), m_sync(std::move(sync)),
+        m_limiter(std::move(limiter)) {}
 
   Status flush() override { return m_sync->flush(); }
   [[nodiscard]] const void *flush_domain() const override { return m_sync.get(); }
@@ -285,6 +287,7 @@ public:
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return io_error("GET " + key, errno);
       if (n == 0) return ok_status();
+      if (m_limiter) m_limiter->acquire(static_cast<uint64_t>(n)); // --bwlimit: bytes read of the store
       if (!sink(buf, static_cast<size_t>(n)))
         return Error(Errc::internal, "GET " + key + ": reading aborted");
     }
@@ -696,11 +699,14 @@ private:
       if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
         return fail(Error(Errc::deadline_exceeded, "PUT: deadline passed during the transfer"));
       size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
+      if (m_limiter) want = static_cast<size_t>(std::min<uint64_t>(want, m_limiter->max_chunk()));
       ssize_t n = ::pread(body.fd, buf, want, static_cast<off_t>(body.offset + done));
       if (n < 0 && errno == EINTR) continue;
       if (n < 0)
         return fail(Error(Errc::unreadable, std::string("reading the file: ") + std::strerror(errno)));
       if (n == 0) return fail(Error(Errc::file_changed, "the file shrank while it was being stored"));
+      // --bwlimit: the bytes "sent" wait for the budget, as an HTTP store's do.
+      if (m_limiter) m_limiter->acquire(static_cast<uint64_t>(n));
       h.update(buf, static_cast<size_t>(n));
       if (!tmp.write(std::string_view(buf, static_cast<size_t>(n))))
         return fail(io_error("PUT", tmp.error().err));
@@ -777,6 +783,7 @@ private:
   fs::path m_root;
   std::string m_prefix;
   std::shared_ptr<SyncState> m_sync;
+  std::shared_ptr<util::TokenBucket> m_limiter; // null: unlimited
 };
 } // namespace
 
@@ -811,14 +818,15 @@ Binding bind(const std::string &url, const std::string & /*endpoint*/) {
 // The directory exists once the backend is opened; connections share nothing else.
 class FileBackend final : public Backend {
 public:
-  explicit FileBackend(std::string url) : m_url(std::move(url)), m_root(m_url.substr(7)) {
+  FileBackend(std::string url, std::shared_ptr<util::TokenBucket> limiter)
+      : m_url(std::move(url)), m_root(m_url.substr(7)), m_limiter(std::move(limiter)) {
     std::error_code ec;
     fs::create_directories(m_root, ec);
     if (ec) throw LodgeError(Errc::config_invalid, "store: cannot create " + m_root + ": " + ec.message());
     m_sync = std::make_shared<SyncState>(m_root);
   }
   std::unique_ptr<ObjectStore> connect() override {
-    return with_failpoints(std::make_unique<FileStore>(m_url, fs::path(m_root), m_sync));
+    return with_failpoints(std::make_unique<FileStore>(m_url, fs::path(m_root), m_sync, m_limiter));
   }
   [[nodiscard]] std::optional<CredentialView> credentials() const override { return std::nullopt; }
 
@@ -826,10 +834,11 @@ private:
   std::string m_url;
   std::string m_root;
   std::shared_ptr<SyncState> m_sync;
+  std::shared_ptr<util::TokenBucket> m_limiter;
 };
 
 std::shared_ptr<Backend> open(const StoreOptions &o) {
-  return std::make_shared<FileBackend>(o.url);
+  return std::make_shared<FileBackend>(o.url, o.limiter);
 }
 } // namespace
 

@@ -81,6 +81,7 @@ public:
     t.verify_tls = o.verify_tls;
     t.connect_timeout_ms = o.connect_timeout_ms;
     t.low_speed_time_s = o.low_speed_time_s;
+    t.limiter = o.limiter;
     m_client = std::make_unique<s3::Client>(cfg, http::make_curl_transport(t), util::system_clock());
   }
 

@@ -118,6 +118,11 @@ std::chrono::nanoseconds TokenBucket::reserve(uint64_t n) {
   return std::chrono::nanoseconds{static_cast<int64_t>(wait_ns)};
 }
 
+uint64_t TokenBucket::max_chunk() const {
+  if (m_rate == 0) return std::numeric_limits<uint64_t>::max();
+  return std::max<uint64_t>(m_rate / 32, 1024);
+}
+
 void TokenBucket::acquire(uint64_t n) {
   auto wait = reserve(n);
   if (wait.count() > 0) m_sleep(wait);

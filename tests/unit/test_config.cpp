@@ -297,3 +297,35 @@ TEST_CASE(
   file.env["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9000";
   CHECK(config::load(file).store_config->endpoint() == "http://127.0.0.1:7/acct");
 }
+
+TEST_CASE("bwlimit and stats: the file's keys, LODGE_BWLIMIT and LODGE_STATS over them, null unset") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"jobs": 2})"));
+  CHECK_FALSE(c.bwlimit.has_value()); // unset: the limit is left to what comes after
+  CHECK(c.stats_ms == 0);
+  c = config::load(inputs_with(dir, R"({"bwlimit": "10M", "stats": "1m"})"));
+  CHECK(c.bwlimit == 10ULL << 20);
+  CHECK(c.stats_ms == 60'000);
+  c = config::load(inputs_with(dir, R"({"bwlimit": "off", "stats": "off"})"));
+  CHECK(c.bwlimit == 0U); // set, to no limit
+  CHECK(c.stats_ms == 0);
+  c = config::load(inputs_with(dir, R"({"bwlimit": null})")); // as `lodge config` shows it unset
+  CHECK_FALSE(c.bwlimit.has_value());
+  auto in = inputs_with(dir, R"({"bwlimit": "10M", "stats": "1m"})");
+  in.env["LODGE_BWLIMIT"] = "512K";
+  in.env["LODGE_STATS"] = "off";
+  c = config::load(in);
+  CHECK(c.bwlimit == 512ULL << 10);
+  CHECK(c.stats_ms == 0);
+  // What `lodge config` prints reads back as the same settings.
+  auto j = config::to_json(c);
+  CHECK(j["bwlimit"] == "512Ki");
+  CHECK(j["stats"] == "off");
+  CHECK(error_of(inputs_with(dir, R"({"bwlimit": "fast"})")).rfind("bwlimit: expected a rate", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"bwlimit": 10})")).rfind("bwlimit: expected a rate", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"stats": "500ms"})")).rfind("stats: expected an interval", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"stats": "2d"})")).rfind("stats: expected an interval", 0) == 0);
+  in = inputs_with(dir, "{}");
+  in.env["LODGE_BWLIMIT"] = "10MB";
+  CHECK(error_of(in).rfind("LODGE_BWLIMIT: expected a rate", 0) == 0);
+}

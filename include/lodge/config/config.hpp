@@ -3,6 +3,7 @@
 // Core code never reads the environment itself; the CLI hands it in as ConfigInputs.
 
 #include <cstdint>
+#include <lodge/error.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
@@ -54,9 +55,9 @@ struct StatusSettings {
 // Every LODGE_* environment variable lodge reads; any other is warned about (a misspelled
 // one would otherwise be ignored without a word). A new variable is added here.
 inline constexpr const char *k_lodge_environment[] = {
-    "LODGE_CONFIG",        "LODGE_DB",   "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
-    "LODGE_REGION",        "LODGE_JOBS", "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG",
-    "LODGE_LEDGER_TIMEOUT"};
+    "LODGE_CONFIG",         "LODGE_DB",      "LODGE_STORE",     "LODGE_OWNER",      "LODGE_ENDPOINT",
+    "LODGE_REGION",         "LODGE_JOBS",    "LODGE_CA_BUNDLE", "LODGE_FAILPOINTS", "LODGE_FAILPOINTS_LOG",
+    "LODGE_LEDGER_TIMEOUT", "LODGE_BWLIMIT", "LODGE_STATS"};
 
 // The jobs status watches, in the order it reports them.
 inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile"};
@@ -90,6 +91,13 @@ struct Config {
   uint64_t multipart_threshold = 64ULL << 20;
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 4; // parts of one file in flight at once
+  // The byte budget per second of a process that sends or receives objects (0: off); nullopt
+  // when neither the file (key bwlimit) nor LODGE_BWLIMIT sets it. --bwlimit wins over it:
+  // the CLI resolves the process's limit in one place (cli::Context::bwlimit).
+  std::optional<uint64_t> bwlimit;
+  // upload's stats line every this often off a terminal (0: off). Key stats, LODGE_STATS,
+  // --stats.
+  int64_t stats_ms = 0;
   int jobs = 8;
   StatusSettings status;
   std::map<std::string, Policy> policies;
@@ -112,6 +120,13 @@ struct ConfigInputs {
 // 1-128 characters of A-Z a-z 0-9 . _ - (as an owner id), none '.' or '..', at most 512
 // bytes in all. nullopt when it is fine.
 [[nodiscard]] std::optional<std::string> run_prefix_problem(const std::string &prefix);
+
+// A bwlimit value in bytes per second: rclone's units ("10M" is 10 MiB/s, "512K"; a bare
+// number is KiB/s), "off" or "0" for none (0). Throws LodgeError(code) naming `what`.
+[[nodiscard]] uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc code);
+// A stats interval in ms: "off" or "0" for none (0), else a duration from 1s to 1d. Throws
+// LodgeError(code) naming `what`.
+[[nodiscard]] int64_t stats_value(const std::string &text, const std::string &what, Errc code);
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".

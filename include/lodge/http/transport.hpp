@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -66,6 +67,12 @@ struct TransportOptions {
   std::string ca_bundle;
   bool verify_tls = true;
   bool no_proxy = false; // never through HTTP(S)_PROXY (the link-local metadata services)
+  // The process's byte budget (--bwlimit), shared by every transport of the process: a
+  // request body's bytes are taken from it as they are read to be sent, a streamed response
+  // body's (sink) as they arrive. Null: unlimited, and nothing is counted. With one, the
+  // low-speed abort only takes a transfer that moved nothing at all for low_speed_time_s:
+  // a transfer's share of a small budget may be below low_speed_bytes_per_s.
+  std::shared_ptr<util::TokenBucket> limiter;
 };
 
 class Transport {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/store/object_options.hpp>
+#include <lodge/util/token_bucket.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -371,6 +372,9 @@ struct StoreOptions {
   // Attempts per request, the first included; 0: the backend's own (S3: its max_attempts
   // setting; Azure: the retry policy's default).
   int max_attempts = 0;
+  // The process's byte budget (--bwlimit), shared by every connection: an object's or a
+  // part's bytes sent, and an object's bytes read, are taken from it. Null: unlimited.
+  std::shared_ptr<util::TokenBucket> limiter;
 };
 
 // What `lodge config` shows of the credentials a store would use, never the secrets.

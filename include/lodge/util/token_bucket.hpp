@@ -50,6 +50,12 @@ public:
   // reserve(n), then sleeps that long (outside the lock) with the injected sleeper.
   void acquire(uint64_t n);
 
+  // The most one caller should take at a time: 1/32 of a second's budget, at least 1 KiB.
+  // Many callers sharing a small rate then each move bytes every few seconds, instead of
+  // one waiting long enough for a transfer with nothing sent to be taken for stalled.
+  // Unlimited: any amount.
+  [[nodiscard]] uint64_t max_chunk() const;
+
   [[nodiscard]] bool unlimited() const { return m_rate == 0; }
   [[nodiscard]] uint64_t rate() const { return m_rate; }
   [[nodiscard]] uint64_t burst() const { return m_burst; }
