@@ -91,6 +91,13 @@ struct Config {
   uint64_t part_size = 16ULL << 20;
   int part_concurrency = 4; // parts of one file in flight at once
   int jobs = 8;
+  // Where jobs, part_size, part_concurrency and multipart_threshold came from: "default",
+  // "file PATH", "env LODGE_JOBS", or the store's own defaults below lodge's configuration
+  // (S3: "file ~/.aws/config [profile ci] s3.multipart_chunksize"); upload's flags win over all.
+  std::map<std::string, std::string> sources;
+  // The store's own rate limit in bytes per second (S3: the profile's s3.max_bandwidth), for
+  // when no lodge flag or key sets one; 0: none. Its source is sources["bandwidth"].
+  uint64_t store_bandwidth = 0;
   StatusSettings status;
   std::map<std::string, Policy> policies;
   SweepSettings sweep;
@@ -112,6 +119,11 @@ struct ConfigInputs {
 // 1-128 characters of A-Z a-z 0-9 . _ - (as an owner id), none '.' or '..', at most 512
 // bytes in all. nullopt when it is fine.
 [[nodiscard]] std::optional<std::string> run_prefix_problem(const std::string &prefix);
+
+// A part size or part concurrency as the part_size / part_concurrency keys take them (5MiB to
+// 5GiB; 1 to 64), from a flag's text; throws LodgeError(config_invalid) naming `name`.
+[[nodiscard]] uint64_t parse_part_size(const std::string &text, const std::string &name);
+[[nodiscard]] int parse_part_concurrency(const std::string &text, const std::string &name);
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".
