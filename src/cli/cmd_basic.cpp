@@ -223,10 +223,11 @@ Command add_status(CLI::App &app) {
 
 namespace {
 // The text form of `lodge config`: every S3 value with its source, the credentials the
-// store would use (never the secret), then the whole configuration as JSON.
+// store would use (never the secret), the upload run's settings with theirs, then the whole
+// configuration as JSON.
 void print_setting(const char *name, const nlohmann::json &value, const std::string &source) {
   std::string v = value.is_null() ? "(none)" : value.is_string() ? value.get<std::string>() : value.dump();
-  std::printf("  %-17s %s  (%s)\n", name, util::escape_for_terminal(v).c_str(),
+  std::printf("  %-28s %s  (%s)\n", name, util::escape_for_terminal(v).c_str(),
               util::escape_for_terminal(source).c_str());
 }
 
@@ -237,9 +238,22 @@ void print_config_text(const nlohmann::json &j) {
                           "retry_mode", "request_checksum_calculation"})
       print_setting(k, j["s3"][k]["value"], j["s3"][k]["source"].get<std::string>());
     // The profile's `s3 =` keys, where set (what they became is under "upload run").
-    for (const char *k : {"max_concurrent_requests", "multipart_threshold", "multipart_chunksize", "max_bandwidth"})
+    for (const char *k :
+         {"max_concurrent_requests", "multipart_threshold", "multipart_chunksize", "max_bandwidth"})
       if (!j["s3"][k]["value"].is_null())
-        print_setting(("s3." + std::string(k)).c_str(), j["s3"][k]["value"], j["s3"][k]["source"].get<std::string>());
+        print_setting(("s3." + std::string(k)).c_str(), j["s3"][k]["value"],
+                      j["s3"][k]["source"].get<std::string>());
+  }
+  const auto &c = j["credentials"];
+  if (c.is_object()) {
+    if (c.contains("error"))
+      std::printf("  %-28s none: %s\n", "credentials",
+                  util::escape_for_terminal(c["error"].get<std::string>()).c_str());
+    else
+      std::printf("  %-28s %s, access key id %s%s  (%s)\n", "credentials", "found",
+                  util::escape_for_terminal(c["access_key_id"].get<std::string>()).c_str(),
+                  c["session_token"].is_null() ? "" : " with a session token",
+                  util::escape_for_terminal(c["source"].get<std::string>()).c_str());
   }
   // The upload run's settings: upload's --jobs, --part-size and --part-concurrency win.
   std::printf("upload run (value, then where it came from):\n");
@@ -247,17 +261,6 @@ void print_config_text(const nlohmann::json &j) {
     print_setting(k, j[k], j["sources"].value(k, std::string("default")));
   if (j.contains("store_bandwidth"))
     print_setting("store_bandwidth", j["store_bandwidth"], j["sources"]["bandwidth"].get<std::string>());
-  const auto &c = j["credentials"];
-  if (c.is_object()) {
-    if (c.contains("error"))
-      std::printf("  %-17s none: %s\n", "credentials",
-                  util::escape_for_terminal(c["error"].get<std::string>()).c_str());
-    else
-      std::printf("  %-17s %s, access key id %s%s  (%s)\n", "credentials", "found",
-                  util::escape_for_terminal(c["access_key_id"].get<std::string>()).c_str(),
-                  c["session_token"].is_null() ? "" : " with a session token",
-                  util::escape_for_terminal(c["source"].get<std::string>()).c_str());
-  }
   std::printf("configuration:\n%s\n",
               j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }

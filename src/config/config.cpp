@@ -323,7 +323,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
         get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
-  if (doc.contains("part_size")) c.part_size = part_size_value(get_size(doc["part_size"], "part_size"), "part_size");
+  if (doc.contains("part_size"))
+    c.part_size = part_size_value(get_size(doc["part_size"], "part_size"), "part_size");
   if (doc.contains("part_concurrency"))
     c.part_concurrency = static_cast<int>(get_count(doc["part_concurrency"], "part_concurrency", 1, 64));
   if (doc.contains("jobs")) c.jobs = static_cast<int>(get_count(doc["jobs"], "jobs", 1, 256));

@@ -129,7 +129,8 @@ std::optional<uint64_t> parse_aws_size(const std::string &text) {
       break;
     }
   }
-  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 19) return std::nullopt;
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 19)
+    return std::nullopt;
   const uint64_t n = std::stoull(t);
   if (n == 0 || n > UINT64_MAX / mult) return std::nullopt;
   return n * mult;

@@ -444,10 +444,11 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
                                              int64_t deadline_steady_ms) {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const auto &p : parts)
-    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
-           util::xml_escape(p.etag) + "</ETag>" +
-           (m_cfg.send_checksums ? "<ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256>" : "") +
-           "</Part>";
+    xml +=
+        "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + util::xml_escape(p.etag) +
+        "</ETag>" +
+        (m_cfg.send_checksums ? "<ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256>" : "") +
+        "</Part>";
   xml += "</CompleteMultipartUpload>";
   http::StringBody body(xml);
   Call c{"POST",
@@ -512,7 +513,8 @@ Result<http::Response> Client::send_xml(const std::string &method, const std::st
   Call c{method, key, std::move(query), {}, &body, crypto::sha256_hex(xml), {}, 0, what};
   c.headers.emplace_back("content-type", "application/xml");
   c.headers.emplace_back("content-md5", md5_base64(xml));
-  if (m_cfg.send_checksums) c.headers.emplace_back("x-amz-checksum-sha256", crypto::to_base64(crypto::sha256(xml)));
+  if (m_cfg.send_checksums)
+    c.headers.emplace_back("x-amz-checksum-sha256", crypto::to_base64(crypto::sha256(xml)));
   return send(c);
 }
 

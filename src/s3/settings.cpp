@@ -72,14 +72,17 @@ void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
     auto v = got(key);
     if (!v) return;
     auto n = parse_aws_size(v->value);
-    if (!n) bad(v->source, "expected a size like 8MB or 16777216 (bytes), got '" +
-                               util::escape_for_terminal(v->value) + "'");
-    if (*n < min || *n > (5ULL << 30)) bad(v->source, std::string(why) + ", got '" + util::escape_for_terminal(v->value) + "'");
+    if (!n)
+      bad(v->source,
+          "expected a size like 8MB or 16777216 (bytes), got '" + util::escape_for_terminal(v->value) + "'");
+    if (*n < min || *n > (5ULL << 30))
+      bad(v->source, std::string(why) + ", got '" + util::escape_for_terminal(v->value) + "'");
     field = *n;
     src[key] = v->source;
   };
   size("multipart_threshold", s.multipart_threshold, 1, "expected at most 5GB");
-  size("multipart_chunksize", s.multipart_chunksize, 5ULL << 20, "S3 takes parts of 5MB (5242880 bytes) to 5GB");
+  size("multipart_chunksize", s.multipart_chunksize, 5ULL << 20,
+       "S3 takes parts of 5MB (5242880 bytes) to 5GB");
   if (auto v = got("max_bandwidth")) {
     auto n = parse_aws_rate(v->value);
     if (!n)
@@ -227,23 +230,24 @@ nlohmann::json to_json(const S3Settings &s) {
     auto it = s.sources.find(k);
     return json{{"value", std::move(v)}, {"source", it == s.sources.end() ? "default" : it->second}};
   };
-  return {{"endpoint", at("endpoint", s.endpoint.empty() ? json(nullptr) : json(s.endpoint))},
-          {"region", at("region", s.region)},
-          {"region_assumed", s.region_assumed},
-          {"addressing_style", at("addressing_style", s.addressing_style)},
-          {"ca_bundle", at("ca_bundle", s.ca_bundle.empty() ? json(nullptr) : json(s.ca_bundle))},
-          {"profile", at("profile", s.aws ? s.aws->profile() : s.profile)},
-          {"max_attempts", at("max_attempts", s.max_attempts)},
-          {"retry_mode", at("retry_mode", s.retry_mode)},
-          {"request_checksum_calculation", at("request_checksum_calculation", s.request_checksum_calculation)},
-          // The profile's `s3 =` keys (null where not set); what lodge makes of them is under
-          // the configuration's "sources".
-          {"max_concurrent_requests", at("max_concurrent_requests", or_null(s.max_concurrent_requests))},
-          {"multipart_threshold", at("multipart_threshold", or_null(s.multipart_threshold))},
-          {"multipart_chunksize", at("multipart_chunksize", or_null(s.multipart_chunksize))},
-          {"max_bandwidth", at("max_bandwidth", or_null(s.max_bandwidth))},
-          {"config_file", s.aws_config_file},
-          {"credentials_file", s.credentials_file}};
+  return {
+      {"endpoint", at("endpoint", s.endpoint.empty() ? json(nullptr) : json(s.endpoint))},
+      {"region", at("region", s.region)},
+      {"region_assumed", s.region_assumed},
+      {"addressing_style", at("addressing_style", s.addressing_style)},
+      {"ca_bundle", at("ca_bundle", s.ca_bundle.empty() ? json(nullptr) : json(s.ca_bundle))},
+      {"profile", at("profile", s.aws ? s.aws->profile() : s.profile)},
+      {"max_attempts", at("max_attempts", s.max_attempts)},
+      {"retry_mode", at("retry_mode", s.retry_mode)},
+      {"request_checksum_calculation", at("request_checksum_calculation", s.request_checksum_calculation)},
+      // The profile's `s3 =` keys (null where not set); what lodge makes of them is under
+      // the configuration's "sources".
+      {"max_concurrent_requests", at("max_concurrent_requests", or_null(s.max_concurrent_requests))},
+      {"multipart_threshold", at("multipart_threshold", or_null(s.multipart_threshold))},
+      {"multipart_chunksize", at("multipart_chunksize", or_null(s.multipart_chunksize))},
+      {"max_bandwidth", at("max_bandwidth", or_null(s.max_bandwidth))},
+      {"config_file", s.aws_config_file},
+      {"credentials_file", s.credentials_file}};
 }
 
 } // namespace lodge::s3

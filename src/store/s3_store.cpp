@@ -423,7 +423,7 @@ private:
   std::string m_url;
   std::string m_prefix;
   bool m_tag_state = false;
-  bool m_aws = false; // AWS's own endpoint
+  bool m_aws = false;            // AWS's own endpoint
   bool m_sends_checksums = true; // request_checksum_calculation = when_supported
   std::unique_ptr<s3::Client> m_client;
 };

@@ -298,10 +298,12 @@ TEST_CASE(
   CHECK(config::load(file).store_config->endpoint() == "http://127.0.0.1:7/acct");
 }
 
-TEST_CASE("transfer precedence: lodge's file and LODGE_JOBS over the AWS profile's s3 keys, it over defaults") {
+TEST_CASE(
+    "transfer precedence: lodge's file and LODGE_JOBS over the AWS profile's s3 keys, it over defaults") {
   test::TempDir dir;
-  test::write_file(dir.file("aws"), "[profile ci]\ns3 =\n  max_concurrent_requests = 3\n  multipart_threshold = 6MB\n"
-                                    "  multipart_chunksize = 5MB\n  max_bandwidth = 1MB/s\n");
+  test::write_file(dir.file("aws"),
+                   "[profile ci]\ns3 =\n  max_concurrent_requests = 3\n  multipart_threshold = 6MB\n"
+                   "  multipart_chunksize = 5MB\n  max_bandwidth = 1MB/s\n");
   const std::string at = "file " + dir.file("aws") + " [profile ci] s3.";
   auto with = [&](const std::string &json) {
     auto in = inputs_with(dir, json);

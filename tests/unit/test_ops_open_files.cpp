@@ -6,7 +6,8 @@ using namespace lodge;
 
 namespace {
 uint64_t need(const ops::Concurrency &c) {
-  return static_cast<uint64_t>(c.jobs) * static_cast<uint64_t>(c.part_concurrency + ops::k_worker_descriptors);
+  return static_cast<uint64_t>(c.jobs) *
+         static_cast<uint64_t>(c.part_concurrency + ops::k_worker_descriptors);
 }
 } // namespace
 

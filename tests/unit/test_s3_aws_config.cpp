@@ -661,7 +661,8 @@ TEST_CASE("aws s3 units: sizes as the CLI reads them, its MB a MiB") {
   CHECK(s3::parse_aws_size("1GB") == 1ULL << 30);
   CHECK(s3::parse_aws_size("2TiB") == 2ULL << 40);
   CHECK(s3::parse_aws_size(" 5 MB ") == 5ULL << 20);
-  for (const char *bad : {"", "0", "MB", "8M", "8 megabytes", "-8MB", "1.5MB", "8MB/s", "99999999999999999999"})
+  for (const char *bad :
+       {"", "0", "MB", "8M", "8 megabytes", "-8MB", "1.5MB", "8MB/s", "99999999999999999999"})
     CHECK_MESSAGE(!s3::parse_aws_size(bad), bad);
   CHECK_FALSE(s3::parse_aws_size("20000000TB")); // overflows
 }

@@ -144,8 +144,9 @@ s3::S3Settings with_profile(const test::TempDir &dir, const std::string &config,
 
 TEST_CASE("s3 settings: the profile's s3 = transfer keys, each with its file, profile and key") {
   test::TempDir dir;
-  auto s = with_profile(dir, "[profile ci]\ns3 =\n  max_concurrent_requests = 20\n  multipart_threshold = 8MB\n"
-                             "  multipart_chunksize = 5MB\n  max_bandwidth = 1048576B/s\n");
+  auto s =
+      with_profile(dir, "[profile ci]\ns3 =\n  max_concurrent_requests = 20\n  multipart_threshold = 8MB\n"
+                        "  multipart_chunksize = 5MB\n  max_bandwidth = 1048576B/s\n");
   CHECK(s.max_concurrent_requests == 20);
   CHECK(s.multipart_threshold == 8ULL << 20);
   CHECK(s.multipart_chunksize == 5ULL << 20);
@@ -154,7 +155,8 @@ TEST_CASE("s3 settings: the profile's s3 = transfer keys, each with its file, pr
   CHECK(s.sources.at("multipart_chunksize") == at + "multipart_chunksize");
   CHECK(s.sources.at("max_bandwidth") == at + "max_bandwidth");
   auto j = s3::to_json(s);
-  CHECK(j["max_concurrent_requests"] == nlohmann::json{{"value", 20}, {"source", at + "max_concurrent_requests"}});
+  CHECK(j["max_concurrent_requests"] ==
+        nlohmann::json{{"value", 20}, {"source", at + "max_concurrent_requests"}});
   CHECK(s.request_checksum_calculation == "when_supported");
   CHECK(s.sends_checksums());
 
@@ -186,7 +188,7 @@ TEST_CASE("s3 settings: a bad s3 = value is CONFIG_INVALID naming the file, the 
     CAPTURE(b.line);
     CHECK(test::throws_errc(
         [&] { (void)with_profile(dir, std::string("[profile ci]\ns3 =\n  ") + b.line + "\n"); },
-        Errc::config_invalid, at + b.key + ": " ));
+        Errc::config_invalid, at + b.key + ": "));
     CHECK(test::throws_errc(
         [&] { (void)with_profile(dir, std::string("[profile ci]\ns3 =\n  ") + b.line + "\n"); },
         Errc::config_invalid, b.why));
@@ -203,10 +205,13 @@ TEST_CASE("s3 settings: request_checksum_calculation, the environment over the p
   auto e = with_profile(dir, cfg, {{"AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported"}});
   CHECK(e.sends_checksums());
   CHECK(e.sources.at("request_checksum_calculation") == "env AWS_REQUEST_CHECKSUM_CALCULATION");
-  CHECK(test::throws_errc([&] { (void)with_profile(dir, cfg, {{"AWS_REQUEST_CHECKSUM_CALCULATION", "never"}}); },
-                          Errc::config_invalid,
-                          "env AWS_REQUEST_CHECKSUM_CALCULATION: request_checksum_calculation: expected "
-                          "when_supported or when_required, got 'never'"));
+  CHECK(test::throws_errc(
+      [&] {
+        (void)with_profile(dir, cfg, {{"AWS_REQUEST_CHECKSUM_CALCULATION", "never"}});
+      },
+      Errc::config_invalid,
+      "env AWS_REQUEST_CHECKSUM_CALCULATION: request_checksum_calculation: expected "
+      "when_supported or when_required, got 'never'"));
   CHECK(test::throws_errc(
       [&] { (void)with_profile(dir, "[profile ci]\nrequest_checksum_calculation = sometimes\n"); },
       Errc::config_invalid, "file " + dir.file("config") + " [profile ci]: request_checksum_calculation"));
