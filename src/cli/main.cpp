@@ -388,20 +388,9 @@ int main(int argc, char **argv) {
   return exit_status(Errc::internal);
 }
 
-int run(int argc, char **argv) {
-  ::umask(077);
-  http::global_init();
-  Context ctx;
-  ctx.env = read_environment();
-  ctx.stdout_tty = ::isatty(STDOUT_FILENO) != 0;
-  ctx.stderr_tty = ::isatty(STDERR_FILENO) != 0;
-
-  CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
-  app.name("lodge");
-  app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
-  app.require_subcommand(1);
-  app.fallthrough();
-  auto &g = ctx.g;
+namespace {
+// Declares the global options (before or after the command), each into its field of g.
+void add_global_options(CLI::App &app, Globals &g) {
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
       ->group("Global options");
   app.add_option("--ledger-timeout", g.ledger_timeout,
@@ -429,7 +418,10 @@ int run(int argc, char **argv) {
   app.add_flag("--json", g.json, "Print JSON Lines on stdout")->group("Global options");
   app.add_flag("-q,--quiet", g.quiet, "Print only errors")->group("Global options");
   app.add_flag("-v,--verbose", g.verbose, "More diagnostics on stderr (-vv: debug)")->group("Global options");
+}
 
+// Declares every command, in the order lodge --help lists them; each has the global options' help.
+std::vector<Command> add_commands(CLI::App &app) {
   std::vector<Command> commands{add_init(app),
                                 add_status(app),
                                 add_config(app),
@@ -453,62 +445,93 @@ int run(int argc, char **argv) {
   const std::string globals = global_options_help(app);
   for (auto &c : commands)
     add_global_footer(*c.app, globals);
+  return commands;
+}
+
+// The usage error for a command line that did not parse: a misspelled command is named, with
+// the nearest known one.
+LodgeError usage_error(const CLI::ParseError &e, int argc, char **argv, CLI::App &app,
+                       const std::vector<Command> &commands) {
+  // A misspelled command: say which one was meant.
+  if (argc > 1) {
+    // The first word that is neither an option nor a global option's value.
+    std::string first;
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      if (a.empty() || a[0] != '-') {
+        first = a;
+        break;
+      }
+      auto *opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
+      if (opt && opt->get_expected_min() > 0) ++i;
+    }
+    bool is_command = false;
+    std::string best;
+    size_t best_d = 3;
+    for (const auto &c : commands) {
+      if (c.app->get_name() == first) is_command = true;
+      size_t d = edit_distance(first, c.app->get_name());
+      if (d < best_d) {
+        best_d = d;
+        best = c.app->get_name();
+      }
+    }
+    if (!first.empty() && !is_command && app.get_subcommands().empty()) {
+      std::string msg = "unknown command '" + util::escape_for_terminal(first) + "'";
+      if (!best.empty()) msg += "; did you mean '" + best + "'?";
+      return LodgeError(Errc::usage, msg + " (see lodge --help)");
+    }
+  }
+  return LodgeError(Errc::usage, e.what() + std::string(" (see lodge --help)"));
+}
+
+// Sets up diagnostics as the parsed options and the environment ask: the log's level and
+// sink on stderr, warnings for unknown LODGE_* variables, the failpoints.
+void set_up_diagnostics(const Context &ctx) {
+  const auto &g = ctx.g;
+  util::log::set_level(g.quiet          ? util::log::Level::error
+                       : g.verbose >= 2 ? util::log::Level::debug
+                       : g.verbose == 1 ? util::log::Level::info
+                                        : util::log::Level::warn);
+  util::log::set_sink([](util::log::Level lvl, std::string_view line) {
+    const char *tag = lvl == util::log::Level::error  ? "error: "
+                      : lvl == util::log::Level::warn ? "warning: "
+                                                      : "";
+    std::string s = "lodge: " + std::string(tag) + std::string(line) + "\n";
+    std::fwrite(s.data(), 1, s.size(), stderr);
+  });
+  if (!g.quiet) warn_unknown_environment(ctx.env);
+  if (auto it = ctx.env.find("LODGE_FAILPOINTS"); it != ctx.env.end() && !it->second.empty()) {
+    auto log = ctx.env.find("LODGE_FAILPOINTS_LOG");
+    failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
+  }
+}
+} // namespace
+
+int run(int argc, char **argv) {
+  ::umask(077);
+  http::global_init();
+  Context ctx;
+  ctx.env = read_environment();
+  ctx.stdout_tty = ::isatty(STDOUT_FILENO) != 0;
+  ctx.stderr_tty = ::isatty(STDERR_FILENO) != 0;
+
+  CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
+  app.name("lodge");
+  app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  add_global_options(app, ctx.g);
+  std::vector<Command> commands = add_commands(app);
 
   try {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
       if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
-      // A misspelled command: say which one was meant.
-      if (argc > 1) {
-        // The first word that is neither an option nor a global option's value.
-        std::string first;
-        for (int i = 1; i < argc; ++i) {
-          std::string a = argv[i];
-          if (a.empty() || a[0] != '-') {
-            first = a;
-            break;
-          }
-          auto *opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
-          if (opt && opt->get_expected_min() > 0) ++i;
-        }
-        bool is_command = false;
-        std::string best;
-        size_t best_d = 3;
-        for (const auto &c : commands) {
-          if (c.app->get_name() == first) is_command = true;
-          size_t d = edit_distance(first, c.app->get_name());
-          if (d < best_d) {
-            best_d = d;
-            best = c.app->get_name();
-          }
-        }
-        if (!first.empty() && !is_command && app.get_subcommands().empty()) {
-          std::string msg = "unknown command '" + util::escape_for_terminal(first) + "'";
-          if (!best.empty()) msg += "; did you mean '" + best + "'?";
-          throw LodgeError(Errc::usage, msg + " (see lodge --help)");
-        }
-      }
-      throw LodgeError(Errc::usage, e.what() + std::string(" (see lodge --help)"));
+      throw usage_error(e, argc, argv, app, commands);
     }
-
-    util::log::set_level(g.quiet          ? util::log::Level::error
-                         : g.verbose >= 2 ? util::log::Level::debug
-                         : g.verbose == 1 ? util::log::Level::info
-                                          : util::log::Level::warn);
-    util::log::set_sink([](util::log::Level lvl, std::string_view line) {
-      const char *tag = lvl == util::log::Level::error  ? "error: "
-                        : lvl == util::log::Level::warn ? "warning: "
-                                                        : "";
-      std::string s = "lodge: " + std::string(tag) + std::string(line) + "\n";
-      std::fwrite(s.data(), 1, s.size(), stderr);
-    });
-    if (!g.quiet) warn_unknown_environment(ctx.env);
-    if (auto it = ctx.env.find("LODGE_FAILPOINTS"); it != ctx.env.end() && !it->second.empty()) {
-      auto log = ctx.env.find("LODGE_FAILPOINTS_LOG");
-      failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
-    }
-
+    set_up_diagnostics(ctx);
     for (auto &c : commands)
       if (c.app->parsed()) return c.run(ctx);
     throw LodgeError(Errc::usage, "no command given (see lodge --help)");

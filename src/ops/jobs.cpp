@@ -158,70 +158,158 @@ std::optional<std::string> digest_of(store::ObjectStore &s, const std::string &k
 }
 } // namespace
 
-ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
-                           const util::Clock &clock, const std::function<void(const Finding &)> &report) {
-  ReconcileSummary sum;
-  sum.strict = o.strict;
-  for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
-                        "diverged", "beyond_history", "unknown", "tag_mismatch"})
-    sum.counts[k] = 0;
-  const std::string &prefix = s.key_prefix();
-  const int64_t now = clock.now_ms();
+namespace {
+// A row whose object alive rows share is in use whatever its own state (I5, shared).
+bool in_use(const ledger::FileRecord &r) {
+  return (r.upload_status == ledger::FileStatus::active && !r.is_deleted) || r.alive_sharers > 0;
+}
+
+// The rows under a key prefix in key order, read in pages so neither side of the comparison
+// is ever held whole.
+class RowCursor {
+public:
+  RowCursor(ledger::LedgerReports &reads, std::string prefix) : m_reads(reads), m_prefix(std::move(prefix)) {
+    fill();
+  }
+  // The next row not yet taken; nullptr past the last.
+  const ledger::FileRecord *peek() {
+    if (m_pos >= m_page.size()) fill();
+    return m_pos < m_page.size() ? &m_page[m_pos] : nullptr;
+  }
+  // Moves past the row peek() returned.
+  void take() { ++m_pos; }
+
+private:
+  // Reads the page after the last key read.
+  void fill() {
+    m_page.clear();
+    m_pos = 0;
+    if (m_done) return;
+    m_reads.rows_by_key(m_prefix, m_after, [&](const ledger::FileRecord &r) {
+      m_page.push_back(r);
+      return m_page.size() < 512;
+    });
+    if (m_page.empty())
+      m_done = true;
+    else
+      m_after = m_page.back().object_key;
+  }
+
+  ledger::LedgerReports &m_reads;
+  std::string m_prefix;
+  std::vector<ledger::FileRecord> m_page;
+  size_t m_pos = 0;
+  std::string m_after; // the last key read
+  bool m_done = false;
+};
+
+// One reconcile run: the store's listing and the ledger's rows walked side by side in key
+// order, then the store's incomplete uploads; each mismatch a finding, reported as found.
+class Reconciler {
+public:
+  Reconciler(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o, const util::Clock &clock,
+             const std::function<void(const Finding &)> &report)
+      : m_l(l), m_s(s), m_o(o), m_clock(clock), m_report(report), m_prefix(s.key_prefix()),
+        m_now(clock.now_ms()) {
+    m_sum.strict = o.strict;
+    for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
+                          "diverged", "beyond_history", "unknown", "tag_mismatch"})
+      m_sum.counts[k] = 0;
+  }
+
+  // The whole run, in its order: divergence, objects against rows, incomplete uploads.
+  ReconcileSummary run() {
+    check_divergence_first();
+    m_meta_prefix = metadata_prefix(m_s);
+    m_own_marker = id_marker_key(m_s, m_l.reads.uuid());
+    m_max_id = m_l.reads.max_record_id();
+    if (m_sum.diverged) report_divergence();
+    if (!compare_objects() || !compare_staged()) return m_sum;
+    if (m_sum.diverged) m_l.blocks.note_reconciled(m_clock.now_ms()); // the operator has the whole report now
+    return m_sum;
+  }
+
+private:
+  // Counts a finding and hands it to the caller.
+  void found(const Finding &f) {
+    ++m_sum.counts[f.kind];
+    if (f.applied) ++m_sum.applied;
+    m_report(f);
+  }
+
   // Divergence first: it decides what may be applied, and moves the sequence past the
-  // store's mark before max_id is read.
-  auto div = check_divergence({l.reads, l.blocks}, s, clock);
-  if (!div) throw LodgeError(div.error());
-  sum.diverged = div.value().has_value();
-  if (sum.diverged && o.apply && !o.roll_forward) refuse_if_diverged(div.value(), "reconcile --apply");
-  const bool apply_cleanup = o.apply && !sum.diverged;
-  const std::string meta_prefix = metadata_prefix(s);
-  const std::string own_marker = id_marker_key(s, l.reads.uuid());
-  const int64_t max_id = l.reads.max_record_id();
-  auto found = [&](const Finding &f) {
-    ++sum.counts[f.kind];
-    if (f.applied) ++sum.applied;
-    report(f);
-  };
-  if (sum.diverged) {
-    sum.counts["confirmed_after_backup"] = 0;
-    const auto &d = *div.value();
-    found({"diverged", own_marker, std::nullopt,
+  // store's mark before max_id is read. Throws for --apply in a diverged ledger.
+  void check_divergence_first() {
+    auto div = check_divergence({m_l.reads, m_l.blocks}, m_s, m_clock);
+    if (!div) throw LodgeError(div.error());
+    m_sum.diverged = div.value().has_value();
+    if (m_sum.diverged && m_o.apply && !m_o.roll_forward)
+      refuse_if_diverged(div.value(), "reconcile --apply");
+    m_apply_cleanup = m_o.apply && !m_sum.diverged;
+    m_divergence = div.value();
+  }
+
+  // The diverged finding for the id marker, which says how far the store's ids went.
+  void report_divergence() {
+    m_sum.counts["confirmed_after_backup"] = 0;
+    const auto &d = *m_divergence;
+    found({"diverged", m_own_marker, std::nullopt,
            "the store's id marker says ids up to #" + std::to_string(d.store_mark) +
                " were reserved, but this ledger's last was #" + std::to_string(d.sequence_before) +
                ": it was restored from a backup or copied; objects stamped with its ids may be newer than it",
            false});
   }
 
-  // The ledger side is read in pages by key so neither side is ever held whole.
-  std::vector<ledger::FileRecord> page;
-  size_t pos = 0;
-  std::string after;
-  bool ledger_done = false;
-  auto fill = [&] {
-    page.clear();
-    pos = 0;
-    if (ledger_done) return;
-    l.reads.rows_by_key(prefix, after, [&](const ledger::FileRecord &r) {
-      page.push_back(r);
-      return page.size() < 512;
+  // Walks the store's listing and the rows side by side; false when the listing failed
+  // (m_sum.error: what was found and applied so far is reported; the rest is not known).
+  bool compare_objects() {
+    RowCursor rows(m_l.reads, m_prefix);
+    auto listed = m_s.list(m_prefix, [&](const store::ObjectInfo &obj) {
+      listed_object(obj, rows);
+      return true;
     });
-    if (page.empty())
-      ledger_done = true;
-    else
-      after = page.back().object_key;
-  };
-  fill();
-  auto next_row = [&]() -> const ledger::FileRecord * {
-    if (pos >= page.size()) fill();
-    return pos < page.size() ? &page[pos] : nullptr;
-  };
+    if (!listed) {
+      m_sum.error = listed.error();
+      return false;
+    }
+    while (const auto *r = rows.peek()) {
+      row_only(*r);
+      rows.take();
+    }
+    return true;
+  }
 
-  // A row whose object alive rows share is in use whatever its own state (I5, shared).
-  auto in_use = [](const ledger::FileRecord &r) {
-    return (r.upload_status == ledger::FileStatus::active && !r.is_deleted) || r.alive_sharers > 0;
-  };
-  auto row_only = [&](const ledger::FileRecord &r) {
-    ++sum.rows;
+  // One listed object: the rows before its key have no object; the row at its key is compared with it.
+  void listed_object(const store::ObjectInfo &obj, RowCursor &rows) {
+    if (obj.key.compare(0, m_meta_prefix.size(), m_meta_prefix) == 0) {
+      // lodge's own metadata (id markers): this ledger's is checked above; another's is
+      // another ledger's business.
+      if (obj.key != m_own_marker)
+        found({"foreign", obj.key, std::nullopt,
+               "id marker of another ledger (" + obj.key.substr(m_meta_prefix.size()) + "); never touched",
+               false});
+      return;
+    }
+    ++m_sum.objects;
+    while (const auto *r = rows.peek()) {
+      if (r->object_key < obj.key) {
+        row_only(*r);
+        rows.take();
+        continue;
+      }
+      if (r->object_key == obj.key) {
+        both(obj, *r);
+        rows.take();
+        return;
+      }
+      break;
+    }
+    object_only(obj);
+  }
+
+  // A row with no object: a finding only if its object is in use.
+  void row_only(const ledger::FileRecord &r) {
+    ++m_sum.rows;
     if (in_use(r))
       found({"dangling", r.object_key, r.id,
              (r.is_deleted ? "record #" + std::to_string(r.id) + ", shared by " +
@@ -229,23 +317,23 @@ ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const Recon
                            : "ACTIVE record #" + std::to_string(r.id)) +
                  " has no object",
              false});
-  };
+  }
 
   // Whose an object is, by its stamp: nullopt when this ledger's own row `expected_id`
   // (0: none) may claim it (store::stamp_mismatch); otherwise the report-only finding that
   // says why not (I8).
-  auto not_ours = [&](const std::string &key, int64_t expected_id) -> std::optional<Finding> {
-    auto h = s.head(key);
+  std::optional<Finding> not_ours(const std::string &key, int64_t expected_id) {
+    auto h = m_s.head(key);
     if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
-    if (!store::stamp_mismatch(h->metadata, l.reads.uuid(), expected_id)) return std::nullopt;
+    if (!store::stamp_mismatch(h->metadata, m_l.reads.uuid(), expected_id)) return std::nullopt;
     const auto seen = store::read_stamp(h->metadata);
     auto named = seen.record_id ? std::optional<int64_t>(seen.record_id) : std::nullopt;
     if (!seen.ledger)
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
-    if (*seen.ledger != l.reads.uuid())
+    if (*seen.ledger != m_l.reads.uuid())
       return Finding{"foreign", key, named, "stamped by another ledger (" + *seen.ledger + "); never touched",
                      false};
     if (seen.record_id == 0) // this ledger's uuid, but no record id lodge would write
@@ -255,34 +343,34 @@ ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const Recon
               (seen.record ? "'" + util::escape_for_terminal(*seen.record) + "'" : std::string("(none)")) +
               ", which is no record id: whose it is cannot be told; never touched",
           false};
-    if (seen.record_id > max_id)
+    if (seen.record_id > m_max_id)
       return Finding{"beyond_history", key, named,
                      "record #" + std::to_string(seen.record_id) + " is newer than this ledger's last (#" +
-                         std::to_string(max_id) +
+                         std::to_string(m_max_id) +
                          "): was the ledger restored from an older copy? never touched",
                      false};
     return Finding{"diverged", key, named,
                    "stamped with record #" + std::to_string(seen.record_id) +
                        " of this ledger, which holds another key: the history diverged; never touched",
                    false};
-  };
+  }
 
   // No row has this key: nothing proves it is ours and dead, so it is only reported.
-  auto object_only = [&](const store::ObjectInfo &obj) {
-    if (now - obj.last_modified_ms < o.older_than_ms) return; // may be an upload in flight
+  void object_only(const store::ObjectInfo &obj) {
+    if (m_now - obj.last_modified_ms < m_o.older_than_ms) return; // may be an upload in flight
     if (auto f = not_ours(obj.key, 0)) found(*f);
-  };
+  }
 
   // Another tool changed lodge's state tag (where the listing says it): an ACTIVE row's
   // object must be committed once its task no longer owes the tag, or a lifecycle backstop
   // rule expires it. --apply tags it committed again (stamp checked).
   // An object written over the key by another tool loses lodge's tag with its stamp: that
   // is the object not being the row's (corrupt), not a tag to put back.
-  auto active_tag = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+  void active_tag(const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     if (!obj.state_tag || *obj.state_tag == "committed") return;
-    if (live_task(l.reads.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
-    if (auto h = s.head(r.object_key); h) {
-      if (auto why = store::stamp_mismatch(h->metadata, l.reads.uuid(), r.id)) {
+    if (live_task(m_l.reads.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
+    if (auto h = m_s.head(r.object_key); h) {
+      if (auto why = store::stamp_mismatch(h->metadata, m_l.reads.uuid(), r.id)) {
         found({"corrupt", r.object_key, r.id,
                "not ACTIVE record #" + std::to_string(r.id) + "'s object (" + *why +
                    "): written over by another tool",
@@ -294,146 +382,146 @@ ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const Recon
               "ACTIVE record #" + std::to_string(r.id) + "'s object is " + tag_said(*obj.state_tag) +
                   ", not committed (another tool's doing): a lifecycle backstop rule would expire it",
               false};
-    if (apply_cleanup) {
-      auto why = restore_state_tag(l.reads, s, r, true);
+    if (m_apply_cleanup) {
+      auto why = restore_state_tag(m_l.reads, m_s, r, true);
       f.applied = !why;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
     found(f);
-  };
+  }
 
   // A failed row's object lodge tagged pending (or, sent directly to Azure, left untagged);
   // another tool's tag (committed, or tags without a state) makes sweep's guarded delete
   // leave it for ever. --apply tags it pending again (stamp checked) and queues its task.
   // The store says what its guard would do. true: reported.
-  auto failed_tag = [&](const ledger::FileRecord &r) {
-    if (r.upload_status != ledger::FileStatus::upload_failed || !s.capabilities().state_tags) return false;
-    auto refusal = s.guard_refusal(r.object_key);
+  bool failed_tag(const ledger::FileRecord &r) {
+    if (r.upload_status != ledger::FileStatus::upload_failed || !m_s.capabilities().state_tags) return false;
+    auto refusal = m_s.guard_refusal(r.object_key);
     if (!refusal || !refusal.value()) return false; // unreadable: a leftover; the guard decides
     Finding f{"tag_mismatch", r.object_key, r.id,
               "record #" + std::to_string(r.id) + " failed, but its object " + *refusal.value() +
                   " (another tool's doing): sweep's guarded delete leaves it; --apply tags it pending again "
                   "and queues it",
               false};
-    if (apply_cleanup) {
-      auto why = restore_state_tag(l.reads, s, r, false);
-      f.applied = !why && l.tasks.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
+    if (m_apply_cleanup) {
+      auto why = restore_state_tag(m_l.reads, m_s, r, false);
+      f.applied =
+          !why && m_l.tasks.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
     found(f);
     return true;
-  };
-
-  auto both = [&](const store::ObjectInfo &obj, const ledger::FileRecord &r) {
-    ++sum.rows;
-    if (in_use(r)) {
-      if (obj.size != static_cast<uint64_t>(r.size)) {
-        found({"corrupt", r.object_key, r.id,
-               "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});
-        return;
-      }
-      if (o.verify) {
-        auto d = digest_of(s, r.object_key);
-        if (!d || *d != r.sha256) {
-          found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
-          return;
-        }
-      }
-      active_tag(obj, r);
-      return;
-    }
-    if (sum.diverged && r.upload_status == ledger::FileStatus::uploading && !r.is_deleted) {
-      // Restored from a backup taken while this upload ran: the other copy may have
-      // confirmed it. Complete, and stamped with this row and its digest, it is kept.
-      auto h = s.head(r.object_key);
-      if (!h || h->size != static_cast<uint64_t>(r.size) ||
-          store::stamp_mismatch(h->metadata, l.reads.uuid(), r.id) ||
-          h->metadata[store::meta::sha256] != r.sha256)
-        return;
-      Finding f{"confirmed_after_backup", r.object_key, r.id,
-                "record #" + std::to_string(r.id) +
-                    " is UPLOADING here, but its object is complete and stamped with this record and digest "
-                    "(confirmed after the backup); reconcile --apply --roll-forward makes it ACTIVE",
-                false};
-      // Activated as its upload would have been: on a store that tags objects, the tag
-      // owed is recorded and set (the object is still tagged pending).
-      if (o.apply && o.roll_forward)
-        f.applied = activate(l.uploads, s, r, {h->etag, h->version_id}, clock).active();
-      found(f);
-      return;
-    }
-    if (r.is_deleted && !live_task(l.reads.find_task_for(r.id))) {
-      if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
-        found(*other);
-        return;
-      }
-      if (obj.size != static_cast<uint64_t>(r.size)) { // this row's stamp, another writer's bytes
-        found({"unmanaged", r.object_key, r.id,
-               "stamped as record #" + std::to_string(r.id) + " but " + std::to_string(obj.size) +
-                   " bytes, not the row's " + std::to_string(r.size) +
-                   ": another tool wrote over it (in place, keeping the stamp); never touched",
-               false});
-        return;
-      }
-      if (failed_tag(r)) return;
-      Finding f{"leftover", r.object_key, r.id,
-                "record #" + std::to_string(r.id) + " is dead but its object remains", false};
-      if (apply_cleanup)
-        f.applied = l.tasks.requeue_task_for(r.id, now, o.max_retries) == ledger::QueueOutcome::queued;
-      found(f);
-    }
-  };
-
-  auto listed = s.list(prefix, [&](const store::ObjectInfo &obj) {
-    if (obj.key.compare(0, meta_prefix.size(), meta_prefix) == 0) {
-      // lodge's own metadata (id markers): this ledger's is checked above; another's is
-      // another ledger's business.
-      if (obj.key != own_marker)
-        found({"foreign", obj.key, std::nullopt,
-               "id marker of another ledger (" + obj.key.substr(meta_prefix.size()) + "); never touched",
-               false});
-      return true;
-    }
-    ++sum.objects;
-    while (const auto *r = next_row()) {
-      if (r->object_key < obj.key) {
-        row_only(*r);
-        ++pos;
-        continue;
-      }
-      if (r->object_key == obj.key) {
-        both(obj, *r);
-        ++pos;
-        return true;
-      }
-      break;
-    }
-    object_only(obj);
-    return true;
-  });
-  if (!listed) { // what was found and applied so far is reported; the rest is not known
-    sum.error = listed.error();
-    return sum;
   }
-  while (const auto *r = next_row()) {
-    row_only(*r);
-    ++pos;
+
+  // An object and the row at its key: what is found depends on whether the row uses it.
+  void both(const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+    ++m_sum.rows;
+    if (in_use(r)) {
+      object_in_use(obj, r);
+      return;
+    }
+    if (m_sum.diverged && r.upload_status == ledger::FileStatus::uploading && !r.is_deleted) {
+      confirmed_after_backup(r);
+      return;
+    }
+    if (r.is_deleted && !live_task(m_l.reads.find_task_for(r.id))) dead_rows_object(obj, r);
+  }
+
+  // An object in use: its size, its digest (with --verify) and its state tag are the row's.
+  void object_in_use(const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+    if (obj.size != static_cast<uint64_t>(r.size)) {
+      found({"corrupt", r.object_key, r.id,
+             "size " + std::to_string(obj.size) + " but the record says " + std::to_string(r.size), false});
+      return;
+    }
+    if (m_o.verify) {
+      auto d = digest_of(m_s, r.object_key);
+      if (!d || *d != r.sha256) {
+        found({"corrupt", r.object_key, r.id, "content does not hash to the recorded sha256", false});
+        return;
+      }
+    }
+    active_tag(obj, r);
+  }
+
+  // Restored from a backup taken while this upload ran: the other copy may have confirmed
+  // it. Complete, and stamped with this row and its digest, it is kept (and activated with
+  // --apply --roll-forward).
+  void confirmed_after_backup(const ledger::FileRecord &r) {
+    auto h = m_s.head(r.object_key);
+    if (!h || h->size != static_cast<uint64_t>(r.size) ||
+        store::stamp_mismatch(h->metadata, m_l.reads.uuid(), r.id) ||
+        h->metadata[store::meta::sha256] != r.sha256)
+      return;
+    Finding f{"confirmed_after_backup", r.object_key, r.id,
+              "record #" + std::to_string(r.id) +
+                  " is UPLOADING here, but its object is complete and stamped with this record and digest "
+                  "(confirmed after the backup); reconcile --apply --roll-forward makes it ACTIVE",
+              false};
+    // Activated as its upload would have been: on a store that tags objects, the tag
+    // owed is recorded and set (the object is still tagged pending).
+    if (m_o.apply && m_o.roll_forward)
+      f.applied = activate(m_l.uploads, m_s, r, {h->etag, h->version_id}, m_clock).active();
+    found(f);
+  }
+
+  // A dead row with no live task whose key still holds an object: a leftover (requeued with
+  // --apply) if it is this row's, else reported and never touched.
+  void dead_rows_object(const store::ObjectInfo &obj, const ledger::FileRecord &r) {
+    if (auto other = not_ours(r.object_key, r.id)) { // the exact key, but not this row's object
+      found(*other);
+      return;
+    }
+    if (obj.size != static_cast<uint64_t>(r.size)) { // this row's stamp, another writer's bytes
+      found({"unmanaged", r.object_key, r.id,
+             "stamped as record #" + std::to_string(r.id) + " but " + std::to_string(obj.size) +
+                 " bytes, not the row's " + std::to_string(r.size) +
+                 ": another tool wrote over it (in place, keeping the stamp); never touched",
+             false});
+      return;
+    }
+    if (failed_tag(r)) return;
+    Finding f{"leftover", r.object_key, r.id,
+              "record #" + std::to_string(r.id) + " is dead but its object remains", false};
+    if (m_apply_cleanup)
+      f.applied = m_l.tasks.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
+    found(f);
   }
 
   // Incomplete staged uploads whose record is no longer uploading. A store returns no stamp
   // for them (S3's ListMultipartUploads and ListParts carry no metadata), so the exact key
-  // decides: only the row's own upload ever used it (its uuid is in the key).
-  auto mp = s.list_staged(prefix, [&](const store::StagedUpload &u) {
+  // decides: only the row's own upload ever used it (its uuid is in the key). false when the
+  // listing failed (m_sum.error); a store that cannot list them is noted as skipped.
+  bool compare_staged() {
+    auto mp = m_s.list_staged(m_prefix, [&](const store::StagedUpload &u) {
+      staged_upload(u);
+      return true;
+    });
+    if (!mp && mp.error().code == Errc::unsupported) {
+      // A server that answered but cannot list incomplete uploads: everything else was
+      // checked, and the summary says what was not.
+      m_sum.counts.erase("stale_multipart");
+      m_sum.skipped["stale_multipart"] = mp.error().message;
+    } else if (!mp) {
+      m_sum.error = mp.error();
+      return false;
+    }
+    return true;
+  }
+
+  // One incomplete upload: reported unless its row is still uploading; aborted with --apply
+  // when its row is dead, or when it is an ACTIVE row's orphan.
+  void staged_upload(const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
-    l.reads.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
+    m_l.reads.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
       if (r.object_key == u.key) row = r;
       return false;
     });
-    if (row && row->upload_status == ledger::FileStatus::uploading && !row->is_deleted) return true;
+    if (row && row->upload_status == ledger::FileStatus::uploading && !row->is_deleted) return;
     if (!row) { // no row has this key: another tool's upload
       found({"unmanaged", u.key, std::nullopt,
              "incomplete upload " + u.handle + " with no record; never touched", false});
-      return true;
+      return;
     }
     // At an ACTIVE row's key, an upload other than the one it completed is lodge's own
     // orphan: a create whose answer was lost and was retried (no process sends it a part
@@ -450,21 +538,29 @@ ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const Recon
                           : ""),
               false};
     // Aborted when the row of exactly this key is dead (I8), or is the orphan above.
-    if (apply_cleanup && (row->is_deleted || orphan)) f.applied = s.abort_staged(u.key, u.handle).ok();
+    if (m_apply_cleanup && (row->is_deleted || orphan)) f.applied = m_s.abort_staged(u.key, u.handle).ok();
     found(f);
-    return true;
-  });
-  if (!mp && mp.error().code == Errc::unsupported) {
-    // A server that answered but cannot list incomplete uploads: everything else was
-    // checked, and the summary says what was not.
-    sum.counts.erase("stale_multipart");
-    sum.skipped["stale_multipart"] = mp.error().message;
-  } else if (!mp) {
-    sum.error = mp.error();
-    return sum;
   }
-  if (sum.diverged) l.blocks.note_reconciled(clock.now_ms()); // the operator has the whole report now
-  return sum;
+
+  ReconcileLedger m_l;
+  store::ObjectStore &m_s;
+  const ReconcileOptions &m_o;
+  const util::Clock &m_clock;
+  const std::function<void(const Finding &)> &m_report;
+  ReconcileSummary m_sum;
+  const std::string m_prefix;
+  const int64_t m_now;
+  std::optional<ledger::Divergence> m_divergence;
+  bool m_apply_cleanup = false; // --apply, and the ledger has not diverged
+  std::string m_meta_prefix;    // where lodge's own metadata (id markers) is kept
+  std::string m_own_marker;     // this ledger's id marker
+  int64_t m_max_id = 0;         // the ledger's last record id, read after the divergence check
+};
+} // namespace
+
+ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
+                           const util::Clock &clock, const std::function<void(const Finding &)> &report) {
+  return Reconciler(l, s, o, clock, report).run();
 }
 
 } // namespace lodge::ops

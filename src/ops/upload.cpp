@@ -159,97 +159,114 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 } // namespace
 
 std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
+  auto opened = open_checked(file, r);
+  if (!opened) return rejected(r, opened.error());
+  const OpenedFile &f = opened.value();
+  if (auto unchanged = unchanged_duplicate(f, r)) return unchanged;
+  auto digests = digest_and_type(f, r);
+  if (!digests) return rejected(r, digests.error());
+  return reserve_and_send(f, digests.value(), r);
+}
+
+Result<Uploader::OpenedFile> Uploader::open_checked(const InputFile &file, FileResult &r) {
   const std::string &path = file.path;
+  OpenedFile f;
   // Relative to the directory the walk opened (the name is one component), so nothing the
   // walk checked is resolved again. O_NONBLOCK: opening a FIFO swapped in must not hang;
   // it is refused right after fstat.
   int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (m_s.follow_symlinks ? 0 : O_NOFOLLOW);
-  util::Fd fd(::openat(file.parent ? file.parent->get() : AT_FDCWD, file.name.c_str(), flags));
-  if (!fd.valid()) {
+  f.fd = util::Fd(::openat(file.parent ? file.parent->get() : AT_FDCWD, file.name.c_str(), flags));
+  if (!f.fd.valid()) {
     int e = errno;
     if (e == ELOOP)
-      return rejected(
-          r, Error(Errc::not_regular_file, util::escape_for_terminal(path) +
-                                               " is a symbolic link (use --follow-symlinks to follow it)"));
-    return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": " + std::strerror(e) +
-                                                   (file.parent ? " (since the walk listed it)" : "")));
+      return Error(Errc::not_regular_file, util::escape_for_terminal(path) +
+                                               " is a symbolic link (use --follow-symlinks to follow it)");
+    return Error(Errc::unreadable, util::escape_for_terminal(path) + ": " + std::strerror(e) +
+                                       (file.parent ? " (since the walk listed it)" : ""));
   }
-  struct stat st {};
-  if (auto s = regular_file(path, fd.get(), st); !s) return rejected(r, s.error());
-  const int64_t stat_taken_ms = m_clock.now_ms();
-  if (file.has_identity && (st.st_dev != file.dev || st.st_ino != file.ino))
-    return rejected(r, Error(Errc::file_changed, util::escape_for_terminal(path) +
-                                                     " was replaced after the walk listed it; not uploaded"));
-  r.size = static_cast<uint64_t>(st.st_size);
+  if (auto s = regular_file(path, f.fd.get(), f.st); !s) return s.error();
+  f.stat_taken_ms = m_clock.now_ms();
+  if (file.has_identity && (f.st.st_dev != file.dev || f.st.st_ino != file.ino))
+    return Error(Errc::file_changed,
+                 util::escape_for_terminal(path) + " was replaced after the walk listed it; not uploaded");
+  r.size = static_cast<uint64_t>(f.st.st_size);
   // A big file's read would hold the pending confirms too long (their rows' deadlines run),
   // so they are waited for first.
   if (r.size > k_confirm_alongside_max) settle_tails(0);
   if (r.size == 0 && !m_s.policy.allow_empty)
-    return rejected(r, Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " +
-                                                   m_s.policy.name + " does not allow empty files"));
+    return Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " + m_s.policy.name +
+                                       " does not allow empty files");
   if (r.size > m_s.policy.max_size)
-    return rejected(r,
-                    Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
-                                               " bytes; policy " + m_s.policy.name + " allows " +
-                                               std::to_string(m_s.policy.max_size)));
+    return Error(Errc::too_large, util::escape_for_terminal(path) + " is " + std::to_string(r.size) +
+                                      " bytes; policy " + m_s.policy.name + " allows " +
+                                      std::to_string(m_s.policy.max_size));
   auto name = sanitize_display_name(path);
-  if (!name) return rejected(r, name.error());
+  if (!name) return name.error();
+  f.name = name.value();
   auto rel = sanitize_relative_path(file.relative_path.empty() ? path : file.relative_path);
-  if (!rel) return rejected(r, rel.error());
+  if (!rel) return rel.error();
   r.relative_path = rel.value();
   // Checked before the file is read: the uuid has a fixed length.
   if (auto key = ledger::object_key_for(m_store.key_prefix(), m_s.owner, m_s.run_prefix, std::string(36, '0'),
                                         r.relative_path);
       key.size() > ledger::k_max_key_bytes)
-    return rejected(r, Error(Errc::bad_name, util::escape_for_terminal(path) + ": its object key would be " +
-                                                 std::to_string(key.size()) + " bytes, more than the " +
-                                                 std::to_string(ledger::k_max_key_bytes) +
-                                                 " a store allows (a shorter path or --prefix)"));
-  std::string ext = extension_of(name.value());
-  if (auto s = check_extension(m_s.policy, ext); !s) return rejected(r, s.error());
+    return Error(Errc::bad_name, util::escape_for_terminal(path) + ": its object key would be " +
+                                     std::to_string(key.size()) + " bytes, more than the " +
+                                     std::to_string(ledger::k_max_key_bytes) +
+                                     " a store allows (a shorter path or --prefix)");
+  f.ext = extension_of(f.name);
+  if (auto s = check_extension(m_s.policy, f.ext); !s) return s.error();
+  f.file_stat = stat_of(f.st);
+  return f;
+}
+
+std::optional<FileResult> Uploader::unchanged_duplicate(const OpenedFile &f, FileResult &r) {
   const auto scope = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
-  const ledger::FileStat fst = stat_of(st);
   // The stat cache: this path's row whose file is exactly what it was then maps the file
   // to that row without reading it (its object checked as any duplicate's is).
-  if (!m_s.checksum && scope != ledger::DedupScope::none && !m_s.idempotency_key) {
-    if (auto cached = m_ledger.uploads.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, fst,
-                                                      static_cast<int64_t>(r.size));
-        cached && check_media_type(m_s.policy, ext, cached->media_type) && check_duplicate(*cached)) {
-      r.outcome = UploadOutcome::duplicate;
-      r.unchanged = true;
-      r.id = cached->id;
-      r.shares = cached->content_of;
-      r.object_key = cached->object_key;
-      r.sha256 = cached->sha256;
-      r.media_type = cached->media_type;
-      r.content_type = cached->object_content_type();
-      r.error =
-          Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
-                                     " (not read again; --checksum reads it)");
-      return r;
-    }
-  }
+  if (m_s.checksum || scope == ledger::DedupScope::none || m_s.idempotency_key) return std::nullopt;
+  auto cached = m_ledger.uploads.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, f.file_stat,
+                                                static_cast<int64_t>(r.size));
+  if (!cached || !check_media_type(m_s.policy, f.ext, cached->media_type) || !check_duplicate(*cached))
+    return std::nullopt;
+  r.outcome = UploadOutcome::duplicate;
+  r.unchanged = true;
+  r.id = cached->id;
+  r.shares = cached->content_of;
+  r.object_key = cached->object_key;
+  r.sha256 = cached->sha256;
+  r.media_type = cached->media_type;
+  r.content_type = cached->object_content_type();
+  r.error = Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
+                                       " (not read again; --checksum reads it)");
+  return r;
+}
 
+Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
   if (failpoint::hit("upload.before_read"))
-    return rejected(r, Error(Errc::unreadable, util::escape_for_terminal(path) + ": injected read failure"));
+    return Error(Errc::unreadable, util::escape_for_terminal(r.file) + ": injected read failure");
   bool multipart = r.size > m_s.multipart_threshold;
-  auto digests = hash_file(fd.get(), r.size, multipart);
-  if (!digests) return rejected(r, digests.error());
+  auto digests = hash_file(f.fd.get(), r.size, multipart);
+  if (!digests) return digests.error();
   r.sha256 = digests->sha256;
   // libmagic only where its verdict is checked; elsewhere the signature sniff names it.
   r.media_type = sniff_media_type(digests->head.data(), digests->head.size());
-  if (needs_libmagic(m_s.policy, ext, r.media_type))
+  if (needs_libmagic(m_s.policy, f.ext, r.media_type))
     r.media_type = m_detector.detect(digests->head.data(), digests->head.size());
-  if (auto s = check_media_type(m_s.policy, ext, r.media_type); !s) return rejected(r, s.error());
+  if (auto s = check_media_type(m_s.policy, f.ext, r.media_type); !s) return s.error();
   r.content_type =
-      m_s.options.content_type.empty() ? content_type_for(ext, r.media_type) : m_s.options.content_type;
+      m_s.options.content_type.empty() ? content_type_for(f.ext, r.media_type) : m_s.options.content_type;
+  return digests;
+}
 
-  ledger::ReserveRequest req = reserve_request(name.value(), r);
+std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const Digests &digests,
+                                                     FileResult &r) {
+  ledger::ReserveRequest req = reserve_request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
   if (const auto &me = this_process()) req.holder = me->text();
   // A racily clean stat is never recorded: the next run reads the file again.
-  const bool cacheable = !ops::racily_clean(fst, stat_taken_ms);
-  if (cacheable) req.stat = fst;
+  const bool cacheable = !ops::racily_clean(f.file_stat, f.stat_taken_ms);
+  if (cacheable) req.stat = f.file_stat;
   req.dry_run = m_s.dry_run;
   (void)failpoint::hit("upload.before_reserve");
   int64_t wall_at_reserve = 0;
@@ -258,8 +275,8 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
   auto own_duplicate = [&](const ledger::FileRecord &dup) {
     if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
-        dup.size == static_cast<int64_t>(r.size) && dup.stat != fst && same_file(st, fd.get()))
-      (void)m_ledger.uploads.record_stat(dup.id, fst, m_clock.now_ms());
+        dup.size == static_cast<int64_t>(r.size) && dup.stat != f.file_stat && same_file(f.st, f.fd.get()))
+      (void)m_ledger.uploads.record_stat(dup.id, f.file_stat, m_clock.now_ms());
   };
   if (auto done = reserve_row(req, r, res, wall_at_reserve, steady_at_reserve, own_duplicate)) return done;
   const auto &rec = res.record;
@@ -281,14 +298,14 @@ std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, File
     fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
-  auto put = transfer(fd.get(), rec, digests.value(), steady_deadline);
+  auto put = transfer(f.fd.get(), rec, digests, steady_deadline);
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
     // (ctime too: the row's stat must be the file its bytes came from.)
-    if (!same_file(st, fd.get()))
-      put =
-          Error(Errc::file_changed, util::escape_for_terminal(path) + " changed while it was being uploaded");
+    if (!same_file(f.st, f.fd.get()))
+      put = Error(Errc::file_changed,
+                  util::escape_for_terminal(r.file) + " changed while it was being uploaded");
   }
   if (!put) {
     const auto &e = put.error();

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <vector>
 
@@ -177,6 +178,26 @@ private:
   // Fills r as it goes (upload() reports what it holds if this throws). nullopt: the
   // file's confirm is pending, in m_tails.
   std::optional<FileResult> upload_unguarded(const InputFile &file, FileResult &r);
+  // A file opened for upload and past every check made before its bytes are read.
+  struct OpenedFile {
+    util::Fd fd;
+    struct stat st {};
+    int64_t stat_taken_ms = 0; // when st was taken (a stat as recent as that is racily clean)
+    std::string name;          // the display name the row records
+    std::string ext;
+    ledger::FileStat file_stat; // st as the stat cache records it
+  };
+  // Opens the file and checks what it is, its size, name, key and extension (r gets its size
+  // and relative path); the error is the file's rejection.
+  Result<OpenedFile> open_checked(const InputFile &file, FileResult &r);
+  // The stat cache: r as the unchanged duplicate of this path's row, or nullopt to read the file.
+  std::optional<FileResult> unchanged_duplicate(const OpenedFile &f, FileResult &r);
+  // Reads and hashes the file and checks its media type (r gets its digest, media and content
+  // types); the error is the file's rejection.
+  Result<Digests> digest_and_type(const OpenedFile &f, FileResult &r);
+  // Reserves the file's row, sends its bytes before the row's deadline and queues its confirm:
+  // nullopt once the confirm is pending in m_tails, else r's final result.
+  std::optional<FileResult> reserve_and_send(const OpenedFile &f, const Digests &digests, FileResult &r);
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
   // of this very path); nullopt when the row is reserved (res.record), else r's final result.
