@@ -223,31 +223,44 @@ Command add_status(CLI::App &app) {
 
 namespace {
 // The text form of `lodge config`: every S3 value with its source, the credentials the
-// store would use (never the secret), then the whole configuration as JSON.
+// store would use (never the secret), the upload run's settings with theirs, then the whole
+// configuration as JSON.
+void print_setting(const char *name, const nlohmann::json &value, const std::string &source) {
+  std::string v = value.is_null() ? "(none)" : value.is_string() ? value.get<std::string>() : value.dump();
+  std::printf("  %-28s %s  (%s)\n", name, util::escape_for_terminal(v).c_str(),
+              util::escape_for_terminal(source).c_str());
+}
+
 void print_config_text(const nlohmann::json &j) {
   if (j.contains("s3")) {
     std::printf("S3 settings (value, then where it came from):\n");
+    for (const char *k : {"endpoint", "region", "addressing_style", "ca_bundle", "profile", "max_attempts",
+                          "retry_mode", "request_checksum_calculation"})
+      print_setting(k, j["s3"][k]["value"], j["s3"][k]["source"].get<std::string>());
+    // The profile's `s3 =` keys, where set (what they became is under "upload run").
     for (const char *k :
-         {"endpoint", "region", "addressing_style", "ca_bundle", "profile", "max_attempts", "retry_mode"}) {
-      const auto &e = j["s3"][k];
-      std::string v = e["value"].is_null()     ? "(none)"
-                      : e["value"].is_string() ? e["value"].get<std::string>()
-                                               : e["value"].dump();
-      std::printf("  %-17s %s  (%s)\n", k, util::escape_for_terminal(v).c_str(),
-                  util::escape_for_terminal(e["source"].get<std::string>()).c_str());
-    }
+         {"max_concurrent_requests", "multipart_threshold", "multipart_chunksize", "max_bandwidth"})
+      if (!j["s3"][k]["value"].is_null())
+        print_setting(("s3." + std::string(k)).c_str(), j["s3"][k]["value"],
+                      j["s3"][k]["source"].get<std::string>());
   }
   const auto &c = j["credentials"];
   if (c.is_object()) {
     if (c.contains("error"))
-      std::printf("  %-17s none: %s\n", "credentials",
+      std::printf("  %-28s none: %s\n", "credentials",
                   util::escape_for_terminal(c["error"].get<std::string>()).c_str());
     else
-      std::printf("  %-17s %s, access key id %s%s  (%s)\n", "credentials", "found",
+      std::printf("  %-28s %s, access key id %s%s  (%s)\n", "credentials", "found",
                   util::escape_for_terminal(c["access_key_id"].get<std::string>()).c_str(),
                   c["session_token"].is_null() ? "" : " with a session token",
                   util::escape_for_terminal(c["source"].get<std::string>()).c_str());
   }
+  // The upload run's settings: upload's --jobs, --part-size and --part-concurrency win.
+  std::printf("upload run (value, then where it came from):\n");
+  for (const char *k : {"jobs", "part_size", "part_concurrency", "multipart_threshold"})
+    print_setting(k, j[k], j["sources"].value(k, std::string("default")));
+  if (j.contains("store_bandwidth"))
+    print_setting("store_bandwidth", j["store_bandwidth"], j["sources"]["bandwidth"].get<std::string>());
   std::printf("configuration:\n%s\n",
               j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }

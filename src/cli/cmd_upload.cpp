@@ -10,6 +10,7 @@
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
+#include <lodge/ops/open_files.hpp>
 #include <lodge/ops/retrieve.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/ops/upload.hpp>
@@ -41,6 +42,8 @@ struct UploadOptions {
   bool replace = false;
   bool dry_run = false;
   std::string in_progress_wait; // --in-progress-wait: a duration ("" for the config's)
+  std::string part_size;        // --part-size ("" for the config's, or the AWS profile's)
+  std::string part_concurrency; // --part-concurrency ("" for the config's)
   // The object options, as given (merged over the policy's in the command).
   std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
   std::vector<std::string> metadata, tags;
@@ -113,19 +116,45 @@ int64_t duration_ms_flag(const char *name, const std::string &text) {
   return *v;
 }
 
-// Each directory with a file waiting in the queue stays open (files are opened relative to
-// it): allow as many descriptors as the hard limit does, and queue at most a quarter of
-// them (measured: 1024 queued files in 1024 directories hold 1050 descriptors).
-size_t queue_capacity_for_open_files() {
+// The descriptors this process may open: as many as the hard limit allows (the soft limit
+// raised to it). 1024 when it cannot be read (the usual soft limit).
+uint64_t open_file_limit() {
   struct rlimit rl {};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 256;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
   if (rl.rlim_cur < rl.rlim_max) {
     struct rlimit raised = rl;
     raised.rlim_cur = rl.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
   }
-  if (rl.rlim_cur == RLIM_INFINITY) return 1024;
-  return std::clamp<size_t>(static_cast<size_t>(rl.rlim_cur / 4), 16, 1024);
+  return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX / 2 : static_cast<uint64_t>(rl.rlim_cur);
+}
+
+// Each directory with a file waiting in the queue stays open (files are opened relative to
+// it): queue at most a quarter of the descriptors (measured: 1024 queued files in 1024
+// directories hold 1050 descriptors).
+size_t queue_capacity_for(uint64_t limit) {
+  return static_cast<size_t>(std::clamp<uint64_t>(limit / 4, 16, 1024));
+}
+
+// What the process holds besides the queue and the workers: stdio, the main ledger and
+// store connections, the log.
+constexpr uint64_t k_reserved_descriptors = 64;
+
+// jobs x part concurrency within what the queue leaves of the limit: lowered (part
+// concurrency first), said once, never refused.
+void fit_to_open_files(ops::RunSpec &spec, uint64_t limit, bool quiet) {
+  const uint64_t used = spec.queue_capacity + k_reserved_descriptors;
+  const uint64_t budget = limit > used ? limit - used : 0;
+  auto fit = ops::fit_open_files(spec.jobs, spec.settings.part_concurrency, budget);
+  if (!fit.lowered) return;
+  if (!quiet)
+    std::fprintf(stderr,
+                 "lodge: warning: %d jobs x %d parts in flight would need more files open than the limit of "
+                 "%llu (ulimit -n) allows: using %d x %d\n",
+                 spec.jobs, spec.settings.part_concurrency, static_cast<unsigned long long>(limit), fit.jobs,
+                 fit.part_concurrency);
+  spec.jobs = fit.jobs;
+  spec.settings.part_concurrency = fit.part_concurrency;
 }
 
 nlohmann::json result_json(const ops::FileResult &r) {
@@ -431,8 +460,11 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   s.owner = ctx.owner();
   if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
   s.multipart_threshold = cfg.multipart_threshold;
-  s.part_size = cfg.part_size;
-  s.part_concurrency = cfg.part_concurrency;
+  // Flags over the configuration (over the store's own: the AWS profile's s3 keys).
+  s.part_size = o.part_size.empty() ? cfg.part_size : config::parse_part_size(o.part_size, "--part-size");
+  s.part_concurrency = o.part_concurrency.empty()
+                           ? cfg.part_concurrency
+                           : config::parse_part_concurrency(o.part_concurrency, "--part-concurrency");
   s.open_store = [&ctx] { return ctx.open_store(); };
   s.max_retries = cfg.sweep.max_retries;
   s.lease_ms = cfg.sweep.lease_ms;
@@ -454,8 +486,16 @@ Command add_upload(CLI::App &app) {
   sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line");
   sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
-  sub->add_option("-j,--jobs", o->jobs, "Parallel uploads (default: config jobs, 8)")
+  sub->add_option("-j,--jobs", o->jobs,
+                  "Parallel uploads (default: config jobs, else the AWS profile's s3 max_concurrent_requests "
+                  "on an S3 store, else 8)")
       ->check(CLI::Range(1, 256));
+  sub->add_option("--part-size", o->part_size,
+                  "Size of each part of a multipart upload, 5MiB to 5GiB (default: config part_size, else "
+                  "the AWS profile's s3 multipart_chunksize, else 16MiB)");
+  sub->add_option("--part-concurrency", o->part_concurrency,
+                  "Parts of one file sent at once, 1 to 64 (default: config part_concurrency, 4); jobs x "
+                  "parts is lowered, with a warning, to fit the open-file limit");
   sub->add_option("--idempotency-key", o->idempotency_key,
                   "Make a retry of this single upload return the first result");
   sub->add_option("--prefix", o->prefix,
@@ -517,7 +557,9 @@ Command add_upload(CLI::App &app) {
               spec.files_from_file = o->files_from;
             spec.null_separated = o->null_separated;
             spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
-            spec.queue_capacity = queue_capacity_for_open_files();
+            const uint64_t open_files = open_file_limit();
+            spec.queue_capacity = queue_capacity_for(open_files);
+            fit_to_open_files(spec, open_files, ctx.g.quiet);
             spec.in_progress_wait_ms = o->in_progress_wait.empty()
                                            ? cfg.in_progress_wait_ms
                                            : duration_ms_flag("--in-progress-wait", o->in_progress_wait);

@@ -185,9 +185,8 @@ store::Backend &Context::backend() {
 uint64_t Context::bwlimit() {
   if (!g.bwlimit.empty()) return config::bwlimit_value(g.bwlimit, "--bwlimit", Errc::usage);
   if (cfg().bwlimit) return *cfg().bwlimit;
-  // [slot: the AWS profile's `s3 = max_bandwidth` applies here when neither is set: the
-  // store's resolved settings (cfg().store_config, S3's under s3/) would offer it]
-  return 0;
+  // Neither set: the store's own default (an S3 store's AWS profile, `s3 = max_bandwidth`).
+  return cfg().store_bandwidth;
 }
 
 void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what) {

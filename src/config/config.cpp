@@ -65,6 +65,13 @@ int64_t duration_value(const std::string &text, const std::string &path, Duratio
   return *v;
 }
 
+// S3's bounds on one part (the last may be smaller); the same for every store lodge writes.
+uint64_t part_size_value(uint64_t bytes, const std::string &path) {
+  if (bytes < (5ULL << 20) || bytes > (5ULL << 30))
+    bad(path, "S3 takes parts of 5MiB to 5GiB (got " + util::format_size_exact(bytes) + ")");
+  return bytes;
+}
+
 uint64_t get_size(const json &v, const std::string &path) {
   if (v.is_number_unsigned() && v.get<uint64_t>() > 0) return v.get<uint64_t>();
   if (!v.is_string()) bad(path, "expected a size like 10MiB");
@@ -245,6 +252,17 @@ std::optional<std::string> run_prefix_problem(const std::string &prefix) {
   return std::nullopt;
 }
 
+uint64_t parse_part_size(const std::string &text, const std::string &name) {
+  return part_size_value(size_value(text, name), name);
+}
+
+int parse_part_concurrency(const std::string &text, const std::string &name) {
+  auto n = util::parse_int(text);
+  if (!n || *n < 1 || *n > 64)
+    bad(name, "expected an integer from 1 to 64, got '" + util::escape_for_terminal(text) + "'");
+  return static_cast<int>(*n);
+}
+
 const Policy &Config::policy(const std::string &name) const {
   auto it = policies.find(name);
   if (it == policies.end()) {
@@ -336,13 +354,13 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
-  if (doc.contains("part_size")) {
-    c.part_size = get_size(doc["part_size"], "part_size");
-    if (c.part_size < (5ULL << 20)) bad("part_size", "S3 needs parts of at least 5MiB");
-  }
+  if (doc.contains("part_size"))
+    c.part_size = part_size_value(get_size(doc["part_size"], "part_size"), "part_size");
   if (doc.contains("part_concurrency"))
     c.part_concurrency = static_cast<int>(get_count(doc["part_concurrency"], "part_concurrency", 1, 64));
   if (doc.contains("jobs")) c.jobs = static_cast<int>(get_count(doc["jobs"], "jobs", 1, 256));
+  for (const char *k : {"multipart_threshold", "part_size", "part_concurrency", "jobs"})
+    if (doc.contains(k)) c.sources[k] = "file " + source;
   if (doc.contains("policies")) {
     const auto &ps = doc["policies"];
     if (!ps.is_object()) bad("policies", "expected an object of named policies");
@@ -401,8 +419,35 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   return c;
 }
 
+namespace {
+// The store's own transfer defaults (S3: the AWS profile's `s3 =` keys) where lodge's
+// configuration set nothing: flags > lodge's configuration > the store's > defaults.
+void apply_store_defaults(Config &c) {
+  auto d = c.store_config->transfer_defaults();
+  auto source = [&](const char *k) { return d.sources.contains(k) ? d.sources.at(k) : std::string(); };
+  if (d.jobs > 0 && c.sources["jobs"] == "default") {
+    c.jobs = d.jobs;
+    c.sources["jobs"] = source("jobs");
+  }
+  if (d.multipart_threshold > 0 && c.sources["multipart_threshold"] == "default") {
+    c.multipart_threshold = d.multipart_threshold;
+    c.sources["multipart_threshold"] = source("multipart_threshold");
+  }
+  if (d.part_size > 0 && c.sources["part_size"] == "default") {
+    c.part_size = d.part_size;
+    c.sources["part_size"] = source("part_size");
+  }
+  if (d.bandwidth > 0) {
+    c.store_bandwidth = d.bandwidth;
+    c.sources["bandwidth"] = source("bandwidth");
+  }
+}
+} // namespace
+
 Config load(const ConfigInputs &in) {
   Config c;
+  for (const char *k : {"multipart_threshold", "part_size", "part_concurrency", "jobs"})
+    c.sources[k] = "default";
   Policy def;
   def.name = "default";
   c.policies["default"] = def;
@@ -455,6 +500,7 @@ Config load(const ConfigInputs &in) {
     auto n = util::parse_int(v);
     if (!n || *n < 1 || *n > 256) bad("LODGE_JOBS", "expected an integer from 1 to 256");
     c.jobs = static_cast<int>(*n);
+    c.sources["jobs"] = "env LODGE_JOBS";
   }
   if (auto v = env_or(env, "LODGE_LEDGER_TIMEOUT"); !v.empty())
     c.ledger_timeout_ms = duration_value(v, "LODGE_LEDGER_TIMEOUT", k_ledger_timeout_limit);
@@ -505,6 +551,7 @@ Config load(const ConfigInputs &in) {
   store::check_store_url(c.store);
   // Its scheme resolves the store's settings (S3: the AWS environment and shared files).
   c.store_config = store::resolve_settings(c.store, c.store_settings, env);
+  apply_store_defaults(c);
   return c;
 }
 
@@ -528,6 +575,10 @@ nlohmann::json to_json(const Config &c) {
   j["bwlimit"] = c.bwlimit ? json(util::format_bwlimit(*c.bwlimit)) : json(nullptr);
   j["stats"] = c.stats_ms > 0 ? json(util::format_duration_exact(c.stats_ms)) : json("off");
   j["jobs"] = c.jobs;
+  // Where each of those came from (upload's --jobs, --part-size, --part-concurrency win).
+  j["sources"] = c.sources;
+  // The store's own rate limit (bytes per second), when it has one: below a lodge bwlimit.
+  if (c.store_bandwidth > 0) j["store_bandwidth"] = c.store_bandwidth;
   json status;
   for (const char *job : k_jobs)
     status[std::string(job) + "_max_age"] = util::format_duration_exact(c.status.max_age_ms.at(job));

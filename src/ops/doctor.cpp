@@ -293,6 +293,11 @@ std::vector<Check> store_checks(store::ObjectStore &st, const std::string &probe
     out.push_back(make("store.delete", Level::ok, "DELETE " + probe_key + " permitted"));
   }
   auto caps = st.capabilities();
+  // Said, not warned of: the user chose it for a store that refuses flexible checksums.
+  if (!caps.sends_checksums)
+    out.push_back(make("store.checksums", Level::ok,
+                       "the store is not asked to check each upload's SHA-256 (request_checksum_calculation "
+                       "= when_required): lodge still hashes every file, and get verifies what it reads"));
   if (caps.versions) {
     auto s = st.support(store::Capability::version_listing);
     if (s == store::Support::absent)

@@ -1,4 +1,6 @@
+#include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <lodge/error.hpp>
@@ -110,6 +112,40 @@ IniFile read_ini(const std::string &path) {
   ss << in.rdbuf();
   if (in.bad()) throw LodgeError(Errc::config_invalid, path + ": cannot read: " + std::strerror(errno));
   return parse_ini(ss.str(), path);
+}
+
+std::optional<uint64_t> parse_aws_size(const std::string &text) {
+  auto t = util::to_lower(util::trim(text));
+  // The CLI's own table (awscli/customizations/s3/utils.py): binary multiples only.
+  static const std::pair<const char *, uint64_t> k_suffixes[] = {
+      {"kib", 1ULL << 10}, {"mib", 1ULL << 20}, {"gib", 1ULL << 30}, {"tib", 1ULL << 40},
+      {"kb", 1ULL << 10},  {"mb", 1ULL << 20},  {"gb", 1ULL << 30},  {"tb", 1ULL << 40}};
+  uint64_t mult = 1;
+  for (const auto &[suffix, m] : k_suffixes) {
+    const std::string sfx = suffix;
+    if (t.size() > sfx.size() && t.compare(t.size() - sfx.size(), sfx.size(), sfx) == 0) {
+      t = util::trim(t.substr(0, t.size() - sfx.size()));
+      mult = m;
+      break;
+    }
+  }
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string::npos || t.size() > 19)
+    return std::nullopt;
+  const uint64_t n = std::stoull(t);
+  if (n == 0 || n > UINT64_MAX / mult) return std::nullopt;
+  return n * mult;
+}
+
+std::optional<uint64_t> parse_aws_rate(const std::string &text) {
+  auto t = util::trim(text);
+  auto l = util::to_lower(t);
+  if (l.size() > 3 && l.compare(l.size() - 3, 3, "b/s") == 0) {
+    t = t.substr(0, t.size() - 3); // "50MB/s" -> "50M", "1048576B/s" -> "1048576"
+    if (!t.empty() && std::isalpha(static_cast<unsigned char>(t.back()))) t += "B"; // "50MB", "1MiB"
+  } else if (l.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt; // a size without "/s" is not a rate
+  }
+  return parse_aws_size(t);
 }
 
 std::string expand_home(const std::string &path, const std::string &home) {

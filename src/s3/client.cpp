@@ -214,7 +214,8 @@ void Client::add_object_headers(Call &c, const PutOptions &o) {
 Result<PutResult> Client::put_object(const std::string &key, http::BodySource &body, const PutOptions &o) {
   Call c{"PUT", key, {}, {}, &body, o.sha256_hex, {}, o.deadline_steady_ms, "PUT " + key};
   c.headers.emplace_back("content-type", o.content_type);
-  if (!o.sha256_hex.empty()) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
+  if (!o.sha256_hex.empty() && m_cfg.send_checksums)
+    c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
   if (!o.if_match.empty())
     c.headers.emplace_back("if-match", o.if_match);
   else if (o.if_none_match)
@@ -285,7 +286,8 @@ Result<std::pair<std::string, http::Headers>> Client::presign_put(const std::str
   Call c{"PUT", key, {}, {}, nullptr, {}, {}, 0, "PUT " + key};
   c.headers.emplace_back("content-length", std::to_string(size));
   c.headers.emplace_back("content-type", o.content_type);
-  if (!o.sha256_hex.empty()) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
+  if (!o.sha256_hex.empty() && m_cfg.send_checksums)
+    c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(o.sha256_hex));
   if (o.if_none_match) c.headers.emplace_back("if-none-match", "*");
   add_object_headers(c, o);
   auto url = presign("PUT", key, c.headers, expires_s);
@@ -409,7 +411,7 @@ Result<std::string> Client::create_multipart(const std::string &key, const PutOp
   Call c{
       "POST", key, {{"uploads", ""}}, {}, nullptr, {}, {}, o.deadline_steady_ms, "CREATE MULTIPART " + key};
   c.headers.emplace_back("content-type", o.content_type);
-  c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
+  if (m_cfg.send_checksums) c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
   add_object_headers(c, o);
   auto r = send(c);
   if (!r) return r.error();
@@ -431,7 +433,7 @@ Result<CompletedPart> Client::upload_part(const std::string &key, const std::str
          deadline_steady_ms,
          "PUT PART " + std::to_string(number) + " " + key};
   c.headers.emplace_back("content-type", "application/octet-stream");
-  c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(sha256_hex));
+  if (m_cfg.send_checksums) c.headers.emplace_back("x-amz-checksum-sha256", base64_of_hex(sha256_hex));
   auto r = send(c);
   if (!r) return r.error();
   return CompletedPart{number, util::trim(r->header("etag")), sha256_hex};
@@ -442,9 +444,11 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
                                              int64_t deadline_steady_ms) {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const auto &p : parts)
-    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
-           util::xml_escape(p.etag) + "</ETag><ChecksumSHA256>" + base64_of_hex(p.sha256_hex) +
-           "</ChecksumSHA256></Part>";
+    xml +=
+        "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + util::xml_escape(p.etag) +
+        "</ETag>" +
+        (m_cfg.send_checksums ? "<ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256>" : "") +
+        "</Part>";
   xml += "</CompleteMultipartUpload>";
   http::StringBody body(xml);
   Call c{"POST",
@@ -509,7 +513,8 @@ Result<http::Response> Client::send_xml(const std::string &method, const std::st
   Call c{method, key, std::move(query), {}, &body, crypto::sha256_hex(xml), {}, 0, what};
   c.headers.emplace_back("content-type", "application/xml");
   c.headers.emplace_back("content-md5", md5_base64(xml));
-  c.headers.emplace_back("x-amz-checksum-sha256", crypto::to_base64(crypto::sha256(xml)));
+  if (m_cfg.send_checksums)
+    c.headers.emplace_back("x-amz-checksum-sha256", crypto::to_base64(crypto::sha256(xml)));
   return send(c);
 }
 

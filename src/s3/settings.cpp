@@ -55,6 +55,57 @@ void apply_endpoint(S3Settings &s, const AwsShared &shared, const Env &env, bool
   }
 }
 
+// The profile's `s3 =` transfer settings, each checked as the CLI would, and the checksum
+// setting (the environment over the profile). An error names the file, profile and key.
+void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
+  auto &src = s.sources;
+  auto got = [&](const char *key) { return shared.sub("s3", key); };
+  if (auto v = got("max_concurrent_requests")) {
+    auto n = util::parse_int(v->value);
+    if (!n || *n < 1 || *n > 256)
+      bad(v->source, "expected an integer from 1 to 256 (lodge's --jobs), got '" +
+                         util::escape_for_terminal(v->value) + "'");
+    s.max_concurrent_requests = static_cast<int>(*n);
+    src["max_concurrent_requests"] = v->source;
+  }
+  auto size = [&](const char *key, uint64_t &field, uint64_t min, const char *why) {
+    auto v = got(key);
+    if (!v) return;
+    auto n = parse_aws_size(v->value);
+    if (!n)
+      bad(v->source,
+          "expected a size like 8MB or 16777216 (bytes), got '" + util::escape_for_terminal(v->value) + "'");
+    if (*n < min || *n > (5ULL << 30))
+      bad(v->source, std::string(why) + ", got '" + util::escape_for_terminal(v->value) + "'");
+    field = *n;
+    src[key] = v->source;
+  };
+  size("multipart_threshold", s.multipart_threshold, 1, "expected at most 5GB");
+  size("multipart_chunksize", s.multipart_chunksize, 5ULL << 20,
+       "S3 takes parts of 5MB (5242880 bytes) to 5GB");
+  if (auto v = got("max_bandwidth")) {
+    auto n = parse_aws_rate(v->value);
+    if (!n)
+      bad(v->source, "expected bytes per second like 50MB/s, 300KB/s or 1048576, got '" +
+                         util::escape_for_terminal(v->value) + "'");
+    s.max_bandwidth = *n;
+    src["max_bandwidth"] = v->source;
+  }
+  std::optional<AwsValue> calc;
+  if (auto v = env_or(env, "AWS_REQUEST_CHECKSUM_CALCULATION"); !v.empty())
+    calc = AwsValue{v, "env AWS_REQUEST_CHECKSUM_CALCULATION"};
+  else
+    calc = shared.get("request_checksum_calculation");
+  if (calc) {
+    auto l = util::to_lower(util::trim(calc->value));
+    if (l != "when_supported" && l != "when_required")
+      bad(calc->source, "request_checksum_calculation: expected when_supported or when_required, got '" +
+                            util::escape_for_terminal(calc->value) + "'");
+    s.request_checksum_calculation = l;
+    src["request_checksum_calculation"] = calc->source;
+  }
+}
+
 // Below lodge's own settings: the AWS shared config file's profile, and AWS_MAX_ATTEMPTS /
 // AWS_RETRY_MODE above it.
 void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, const std::string &file_endpoint,
@@ -114,6 +165,7 @@ void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, con
     s.retry_mode = l;
     src["retry_mode"] = mode->source;
   }
+  apply_transfer(s, *shared, env);
   s.region_assumed = !src.contains("region") && !src.contains("endpoint");
   s.aws = std::move(shared);
 }
@@ -165,28 +217,37 @@ S3Settings parse_s3_settings(const GivenSettings &given, const Env &env) {
     }
   }
   apply_aws_shared(s, env, endpoint_from_aws, file_endpoint, file_endpoint_source);
-  for (const char *k :
-       {"endpoint", "region", "ca_bundle", "profile", "addressing_style", "max_attempts", "retry_mode"})
+  for (const char *k : {"endpoint", "region", "ca_bundle", "profile", "addressing_style", "max_attempts",
+                        "retry_mode", "request_checksum_calculation"})
     if (!src.contains(k)) src[k] = "default";
   return s;
 }
 
 nlohmann::json to_json(const S3Settings &s) {
   using nlohmann::json;
+  auto or_null = [](auto v) { return v == 0 ? json(nullptr) : json(v); };
   auto at = [&](const char *k, json v) {
     auto it = s.sources.find(k);
     return json{{"value", std::move(v)}, {"source", it == s.sources.end() ? "default" : it->second}};
   };
-  return {{"endpoint", at("endpoint", s.endpoint.empty() ? json(nullptr) : json(s.endpoint))},
-          {"region", at("region", s.region)},
-          {"region_assumed", s.region_assumed},
-          {"addressing_style", at("addressing_style", s.addressing_style)},
-          {"ca_bundle", at("ca_bundle", s.ca_bundle.empty() ? json(nullptr) : json(s.ca_bundle))},
-          {"profile", at("profile", s.aws ? s.aws->profile() : s.profile)},
-          {"max_attempts", at("max_attempts", s.max_attempts)},
-          {"retry_mode", at("retry_mode", s.retry_mode)},
-          {"config_file", s.aws_config_file},
-          {"credentials_file", s.credentials_file}};
+  return {
+      {"endpoint", at("endpoint", s.endpoint.empty() ? json(nullptr) : json(s.endpoint))},
+      {"region", at("region", s.region)},
+      {"region_assumed", s.region_assumed},
+      {"addressing_style", at("addressing_style", s.addressing_style)},
+      {"ca_bundle", at("ca_bundle", s.ca_bundle.empty() ? json(nullptr) : json(s.ca_bundle))},
+      {"profile", at("profile", s.aws ? s.aws->profile() : s.profile)},
+      {"max_attempts", at("max_attempts", s.max_attempts)},
+      {"retry_mode", at("retry_mode", s.retry_mode)},
+      {"request_checksum_calculation", at("request_checksum_calculation", s.request_checksum_calculation)},
+      // The profile's `s3 =` keys (null where not set); what lodge makes of them is under
+      // the configuration's "sources".
+      {"max_concurrent_requests", at("max_concurrent_requests", or_null(s.max_concurrent_requests))},
+      {"multipart_threshold", at("multipart_threshold", or_null(s.multipart_threshold))},
+      {"multipart_chunksize", at("multipart_chunksize", or_null(s.multipart_chunksize))},
+      {"max_bandwidth", at("max_bandwidth", or_null(s.max_bandwidth))},
+      {"config_file", s.aws_config_file},
+      {"credentials_file", s.credentials_file}};
 }
 
 } // namespace lodge::s3

@@ -31,6 +31,19 @@ public:
     return "no S3 endpoint or region configured: assuming region " + util::escape_for_terminal(m_s.region) +
            " (set --region, AWS_REGION or region in the AWS config profile)";
   }
+  [[nodiscard]] TransferDefaults transfer_defaults() const override {
+    TransferDefaults t;
+    t.jobs = m_s.max_concurrent_requests;
+    t.multipart_threshold = m_s.multipart_threshold;
+    t.part_size = m_s.multipart_chunksize;
+    t.bandwidth = m_s.max_bandwidth;
+    for (const auto &[name, key] : {std::pair{"jobs", "max_concurrent_requests"},
+                                    {"multipart_threshold", "multipart_threshold"},
+                                    {"part_size", "multipart_chunksize"},
+                                    {"bandwidth", "max_bandwidth"}})
+      if (auto it = m_s.sources.find(key); it != m_s.sources.end()) t.sources[name] = it->second;
+    return t;
+  }
   void to_json(nlohmann::json &out) const override {
     out["endpoint"] = m_s.endpoint;
     out["region"] = m_s.region;
@@ -64,7 +77,7 @@ public:
   S3Store(const StoreOptions &o, const s3::Credentials &credentials,
           std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
       : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(settings_of(o).tag_state),
-        m_aws(settings_of(o).endpoint.empty()) {
+        m_aws(settings_of(o).endpoint.empty()), m_sends_checksums(settings_of(o).sends_checksums()) {
     const auto &s = settings_of(o);
     s3::ClientConfig cfg;
     cfg.endpoint = s.endpoint;
@@ -74,6 +87,7 @@ public:
     cfg.credentials = credentials;
     cfg.credential_source = std::move(source);
     cfg.retry.max_attempts = o.max_attempts > 0 ? o.max_attempts : s.max_attempts;
+    cfg.send_checksums = s.sends_checksums();
     // Every connection of this process to the same server shares what it cannot do.
     cfg.traits = s3::traits_for((s.endpoint.empty() ? "aws:" + s.region : s.endpoint) + " " + cfg.bucket);
     http::TransportOptions t;
@@ -100,7 +114,9 @@ public:
     c.staged_listing = true;
     c.presign = true;
     c.state_tags = m_tag_state;
-    c.verifies_checksums = m_aws; // AWS's own S3; not a server behind a custom endpoint
+    // AWS's own S3 (not a server behind a custom endpoint), when it is sent a checksum.
+    c.verifies_checksums = m_aws && m_sends_checksums;
+    c.sends_checksums = m_sends_checksums;
     c.max_presigned_put = 5ULL << 30;
     return c;
   }
@@ -408,7 +424,8 @@ private:
   std::string m_url;
   std::string m_prefix;
   bool m_tag_state = false;
-  bool m_aws = false; // AWS's own endpoint
+  bool m_aws = false;            // AWS's own endpoint
+  bool m_sends_checksums = true; // request_checksum_calculation = when_supported
   std::unique_ptr<s3::Client> m_client;
 };
 

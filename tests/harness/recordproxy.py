@@ -3,8 +3,9 @@ reverse proxy (lodge's endpoint points at it, under any loopback name: 127.0.0.1
 localhost, NAME.localhost) and as a forward proxy (HTTPS_PROXY: it records each CONNECT
 and refuses it, so nothing ever leaves the machine).
 
-Each request is recorded with the Host it was sent to, its method and path, and the
-Authorization header's credential scope (access key id, date, region, service); then it is
+Each request is recorded with the Host it was sent to, its method and path, the
+Authorization header's credential scope (access key id, date, region, service), its header
+names and values (`headers`, names lowercased) and, for a POST, its body; then it is
 forwarded to the upstream (moto) with the Host rewritten to the upstream's, a virtual-hosted
 request (Host BUCKET.NAME.localhost or BUCKET.localhost) turned path-style on the way.
 `fail_next(n, status, method)` answers the next n requests (of that method) with status
@@ -21,7 +22,8 @@ _SCOPE = re.compile(r"Credential=([^/]*)/([0-9]{8})/([^/]*)/([^/]*)/aws4_request
 
 
 class Recorded(dict):
-    """One request: host, method, path, key_id, date, region, service (None when unsigned)."""
+    """One request: host, method, path, key_id, date, region, service (None when unsigned),
+    headers (lowercased names), body (a POST's, as text)."""
 
     __getattr__ = dict.get
 
@@ -89,9 +91,11 @@ class RecordingProxy:
         r = Recorded(host=host or handler.headers.get("Host", ""), method=method, path=path,
                      key_id=m and m.group(1), date=m and m.group(2), region=m and m.group(3),
                      service=m and m.group(4),
-                     security_token=handler.headers.get("X-Amz-Security-Token"))
+                     security_token=handler.headers.get("X-Amz-Security-Token"),
+                     headers={k.lower(): v for k, v in handler.headers.items()})
         if method == "CONNECT":
             r["host"] = path
+        handler.recorded = r  # this request's own record (others may be appended meanwhile)
         with self.lock:
             self.records.append(r)
             if self.failures and self.failures[0][1] in (None, method):
@@ -103,9 +107,11 @@ class RecordingProxy:
         body = h.rfile.read(length) if length else b""
         host = h.headers.get("Host", "")
         fail = self._record(h, h.path, h.command, host)
-        if h.command == "POST" and h.path == "/":  # an STS form: kept to assert what was asked
+        if h.command == "POST":  # an STS form, a multipart completion: kept to assert what was sent
             with self.lock:
-                self.records[-1]["form"] = body.decode(errors="replace")
+                h.recorded["body"] = body.decode(errors="replace")
+                if h.path == "/":
+                    h.recorded["form"] = h.recorded["body"]
         if fail:
             payload = b"<Error><Code>SlowDown</Code><Message>recording proxy</Message></Error>"
             h.send_response(fail)

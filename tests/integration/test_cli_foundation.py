@@ -123,13 +123,17 @@ class Foundation(LodgeTestCase):
         first = self.lodge("--config", cfg, "--json", "config")
         self.assertEqual(first.rc, 0, first)
         first = first.json()
-        # What a config file cannot say: where it came from, flag-only TLS, credentials.
-        settings = {k: v for k, v in first.items() if k not in ("config_file", "verify_tls", "credentials")}
+        # What a config file cannot say: where it (and each transfer setting) came from, flag-only
+        # TLS, credentials.
+        settings = {k: v for k, v in first.items()
+                    if k not in ("config_file", "sources", "verify_tls", "credentials")}
         again = self.lodge("--config", self.write("again.json", json.dumps(settings)), "--json", "config")
         self.assertEqual(again.rc, 0, again)
         again = again.json()
-        self.assertEqual({k: v for k, v in again.items() if k != "config_file"},
-                         {k: v for k, v in first.items() if k != "config_file"})
+        self.assertEqual({k: v for k, v in again.items() if k not in ("config_file", "sources")},
+                         {k: v for k, v in first.items() if k not in ("config_file", "sources")})
+        self.assertEqual(first["sources"]["part_size"], f"file {cfg}")
+        self.assertEqual(again["sources"]["part_size"], f"file {self.dir}/again.json")
         self.assertEqual((first["busy_timeout"], first["multipart_threshold"], first["part_size"]),
                          ("90s", "10MiB", "6MiB"))
         self.assertEqual(first["policies"]["default"]["max_size"], "1536B")

@@ -329,3 +329,72 @@ TEST_CASE("bwlimit and stats: the file's keys, LODGE_BWLIMIT and LODGE_STATS ove
   in.env["LODGE_BWLIMIT"] = "10MB";
   CHECK(error_of(in).rfind("LODGE_BWLIMIT: expected a rate", 0) == 0);
 }
+
+TEST_CASE(
+    "transfer precedence: lodge's file and LODGE_JOBS over the AWS profile's s3 keys, it over defaults") {
+  test::TempDir dir;
+  test::write_file(dir.file("aws"),
+                   "[profile ci]\ns3 =\n  max_concurrent_requests = 3\n  multipart_threshold = 6MB\n"
+                   "  multipart_chunksize = 5MB\n  max_bandwidth = 1MB/s\n");
+  const std::string at = "file " + dir.file("aws") + " [profile ci] s3.";
+  auto with = [&](const std::string &json) {
+    auto in = inputs_with(dir, json);
+    in.env["AWS_CONFIG_FILE"] = dir.file("aws");
+    in.flags["profile"] = "ci";
+    return in;
+  };
+  // The profile below nothing of lodge's: it sets jobs, part_size, multipart_threshold.
+  auto c = config::load(with(R"({"store": "s3://bkt/p"})"));
+  CHECK(c.jobs == 3);
+  CHECK(c.part_size == 5ULL << 20);
+  CHECK(c.multipart_threshold == 6ULL << 20);
+  CHECK(c.part_concurrency == 4);
+  CHECK(c.store_bandwidth == 1ULL << 20);
+  CHECK(c.sources.at("jobs") == at + "max_concurrent_requests");
+  CHECK(c.sources.at("part_size") == at + "multipart_chunksize");
+  CHECK(c.sources.at("multipart_threshold") == at + "multipart_threshold");
+  CHECK(c.sources.at("part_concurrency") == "default");
+  CHECK(c.sources.at("bandwidth") == at + "max_bandwidth");
+  auto j = config::to_json(c);
+  CHECK(j["sources"]["jobs"] == at + "max_concurrent_requests");
+  CHECK(j["store_bandwidth"] == 1ULL << 20);
+
+  // lodge's file over the profile; LODGE_JOBS over the file.
+  auto f = config::load(with(R"({"store": "s3://bkt/p", "jobs": 5, "part_size": "32MiB"})"));
+  CHECK(f.jobs == 5);
+  CHECK(f.part_size == 32ULL << 20);
+  CHECK(f.sources.at("jobs") == "file " + dir.file("config.json"));
+  CHECK(f.sources.at("part_size") == "file " + dir.file("config.json"));
+  CHECK(f.multipart_threshold == 6ULL << 20); // what the file left out still comes from the profile
+  auto in = with(R"({"store": "s3://bkt/p", "jobs": 5})");
+  in.env["LODGE_JOBS"] = "7";
+  auto e = config::load(in);
+  CHECK(e.jobs == 7);
+  CHECK(e.sources.at("jobs") == "env LODGE_JOBS");
+
+  // Another store reads no AWS profile: defaults.
+  auto other = inputs_with(dir, R"({"store": "file:///tmp/x"})");
+  other.env["AWS_CONFIG_FILE"] = dir.file("aws");
+  auto d = config::load(other);
+  CHECK(d.jobs == 8);
+  CHECK(d.sources.at("jobs") == "default");
+  CHECK(d.store_bandwidth == 0);
+  CHECK_FALSE(d.sources.contains("bandwidth"));
+}
+
+TEST_CASE("--part-size and --part-concurrency are checked as the part_size and part_concurrency keys") {
+  CHECK(config::parse_part_size("8MiB", "--part-size") == 8ULL << 20);
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("4MiB", "--part-size"); }, Errc::config_invalid,
+                          "--part-size: S3 takes parts of 5MiB to 5GiB (got 4MiB)"));
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("6GiB", "--part-size"); }, Errc::config_invalid,
+                          "5MiB to 5GiB"));
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("8MB", "--part-size"); }, Errc::config_invalid,
+                          "--part-size: expected a size like 10MiB, got '8MB'"));
+  CHECK(config::parse_part_concurrency("16", "--part-concurrency") == 16);
+  for (const char *bad : {"0", "65", "x", ""})
+    CHECK(test::throws_errc([&] { (void)config::parse_part_concurrency(bad, "--part-concurrency"); },
+                            Errc::config_invalid, "--part-concurrency: expected an integer from 1 to 64"));
+  test::TempDir dir;
+  CHECK(error_of(inputs_with(dir, R"({"part_size": "4MiB"})")).find("part_size: S3 takes parts of 5MiB") !=
+        std::string::npos);
+}

@@ -651,3 +651,43 @@ TEST_CASE("credential source: a failed renewal keeps the current credentials and
   clock.m_now = 99'000'000'000;
   CHECK(forever.current()->access_key_id == "AKIA"); // static keys never expire
 }
+
+TEST_CASE("aws s3 units: sizes as the CLI reads them, its MB a MiB") {
+  CHECK(s3::parse_aws_size("16777216") == 16777216ULL);
+  CHECK(s3::parse_aws_size("8MB") == 8ULL << 20);
+  CHECK(s3::parse_aws_size("8mb") == 8ULL << 20);
+  CHECK(s3::parse_aws_size("64MiB") == 64ULL << 20);
+  CHECK(s3::parse_aws_size("512KB") == 512ULL << 10);
+  CHECK(s3::parse_aws_size("1GB") == 1ULL << 30);
+  CHECK(s3::parse_aws_size("2TiB") == 2ULL << 40);
+  CHECK(s3::parse_aws_size(" 5 MB ") == 5ULL << 20);
+  for (const char *bad :
+       {"", "0", "MB", "8M", "8 megabytes", "-8MB", "1.5MB", "8MB/s", "99999999999999999999"})
+    CHECK_MESSAGE(!s3::parse_aws_size(bad), bad);
+  CHECK_FALSE(s3::parse_aws_size("20000000TB")); // overflows
+}
+
+TEST_CASE("aws s3 units: max_bandwidth in bytes per second") {
+  CHECK(s3::parse_aws_rate("1048576") == 1048576ULL);
+  CHECK(s3::parse_aws_rate("1048576B/s") == 1048576ULL);
+  CHECK(s3::parse_aws_rate("50MB/s") == 50ULL << 20);
+  CHECK(s3::parse_aws_rate("300KB/s") == 300ULL << 10);
+  CHECK(s3::parse_aws_rate("1GB/s") == 1ULL << 30);
+  CHECK(s3::parse_aws_rate("2MiB/s") == 2ULL << 20);
+  CHECK(s3::parse_aws_rate("50Mb/s") == 50ULL << 20); // the CLI lowercases it
+  for (const char *bad : {"", "50MB", "fast", "0B/s", "B/s", "50MB/min", "1.5MB/s"})
+    CHECK_MESSAGE(!s3::parse_aws_rate(bad), bad);
+}
+
+TEST_CASE("aws profile: the s3 sub-section's transfer keys, nested and from the credentials file too") {
+  auto s = shared("[profile ci]\ns3 =\n  max_concurrent_requests = 20\n  multipart_threshold = 64MB\n"
+                  "  multipart_chunksize = 16MB  # aws-cli's\n  max_bandwidth = 50MB/s\nregion = eu-west-1\n",
+                  "", "ci");
+  REQUIRE(s.sub("s3", "multipart_chunksize"));
+  CHECK(s.sub("s3", "multipart_chunksize")->value == "16MB");
+  CHECK(s.sub("s3", "multipart_chunksize")->source == "file /c/config [profile ci] s3.multipart_chunksize");
+  CHECK(s.sub("s3", "max_bandwidth")->value == "50MB/s");
+  CHECK(s.sub("s3", "max_concurrent_requests")->value == "20");
+  CHECK(s.get("region")->value == "eu-west-1"); // the sub-section ends at the next unindented key
+  CHECK_FALSE(s.sub("s3", "max_queue_size"));
+}

@@ -130,3 +130,108 @@ TEST_CASE("store settings: the keys a configuration may carry are the union of t
   for (const auto &k : store::setting_keys())
     CHECK(k.boolean == (std::string(k.name) == "tag_state"));
 }
+
+namespace {
+// The settings of an s3:// store with the AWS config file `config` and profile `profile`.
+s3::S3Settings with_profile(const test::TempDir &dir, const std::string &config, Env env = {},
+                            const std::string &profile = "ci") {
+  test::write_file(dir.file("config"), config);
+  env["HOME"] = dir.path().string();
+  env["AWS_CONFIG_FILE"] = dir.file("config");
+  return s3::parse_s3_settings({{"profile", {profile, "flag --profile"}}}, env);
+}
+} // namespace
+
+TEST_CASE("s3 settings: the profile's s3 = transfer keys, each with its file, profile and key") {
+  test::TempDir dir;
+  auto s =
+      with_profile(dir, "[profile ci]\ns3 =\n  max_concurrent_requests = 20\n  multipart_threshold = 8MB\n"
+                        "  multipart_chunksize = 5MB\n  max_bandwidth = 1048576B/s\n");
+  CHECK(s.max_concurrent_requests == 20);
+  CHECK(s.multipart_threshold == 8ULL << 20);
+  CHECK(s.multipart_chunksize == 5ULL << 20);
+  CHECK(s.max_bandwidth == 1048576);
+  const std::string at = "file " + dir.file("config") + " [profile ci] s3.";
+  CHECK(s.sources.at("multipart_chunksize") == at + "multipart_chunksize");
+  CHECK(s.sources.at("max_bandwidth") == at + "max_bandwidth");
+  auto j = s3::to_json(s);
+  CHECK(j["max_concurrent_requests"] ==
+        nlohmann::json{{"value", 20}, {"source", at + "max_concurrent_requests"}});
+  CHECK(s.request_checksum_calculation == "when_supported");
+  CHECK(s.sends_checksums());
+
+  // None set: nothing, every one null in lodge config.
+  auto none = with_profile(dir, "[profile ci]\nregion = eu-west-1\n");
+  CHECK(none.max_concurrent_requests == 0);
+  CHECK(none.multipart_chunksize == 0);
+  CHECK(none.max_bandwidth == 0);
+  CHECK(s3::to_json(none)["multipart_chunksize"]["value"].is_null());
+  CHECK(s3::to_json(none)["request_checksum_calculation"] ==
+        nlohmann::json{{"value", "when_supported"}, {"source", "default"}});
+}
+
+TEST_CASE("s3 settings: a bad s3 = value is CONFIG_INVALID naming the file, the profile and the key") {
+  test::TempDir dir;
+  const std::string at = "file " + dir.file("config") + " [profile ci] s3.";
+  struct Bad {
+    const char *line, *key, *why;
+  };
+  for (const auto &b : {Bad{"max_concurrent_requests = 0", "max_concurrent_requests", "from 1 to 256"},
+                        Bad{"max_concurrent_requests = many", "max_concurrent_requests", "got 'many'"},
+                        Bad{"max_concurrent_requests = 1000", "max_concurrent_requests", "from 1 to 256"},
+                        Bad{"multipart_chunksize = 4MB", "multipart_chunksize", "parts of 5MB"},
+                        Bad{"multipart_chunksize = 6GB", "multipart_chunksize", "parts of 5MB"},
+                        Bad{"multipart_chunksize = 8 MiBs", "multipart_chunksize", "a size like 8MB"},
+                        Bad{"multipart_threshold = 10m", "multipart_threshold", "got '10m'"},
+                        Bad{"max_bandwidth = 50MB", "max_bandwidth", "bytes per second"},
+                        Bad{"max_bandwidth = 0", "max_bandwidth", "bytes per second"}}) {
+    CAPTURE(b.line);
+    CHECK(test::throws_errc(
+        [&] { (void)with_profile(dir, std::string("[profile ci]\ns3 =\n  ") + b.line + "\n"); },
+        Errc::config_invalid, at + b.key + ": "));
+    CHECK(test::throws_errc(
+        [&] { (void)with_profile(dir, std::string("[profile ci]\ns3 =\n  ") + b.line + "\n"); },
+        Errc::config_invalid, b.why));
+  }
+}
+
+TEST_CASE("s3 settings: request_checksum_calculation, the environment over the profile") {
+  test::TempDir dir;
+  const std::string cfg = "[profile ci]\nrequest_checksum_calculation = WHEN_REQUIRED\n";
+  auto s = with_profile(dir, cfg);
+  CHECK(s.request_checksum_calculation == "when_required");
+  CHECK_FALSE(s.sends_checksums());
+  CHECK(s.sources.at("request_checksum_calculation") == "file " + dir.file("config") + " [profile ci]");
+  auto e = with_profile(dir, cfg, {{"AWS_REQUEST_CHECKSUM_CALCULATION", "when_supported"}});
+  CHECK(e.sends_checksums());
+  CHECK(e.sources.at("request_checksum_calculation") == "env AWS_REQUEST_CHECKSUM_CALCULATION");
+  CHECK(test::throws_errc(
+      [&] {
+        (void)with_profile(dir, cfg, {{"AWS_REQUEST_CHECKSUM_CALCULATION", "never"}});
+      },
+      Errc::config_invalid,
+      "env AWS_REQUEST_CHECKSUM_CALCULATION: request_checksum_calculation: expected "
+      "when_supported or when_required, got 'never'"));
+  CHECK(test::throws_errc(
+      [&] { (void)with_profile(dir, "[profile ci]\nrequest_checksum_calculation = sometimes\n"); },
+      Errc::config_invalid, "file " + dir.file("config") + " [profile ci]: request_checksum_calculation"));
+}
+
+TEST_CASE("store settings: an s3:// store hands the profile's transfer keys on as its defaults") {
+  test::TempDir dir;
+  test::write_file(dir.file("config"), "[profile ci]\ns3 =\n  max_concurrent_requests = 3\n"
+                                       "  multipart_chunksize = 8MB\n  max_bandwidth = 2MB/s\n");
+  Env env{{"HOME", dir.path().string()}, {"AWS_CONFIG_FILE", dir.file("config")}};
+  store::Settings given{{"profile", {"ci", "flag --profile"}}};
+  auto d = store::resolve_settings("s3://bucket/p", given, env)->transfer_defaults();
+  CHECK(d.jobs == 3);
+  CHECK(d.part_size == 8ULL << 20);
+  CHECK(d.multipart_threshold == 0);
+  CHECK(d.bandwidth == 2ULL << 20);
+  CHECK(d.sources.at("part_size") == "file " + dir.file("config") + " [profile ci] s3.multipart_chunksize");
+  CHECK_FALSE(d.sources.contains("multipart_threshold"));
+  // Another scheme has no AWS profile: nothing.
+  auto az = store::resolve_settings("az://container/p", {}, env)->transfer_defaults();
+  CHECK(az.jobs == 0);
+  CHECK(az.sources.empty());
+}

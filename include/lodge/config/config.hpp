@@ -99,6 +99,13 @@ struct Config {
   // --stats.
   int64_t stats_ms = 0;
   int jobs = 8;
+  // Where jobs, part_size, part_concurrency and multipart_threshold came from: "default",
+  // "file PATH", "env LODGE_JOBS", or the store's own defaults below lodge's configuration
+  // (S3: "file ~/.aws/config [profile ci] s3.multipart_chunksize"); upload's flags win over all.
+  std::map<std::string, std::string> sources;
+  // The store's own rate limit in bytes per second (S3: the profile's s3.max_bandwidth), for
+  // when no lodge flag or key sets one; 0: none. Its source is sources["bandwidth"].
+  uint64_t store_bandwidth = 0;
   StatusSettings status;
   std::map<std::string, Policy> policies;
   SweepSettings sweep;
@@ -127,6 +134,10 @@ struct ConfigInputs {
 // A stats interval in ms: "off" or "0" for none (0), else a duration from 1s to 1d. Throws
 // LodgeError(code) naming `what`.
 [[nodiscard]] int64_t stats_value(const std::string &text, const std::string &what, Errc code);
+// A part size or part concurrency as the part_size / part_concurrency keys take them (5MiB to
+// 5GiB; 1 to 64), from a flag's text; throws LodgeError(config_invalid) naming `name`.
+[[nodiscard]] uint64_t parse_part_size(const std::string &text, const std::string &name);
+[[nodiscard]] int parse_part_concurrency(const std::string &text, const std::string &name);
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".

@@ -95,6 +95,15 @@ private:
   std::string m_profile_source;
 };
 
+// A size as the AWS CLI reads its `s3 =` settings (multipart_threshold, multipart_chunksize):
+// bytes ("16777216"), or an integer with KB, MB, GB, TB or KiB, MiB, GiB, TiB, any case; the
+// CLI's KB is 1024 bytes and its MB 1024 KB, as its KiB and MiB. nullopt for anything else,
+// zero, or on overflow.
+[[nodiscard]] std::optional<uint64_t> parse_aws_size(const std::string &text);
+// A rate as the CLI reads max_bandwidth: bytes per second ("1048576"), or a size followed by
+// B/s ("1048576B/s", "300KB/s", "50MB/s"). nullopt for anything else or zero.
+[[nodiscard]] std::optional<uint64_t> parse_aws_rate(const std::string &text);
+
 // A shell-style leading ~ of path replaced by home (as the CLI expands AWS_CONFIG_FILE).
 [[nodiscard]] std::string expand_home(const std::string &path, const std::string &home);
 

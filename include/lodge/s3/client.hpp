@@ -77,6 +77,10 @@ struct ClientConfig {
   std::shared_ptr<CredentialSource> credential_source; // when set: signs with its current ones instead
   RetryPolicy retry;
   std::shared_ptr<ServerTraits> traits; // shared knowledge of the server; a fresh one when unset
+  // x-amz-checksum-* headers (and a part's ChecksumSHA256) with what is uploaded; false for
+  // request_checksum_calculation = when_required: none is sent (a bucket call's body keeps
+  // its Content-MD5, which S3 requires). The SigV4 payload hash is sent either way.
+  bool send_checksums = true;
 };
 
 struct PutOptions {

@@ -5,6 +5,7 @@
 // resolves them. Only an s3:// store reads ~/.aws: a file:// or Azure user's is none of
 // lodge's business.
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -38,8 +39,20 @@ struct S3Settings {
   std::string retry_mode = "standard";   // legacy, standard or adaptive (all back off alike)
   bool region_assumed = false;           // neither an endpoint nor a region was configured
   bool tag_state = false;                // tag objects lodge-state=pending, then committed once ACTIVE
+  // The profile's `s3 =` transfer settings, as the AWS CLI reads them; 0 where not set.
+  // Below lodge's own configuration: max_concurrent_requests is the default of --jobs,
+  // multipart_chunksize of part_size, max_bandwidth of the rate limit (bytes per second).
+  int max_concurrent_requests = 0;
+  uint64_t multipart_threshold = 0;
+  uint64_t multipart_chunksize = 0;
+  uint64_t max_bandwidth = 0;
+  // request_checksum_calculation (AWS_REQUEST_CHECKSUM_CALCULATION, then the profile):
+  // "when_supported" sends x-amz-checksum-sha256 with every upload; "when_required" sends
+  // none (stores that reject flexible checksums: Ceph RGW, R2, GCS), lodge still hashes.
+  std::string request_checksum_calculation = "when_supported";
+  [[nodiscard]] bool sends_checksums() const { return request_checksum_calculation == "when_supported"; }
   // Where each setting came from. Keys: endpoint region ca_bundle addressing_style
-  // max_attempts retry_mode profile.
+  // max_attempts retry_mode profile request_checksum_calculation, and the `s3 =` keys set.
   std::map<std::string, std::string> sources;
   std::shared_ptr<const AwsShared> aws; // the AWS shared files and profile, as read
 };
@@ -47,7 +60,8 @@ struct S3Settings {
 // Resolves an s3:// store's settings. `given` holds the store keys already layered by
 // lodge's own precedence (flags > LODGE_* and AWS_* environment > the configuration file;
 // sources "default" for none); `env` is the process environment, for AWS_ENDPOINT_URL(_S3),
-// AWS_IGNORE_CONFIGURE_ENDPOINT_URLS, AWS_MAX_ATTEMPTS, AWS_RETRY_MODE and the shared files.
+// AWS_IGNORE_CONFIGURE_ENDPOINT_URLS, AWS_MAX_ATTEMPTS, AWS_RETRY_MODE,
+// AWS_REQUEST_CHECKSUM_CALCULATION and the shared files.
 // Throws LodgeError(CONFIG_INVALID) naming the key (or the file and profile) and what was
 // expected.
 [[nodiscard]] S3Settings parse_s3_settings(const GivenSettings &given,

@@ -149,6 +149,10 @@ struct Capabilities {
   // the checksum it verified (AWS S3). Elsewhere a checksum a HEAD returns is only what
   // the sender claimed (moto, some S3-compatible servers): bytes are verified by reading them.
   bool verifies_checksums = false;
+  // Each upload carries its SHA-256 checksum for the server to check (false: the user told
+  // lodge to send none, S3's request_checksum_calculation = when_required; lodge still hashes
+  // every file and verifies what it reads back).
+  bool sends_checksums = true;
   // The most one presigned PUT may carry (S3: 5 GiB; Azure's Put Blob: 5000 MiB); 0: none.
   uint64_t max_presigned_put = 0;
 };
@@ -328,6 +332,17 @@ struct SettingKey {
 // no use for, so one configuration serves hosts of different stores alike).
 [[nodiscard]] std::vector<SettingKey> setting_keys();
 
+// What a scheme's own configuration says of an upload run's transfer (S3: the AWS profile's
+// `s3 =` sub-section), below lodge's configuration; 0 where it says nothing.
+struct TransferDefaults {
+  int jobs = 0;
+  uint64_t multipart_threshold = 0;
+  uint64_t part_size = 0;
+  uint64_t bandwidth = 0; // bytes per second
+  // Where each set one came from, by the names above ("file PATH [profile P] s3.KEY").
+  std::map<std::string, std::string> sources;
+};
+
 // A store's settings as its scheme resolved them from what was given, the environment and
 // the scheme's own sources (S3: the AWS shared config profile): validated once, when the
 // configuration is loaded, and handed to open_backend.
@@ -345,6 +360,8 @@ public:
   [[nodiscard]] virtual std::string default_service_url() const { return {}; }
   // Said once before the first connection (unless -q), "" for nothing: S3's assumed region.
   [[nodiscard]] virtual std::string notice() const { return {}; }
+  // The scheme's defaults for an upload run (none unless it has a source of them).
+  [[nodiscard]] virtual TransferDefaults transfer_defaults() const { return {}; }
   // Adds these settings to `lodge config`'s JSON: the keys endpoint, region, ca_bundle,
   // profile and tag_state, and the backend's own section with each setting's source ("s3").
   virtual void to_json(nlohmann::json &out) const = 0;
