@@ -80,7 +80,7 @@ class AwsTransfer(LodgeTestCase):
         self.assertEqual(self.parts_of(res["object_key"]), 0)
         self.assertEqual(self.part_sizes(), [])
 
-    def test_max_bandwidth_from_the_profile_limits_an_upload_(self):
+    def test_max_bandwidth_from_the_profile_limits_an_upload(self):
         # A lower bound only (a loaded machine is slower, never faster): 3 MiB at 1 MiB/s with a
         # burst of 1/8 s cannot take less than 2.8 s
         # (unlimited it takes a fraction of that; the flag over the profile is test_stats.py's).
