@@ -13,6 +13,21 @@
 
 namespace lodge::test {
 
+// The PUT of `rec`'s object as the uploader sends it: its size, digest and content type, and
+// lodge's stamp naming this ledger and record `stamp` (the row's own id, or another row's).
+inline store::PutRequest stamped_put(const ledger::FileRecord &rec, const std::string &ledger_uuid,
+                                     int64_t stamp) {
+  store::PutRequest p;
+  p.key = rec.object_key;
+  p.body.size = static_cast<uint64_t>(rec.size);
+  p.body.sha256_hex = rec.sha256;
+  p.content_type = rec.object_content_type();
+  p.metadata = {{store::meta::ledger, ledger_uuid},
+                {store::meta::record, std::to_string(stamp)},
+                {store::meta::sha256, rec.sha256}};
+  return p;
+}
+
 struct OpsWorld {
   ManualClock clock;
   FakeLedger l;
@@ -43,14 +58,7 @@ struct OpsWorld {
   // The object of `rec` in the store, stamped as the uploader stamps it (by record `stamp`
   // when given: another row's object at this key).
   store::PutResult put(const ledger::FileRecord &rec, std::optional<int64_t> stamp = std::nullopt) {
-    store::PutRequest p;
-    p.key = rec.object_key;
-    p.body.size = static_cast<uint64_t>(rec.size);
-    p.body.sha256_hex = rec.sha256;
-    p.content_type = rec.object_content_type();
-    p.metadata = {{store::meta::ledger, l.uuid()},
-                  {store::meta::record, std::to_string(stamp.value_or(rec.id))},
-                  {store::meta::sha256, rec.sha256}};
+    auto p = stamped_put(rec, l.uuid(), stamp.value_or(rec.id));
     auto put = store.put(p);
     REQUIRE(put);
     return put.value();

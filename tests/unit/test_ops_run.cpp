@@ -3,6 +3,7 @@
 // order in which the observer hears of it all. No network, no real sleeping.
 #include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "ops_fixture.hpp"
 #include "support.hpp"
 
 #include <lodge/crypto/sha256.hpp>
@@ -106,14 +107,7 @@ struct World {
 
   // The other sender finishes: its object stored with lodge's stamp, its row confirmed.
   void finish_held(const ledger::FileRecord &rec) {
-    store::PutRequest p;
-    p.key = rec.object_key;
-    p.body.size = static_cast<uint64_t>(rec.size);
-    p.body.sha256_hex = rec.sha256;
-    p.content_type = rec.object_content_type();
-    p.metadata = {{store::meta::ledger, l.uuid()},
-                  {store::meta::record, std::to_string(rec.id)},
-                  {store::meta::sha256, rec.sha256}};
+    auto p = test::stamped_put(rec, l.uuid(), rec.id);
     REQUIRE(store.put(p));
     REQUIRE(l.confirm(rec.id, "etag", "", clock.now_ms()) == ledger::ConfirmOutcome::confirmed);
   }
