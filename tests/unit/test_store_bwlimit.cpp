@@ -1,6 +1,7 @@
 // --bwlimit where the bytes move: a file:// store handed a rate limiter takes every byte it
 // stores (put) and every byte it reads back (get) from the budget. The limiter's clock and
 // sleeper are fakes, so what is checked is the wait the store asked for, not wall time.
+#include "fake_time.hpp"
 #include "support.hpp"
 
 #include <atomic>
@@ -20,20 +21,7 @@ namespace {
 constexpr uint64_t k_kib = 1024;
 constexpr uint64_t k_mib = uint64_t{1} << 20;
 
-// A clock that moves only when the limiter sleeps; every byte taken is counted.
-struct FakeTime {
-  std::atomic<int64_t> now_ns{1'000'000'000};
-  std::atomic<int64_t> slept_ns{0};
-  std::shared_ptr<util::TokenBucket> bucket(uint64_t rate) {
-    return std::make_shared<util::TokenBucket>(
-        rate, 0, [this] { return nanoseconds{now_ns.load()}; },
-        [this](nanoseconds d) {
-          slept_ns += d.count();
-          now_ns += d.count();
-        });
-  }
-  [[nodiscard]] double slept_s() const { return static_cast<double>(slept_ns.load()) / 1e9; }
-};
+using test::FakeTime;
 
 std::unique_ptr<store::ObjectStore> file_store(const test::TempDir &dir,
                                                std::shared_ptr<util::TokenBucket> limiter) {

@@ -1,3 +1,4 @@
+#include "fake_time.hpp"
 #include "support.hpp"
 
 #include <algorithm>
@@ -14,20 +15,7 @@ namespace {
 constexpr uint64_t k_kib = 1024;
 constexpr uint64_t k_mib = uint64_t{1} << 20;
 
-// A clock that moves only when the fake sleeper sleeps (or a test moves it).
-struct FakeTime {
-  std::atomic<int64_t> now_ns{1'000'000'000};
-  std::atomic<int64_t> slept_ns{0};
-  util::TokenBucket::NowFn now() {
-    return [this] { return nanoseconds{now_ns.load()}; };
-  }
-  util::TokenBucket::SleepFn sleep() {
-    return [this](nanoseconds d) {
-      slept_ns += d.count();
-      now_ns += d.count();
-    };
-  }
-};
+using test::FakeTime;
 
 double seconds(int64_t ns) {
   return static_cast<double>(ns) / 1e9;
