@@ -293,6 +293,55 @@ int64_t stats_value(const std::string &text, const std::string &what, Errc code)
   return *v;
 }
 
+namespace {
+// The "sweep" object of a configuration file, over `sweep`.
+void parse_sweep(const json &s, SweepSettings &sweep) {
+  if (!s.is_object()) bad("sweep", "expected an object");
+  reject_unknown(s, "sweep", {"lease", "max_retries", "backoff_base", "backoff_max"});
+  if (s.contains("lease")) sweep.lease_ms = get_duration(s["lease"], "sweep.lease");
+  if (s.contains("max_retries"))
+    sweep.max_retries = static_cast<int>(get_count(s["max_retries"], "sweep.max_retries", 0, 1000));
+  if (s.contains("backoff_base"))
+    sweep.backoff_base_ms = get_duration(s["backoff_base"], "sweep.backoff_base");
+  if (s.contains("backoff_max")) sweep.backoff_max_ms = get_duration(s["backoff_max"], "sweep.backoff_max");
+}
+
+// The "status" object of a configuration file, over `status`.
+void parse_status(const json &s, StatusSettings &status) {
+  if (!s.is_object()) bad("status", "expected an object");
+  reject_unknown(s, "status",
+                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "required_jobs",
+                  "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
+  for (const char *job : k_jobs) {
+    std::string key = std::string(job) + "_max_age";
+    if (s.contains(key)) status.max_age_ms[job] = get_duration(s[key], "status." + key);
+  }
+  if (s.contains("required_jobs")) {
+    auto jobs = get_string_list(s["required_jobs"], "status.required_jobs", false);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!status.max_age_ms.contains(jobs[i]))
+        bad("status.required_jobs[" + std::to_string(i) + "]",
+            "expected sweep, repair or reconcile (got '" + util::escape_for_terminal(jobs[i]) + "')");
+    status.required_jobs = jobs;
+  }
+  if (s.contains("upload_failed_max"))
+    status.upload_failed_max =
+        get_count(s["upload_failed_max"], "status.upload_failed_max", 0, 1'000'000'000);
+  if (s.contains("upload_failed_window"))
+    status.upload_failed_window_ms = get_duration(s["upload_failed_window"], "status.upload_failed_window");
+  if (s.contains("prometheus_file_mode")) {
+    const auto &v = s["prometheus_file_mode"];
+    auto mode = v.is_string() ? parse_file_mode(v.get<std::string>()) : std::nullopt;
+    if (!mode)
+      bad("status.prometheus_file_mode", "expected an octal mode like \"0644\" (a string of 3 or 4 octal "
+                                         "digits, no set-id or sticky bit; got " +
+                                             util::escape_for_terminal(v.dump()) + ")");
+    status.prometheus_file_mode = *mode;
+  }
+}
+
+} // namespace
+
 Config parse_json(const std::string &text, const std::string &source, Config c) {
   json doc;
   try {
@@ -370,52 +419,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
       c.policies[name] = parse_policy(obj, name, "policies." + name, base);
     }
   }
-  if (doc.contains("sweep")) {
-    const auto &s = doc["sweep"];
-    if (!s.is_object()) bad("sweep", "expected an object");
-    reject_unknown(s, "sweep", {"lease", "max_retries", "backoff_base", "backoff_max"});
-    if (s.contains("lease")) c.sweep.lease_ms = get_duration(s["lease"], "sweep.lease");
-    if (s.contains("max_retries"))
-      c.sweep.max_retries = static_cast<int>(get_count(s["max_retries"], "sweep.max_retries", 0, 1000));
-    if (s.contains("backoff_base"))
-      c.sweep.backoff_base_ms = get_duration(s["backoff_base"], "sweep.backoff_base");
-    if (s.contains("backoff_max"))
-      c.sweep.backoff_max_ms = get_duration(s["backoff_max"], "sweep.backoff_max");
-  }
-  if (doc.contains("status")) {
-    const auto &s = doc["status"];
-    if (!s.is_object()) bad("status", "expected an object");
-    reject_unknown(s, "status",
-                   {"sweep_max_age", "repair_max_age", "reconcile_max_age", "required_jobs",
-                    "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
-    for (const char *job : k_jobs) {
-      std::string key = std::string(job) + "_max_age";
-      if (s.contains(key)) c.status.max_age_ms[job] = get_duration(s[key], "status." + key);
-    }
-    if (s.contains("required_jobs")) {
-      auto jobs = get_string_list(s["required_jobs"], "status.required_jobs", false);
-      for (size_t i = 0; i < jobs.size(); ++i)
-        if (!c.status.max_age_ms.contains(jobs[i]))
-          bad("status.required_jobs[" + std::to_string(i) + "]",
-              "expected sweep, repair or reconcile (got '" + util::escape_for_terminal(jobs[i]) + "')");
-      c.status.required_jobs = jobs;
-    }
-    if (s.contains("upload_failed_max"))
-      c.status.upload_failed_max =
-          get_count(s["upload_failed_max"], "status.upload_failed_max", 0, 1'000'000'000);
-    if (s.contains("upload_failed_window"))
-      c.status.upload_failed_window_ms =
-          get_duration(s["upload_failed_window"], "status.upload_failed_window");
-    if (s.contains("prometheus_file_mode")) {
-      const auto &v = s["prometheus_file_mode"];
-      auto mode = v.is_string() ? parse_file_mode(v.get<std::string>()) : std::nullopt;
-      if (!mode)
-        bad("status.prometheus_file_mode", "expected an octal mode like \"0644\" (a string of 3 or 4 octal "
-                                           "digits, no set-id or sticky bit; got " +
-                                               util::escape_for_terminal(v.dump()) + ")");
-      c.status.prometheus_file_mode = *mode;
-    }
-  }
+  if (doc.contains("sweep")) parse_sweep(doc["sweep"], c.sweep);
+  if (doc.contains("status")) parse_status(doc["status"], c.status);
   return c;
 }
 
