@@ -12,6 +12,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/token_bucket.hpp>
+#include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -8,7 +8,6 @@
 #include <lodge/error.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/token_bucket.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <set>

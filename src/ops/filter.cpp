@@ -8,7 +8,7 @@
 #include <limits>
 #include <lodge/error.hpp>
 #include <lodge/ops/filter.hpp>
-#include <lodge/util/token_bucket.hpp>
+#include <lodge/util/units.hpp>
 #include <sstream>
 #include <utility>
 

@@ -1,8 +1,11 @@
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
+#include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
+#include <string>
 #include <utility>
 
 namespace lodge::util {
@@ -18,6 +21,21 @@ std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string
 std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
   if (b != 0 && a > std::numeric_limits<uint64_t>::max() / b) return std::nullopt;
   return a * b;
+}
+
+// The multiplier a unit names, or 0 when it names none. "" is KiB (rclone's default unit).
+double unit_multiplier(std::string_view unit) {
+  if (unit.empty()) return 1024.0;
+  // "Mi" and "MiB" are the same unit as "M"; a lone "iB" or "i" is not a unit.
+  const std::string u = to_lower(unit);
+  std::string_view letter = u;
+  if (letter.size() == 3 && letter.substr(1) == "ib") letter = letter.substr(0, 1);
+  if (letter.size() == 2 && letter[1] == 'i') letter = letter.substr(0, 1);
+  if (letter.size() != 1) return 0;
+  static constexpr std::string_view k_units = "bkmgtp";
+  auto pos = k_units.find(letter[0]);
+  if (pos == std::string_view::npos) return 0;
+  return std::ldexp(1.0, static_cast<int>(pos) * 10);
 }
 } // namespace
 
@@ -123,6 +141,55 @@ std::string format_duration_exact(int64_t ms) {
   for (const auto &[unit, mult] : k_units)
     if (ms != 0 && ms % mult == 0) return std::to_string(ms / mult) + std::string(unit);
   return std::to_string(ms) + "ms";
+}
+
+std::optional<uint64_t> parse_size_suffix(std::string_view text) {
+  // A plain decimal number: from_chars would also take "inf", "nan" and exponents.
+  size_t end = 0;
+  bool digits = false, point = false;
+  for (; end < text.size(); ++end) {
+    char c = text[end];
+    if (c >= '0' && c <= '9') {
+      digits = true;
+    } else if (c == '.' && !point) {
+      point = true;
+    } else {
+      break;
+    }
+  }
+  if (!digits) return std::nullopt;
+  double value = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + end, value);
+  if (ec != std::errc() || p != text.data() + end) return std::nullopt;
+  double mult = unit_multiplier(text.substr(end));
+  if (mult == 0) return std::nullopt;
+  double bytes = value * mult;
+  // 2^64 itself does not fit; every double below it does.
+  if (!(bytes < std::ldexp(1.0, 64))) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+std::optional<uint64_t> parse_bwlimit(std::string_view text) {
+  if (to_lower(text) == "off") return 0;
+  return parse_size_suffix(text);
+}
+
+std::string format_bwlimit(uint64_t bytes_per_second) {
+  if (bytes_per_second == 0) return "off";
+  static constexpr std::array<std::string_view, 6> k_suffix{"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+  size_t i = 0;
+  auto scaled = static_cast<double>(bytes_per_second);
+  while (i + 1 < k_suffix.size() && scaled >= 1024.0) {
+    scaled /= 1024.0;
+    ++i;
+  }
+  std::array<char, 32> buf{};
+  if (std::floor(scaled) == scaled)
+    std::snprintf(buf.data(), buf.size(), "%.0f", scaled);
+  else
+    std::snprintf(buf.data(), buf.size(), "%.3f", scaled);
+  // A bare number would read back as KiB: say bytes.
+  return std::string(buf.data()) + std::string(i == 0 ? "B" : k_suffix[i]);
 }
 
 } // namespace lodge::util

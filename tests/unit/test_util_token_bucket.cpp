@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <lodge/util/token_bucket.hpp>
+#include <lodge/util/units.hpp>
 #include <thread>
 #include <vector>
 

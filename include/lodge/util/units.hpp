@@ -24,4 +24,19 @@ namespace lodge::util {
 [[nodiscard]] std::string format_size_exact(uint64_t bytes);
 [[nodiscard]] std::string format_duration_exact(int64_t ms);
 
+// rclone's size suffixes, as --bwlimit, --min-size and --max-size read them: a decimal
+// number ("10", "1.5") and an optional unit B, K, M, G, T or P (any case, optionally
+// followed by "i" or "iB": "10Mi", "10MiB"), all powers of 1024. No unit means KiB, as in
+// rclone. nullopt on anything else, a negative number or overflow. "off" is not a size:
+// callers that accept it check for it first.
+[[nodiscard]] std::optional<uint64_t> parse_size_suffix(std::string_view text);
+
+// --bwlimit's value in bytes per second: a size suffix ("10M" is 10 MiB/s, "512" is
+// 512 KiB/s), or "off" / "0" for no limit, which is 0. nullopt when unreadable (rclone's
+// timetables and "upload:download" pairs included: lodge only sends).
+[[nodiscard]] std::optional<uint64_t> parse_bwlimit(std::string_view text);
+
+// The inverse for messages: "10Mi", "1.5Mi", "off" (rclone's spelling).
+[[nodiscard]] std::string format_bwlimit(uint64_t bytes_per_second);
+
 } // namespace lodge::util
