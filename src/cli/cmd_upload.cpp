@@ -82,23 +82,38 @@ store::ObjectOptions object_options(const UploadOptions &o, const config::Policy
 // The progress line is redrawn this often while nothing finishes.
 constexpr int64_t k_progress_redraw_ms = 250;
 
+// Bytes sent per second, averaged since the run began.
+double average_rate(const ops::RunProgress &p) {
+  const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
+  return secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
+}
+
+// "3/40 files": `known` false while the walk runs, when the total is a lower bound ("40+").
+std::string files_of(const ops::RunProgress &p, bool known) {
+  return std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + (known ? "" : "+") +
+         (p.files_total == 1 && known ? " file" : " files");
+}
+
+// The hashing pass of big files, which sends nothing for a while: ", hashing X of Y", or ""
+// while nothing big is being hashed.
+std::string hashing_of(const ops::RunProgress &p) {
+  if (p.hashing == 0 || p.hashing_size < (8ULL << 20)) return "";
+  return ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size);
+}
+
 // A --stats line: plain text for a log, never a terminal control. Until the walk ends the
 // totals are lower bounds, said with a "+". The rate is the average since the start; the
 // ETA is the bytes left at that rate ("-" while unknown). The final line says "done".
 std::string stats_line(const ops::RunProgress &p, bool final) {
-  const std::string plus = p.total_final || final ? "" : "+";
-  const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
-  const double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
-  std::string line = std::string("lodge: ") + (final ? "done: " : "") + std::to_string(p.files_done) + "/" +
-                     std::to_string(p.files_total) + plus +
-                     (p.files_total == 1 && plus.empty() ? " file" : " files") + ", " +
+  const bool known = p.total_final || final;
+  const std::string plus = known ? "" : "+";
+  const double rate = average_rate(p);
+  std::string line = std::string("lodge: ") + (final ? "done: " : "") + files_of(p, known) + ", " +
                      util::format_size(p.bytes_sent) + "/" + util::format_size(p.bytes_total) + plus +
                      " sent, " + util::format_size(static_cast<uint64_t>(rate)) + "/s, elapsed " +
                      util::format_duration_ms(p.elapsed_ms);
   if (final) return line;
-  // The hashing pass of big files, which sends nothing for a while.
-  if (p.hashing > 0 && p.hashing_size >= (8ULL << 20))
-    line += ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size);
+  line += hashing_of(p);
   std::string eta = "-";
   if (p.total_final && rate > 0 && p.bytes_total > p.bytes_sent)
     eta = util::format_duration_ms(
@@ -354,18 +369,13 @@ public:
       m_next_stats_ms = (p.elapsed_ms / m_stats_ms + 1) * m_stats_ms; // on the interval's beat
     }
     if (!m_progress) return;
-    double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
-    double rate = secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
     const bool walked = p.total_final; // until then the totals are lower bounds, said with a "+"
-    std::string line = std::to_string(p.files_done) + "/" + std::to_string(p.files_total) +
-                       (walked ? "" : "+") + (p.files_total == 1 && walked ? " file" : " files");
+    std::string line = files_of(p, walked);
     if (p.bytes_total > 0) line += " (" + util::format_size(p.bytes_total) + (walked ? "" : "+") + ")";
     line += ", " + util::format_size(p.bytes_sent) + " sent, " +
-            util::format_size(static_cast<uint64_t>(rate)) + "/s";
-    // The hashing pass of big files, which sends nothing for a while.
-    if (p.hashing > 0 && p.hashing_size >= (8ULL << 20))
-      line += ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size) +
-              (p.hashing > 1 ? " (" + std::to_string(p.hashing) + " files)" : "");
+            util::format_size(static_cast<uint64_t>(average_rate(p))) + "/s";
+    if (const auto hashing = hashing_of(p); !hashing.empty())
+      line += hashing + (p.hashing > 1 ? " (" + std::to_string(p.hashing) + " files)" : "");
     if (walked && p.files_left > 0 && p.queued_done > 0)
       line += ", ETA " + util::format_duration_ms(p.elapsed_ms * p.files_left / p.queued_done);
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
