@@ -1,0 +1,67 @@
+"""A deadline renewed by progress, against moto: a multipart upload held to 4 MiB/s by
+--bwlimit, of a file that takes far longer than its policy's 4 s deadline, becomes ACTIVE
+because each finished part renews its record's deadline; `lodge repair` run over and over
+in a parallel process meanwhile never fails the progressing record.
+
+Without renewal the same upload fails DEADLINE_EXCEEDED after about 3.6 s (the deadline less
+the uploader's margin). Timing: 40 MiB at 4 MiB/s is at least 9.9 s; parts of 5 MiB take
+about 1.25 s each, well inside the deadline from the last renewal."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import S3TestCase, check_invariants, main  # noqa: E402
+
+MIB = 1 << 20
+DEADLINE_MS = 4000
+CONFIG = {"multipart_threshold": "8MiB", "part_size": "5MiB", "part_concurrency": 1,
+          "policies": {"default": {"deadline": "4s", "grace": "2s"}}}
+
+
+class Renewal(S3TestCase):
+    def setUp(self):
+        super().setUp()
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+
+    def row(self):
+        rows = self.sql("SELECT upload_status, created_at, upload_deadline_at FROM file_upload")
+        self.assertEqual(len(rows), 1, rows)
+        return rows[0]
+
+    def test_a_transfer_longer_than_its_deadline_that_keeps_progressing_becomes_active(self):
+        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        start = time.monotonic()
+        r = self.lodge("--json", "upload", "--bwlimit", "4M", big)
+        secs = time.monotonic() - start
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(secs, DEADLINE_MS / 1000, r)  # it did outlast the first deadline
+        docs = [json.loads(line) for line in r.out.splitlines()]
+        self.assertEqual([d["outcome"] for d in docs if "outcome" in d], ["active"], r.out)
+        status, created, deadline = self.row()
+        self.assertEqual(status, "ACTIVE")
+        # Renewed: the deadline the record shows is well past the reserve's.
+        self.assertGreater(deadline, created + DEADLINE_MS + 3000)
+        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        check_invariants(self)
+
+    def test_repair_in_a_loop_never_fails_the_progressing_record(self):
+        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        up = self.spawn("--json", "upload", "--bwlimit", "4M", big)
+        repairs = 0
+        while up.poll() is None:
+            r = self.lodge("repair")
+            self.assertEqual(r.rc, 0, r)
+            repairs += 1
+        out, err = up.communicate()
+        self.assertEqual(up.returncode, 0, out + err)
+        self.assertGreaterEqual(repairs, 3, "repair ran while the upload was in flight")
+        self.assertEqual(self.row()[0], "ACTIVE")
+        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        check_invariants(self)
+
+
+if __name__ == "__main__":
+    main()
