@@ -1,7 +1,10 @@
 """A deadline renewed by progress, against moto: a multipart upload held to 4 MiB/s by
 --bwlimit, of a file that takes far longer than its policy's 4 s deadline, becomes ACTIVE
 because each finished part renews its record's deadline; `lodge repair` run over and over
-in a parallel process meanwhile never fails the progressing record.
+in a parallel process meanwhile never fails the progressing record. A transfer whose third
+part goes into a black hole (the fault proxy's `blackhole`: the body is taken, no answer
+comes) fails DEADLINE_EXCEEDED after the policy's `stall`, long before its deadline, and
+repair and sweep converge after it.
 
 Without renewal the same upload fails DEADLINE_EXCEEDED after about 3.6 s (the deadline less
 the uploader's margin). Timing: 40 MiB at 4 MiB/s is at least 9.9 s; parts of 5 MiB take
@@ -13,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import S3TestCase, check_invariants, main  # noqa: E402
+from lodgetest import FaultProxy, S3TestCase, check_invariants, converge, main  # noqa: E402
 
 MIB = 1 << 20
 DEADLINE_MS = 4000
@@ -61,6 +64,33 @@ class Renewal(S3TestCase):
         self.assertEqual(self.row()[0], "ACTIVE")
         self.assertEqual(list(self.objects().values()), [40 * MIB])
         check_invariants(self)
+
+    def test_a_stalled_transfer_fails_after_the_stall_time_and_converges(self):
+        cfg = dict(CONFIG, policies={"default": {"deadline": "60s", "stall": "2s", "grace": "2s"}})
+        self.env["LODGE_CONFIG"] = self.write("config-stall.json", json.dumps(cfg))
+        big = self.write("in/big.bin", os.urandom(20 * MIB))
+        proxy = FaultProxy(self.server_port, self.dir)
+        try:
+            proxy.set_rules([{"method": "PUT", "path_contains": "partNumber=3&", "action": "blackhole",
+                              "hold_s": 120, "times": 10}])
+            env = self.endpoint_env(proxy.endpoint)
+            self.rebind(env)  # the same bucket, through the proxy
+            start = time.monotonic()
+            r = self.lodge("--json", "upload", big, env=env)
+            secs = time.monotonic() - start
+            self.rebind({})
+        finally:
+            proxy.stop()
+        self.assertNotEqual(r.rc, 0, r)
+        doc = [json.loads(line) for line in r.out.splitlines() if '"outcome"' in line][0]
+        self.assertEqual(doc["outcome"], "failed", r)
+        self.assertEqual(doc["error"]["code"], "DEADLINE_EXCEEDED", r)
+        self.assertIn("stall", doc["error"]["message"], r)
+        self.assertLess(secs, 30, r)  # the stall (2 s), not the deadline (60 s)
+        self.assertEqual(self.row()[0], "UPLOAD_FAILED")
+        converge(self)
+        check_invariants(self)
+        self.assertEqual(self.objects(), {})
 
 
 if __name__ == "__main__":
