@@ -60,7 +60,7 @@ TEST_CASE("renewal: each part is progress; the row is renewed at most once a qua
     task_due_before_confirm = l.task_of(rows[0].id).next_retry_at;
   });
   auto s = renew_settings(8'000);
-  test::write_file(dir.file("big.bin"), std::string(10 * 1024, 'x'));
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
   ops::Uploader up(l, store, s, clock);
   auto r = up.upload(dir.file("big.bin"));
   REQUIRE_MESSAGE(r.outcome == ops::UploadOutcome::active, (r.error ? r.error->message : ""));
@@ -81,7 +81,7 @@ TEST_CASE("renewal: parts faster than a quarter deadline renew nothing") {
   test::FakeStore store;
   test::ManualClock clock;
   auto s = renew_settings(8'000);
-  test::write_file(dir.file("big.bin"), std::string(10 * 1024, 'x'));
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
   ops::Uploader up(l, store, s, clock); // the clock stands still
   auto r = up.upload(dir.file("big.bin"));
   REQUIRE(r.outcome == ops::UploadOutcome::active);
@@ -106,7 +106,7 @@ TEST_CASE("renewal refused (the row failed by a repair whose clock is ahead): th
             ledger::RepairOutcome::repaired);
   });
   auto s = renew_settings(8'000);
-  test::write_file(dir.file("big.bin"), std::string(10 * 1024, 'x'));
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
   ops::Uploader up(l, store, s, clock);
   auto r = up.upload(dir.file("big.bin"));
   REQUIRE(r.outcome == ops::UploadOutcome::failed);
@@ -133,7 +133,7 @@ TEST_CASE("stall: no part finished for the policy's stall aborts the transfer (D
     if (n == 3) std::this_thread::sleep_for(std::chrono::milliseconds(400));
   };
   auto s = renew_settings(60'000, 150);
-  test::write_file(dir.file("big.bin"), std::string(10 * 1024, 'x'));
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
   ops::Uploader up(l, store, s, util::system_clock());
   const auto started = std::chrono::steady_clock::now();
   auto r = up.upload(dir.file("big.bin"));
