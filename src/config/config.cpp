@@ -141,9 +141,9 @@ bool valid_media_type(const std::string &t) {
 Policy parse_policy(const json &obj, const std::string &name, const std::string &path, Policy p) {
   if (!obj.is_object()) bad(path, "expected an object");
   reject_unknown(obj, path,
-                 {"max_size", "extensions", "media_types", "max_files", "deadline", "grace", "allow_empty",
-                  "dedup", "content_type", "metadata", "tags", "storage_class", "sse", "sse_kms_key_id",
-                  "cache_control"});
+                 {"max_size", "extensions", "media_types", "max_files", "deadline", "stall", "grace",
+                  "allow_empty", "dedup", "content_type", "metadata", "tags", "storage_class", "sse",
+                  "sse_kms_key_id", "cache_control"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -164,6 +164,7 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
       p.max_files = get_count(obj["max_files"], path + ".max_files", 0, 1'000'000'000);
   }
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
+  if (obj.contains("stall")) p.stall_ms = get_duration(obj["stall"], path + ".stall");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
   if (obj.contains("allow_empty")) {
     const auto &v = obj["allow_empty"];
@@ -606,6 +607,7 @@ nlohmann::json to_json(const Config &c) {
     pj["max_files"] = p.max_files ? json(*p.max_files) : json(nullptr);
     pj["dedup"] = p.dedup;
     pj["deadline"] = util::format_duration_exact(p.deadline_ms);
+    pj["stall"] = util::format_duration_exact(p.stall_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
     if (auto o = store::to_json(p.object); !o.empty()) {

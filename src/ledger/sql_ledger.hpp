@@ -43,6 +43,8 @@ public:
   [[nodiscard]] ReserveResult reserve(const ReserveRequest &req, int64_t now) override;
   [[nodiscard]] SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                            int64_t now) override;
+  [[nodiscard]] RenewOutcome renew(int64_t id, const std::string &holder, int64_t new_deadline,
+                                   int64_t new_not_before, int64_t now) override;
   [[nodiscard]] ConfirmOutcome confirm(int64_t id, const std::string &etag, const std::string &version_id,
                                        int64_t now, CommitTag tag = CommitTag::none,
                                        std::optional<Retire> retire = std::nullopt) override;

@@ -323,6 +323,32 @@ SetUploadIdOutcome SqlLedger::set_multipart_upload_id(int64_t id, const std::str
   });
 }
 
+RenewOutcome SqlLedger::renew(int64_t id, const std::string &holder, int64_t new_deadline,
+                              int64_t new_not_before, int64_t now) {
+  if (m_group)
+    return m_group->run([&](SqlLedger &w) { return w.renew(id, holder, new_deadline, new_not_before, now); });
+  return m_c->write([&](sql::Tx &tx) {
+    // The conditional UPDATE is the fence; the row read under the lock only names the refusal.
+    auto st = q("UPDATE file_upload SET upload_deadline_at = ?3, updated_at = ?4"
+                " WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0 AND holder = ?2"
+                " AND upload_deadline_at > ?4");
+    if (st.bind(1, id).bind(2, holder).bind(3, new_deadline).bind(4, now).exec() != 1) {
+      auto row = file_for_update(id);
+      if (!row || row->is_deleted || row->upload_status != FileStatus::uploading)
+        return RenewOutcome::not_uploading;
+      if (row->holder != holder) return RenewOutcome::not_holder;
+      return RenewOutcome::past_deadline;
+    }
+    // A task a sweep holds (PROCESSING) is left alone: its decide reads the row's new
+    // deadline under the lock and postpones it to that deadline + grace.
+    auto task = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?3"
+                  " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    (void)task.bind(1, id).bind(2, new_not_before).bind(3, now).exec();
+    tx.commit();
+    return RenewOutcome::renewed;
+  });
+}
+
 namespace {
 // A confirm queued on the group's writer: its outcome once its batch committed. Its owner
 // waits for it (Uploader::finish); one destroyed unwaited is abandoned, never waited for.

@@ -14,6 +14,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/threads.hpp>
+#include <lodge/util/units.hpp>
 #include <mutex>
 #include <sys/stat.h>
 #include <thread>
@@ -259,6 +260,105 @@ Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
   return digests;
 }
 
+// The monotonic bound of one file's transfer and its renewal by progress. The row's deadline
+// is `policy.deadline` after the reserve; each finished part is progress, and progress at
+// least a quarter deadline after the last renewal renews the row (UploadLedger::renew): its
+// deadline becomes `policy.deadline` from now and its task's not-before that + grace. The
+// steady bound moves only once a renewal committed, to the same length from a steady time
+// taken before the renewal's wall time, less the margin: no request may end after the
+// deadline the row shows (measured by this host's monotonic clock). A request begun now must
+// also end within `policy.stall` of the last progress: a link that moves no part for that
+// long aborts the transfer. Renewal is judged by the wall clock (its `now` is the ledger's),
+// the bound by the monotonic one. Thread-safe: the part threads share one.
+class Uploader::Renewal {
+public:
+  Renewal(ledger::UploadLedger &l, const util::Clock &clock, const ledger::FileRecord &rec,
+          const config::Policy &policy, int64_t grace_ms, int64_t steady_deadline, int64_t margin)
+      : m_ledger(l), m_clock(clock), m_id(rec.id), m_holder(rec.holder), m_deadline_ms(policy.deadline_ms),
+        m_stall_ms(policy.stall_ms), m_grace_ms(grace_ms), m_margin_ms(margin),
+        m_every_ms(std::max<int64_t>(policy.deadline_ms / 4, 1)), m_steady_deadline(steady_deadline),
+        m_last_progress(util::steady_ms()), m_last_renewal(clock.now_ms()) {}
+
+  // The row's bound (for one PUT, which is not renewed mid-request, and the stall bound does
+  // not apply: it is one request whose progress is not seen here).
+  [[nodiscard]] int64_t row_bound() const {
+    std::lock_guard lock(m_mutex);
+    return m_steady_deadline;
+  }
+  // The steady time a part or the completion begun now must end by.
+  [[nodiscard]] int64_t bound() const {
+    std::lock_guard lock(m_mutex);
+    return std::min(m_steady_deadline, m_last_progress + m_stall_ms);
+  }
+  // A part finished. An error stops the transfer: the row is no longer this sender's to send
+  // (failed by repair or sweep, or held by another sender).
+  Status progress() {
+    std::lock_guard lock(m_mutex);
+    const int64_t steady = util::steady_ms(); // before the wall time the row's deadline counts from
+    m_last_progress = steady;
+    if (!m_holder) return Unit{}; // a row without a holder cannot be fenced: its deadline stays
+    const int64_t now = m_clock.now_ms();
+    if (now - m_last_renewal < m_every_ms) return Unit{};
+    ledger::RenewOutcome out{};
+    try {
+      out = m_ledger.renew(m_id, *m_holder, now + m_deadline_ms, now + m_deadline_ms + m_grace_ms, now);
+    } catch (const LodgeError &e) {
+      // Not renewed: the bound stays where the row's deadline is; the next part tries again.
+      util::log::warn("could not renew the deadline of file #" + std::to_string(m_id) + ": " +
+                      e.error().message);
+      return Unit{};
+    }
+    m_last_renewal = now;
+    switch (out) {
+    case ledger::RenewOutcome::renewed:
+      m_steady_deadline = steady + m_deadline_ms - m_margin_ms;
+      return Unit{};
+    case ledger::RenewOutcome::past_deadline:
+      // By this host's wall clock the row is overdue, its steady bound not yet (a clock step):
+      // the bound stays, and repair or sweep may fail the row; its confirm is then refused.
+      return Unit{};
+    case ledger::RenewOutcome::not_holder:
+      m_taken_over = true;
+      return Error(Errc::state_changed,
+                   "file #" + std::to_string(m_id) +
+                       " is held by another sender now (its deadline was not renewed); not stored");
+    case ledger::RenewOutcome::not_uploading:
+      break;
+    }
+    return Error(Errc::state_changed, "file #" + std::to_string(m_id) +
+                                          " changed state during the upload (failed by repair or a sweep?); "
+                                          "its deadline was not renewed; not stored");
+  }
+  // A part's DEADLINE_EXCEEDED before the row's bound came from the stall bound: said so.
+  [[nodiscard]] Error explain(Error e) const {
+    std::lock_guard lock(m_mutex);
+    if (e.code == Errc::deadline_exceeded && util::steady_ms() < m_steady_deadline - 5)
+      e.message = "no part finished for " + util::format_duration_ms(m_stall_ms) +
+                  " (the policy's stall): " + e.message;
+    return e;
+  }
+  [[nodiscard]] bool taken_over() const {
+    std::lock_guard lock(m_mutex);
+    return m_taken_over;
+  }
+
+private:
+  ledger::UploadLedger &m_ledger;
+  const util::Clock &m_clock;
+  const int64_t m_id;
+  const std::optional<std::string> m_holder;
+  const int64_t m_deadline_ms;
+  const int64_t m_stall_ms;
+  const int64_t m_grace_ms;
+  const int64_t m_margin_ms;
+  const int64_t m_every_ms;
+  mutable std::mutex m_mutex;
+  int64_t m_steady_deadline;
+  int64_t m_last_progress;
+  int64_t m_last_renewal;
+  bool m_taken_over = false;
+};
+
 std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const Digests &digests,
                                                      FileResult &r) {
   ledger::ReserveRequest req = reserve_request(f.name, r);
@@ -290,15 +390,17 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
 
   // Abort our own transfer before the row's deadline, with a margin, so no PUT can land
   // after repair and sweep have acted on the row. Measured on the monotonic clock: a wall-clock
-  // step here changes nothing; the PUT lands at most one deadline length after the reserve.
+  // step here changes nothing; the PUT lands at most one deadline length after the reserve,
+  // or after the last renewal that committed (Renewal).
   int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
   int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
+  Renewal renewal(m_ledger.uploads, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms, steady_deadline, margin);
 
   if (failpoint::hit("upload.before_put")) {
     fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
-  auto put = transfer(f.fd.get(), rec, digests, steady_deadline);
+  auto put = transfer(f.fd.get(), rec, digests, renewal);
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
@@ -309,6 +411,12 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
   }
   if (!put) {
     const auto &e = put.error();
+    if (renewal.taken_over()) {
+      // Another sender holds the row now: its state and its staged upload are its own.
+      r.outcome = UploadOutcome::failed;
+      r.error = e;
+      return r;
+    }
     fail(r, rec, e, !e.details.ambiguous);
     return r;
   }
@@ -651,7 +759,7 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
 }
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                            int64_t steady_deadline) {
+                                            Renewal &renewal) {
   store::Metadata meta = object_metadata(rec);
   store::ObjectOptions options = m_s.options;
   options.metadata.clear(); // sent above
@@ -664,7 +772,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     req.content_type = rec.object_content_type();
     req.metadata = meta;
     req.options = options;
-    req.deadline_steady_ms = steady_deadline;
+    req.deadline_steady_ms = renewal.row_bound();
     put = m_store.put(req);
   } else {
     store::StagedRequest staged{rec.object_key, rec.object_content_type(), meta, options};
@@ -677,14 +785,15 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
       return Error(Errc::state_changed,
                    "file #" + std::to_string(rec.id) + " changed state before its first part");
     }
-    auto parts = put_parts(fd, rec, d, id.value(), steady_deadline);
+    auto parts = put_parts(fd, rec, d, id.value(), renewal);
     if (!parts) {
-      abort_or_warn(m_store, rec.object_key, id.value());
+      // A staged upload another sender holds the row of is that sender's.
+      if (!renewal.taken_over()) abort_or_warn(m_store, rec.object_key, id.value());
       Error e = parts.error();
       e.details.ambiguous = false; // a part never becomes an object by itself
       return e;
     }
-    put = m_store.complete_staged(staged, id.value(), parts.value(), steady_deadline);
+    put = m_store.complete_staged(staged, id.value(), parts.value(), renewal.bound());
     if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, id.value());
   }
   if (!put && put.error().code == Errc::precondition_failed) {
@@ -702,7 +811,7 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
 }
 
 Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                                     const std::string &upload_id, int64_t steady_deadline) {
+                                                     const std::string &upload_id, Renewal &renewal) {
   const size_t count = d.parts.size();
   std::vector<std::optional<store::Part>> done(count);
   std::atomic<size_t> next{0};
@@ -722,11 +831,12 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
         uint64_t off = i * m_s.part_size;
         uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
         auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1),
-                                {fd, off, n, d.parts[i], sent_counter()}, steady_deadline);
+                                {fd, off, n, d.parts[i], sent_counter()}, renewal.bound());
         if (p && i == 0 && failpoint::hit("upload.between_parts"))
           p = Error(Errc::storage_unavailable, "injected failure between parts");
-        if (!p) return record_failure(p.error());
+        if (!p) return record_failure(renewal.explain(p.error()));
         done[i] = p.value();
+        if (auto renewed = renewal.progress(); !renewed) return record_failure(renewed.error());
       }
     } catch (const LodgeError &e) {
       record_failure(e.error());

@@ -305,6 +305,78 @@ TEST_CASE("set_multipart_upload_id: recorded on an UPLOADING row only") {
   CHECK(e.l->set_multipart_upload_id(9999, "mpu-5", e.now()) == ledger::SetUploadIdOutcome::not_uploading);
 }
 
+TEST_CASE(
+    "renew: moves an UPLOADING row's deadline and its task's not-before together, for its holder only") {
+  LedgerFixture e;
+  auto r = request("o", "a");
+  r.holder = "host/1/100";
+  auto res = e.l->reserve(r, e.now());
+  REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+  const auto a = res.record;
+  const int64_t d0 = a.upload_deadline_at;
+  REQUIRE(e.task_of(a.id).next_retry_at == d0 + 1'000);
+
+  // Within the deadline, by its holder: both move, in one transaction.
+  const int64_t at = d0 - 1;
+  CHECK(e.l->renew(a.id, "host/1/100", at + 10'000, at + 11'000, at) == ledger::RenewOutcome::renewed);
+  CHECK(e.row(a.id).upload_deadline_at == at + 10'000);
+  CHECK(e.row(a.id).upload_status == ledger::FileStatus::uploading);
+  CHECK(e.task_of(a.id).next_retry_at == at + 11'000);
+  CHECK(e.task_of(a.id).status == ledger::TaskStatus::pending);
+  const int64_t d1 = at + 10'000;
+
+  // Another sender, or none: nothing changes.
+  CHECK(e.l->renew(a.id, "host/1/200", d1 + 5, d1 + 6, at + 1) == ledger::RenewOutcome::not_holder);
+  CHECK(e.l->renew(a.id, "", d1 + 5, d1 + 6, at + 1) == ledger::RenewOutcome::not_holder);
+  CHECK(e.row(a.id).upload_deadline_at == d1);
+  CHECK(e.task_of(a.id).next_retry_at == at + 11'000);
+
+  // At or after the current deadline (repair or sweep may act on it): never revived.
+  CHECK(e.l->renew(a.id, "host/1/100", d1 + 10'000, d1 + 11'000, d1) == ledger::RenewOutcome::past_deadline);
+  CHECK(e.l->renew(a.id, "host/1/100", d1 + 10'000, d1 + 11'000, d1 + 1) ==
+        ledger::RenewOutcome::past_deadline);
+  CHECK(e.row(a.id).upload_deadline_at == d1);
+  CHECK(e.task_of(a.id).next_retry_at == at + 11'000);
+
+  // A failed row: nothing changes, its task stays due.
+  auto r2 = request("o", "b");
+  r2.holder = "host/1/100";
+  auto b = e.l->reserve(r2, e.now()).record;
+  REQUIRE(e.l->mark_failed(b.id, "refused", true, e.now()) == ledger::MarkFailedOutcome::failed);
+  const auto tb = e.task_of(b.id);
+  CHECK(e.l->renew(b.id, "host/1/100", e.now() + 50'000, e.now() + 51'000, e.now()) ==
+        ledger::RenewOutcome::not_uploading);
+  CHECK(e.row(b.id).upload_status == ledger::FileStatus::upload_failed);
+  CHECK(e.row(b.id).upload_deadline_at == b.upload_deadline_at);
+  CHECK(e.task_of(b.id).next_retry_at == tb.next_retry_at);
+
+  // Confirmed (ACTIVE) or unknown: not_uploading.
+  auto r3 = request("o", "c");
+  r3.holder = "host/1/100";
+  auto c = e.l->reserve(r3, e.now()).record;
+  REQUIRE(e.l->confirm(c.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
+  CHECK(e.l->renew(c.id, "host/1/100", e.now() + 50'000, e.now() + 51'000, e.now()) ==
+        ledger::RenewOutcome::not_uploading);
+  CHECK(e.task_of(c.id).status == ledger::TaskStatus::ignored);
+  CHECK(e.l->renew(9999, "host/1/100", 1, 2, e.now()) == ledger::RenewOutcome::not_uploading);
+}
+
+TEST_CASE(
+    "renew: a row failed by repair past its deadline stays failed; a sweep's held task is left to decide") {
+  LedgerFixture e;
+  auto r = request("o", "a");
+  r.holder = "host/1/100";
+  auto a = e.l->reserve(r, e.now()).record;
+  const int64_t past = a.upload_deadline_at + 1;
+  REQUIRE(e.l->repair_row(a.id, past, 1'000, 2) == ledger::RepairOutcome::repaired);
+  const auto t = e.task_of(a.id);
+  CHECK(e.l->renew(a.id, "host/1/100", past + 10'000, past + 11'000, a.upload_deadline_at - 1) ==
+        ledger::RenewOutcome::not_uploading);
+  CHECK(e.row(a.id).upload_status == ledger::FileStatus::upload_failed);
+  CHECK(e.row(a.id).upload_deadline_at == a.upload_deadline_at);
+  CHECK(e.task_of(a.id).next_retry_at == t.next_retry_at);
+}
+
 TEST_CASE("confirm: UPLOADING -> ACTIVE and its task IGNORED, together") {
   LedgerFixture e;
   auto a = e.reserve("a");

@@ -20,6 +20,7 @@ const char *const k_ops[] = {"schema_version",
                              "bind_store",
                              "reserve",
                              "set_multipart_upload_id",
+                             "renew",
                              "confirm",
                              "find_unchanged",
                              "record_stat",
@@ -508,6 +509,27 @@ SetUploadIdOutcome FakeLedger::set_multipart_upload_id(int64_t id, const std::st
     r->multipart_upload_id = upload_id;
     r->updated_at = now;
     return SetUploadIdOutcome::recorded;
+  });
+}
+
+RenewOutcome FakeLedger::renew(int64_t id, const std::string &holder, int64_t new_deadline,
+                               int64_t new_not_before, int64_t now) {
+  return call("renew", [&] {
+    auto *r = row_at(id);
+    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted) return RenewOutcome::not_uploading;
+    if (r->holder != holder) return RenewOutcome::not_holder;
+    if (r->upload_deadline_at <= now) return RenewOutcome::past_deadline;
+    set_row("renew", *r, [&](FileRecord &x) {
+      x.upload_deadline_at = new_deadline;
+      x.updated_at = now;
+    });
+    auto *t = task_for(id);
+    if (t && (t->status == TaskStatus::pending || t->status == TaskStatus::retry))
+      set_task("renew", *t, [&](TaskRecord &x) {
+        x.next_retry_at = new_not_before;
+        x.updated_at = now;
+      });
+    return RenewOutcome::renewed;
   });
 }
 

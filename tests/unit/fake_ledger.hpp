@@ -93,6 +93,8 @@ public:
   [[nodiscard]] ledger::ReserveResult reserve(const ledger::ReserveRequest &req, int64_t now) override;
   [[nodiscard]] ledger::SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                                    int64_t now) override;
+  [[nodiscard]] ledger::RenewOutcome renew(int64_t id, const std::string &holder, int64_t new_deadline,
+                                           int64_t new_not_before, int64_t now) override;
   [[nodiscard]] ledger::ConfirmOutcome confirm(int64_t id, const std::string &etag,
                                                const std::string &version_id, int64_t now,
                                                ledger::CommitTag tag = ledger::CommitTag::none,

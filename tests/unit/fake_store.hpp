@@ -7,6 +7,7 @@
 #include <deque>
 #include <functional>
 #include <lodge/store/store.hpp>
+#include <lodge/util/clock.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -322,8 +323,11 @@ public:
   }
 
   Result<store::Part> put_part(const std::string &key, const std::string &, int number, const store::Body &b,
-                               int64_t) override {
+                               int64_t deadline_steady_ms) override {
     if (on_put_part) on_put_part(number);
+    // As a real store's request: one that ends past its deadline fails (a part held by the hook).
+    if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
+      return Error(Errc::deadline_exceeded, "Timeout was reached (PUT part " + std::to_string(number) + ")");
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("put_part", key)) return *e;
     record("put_part", key, true);

@@ -49,6 +49,7 @@ TEST_CASE("the design's example configuration parses") {
   CHECK(r.max_size == 10ULL << 20);
   CHECK(r.max_files == 5);
   CHECK(r.deadline_ms == 120'000);
+  CHECK(r.stall_ms == 120'000); // the default
   CHECK(r.extensions == std::vector<std::string>{"pdf", "doc", "docx"});
   CHECK(c.sweep.lease_ms == 120'000);
   CHECK_THROWS_AS((void)c.policy("nope"), LodgeError);
@@ -88,6 +89,19 @@ TEST_CASE("LODGE_CONFIG names the file when --config is absent; a missing explic
   CHECK(shown(config::load(in), "region") == "x-1");
   in.config_flag = dir.file("missing.json");
   CHECK(error_of(in).find("missing.json") != std::string::npos);
+}
+
+TEST_CASE("a policy's stall: a duration (not zero), printed by lodge config") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"policies": {"slow": {"deadline": "4s", "stall": "1500ms"}}})"));
+  CHECK(c.policy("slow").stall_ms == 1'500);
+  CHECK(c.policy("slow").deadline_ms == 4'000);
+  CHECK(config::to_json(c)["policies"]["slow"]["stall"] == "1500ms");
+  CHECK(config::to_json(c)["policies"]["slow"]["deadline"] == "4s");
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"stall": "0s"}}})")) ==
+        "policies.p.stall: expected a duration like 15m or 500ms, got '0s'");
+  CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"stall": "never"}}})"))
+            .rfind("policies.p.stall: expected a duration", 0) == 0);
 }
 
 TEST_CASE("each validation error names its key path") {

@@ -21,7 +21,8 @@ struct Policy {
   std::vector<std::string> extensions;  // lowercase, no dot; empty: any
   std::vector<std::string> media_types; // empty: any
   std::optional<int64_t> max_files;     // alive files per owner; nullopt: unlimited
-  int64_t deadline_ms = 900'000;        // 15m
+  int64_t deadline_ms = 900'000;        // 15m: the time an upload is allowed without progress
+  int64_t stall_ms = 120'000;           // 2m: no part finished for this long aborts the transfer
   int64_t grace_ms = 300'000;           // 5m
   bool allow_empty = true;              // false: an empty file is rejected (EMPTY_FILE)
   // De-dup scope: "owner" (one alive copy per owner), "prefix" (one per owner and run

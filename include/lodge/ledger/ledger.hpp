@@ -151,6 +151,11 @@ public:
   using LodgeError::LodgeError;
 };
 enum class SetUploadIdOutcome { recorded, not_uploading };
+// renew's outcome. not_uploading: the row is no longer alive and UPLOADING (failed by repair,
+// sweep or a holder check, or confirmed); not_holder: another process's row (or none's);
+// past_deadline: the row's current deadline is not after `now` (repair or sweep may already
+// act on it, so it is never extended). Only `renewed` changed anything.
+enum class RenewOutcome { renewed, not_uploading, not_holder, past_deadline };
 enum class RepairOutcome {
   repaired,
   not_overdue
@@ -235,6 +240,14 @@ public:
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
   [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                                    int64_t now) = 0;
+  // A transfer's progress renews its row: one transaction moves the alive UPLOADING row's
+  // upload_deadline_at to new_deadline and its cleanup task's not-before (a PENDING or RETRY
+  // task's next_retry_at) to new_not_before, only while the row is held by `holder` and its
+  // current deadline is still after `now`, the fencing repair and sweep decide by: a row they
+  // may have judged overdue is never revived. The uploader moves its own monotonic bound only
+  // after `renewed` committed.
+  [[nodiscard]] virtual RenewOutcome renew(int64_t id, const std::string &holder, int64_t new_deadline,
+                                           int64_t new_not_before, int64_t now) = 0;
   // UPLOADING -> ACTIVE and its task -> IGNORED, together; nothing changed when the row
   // (row_not_uploading) or the task (task_held) is no longer where an upload in progress
   // leaves them. Called through ops::activate (ops/activate.hpp), which decides the tag.

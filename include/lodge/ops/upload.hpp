@@ -220,12 +220,15 @@ private:
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
+  // A transfer's monotonic bound, renewed by its progress (defined in upload.cpp).
+  class Renewal;
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                    int64_t steady_deadline);
-  // Sends every part, up to part_concurrency at once; the first failure stops the rest.
+                                    Renewal &renewal);
+  // Sends every part, up to part_concurrency at once; the first failure stops the rest. Each
+  // finished part is progress: it may renew the row's deadline (Renewal::progress).
   Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                             const std::string &upload_id, int64_t steady_deadline);
+                                             const std::string &upload_id, Renewal &renewal);
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
   // The object's metadata: the user's, with lodge's stamp for the row over it.
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;

@@ -1,0 +1,97 @@
+"""A deadline renewed by progress, against moto: a multipart upload held to 4 MiB/s by
+--bwlimit, of a file that takes far longer than its policy's 4 s deadline, becomes ACTIVE
+because each finished part renews its record's deadline; `lodge repair` run over and over
+in a parallel process meanwhile never fails the progressing record. A transfer whose third
+part goes into a black hole (the fault proxy's `blackhole`: the body is taken, no answer
+comes) fails DEADLINE_EXCEEDED after the policy's `stall`, long before its deadline, and
+repair and sweep converge after it.
+
+Without renewal the same upload fails DEADLINE_EXCEEDED after about 3.6 s (the deadline less
+the uploader's margin). Timing: 40 MiB at 4 MiB/s is at least 9.9 s; parts of 5 MiB take
+about 1.25 s each, well inside the deadline from the last renewal."""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import FaultProxy, S3TestCase, check_invariants, converge, main  # noqa: E402
+
+MIB = 1 << 20
+DEADLINE_MS = 4000
+CONFIG = {"multipart_threshold": "8MiB", "part_size": "5MiB", "part_concurrency": 1,
+          "policies": {"default": {"deadline": "4s", "grace": "2s"}}}
+
+
+class Renewal(S3TestCase):
+    def setUp(self):
+        super().setUp()
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+
+    def row(self):
+        rows = self.sql("SELECT upload_status, created_at, upload_deadline_at FROM file_upload")
+        self.assertEqual(len(rows), 1, rows)
+        return rows[0]
+
+    def test_a_transfer_longer_than_its_deadline_that_keeps_progressing_becomes_active(self):
+        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        start = time.monotonic()
+        r = self.lodge("--json", "upload", "--bwlimit", "4M", big)
+        secs = time.monotonic() - start
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(secs, DEADLINE_MS / 1000, r)  # it did outlast the first deadline
+        docs = [json.loads(line) for line in r.out.splitlines()]
+        self.assertEqual([d["outcome"] for d in docs if "outcome" in d], ["active"], r.out)
+        status, created, deadline = self.row()
+        self.assertEqual(status, "ACTIVE")
+        # Renewed: the deadline the record shows is well past the reserve's.
+        self.assertGreater(deadline, created + DEADLINE_MS + 3000)
+        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        check_invariants(self)
+
+    def test_repair_in_a_loop_never_fails_the_progressing_record(self):
+        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        up = self.spawn("--json", "upload", "--bwlimit", "4M", big)
+        repairs = 0
+        while up.poll() is None:
+            r = self.lodge("repair")
+            self.assertEqual(r.rc, 0, r)
+            repairs += 1
+        out, err = up.communicate()
+        self.assertEqual(up.returncode, 0, out + err)
+        self.assertGreaterEqual(repairs, 3, "repair ran while the upload was in flight")
+        self.assertEqual(self.row()[0], "ACTIVE")
+        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        check_invariants(self)
+
+    def test_a_stalled_transfer_fails_after_the_stall_time_and_converges(self):
+        cfg = dict(CONFIG, policies={"default": {"deadline": "60s", "stall": "2s", "grace": "2s"}})
+        self.env["LODGE_CONFIG"] = self.write("config-stall.json", json.dumps(cfg))
+        big = self.write("in/big.bin", os.urandom(20 * MIB))
+        proxy = FaultProxy(self.server_port, self.dir)
+        try:
+            proxy.set_rules([{"method": "PUT", "path_contains": "partNumber=3&", "action": "blackhole",
+                              "hold_s": 120, "times": 10}])
+            env = self.endpoint_env(proxy.endpoint)
+            self.rebind(env)  # the same bucket, through the proxy
+            start = time.monotonic()
+            r = self.lodge("--json", "upload", big, env=env)
+            secs = time.monotonic() - start
+            self.rebind({})
+        finally:
+            proxy.stop()
+        self.assertNotEqual(r.rc, 0, r)
+        doc = [json.loads(line) for line in r.out.splitlines() if '"outcome"' in line][0]
+        self.assertEqual(doc["outcome"], "failed", r)
+        self.assertEqual(doc["error"]["code"], "DEADLINE_EXCEEDED", r)
+        self.assertIn("stall", doc["error"]["message"], r)
+        self.assertLess(secs, 30, r)  # the stall (2 s), not the deadline (60 s)
+        self.assertEqual(self.row()[0], "UPLOAD_FAILED")
+        converge(self)
+        check_invariants(self)
+        self.assertEqual(self.objects(), {})
+
+
+if __name__ == "__main__":
+    main()
