@@ -152,6 +152,22 @@ class DirectParts(StoreTestCase):
         self.assertEqual(self.objects(), {})
         check_invariants(self)
 
+    def test_a_replayed_reservation_prints_the_same_upload_s_parts_again(self):
+        data = os.urandom(6 * MIB)
+        first = self.reserve(data, "--idempotency-key", "k1").json()
+        again = self.reserve(data, "--idempotency-key", "k1")
+        self.assertEqual(again.rc, 0, again)
+        second = again.json()
+        self.assertEqual((second["outcome"], second["id"]), ("replayed", first["id"]), again)
+        upload_id = [dict(urllib.parse.parse_qsl(p["url"].split("?", 1)[1]))["uploadId"] for p in second["parts"]]
+        self.assertEqual(upload_id, [dict(urllib.parse.parse_qsl(p["url"].split("?", 1)[1]))["uploadId"]
+                                     for p in first["parts"]])
+        self.assertEqual(len(self.staged()), 1, "one staged upload, not two")
+        self.send(second, data)
+        c = self.lodge("confirm", "--json", first["id"])
+        self.assertEqual(c.json()["outcome"], "active", c)
+        self.assertEqual(self.object_bytes(first["object_key"]), data)
+
     def test_bad_part_sizes_are_refused_before_anything_is_recorded(self):
         data = b"x" * (6 * MIB)
         r = self.reserve(data, "--part-size", "1MiB")
