@@ -64,7 +64,8 @@ TEST_CASE("ListParts (as moto answers it) parses each part's number, size, ETag 
   CHECK(p->parts[0].etag == "336311a016184326ddbdd61edd4eeb52");
   CHECK(p->parts[0].checksum_sha256.empty());
   CHECK(p->parts[1].checksum_sha256 == "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=");
-  CHECK_FALSE(s3::parse_list_parts("<ListPartsResult><Part><PartNumber>x</PartNumber></Part></ListPartsResult>"));
+  CHECK_FALSE(
+      s3::parse_list_parts("<ListPartsResult><Part><PartNumber>x</PartNumber></Part></ListPartsResult>"));
   CHECK_FALSE(s3::parse_list_parts("<ListPartsResult><IsTruncated>true</IsTruncated></ListPartsResult>"));
 }
 
