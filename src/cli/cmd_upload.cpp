@@ -657,11 +657,78 @@ int direct_status(const ops::FileResult &r) {
 }
 } // namespace
 
+// A reservation's URLs: one PUT, or one per part (reserve --parts).
+void print_reservation(Context &ctx, const ops::Uploader::DirectReservation &d, const char *word) {
+  const auto &r = d.r;
+  if (ctx.g.json) {
+    auto j = result_json(r);
+    j["outcome"] = word;
+    auto headers = [](const store::PresignedPut &put) {
+      nlohmann::json h = nlohmann::json::object();
+      for (const auto &[k, val] : put.headers)
+        h[k] = val;
+      return h;
+    };
+    if (d.put) {
+      j["method"] = d.put->method;
+      j["url"] = d.put->url;
+      j["headers"] = headers(*d.put);
+    }
+    if (!d.parts.empty()) {
+      j["parts"] = nlohmann::json::array();
+      for (const auto &p : d.parts)
+        j["parts"].push_back({{"number", p.number},
+                              {"offset", p.offset},
+                              {"size", p.size},
+                              {"method", p.put.method},
+                              {"url", p.put.url},
+                              {"headers", headers(p.put)}});
+    }
+    if (d.put || !d.parts.empty()) j["expires_at"] = utc_text(d.url_expires_at);
+    ctx.print_json(j);
+    return;
+  }
+  print_direct_result(ctx, r, word);
+  // The URLs are credentials: on stdout only, never in a log.
+  if (d.put) {
+    std::string curl = "curl --fail -X PUT --upload-file FILE";
+    for (const auto &[k, val] : d.put->headers)
+      curl += " -H " + shell_quote(k + ": " + val);
+    curl += " " + shell_quote(d.put->url);
+    std::fprintf(stdout, "expires %s\n%s %s\n", utc_text(d.url_expires_at).c_str(), d.put->method.c_str(),
+                 d.put->url.c_str());
+    for (const auto &[k, val] : d.put->headers)
+      std::fprintf(stdout, "%s: %s\n", k.c_str(), val.c_str());
+    std::fprintf(stdout, "%s\n", curl.c_str());
+  } else if (!d.parts.empty()) {
+    // Each URL pins its part's length (Content-Length, which curl -T sets from the file).
+    const uint64_t part_size = d.parts.front().size;
+    std::fprintf(stdout, "expires %s\nparts %zu of %llu bytes (the last %llu)\n",
+                 utc_text(d.url_expires_at).c_str(), d.parts.size(),
+                 static_cast<unsigned long long>(part_size),
+                 static_cast<unsigned long long>(d.parts.back().size));
+    for (const auto &p : d.parts)
+      std::fprintf(stdout, "%s %s\n", p.put.method.c_str(), p.put.url.c_str());
+    std::fprintf(
+        stdout,
+        "# n=0; grep '^PUT ' THIS_OUTPUT | while read -r _ url; do dd if=FILE of=FILE.part bs=1M "
+        "iflag=skip_bytes,count_bytes skip=$((n * %llu)) count=%llu status=none && curl --fail -sS -T "
+        "FILE.part \"$url\" >/dev/null || break; n=$((n + 1)); done\n",
+        static_cast<unsigned long long>(part_size), static_cast<unsigned long long>(part_size));
+  }
+  if ((d.put || !d.parts.empty()) && !ctx.g.quiet)
+    std::fprintf(stderr, "lodge: send the bytes with %s, then run `lodge confirm %lld`\n",
+                 d.put ? "the URL and every header above" : "each part's URL, in order",
+                 static_cast<long long>(r.id.value_or(0)));
+}
+
 Command add_reserve(CLI::App &app) {
   auto o = std::make_shared<UploadOptions>();
   auto size = std::make_shared<int64_t>(-1);
   auto sha = std::make_shared<std::string>();
   auto expires = std::make_shared<std::string>("1h");
+  auto parts = std::make_shared<bool>(false);
+  auto part_size = std::make_shared<std::string>();
   auto *sub = app.add_subcommand(
       "reserve", "Reserve a file's upload and print a presigned PUT for a host without credentials");
   sub->add_option("name", o->paths, "The file's name (its relative path in the ledger)")
@@ -670,6 +737,11 @@ Command add_reserve(CLI::App &app) {
   sub->add_option("--size", *size, "The file's exact size in bytes")->required();
   sub->add_option("--sha256", *sha, "The file's SHA-256, 64 hex digits")->required();
   sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
+  sub->add_flag("--parts", *parts,
+                "Stage the upload in parts: one presigned URL per part (S3; past one PUT's 5GiB); "
+                "each URL pins its part's length, confirm checks the parts and the whole SHA-256");
+  sub->add_option("--part-size", *part_size,
+                  "With --parts: each part's size, 5MiB to 5GiB (default: config part_size, else 16MiB)");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
   sub->add_option("--prefix", o->prefix, "Put the file under <root>/<owner>/PREFIX/");
   sub->add_option("--idempotency-key", o->idempotency_key,
@@ -683,65 +755,39 @@ Command add_reserve(CLI::App &app) {
   sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of the object");
-  return {sub, [o, size, sha, expires](Context &ctx) {
-            if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
-            std::string hex = util::to_lower(*sha);
-            if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
-              throw LodgeError(Errc::usage,
-                               "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
-            const int64_t expires_s = expires_seconds(*expires);
-            ops::UploadSettings s = direct_settings(ctx, *o, true);
-            s.options = object_options(*o, s.policy);
-            auto store = ctx.open_store();
-            if (!store->capabilities().presign)
-              throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
-                                                      " cannot sign an upload URL (direct uploads need an S3 "
-                                                      "store, or an Azure store with an account key)");
-            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
-            ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
-            auto d = up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s});
-            const auto &r = d.r;
-            const char *word = d.reserved                                   ? "reserved"
-                               : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
-                               : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
-                               : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
-                                                                            : "failed";
-            if (ctx.g.json) {
-              auto j = result_json(r);
-              j["outcome"] = word;
-              if (d.put) {
-                nlohmann::json h = nlohmann::json::object();
-                for (const auto &[k, val] : d.put->headers)
-                  h[k] = val;
-                j["method"] = d.put->method;
-                j["url"] = d.put->url;
-                j["headers"] = h;
-                j["expires_at"] = utc_text(d.url_expires_at);
-              }
-              ctx.print_json(j);
-            } else {
-              print_direct_result(ctx, r, word);
-              if (d.put) {
-                // The URL is a credential: on stdout only, never in a log.
-                std::string curl = "curl --fail -X PUT --upload-file FILE";
-                for (const auto &[k, val] : d.put->headers)
-                  curl += " -H " + shell_quote(k + ": " + val);
-                curl += " " + shell_quote(d.put->url);
-                std::fprintf(stdout, "expires %s\n%s %s\n", utc_text(d.url_expires_at).c_str(),
-                             d.put->method.c_str(), d.put->url.c_str());
-                for (const auto &[k, val] : d.put->headers)
-                  std::fprintf(stdout, "%s: %s\n", k.c_str(), val.c_str());
-                std::fprintf(stdout, "%s\n", curl.c_str());
-                if (!ctx.g.quiet)
-                  std::fprintf(stderr,
-                               "lodge: send the bytes with the URL and every header above, then run "
-                               "`lodge confirm %lld`\n",
-                               static_cast<long long>(r.id.value_or(0)));
-              }
-            }
-            return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
-                                                                           : direct_status(r);
-          }};
+  return {
+      sub, [o, size, sha, expires, parts, part_size](Context &ctx) {
+        if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
+        std::string hex = util::to_lower(*sha);
+        if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+          throw LodgeError(Errc::usage, "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
+        const int64_t expires_s = expires_seconds(*expires);
+        if (!part_size->empty() && !*parts)
+          throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
+        const uint64_t part_bytes = !*parts              ? 0
+                                    : part_size->empty() ? ctx.cfg().part_size
+                                                         : config::parse_part_size(*part_size, "--part-size");
+        ops::UploadSettings s = direct_settings(ctx, *o, true);
+        s.options = object_options(*o, s.policy);
+        auto store = ctx.open_store();
+        if (!store->capabilities().presign)
+          throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
+                                                  " cannot sign an upload URL (direct uploads need an S3 "
+                                                  "store, or an Azure store with an account key)");
+        if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
+        ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+        auto d =
+            up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s, part_bytes});
+        const auto &r = d.r;
+        const char *word = d.reserved                                   ? "reserved"
+                           : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
+                           : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
+                           : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
+                                                                        : "failed";
+        print_reservation(ctx, d, word);
+        return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
+                                                                       : direct_status(r);
+      }};
 }
 
 Command add_confirm(CLI::App &app) {

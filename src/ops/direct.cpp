@@ -20,9 +20,43 @@ namespace {
 // never judges it), but the URL's expiry, which `confirm --all-due` goes by.
 constexpr std::string_view k_direct_holder = "direct until=";
 
+// With parts (reserve --parts) the holder goes on: " parts=<part size>".
+constexpr std::string_view k_parts_holder = " parts=";
+
 std::optional<int64_t> direct_until(const ledger::FileRecord &rec) {
   if (!rec.holder || rec.holder->rfind(k_direct_holder, 0) != 0) return std::nullopt;
-  return util::parse_int(std::string_view(*rec.holder).substr(k_direct_holder.size()));
+  std::string_view rest = std::string_view(*rec.holder).substr(k_direct_holder.size());
+  return util::parse_int(rest.substr(0, rest.find(' ')));
+}
+
+// The part size of a reservation with parts; 0 for one presigned PUT.
+uint64_t direct_part_size(const ledger::FileRecord &rec) {
+  if (!rec.holder || !rec.multipart_upload_id) return 0;
+  auto at = rec.holder->find(k_parts_holder);
+  if (at == std::string::npos) return 0;
+  auto n = util::parse_int(std::string_view(*rec.holder).substr(at + k_parts_holder.size()));
+  return n && *n > 0 ? static_cast<uint64_t>(*n) : 0;
+}
+
+// Why a store cannot take this file as parts of `part_size` through presigned URLs.
+std::optional<Error> parts_refusal(const store::ObjectStore &store, const std::string &shown, uint64_t size,
+                                   uint64_t part_size) {
+  const auto caps = store.capabilities();
+  if (!caps.presign_parts)
+    return Error(Errc::unsupported, shown + ": " + store.describe() +
+                                        " cannot sign a URL per part (reserve --parts needs an S3 store)");
+  if (size == 0)
+    return Error(Errc::usage, shown + ": an empty file has no parts (reserve it without --parts)");
+  if (size > part_size && part_size < caps.min_part_size)
+    return Error(Errc::usage, shown + ": --part-size " + util::format_size(part_size) + " is below the " +
+                                  util::format_size(caps.min_part_size) +
+                                  " every part but the last must have on " + store.describe());
+  const uint64_t count = (size + part_size - 1) / part_size;
+  if (caps.max_parts > 0 && count > static_cast<uint64_t>(caps.max_parts))
+    return Error(Errc::usage, shown + " would be " + std::to_string(count) + " parts of " +
+                                  util::format_size(part_size) + "; " + store.describe() + " takes at most " +
+                                  std::to_string(caps.max_parts) + " (a larger --part-size)");
+  return std::nullopt;
 }
 
 void describe(FileResult &r, const ledger::FileRecord &rec) {
@@ -101,11 +135,13 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
     return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; policy " +
                                              m_s.policy.name + " allows " +
                                              std::to_string(m_s.policy.max_size)));
-  if (auto most = m_store.capabilities().max_presigned_put; most > 0 && d.size > most)
+  if (d.part_size > 0) {
+    if (auto e = parts_refusal(m_store, shown, d.size, d.part_size)) return reject(*e);
+  } else if (auto most = m_store.capabilities().max_presigned_put; most > 0 && d.size > most)
     return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) +
                                              " bytes; one presigned PUT to " + m_store.describe() +
                                              " carries at most " + util::format_size(most) +
-                                             " (send it with lodge upload, which uses multipart)"));
+                                             " (reserve it with --parts, or send it with lodge upload)"));
   auto name = sanitize_display_name(d.name);
   if (!name) return reject(name.error());
   auto rel = sanitize_relative_path(d.name);
@@ -130,6 +166,7 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
   // A PUT begun just before the URL expires may take the policy's deadline to arrive.
   req.deadline_ms = d.expires_s * 1000 + m_s.policy.deadline_ms;
   req.holder = std::string(k_direct_holder) + std::to_string(now + d.expires_s * 1000);
+  if (d.part_size > 0) *req.holder += std::string(k_parts_holder) + std::to_string(d.part_size);
   ledger::ReserveResult res;
   int64_t wall = 0, steady = 0;
   if (auto done = reserve_row(req, r, res, wall, steady, nullptr)) {
@@ -148,22 +185,39 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
       r.error.reset();
       describe(r, rec);
       int64_t left_s = (*until - m_clock.now_ms()) / 1000;
-      auto put = presign(rec, left_s);
-      if (!put) return out.r = refused(r, UploadOutcome::failed, put.error()), out;
-      out.put = put.value();
+      if (const uint64_t part_size = direct_part_size(rec); part_size > 0) {
+        auto parts = presign_parts(rec, part_size, left_s, false);
+        if (!parts) return out.r = refused(r, UploadOutcome::failed, parts.error()), out;
+        out.parts = std::move(parts.value());
+      } else {
+        auto put = presign(rec, left_s);
+        if (!put) return out.r = refused(r, UploadOutcome::failed, put.error()), out;
+        out.put = put.value();
+      }
       out.url_expires_at = *until;
     }
     return out;
   }
   const auto &rec = res.record;
   describe(r, rec);
-  auto put = presign(rec, d.expires_s);
-  if (!put) {
-    // Nothing can have been sent without a URL: the row fails at once, definitely.
-    fail(r, rec, put.error(), true);
-    return out;
+  if (d.part_size > 0) {
+    auto parts = presign_parts(rec, d.part_size, d.expires_s, true);
+    if (!parts) {
+      // Nothing can have been sent without the URLs: the row fails at once, definitely (its
+      // cleanup aborts a staged upload begun).
+      fail(r, rec, parts.error(), true);
+      return out;
+    }
+    out.parts = std::move(parts.value());
+  } else {
+    auto put = presign(rec, d.expires_s);
+    if (!put) {
+      // Nothing can have been sent without a URL: the row fails at once, definitely.
+      fail(r, rec, put.error(), true);
+      return out;
+    }
+    out.put = put.value();
   }
-  out.put = put.value();
   out.url_expires_at = now + d.expires_s * 1000;
   r.outcome = UploadOutcome::planned; // reserved: the bytes are the client's to send
   out.reserved = true;
@@ -176,6 +230,103 @@ Result<store::PresignedPut> Uploader::presign(const ledger::FileRecord &rec, int
   o.content_type.clear();
   return m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
                               rec.object_content_type(), object_metadata(rec), o, expires_s});
+}
+
+store::StagedRequest Uploader::direct_staged(const ledger::FileRecord &rec) const {
+  store::ObjectOptions o = m_s.options;
+  o.metadata.clear(); // in object_metadata
+  o.content_type.clear();
+  store::StagedRequest req{rec.object_key, rec.object_content_type(), object_metadata(rec), o};
+  // The client sends the parts without their digests: none is asked of each part; the
+  // whole object's SHA-256 is verified by confirm.
+  req.part_checksums = false;
+  return req;
+}
+
+Result<std::vector<Uploader::DirectPart>>
+Uploader::presign_parts(const ledger::FileRecord &rec, uint64_t part_size, int64_t expires_s, bool begin) {
+  std::string handle = rec.multipart_upload_id.value_or("");
+  if (begin) {
+    auto id = m_store.begin_staged(direct_staged(rec));
+    if (!id) return id.error();
+    // The handle is on the row before any URL is handed out, so cleanup can find it.
+    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+        ledger::SetUploadIdOutcome::not_uploading) {
+      (void)m_store.abort_staged(rec.object_key, id.value());
+      return Error(Errc::state_changed, "file #" + std::to_string(rec.id) + " changed state before its URLs");
+    }
+    handle = id.value();
+  }
+  if (handle.empty())
+    return Error(Errc::internal, "file #" + std::to_string(rec.id) + " has no staged upload");
+  std::vector<DirectPart> out;
+  const auto size = static_cast<uint64_t>(rec.size);
+  for (uint64_t offset = 0; offset < size; offset += part_size) {
+    DirectPart p;
+    p.number = static_cast<int>(out.size()) + 1;
+    p.offset = offset;
+    p.size = std::min(part_size, size - offset);
+    auto put = m_store.presign_part({rec.object_key, handle, p.number, p.size, {}, expires_s});
+    if (!put) return put.error();
+    p.put = put.value();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::FileRecord &rec,
+                                                   uint64_t part_size, int64_t url_until) {
+  const std::string what = "file #" + std::to_string(rec.id);
+  const std::string &handle = *rec.multipart_upload_id;
+  auto h = m_store.head(rec.object_key);
+  if (h) return std::nullopt; // completed before: checked as one PUT's object
+  if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());
+  const int64_t now = m_clock.now_ms();
+  auto listed = m_store.list_parts(rec.object_key, handle);
+  if (!listed) {
+    if (listed.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, listed.error());
+    // The staged upload is gone and nothing was completed: nothing can be stored now.
+    fail(r, rec,
+         Error(Errc::not_found, what + ": its staged upload is gone (" + listed.error().message + ")"),
+         false);
+    return r;
+  }
+  const auto size = static_cast<uint64_t>(rec.size);
+  const uint64_t count = (size + part_size - 1) / part_size;
+  std::optional<std::string> why;
+  std::vector<store::Part> parts;
+  for (const auto &p : listed.value()) {
+    const uint64_t offset = static_cast<uint64_t>(p.number - 1) * part_size;
+    if (p.number < 1 || static_cast<uint64_t>(p.number) > count) {
+      why = "it holds part " + std::to_string(p.number) + "; " + std::to_string(count) + " were reserved";
+      break;
+    }
+    if (const uint64_t want = std::min(part_size, size - offset); p.size != want) {
+      why = "its part " + std::to_string(p.number) + " is " + std::to_string(p.size) + " bytes, reserved " +
+            std::to_string(want);
+      break;
+    }
+    parts.push_back({p.number, p.etag, {}});
+  }
+  if (why) {
+    Error e(Errc::content_mismatch, what + ": the parts uploaded are not the ones reserved (" + *why + ")");
+    fail_sent(m_ledger.recovery, {m_ledger.tasks, m_ledger.reads}, m_store, m_s, m_clock, rec, e, url_until);
+    return refused(r, UploadOutcome::failed, e);
+  }
+  if (parts.size() < count) {
+    std::string have = std::to_string(parts.size()) + " of " + std::to_string(count) + " parts";
+    if (now < url_until)
+      return refused(r, UploadOutcome::failed,
+                     Error(Errc::not_found, what + ": " + have + " uploaded yet (its URLs are valid for " +
+                                                util::format_duration_ms(url_until - now) + " more)"));
+    fail(r, rec, Error(Errc::not_found, what + ": its upload URLs expired with " + have + " uploaded"),
+         false);
+    return r;
+  }
+  // Create-only, as the uploader completes: another object at the key stays.
+  if (auto done = m_store.complete_staged(direct_staged(rec), handle, parts, 0); !done)
+    return refused(r, UploadOutcome::failed, done.error());
+  return std::nullopt;
 }
 
 FileResult Uploader::confirm_direct(int64_t id) {
@@ -209,6 +360,8 @@ FileResult Uploader::confirm_direct(int64_t id) {
         r, UploadOutcome::failed,
         Error(Errc::state_changed, what + " passed its deadline before it was confirmed; not "
                                           "stored (lodge repair fails it, sweep removes what was sent)"));
+  if (const uint64_t part_size = direct_part_size(rec); part_size > 0)
+    if (auto done = complete_parts(r, rec, part_size, *until)) return *done;
   auto h = m_store.head(rec.object_key);
   if (!h) {
     if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());

@@ -180,7 +180,8 @@ bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_
 std::optional<int64_t> direct_until(const std::optional<std::string> &holder) {
   constexpr std::string_view k_direct = "direct until=";
   if (!holder || holder->rfind(k_direct, 0) != 0) return std::nullopt;
-  return util::parse_int(std::string_view(*holder).substr(k_direct.size()));
+  std::string_view rest = std::string_view(*holder).substr(k_direct.size());
+  return util::parse_int(rest.substr(0, rest.find(' '))); // " parts=N" may follow
 }
 
 std::string describe_holder(const ledger::FileRecord &row) {

@@ -255,7 +255,7 @@ Result<HeadResult> Client::head_object(const std::string &key, const std::string
 }
 
 Result<std::string> Client::presign(const std::string &method, const std::string &key,
-                                    const http::Headers &headers, int64_t expires_s) {
+                                    const http::Headers &headers, int64_t expires_s, const Params &query) {
   if (expires_s < 1 || expires_s > 604'800)
     return Error(Errc::usage, "presigned URL of " + key + ": expiry must be 1s to 7d, got " +
                                   std::to_string(expires_s) + "s");
@@ -267,6 +267,7 @@ Result<std::string> Client::presign(const std::string &method, const std::string
   in.method = method;
   in.raw_path = path;
   in.payload_hash = std::string(k_unsigned_payload);
+  in.raw_query = query;
   in.headers.emplace_back("host", m_host);
   for (const auto &h : headers)
     in.headers.push_back(h);
@@ -293,6 +294,36 @@ Result<std::pair<std::string, http::Headers>> Client::presign_put(const std::str
   auto url = presign("PUT", key, c.headers, expires_s);
   if (!url) return url.error();
   return std::make_pair(url.value(), c.headers);
+}
+
+Result<std::pair<std::string, http::Headers>>
+Client::presign_part(const std::string &key, const std::string &upload_id, int number, uint64_t size,
+                     const std::string &sha256_hex, int64_t expires_s) {
+  // The headers upload_part sends, every one signed: the server refuses another length.
+  http::Headers h;
+  h.emplace_back("content-length", std::to_string(size));
+  if (!sha256_hex.empty()) h.emplace_back("x-amz-checksum-sha256", base64_of_hex(sha256_hex));
+  auto url =
+      presign("PUT", key, h, expires_s, {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}});
+  if (!url) return url.error();
+  return std::make_pair(url.value(), h);
+}
+
+Result<std::vector<ListedPart>> Client::list_parts(const std::string &key, const std::string &upload_id) {
+  std::vector<ListedPart> out;
+  std::string marker;
+  while (true) {
+    Call c{"GET", key, {{"uploadId", upload_id}}, {}, nullptr, {}, {}, 0, "LIST PARTS " + key};
+    if (!marker.empty()) c.query.emplace_back("part-number-marker", marker);
+    auto r = send(c);
+    if (!r) return r.error();
+    auto page = parse_list_parts(r->body);
+    if (!page) return Error(Errc::storage_error, "LIST PARTS " + key + ": unreadable answer");
+    out.insert(out.end(), page->parts.begin(), page->parts.end());
+    if (!page->truncated) return out;
+    if (page->next_marker == marker) return Error(Errc::storage_error, "LIST PARTS " + key + ": no progress");
+    marker = page->next_marker;
+  }
 }
 
 Status Client::get_object(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
@@ -411,7 +442,7 @@ Result<std::string> Client::create_multipart(const std::string &key, const PutOp
   Call c{
       "POST", key, {{"uploads", ""}}, {}, nullptr, {}, {}, o.deadline_steady_ms, "CREATE MULTIPART " + key};
   c.headers.emplace_back("content-type", o.content_type);
-  if (m_cfg.send_checksums) c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
+  if (m_cfg.send_checksums && o.part_checksums) c.headers.emplace_back("x-amz-checksum-algorithm", "SHA256");
   add_object_headers(c, o);
   auto r = send(c);
   if (!r) return r.error();
@@ -444,11 +475,12 @@ Result<PutResult> Client::complete_multipart(const std::string &key, const std::
                                              int64_t deadline_steady_ms) {
   std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const auto &p : parts)
-    xml +=
-        "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" + util::xml_escape(p.etag) +
-        "</ETag>" +
-        (m_cfg.send_checksums ? "<ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256>" : "") +
-        "</Part>";
+    xml += "<Part><PartNumber>" + std::to_string(p.number) + "</PartNumber><ETag>" +
+           util::xml_escape(p.etag) + "</ETag>" +
+           (m_cfg.send_checksums && !p.sha256_hex.empty()
+                ? "<ChecksumSHA256>" + base64_of_hex(p.sha256_hex) + "</ChecksumSHA256>"
+                : "") +
+           "</Part>";
   xml += "</CompleteMultipartUpload>";
   http::StringBody body(xml);
   Call c{"POST",

@@ -105,6 +105,27 @@ std::optional<std::string> parse_initiate_multipart(std::string_view xml) {
   return id;
 }
 
+std::optional<ListPartsPage> parse_list_parts(std::string_view xml) {
+  auto doc = load(xml);
+  if (!doc) return std::nullopt;
+  auto root = doc->document_element();
+  // AWS answers ListPartsResult; moto ListPartsResponse (as for Complete).
+  if (std::string_view name = root.name(); name != "ListPartsResult" && name != "ListPartsResponse")
+    return std::nullopt;
+  ListPartsPage p;
+  p.truncated = truthy(root, "IsTruncated");
+  p.next_marker = text(root, "NextPartNumberMarker");
+  for (auto c : root.children("Part")) {
+    auto number = util::parse_int(text(c, "PartNumber"));
+    auto size = util::parse_int(text(c, "Size"));
+    if (!number || !size || *number < 1 || *size < 0) return std::nullopt;
+    p.parts.push_back({static_cast<int>(*number), static_cast<uint64_t>(*size), unquote(text(c, "ETag")),
+                       text(c, "ChecksumSHA256")});
+  }
+  if (p.truncated && p.next_marker.empty()) return std::nullopt;
+  return p;
+}
+
 std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
   auto doc = load(xml);
   if (!doc) return std::nullopt;

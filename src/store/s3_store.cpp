@@ -118,6 +118,9 @@ public:
     c.verifies_checksums = m_aws && m_sends_checksums;
     c.sends_checksums = m_sends_checksums;
     c.max_presigned_put = 5ULL << 30;
+    c.presign_parts = true;
+    c.min_part_size = 5ULL << 20;
+    c.max_parts = 10'000;
     return c;
   }
   // PutObjectTagging replaces the object's whole tag set: the user's tags go with it. Set
@@ -203,6 +206,24 @@ public:
     return PresignedPut{"PUT", r->first, r->second};
   }
 
+  Result<PresignedPut> presign_part(const PresignPartRequest &req) override {
+    auto r = m_client->presign_part(req.key, req.handle, req.number, req.size, req.sha256_hex, req.expires_s);
+    if (!r) return r.error();
+    return PresignedPut{"PUT", r->first, r->second};
+  }
+  Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle) override {
+    auto r = m_client->list_parts(key, handle);
+    if (!r) return r.error();
+    std::vector<StoredPart> out;
+    out.reserve(r->size());
+    for (const auto &p : r.value()) {
+      StoredPart sp{p.number, p.size, p.etag, {}};
+      if (auto raw = util::base64_decode(p.checksum_sha256)) sp.sha256_hex = util::hex_encode(*raw);
+      out.push_back(std::move(sp));
+    }
+    return out;
+  }
+
   Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
     Removal out;
     std::vector<s3::ListedVersion> versions;
@@ -256,6 +277,7 @@ public:
     s3::PutOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
+    o.part_checksums = req.part_checksums;
     set_options(o, req.options);
     return m_client->create_multipart(req.key, o);
   }

@@ -59,6 +59,12 @@ public:
   Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
     return m_inner->presign_put(req);
   }
+  Result<PresignedPut> presign_part(const PresignPartRequest &req) override {
+    return m_inner->presign_part(req);
+  }
+  Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle) override {
+    return m_inner->list_parts(key, handle);
+  }
   Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key); // its stamp is read first
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
@@ -119,6 +125,16 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
 Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {
   return Error(Errc::unsupported,
                "cannot make a presigned URL for " + key + ": " + describe() + " cannot sign one");
+}
+
+Result<PresignedPut> ObjectStore::presign_part(const PresignPartRequest &req) {
+  return Error(Errc::unsupported,
+               "cannot make a presigned part URL for " + req.key + ": " + describe() + " cannot sign one");
+}
+
+Result<std::vector<StoredPart>> ObjectStore::list_parts(const std::string &key,
+                                                        const std::string & /*handle*/) {
+  return Error(Errc::unsupported, "cannot list the parts of " + key + " on " + describe());
 }
 
 Result<PresignedPut> ObjectStore::presign_put(const PresignPutRequest &req) {

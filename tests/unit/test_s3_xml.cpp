@@ -54,6 +54,21 @@ TEST_CASE("multipart answers and errors parse into fields") {
   CHECK(c->error->code == "InternalError");
 }
 
+TEST_CASE("ListParts (as moto answers it) parses each part's number, size, ETag and checksum") {
+  auto p = s3::parse_list_parts(data("list_parts.xml"));
+  REQUIRE(p);
+  CHECK_FALSE(p->truncated);
+  REQUIRE(p->parts.size() == 2);
+  CHECK(p->parts[0].number == 1);
+  CHECK(p->parts[0].size == 10);
+  CHECK(p->parts[0].etag == "336311a016184326ddbdd61edd4eeb52");
+  CHECK(p->parts[0].checksum_sha256.empty());
+  CHECK(p->parts[1].checksum_sha256 == "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=");
+  CHECK_FALSE(
+      s3::parse_list_parts("<ListPartsResult><Part><PartNumber>x</PartNumber></Part></ListPartsResult>"));
+  CHECK_FALSE(s3::parse_list_parts("<ListPartsResult><IsTruncated>true</IsTruncated></ListPartsResult>"));
+}
+
 TEST_CASE("hostile and truncated documents are refused, never expanded") {
   CHECK_FALSE(s3::parse_error(data("hostile_xxe.xml")));
   CHECK_FALSE(s3::parse_list_objects_v2(data("hostile_billion_laughs.xml")));

@@ -77,7 +77,8 @@ struct RecoverSummary {
 [[nodiscard]] bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
                                    const util::Clock &clock, const std::function<bool()> &stop);
 
-// The URL expiry of a direct reservation's holder ("direct until=<ms>"); nullopt for any
+// The URL expiry of a direct reservation's holder ("direct until=<ms>", followed by
+// " parts=<part size>" for reserve --parts); nullopt for any
 // other holder.
 [[nodiscard]] std::optional<int64_t> direct_until(const std::optional<std::string> &holder);
 

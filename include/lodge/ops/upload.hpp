@@ -146,15 +146,30 @@ public:
     uint64_t size = 0;
     std::string sha256;
     int64_t expires_s = 3600;
+    // reserve --parts: a staged upload of parts this size (the last one shorter), one
+    // presigned URL each; its handle is on the row and the holder says
+    // "direct until=<ms> parts=<part_size>". 0: one presigned PUT.
+    uint64_t part_size = 0;
+  };
+  struct DirectPart {
+    int number = 0;
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    store::PresignedPut put;
   };
   struct DirectReservation {
     FileResult r;          // outcome: active (reserved, not yet sent), duplicate, replayed, rejected, failed
     bool reserved = false; // a new reservation (r.outcome is then planned: the client sends)
     std::optional<store::PresignedPut> put;
+    std::vector<DirectPart> parts; // reserve --parts: one URL per part, instead of put
     int64_t url_expires_at = 0;
   };
   [[nodiscard]] DirectReservation reserve_direct(const DirectRequest &d);
-  // lodge confirm: the object of a direct reservation must be exactly the reserved size,
+  // lodge confirm: a reservation with parts first has its staged upload's parts listed
+  // (numbers 1..n, each of the reserved part size, the last the rest) and completed,
+  // create-only; missing parts while the URLs are valid: NOT_FOUND, nothing changed; parts
+  // of another number or size fail the row as bytes that differ do. Then, as for one PUT:
+  // the object of a direct reservation must be exactly the reserved size,
   // carry lodge's stamp for this ledger and row, and hash to the reserved digest (the
   // server's verified checksum, or the bytes read back); then the upload's confirm. Bytes
   // that differ fail the row; their object stays until the URL's expiry plus the grace
@@ -234,6 +249,16 @@ private:
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
   // The presigned PUT of a reserved row's object, with the run's options.
   [[nodiscard]] Result<store::PresignedPut> presign(const ledger::FileRecord &rec, int64_t expires_s);
+  // A direct staged upload's request (as begin_staged and complete_staged are given it).
+  [[nodiscard]] store::StagedRequest direct_staged(const ledger::FileRecord &rec) const;
+  // reserve --parts: the staged upload begun and its handle on the row (then a URL per part),
+  // or the URLs of the one a replayed reservation began.
+  [[nodiscard]] Result<std::vector<DirectPart>>
+  presign_parts(const ledger::FileRecord &rec, uint64_t part_size, int64_t expires_s, bool begin);
+  // confirm of a reservation with parts: lists and completes its staged upload. nullopt when
+  // completed (the object is then checked as one PUT's), else r's final result.
+  std::optional<FileResult> complete_parts(FileResult &r, const ledger::FileRecord &rec, uint64_t part_size,
+                                           int64_t url_until);
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
   [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {

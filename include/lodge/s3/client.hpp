@@ -94,6 +94,9 @@ struct PutOptions {
   std::string sse;            // x-amz-server-side-encryption: AES256 or aws:kms
   std::string sse_kms_key_id; // x-amz-server-side-encryption-aws-kms-key-id
   std::string cache_control;  // Cache-Control
+  // CreateMultipartUpload: each part carries its SHA-256 (x-amz-checksum-algorithm); false
+  // for parts sent by a client through presigned URLs that may not know their digests.
+  bool part_checksums = true;
   int64_t deadline_steady_ms = 0;
 };
 
@@ -140,6 +143,15 @@ public:
   // those headers (host excluded).
   Result<std::pair<std::string, http::Headers>> presign_put(const std::string &key, uint64_t size,
                                                             const PutOptions &o, int64_t expires_s);
+  // A presigned UploadPart of part `number` of `upload_id`: exactly `size` bytes (signed
+  // Content-Length), and with `sha256_hex` given its x-amz-checksum-sha256 signed in too.
+  // The URL and the headers a client must send (host excluded).
+  Result<std::pair<std::string, http::Headers>> presign_part(const std::string &key,
+                                                             const std::string &upload_id, int number,
+                                                             uint64_t size, const std::string &sha256_hex,
+                                                             int64_t expires_s);
+  // Every part of an incomplete multipart upload, in part-number order (page by page).
+  Result<std::vector<ListedPart>> list_parts(const std::string &key, const std::string &upload_id);
   // A missing key is success; a missing bucket is not. With `if_match`, only while the
   // current object's ETag is that one (PRECONDITION_FAILED otherwise).
   Status delete_object(const std::string &key, const std::string &version_id = {},
@@ -198,7 +210,7 @@ private:
   Result<http::Response> send(const Call &call);
   // A SigV4 query-signed URL of the key with `headers` signed in (host added).
   Result<std::string> presign(const std::string &method, const std::string &key, const http::Headers &headers,
-                              int64_t expires_s);
+                              int64_t expires_s, const Params &query = {});
   // What a new object carries besides its bytes (PutObject and CreateMultipartUpload take
   // the same headers): metadata, tags, storage class, encryption, Cache-Control.
   static void add_object_headers(Call &c, const PutOptions &o);

@@ -62,6 +62,18 @@ struct ListUploadsPage {
 [[nodiscard]] std::optional<ListVersionsPage> parse_list_versions(std::string_view xml);
 [[nodiscard]] std::optional<ListUploadsPage> parse_list_uploads(std::string_view xml);
 [[nodiscard]] std::optional<std::string> parse_initiate_multipart(std::string_view xml); // UploadId
+struct ListedPart {
+  int number = 0;
+  uint64_t size = 0;
+  std::string etag;            // unquoted
+  std::string checksum_sha256; // base64, when the part carried one
+};
+struct ListPartsPage {
+  std::vector<ListedPart> parts;
+  bool truncated = false;
+  std::string next_marker; // NextPartNumberMarker
+};
+[[nodiscard]] std::optional<ListPartsPage> parse_list_parts(std::string_view xml);
 // CompleteMultipartUpload can answer 200 with an <Error> body: that comes back as error.
 struct CompleteResult {
   std::optional<S3ErrorBody> error;

@@ -119,6 +119,9 @@ struct StagedRequest {
   std::string content_type;
   Metadata metadata;
   ObjectOptions options; // as PutRequest's
+  // Each part carries its SHA-256 for the server to check (S3: x-amz-checksum-algorithm);
+  // false for parts a client sends through presigned URLs without their digests.
+  bool part_checksums = true;
 };
 
 // An incomplete staged upload, as a listing shows it.
@@ -132,6 +135,14 @@ struct Part {
   int number = 0;
   std::string etag;
   std::string sha256_hex;
+};
+
+// A part of an incomplete staged upload as the server lists it (list_parts).
+struct StoredPart {
+  int number = 0;
+  uint64_t size = 0;
+  std::string etag;
+  std::string sha256_hex; // the checksum the part was sent with, when the server keeps one
 };
 
 // Optional abilities of a store's server, learned from its answers during a run.
@@ -155,6 +166,11 @@ struct Capabilities {
   bool sends_checksums = true;
   // The most one presigned PUT may carry (S3: 5 GiB; Azure's Put Blob: 5000 MiB); 0: none.
   uint64_t max_presigned_put = 0;
+  // presign_part can make a URL per part of a staged upload (lodge reserve --parts).
+  bool presign_parts = false;
+  // The smallest part but the last, and the most parts, a staged upload takes (S3: 5 MiB, 10000).
+  uint64_t min_part_size = 0;
+  int max_parts = 0;
 };
 
 // A direct upload's object: what a presigned PUT must carry (lodge reserve).
@@ -165,6 +181,18 @@ struct PresignPutRequest {
   std::string content_type;
   Metadata metadata; // lodge's stamp and the user's metadata
   ObjectOptions options;
+  int64_t expires_s = 0;
+};
+
+// One part of a direct staged upload (lodge reserve --parts): exactly `size` bytes as part
+// `number` of the staged upload `handle`; with `sha256_hex` given, only those bytes where the
+// server checks a part's checksum.
+struct PresignPartRequest {
+  std::string key;
+  std::string handle;
+  int number = 0;
+  uint64_t size = 0;
+  std::string sha256_hex;
   int64_t expires_s = 0;
 };
 
@@ -273,6 +301,13 @@ public:
   // bytes where the server checks them: create-only, the size, checksum, content type and
   // metadata pinned by the signature. UNSUPPORTED for a store that cannot sign one.
   virtual Result<PresignedPut> presign_put(const PresignPutRequest &req);
+  // A URL that lets whoever holds it send one part of a staged upload begun with
+  // begin_staged (part_checksums false unless every part's digest is given), its length
+  // pinned by the signature. UNSUPPORTED where it cannot be signed (file://).
+  virtual Result<PresignedPut> presign_part(const PresignPartRequest &req);
+  // The parts a staged upload holds so far, in part-number order. UNSUPPORTED where the
+  // store cannot list them.
+  virtual Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
   [[nodiscard]] virtual Capabilities capabilities() const = 0;
