@@ -187,6 +187,7 @@ nlohmann::json result_json(const ops::FileResult &r) {
     j["unchanged"] = r.unchanged;
     j["shares"] = r.shares ? nlohmann::json(*r.shares) : nlohmann::json(nullptr);
   }
+  if (r.resumed_bytes > 0) j["resumed_bytes"] = r.resumed_bytes;
   if (r.error && r.outcome != ops::UploadOutcome::duplicate)
     j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
   else
@@ -204,6 +205,7 @@ std::string result_line(const ops::FileResult &r) {
   case ops::UploadOutcome::active:
   case ops::UploadOutcome::replayed:
     s += "#" + std::to_string(*r.id) + " " + util::escape_for_terminal(r.object_key) + " " + name;
+    if (r.resumed_bytes > 0) s += " resumed (" + util::format_size(r.resumed_bytes) + " already stored)";
     break;
   case ops::UploadOutcome::duplicate:
     s += "#" + std::to_string(*r.id) + " " + name +
