@@ -81,13 +81,31 @@ struct ReserveRequest {
   // upload --replace, for a shared row: the other alive rows at its path are retired as
   // confirm's `retire` does.
   std::optional<Retire> retire;
+  // A file sent as a staged (multipart) upload: where the reserve would insert a new row
+  // (after idempotency replay, an alive duplicate and the quota, counted as for an insert),
+  // it revives the newest (highest id) resumable row instead, in the same transaction, so
+  // that the staged upload that row began (its object's stamp names that row) continues:
+  // outcome resumed. Resumable: UPLOAD_FAILED; the same owner_id, run_prefix, relative_path,
+  // sha256 and size as the request; its own object (content_of NULL) with a
+  // multipart_upload_id; its object_key starts with key_prefix; its content_type and
+  // object_options equal the request's (as stored: "" is none); its task PENDING or RETRY
+  // (never PROCESSING: a sweep may be deleting; never ended). None: a new row as usual.
+  // Direct reservations (`lodge reserve`) never set it.
+  bool resume = false;
 };
 
 // duplicate: the path's current row already holds this content (nothing to do).
 // shareable: an alive ACTIVE row of the scope, at another path (or not the path's current
 // row), holds this content: check its object, then reserve again with share_with.
+// resumed (only with ReserveRequest::resume): a resumable UPLOAD_FAILED row was revived
+// (UPLOAD_FAILED -> UPLOADING, alive, the request's holder, deadline now + deadline_ms, the
+// request's stat; its task PENDING due at deadline + grace, lease, retries, verify pass,
+// tag debt and last error cleared); the record is the row as it now is, its object_key and
+// multipart_upload_id kept: the caller continues that staged upload. A dry run answers
+// resumed (the record as it would be) and writes nothing.
 enum class ReserveOutcome {
   reserved,
+  resumed,
   duplicate,
   shareable,
   shared,
@@ -101,7 +119,7 @@ enum class ReserveOutcome {
 
 struct ReserveResult {
   ReserveOutcome outcome = ReserveOutcome::reserved;
-  FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress
+  FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress/resumed
 };
 
 // What a cleanup worker may do with its task, decided in a transaction under its lease.
@@ -301,6 +319,16 @@ public:
   // not_uploading when the row was not UPLOADING any more.
   [[nodiscard]] virtual MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                                       int64_t now) = 0;
+  // A staged (multipart) transfer failed with its staged upload intact (a part failed, the
+  // stall, the deadline, an abort): one transaction makes the alive UPLOADING row
+  // UPLOAD_FAILED + deleted (failure_reason = reason, deleted_at = now) and its task, if
+  // PENDING or RETRY, PENDING with next_retry_at = due_at and no verify pass owed (the
+  // failure is definite: a part never becomes an object by itself), so that a reserve with
+  // `resume` before due_at revives the row and continues its parts, and a sweep after it
+  // aborts the staged upload. A task a sweep holds (PROCESSING) is left to its decide.
+  // not_uploading (nothing written) when the row was not alive and UPLOADING.
+  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
+                                                         int64_t now) = 0;
 };
 
 // Cleanup tasks under leases: claim, decide, end, requeue, dead-letter, retry (ops::cleanup,
