@@ -271,15 +271,16 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
     (void)file_for_update(cand.id);
     auto task = task_for_record(cand.id, m_c->for_update());
     if (!task || (task->status != TaskStatus::pending && task->status != TaskStatus::retry)) continue;
-    auto row = q(std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
-                             " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
-                             " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
-                             " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
-                             " idempotency_key = ?12"
-                             " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
-                             " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
-                             " WHERE t.record_id = ?1 AND t.status IN ('PENDING', 'RETRY')) RETURNING ") +
-                 k_file_cols);
+    auto row =
+        q(std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
+                      " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
+                      " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
+                      " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
+                      " idempotency_key = ?12"
+                      " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
+                      " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
+                      " WHERE t.record_id = ?1 AND t.status IN ('PENDING', 'RETRY')) RETURNING ") +
+          k_file_cols);
     const auto stat = req.stat;
     row.bind(1, cand.id)
         .bind(2, req.holder)
@@ -631,9 +632,9 @@ MarkFailedOutcome SqlLedger::fail_resumable(int64_t id, const std::string &reaso
                                             int64_t now) {
   if (m_group) return m_group->run([&](SqlLedger &w) { return w.fail_resumable(id, reason, due_at, now); });
   return m_c->write([&](sql::Tx &tx) {
-    auto row =
-        q("UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
-          " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+    auto row = q(
+        "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
+        " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
     if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return MarkFailedOutcome::not_uploading;
     // Definite (a part never becomes an object by itself): no verify pass. Due one grace
     // later, so that a resume meanwhile finds the staged upload's parts; a task a sweep

@@ -108,7 +108,8 @@ TEST_CASE("fail_resumable: UPLOAD_FAILED + deleted, its task due at the time giv
   auto a = e.l->reserve(r, e.now()).record;
   REQUIRE(e.l->set_multipart_upload_id(a.id, "mpu-1", e.now()) == ledger::SetUploadIdOutcome::recorded);
   const int64_t at = e.now() + 500;
-  CHECK(e.l->fail_resumable(a.id, "STALLED: no progress", at + 7'000, at) == ledger::MarkFailedOutcome::failed);
+  CHECK(e.l->fail_resumable(a.id, "STALLED: no progress", at + 7'000, at) ==
+        ledger::MarkFailedOutcome::failed);
   const auto row = e.row(a.id);
   CHECK(row.upload_status == FileStatus::upload_failed);
   CHECK(row.is_deleted);
@@ -273,8 +274,7 @@ TEST_CASE("resume: none of these rows is resumable, so the reserve inserts a new
       {"other object options", [](auto &r) { r.object_options = ""; }, nullptr, "mpu-1"},
       {"no resume asked", [](auto &r) { r.resume = false; }, nullptr, "mpu-1"},
       {"task PROCESSING (a sweep claimed it)", nullptr,
-       [&](LedgerFixture &f, const ledger::FileRecord &row) { (void)claim_it(f, row); },
-       "mpu-1"},
+       [&](LedgerFixture &f, const ledger::FileRecord &row) { (void)claim_it(f, row); }, "mpu-1"},
       {"task SUCCESS (the staged upload was aborted)", nullptr,
        [&](LedgerFixture &f, const ledger::FileRecord &row) {
          auto c = claim_it(f, row);
@@ -424,7 +424,8 @@ TEST_CASE("resume: a dry run answers resumed with the row as it would be, and wr
   CHECK(seen->upload_status == FileStatus::uploading);
   CHECK(e.task_of(failed.id).next_retry_at == real.record.upload_deadline_at + k_grace);
   // Failed again through the pool, resumable again.
-  REQUIRE(w->fail_resumable(failed.id, "again", e.now() + k_grace, e.now()) == ledger::MarkFailedOutcome::failed);
+  REQUIRE(w->fail_resumable(failed.id, "again", e.now() + k_grace, e.now()) ==
+          ledger::MarkFailedOutcome::failed);
   CHECK(e.row(failed.id).upload_status == FileStatus::upload_failed);
   CHECK(w->reserve(req, e.now()).outcome == ReserveOutcome::resumed);
 }
@@ -455,7 +456,8 @@ TEST_CASE("resume: the old due time no longer claims the task; a sweep's decide 
 
 // Real concurrency: each thread on its own connection (on PostgreSQL its own session, as
 // several processes would be), or the workers of one process group-committed.
-TEST_CASE("resume race: concurrent reserves of one failed staged upload: one resumed, the others in_progress") {
+TEST_CASE(
+    "resume race: concurrent reserves of one failed staged upload: one resumed, the others in_progress") {
   LedgerFixture e;
   constexpr int k_threads = 6;
   for (int round = 0; round < 8; ++round) {
@@ -465,6 +467,7 @@ TEST_CASE("resume race: concurrent reserves of one failed staged upload: one res
     const std::string owner = "race-" + std::to_string(round);
     const auto failed = failed_staged(e, staged(owner, "a"));
     std::vector<std::unique_ptr<ledger::Ledger>> conns;
+    conns.reserve(k_threads);
     auto pool = pooled ? e.pool() : nullptr;
     for (int i = 0; i < k_threads; ++i)
       conns.push_back(pooled ? pool->worker() : e.connect());
@@ -521,9 +524,8 @@ TEST_CASE("resume race with a sweep: the row is revived or its task claimed, nev
         },
         errors);
     REQUIRE(errors.empty());
-    const bool task_claimed = std::any_of(got.begin(), got.end(), [&](const auto &t) {
-      return t.record_id == failed.id;
-    });
+    const bool task_claimed =
+        std::any_of(got.begin(), got.end(), [&](const auto &t) { return t.record_id == failed.id; });
     if (res.outcome == ReserveOutcome::resumed) {
       ++revived;
       CHECK_FALSE(task_claimed);

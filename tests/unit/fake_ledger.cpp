@@ -743,7 +743,8 @@ MarkFailedOutcome FakeLedger::fail_resumable(int64_t id, const std::string &reas
                                              int64_t now) {
   return call("fail_resumable", [&] {
     auto *r = row_at(id);
-    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted) return MarkFailedOutcome::not_uploading;
+    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted)
+      return MarkFailedOutcome::not_uploading;
     set_row("fail_resumable", *r, [&](FileRecord &x) {
       x.upload_status = FileStatus::upload_failed;
       x.is_deleted = true;

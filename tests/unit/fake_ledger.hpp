@@ -111,8 +111,8 @@ public:
   [[nodiscard]] ledger::SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] ledger::MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                                       int64_t now) override;
-  [[nodiscard]] ledger::MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
-                                                         int64_t now) override;
+  [[nodiscard]] ledger::MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
+                                                         int64_t due_at, int64_t now) override;
   [[nodiscard]] std::optional<ledger::FileRecord> find_file(int64_t id) override;
   [[nodiscard]] std::vector<ledger::FileRecord> list_files(const ledger::ListFilter &filter) override;
   [[nodiscard]] std::vector<ledger::FileRecord> find_by_path(const std::string &owner,

@@ -256,7 +256,8 @@ class UploadLedger {
 public:
   virtual ~UploadLedger() = default;
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
-  // and its cleanup task (due at deadline + grace). The key is made here.
+  // and its cleanup task (due at deadline + grace). The key is made here. With
+  // ReserveRequest::resume, a resumable failed row is revived instead of the insert.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
   [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
@@ -331,8 +332,8 @@ public:
   // sweep after it aborts the staged upload. A task a sweep holds (PROCESSING) is left to
   // its decide, which finds the row dead. not_uploading (nothing written) when the row was
   // not alive and UPLOADING.
-  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
-                                                         int64_t now) = 0;
+  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
+                                                         int64_t due_at, int64_t now) = 0;
 };
 
 // Cleanup tasks under leases: claim, decide, end, requeue, dead-letter, retry (ops::cleanup,
