@@ -481,7 +481,7 @@ TEST_CASE(
           got[static_cast<size_t>(i)] = conns[static_cast<size_t>(i)]->reserve(r, e.now());
         },
         errors);
-    REQUIRE(errors.empty());
+    REQUIRE_MESSAGE(errors.empty(), errors.front());
     int resumed = 0, in_progress = 0;
     std::string winner;
     for (int i = 0; i < k_threads; ++i) {
@@ -523,7 +523,7 @@ TEST_CASE("resume race with a sweep: the row is revived or its task claimed, nev
             got = sweeper->claim_due(due, 1000, "sweep", 60'000);
         },
         errors);
-    REQUIRE(errors.empty());
+    REQUIRE_MESSAGE(errors.empty(), errors.front());
     const bool task_claimed =
         std::any_of(got.begin(), got.end(), [&](const auto &t) { return t.record_id == failed.id; });
     if (res.outcome == ReserveOutcome::resumed) {
