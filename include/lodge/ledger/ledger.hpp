@@ -87,22 +87,25 @@ struct ReserveRequest {
   // that the staged upload that row began (its object's stamp names that row) continues:
   // outcome resumed. Resumable: UPLOAD_FAILED; the same owner_id, run_prefix, relative_path,
   // sha256 and size as the request; its own object (content_of NULL) with a
-  // multipart_upload_id; its object_key starts with key_prefix; its content_type and
-  // object_options equal the request's (as stored: "" is none); its task PENDING or RETRY
+  // multipart_upload_id; its object_key starts with key_prefix; the same object Content-Type
+  // (FileRecord::object_content_type(); the request's content_type, or media_type when "")
+  // and object_options (the staged upload was created with them); its task PENDING or RETRY
   // (never PROCESSING: a sweep may be deleting; never ended). None: a new row as usual.
-  // Direct reservations (`lodge reserve`) never set it.
+  // Direct reservations (`lodge reserve`) and reserves with share_with never resume.
   bool resume = false;
 };
 
 // duplicate: the path's current row already holds this content (nothing to do).
 // shareable: an alive ACTIVE row of the scope, at another path (or not the path's current
 // row), holds this content: check its object, then reserve again with share_with.
-// resumed (only with ReserveRequest::resume): a resumable UPLOAD_FAILED row was revived
-// (UPLOAD_FAILED -> UPLOADING, alive, the request's holder, deadline now + deadline_ms, the
-// request's stat; its task PENDING due at deadline + grace, lease, retries, verify pass,
-// tag debt and last error cleared); the record is the row as it now is, its object_key and
-// multipart_upload_id kept: the caller continues that staged upload. A dry run answers
-// resumed (the record as it would be) and writes nothing.
+// resumed (only with ReserveRequest::resume): a resumable row was revived in place of the
+// insert: UPLOAD_FAILED -> UPLOADING, alive (deleted_at, failure_reason cleared), with what
+// an insert takes from the request (holder, original_name, policy, dedup scope, idempotency
+// key, stat), upload_deadline_at = now + deadline_ms, updated_at = now; its task PENDING due
+// at that deadline + grace, lease cleared, retry_count 0 (max_retries the request's),
+// verify_pass 0, tag_owed 0, last_error cleared. The record is the row as it now is, its id,
+// object_key and multipart_upload_id kept: the caller continues that staged upload. A dry
+// run answers resumed with that record and writes nothing (rolled back).
 enum class ReserveOutcome {
   reserved,
   resumed,
@@ -253,7 +256,8 @@ class UploadLedger {
 public:
   virtual ~UploadLedger() = default;
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
-  // and its cleanup task (due at deadline + grace). The key is made here.
+  // and its cleanup task (due at deadline + grace). The key is made here. With
+  // ReserveRequest::resume, a resumable failed row is revived instead of the insert.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
   [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
@@ -321,14 +325,15 @@ public:
                                                       int64_t now) = 0;
   // A staged (multipart) transfer failed with its staged upload intact (a part failed, the
   // stall, the deadline, an abort): one transaction makes the alive UPLOADING row
-  // UPLOAD_FAILED + deleted (failure_reason = reason, deleted_at = now) and its task, if
-  // PENDING or RETRY, PENDING with next_retry_at = due_at and no verify pass owed (the
-  // failure is definite: a part never becomes an object by itself), so that a reserve with
-  // `resume` before due_at revives the row and continues its parts, and a sweep after it
-  // aborts the staged upload. A task a sweep holds (PROCESSING) is left to its decide.
-  // not_uploading (nothing written) when the row was not alive and UPLOADING.
-  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
-                                                         int64_t now) = 0;
+  // UPLOAD_FAILED + deleted (failure_reason = reason, deleted_at = now) and moves its task,
+  // when PENDING or RETRY (its status kept), to next_retry_at = due_at, owing no verify pass
+  // (none is set: the failure is definite, a part never becomes an object by itself). So a
+  // reserve with `resume` before due_at revives the row and continues its parts, and a
+  // sweep after it aborts the staged upload. A task a sweep holds (PROCESSING) is left to
+  // its decide, which finds the row dead. not_uploading (nothing written) when the row was
+  // not alive and UPLOADING.
+  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
+                                                         int64_t due_at, int64_t now) = 0;
 };
 
 // Cleanup tasks under leases: claim, decide, end, requeue, dead-letter, retry (ops::cleanup,
