@@ -44,13 +44,18 @@ std::optional<Error> parts_refusal(const store::ObjectStore &store, const std::s
   const auto caps = store.capabilities();
   if (!caps.presign_parts)
     return Error(Errc::unsupported, shown + ": " + store.describe() +
-                                        " cannot sign a URL per part (reserve --parts needs an S3 store)");
+                                        " cannot sign a URL per part (reserve --parts needs an S3 store, or an "
+                                        "Azure one with the account key)");
   if (size == 0)
     return Error(Errc::usage, shown + ": an empty file has no parts (reserve it without --parts)");
   if (size > part_size && part_size < caps.min_part_size)
     return Error(Errc::usage, shown + ": --part-size " + util::format_size(part_size) + " is below the " +
                                   util::format_size(caps.min_part_size) +
                                   " every part but the last must have on " + store.describe());
+  if (caps.max_part_size > 0 && size > caps.max_part_size && part_size > caps.max_part_size)
+    return Error(Errc::usage, shown + ": --part-size " + util::format_size(part_size) + " is above the " +
+                                  util::format_size(caps.max_part_size) + " a part may have on " +
+                                  store.describe());
   const uint64_t count = (size + part_size - 1) / part_size;
   if (caps.max_parts > 0 && count > static_cast<uint64_t>(caps.max_parts))
     return Error(Errc::usage, shown + " would be " + std::to_string(count) + " parts of " +
