@@ -288,16 +288,23 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
   if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());
   const int64_t now = m_clock.now_ms();
   auto listed = m_store.list_parts(rec.object_key, handle);
+  const auto size = static_cast<uint64_t>(rec.size);
+  const uint64_t count = (size + part_size - 1) / part_size;
   if (!listed) {
     if (listed.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, listed.error());
+    // Azure has no staged upload until its first block: none sent yet looks like one gone.
+    // While the URLs are valid nothing is decided (a gone one takes no part either).
+    if (now < url_until)
+      return refused(r, UploadOutcome::failed,
+                     Error(Errc::not_found, what + ": no part of " + std::to_string(count) +
+                                                " uploaded yet (its URLs are valid for " +
+                                                util::format_duration_ms(url_until - now) + " more)"));
     // The staged upload is gone and nothing was completed: nothing can be stored now.
     fail(r, rec,
          Error(Errc::not_found, what + ": its staged upload is gone (" + listed.error().message + ")"),
          false);
     return r;
   }
-  const auto size = static_cast<uint64_t>(rec.size);
-  const uint64_t count = (size + part_size - 1) / part_size;
   std::optional<std::string> why;
   std::vector<store::Part> parts;
   for (const auto &p : listed.value()) {
