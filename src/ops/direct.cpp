@@ -43,9 +43,10 @@ std::optional<Error> parts_refusal(const store::ObjectStore &store, const std::s
                                    uint64_t part_size) {
   const auto caps = store.capabilities();
   if (!caps.presign_parts)
-    return Error(Errc::unsupported, shown + ": " + store.describe() +
-                                        " cannot sign a URL per part (reserve --parts needs an S3 store, or an "
-                                        "Azure one with the account key)");
+    return Error(Errc::unsupported,
+                 shown + ": " + store.describe() +
+                     " cannot sign a URL per part (reserve --parts needs an S3 store, or an "
+                     "Azure one with the account key)");
   if (size == 0)
     return Error(Errc::usage, shown + ": an empty file has no parts (reserve it without --parts)");
   if (size > part_size && part_size < caps.min_part_size)

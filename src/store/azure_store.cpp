@@ -82,6 +82,7 @@ struct BlockId {
   std::string handle;
   int number = 0;
   std::string md5_hex; // "" when the id vouches for no digest
+  bool legacy = false; // the old form, handle-NNNNNN
 };
 
 std::string block_id(const std::string &handle, int number, const std::string &md5_hex) {
@@ -91,7 +92,8 @@ std::string block_id(const std::string &handle, int number, const std::string &m
 }
 
 bool lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // nullopt for an id lodge did not make (another writer's blocks at the key).
@@ -102,11 +104,14 @@ std::optional<BlockId> parse_block_id(const std::string &id) {
   if (dash == 0 || dash == std::string::npos) return std::nullopt;
   std::string_view rest = std::string_view(*raw).substr(dash + 1);
   constexpr size_t k_digits = 6;
-  if (rest.size() < k_digits || !std::all_of(rest.begin(), rest.begin() + k_digits,
-                                             [](char c) { return c >= '0' && c <= '9'; }))
+  if (rest.size() < k_digits ||
+      !std::all_of(rest.begin(), rest.begin() + k_digits, [](char c) { return c >= '0' && c <= '9'; }))
     return std::nullopt;
   BlockId out{raw->substr(0, dash), static_cast<int>(*util::parse_int(rest.substr(0, k_digits))), {}};
-  if (rest.size() == k_digits) return out; // the old form
+  if (rest.size() == k_digits) { // the old form
+    out.legacy = true;
+    return out;
+  }
   std::string_view digest = rest.substr(k_digits + 1);
   if (rest[k_digits] != '-' || digest.size() != k_md5_hex_size) return std::nullopt;
   if (lower_hex(digest)) out.md5_hex = std::string(digest);
@@ -461,6 +466,13 @@ public:
     for (const auto &b : blocks->uncommitted) {
       auto id = parse_block_id(b.name);
       if (!id || id->handle != handle) continue; // another staged upload's, or not lodge's
+      // Staged by a lodge before the MD5 was in the id: no block of this blob can be staged
+      // in the new form (one length per blob), so it cannot go on; like one gone, it is
+      // aborted and begun again.
+      if (id->legacy)
+        return Error(Errc::not_found, "LIST PARTS " + key + ": staged upload " + handle +
+                                          " has block ids of an earlier lodge (no digest): it cannot be "
+                                          "continued");
       parts[id->number] = StoredPart{id->number, b.size, b.name, {}, id->md5_hex};
     }
     // A committed (or cleared) staged upload leaves no uncommitted blocks: it is gone.
@@ -490,8 +502,9 @@ public:
     const std::string &u = url.value();
     const auto q = u.find('?');
     PresignedPut p;
-    p.url = u.substr(0, q) + "?comp=block&blockid=" +
-            azure::url_encode(block_id(req.handle, req.number, {}), false) + "&" + u.substr(q + 1);
+    p.url = u.substr(0, q) +
+            "?comp=block&blockid=" + azure::url_encode(block_id(req.handle, req.number, {}), false) + "&" +
+            u.substr(q + 1);
     p.headers.emplace_back("content-length", std::to_string(req.size));
     return p;
   }

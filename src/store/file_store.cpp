@@ -470,7 +470,8 @@ public:
     if (ec == std::errc::no_such_file_or_directory || !load_upload(key, upload_id))
       return Error(Errc::not_found, "LIST PARTS " + key + ": multipart upload " + upload_id + " is gone");
     if (ec) return io_error("LIST PARTS " + dir.string(), ec.value());
-    std::sort(out.begin(), out.end(), [](const StoredPart &a, const StoredPart &b) { return a.number < b.number; });
+    std::sort(out.begin(), out.end(),
+              [](const StoredPart &a, const StoredPart &b) { return a.number < b.number; });
     return out;
   }
 

@@ -21,7 +21,8 @@ from lodgetest import (PresignCheckingMoto, StoreTestCase, aws, check_invariants
                        main)
 
 CONFIG = {
-    "policies": {"default": {"max_size": "64MiB", "deadline": "10m", "grace": "5s"}},
+    "policies": {"default": {"max_size": "64MiB", "deadline": "10m", "grace": "5s"},
+                 "big": {"max_size": "1TiB", "deadline": "10m", "grace": "5s"}},
     "sweep": {"lease": "30s", "max_retries": 3, "backoff_base": "1s", "backoff_max": "4s"},
 }
 MIB = 1 << 20
@@ -244,6 +245,12 @@ class DirectParts(StoreTestCase):
         r = self.lodge("reserve", "a.bin", "--size", "10", "--sha256", "0" * 64, "--part-size", "5MiB")
         self.assertEqual(r.rc, 2, r)
         self.assertIn("--part-size needs --parts", r.err)
+        if self.store_kind == "az":  # a block holds at most 4000 MiB
+            r = self.lodge("reserve", "huge.img", "--size", str(5 << 30), "--sha256", "0" * 64, "--parts",
+                           "--part-size", "4500MiB", "--policy", "big")
+            self.assertEqual(r.rc, 2, r)
+            self.assertIn("is above the", r.out + r.err, r)
+            self.assertEqual(self.sql("SELECT COUNT(*) FROM file_upload")[0][0], 0)
 
 
 if __name__ == "__main__":

@@ -590,7 +590,8 @@ TEST_SUITE("contract") {
     REQUIRE(s->put_part(key2, gone.value(), 1, body(0, one), 0).ok());
     REQUIRE(s->list_parts(key2, gone.value()).ok());
     REQUIRE(s->abort_staged(key2, gone.value()).ok());
-    for (const auto &[k, h] : {std::pair{key2, gone.value()}, std::pair{f.key("lp/never"), std::string("0123abcd")}}) {
+    for (const auto &[k, h] :
+         {std::pair{key2, gone.value()}, std::pair{f.key("lp/never"), std::string("0123abcd")}}) {
       auto l = s->list_parts(k, h);
       REQUIRE_FALSE(l.ok());
       CHECK_MESSAGE(l.error().code == Errc::not_found, l.error().message);
@@ -1256,6 +1257,49 @@ TEST_SUITE("azonly") {
     CHECK(get_all(*s, f.key("k/taken")) == "winner");
     CHECK(remove_ours(*s, f.key("k/taken"), store::DeleteGuard::pending_only).removed == 1);
     gone(f.key("k/taken"));
+  }
+
+  TEST_CASE("a block id carries the part's MD5; blocks of an earlier lodge (handle-NNNNNN) are listed as "
+            "a staged upload, never continued, and cleared") {
+    Fixture f;
+    auto s = f.open();
+    auto admin = f.az_admin();
+    Source src("part one");
+    const std::string key = f.key("ids/new");
+    auto h = s->begin_staged({key, "application/octet-stream", {}, {}});
+    REQUIRE(h.ok());
+    auto p = s->put_part(key, h.value(), 1, src.body(), 0);
+    REQUIRE(p.ok());
+    auto blocks = admin.get_block_list(key, azure::BlockListType::uncommitted);
+    REQUIRE(blocks.ok());
+    REQUIRE(blocks->uncommitted.size() == 1);
+    crypto::Md5 md5;
+    md5.update(std::string_view("part one"));
+    const auto d = md5.finish();
+    const std::string md5_hex = util::hex_encode(d.data(), d.size());
+    CHECK(util::base64_decode(blocks->uncommitted[0].name).value() == h.value() + "-000001-" + md5_hex);
+    CHECK(p->etag == blocks->uncommitted[0].name);
+
+    // The old form, as lodge staged blocks before: still a staged upload with its handle.
+    const std::string old_key = f.key("ids/old"), old_handle = "00112233aabbccdd";
+    for (int n = 1; n <= 2; ++n) {
+      http::StringBody body("old " + std::to_string(n));
+      REQUIRE(admin
+                  .put_block(old_key, util::base64_encode(old_handle + "-00000" + std::to_string(n)), body,
+                             crypto::md5_base64("old " + std::to_string(n)), 0)
+                  .ok());
+    }
+    std::map<std::string, std::string> staged;
+    REQUIRE(s->list_staged(f.key("ids/"), [&](const store::StagedUpload &u) {
+               staged[u.key] = u.handle;
+               return true;
+             }).ok());
+    CHECK(staged == std::map<std::string, std::string>{{key, h.value()}, {old_key, old_handle}});
+    auto listed = s->list_parts(old_key, old_handle);
+    REQUIRE_FALSE(listed.ok());
+    CHECK(listed.error().code == Errc::not_found);
+    REQUIRE(s->abort_staged(old_key, old_handle).ok());
+    CHECK(admin.get_block_list(old_key, azure::BlockListType::all).error().code == Errc::not_found);
   }
 
   TEST_CASE("puts and staged commits are tagged state=pending; mark_committed makes it committed") {

@@ -66,7 +66,8 @@ TEST_CASE("ListParts (as moto answers it) parses each part's number, size, ETag 
   CHECK(p->parts[1].checksum_sha256 == "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=");
   // What each proves of its bytes: the ETag is the MD5 of "a"; the checksum its SHA-256.
   CHECK(s3::part_md5_hex(p->parts[1]) == "0cc175b9c0f1b6a831c399e269772661");
-  CHECK(s3::part_sha256_hex(p->parts[1]) == "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
+  CHECK(s3::part_sha256_hex(p->parts[1]) ==
+        "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
   CHECK(s3::part_sha256_hex(p->parts[0]).empty());
   CHECK_FALSE(
       s3::parse_list_parts("<ListPartsResult><Part><PartNumber>x</PartNumber></Part></ListPartsResult>"));
