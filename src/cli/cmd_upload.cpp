@@ -740,8 +740,8 @@ Command add_reserve(CLI::App &app) {
   sub->add_option("--sha256", *sha, "The file's SHA-256, 64 hex digits")->required();
   sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
   sub->add_flag("--parts", *parts,
-                "Stage the upload in parts: one presigned URL per part (S3; past one PUT's 5GiB); "
-                "each URL pins its part's length, confirm checks the parts and the whole SHA-256");
+                "Stage the upload in parts: one presigned URL per part (S3, Azure; past one PUT's "
+                "5GiB); confirm checks each part's length and the whole SHA-256");
   sub->add_option("--part-size", *part_size,
                   "With --parts: each part's size, 5MiB to 5GiB (default: config part_size, else 16MiB)");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
