@@ -247,8 +247,9 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
                 " FROM file_upload WHERE owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3"
                 " AND sha256 = ?4 AND size = ?5 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
                 " AND multipart_upload_id IS NOT NULL AND COALESCE(content_type, media_type) = ?6"
-                " AND COALESCE(object_options, '') = ?7 AND EXISTS (SELECT 1 FROM cleanup_task t"
-                " WHERE t.record_id = file_upload.id AND t.status IN ('PENDING', 'RETRY'))"
+                " AND COALESCE(object_options, '') = ?7 AND (holder IS NULL OR holder NOT LIKE 'direct %')"
+                " AND EXISTS (SELECT 1 FROM cleanup_task t WHERE t.record_id = file_upload.id"
+                " AND t.status = 'PENDING' AND t.lease_version = 0)"
                 " ORDER BY id DESC");
     st.bind(1, req.owner_id)
         .bind(2, req.run_prefix)
@@ -270,7 +271,7 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
     // no longer become PROCESSING under the revive.
     (void)file_for_update(cand.id);
     auto task = task_for_record(cand.id, m_c->for_update());
-    if (!task || (task->status != TaskStatus::pending && task->status != TaskStatus::retry)) continue;
+    if (!task || task->status != TaskStatus::pending || task->lease_version != 0) continue;
     auto row =
         q(std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
                       " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
@@ -279,7 +280,7 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
                       " idempotency_key = ?12"
                       " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
                       " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
-                      " WHERE t.record_id = ?1 AND t.status IN ('PENDING', 'RETRY')) RETURNING ") +
+                      " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
           k_file_cols);
     const auto stat = req.stat;
     row.bind(1, cand.id)
@@ -299,9 +300,12 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
     res.outcome = ReserveOutcome::resumed;
     res.record = read_file(row);
     row.reset();
-    auto t = q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, lease_owner = NULL,"
-               " lease_until = NULL, retry_count = 0, max_retries = ?3, verify_pass = 0, tag_owed = 0,"
-               " last_error = NULL, updated_at = ?4 WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    // An owed verify pass stays owed: the row's earlier sender may have had a completion in
+    // flight when the row failed without an answer or by its deadline, and only that pass
+    // removes it should this row fail again after its own delete.
+    auto t = q("UPDATE cleanup_task SET next_retry_at = ?2, max_retries = ?3, tag_owed = 0,"
+               " last_error = NULL, updated_at = ?4 WHERE record_id = ?1 AND status = 'PENDING'"
+               " AND lease_version = 0");
     if (t.bind(1, cand.id)
             .bind(2, deadline + req.grace_ms)
             .bind(3, static_cast<int64_t>(req.max_retries))

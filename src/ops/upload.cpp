@@ -802,10 +802,11 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
 
 namespace {
 // Whether a staged upload whose parts failed with `e` is kept for a later run to resume:
-// not when the file changed under it (its parts are not the content the row records) or
-// the row is no longer this sender's (another sender's, or failed by someone else).
+// not when the file changed under it (its parts are not the content the row records), the
+// row is no longer this sender's (another sender's, or failed by someone else), or the
+// failure is lodge's own (INTERNAL: nothing is known of what was sent).
 bool keep_for_resume(const Error &e) {
-  return e.code != Errc::file_changed && e.code != Errc::state_changed;
+  return e.code != Errc::file_changed && e.code != Errc::state_changed && e.code != Errc::internal;
 }
 
 // The MD5 of `n` bytes of the file from `off` (a stored part's ETag is its MD5), in hex.

@@ -158,17 +158,11 @@ TEST_CASE("resume: a failed staged upload's row is revived in place of the inser
   LedgerFixture e;
   auto req = staged("o", "a");
   const auto failed = failed_staged(e, req);
-  // A sweep tried the abort once and failed: the task is RETRY with the attempt recorded.
-  const int64_t due = e.task_of(failed.id).next_retry_at;
-  auto c = e.l->claim_task(e.task_of(failed.id).id, due, "w", 60'000);
-  REQUIRE(c.has_value());
-  REQUIRE(e.l->decide(*c, due, k_grace) == ledger::TaskDecision::allowed);
-  REQUIRE(e.l->finish(*c, false, "STORAGE_UNAVAILABLE: abort", due + 30'000, due + 1) ==
-          ledger::TaskFinish::retry);
-  REQUIRE(e.task_of(failed.id).status == TaskStatus::retry);
+  const auto task_was = e.task_of(failed.id);
   const auto rows_before = row_count(*e.l, "o");
 
-  e.clock.t = due + 2;
+  // Past the failed row's due time: no sweep has claimed the task yet.
+  e.clock.t = task_was.next_retry_at + 2;
   req.stat = ledger::FileStat{7, 8, 9, 10};
   req.idempotency_key = "k-1";
   req.original_name = "f-renamed.bin";
@@ -201,12 +195,11 @@ TEST_CASE("resume: a failed staged upload's row is revived in place of the inser
   CHECK(row_count(*e.l, "o") == rows_before); // no new row
   // Its task: PENDING, due at the new deadline + grace, every trace of the sweep cleared.
   const auto t = e.task_of(failed.id);
-  CHECK(t.id == c->id);
+  CHECK(t.id == task_was.id);
   CHECK(t.status == TaskStatus::pending);
   CHECK(t.next_retry_at == res.record.upload_deadline_at + k_grace);
   CHECK_FALSE(t.lease_owner.has_value());
-  CHECK_FALSE(t.lease_until.has_value());
-  CHECK(t.lease_version == c->lease_version); // the fencing token never goes back
+  CHECK(t.lease_version == 0);
   CHECK(t.retry_count == 0);
   CHECK(t.max_retries == 5);
   CHECK(t.verify_pass == ledger::k_verify_none);
@@ -229,7 +222,7 @@ TEST_CASE("resume: a failed staged upload's row is revived in place of the inser
   CHECK(e.task_of(failed.id).status == TaskStatus::ignored);
 }
 
-TEST_CASE("resume: a row failed by repair past its deadline is resumable; its owed verify pass is dropped") {
+TEST_CASE("resume: a row failed by repair past its deadline is resumable; its owed verify pass stays owed") {
   LedgerFixture e;
   auto r = staged("o", "a", k_holder);
   r.resume = false;
@@ -241,7 +234,9 @@ TEST_CASE("resume: a row failed by repair past its deadline is resumable; its ow
   auto res = e.l->reserve(staged("o", "a"), e.now());
   CHECK(res.outcome == ReserveOutcome::resumed);
   CHECK(res.record.id == a.id);
-  CHECK(e.task_of(a.id).verify_pass == ledger::k_verify_none);
+  // The earlier sender's completion may still land: only that pass would remove it should
+  // this row fail again after its own delete.
+  CHECK(e.task_of(a.id).verify_pass == ledger::k_verify_owed);
   CHECK(e.task_of(a.id).next_retry_at == e.now() + r.deadline_ms + k_grace);
 }
 
@@ -275,6 +270,14 @@ TEST_CASE("resume: none of these rows is resumable, so the reserve inserts a new
       {"no resume asked", [](auto &r) { r.resume = false; }, nullptr, "mpu-1"},
       {"task PROCESSING (a sweep claimed it)", nullptr,
        [&](LedgerFixture &f, const ledger::FileRecord &row) { (void)claim_it(f, row); }, "mpu-1"},
+      {"task RETRY (a sweep's abort failed; another may still hold it under a lost lease)", nullptr,
+       [&](LedgerFixture &f, const ledger::FileRecord &row) {
+         auto c = claim_it(f, row);
+         REQUIRE(f.l->decide(c, c.next_retry_at, k_grace) == ledger::TaskDecision::allowed);
+         REQUIRE(f.l->finish(c, false, "STORAGE_UNAVAILABLE: abort", c.next_retry_at + 30'000,
+                             c.next_retry_at + 1) == ledger::TaskFinish::retry);
+       },
+       "mpu-1"},
       {"task SUCCESS (the staged upload was aborted)", nullptr,
        [&](LedgerFixture &f, const ledger::FileRecord &row) {
          auto c = claim_it(f, row);
@@ -313,6 +316,22 @@ TEST_CASE("resume: none of these rows is resumable, so the reserve inserts a new
     CHECK(res.record.upload_status == FileStatus::uploading);
     check_untouched(e, row_was, task_was);
   }
+}
+
+TEST_CASE("resume: a direct reservation's failed staged upload is never resumed (its parts came from URL holders)") {
+  LedgerFixture e;
+  auto r = staged("o", "a", "direct until=99999999999999 parts=8388608");
+  r.resume = false;
+  auto a = e.l->reserve(r, e.now()).record;
+  REQUIRE(e.l->set_multipart_upload_id(a.id, "mpu-1", e.now()) == ledger::SetUploadIdOutcome::recorded);
+  REQUIRE(e.l->fail_resumable(a.id, "a part failed", e.now() + k_grace, e.now()) ==
+          ledger::MarkFailedOutcome::failed);
+  const auto row_was = e.row(a.id);
+  const auto task_was = e.task_of(a.id);
+  auto res = e.l->reserve(staged("o", "a"), e.now());
+  CHECK(res.outcome == ReserveOutcome::reserved);
+  CHECK(res.record.id != a.id);
+  check_untouched(e, row_was, task_was);
 }
 
 TEST_CASE("resume: the quota refuses it exactly as it would an insert, and then counts the row") {

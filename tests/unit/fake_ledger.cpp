@@ -515,8 +515,9 @@ std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &
     if (r.owner_id == req.owner_id && r.run_prefix == req.run_prefix && r.relative_path == path &&
         r.sha256 == req.sha256 && r.size == req.size && r.upload_status == FileStatus::upload_failed &&
         !r.content_of && r.multipart_upload_id && r.object_key.starts_with(req.key_prefix) &&
-        r.object_content_type() == content_type && r.object_options == req.object_options && t &&
-        (t->status == TaskStatus::pending || t->status == TaskStatus::retry)) {
+        r.object_content_type() == content_type && r.object_options == req.object_options &&
+        !(r.holder && r.holder->starts_with("direct ")) && t && t->status == TaskStatus::pending &&
+        t->lease_version == 0) {
       found = &r;
       task = t;
     }
@@ -550,12 +551,8 @@ std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &
   }
   set_row("reserve", *found, revive);
   set_task("reserve", *task, [&](TaskRecord &x) {
-    x.status = TaskStatus::pending;
-    x.next_retry_at = deadline + req.grace_ms;
-    clear_lease(x);
-    x.retry_count = 0;
-    x.max_retries = req.max_retries;
-    x.verify_pass = k_verify_none;
+    x.next_retry_at = deadline + req.grace_ms; // never claimed: no lease, no retries to clear
+    x.max_retries = req.max_retries;           // an owed verify pass stays owed
     x.tag_owed = false;
     x.last_error.reset();
     x.updated_at = now;

@@ -89,9 +89,12 @@ struct ReserveRequest {
   // sha256 and size as the request; its own object (content_of NULL) with a
   // multipart_upload_id; its object_key starts with key_prefix; the same object Content-Type
   // (FileRecord::object_content_type(); the request's content_type, or media_type when "")
-  // and object_options (the staged upload was created with them); its task PENDING or RETRY
-  // (never PROCESSING: a sweep may be deleting; never ended). None: a new row as usual.
-  // Direct reservations (`lodge reserve`) and reserves with share_with never resume.
+  // and object_options (the staged upload was created with them); not a direct reservation's
+  // (its parts came from whoever held the URLs); its task PENDING and never claimed
+  // (lease_version 0: no sweep ever held it, so none may still be deleting under a lease it
+  // lost). None: a new row as usual. The revived row's task is due at its new deadline +
+  // grace; a verify pass it owed stays owed. Direct reservations (`lodge reserve`) and
+  // reserves with share_with never resume.
   bool resume = false;
 };
 
@@ -102,8 +105,8 @@ struct ReserveRequest {
 // insert: UPLOAD_FAILED -> UPLOADING, alive (deleted_at, failure_reason cleared), with what
 // an insert takes from the request (holder, original_name, policy, dedup scope, idempotency
 // key, stat), upload_deadline_at = now + deadline_ms, updated_at = now; its task PENDING due
-// at that deadline + grace, lease cleared, retry_count 0 (max_retries the request's),
-// verify_pass 0, tag_owed 0, last_error cleared. The record is the row as it now is, its id,
+// at that deadline + grace (max_retries the request's), an owed verify_pass kept, tag_owed
+// 0, last_error cleared. The record is the row as it now is, its id,
 // object_key and multipart_upload_id kept: the caller continues that staged upload. A dry
 // run answers resumed with that record and writes nothing (rolled back).
 enum class ReserveOutcome {
