@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/http/transport.hpp>
 #include <lodge/util/atomic_file.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
@@ -729,6 +730,7 @@ private:
     while (done < body.size) {
       if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
         return fail(Error(Errc::deadline_exceeded, "PUT: deadline passed during the transfer"));
+      if (http::abort_requested()) return fail(Error(Errc::interrupted, "PUT: aborted by a second signal"));
       size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
       if (m_limiter) want = static_cast<size_t>(std::min<uint64_t>(want, m_limiter->max_chunk()));
       ssize_t n = ::pread(body.fd, buf, want, static_cast<off_t>(body.offset + done));
