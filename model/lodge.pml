@@ -35,7 +35,7 @@
  * committed moves its own landing bound.
  *
  * RESUME: a staged upload whose transfer failed is resumed by the next sender of the same
- * content (issue 29): fail_resumable (UPLOADING -> UPLOAD_FAILED, task due one grace later,
+ * content: fail_resumable (UPLOADING -> UPLOAD_FAILED, task due one grace later,
  * no verify pass) and the revive inside reserve (UPLOAD_FAILED -> UPLOADING, the same key,
  * a new holder). Every row is a staged upload here; an earlier sender's completion of it may
  * still land until its own bound (put_old).
@@ -483,7 +483,7 @@ inline fail_resumable(r, ok) {
 #ifndef BUG_REVIVE_AFTER_EXPIRY
 #define NOT_STALE(k) !task_stale[k]
 #else
-#define NOT_STALE(k) 1  /* seeded bug: issue 29's rule as written (the task's status only) */
+#define NOT_STALE(k) 1  /* seeded bug: the first version's rule (the task's status only) */
 #endif
 #ifndef BUG_REVIVE_PROCESSING
 #define RESUMABLE(k) (row_st[k] == R_FAILED && row_dig[k] == 0 && (task_st[k] == T_PENDING || task_st[k] == T_RETRY) && NOT_STALE(k))
@@ -512,7 +512,7 @@ inline revive(k) {
 #ifndef BUG_REVIVE_CLEARS_VERIFY
   row_st[k] = R_UPLOADING; row_del[k] = 0; row_dl[k] = WALL + DEADLINE;
 #else
-  /* seeded bug: verify_pass 0, as issue 29's text says */
+  /* seeded bug: verify_pass 0, as the first version did */
   row_st[k] = R_UPLOADING; row_del[k] = 0; row_amb[k] = 0; row_dl[k] = WALL + DEADLINE;
 #endif
   row_hold[k] = hold;
