@@ -272,16 +272,16 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
     (void)file_for_update(cand.id);
     auto task = task_for_record(cand.id, m_c->for_update());
     if (!task || task->status != TaskStatus::pending || task->lease_version != 0) continue;
-    auto row =
-        q(std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
-                      " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
-                      " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
-                      " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
-                      " idempotency_key = ?12"
-                      " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
-                      " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
-                      " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
-          k_file_cols);
+    auto row = q(
+        std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
+                    " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
+                    " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
+                    " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
+                    " idempotency_key = ?12"
+                    " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
+                    " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
+                    " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
+        k_file_cols);
     const auto stat = req.stat;
     row.bind(1, cand.id)
         .bind(2, req.holder)

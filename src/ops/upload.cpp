@@ -817,9 +817,9 @@ Result<std::string> md5_of_range(int fd, uint64_t off, uint64_t n, std::vector<c
     const ssize_t got = ::pread(fd, buf.data(), std::min<uint64_t>(n, buf.size()), static_cast<off_t>(off));
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0)
-      return Error(Errc::file_changed, got < 0 ? std::string("reading a stored part's bytes again: ") +
-                                                     std::strerror(errno)
-                                               : std::string("the file is shorter than when it was hashed"));
+      return Error(Errc::file_changed,
+                   got < 0 ? std::string("reading a stored part's bytes again: ") + std::strerror(errno)
+                           : std::string("the file is shorter than when it was hashed"));
     md5.update(buf.data(), static_cast<size_t>(got));
     off += static_cast<uint64_t>(got);
     n -= static_cast<uint64_t>(got);
@@ -883,8 +883,8 @@ Result<store::PutResult> Uploader::transfer_staged(int fd, const ledger::FileRec
   return put;
 }
 
-Result<std::optional<Uploader::Resumable>> Uploader::stored_parts(int fd, const ledger::FileRecord &rec,
-                                                                  const Digests &d, const std::string &handle) {
+Result<std::optional<Uploader::Resumable>>
+Uploader::stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d, const std::string &handle) {
   const std::string what = "the staged upload of file #" + std::to_string(rec.id);
   auto listed = m_store.list_parts(rec.object_key, handle);
   if (!listed) {
@@ -894,7 +894,7 @@ Result<std::optional<Uploader::Resumable>> Uploader::stored_parts(int fd, const 
     if (c == Errc::unsupported) abort_or_warn(m_store, rec.object_key, handle);
     return std::optional<Resumable>();
   }
-  const uint64_t size = static_cast<uint64_t>(rec.size);
+  const auto size = static_cast<uint64_t>(rec.size);
   Resumable out;
   out.parts.resize(d.parts.size());
   auto afresh = [&](const std::string &why) {
@@ -973,9 +973,9 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
     }
   };
   // Extra connections are opened once per worker and kept for later files.
-  size_t helpers =
-      m_s.open_store && !todo.empty() ? std::min<size_t>(todo.size(), static_cast<size_t>(m_s.part_concurrency)) - 1
-                                      : 0;
+  size_t helpers = m_s.open_store && !todo.empty()
+                       ? std::min<size_t>(todo.size(), static_cast<size_t>(m_s.part_concurrency)) - 1
+                       : 0;
   try {
     while (m_part_stores.size() < helpers)
       m_part_stores.push_back(m_s.open_store());

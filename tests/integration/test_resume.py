@@ -123,6 +123,11 @@ class Resume:
         rid, status = self.first_record()
         self.assertEqual(status, "UPLOAD_FAILED", out + err)
         self.assertEqual(len(self.staged()), 1, "the staged upload is kept for the next run")
+        # Until its cleanup is due it is resumable, no leftover; after, reconcile reports it.
+        rec = self.lodge("reconcile", "--json")
+        self.assertEqual((rec.rc, rec.json()["found"]["stale_multipart"]), (0, 0), rec)
+        rec = self.lodge("reconcile", "--json", later="+1h")
+        self.assertEqual(rec.json()["found"]["stale_multipart"], 1, rec)
         r = self.lodge("upload", self.path)  # the text form says so too
         self.assertEqual(r.rc, 0, r)
         self.assertRegex(r.out, r"^active +#%d .* resumed \([\d.]+ MiB already stored\)$" % rid)
@@ -199,6 +204,48 @@ class ResumeAzure(Resume, Stalled, AzureTestCase):
     carries, which Put Block sent as Content-MD5 for the server to check (no hand-planted case)."""
 
     part_marker = "comp=block&"
+
+
+class ResumeRace(S3TestCase):
+    """Two processes (two senders, as two hosts would be) upload the same file at once after
+    its staged upload failed: exactly one resumes it, the other finds it in progress. Run on
+    SQLite and (it_resume_pg) PostgreSQL."""
+
+    def test_two_processes_racing_to_resume_one_wins_the_other_is_in_progress(self):
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        path = self.write("in/big.bin", os.urandom(3 * PART))
+        # Part 1 "fails" (its success turned into an error): the row fails, its staged upload kept.
+        r = self.lodge("--json", "upload", path, env={"LODGE_FAILPOINTS": "upload.between_parts=error"})
+        self.assertEqual(r.rc, 1, r)
+        (rid, status), = self.sql("SELECT id, upload_status FROM file_upload")
+        self.assertEqual(status, "UPLOAD_FAILED")
+        gate = os.path.join(self.dir, "gate")
+        log = os.path.join(self.dir, "fired.log")
+        env = {"LODGE_FAILPOINTS": f"upload.before_reserve=pause:{gate}", "LODGE_FAILPOINTS_LOG": log}
+        racers = [self.spawn("--json", "upload", "--bwlimit", "8M", "--in-progress-wait", "0", path, env=env)
+                  for _ in range(2)]
+
+        def paused():
+            if not os.path.exists(log):
+                return 0
+            with open(log) as f:
+                return sum(1 for line in f if "upload.before_reserve" in line)
+        wait_until(lambda: paused() == 2, 60, "both racers to reach their reserve")
+        open(gate, "w").close()
+        docs = []
+        for p in racers:
+            out, err = p.communicate(timeout=120)
+            docs.append(([json.loads(line) for line in out.splitlines() if '"outcome"' in line][0], p.returncode, err))
+        outcomes = sorted(d["outcome"] for d, _, _ in docs)
+        self.assertEqual(outcomes, ["active", "in_progress"], docs)
+        winner = [d for d, _, _ in docs if d["outcome"] == "active"][0]
+        loser = [(d, rc) for d, rc, _ in docs if d["outcome"] == "in_progress"][0]
+        self.assertEqual(winner["id"], rid)
+        self.assertGreater(winner.get("resumed_bytes", 0), 0, winner)
+        self.assertEqual((loser[0]["id"], loser[1]), (rid, 1), loser)
+        self.assertEqual(self.sql("SELECT id, upload_status FROM file_upload"), [(rid, "ACTIVE")])
+        self.assertEqual(self.staged(), [])
+        check_invariants(self)
 
 
 class FileStoreCase(LodgeTestCase):

@@ -318,7 +318,8 @@ TEST_CASE("resume: none of these rows is resumable, so the reserve inserts a new
   }
 }
 
-TEST_CASE("resume: a direct reservation's failed staged upload is never resumed (its parts came from URL holders)") {
+TEST_CASE("resume: a direct reservation's failed staged upload is never resumed (its parts came from URL "
+          "holders)") {
   LedgerFixture e;
   auto r = staged("o", "a", "direct until=99999999999999 parts=8388608");
   r.resume = false;

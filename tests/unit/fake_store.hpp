@@ -37,9 +37,9 @@ class FakeStore final : public store::ObjectStore {
     std::vector<StoreCall> calls;
     std::vector<Failure> failures;
     std::map<std::string, std::pair<store::ObjectInfo, std::string>> objects;
-    std::map<std::string, std::string> uploads;          // upload id -> key
+    std::map<std::string, std::string> uploads;                    // upload id -> key
     std::map<std::string, std::map<int, store::StoredPart>> parts; // upload id -> its parts as stored
-    std::vector<store::Part> completed;                  // the parts of the last complete_staged
+    std::vector<store::Part> completed;                            // the parts of the last complete_staged
     std::map<std::string, std::string> state_tags;       // key -> "pending" | "committed" (tagging fakes)
     std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
     std::map<std::string, std::map<std::string, std::string>>
@@ -323,8 +323,8 @@ public:
     return id;
   }
 
-  Result<store::Part> put_part(const std::string &key, const std::string &upload_id, int number, const store::Body &b,
-                               int64_t deadline_steady_ms) override {
+  Result<store::Part> put_part(const std::string &key, const std::string &upload_id, int number,
+                               const store::Body &b, int64_t deadline_steady_ms) override {
     if (on_put_part) on_put_part(number);
     // As a real store's request: one that ends past its deadline fails (a part held by the hook).
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
@@ -343,10 +343,12 @@ public:
     return store::Part{number, "etag-" + std::to_string(number), b.sha256_hex};
   }
 
-  Result<std::vector<store::StoredPart>> list_parts(const std::string &key, const std::string &upload_id) override {
+  Result<std::vector<store::StoredPart>> list_parts(const std::string &key,
+                                                    const std::string &upload_id) override {
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("list_parts", key)) return *e;
-    if (!m_state->uploads.count(upload_id)) return refuse("list_parts", key, Errc::not_found, "no such upload");
+    if (!m_state->uploads.count(upload_id))
+      return refuse("list_parts", key, Errc::not_found, "no such upload");
     record("list_parts", key, true);
     std::vector<store::StoredPart> out;
     for (const auto &[n, p] : m_state->parts[upload_id])

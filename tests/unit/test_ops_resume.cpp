@@ -65,7 +65,8 @@ struct World {
 };
 } // namespace
 
-TEST_CASE("resume: a part that fails keeps the staged upload, and the row fails with its cleanup a grace later") {
+TEST_CASE(
+    "resume: a part that fails keeps the staged upload, and the row fails with its cleanup a grace later") {
   World w;
   const int64_t t0 = w.clock.now_ms();
   auto r = w.fail_at_part_four();
@@ -163,7 +164,8 @@ TEST_CASE("resume: a listing that fails leaves the row failed and resumable agai
   CHECK(again.resumed_bytes == 3 * k_part);
 }
 
-TEST_CASE("resume: a file that changed is uploaded afresh as a new row; the old parts wait for their cleanup") {
+TEST_CASE(
+    "resume: a file that changed is uploaded afresh as a new row; the old parts wait for their cleanup") {
   World w;
   auto first = w.fail_at_part_four();
   test::write_file(w.path, std::string(5 * k_part, 'q'));

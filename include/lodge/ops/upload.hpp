@@ -247,8 +247,8 @@ private:
     bool staged_kept = false;   // out: failed, its staged upload kept for a later resume
   };
   // The PUT (single or multipart); returns its etag and version id.
-  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                    Renewal &renewal, TransferNote &note);
+  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
+                                    TransferNote &note);
   // A multipart transfer: begins the staged upload (or resumes the row's), sends the parts
   // not already stored, completes it.
   Result<store::PutResult> transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
@@ -272,7 +272,8 @@ private:
   // Marks the row failed (definite: nothing more can land; then compensates at once unless
   // `staged_kept`: the staged upload stays for a later run to resume, its cleanup due one
   // grace from now).
-  void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite, bool staged_kept = false);
+  void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
+            bool staged_kept = false);
   // The object's metadata: the user's, with lodge's stamp for the row over it.
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
   // The presigned PUT of a reserved row's object, with the run's options.
