@@ -93,7 +93,8 @@ CREATE INDEX file_upload_alive_digest
 
 -- The quota: an owner's alive rows, counted as they change (an insert alive, an alive row
 -- deleted) by the triggers below, so reserve reads one row instead of counting the owner's
--- rows. Rows are never deleted and is_deleted never goes back to 0.
+-- rows. Rows are never deleted; is_deleted goes back to 0 only when reserve resumes a
+-- failed staged upload's row, and that transaction counts the row itself.
 CREATE TABLE owner_usage (
   owner_id     TEXT    PRIMARY KEY,
   alive_files  INTEGER NOT NULL CHECK (alive_files >= 0)

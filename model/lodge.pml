@@ -29,6 +29,16 @@
  * other paths: each gets a row of its own, ACTIVE at once, that shares the object of the
  * row that wrote it (content_of), with a task IGNORED while it is alive. The object is
  * deleted only when no alive row uses its key (SqlLedger::decide, key_in_use).
+ *
+ * Renewal (every configuration, RENEWS per attempt): while its transfer makes progress the
+ * uploader renews its row's deadline (and its task's not-before), and only once that
+ * committed moves its own landing bound.
+ *
+ * RESUME: a staged upload whose transfer failed is resumed by the next sender of the same
+ * content: fail_resumable (UPLOADING -> UPLOAD_FAILED, task due one grace later,
+ * no verify pass) and the revive inside reserve (UPLOAD_FAILED -> UPLOADING, the same key,
+ * a new holder). Every row is a staged upload here; an earlier sender's completion of it may
+ * still land until its own bound (put_old).
  */
 
 /* ---------------------------------------------------------------- bounds */
@@ -60,6 +70,19 @@
 #define A1 1            /* upload attempts of uploader 1 */
 #ifndef SHARES
 #define SHARES 0        /* sharing rows (one Sharer each): 0, 1 or 2 */
+#endif
+#ifndef RENEWS
+#define RENEWS 1        /* renewals (UploadLedger::renew) per upload attempt */
+#endif
+/* fix (b)'s verify pass comes this long after the first delete. The code waits the row's
+   deadline length + GRACE; one GRACE (the weaker case) is enough without RESUME. With it a
+   revived row's new sender may fail definitely (due at once) right after the earlier
+   sender's ambiguous failure, so the first delete can come one deadline before that
+   sender's completion can no longer land: the code's wait is modelled. */
+#ifdef RESUME
+#define VERIFY_DELAY (DEADLINE + GRACE)
+#else
+#define VERIFY_DELAY GRACE
 #endif
 /* each sweeper, repair and reconcile does one run; a crash ends it and starts another */
 #define LIMIT 4         /* sweep --limit: claims per run */
@@ -143,8 +166,15 @@ bit  obj_com[SLOTS];      /* the object is tagged committed (0: pending, as ever
 
 /* the bucket */
 bit  obj[SLOTS];          /* obj[FOREIGN] is another writer's object */
-byte put_st[SLOTS];
+byte put_st[SLOTS];       /* the PUT of the row's current sender */
 byte put_lim[SLOTS];      /* true time after which the PUT can no longer land */
+#ifdef RESUME
+byte row_hold[SLOTS];     /* holder: the sender (an upload attempt, 1-based) that holds the row */
+byte put_old[SLOTS];      /* an earlier sender's completion of the row's staged upload may still
+                             land before this true time (0: none); the same bytes, the same key */
+bit  task_stale[SLOTS];   /* the task was claimed from an expired lease: the worker that held it
+                             may still be deleting (its decide allowed it, then it stalled) */
+#endif
 
 /* the environment */
 byte crash_budget = CRASHES;
@@ -349,12 +379,21 @@ inline confirm(r, owe, ok) {
 #endif
 }
 
+/* The sender of the uploader running these (its local `hold`) still holds row r. Without
+   RESUME a row only ever has the sender that reserved it. */
+#ifdef RESUME
+#define HOLDS(r) (row_hold[r] == hold)
+#else
+#define HOLDS(r) 1
+#endif
+
 /* SqliteLedger::mark_failed: UPLOADING -> UPLOAD_FAILED + deleted; a definite failure
    makes the task due now (upload compensates at once), an ambiguous one keeps it. */
 inline mark_failed(r, definite, ok) {
   if
   :: row_st[r] == R_UPLOADING ->
-     row_st[r] = R_FAILED; row_del[r] = 1; row_amb[r] = 1 - definite;
+     /* a pass already owed stays owed (a revived row's earlier sender), as in the code */
+     row_st[r] = R_FAILED; row_del[r] = 1; row_amb[r] = row_amb[r] | (1 - definite);
      if
      :: definite && (task_st[r] == T_PENDING || task_st[r] == T_RETRY) -> task_next[r] = WALL
      :: else -> skip
@@ -363,6 +402,129 @@ inline mark_failed(r, definite, ok) {
   :: else -> ok = 0
   fi
 }
+
+/* SqlLedger::renew, then Uploader::Renewal::progress: the conditional UPDATE (the row still
+   UPLOADING, alive, held by this sender, its deadline not yet passed by the ledger's wall
+   clock) makes the deadline WALL + DEADLINE and a waiting task's not-before that + GRACE (a
+   task a sweep holds is left: its decide reads the new deadline). Only once it committed
+   does the sender's bound move: to the steady time read before the renewal + DEADLINE (the
+   margin folded in as at reserve); the clocks are read in the same step here, the latest
+   bound a renewal can give. out: 0 renewed, 1 past_deadline (the bound stays, the transfer
+   goes on), 2 not_uploading / not_holder (the transfer stops).
+   VARIANT_RENEW_NO_STATE and VARIANT_RENEW_NO_HOLDER drop one check: neither breaks a
+   property here (model/README.md, "Seeded bugs", says why), so they are not seeded bugs. */
+#ifndef VARIANT_RENEW_NO_STATE
+#define RENEW_STATE(r) (row_st[r] == R_UPLOADING && !row_del[r])
+#else
+#define RENEW_STATE(r) (row_st[r] != R_NONE)  /* variant: no state check */
+#endif
+#ifndef VARIANT_RENEW_NO_HOLDER
+#define RENEW_HOLDER(r) HOLDS(r)
+#else
+#define RENEW_HOLDER(r) 1                     /* variant: no holder check */
+#endif
+/* the renewing sender's own bound: put_lim while it holds the row, else its completion's
+   (put_old), which a revive moved there */
+#ifdef RESUME
+#define MOVE_BOUND(r) if :: HOLDS(r) -> put_lim[r] = now + DEADLINE :: else -> put_old[r] = now + DEADLINE + 1 fi
+#else
+#define MOVE_BOUND(r) put_lim[r] = now + DEADLINE
+#endif
+inline renew(r, out) {
+#ifdef BUG_RENEW_BOUND_FIRST
+  MOVE_BOUND(r);  /* seeded bug: the bound moves before the UPDATE commits, whatever it finds */
+#endif
+  if
+  :: RENEW_STATE(r) && RENEW_HOLDER(r) && row_dl[r] > WALL ->
+     row_dl[r] = WALL + DEADLINE;
+     if
+     :: task_st[r] == T_PENDING || task_st[r] == T_RETRY -> task_next[r] = WALL + DEADLINE + GRACE
+     :: else -> skip
+     fi;
+#ifndef BUG_RENEW_BOUND_FIRST
+     MOVE_BOUND(r);
+#endif
+     out = 0
+  :: RENEW_STATE(r) && RENEW_HOLDER(r) && row_dl[r] <= WALL -> out = 1
+  :: else -> out = 2
+  fi
+}
+
+#ifdef RESUME
+/* UploadLedger::fail_resumable: a staged upload's transfer failed with its staged upload
+   intact (a part failed, the stall, the deadline, a second Ctrl-C): UPLOADING -> UPLOAD_FAILED
+   + deleted, a waiting task due one grace from now, no verify pass (a part never becomes an
+   object by itself: this sender's completion was never sent). VARIANT_RESUMABLE_NOW makes
+   the task due at once: no property fails either (model/README.md says why). */
+inline fail_resumable(r, ok) {
+  if
+  :: row_st[r] == R_UPLOADING ->
+     row_st[r] = R_FAILED; row_del[r] = 1;
+     if
+#ifndef VARIANT_RESUMABLE_NOW
+     :: task_st[r] == T_PENDING || task_st[r] == T_RETRY -> task_next[r] = WALL + GRACE
+#else
+     /* variant: the task is due at once */
+     :: task_st[r] == T_PENDING || task_st[r] == T_RETRY -> task_next[r] = WALL
+#endif
+     :: else -> skip
+     fi;
+     ok = 1
+  :: else -> ok = 0
+  fi
+}
+
+/* inside SqlLedger::reserve, where it would insert: the newest resumable row of the same
+   content (UPLOAD_FAILED, a staged upload, its task PENDING or RETRY: never PROCESSING, a
+   sweep may be deleting) or NONE. Nor a task ever claimed from an expired lease since its
+   row died: the worker that held it may have decided to delete and stalled; it deletes
+   whenever it wakes (outside any transaction, unfenced), and remove_owned's stamp names
+   the same row, so it would delete the revived row's object or abort its staged upload. */
+#ifndef BUG_REVIVE_AFTER_EXPIRY
+#define NOT_STALE(k) !task_stale[k]
+#else
+#define NOT_STALE(k) 1  /* seeded bug: the first version's rule (the task's status only) */
+#endif
+#ifndef BUG_REVIVE_PROCESSING
+#define RESUMABLE(k) (row_st[k] == R_FAILED && row_dig[k] == 0 && (task_st[k] == T_PENDING || task_st[k] == T_RETRY) && NOT_STALE(k))
+#else
+/* seeded bug: a task a sweep holds does not stop the revive */
+#define RESUMABLE(k) (row_st[k] == R_FAILED && row_dig[k] == 0 && (task_st[k] == T_PENDING || task_st[k] == T_RETRY || task_st[k] == T_PROCESSING) && NOT_STALE(k))
+#endif
+inline find_resumable(out) {
+  out = NONE; h_i = 0;
+  do
+  :: h_i < NR -> if :: RESUMABLE(h_i) -> out = h_i :: else -> skip fi; h_i++
+  :: else -> break
+  od;
+  h_i = 0
+}
+
+/* the revive (resume): UPLOAD_FAILED -> UPLOADING, alive, held by the new sender, deadline
+   WALL + DEADLINE; its task PENDING due at deadline + GRACE, lease cleared, retry count 0,
+   no tag owed. The staged upload (the key) stays: an earlier sender's completion still in
+   flight may land until its bound (put_old); the new sender's transfer is bounded from now.
+   A verify pass owed stays owed (the row failed ambiguously or by deadline: that
+   completion may still land), else a definite failure of the new sender, due at once,
+   would delete before that completion lands and end the task. (A pass already scheduled
+   means a delete was allowed: not resumable.) */
+inline revive(k) {
+#ifndef BUG_REVIVE_CLEARS_VERIFY
+  row_st[k] = R_UPLOADING; row_del[k] = 0; row_dl[k] = WALL + DEADLINE;
+#else
+  /* seeded bug: verify_pass 0, as the first version did */
+  row_st[k] = R_UPLOADING; row_del[k] = 0; row_amb[k] = 0; row_dl[k] = WALL + DEADLINE;
+#endif
+  row_hold[k] = hold;
+  task_st[k] = T_PENDING; task_next[k] = WALL + DEADLINE + GRACE; task_lease[k] = 0;
+  task_retry[k] = 0; task_vfy[k] = 0; CLEAR_OWE(k);
+  if
+  :: put_st[k] == P_INFLIGHT && now <= put_lim[k] && put_lim[k] + 1 > put_old[k] -> put_old[k] = put_lim[k] + 1
+  :: else -> skip
+  fi;
+  put_lim[k] = now + DEADLINE
+}
+#endif
 
 #ifdef TAGS
 /* ObjectStore::mark_committed, outside any transaction: may fail while the store is
@@ -420,6 +582,12 @@ inline repair_row(k) {
 
 /* take the lease: SqliteLedger::claim_due / claim_task (lease_version + 1) */
 inline take_lease(k, mv) {
+#ifdef RESUME
+  if
+  :: task_st[k] == T_PROCESSING -> task_stale[k] = 1  /* its lease expired: a worker may lag */
+  :: else -> skip
+  fi;
+#endif
   task_st[k] = T_PROCESSING; task_ver[k]++; task_lease[k] = WALL + LEASE; mv = task_ver[k]
 }
 
@@ -496,7 +664,7 @@ inline finish(k, mv, ok) {
 #ifndef BUG_NO_VERIFY
         if
         :: row_amb[k] && !task_vfy[k] ->
-           task_st[k] = T_PENDING; task_vfy[k] = 1; task_next[k] = WALL + GRACE; task_lease[k] = 0
+           task_st[k] = T_PENDING; task_vfy[k] = 1; task_next[k] = WALL + VERIFY_DELAY; task_lease[k] = 0
         :: else -> task_st[k] = T_SUCCESS; task_lease[k] = 0
         fi
 #else
@@ -653,16 +821,36 @@ proctype Uploader(byte first; byte attempts) {
   byte mv;
   byte dec;
   bit ok;
+#if RENEWS
+  byte ren;       /* renewals made in this attempt */
+#endif
+#ifdef RESUME
+  byte hold;      /* this attempt's holder name (1-based, unique) */
+#endif
 up_start:
   if
   :: atomic {
        /* SqliteLedger::reserve, then the PUT leaves (Uploader::transfer, If-None-Match:
           *). A PUT never sent and one lost on the way look the same to everyone else. */
        r = first + att; att++;
+#ifdef RESUME
+       hold = first + att;
+#endif
        reserve_check(0, dec);
 #ifndef BUG_SPLIT_RESERVE
        if
+#ifndef RESUME
        :: dec == O_RESERVED -> reserve_insert(r, 0)
+#else
+       /* where reserve would insert: the newest resumable row is revived instead */
+       :: dec == O_RESERVED ->
+          find_resumable(h_j);
+          if
+          :: h_j != NONE -> r = h_j; revive(r)
+          :: else -> reserve_insert(r, 0); row_hold[r] = hold
+          fi;
+          h_j = 0
+#endif
        :: else -> skip
        fi;
        CHECK_INV;
@@ -683,8 +871,51 @@ up_start:
   atomic { reserve_insert(r, 0); CHECK_INV; put_st[r] = P_INFLIGHT };
 #endif
   /* The answer, and what the uploader commits on it (nothing shared changes between
-     the two, so they are one step). */
+     the two, so they are one step). Before it, renewals as parts finish. */
+up_wait:
   if
+#if RENEWS
+  :: atomic {
+       /* a part finished (before the bound), at least a quarter deadline after the last
+          renewal: Renewal::progress */
+       ren < RENEWS && (HOLDS(r) && put_st[r] == P_INFLIGHT && now <= put_lim[r]
+#ifdef RESUME
+                        || !HOLDS(r) && now < put_old[r]
+#endif
+                       ) ->
+       ren++; renew(r, dec); CHECK_INV;
+       if
+       :: dec == 2 ->
+          /* not_uploading / not_holder: no more parts, no completion; the ledger refuses
+             anything else this sender would write (Uploader::fail: not UPLOADING, or
+             not its holder) */
+#ifndef BUG_RENEW_BOUND_FIRST
+#ifdef RESUME
+          if
+          :: HOLDS(r) -> put_st[r] = P_REFUSED
+          :: else -> put_old[r] = 0
+          fi;
+#else
+          put_st[r] = P_REFUSED;
+#endif
+#endif
+          dec = 0; goto up_done
+       :: else -> dec = 0; goto up_wait
+       fi
+     }
+#endif
+#ifdef RESUME
+  :: atomic {
+       /* a part failed (or the stall, the deadline, a second Ctrl-C) with the staged upload
+          intact: its completion is never sent; Uploader::fail -> fail_resumable */
+       (HOLDS(r) && put_st[r] == P_INFLIGHT) || !HOLDS(r) ->
+       if
+       :: HOLDS(r) -> put_st[r] = P_REFUSED
+       :: else -> skip
+       fi;
+       fail_resumable(r, ok); CHECK_INV; ok = 0; goto up_done
+     }
+#endif
   :: atomic {
        /* 200, only if the server stored it: ops::activate's confirm (owing the tag on a
           store that tags objects) */
@@ -724,8 +955,17 @@ up_start:
        /* a definite refusal (only if not stored, and then it never will be):
           Uploader::fail -> mark_failed(run_now), then claim_task for the immediate
           compensation through sweep's path */
+#ifndef RESUME
        put_st[r] == P_INFLIGHT ->
        put_st[r] = P_REFUSED;
+#else
+       /* taken over (another sender revived the row): its own completion is refused */
+       (HOLDS(r) && put_st[r] == P_INFLIGHT) || !HOLDS(r) ->
+       if
+       :: HOLDS(r) -> put_st[r] = P_REFUSED
+       :: else -> put_old[r] = 0
+       fi;
+#endif
        mark_failed(r, 1, ok); CHECK_INV;
        if
        :: ok && DUE(r) -> take_lease(r, mv); ok = 0
@@ -760,13 +1000,25 @@ up_start:
 up_crash:
   atomic {
     mv = 0; dec = 0; ok = 0;
+#if RENEWS
+    ren = 0;
+#endif
     if
     :: att < attempts -> goto up_start  /* lodge upload runs again: a new attempt */
     :: else -> skip
     fi
   };
 up_done:
-  atomic { mv = 0; dec = 0; ok = 0; r = 0; att = 0; finished++ }
+  atomic {
+    mv = 0; dec = 0; ok = 0; r = 0; att = 0;
+#if RENEWS
+    ren = 0;
+#endif
+#ifdef RESUME
+    hold = 0;
+#endif
+    finished++
+  }
 }
 
 #if SHARES
@@ -1060,20 +1312,29 @@ rc_end:
 inline land(k) {
   assert(row_st[k] != R_NONE && task_st[k] != T_NONE);  /* I2 */
   put_st[k] = P_LANDED; obj[k] = 1
+#ifdef RESUME
+  ; put_old[k] = 0  /* the staged upload is completed: no completion of it lands again */
+#endif
 #ifdef TAGS
   ; obj_com[k] = 0  /* every put tags its object pending */
 #endif
 }
 
 /* The object store's side of a PUT: one that was sent may be stored at any moment
-   until its bound, or never (lost). */
+   until its bound (moved by each renewal that committed), or never (lost). With RESUME
+   also an earlier sender's completion, until its own bound. */
+#ifdef RESUME
+#define PUT_OPEN(k) ((put_st[k] == P_INFLIGHT && now <= put_lim[k]) || now < put_old[k])
+#else
+#define PUT_OPEN(k) (put_st[k] == P_INFLIGHT && now <= put_lim[k])
+#endif
 active proctype Server() {
 end:
   do
-  :: atomic { put_st[0] == P_INFLIGHT && now <= put_lim[0] -> land(0) }
-  :: atomic { put_st[1] == P_INFLIGHT && now <= put_lim[1] -> land(1) }
+  :: atomic { PUT_OPEN(0) -> land(0) }
+  :: atomic { PUT_OPEN(1) -> land(1) }
 #if NR == 3
-  :: atomic { put_st[2] == P_INFLIGHT && now <= put_lim[2] -> land(2) }
+  :: atomic { PUT_OPEN(2) -> land(2) }
 #endif
   od
 }
@@ -1143,7 +1404,7 @@ active proctype Final() {
        :: else -> break
        od;
        assert(obj[FOREIGN]);  /* I8: the foreign object is untouched */
-       now = now + GRACE + 1;
+       now = now + VERIFY_DELAY + 1;
        phase++
     :: else -> break
     od

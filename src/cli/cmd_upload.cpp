@@ -187,6 +187,7 @@ nlohmann::json result_json(const ops::FileResult &r) {
     j["unchanged"] = r.unchanged;
     j["shares"] = r.shares ? nlohmann::json(*r.shares) : nlohmann::json(nullptr);
   }
+  if (r.resumed_bytes > 0) j["resumed_bytes"] = r.resumed_bytes;
   if (r.error && r.outcome != ops::UploadOutcome::duplicate)
     j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
   else
@@ -204,6 +205,7 @@ std::string result_line(const ops::FileResult &r) {
   case ops::UploadOutcome::active:
   case ops::UploadOutcome::replayed:
     s += "#" + std::to_string(*r.id) + " " + util::escape_for_terminal(r.object_key) + " " + name;
+    if (r.resumed_bytes > 0) s += " resumed (" + util::format_size(r.resumed_bytes) + " already stored)";
     break;
   case ops::UploadOutcome::duplicate:
     s += "#" + std::to_string(*r.id) + " " + name +
@@ -738,8 +740,8 @@ Command add_reserve(CLI::App &app) {
   sub->add_option("--sha256", *sha, "The file's SHA-256, 64 hex digits")->required();
   sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
   sub->add_flag("--parts", *parts,
-                "Stage the upload in parts: one presigned URL per part (S3; past one PUT's 5GiB); "
-                "each URL pins its part's length, confirm checks the parts and the whole SHA-256");
+                "Stage the upload in parts: one presigned URL per part (S3, Azure; past one PUT's "
+                "5GiB); confirm checks each part's length and the whole SHA-256");
   sub->add_option("--part-size", *part_size,
                   "With --parts: each part's size, 5MiB to 5GiB (default: config part_size, else 16MiB)");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");

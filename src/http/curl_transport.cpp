@@ -234,6 +234,11 @@ void set_abort_flag(const std::atomic<bool> *flag) {
   g_abort = flag;
 }
 
+bool abort_requested() {
+  const auto *flag = g_abort.load();
+  return flag != nullptr && flag->load();
+}
+
 std::unique_ptr<Transport> make_curl_transport(const TransportOptions &opts) {
   global_init();
   return std::make_unique<CurlTransport>(opts);

@@ -83,7 +83,8 @@ CREATE INDEX file_upload_alive_digest
 
 -- The quota: an owner's alive rows, counted as they change (an insert alive, an alive row
 -- deleted) by the trigger below, so reserve reads one row instead of counting the owner's
--- rows. Rows are never deleted and is_deleted never goes back to 0. Reserve holds the
+-- rows. Rows are never deleted; is_deleted goes back to 0 only when reserve resumes a
+-- failed staged upload's row, and that transaction counts the row itself. Reserve holds the
 -- owner's advisory lock, so the counter row is never a new point of contention for it.
 CREATE TABLE owner_usage (
   owner_id     TEXT COLLATE "C" PRIMARY KEY,

@@ -25,9 +25,9 @@ class GroupCommit;
 class SqlLedger final : public Ledger {
 public:
   // `conn`: a connection to a migrated ledger (a driver's open_*). With `group`, the upload
-  // path's writes (reserve, set_multipart_upload_id, confirm, settle, mark_failed) go to the
-  // group's writer, batched with other threads' (GroupCommit below); everything else
-  // runs on `conn`.
+  // path's writes (reserve, set_multipart_upload_id, confirm, settle, mark_failed,
+  // fail_resumable) go to the group's writer, batched with other threads' (GroupCommit
+  // below); everything else runs on `conn`.
   explicit SqlLedger(std::unique_ptr<sql::Conn> conn, std::shared_ptr<GroupCommit> group = nullptr);
   [[nodiscard]] sql::Conn &connection() { return *m_c; }
 
@@ -60,6 +60,8 @@ public:
   [[nodiscard]] SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                               int64_t now) override;
+  [[nodiscard]] MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
+                                                 int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
   [[nodiscard]] std::vector<FileRecord> list_files(const ListFilter &filter) override;
   [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,
@@ -128,6 +130,9 @@ private:
   // go on. The de-dup answer (duplicate, shareable, in_progress, share_gone), or nullopt.
   std::optional<ReserveResult> replay_by_key(const ReserveRequest &req, int64_t now);
   std::optional<ReserveResult> dedup_answer(const ReserveRequest &req, std::optional<FileRecord> &share);
+  // ReserveRequest::resume: the newest resumable row revived with its task (outcome
+  // resumed), or nullopt when there is none (the caller inserts).
+  std::optional<ReserveResult> revive_resumable(const ReserveRequest &req, int64_t now);
   // Inserts the new row (UPLOADING, or ACTIVE sharing `share`'s object) and its task.
   ReserveResult insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
                                 int64_t now);

@@ -144,6 +144,13 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
         return res;
       }
     }
+    // Resume replaces only the insert: everything above answered first, and the quota
+    // counted the revived row as it would a new one.
+    if (req.resume && !share)
+      if (auto revived = revive_resumable(req, now)) {
+        if (!req.dry_run) tx.commit(); // a dry run's revive is rolled back
+        return *revived;
+      }
     ReserveResult res = insert_reserved(req, share, now);
     if (res.outcome == ReserveOutcome::id_limit_reached || req.dry_run) return res; // rolled back
     tx.commit();
@@ -227,6 +234,93 @@ std::optional<ReserveResult> SqlLedger::dedup_answer(const ReserveRequest &req,
   res.outcome =
       alive->upload_status == FileStatus::uploading ? ReserveOutcome::in_progress : ReserveOutcome::shareable;
   return res;
+}
+
+std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &req, int64_t now) {
+  const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+  // The staged upload was created with the object's Content-Type and options: only a row
+  // whose object would be exactly the one this request makes can be continued.
+  const std::string &content_type = req.content_type.empty() ? req.media_type : req.content_type;
+  std::vector<FileRecord> found;
+  {
+    auto st = q(std::string("SELECT ") + k_file_cols +
+                " FROM file_upload WHERE owner_id = ?1 AND run_prefix = ?2 AND relative_path = ?3"
+                " AND sha256 = ?4 AND size = ?5 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
+                " AND multipart_upload_id IS NOT NULL AND COALESCE(content_type, media_type) = ?6"
+                " AND COALESCE(object_options, '') = ?7 AND (holder IS NULL OR holder NOT LIKE 'direct %')"
+                " AND EXISTS (SELECT 1 FROM cleanup_task t WHERE t.record_id = file_upload.id"
+                " AND t.status = 'PENDING' AND t.lease_version = 0)"
+                " ORDER BY id DESC");
+    st.bind(1, req.owner_id)
+        .bind(2, req.run_prefix)
+        .bind(3, path)
+        .bind(4, req.sha256)
+        .bind(5, req.size)
+        .bind(6, content_type)
+        .bind(7, req.object_options);
+    while (st.step()) {
+      auto r = read_file(st);
+      if (r.object_key.starts_with(req.key_prefix)) found.push_back(std::move(r));
+    }
+  }
+  const int64_t deadline = now + req.deadline_ms;
+  for (const auto &cand : found) {
+    // The row, then its task (the lock order), each locked before the conditional updates
+    // re-check them: a sweep claims a task by locking it alone (claim_due skips a locked
+    // one, claim_task waits and then finds it not due), so once both are held the task can
+    // no longer become PROCESSING under the revive.
+    (void)file_for_update(cand.id);
+    auto task = task_for_record(cand.id, m_c->for_update());
+    if (!task || task->status != TaskStatus::pending || task->lease_version != 0) continue;
+    auto row = q(
+        std::string("UPDATE file_upload SET upload_status = 'UPLOADING', is_deleted = 0,"
+                    " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
+                    " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
+                    " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
+                    " idempotency_key = ?12"
+                    " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
+                    " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
+                    " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
+        k_file_cols);
+    const auto stat = req.stat;
+    row.bind(1, cand.id)
+        .bind(2, req.holder)
+        .bind(3, deadline)
+        .bind(4, now)
+        .bind(5, stat ? std::optional<int64_t>(stat->dev) : std::nullopt)
+        .bind(6, stat ? std::optional<int64_t>(stat->ino) : std::nullopt)
+        .bind(7, stat ? std::optional<int64_t>(stat->mtime_ns) : std::nullopt)
+        .bind(8, stat ? std::optional<int64_t>(stat->ctime_ns) : std::nullopt)
+        .bind(9, req.original_name)
+        .bind(10, req.policy)
+        .bind(11, std::string_view(to_string(req.dedup)))
+        .bind(12, req.idempotency_key);
+    if (!row.step()) continue; // moved on before we locked it: nothing written
+    ReserveResult res;
+    res.outcome = ReserveOutcome::resumed;
+    res.record = read_file(row);
+    row.reset();
+    // An owed verify pass stays owed: the row's earlier sender may have had a completion in
+    // flight when the row failed without an answer or by its deadline, and only that pass
+    // removes it should this row fail again after its own delete.
+    auto t = q("UPDATE cleanup_task SET next_retry_at = ?2, max_retries = ?3, tag_owed = 0,"
+               " last_error = NULL, updated_at = ?4 WHERE record_id = ?1 AND status = 'PENDING'"
+               " AND lease_version = 0");
+    if (t.bind(1, cand.id)
+            .bind(2, deadline + req.grace_ms)
+            .bind(3, static_cast<int64_t>(req.max_retries))
+            .bind(4, now)
+            .exec() != 1)
+      throw LodgeError(Errc::internal, "the revive of file #" + std::to_string(cand.id) +
+                                           " found its task moved on under its lock");
+    // The quota's counter follows rows made alive by an insert only (the schema's triggers):
+    // a row alive again is counted here, in the same transaction.
+    auto usage = q("INSERT INTO owner_usage (owner_id, alive_files) VALUES (?1, 1)"
+                   " ON CONFLICT (owner_id) DO UPDATE SET alive_files = owner_usage.alive_files + 1");
+    usage.bind(1, req.owner_id).exec();
+    return res;
+  }
+  return std::nullopt;
 }
 
 ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
@@ -533,6 +627,25 @@ MarkFailedOutcome SqlLedger::mark_failed(int64_t id, const std::string &reason, 
                     " AND status IN ('PENDING', 'RETRY', 'PROCESSING') AND verify_pass = 0");
       task.bind(1, id).bind(2, now).exec();
     }
+    tx.commit();
+    return MarkFailedOutcome::failed;
+  });
+}
+
+MarkFailedOutcome SqlLedger::fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
+                                            int64_t now) {
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.fail_resumable(id, reason, due_at, now); });
+  return m_c->write([&](sql::Tx &tx) {
+    auto row = q(
+        "UPDATE file_upload SET upload_status = 'UPLOAD_FAILED', is_deleted = 1, failure_reason = ?2,"
+        " deleted_at = ?3, updated_at = ?3 WHERE id = ?1 AND upload_status = 'UPLOADING' AND is_deleted = 0");
+    if (row.bind(1, id).bind(2, reason).bind(3, now).exec() != 1) return MarkFailedOutcome::not_uploading;
+    // Definite (a part never becomes an object by itself): no verify pass. Due one grace
+    // later, so that a resume meanwhile finds the staged upload's parts; a task a sweep
+    // holds is left to its decide, which now finds the row dead.
+    auto task = q("UPDATE cleanup_task SET next_retry_at = ?2, updated_at = ?3"
+                  " WHERE record_id = ?1 AND status IN ('PENDING', 'RETRY')");
+    (void)task.bind(1, id).bind(2, due_at).bind(3, now).exec();
     tx.commit();
     return MarkFailedOutcome::failed;
   });

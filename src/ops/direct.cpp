@@ -43,14 +43,20 @@ std::optional<Error> parts_refusal(const store::ObjectStore &store, const std::s
                                    uint64_t part_size) {
   const auto caps = store.capabilities();
   if (!caps.presign_parts)
-    return Error(Errc::unsupported, shown + ": " + store.describe() +
-                                        " cannot sign a URL per part (reserve --parts needs an S3 store)");
+    return Error(Errc::unsupported,
+                 shown + ": " + store.describe() +
+                     " cannot sign a URL per part (reserve --parts needs an S3 store, or an "
+                     "Azure one with the account key)");
   if (size == 0)
     return Error(Errc::usage, shown + ": an empty file has no parts (reserve it without --parts)");
   if (size > part_size && part_size < caps.min_part_size)
     return Error(Errc::usage, shown + ": --part-size " + util::format_size(part_size) + " is below the " +
                                   util::format_size(caps.min_part_size) +
                                   " every part but the last must have on " + store.describe());
+  if (caps.max_part_size > 0 && size > caps.max_part_size && part_size > caps.max_part_size)
+    return Error(Errc::usage, shown + ": --part-size " + util::format_size(part_size) + " is above the " +
+                                  util::format_size(caps.max_part_size) + " a part may have on " +
+                                  store.describe());
   const uint64_t count = (size + part_size - 1) / part_size;
   if (caps.max_parts > 0 && count > static_cast<uint64_t>(caps.max_parts))
     return Error(Errc::usage, shown + " would be " + std::to_string(count) + " parts of " +
@@ -283,16 +289,23 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
   if (h.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, h.error());
   const int64_t now = m_clock.now_ms();
   auto listed = m_store.list_parts(rec.object_key, handle);
+  const auto size = static_cast<uint64_t>(rec.size);
+  const uint64_t count = (size + part_size - 1) / part_size;
   if (!listed) {
     if (listed.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, listed.error());
+    // Azure has no staged upload until its first block: none sent yet looks like one gone.
+    // While the URLs are valid nothing is decided (a gone one takes no part either).
+    if (now < url_until)
+      return refused(r, UploadOutcome::failed,
+                     Error(Errc::not_found, what + ": no part of " + std::to_string(count) +
+                                                " uploaded yet (its URLs are valid for " +
+                                                util::format_duration_ms(url_until - now) + " more)"));
     // The staged upload is gone and nothing was completed: nothing can be stored now.
     fail(r, rec,
          Error(Errc::not_found, what + ": its staged upload is gone (" + listed.error().message + ")"),
          false);
     return r;
   }
-  const auto size = static_cast<uint64_t>(rec.size);
-  const uint64_t count = (size + part_size - 1) / part_size;
   std::optional<std::string> why;
   std::vector<store::Part> parts;
   for (const auto &p : listed.value()) {

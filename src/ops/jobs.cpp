@@ -509,7 +509,19 @@ private:
     return true;
   }
 
-  // One incomplete upload: reported unless its row is still uploading; aborted with --apply
+  // A failed row's own staged upload whose cleanup is not due yet: the next upload of its
+  // content may resume it (the revive takes a row whose task is PENDING and never claimed), so
+  // it is no leftover until then.
+  [[nodiscard]] bool resumable(const ledger::FileRecord &row, const std::string &handle) const {
+    if (!row.is_deleted || row.upload_status != ledger::FileStatus::upload_failed ||
+        row.multipart_upload_id != handle)
+      return false;
+    auto t = m_l.reads.find_task_for(row.id);
+    return t && t->status == ledger::TaskStatus::pending && t->lease_version == 0 && t->next_retry_at > m_now;
+  }
+
+  // One incomplete upload: reported unless its row is still uploading (or failed and still
+  // resumable); aborted with --apply
   // when its row is dead, or when it is an ACTIVE row's orphan.
   void staged_upload(const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
@@ -518,6 +530,7 @@ private:
       return false;
     });
     if (row && row->upload_status == ledger::FileStatus::uploading && !row->is_deleted) return;
+    if (row && resumable(*row, u.handle)) return;
     if (!row) { // no row has this key: another tool's upload
       found({"unmanaged", u.key, std::nullopt,
              "incomplete upload " + u.handle + " with no record; never touched", false});

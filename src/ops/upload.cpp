@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <filesystem>
+#include <lodge/crypto/md5.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/upload.hpp>
@@ -363,6 +364,8 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
                                                      FileResult &r) {
   ledger::ReserveRequest req = reserve_request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
+  // A staged upload an earlier run of the same content left behind is resumed.
+  req.resume = !digests.parts.empty();
   if (const auto &me = this_process()) req.holder = me->text();
   // A racily clean stat is never recorded: the next run reads the file again.
   const bool cacheable = !ops::racily_clean(f.file_stat, f.stat_taken_ms);
@@ -400,7 +403,10 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
     fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
-  auto put = transfer(f.fd.get(), rec, digests, renewal);
+  TransferNote note;
+  note.resume = res.outcome == ledger::ReserveOutcome::resumed;
+  auto put = transfer(f.fd.get(), rec, digests, renewal, note);
+  r.resumed_bytes = note.resumed_bytes;
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
@@ -417,7 +423,7 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
       r.error = e;
       return r;
     }
-    fail(r, rec, e, !e.details.ambiguous);
+    fail(r, rec, e, !e.details.ambiguous, note.staged_kept);
     return r;
   }
   // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
@@ -572,6 +578,7 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
     r.error = Error(Errc::internal, "no record id inside the id marker's block");
     return r;
   case ledger::ReserveOutcome::reserved:
+  case ledger::ReserveOutcome::resumed:
     break;
   }
   return std::nullopt;
@@ -759,7 +766,7 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
 }
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                            Renewal &renewal) {
+                                            Renewal &renewal, TransferNote &note) {
   store::Metadata meta = object_metadata(rec);
   store::ObjectOptions options = m_s.options;
   options.metadata.clear(); // sent above
@@ -776,29 +783,12 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
     put = m_store.put(req);
   } else {
     store::StagedRequest staged{rec.object_key, rec.object_content_type(), meta, options};
-    auto id = m_store.begin_staged(staged);
-    if (!id) return id.error();
-    // The handle is on the row before the first part, so cleanup can find it.
-    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
-        ledger::SetUploadIdOutcome::not_uploading) {
-      abort_or_warn(m_store, rec.object_key, id.value());
-      return Error(Errc::state_changed,
-                   "file #" + std::to_string(rec.id) + " changed state before its first part");
-    }
-    auto parts = put_parts(fd, rec, d, id.value(), renewal);
-    if (!parts) {
-      // A staged upload another sender holds the row of is that sender's.
-      if (!renewal.taken_over()) abort_or_warn(m_store, rec.object_key, id.value());
-      Error e = parts.error();
-      e.details.ambiguous = false; // a part never becomes an object by itself
-      return e;
-    }
-    put = m_store.complete_staged(staged, id.value(), parts.value(), renewal.bound());
-    if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, id.value());
+    put = transfer_staged(fd, rec, d, staged, renewal, note);
   }
   if (!put && put.error().code == Errc::precondition_failed) {
-    // Our own earlier attempt may have landed (a retry after a lost answer): it is ours
-    // only if the object carries our record id and digest.
+    // Our own earlier attempt may have landed (a retry after a lost answer, or the completion
+    // of a resumed row's staged upload by its earlier sender): it is ours only if the object
+    // carries our record id and digest.
     auto h = m_store.head(rec.object_key);
     if (h && h->metadata[store::meta::record] == std::to_string(rec.id) &&
         h->metadata[store::meta::sha256] == rec.sha256)
@@ -810,10 +800,146 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
   return put;
 }
 
+namespace {
+// Whether a staged upload whose parts failed with `e` is kept for a later run to resume:
+// not when the file changed under it (its parts are not the content the row records), the
+// row is no longer this sender's (another sender's, or failed by someone else), or the
+// failure is lodge's own (INTERNAL: nothing is known of what was sent).
+bool keep_for_resume(const Error &e) {
+  return e.code != Errc::file_changed && e.code != Errc::state_changed && e.code != Errc::internal;
+}
+
+// The MD5 of `n` bytes of the file from `off` (a stored part's ETag is its MD5), in hex.
+Result<std::string> md5_of_range(int fd, uint64_t off, uint64_t n, std::vector<char> &buf) {
+  if (buf.size() < (256U << 10)) buf.resize(256U << 10);
+  crypto::Md5 md5;
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, buf.data(), std::min<uint64_t>(n, buf.size()), static_cast<off_t>(off));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      return Error(Errc::file_changed,
+                   got < 0 ? std::string("reading a stored part's bytes again: ") + std::strerror(errno)
+                           : std::string("the file is shorter than when it was hashed"));
+    md5.update(buf.data(), static_cast<size_t>(got));
+    off += static_cast<uint64_t>(got);
+    n -= static_cast<uint64_t>(got);
+  }
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : md5.finish()) {
+    hex += k_hex[c >> 4];
+    hex += k_hex[c & 15];
+  }
+  return hex;
+}
+} // namespace
+
+Result<store::PutResult> Uploader::transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                                   const store::StagedRequest &staged, Renewal &renewal,
+                                                   TransferNote &note) {
+  std::string handle;
+  std::vector<std::optional<store::Part>> done(d.parts.size());
+  if (note.resume && rec.multipart_upload_id) {
+    auto stored = stored_parts(fd, rec, d, *rec.multipart_upload_id);
+    if (!stored) {
+      // Unknown whether its parts are there: the row fails again, resumable.
+      note.staged_kept = true;
+      Error e = stored.error();
+      e.details.ambiguous = false;
+      return e;
+    }
+    if (stored.value()) {
+      handle = *rec.multipart_upload_id;
+      done = std::move(stored.value()->parts);
+      note.resumed_bytes = stored.value()->bytes;
+    }
+  }
+  if (handle.empty()) {
+    auto id = m_store.begin_staged(staged);
+    if (!id) return id.error();
+    // The handle is on the row before the first part, so cleanup can find it.
+    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+        ledger::SetUploadIdOutcome::not_uploading) {
+      abort_or_warn(m_store, rec.object_key, id.value());
+      return Error(Errc::state_changed,
+                   "file #" + std::to_string(rec.id) + " changed state before its first part");
+    }
+    handle = id.value();
+  }
+  auto parts = put_parts(fd, rec, d, handle, renewal, std::move(done));
+  if (!parts) {
+    Error e = parts.error();
+    e.details.ambiguous = false; // a part never becomes an object by itself
+    // A staged upload another sender holds the row of is that sender's; one whose parts are
+    // the file's bytes is kept for the next run to resume (its cleanup waits for the grace).
+    if (keep_for_resume(e))
+      note.staged_kept = true;
+    else if (!renewal.taken_over())
+      abort_or_warn(m_store, rec.object_key, handle);
+    return e;
+  }
+  auto put = m_store.complete_staged(staged, handle, parts.value(), renewal.bound());
+  if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, handle);
+  return put;
+}
+
+Result<std::optional<Uploader::Resumable>>
+Uploader::stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d, const std::string &handle) {
+  const std::string what = "the staged upload of file #" + std::to_string(rec.id);
+  auto listed = m_store.list_parts(rec.object_key, handle);
+  if (!listed) {
+    const Errc c = listed.error().code;
+    if (c != Errc::not_found && c != Errc::unsupported) return listed.error();
+    util::log::info(what + " is gone (" + listed.error().message + "): uploading it anew");
+    if (c == Errc::unsupported) abort_or_warn(m_store, rec.object_key, handle);
+    return std::optional<Resumable>();
+  }
+  const auto size = static_cast<uint64_t>(rec.size);
+  Resumable out;
+  out.parts.resize(d.parts.size());
+  auto afresh = [&](const std::string &why) {
+    util::log::info(what + " " + why + ": uploading it anew");
+    abort_or_warn(m_store, rec.object_key, handle);
+    return std::optional<Resumable>();
+  };
+  for (const auto &p : listed.value()) {
+    if (p.number < 1 || static_cast<size_t>(p.number) > d.parts.size())
+      return afresh("holds part " + std::to_string(p.number) + ", beyond the file's " +
+                    std::to_string(d.parts.size()));
+    const size_t i = static_cast<size_t>(p.number) - 1;
+    const uint64_t off = i * m_s.part_size;
+    const uint64_t n = std::min<uint64_t>(m_s.part_size, size - off);
+    if (p.size != n)
+      return afresh("holds parts of another size (part " + std::to_string(p.number) + ": " +
+                    std::to_string(p.size) + " bytes, this run's is " + std::to_string(n) + ")");
+    bool same = false;
+    if (!p.sha256_hex.empty()) {
+      same = p.sha256_hex == d.parts[i];
+    } else if (!p.md5_hex.empty()) {
+      auto md5 = md5_of_range(fd, off, n, m_buf);
+      if (!md5) return md5.error();
+      same = md5.value() == p.md5_hex;
+    }
+    if (!same) {
+      util::log::info(what + ": part " + std::to_string(p.number) +
+                      " is not proven the file's bytes; sending it again");
+      continue;
+    }
+    out.parts[i] = store::Part{p.number, p.etag, d.parts[i]};
+    out.bytes += n;
+  }
+  return std::optional<Resumable>(std::move(out));
+}
+
 Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                                     const std::string &upload_id, Renewal &renewal) {
+                                                     const std::string &upload_id, Renewal &renewal,
+                                                     std::vector<std::optional<store::Part>> done) {
   const size_t count = d.parts.size();
-  std::vector<std::optional<store::Part>> done(count);
+  done.resize(count);
+  // The parts still to send, by index (a resumed upload's stored ones are left out).
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < count; ++i)
+    if (!done[i]) todo.push_back(i);
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mutex;
@@ -827,15 +953,17 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
   // the multipart upload is aborted and no thread dies with an exception (std::terminate).
   auto send = [&](store::ObjectStore &store) {
     try {
-      for (size_t i; !failed && (i = next++) < count;) {
+      for (size_t t; !failed && (t = next++) < todo.size();) {
+        const size_t i = todo[t];
         uint64_t off = i * m_s.part_size;
         uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
         auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1),
                                 {fd, off, n, d.parts[i], sent_counter()}, renewal.bound());
-        if (p && i == 0 && failpoint::hit("upload.between_parts"))
+        if (p && t == 0 && failpoint::hit("upload.between_parts"))
           p = Error(Errc::storage_unavailable, "injected failure between parts");
         if (!p) return record_failure(renewal.explain(p.error()));
         done[i] = p.value();
+        (void)failpoint::hit("upload.after_part");
         if (auto renewed = renewal.progress(); !renewed) return record_failure(renewed.error());
       }
     } catch (const LodgeError &e) {
@@ -845,8 +973,9 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
     }
   };
   // Extra connections are opened once per worker and kept for later files.
-  size_t helpers =
-      m_s.open_store ? std::min<size_t>(count, static_cast<size_t>(m_s.part_concurrency)) - 1 : 0;
+  size_t helpers = m_s.open_store && !todo.empty()
+                       ? std::min<size_t>(todo.size(), static_cast<size_t>(m_s.part_concurrency)) - 1
+                       : 0;
   try {
     while (m_part_stores.size() < helpers)
       m_part_stores.push_back(m_s.open_store());
@@ -895,7 +1024,8 @@ Result<Digests> Uploader::hash_file(int fd, uint64_t size, bool multipart) {
   return d;
 }
 
-void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite) {
+void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
+                    bool staged_kept) {
   r.outcome = UploadOutcome::failed;
   r.error = e;
   if (failpoint::hit("upload.mark_failed")) {
@@ -904,8 +1034,15 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   }
   bool marked = false;
   try {
-    marked = m_ledger.uploads.mark_failed(rec.id, std::string(e.name()) + ": " + e.message, definite,
-                                          m_clock.now_ms()) == ledger::MarkFailedOutcome::failed;
+    const std::string reason = std::string(e.name()) + ": " + e.message;
+    const int64_t now = m_clock.now_ms();
+    if (staged_kept) {
+      // Its staged upload stays for the next upload of the same content to resume; the
+      // cleanup (which aborts it) waits for the grace.
+      (void)m_ledger.uploads.fail_resumable(rec.id, reason, now + m_s.cleanup.grace_ms, now);
+      return;
+    }
+    marked = m_ledger.uploads.mark_failed(rec.id, reason, definite, now) == ledger::MarkFailedOutcome::failed;
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");

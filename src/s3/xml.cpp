@@ -126,6 +126,22 @@ std::optional<ListPartsPage> parse_list_parts(std::string_view xml) {
   return p;
 }
 
+std::string part_md5_hex(const ListedPart &p) {
+  constexpr size_t k_md5_hex = 32;
+  if (p.etag.size() != k_md5_hex) return {};
+  std::string out = util::to_lower(p.etag);
+  for (char c : out)
+    if ((c < '0' || c > '9') && (c < 'a' || c > 'f')) return {};
+  return out;
+}
+
+std::string part_sha256_hex(const ListedPart &p) {
+  constexpr size_t k_sha256_bytes = 32;
+  auto raw = util::base64_decode(p.checksum_sha256);
+  if (!raw || raw->size() != k_sha256_bytes) return {};
+  return util::hex_encode(*raw);
+}
+
 std::optional<CompleteResult> parse_complete_multipart(std::string_view xml) {
   auto doc = load(xml);
   if (!doc) return std::nullopt;

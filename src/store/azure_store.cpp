@@ -1,6 +1,7 @@
 #include "file_body.hpp"
 #include "stores.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <lodge/azure/client.hpp>
 #include <lodge/crypto/md5.hpp>
@@ -8,12 +9,15 @@
 #include <lodge/store/lifecycle.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <map>
+#include <optional>
 
 namespace lodge::store {
 namespace {
 
 const std::map<std::string, std::string> k_pending{{"state", "pending"}};
 const std::map<std::string, std::string> k_committed{{"state", "committed"}};
+constexpr int k_max_blocks = 50'000; // committed blocks of one blob
 
 Error file_changed(const std::string &key) {
   return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
@@ -23,7 +27,7 @@ Error file_changed(const std::string &key) {
 // headers, ahead of the body). The same read is hashed to SHA-256: bytes other than the
 // reserved ones are FILE_CHANGED before anything is sent (Azure has no SHA-256 check of
 // its own); a change after this read is caught by the service's MD5 check.
-Result<std::string> range_md5(const Body &b, const std::string &key) {
+Result<crypto::Md5Digest> range_md5(const Body &b, const std::string &key) {
   crypto::Md5 md5;
   crypto::Sha256 sha;
   std::string buf(static_cast<size_t>(1) << 20, '\0');
@@ -41,7 +45,7 @@ Result<std::string> range_md5(const Body &b, const std::string &key) {
     pos += static_cast<uint64_t>(got);
   }
   if (crypto::to_hex(sha.finish()) != b.sha256_hex) return file_changed(key);
-  return crypto::to_base64(md5.finish());
+  return md5.finish();
 }
 
 // The bytes sent must be the bytes reserved: a server-side MD5 mismatch or a digest of
@@ -62,11 +66,56 @@ std::string random_handle() {
   return buf;
 }
 
-// All block ids of a blob have one length (Azure requires it): handle + "-" + 6 digits.
-std::string block_id(const std::string &handle, int number) {
+// A block id, before its base64: the staged upload's handle (16 hex digits), '-', the part
+// number in six digits, '-', and the part's MD5 in lowercase hex: 56 bytes (Azure takes up
+// to 64, and every block id of a blob must have one length). The MD5 is the one Put Block
+// sent as Content-MD5, which the service checks against the bytes before it stages them: so
+// the id itself proves what a staged block holds (Get Block List lists only ids and sizes),
+// and a staged upload can be resumed from it. A part a client sends through a presigned URL
+// (reserve --parts) carries no Content-MD5 lodge chose, so its id has k_unchecked in the
+// MD5's place: same length, never taken for a digest. Ids lodge wrote before the MD5 was
+// added (handle-NNNNNN, 23 bytes) are still read, without a digest.
+constexpr size_t k_md5_hex_size = 32;
+const std::string k_unchecked(k_md5_hex_size, '-');
+
+struct BlockId {
+  std::string handle;
+  int number = 0;
+  std::string md5_hex; // "" when the id vouches for no digest
+  bool legacy = false; // the old form, handle-NNNNNN
+};
+
+std::string block_id(const std::string &handle, int number, const std::string &md5_hex) {
   char n[16];
   std::snprintf(n, sizeof n, "%06d", number);
-  return util::base64_encode(handle + "-" + n);
+  return util::base64_encode(handle + "-" + n + "-" + (md5_hex.empty() ? k_unchecked : md5_hex));
+}
+
+bool lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// nullopt for an id lodge did not make (another writer's blocks at the key).
+std::optional<BlockId> parse_block_id(const std::string &id) {
+  auto raw = util::base64_decode(id);
+  if (!raw) return std::nullopt;
+  const auto dash = raw->find('-');
+  if (dash == 0 || dash == std::string::npos) return std::nullopt;
+  std::string_view rest = std::string_view(*raw).substr(dash + 1);
+  constexpr size_t k_digits = 6;
+  if (rest.size() < k_digits ||
+      !std::all_of(rest.begin(), rest.begin() + k_digits, [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  BlockId out{raw->substr(0, dash), static_cast<int>(*util::parse_int(rest.substr(0, k_digits))), {}};
+  if (rest.size() == k_digits) { // the old form
+    out.legacy = true;
+    return out;
+  }
+  std::string_view digest = rest.substr(k_digits + 1);
+  if (rest[k_digits] != '-' || digest.size() != k_md5_hex_size) return std::nullopt;
+  if (lower_hex(digest)) out.md5_hex = std::string(digest);
+  return out;
 }
 
 std::optional<std::string> container_problem(const std::string &c) {
@@ -145,6 +194,11 @@ public:
     c.state_tags = true;
     c.presign = !m_client->config().account.key.empty();
     c.max_presigned_put = 5000ULL << 20;
+    // Put Block through a SAS (presign_part); a blob commits up to 50,000 blocks of up to
+    // 4000 MiB each, and a block has no least size.
+    c.presign_parts = c.presign;
+    c.max_part_size = 4000ULL << 20;
+    c.max_parts = k_max_blocks;
     return c;
   }
 
@@ -161,7 +215,7 @@ public:
     FileRangeBody body(req.body);
     azure::WriteOptions o;
     o.content_type = req.content_type;
-    o.content_md5 = md5.value();
+    o.content_md5 = crypto::to_base64(md5.value());
     o.metadata = req.metadata;
     set_options(o, req.options);
     o.deadline_steady_ms = req.deadline_steady_ms;
@@ -318,14 +372,17 @@ public:
 
   Result<Part> put_part(const std::string &key, const std::string &handle, int number, const Body &b,
                         int64_t deadline_steady_ms) override {
-    if (number < 1 || number > 50'000)
+    if (number < 1 || number > k_max_blocks)
       return Error(Errc::internal,
                    "PUT BLOCK " + key + ": part number " + std::to_string(number) + " out of range");
     auto md5 = range_md5(b, key);
     if (!md5) return md5.error();
     FileRangeBody body(b);
-    std::string id = block_id(handle, number);
-    auto r = m_client->put_block(key, id, body, md5.value(), deadline_steady_ms);
+    // The id names the MD5 the service checks (block_id): a part re-sent with the same bytes
+    // replaces its block; with other bytes it is another block, and the one completed is
+    // the one this Part names.
+    std::string id = block_id(handle, number, util::hex_encode(md5->data(), md5->size()));
+    auto r = m_client->put_block(key, id, body, crypto::to_base64(md5.value()), deadline_steady_ms);
     if (!r) return changed_or(body, r.error(), key);
     if (body.sent_sha256_hex() != b.sha256_hex) return file_changed(key);
     return Part{number, id, b.sha256_hex};
@@ -337,8 +394,19 @@ public:
     std::sort(sorted.begin(), sorted.end(), [](const Part &a, const Part &b) { return a.number < b.number; });
     std::vector<std::string> ids;
     ids.reserve(sorted.size());
-    for (const auto &p : sorted)
-      ids.push_back(block_id(handle, p.number));
+    for (const auto &p : sorted) {
+      // Each part's block by the id put_part or list_parts gave it (its etag): the id
+      // carries the part's MD5, which lodge cannot make again from a number.
+      if (p.etag.empty()) {
+        ids.push_back(block_id(handle, p.number, {}));
+        continue;
+      }
+      auto id = parse_block_id(p.etag);
+      if (!id || id->handle != handle || id->number != p.number)
+        return Error(Errc::internal, "PUT BLOCK LIST " + req.key + ": part " + std::to_string(p.number) +
+                                         " names a block of another part or upload");
+      ids.push_back(p.etag);
+    }
     azure::WriteOptions o;
     o.content_type = req.content_type;
     o.metadata = req.metadata;
@@ -371,11 +439,74 @@ public:
       if (!blocks && blocks.error().code == Errc::not_found) continue;
       if (!blocks) return blocks.error();
       if (blocks->uncommitted.empty()) continue;
-      std::string handle = util::base64_decode(blocks->uncommitted.front().name).value_or("");
-      handle = handle.substr(0, handle.rfind('-'));
+      const std::string &first = blocks->uncommitted.front().name;
+      std::string handle;
+      if (auto id = parse_block_id(first)) {
+        handle = id->handle;
+      } else { // not lodge's: what comes before its last '-'
+        handle = util::base64_decode(first).value_or("");
+        handle = handle.substr(0, handle.rfind('-'));
+      }
       if (!visit(StagedUpload{name, handle, when})) return ok_status();
     }
     return ok_status();
+  }
+
+  // The blocks of this handle staged and not committed, one per part number: Get Block List
+  // gives each id and size, the id the part's MD5 (block_id). Put Block of an id already
+  // staged replaces that block; a part re-sent with other bytes has another id, and the
+  // service lists uncommitted blocks in the order they were staged (Azurite 3.37 does so,
+  // a same id moving to the end), so the last block of a number is the newest. Whichever
+  // block of a number is listed, its id names exactly that block's bytes: completing with it
+  // stores what its MD5 says.
+  Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle) override {
+    auto blocks = m_client->get_block_list(key, azure::BlockListType::uncommitted);
+    if (!blocks) return blocks.error(); // NOT_FOUND: no blob of that name, not even uncommitted
+    std::map<int, StoredPart> parts;
+    for (const auto &b : blocks->uncommitted) {
+      auto id = parse_block_id(b.name);
+      if (!id || id->handle != handle) continue; // another staged upload's, or not lodge's
+      // Staged by a lodge before the MD5 was in the id: no block of this blob can be staged
+      // in the new form (one length per blob), so it cannot go on; like one gone, it is
+      // aborted and begun again.
+      if (id->legacy)
+        return Error(Errc::not_found, "LIST PARTS " + key + ": staged upload " + handle +
+                                          " has block ids of an earlier lodge (no digest): it cannot be "
+                                          "continued");
+      parts[id->number] = StoredPart{id->number, b.size, b.name, {}, id->md5_hex};
+    }
+    // A committed (or cleared) staged upload leaves no uncommitted blocks: it is gone.
+    if (parts.empty())
+      return Error(Errc::not_found, "LIST PARTS " + key + ": no staged upload " + handle + " (no blocks)");
+    std::vector<StoredPart> out;
+    out.reserve(parts.size());
+    for (auto &[number, p] : parts)
+      out.push_back(std::move(p));
+    return out;
+  }
+
+  // A SAS with `w` (Put Block needs write; Azure has no permission for Put Block alone) on
+  // this blob and the part's block id in the URL. A SAS pins no query parameter nor header:
+  // until it expires its holder may also stage other blocks, commit a block list or write
+  // the blob with Put Blob (and set its metadata), even after lodge confirm; never read,
+  // delete or tag it (no r, d, t). So confirm checks each part's number and size and the
+  // whole object (size, stamp, SHA-256) before the row is ACTIVE, and the URLs should expire
+  // soon after the upload is meant to end. The id has k_unchecked for the MD5: the sender
+  // chooses whether to send Content-MD5, so no digest lodge knows is vouched for.
+  Result<PresignedPut> presign_part(const PresignPartRequest &req) override {
+    if (req.number < 1 || req.number > k_max_blocks)
+      return Error(Errc::internal, "presigned PUT BLOCK " + req.key + ": part number " +
+                                       std::to_string(req.number) + " out of range");
+    auto url = m_client->presign(req.key, req.expires_s, "w");
+    if (!url) return url.error();
+    const std::string &u = url.value();
+    const auto q = u.find('?');
+    PresignedPut p;
+    p.url = u.substr(0, q) +
+            "?comp=block&blockid=" + azure::url_encode(block_id(req.handle, req.number, {}), false) + "&" +
+            u.substr(q + 1);
+    p.headers.emplace_back("content-length", std::to_string(req.size));
+    return p;
   }
 
   Result<SmallObject> get_small(const std::string &key) override {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/http/transport.hpp>
 #include <lodge/util/atomic_file.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/fd.hpp>
@@ -39,6 +40,7 @@ constexpr const char *k_meta_dir = ".lodge-meta";
 constexpr const char *k_meta_xattr = "user.lodge.meta";
 constexpr const char *k_tmp_dir = ".lodge-tmp";
 constexpr const char *k_mpu_dir = ".lodge-mpu";
+constexpr int64_t k_max_part_number = 99'999; // part-%05d
 
 Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
@@ -444,6 +446,36 @@ public:
     return ok_status();
   }
 
+  // The staged directory's part files, each hashed as it is read now: lodge's own store
+  // vouches for its bytes (a part file is published whole by rename, so a part sent again
+  // replaces it; one torn by a crash hashes to another digest and is sent again).
+  Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &upload_id) override {
+    auto up = load_upload(key, upload_id);
+    if (!up) return up.error(); // NOT_FOUND when the staged directory is gone
+    const fs::path dir = m_root / k_mpu_dir / upload_id;
+    std::vector<StoredPart> out;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      constexpr std::string_view k_part = "part-";
+      auto number = name.rfind(k_part, 0) == 0 ? util::parse_int(std::string_view(name).substr(k_part.size()))
+                                               : std::nullopt;
+      if (!number || *number < 1 || *number > k_max_part_number) continue;
+      auto hashed = hash_part(it->path(), "LIST PARTS " + key);
+      if (!hashed) return hashed.error();
+      if (!hashed.value()) continue; // gone meanwhile: checked below
+      const auto &[size, sha] = *hashed.value();
+      out.push_back(StoredPart{static_cast<int>(*number), size, sha, sha, {}});
+    }
+    if (ec == std::errc::no_such_file_or_directory || !load_upload(key, upload_id))
+      return Error(Errc::not_found, "LIST PARTS " + key + ": multipart upload " + upload_id + " is gone");
+    if (ec) return io_error("LIST PARTS " + dir.string(), ec.value());
+    std::sort(out.begin(), out.end(),
+              [](const StoredPart &a, const StoredPart &b) { return a.number < b.number; });
+    return out;
+  }
+
   Status list_staged(const std::string &prefix,
                      const std::function<bool(const StagedUpload &)> &visit) override {
     std::vector<StagedUpload> all;
@@ -698,6 +730,7 @@ private:
     while (done < body.size) {
       if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
         return fail(Error(Errc::deadline_exceeded, "PUT: deadline passed during the transfer"));
+      if (http::abort_requested()) return fail(Error(Errc::interrupted, "PUT: aborted by a second signal"));
       size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
       if (m_limiter) want = static_cast<size_t>(std::min<uint64_t>(want, m_limiter->max_chunk()));
       ssize_t n = ::pread(body.fd, buf, want, static_cast<off_t>(body.offset + done));
@@ -749,6 +782,28 @@ private:
       if (auto w = write_small(meta(key), doc, false); !w) return w.error();
     }
     return PutResult{sha256_hex, ""};
+  }
+
+  // A part file's size and SHA-256 as read now; nullopt when it is gone.
+  static Result<std::optional<std::pair<uint64_t, std::string>>> hash_part(const fs::path &path,
+                                                                           const std::string &what) {
+    util::Fd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!in.valid()) {
+      if (errno == ENOENT) return std::optional<std::pair<uint64_t, std::string>>();
+      return io_error(what + ": " + path.string(), errno);
+    }
+    crypto::Sha256 h;
+    uint64_t size = 0;
+    std::string buf(static_cast<size_t>(1) << 16, '\0');
+    while (true) {
+      ssize_t n = ::read(in.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return io_error(what + ": reading " + path.string(), errno);
+      if (n == 0) break;
+      h.update(buf.data(), static_cast<size_t>(n));
+      size += static_cast<uint64_t>(n);
+    }
+    return std::optional(std::make_pair(size, crypto::to_hex(h.finish())));
   }
 
   // Replaces path's content by rename; `durable`: fsynced (with its directory) before it

@@ -120,6 +120,7 @@ public:
     c.max_presigned_put = 5ULL << 30;
     c.presign_parts = true;
     c.min_part_size = 5ULL << 20;
+    c.max_part_size = 5ULL << 30;
     c.max_parts = 10'000;
     return c;
   }
@@ -216,11 +217,8 @@ public:
     if (!r) return r.error();
     std::vector<StoredPart> out;
     out.reserve(r->size());
-    for (const auto &p : r.value()) {
-      StoredPart sp{p.number, p.size, p.etag, {}};
-      if (auto raw = util::base64_decode(p.checksum_sha256)) sp.sha256_hex = util::hex_encode(*raw);
-      out.push_back(std::move(sp));
-    }
+    for (const auto &p : r.value())
+      out.push_back(StoredPart{p.number, p.size, p.etag, s3::part_sha256_hex(p), s3::part_md5_hex(p)});
     return out;
   }
 

@@ -63,6 +63,7 @@ public:
     return m_inner->presign_part(req);
   }
   Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle) override {
+    if (failpoint::hit("store.list")) return injected("LIST PARTS " + key);
     return m_inner->list_parts(key, handle);
   }
   Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {

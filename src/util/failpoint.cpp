@@ -30,6 +30,7 @@ constexpr std::array k_points{
     Point{"upload.confirm", k_universal | error, "the confirm transaction fails (the row stays UPLOADING)"},
     Point{"upload.mark_failed", k_universal | error, "marking the row failed fails (left to repair)"},
     Point{"upload.between_parts", k_universal | error, "the second part fails (definite)"},
+    Point{"upload.after_part", k_universal, ""},
     Point{"sweep.after_claim", k_universal | error,
           "the run fails after its claim (an exception: the run is recorded failed, leases expire)"},
     Point{"sweep.after_delete", k_universal | error,

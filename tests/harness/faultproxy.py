@@ -10,6 +10,8 @@ matched on method and a substring of its path, and the first rule with times lef
   forward_then_reset  forward the whole request, wait for the answer, then reset the
                    client (the server acted; the client cannot know)
   blackhole        accept and say nothing until the client gives up
+  stall            read `bytes` bytes of the request body (default: half), then take no
+                   more and say nothing until the client gives up (a link that stops)
   delay            wait `ms` milliseconds, then forward
   cut_body         forward, then pass on the answer's head and only the first `bytes`
                    bytes of its body, and close (the client sees a partial transfer)
@@ -150,6 +152,13 @@ def handle(client):
             entry["body_bytes"] = len(got)
             log(entry)
             reset(client)
+            return
+        if action == "stall":
+            got = read_exact(client, min(length, rule.get("bytes", length // 2)), rest)
+            entry["body_bytes"] = len(got)
+            log(entry)
+            time.sleep(rule.get("hold_s", 60))
+            client.close()
             return
         if action == "blackhole":
             log(entry)

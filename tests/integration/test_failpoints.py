@@ -131,6 +131,25 @@ def failed_with(code, status, task, object_kept, rc):
     return check
 
 
+def failed_resumable(tc, st, r):
+    # A part failed: the row fails, its staged upload is kept (its cleanup waits for the
+    # grace), and the next upload of the file resumes it from the stored first part.
+    tc.assertEqual(r.rc, 1, r)
+    res = file_result(tc, r)
+    tc.assertEqual((res["outcome"], res["error"]["code"]), ("failed", "STORAGE_UNAVAILABLE"), r)
+    tc.assertEqual(tc.row(res["id"])[:2], FAILED, r)
+    tc.assertEqual(tc.task(res["id"]), "PENDING", r)
+    tc.assertEqual(tc.uploads_in_progress(), [res["object_key"]], "the staged upload is kept")
+    again = tc.lodge("upload", "--json", st["path"])
+    tc.assertEqual(again.rc, 0, again)
+    res2 = file_result(tc, again)
+    tc.assertEqual((res2["outcome"], res2["id"]), ("active", res["id"]), again)
+    # Part 1 was stored (the failpoint turned its success into the failure); part 2 too when
+    # it was sent alongside.
+    tc.assertIn(res2["resumed_bytes"], (5 << 20, 7 << 20), again)
+    tc.assertEqual(tc.uploads_in_progress(), [], again)
+
+
 def rejected_unread(tc, st, r):
     # Refused before anything is recorded: no row, no task, no object.
     tc.assertEqual(r.rc, 1, r)
@@ -259,8 +278,8 @@ POINTS = {
                                 failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1),
                                 failed_with("STORAGE_UNAVAILABLE", UPLOADING, "PENDING", False, 1),
                                 extra="store.put=error"),
-    "upload.between_parts": Point(prep_big, run_upload, active,
-                                  failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),
+    "upload.between_parts": Point(prep_big, run_upload, active, failed_resumable),
+    "upload.after_part": Point(prep_big, run_upload, active),
     "sweep.after_claim": Point(prep_deleted, run_sweep, swept, sweep_failed_after_claim),
     # The delete happened but its answer was lost: retried, and the retry finds nothing.
     "sweep.after_delete": Point(prep_deleted, run_sweep, swept, sweep_retried(4, False)),

@@ -8,7 +8,7 @@
 // fault-injecting proxy in tests/harness); suite "auth" needs LODGE_TEST_AUTH_*.
 // LODGE_TEST_S3_LACKS declares what the server cannot do (comma-separated:
 // conditional_create, conditional_delete, versioning, version_listing, multipart_listing,
-// multipart_abort); the cases that need it then assert the server's documented behaviour
+// multipart_abort, part_listing); the cases that need it then assert the server's documented behaviour
 // instead, and that the store reports the missing capability as absent. Nothing is skipped.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "support/admin.hpp"
@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <lodge/azure/client.hpp>
+#include <lodge/crypto/md5.hpp>
 #include <lodge/crypto/random.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/http/transport.hpp>
@@ -502,6 +503,99 @@ TEST_SUITE("contract") {
              }).ok());
     CHECK(listed == 0);
     CHECK(s->head(f.key("mp/abandoned")).error().code == Errc::not_found);
+  }
+
+  TEST_CASE("list_parts: each part by number and size, with a digest of its bytes; a part sent again "
+            "replaces it; a gone upload is NOT_FOUND") {
+    Fixture f;
+    auto s = f.open();
+    const std::string key = f.key("lp/k");
+    // Part 1 at S3's least size but the last; part 2 short, then sent again with other bytes.
+    std::string one(5U << 20, '\0');
+    for (size_t i = 0; i < one.size(); ++i)
+      one[i] = static_cast<char>((i * 7919) >> 8);
+    const std::string two(1000, 'b'), again(1000, 'c');
+    Source src(one + two + again);
+    auto body = [&](uint64_t offset, const std::string &bytes) {
+      return store::Body{src.fd.get(), offset, bytes.size(), crypto::sha256_hex(bytes)};
+    };
+    // Each part proven by a digest the store vouches for: at least one, and each one given right.
+    auto proven = [](const store::StoredPart &p, const std::string &bytes) {
+      INFO("part " << p.number);
+      CHECK((!p.md5_hex.empty() || !p.sha256_hex.empty()));
+      if (!p.sha256_hex.empty()) CHECK(p.sha256_hex == crypto::sha256_hex(bytes));
+      if (!p.md5_hex.empty()) {
+        crypto::Md5 md5;
+        md5.update(bytes);
+        const auto d = md5.finish();
+        CHECK(p.md5_hex == util::hex_encode(d.data(), d.size()));
+      }
+    };
+    const store::StagedRequest req{key, "application/octet-stream", {{store::meta::record, "7"}}, {}};
+    auto id = s->begin_staged(req);
+    REQUIRE(id.ok());
+    std::map<int, store::Part> sent;
+    for (auto [n, b] : {std::pair{1, body(0, one)}, std::pair{2, body(one.size(), two)}}) {
+      auto p = s->put_part(key, id.value(), n, b, 0);
+      REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+      sent[n] = p.value();
+    }
+    auto listed = s->list_parts(key, id.value());
+    if (lacks("part_listing")) { // declared: refused, never a listing of nothing
+      REQUIRE_FALSE(listed.ok());
+      return;
+    }
+    REQUIRE_MESSAGE(listed.ok(), (listed.ok() ? "" : listed.error().message));
+    REQUIRE(listed->size() == 2);
+    CHECK((listed.value()[0].number == 1 && listed.value()[0].size == one.size()));
+    CHECK((listed.value()[1].number == 2 && listed.value()[1].size == two.size()));
+    proven(listed.value()[0], one);
+    proven(listed.value()[1], two);
+    const std::string digest_before = listed.value()[1].md5_hex + listed.value()[1].sha256_hex;
+
+    // Part 2 again with other bytes: listed once, with the new bytes' digest.
+    auto p2 = s->put_part(key, id.value(), 2, body(one.size() + two.size(), again), 0);
+    REQUIRE_MESSAGE(p2.ok(), (p2.ok() ? "" : p2.error().message));
+    listed = s->list_parts(key, id.value());
+    REQUIRE_MESSAGE(listed.ok(), (listed.ok() ? "" : listed.error().message));
+    REQUIRE(listed->size() == 2);
+    CHECK(listed.value()[1].number == 2);
+    proven(listed.value()[1], again);
+    CHECK(listed.value()[1].md5_hex + listed.value()[1].sha256_hex != digest_before);
+
+    // Another staged upload of the same key is not listed as this one's.
+    auto other = s->begin_staged(req);
+    REQUIRE(other.ok());
+    REQUIRE(s->put_part(key, other.value(), 3, body(0, one), 0).ok());
+    listed = s->list_parts(key, id.value());
+    REQUIRE(listed.ok());
+    CHECK(listed->size() == 2);
+
+    // Completed from what was listed (each part as list_parts names it): the last bytes sent.
+    std::vector<store::Part> parts;
+    for (const auto &p : listed.value())
+      parts.push_back({p.number, p.etag, p.sha256_hex});
+    auto done = s->complete_staged(req, id.value(), parts, 0);
+    REQUIRE_MESSAGE(done.ok(), (done.ok() ? "" : done.error().message));
+    CHECK(get_all(*s, key) == one + again);
+    // Completed: the staged upload is gone.
+    auto after = s->list_parts(key, id.value());
+    REQUIRE_FALSE(after.ok());
+    CHECK(after.error().code == Errc::not_found);
+
+    // Aborted, or never begun: NOT_FOUND.
+    const std::string key2 = f.key("lp/aborted");
+    auto gone = s->begin_staged({key2, "application/octet-stream", {}, {}});
+    REQUIRE(gone.ok());
+    REQUIRE(s->put_part(key2, gone.value(), 1, body(0, one), 0).ok());
+    REQUIRE(s->list_parts(key2, gone.value()).ok());
+    REQUIRE(s->abort_staged(key2, gone.value()).ok());
+    for (const auto &[k, h] :
+         {std::pair{key2, gone.value()}, std::pair{f.key("lp/never"), std::string("0123abcd")}}) {
+      auto l = s->list_parts(k, h);
+      REQUIRE_FALSE(l.ok());
+      CHECK_MESSAGE(l.error().code == Errc::not_found, l.error().message);
+    }
   }
 
   TEST_CASE("remove_owned leaves what is not stamped as the row's, and then the key's staged uploads") {
@@ -1163,6 +1257,49 @@ TEST_SUITE("azonly") {
     CHECK(get_all(*s, f.key("k/taken")) == "winner");
     CHECK(remove_ours(*s, f.key("k/taken"), store::DeleteGuard::pending_only).removed == 1);
     gone(f.key("k/taken"));
+  }
+
+  TEST_CASE("a block id carries the part's MD5; blocks of an earlier lodge (handle-NNNNNN) are listed as "
+            "a staged upload, never continued, and cleared") {
+    Fixture f;
+    auto s = f.open();
+    auto admin = f.az_admin();
+    Source src("part one");
+    const std::string key = f.key("ids/new");
+    auto h = s->begin_staged({key, "application/octet-stream", {}, {}});
+    REQUIRE(h.ok());
+    auto p = s->put_part(key, h.value(), 1, src.body(), 0);
+    REQUIRE(p.ok());
+    auto blocks = admin.get_block_list(key, azure::BlockListType::uncommitted);
+    REQUIRE(blocks.ok());
+    REQUIRE(blocks->uncommitted.size() == 1);
+    crypto::Md5 md5;
+    md5.update(std::string_view("part one"));
+    const auto d = md5.finish();
+    const std::string md5_hex = util::hex_encode(d.data(), d.size());
+    CHECK(util::base64_decode(blocks->uncommitted[0].name).value() == h.value() + "-000001-" + md5_hex);
+    CHECK(p->etag == blocks->uncommitted[0].name);
+
+    // The old form, as lodge staged blocks before: still a staged upload with its handle.
+    const std::string old_key = f.key("ids/old"), old_handle = "00112233aabbccdd";
+    for (int n = 1; n <= 2; ++n) {
+      http::StringBody body("old " + std::to_string(n));
+      REQUIRE(admin
+                  .put_block(old_key, util::base64_encode(old_handle + "-00000" + std::to_string(n)), body,
+                             crypto::md5_base64("old " + std::to_string(n)), 0)
+                  .ok());
+    }
+    std::map<std::string, std::string> staged;
+    REQUIRE(s->list_staged(f.key("ids/"), [&](const store::StagedUpload &u) {
+               staged[u.key] = u.handle;
+               return true;
+             }).ok());
+    CHECK(staged == std::map<std::string, std::string>{{key, h.value()}, {old_key, old_handle}});
+    auto listed = s->list_parts(old_key, old_handle);
+    REQUIRE_FALSE(listed.ok());
+    CHECK(listed.error().code == Errc::not_found);
+    REQUIRE(s->abort_staged(old_key, old_handle).ok());
+    CHECK(admin.get_block_list(old_key, azure::BlockListType::all).error().code == Errc::not_found);
   }
 
   TEST_CASE("puts and staged commits are tagged state=pending; mark_committed makes it committed") {

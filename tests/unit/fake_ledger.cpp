@@ -26,6 +26,7 @@ const char *const k_ops[] = {"schema_version",
                              "record_stat",
                              "settle",
                              "mark_failed",
+                             "fail_resumable",
                              "find_file",
                              "list_files",
                              "find_by_path",
@@ -434,6 +435,9 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
         return res;
       }
     }
+    // Resume replaces only the insert.
+    if (req.resume && !share)
+      if (auto revived = revive_resumable(req, now, prior)) return *revived;
     const int64_t id = m_sequence + 1;
     const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
     const std::string key = object_key_for(req.key_prefix, req.owner_id, req.run_prefix, uuid_for(id), path);
@@ -498,6 +502,63 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     if (share && req.retire) retire_others("reserve", id, *req.retire, now);
     return res;
   });
+}
+
+std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &req, int64_t now,
+                                                          FileRecord *prior) {
+  const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
+  const std::string &content_type = req.content_type.empty() ? req.media_type : req.content_type;
+  FileRecord *found = nullptr; // the newest (highest id) resumable row
+  TaskRecord *task = nullptr;
+  for (auto &[id, r] : m_rows) {
+    auto *t = task_for(id);
+    if (r.owner_id == req.owner_id && r.run_prefix == req.run_prefix && r.relative_path == path &&
+        r.sha256 == req.sha256 && r.size == req.size && r.upload_status == FileStatus::upload_failed &&
+        !r.content_of && r.multipart_upload_id && r.object_key.starts_with(req.key_prefix) &&
+        r.object_content_type() == content_type && r.object_options == req.object_options &&
+        !(r.holder && r.holder->starts_with("direct ")) && t && t->status == TaskStatus::pending &&
+        t->lease_version == 0) {
+      found = &r;
+      task = t;
+    }
+  }
+  if (!found) return std::nullopt;
+  const int64_t deadline = now + req.deadline_ms;
+  auto revive = [&](FileRecord &x) {
+    x.upload_status = FileStatus::uploading;
+    x.is_deleted = false;
+    x.deleted_at.reset();
+    x.failure_reason.reset();
+    x.holder = req.holder;
+    x.upload_deadline_at = deadline;
+    x.updated_at = now;
+    x.stat = req.stat;
+    x.original_name = req.original_name;
+    x.policy = req.policy;
+    x.dedup_scope = req.dedup;
+    x.idempotency_key = req.idempotency_key;
+  };
+  ReserveResult res;
+  res.outcome = ReserveOutcome::resumed;
+  if (req.dry_run) { // rolled back: nothing written
+    res.record = *found;
+    revive(res.record);
+    return res;
+  }
+  if (prior) {
+    prior->idempotency_key.reset();
+    prior->updated_at = now;
+  }
+  set_row("reserve", *found, revive);
+  set_task("reserve", *task, [&](TaskRecord &x) {
+    x.next_retry_at = deadline + req.grace_ms; // never claimed: no lease, no retries to clear
+    x.max_retries = req.max_retries;           // an owed verify pass stays owed
+    x.tag_owed = false;
+    x.last_error.reset();
+    x.updated_at = now;
+  });
+  res.record = *found;
+  return res;
 }
 
 SetUploadIdOutcome FakeLedger::set_multipart_upload_id(int64_t id, const std::string &upload_id,
@@ -671,6 +732,29 @@ MarkFailedOutcome FakeLedger::mark_failed(int64_t id, const std::string &reason,
       t->verify_pass = k_verify_owed;
       t->updated_at = now;
     }
+    return MarkFailedOutcome::failed;
+  });
+}
+
+MarkFailedOutcome FakeLedger::fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
+                                             int64_t now) {
+  return call("fail_resumable", [&] {
+    auto *r = row_at(id);
+    if (!r || r->upload_status != FileStatus::uploading || r->is_deleted)
+      return MarkFailedOutcome::not_uploading;
+    set_row("fail_resumable", *r, [&](FileRecord &x) {
+      x.upload_status = FileStatus::upload_failed;
+      x.is_deleted = true;
+      x.failure_reason = reason;
+      x.deleted_at = x.updated_at = now;
+    });
+    // Definite: no verify pass. A task a sweep holds is left to its decide.
+    auto *t = task_for(id);
+    if (t && (t->status == TaskStatus::pending || t->status == TaskStatus::retry))
+      set_task("fail_resumable", *t, [&](TaskRecord &x) {
+        x.next_retry_at = due_at;
+        x.updated_at = now;
+      });
     return MarkFailedOutcome::failed;
   });
 }

@@ -111,6 +111,8 @@ public:
   [[nodiscard]] ledger::SettleOutcome settle(int64_t record_id, int64_t now) override;
   [[nodiscard]] ledger::MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                                       int64_t now) override;
+  [[nodiscard]] ledger::MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
+                                                         int64_t due_at, int64_t now) override;
   [[nodiscard]] std::optional<ledger::FileRecord> find_file(int64_t id) override;
   [[nodiscard]] std::vector<ledger::FileRecord> list_files(const ledger::ListFilter &filter) override;
   [[nodiscard]] std::vector<ledger::FileRecord> find_by_path(const std::string &owner,
@@ -198,6 +200,10 @@ private:
   void retire_others(const char *op, int64_t id, const ledger::Retire &retire, int64_t now);
   std::optional<ledger::ReserveResult> dedup_answer(const ledger::ReserveRequest &req,
                                                     std::optional<ledger::FileRecord> &share);
+  // ReserveRequest::resume: the newest resumable row, revived (unless a dry run) with its
+  // task; nullopt when none. `prior`: the dead row whose idempotency key the reserve takes over.
+  std::optional<ledger::ReserveResult> revive_resumable(const ledger::ReserveRequest &req, int64_t now,
+                                                        ledger::FileRecord *prior);
   ledger::ConfirmOutcome confirm_locked(int64_t id, const std::string &etag, const std::string &version_id,
                                         int64_t now, ledger::CommitTag tag,
                                         std::optional<ledger::Retire> retire);

@@ -20,7 +20,7 @@ namespace lodge::test {
 
 struct StoreCall {
   std::string op; // put, head, read, remove_owned, remove_small, list, begin_staged, put_part,
-                  // complete_staged, abort_staged, list_staged, get_small, put_small,
+                  // list_parts, complete_staged, abort_staged, list_staged, get_small, put_small,
                   // mark_committed, flush, presign_put
   std::string key;
   bool ok = true;
@@ -37,8 +37,9 @@ class FakeStore final : public store::ObjectStore {
     std::vector<StoreCall> calls;
     std::vector<Failure> failures;
     std::map<std::string, std::pair<store::ObjectInfo, std::string>> objects;
-    std::map<std::string, std::string> uploads;          // upload id -> key
-    std::vector<store::Part> completed;                  // the parts of the last complete_staged
+    std::map<std::string, std::string> uploads;                    // upload id -> key
+    std::map<std::string, std::map<int, store::StoredPart>> parts; // upload id -> its parts as stored
+    std::vector<store::Part> completed;                            // the parts of the last complete_staged
     std::map<std::string, std::string> state_tags;       // key -> "pending" | "committed" (tagging fakes)
     std::map<std::string, store::ObjectOptions> options; // key -> what the put asked (tags, class, ...)
     std::map<std::string, std::map<std::string, std::string>>
@@ -322,8 +323,8 @@ public:
     return id;
   }
 
-  Result<store::Part> put_part(const std::string &key, const std::string &, int number, const store::Body &b,
-                               int64_t deadline_steady_ms) override {
+  Result<store::Part> put_part(const std::string &key, const std::string &upload_id, int number,
+                               const store::Body &b, int64_t deadline_steady_ms) override {
     if (on_put_part) on_put_part(number);
     // As a real store's request: one that ends past its deadline fails (a part held by the hook).
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
@@ -331,7 +332,42 @@ public:
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("put_part", key)) return *e;
     record("put_part", key, true);
+    if (m_state->uploads.count(upload_id)) {
+      store::StoredPart sp;
+      sp.number = number;
+      sp.size = b.size;
+      sp.etag = "etag-" + std::to_string(number);
+      sp.sha256_hex = b.sha256_hex;
+      m_state->parts[upload_id][number] = sp;
+    }
     return store::Part{number, "etag-" + std::to_string(number), b.sha256_hex};
+  }
+
+  Result<std::vector<store::StoredPart>> list_parts(const std::string &key,
+                                                    const std::string &upload_id) override {
+    std::lock_guard lock(m_state->mutex);
+    if (auto e = scripted("list_parts", key)) return *e;
+    if (!m_state->uploads.count(upload_id))
+      return refuse("list_parts", key, Errc::not_found, "no such upload");
+    record("list_parts", key, true);
+    std::vector<store::StoredPart> out;
+    for (const auto &[n, p] : m_state->parts[upload_id])
+      out.push_back(p);
+    return out;
+  }
+
+  // A part as the server would list it, written by someone else (other bytes, another size).
+  void plant_part(const std::string &upload_id, const store::StoredPart &p) {
+    std::lock_guard lock(m_state->mutex);
+    m_state->parts[upload_id][p.number] = p;
+  }
+  // The staged uploads begun and neither completed nor aborted, by id.
+  [[nodiscard]] std::vector<std::string> open_uploads() const {
+    std::lock_guard lock(m_state->mutex);
+    std::vector<std::string> out;
+    for (const auto &[id, key] : m_state->uploads)
+      out.push_back(id);
+    return out;
   }
 
   Result<store::PutResult> complete_staged(const store::StagedRequest &req, const std::string &upload_id,
@@ -341,6 +377,7 @@ public:
     if (auto e = scripted("complete_staged", key)) return *e;
     if (m_state->uploads.erase(upload_id) == 0)
       return refuse("complete_staged", key, Errc::not_found, "no such upload");
+    m_state->parts.erase(upload_id);
     if (m_state->objects.count(key))
       return refuse("complete_staged", key, Errc::precondition_failed, "exists");
     if (m_state->tags) m_state->state_tags[key] = "pending";
@@ -357,6 +394,7 @@ public:
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("abort_staged", key)) return *e;
     m_state->uploads.erase(upload_id);
+    m_state->parts.erase(upload_id);
     record("abort_staged", key, true);
     return ok_status();
   }

@@ -122,9 +122,10 @@ TEST_CASE("an exception in a part thread fails the upload and aborts the multipa
 TEST_CASE("a failed abort of a multipart upload is logged with its key and upload id") {
   test::TempDir dir;
   auto l = std::make_unique<test::FakeLedger>();
-  // Parts fail, and so does the abort that follows: the upload id must not vanish silently.
+  // The completion is refused, and so is the abort that follows: the upload id must not
+  // vanish silently. (A part that fails keeps the staged upload for a resume: no abort.)
   test::FakeStore main_store;
-  main_store.fail("put_part", Error(Errc::storage_error, "PUT part: refused"));
+  main_store.fail("complete_staged", Error(Errc::storage_error, "COMPLETE: refused"));
   main_store.fail("abort_staged", Error(Errc::storage_unavailable, "DELETE: connection reset"));
   auto s = multipart_settings(main_store, 1);
   test::write_file(dir.file("big.txt"), std::string(3000, 'y'));

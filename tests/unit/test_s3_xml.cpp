@@ -64,9 +64,28 @@ TEST_CASE("ListParts (as moto answers it) parses each part's number, size, ETag 
   CHECK(p->parts[0].etag == "336311a016184326ddbdd61edd4eeb52");
   CHECK(p->parts[0].checksum_sha256.empty());
   CHECK(p->parts[1].checksum_sha256 == "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLs=");
+  // What each proves of its bytes: the ETag is the MD5 of "a"; the checksum its SHA-256.
+  CHECK(s3::part_md5_hex(p->parts[1]) == "0cc175b9c0f1b6a831c399e269772661");
+  CHECK(s3::part_sha256_hex(p->parts[1]) ==
+        "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb");
+  CHECK(s3::part_sha256_hex(p->parts[0]).empty());
   CHECK_FALSE(
       s3::parse_list_parts("<ListPartsResult><Part><PartNumber>x</PartNumber></Part></ListPartsResult>"));
   CHECK_FALSE(s3::parse_list_parts("<ListPartsResult><IsTruncated>true</IsTruncated></ListPartsResult>"));
+}
+
+TEST_CASE("a listed part's ETag is its MD5 only when plain 32 hex digits; a checksum only when 32 bytes") {
+  s3::ListedPart p{1, 10, "336311A016184326DDBDD61EDD4EEB52", ""};
+  CHECK(s3::part_md5_hex(p) == "336311a016184326ddbdd61edd4eeb52");
+  for (const char *etag : {"", "336311a016184326ddbdd61edd4eeb52-3", "336311a016184326ddbdd61edd4eeb5",
+                           "336311a016184326ddbdd61edd4eeb5g", "\"336311a016184326ddbdd61edd4eeb52\""}) {
+    p.etag = etag;
+    CHECK_MESSAGE(s3::part_md5_hex(p).empty(), etag);
+  }
+  for (const char *sum : {"", "not base64!", "YQ==", "ypeBEsobvcr6wjGzmiPcTaeG7/gUfE5yuYB3ha/uSLsA"}) {
+    p.checksum_sha256 = sum;
+    CHECK_MESSAGE(s3::part_sha256_hex(p).empty(), sum);
+  }
 }
 
 TEST_CASE("hostile and truncated documents are refused, never expanded") {

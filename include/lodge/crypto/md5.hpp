@@ -1,6 +1,7 @@
 #pragma once
-// MD5 over OpenSSL 3 EVP, only for transport integrity headers (Azure's Content-MD5);
-// never for identity or security.
+// MD5 over OpenSSL 3 EVP, only for integrity against accidents: transport headers (Azure's
+// Content-MD5) and the digest an Azure block id carries (checked by the service as the block
+// was staged); never for identity or security.
 
 #include <array>
 #include <cstddef>

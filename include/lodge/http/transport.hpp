@@ -89,6 +89,8 @@ public:
 // A process-wide flag that, once true, aborts every transfer in flight and refuses new
 // ones with INTERRUPTED (a second Ctrl-C). Null, the default: none. Set before threads start.
 void set_abort_flag(const std::atomic<bool> *flag);
+// Whether that flag is set: a store that moves bytes without HTTP (file://) stops on it too.
+[[nodiscard]] bool abort_requested();
 
 // Global libcurl initialisation; call once from main before threads start.
 void global_init();

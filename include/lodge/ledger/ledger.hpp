@@ -81,13 +81,37 @@ struct ReserveRequest {
   // upload --replace, for a shared row: the other alive rows at its path are retired as
   // confirm's `retire` does.
   std::optional<Retire> retire;
+  // A file sent as a staged (multipart) upload: where the reserve would insert a new row
+  // (after idempotency replay, an alive duplicate and the quota, counted as for an insert),
+  // it revives the newest (highest id) resumable row instead, in the same transaction, so
+  // that the staged upload that row began (its object's stamp names that row) continues:
+  // outcome resumed. Resumable: UPLOAD_FAILED; the same owner_id, run_prefix, relative_path,
+  // sha256 and size as the request; its own object (content_of NULL) with a
+  // multipart_upload_id; its object_key starts with key_prefix; the same object Content-Type
+  // (FileRecord::object_content_type(); the request's content_type, or media_type when "")
+  // and object_options (the staged upload was created with them); not a direct reservation's
+  // (its parts came from whoever held the URLs); its task PENDING and never claimed
+  // (lease_version 0: no sweep ever held it, so none may still be deleting under a lease it
+  // lost). None: a new row as usual. The revived row's task is due at its new deadline +
+  // grace; a verify pass it owed stays owed. Direct reservations (`lodge reserve`) and
+  // reserves with share_with never resume.
+  bool resume = false;
 };
 
 // duplicate: the path's current row already holds this content (nothing to do).
 // shareable: an alive ACTIVE row of the scope, at another path (or not the path's current
 // row), holds this content: check its object, then reserve again with share_with.
+// resumed (only with ReserveRequest::resume): a resumable row was revived in place of the
+// insert: UPLOAD_FAILED -> UPLOADING, alive (deleted_at, failure_reason cleared), with what
+// an insert takes from the request (holder, original_name, policy, dedup scope, idempotency
+// key, stat), upload_deadline_at = now + deadline_ms, updated_at = now; its task PENDING due
+// at that deadline + grace (max_retries the request's), an owed verify_pass kept, tag_owed
+// 0, last_error cleared. The record is the row as it now is, its id,
+// object_key and multipart_upload_id kept: the caller continues that staged upload. A dry
+// run answers resumed with that record and writes nothing (rolled back).
 enum class ReserveOutcome {
   reserved,
+  resumed,
   duplicate,
   shareable,
   shared,
@@ -101,7 +125,7 @@ enum class ReserveOutcome {
 
 struct ReserveResult {
   ReserveOutcome outcome = ReserveOutcome::reserved;
-  FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress
+  FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress/resumed
 };
 
 // What a cleanup worker may do with its task, decided in a transaction under its lease.
@@ -235,7 +259,8 @@ class UploadLedger {
 public:
   virtual ~UploadLedger() = default;
   // One transaction: idempotency replay, alive duplicate, quota, then the UPLOADING row
-  // and its cleanup task (due at deadline + grace). The key is made here.
+  // and its cleanup task (due at deadline + grace). The key is made here. With
+  // ReserveRequest::resume, a resumable failed row is revived instead of the insert.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
   [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
@@ -301,6 +326,17 @@ public:
   // not_uploading when the row was not UPLOADING any more.
   [[nodiscard]] virtual MarkFailedOutcome mark_failed(int64_t id, const std::string &reason, bool run_now,
                                                       int64_t now) = 0;
+  // A staged (multipart) transfer failed with its staged upload intact (a part failed, the
+  // stall, the deadline, an abort): one transaction makes the alive UPLOADING row
+  // UPLOAD_FAILED + deleted (failure_reason = reason, deleted_at = now) and moves its task,
+  // when PENDING or RETRY (its status kept), to next_retry_at = due_at, owing no verify pass
+  // (none is set: the failure is definite, a part never becomes an object by itself). So a
+  // reserve with `resume` before due_at revives the row and continues its parts, and a
+  // sweep after it aborts the staged upload. A task a sweep holds (PROCESSING) is left to
+  // its decide, which finds the row dead. not_uploading (nothing written) when the row was
+  // not alive and UPLOADING.
+  [[nodiscard]] virtual MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
+                                                         int64_t due_at, int64_t now) = 0;
 };
 
 // Cleanup tasks under leases: claim, decide, end, requeue, dead-letter, retry (ops::cleanup,

@@ -89,6 +89,9 @@ struct FileResult {
   // A duplicate whose row shares another row's object (de-duplication at another path):
   // that row's id. The path is restorable by its own row (`id`).
   std::optional<int64_t> shares;
+  // A staged upload resumed from an earlier, interrupted upload of the same content: the
+  // bytes of the parts already stored and found equal to the file's, not sent again.
+  uint64_t resumed_bytes = 0;
   std::optional<Error> error;
   std::string reason; // why it was skipped (outcome skipped)
 };
@@ -237,14 +240,40 @@ private:
   void settle_tails(size_t keep);
   // A transfer's monotonic bound, renewed by its progress (defined in upload.cpp).
   class Renewal;
+  // What a transfer learned besides its result.
+  struct TransferNote {
+    bool resume = false;        // in: the row was resumed (its staged upload may hold parts)
+    uint64_t resumed_bytes = 0; // out: the bytes of parts already stored, not sent again
+    bool staged_kept = false;   // out: failed, its staged upload kept for a later resume
+  };
   // The PUT (single or multipart); returns its etag and version id.
-  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                    Renewal &renewal);
-  // Sends every part, up to part_concurrency at once; the first failure stops the rest. Each
-  // finished part is progress: it may renew the row's deadline (Renewal::progress).
+  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
+                                    TransferNote &note);
+  // A multipart transfer: begins the staged upload (or resumes the row's), sends the parts
+  // not already stored, completes it.
+  Result<store::PutResult> transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                           const store::StagedRequest &staged, Renewal &renewal,
+                                           TransferNote &note);
+  // The parts of a resumed row's staged upload `handle` already stored with the file's bytes,
+  // by part number (index + 1), their size in `bytes`; nullopt when the staged upload cannot
+  // be resumed (gone, parts of another size or beyond the file) and is to be begun afresh.
+  struct Resumable {
+    std::vector<std::optional<store::Part>> parts;
+    uint64_t bytes = 0;
+  };
+  Result<std::optional<Resumable>> stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
+                                                const std::string &handle);
+  // Sends every part not already in `done`, up to part_concurrency at once; the first failure
+  // stops the rest. Each finished part is progress: it may renew the row's deadline
+  // (Renewal::progress).
   Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                             const std::string &upload_id, Renewal &renewal);
-  void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite);
+                                             const std::string &upload_id, Renewal &renewal,
+                                             std::vector<std::optional<store::Part>> done);
+  // Marks the row failed (definite: nothing more can land; then compensates at once unless
+  // `staged_kept`: the staged upload stays for a later run to resume, its cleanup due one
+  // grace from now).
+  void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
+            bool staged_kept = false);
   // The object's metadata: the user's, with lodge's stamp for the row over it.
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
   // The presigned PUT of a reserved row's object, with the run's options.

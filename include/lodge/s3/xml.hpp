@@ -74,6 +74,12 @@ struct ListPartsPage {
   std::string next_marker; // NextPartNumberMarker
 };
 [[nodiscard]] std::optional<ListPartsPage> parse_list_parts(std::string_view xml);
+// What a listed part proves of its bytes (store::StoredPart): its MD5, lowercase hex, when
+// its ETag is a plain 32-hex-digit one (the server's MD5 of an unencrypted part; a multipart
+// or otherwise shaped ETag gives ""); its SHA-256, hex, from ChecksumSHA256 when that is
+// the base64 of 32 bytes ("" otherwise).
+[[nodiscard]] std::string part_md5_hex(const ListedPart &p);
+[[nodiscard]] std::string part_sha256_hex(const ListedPart &p);
 // CompleteMultipartUpload can answer 200 with an <Error> body: that comes back as error.
 struct CompleteResult {
   std::optional<S3ErrorBody> error;

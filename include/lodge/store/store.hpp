@@ -137,12 +137,26 @@ struct Part {
   std::string sha256_hex;
 };
 
-// A part of an incomplete staged upload as the server lists it (list_parts).
+// A part of an incomplete staged upload as the server lists it (list_parts). Each digest is
+// set only where the store vouches that the part's stored bytes have it, so a part whose
+// digest equals the local part's holds those bytes (a resumed upload keeps it); "" where
+// the store vouches for none, and the part must be sent again to be trusted.
 struct StoredPart {
   int number = 0;
   uint64_t size = 0;
+  // What complete_staged's Part::etag must name for this part: S3's part ETag, Azure's
+  // block id (base64), file://'s SHA-256.
   std::string etag;
-  std::string sha256_hex; // the checksum the part was sent with, when the server keeps one
+  // The part's SHA-256, lowercase hex. S3: the ChecksumSHA256 the server checked when the
+  // part was sent with one (staged with part_checksums); file://: computed from the stored
+  // part file as it is listed. Azure: never.
+  std::string sha256_hex;
+  // The part's MD5, lowercase hex. S3: the part's ETag when it is a plain 32-hex-digit one
+  // (the server's MD5 of the bytes it stored; an SSE-KMS or SSE-C part's ETag is no MD5 but
+  // looks like one: it then only fails to match, and the part is sent again). Azure: the
+  // digest in the block id, which Put Block sent as Content-MD5 and the service checked
+  // before staging the block (none for a part sent through a presigned URL). file://: never.
+  std::string md5_hex;
 };
 
 // Optional abilities of a store's server, learned from its answers during a run.
@@ -168,8 +182,10 @@ struct Capabilities {
   uint64_t max_presigned_put = 0;
   // presign_part can make a URL per part of a staged upload (lodge reserve --parts).
   bool presign_parts = false;
-  // The smallest part but the last, and the most parts, a staged upload takes (S3: 5 MiB, 10000).
+  // The smallest part but the last, the largest part and the most parts a staged upload
+  // takes (S3: 5 MiB, 5 GiB, 10000; Azure's blocks: none, 4000 MiB, 50000); 0: no bound.
   uint64_t min_part_size = 0;
+  uint64_t max_part_size = 0;
   int max_parts = 0;
 };
 
@@ -305,8 +321,10 @@ public:
   // begin_staged (part_checksums false unless every part's digest is given), its length
   // pinned by the signature. UNSUPPORTED where it cannot be signed (file://).
   virtual Result<PresignedPut> presign_part(const PresignPartRequest &req);
-  // The parts a staged upload holds so far, in part-number order. UNSUPPORTED where the
-  // store cannot list them.
+  // The parts a staged upload holds so far, one per part number, in part-number order (a
+  // part sent again under its number is listed as last sent). NOT_FOUND when the staged
+  // upload is gone (aborted, completed, never begun, or no part of it staged yet on Azure,
+  // where parts are all there is of it). UNSUPPORTED where the store cannot list them.
   virtual Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
