@@ -63,6 +63,12 @@ class Resume:
         wait_until(lambda: self.fired() >= 3 or proc.poll() is not None, 60, "three parts to be stored")
         self.assertIsNone(proc.poll(), "the first upload ended before it was interrupted")
 
+    def kill_after_three_parts(self):
+        p = self.start()
+        self.three_parts_stored(p)
+        p.send_signal(signal.SIGKILL)
+        p.communicate()
+
     def sent_bytes(self):
         """Part bytes the store received through the proxy since the last call."""
         entries = self.proxy.entries()
@@ -99,10 +105,7 @@ class Resume:
         return rid, status
 
     def test_killed_then_resumed(self):
-        p = self.start()
-        self.three_parts_stored(p)
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
+        self.kill_after_three_parts()
         rid, status = self.first_record()
         self.assertEqual(status, "UPLOADING")  # held by a process that is gone
         doc, sent = self.again()
@@ -135,10 +138,7 @@ class Resume:
         self.assertEqual(self.object_bytes(self.sql("SELECT object_key FROM file_upload")[0][0]), self.data)
 
     def test_changed_file_is_uploaded_afresh_and_the_old_parts_are_cleaned(self):
-        p = self.start()
-        self.three_parts_stored(p)
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
+        self.kill_after_three_parts()
         old_id, _ = self.first_record()
         self.data = os.urandom(SIZE)
         self.write("in/big.bin", self.data)
@@ -158,10 +158,7 @@ class PlantedPart:
     """A part whose bytes are not the file's, written into the staged upload by hand."""
 
     def test_a_stored_part_with_other_bytes_is_sent_again(self):
-        p = self.start()
-        self.three_parts_stored(p)
-        p.send_signal(signal.SIGKILL)
-        p.communicate()
+        self.kill_after_three_parts()
         rid, _ = self.first_record()
         (key, handle), = self.sql("SELECT object_key, multipart_upload_id FROM file_upload")
         self.plant_part(key, handle, 2, os.urandom(PART))
