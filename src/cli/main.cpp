@@ -8,6 +8,9 @@
 #include <iostream>
 #include <lodge/failpoint.hpp>
 #include <lodge/http/transport.hpp>
+#include <lodge/http/version.hpp>
+#include <lodge/ledger/version.hpp>
+#include <lodge/ops/version.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -531,6 +534,30 @@ void set_up_diagnostics(const Context &ctx) {
     failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
   }
 }
+// lodge --version: lodge's version and those of the libraries it runs with, each read from
+// the library loaded (a shared library may be newer than the headers lodge was built with).
+void print_version(const Context &ctx) {
+  const http::CurlVersion curl = http::curl_version();
+  const std::string sqlite = ledger::sqlite_version();
+  const std::string libpq = ledger::libpq_version();
+  const std::string libmagic = ops::libmagic_version();
+  if (ctx.g.json) {
+    ctx.print_json({{"lodge", LODGE_VERSION},
+                    {"libraries",
+                     {{"libcurl", {{"version", curl.version}, {"tls", curl.tls}}},
+                      {"sqlite", sqlite},
+                      {"libpq", libpq},
+                      {"libmagic", libmagic}}}});
+    return;
+  }
+  std::printf("lodge %s\n", LODGE_VERSION);
+  std::string text = "libcurl " + curl.version;
+  if (!curl.tls.empty()) text += " (" + curl.tls + ")";
+  text += "\nSQLite " + sqlite + "\nlibpq " + libpq + "\nlibmagic " + libmagic + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  check_stdout();
+}
 } // namespace
 
 int run(int argc, char **argv) {
@@ -543,8 +570,13 @@ int run(int argc, char **argv) {
 
   CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
   app.name("lodge");
-  app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
-  app.require_subcommand(1);
+  // --version is a plain flag, not CLI11's version flag, so that --json (before or after it)
+  // applies: the command is then optional, and "no command given" is said below.
+  bool version = false;
+  app.add_flag("--version", version,
+               "Print lodge's version and those of the libraries it runs with (libcurl and its TLS "
+               "backend, SQLite, libpq, libmagic); with --json, one object");
+  app.require_subcommand(0, 1);
   app.fallthrough();
   add_global_options(app, ctx.g);
   std::vector<Command> commands = add_commands(app);
@@ -553,8 +585,12 @@ int run(int argc, char **argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-      if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
+      if (e.get_exit_code() == 0) return app.exit(e); // --help
       throw usage_error(e, argc, argv, app, commands);
+    }
+    if (version) {
+      print_version(ctx);
+      return 0;
     }
     set_up_diagnostics(ctx);
     for (auto &c : commands)
