@@ -19,7 +19,7 @@
 namespace CLI {
 class App;
 class Option;
-}
+} // namespace CLI
 
 namespace lodge::cli {
 

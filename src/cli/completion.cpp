@@ -326,9 +326,9 @@ void zsh_function(std::ostringstream &s, const Cmd &c) {
     std::vector<std::string> values;
     for (const auto &v : c.positional_values)
       values.push_back(zsh_escape(v));
-    const std::string action = c.positional_path           ? "_files"
-                               : !values.empty()           ? "(" + join(values, " ") + ")"
-                                                           : " ";
+    const std::string action = c.positional_path ? "_files"
+                               : !values.empty() ? "(" + join(values, " ") + ")"
+                                                 : " ";
     s << "        '*:" << name << ":" << action << "'\n}\n\n";
   } else {
     s << "        && return 0\n}\n\n";
@@ -454,7 +454,8 @@ Command add_completion(CLI::App &app) {
   auto shell = std::make_shared<std::string>();
   auto *sub = app.add_subcommand(
       "completion", "Print a completion script for bash, zsh or fish (see README, \"Shell completion\")");
-  choices(sub->add_option("shell", *shell, "The shell: bash, zsh or fish")->required(), {"bash", "zsh", "fish"});
+  choices(sub->add_option("shell", *shell, "The shell: bash, zsh or fish")->required(),
+          {"bash", "zsh", "fish"});
   // The root, whose tree the script describes: it outlives every command's run.
   CLI::App *root = &app;
   return {sub, [shell, root](Context & /*ctx*/) {
