@@ -420,11 +420,14 @@ namespace {
 // Declares the global options (before or after the command), each into its field of g.
 void add_global_options(CLI::App &app, Globals &g) {
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+      ->type_name("PATH")
       ->group("Global options");
   app.add_option("--ledger-timeout", g.ledger_timeout,
                  "PostgreSQL ledger: the longest wait for the server, e.g. 30s (env LODGE_LEDGER_TIMEOUT)")
       ->group("Global options");
-  app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
+  app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")
+      ->type_name("FILE")
+      ->group("Global options");
   app.add_option("--store", g.store,
                  "s3://bucket/prefix, az://container/prefix or file:///dir (env LODGE_STORE)")
       ->group("Global options");
@@ -434,6 +437,7 @@ void add_global_options(CLI::App &app, Globals &g) {
       ->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
   app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")
+      ->type_name("FILE")
       ->group("Global options");
   app.add_option("--profile", g.profile,
                  "AWS profile of ~/.aws/config and ~/.aws/credentials (env AWS_PROFILE); `lodge config "
@@ -469,6 +473,7 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 add_url(app),
                                 add_lifecycle(app),
                                 add_doctor(app),
+                                add_completion(app),
                                 add_debug(app)};
   const std::string globals = global_options_help(app);
   for (auto &c : commands)
