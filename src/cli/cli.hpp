@@ -18,7 +18,8 @@
 
 namespace CLI {
 class App;
-}
+class Option;
+} // namespace CLI
 
 namespace lodge::cli {
 
@@ -131,6 +132,12 @@ Command add_url(CLI::App &app);
 Command add_lifecycle(CLI::App &app);
 Command add_doctor(CLI::App &app);
 Command add_debug(CLI::App &app);
+// `lodge completion SHELL`: the script for `app`'s whole tree (completion.cpp).
+Command add_completion(CLI::App &app);
+[[nodiscard]] std::string completion_script(CLI::App &root, const std::string &shell);
+// An option whose value is one of `values`: checked when parsed ("expected A, B or C, got 'X'"),
+// and completed from the same list by `lodge completion`.
+CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
 // Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
 // job_run: the command records its own outcome when it returns; an exception records a
 // failed run carrying the error (so `status` does not show the last good run as the

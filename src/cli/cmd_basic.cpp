@@ -193,7 +193,8 @@ Command add_status(CLI::App &app) {
       "config)");
   sub->add_option("--prometheus", opts->prometheus,
                   "Also write Prometheus text metrics to FILE (atomically, mode status.prometheus_file_mode, "
-                  "0644)");
+                  "0644)")
+      ->type_name("FILE");
   return {sub, [opts](Context &ctx) {
             auto &l = ctx.reader();
             const auto &settings = ctx.cfg().status;

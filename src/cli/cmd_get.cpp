@@ -141,7 +141,8 @@ Command add_get(CLI::App &app) {
       "get", "Download a file by id or path, verified against its SHA-256, written atomically");
   sub->add_option("file", o->target, "File id, or its relative path (with --owner and --prefix)");
   sub->add_option("-o,--output", o->output,
-                  "FILE, or DIR (existing, or ending in '/') to restore the relative path under");
+                  "FILE, or DIR (existing, or ending in '/') to restore the relative path under")
+      ->type_name("PATH");
   auto *prefix_opt = sub->add_option(
       "--prefix", o->prefix,
       "The upload prefix the path is under; with no file, restore every ACTIVE file under it ('': the "

@@ -317,10 +317,10 @@ Command add_tasks(CLI::App &app) {
   auto status = std::make_shared<std::string>("FAILED");
   auto *sub =
       app.add_subcommand("tasks", "List cleanup tasks (dead letters by default) with their last error");
-  sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all")
-      ->check(CLI::IsMember({"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"}));
+  choices(sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all"),
+          {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"});
   return {sub, [status](Context &ctx) {
-            // CLI::IsMember admits only the names and "all".
+            // choices() admits only the names and "all".
             auto tasks =
                 ctx.reader().list_tasks(*status == "all" ? std::nullopt : ledger::parse_task_status(*status));
             for (const auto &t : tasks) {

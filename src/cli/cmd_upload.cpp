@@ -494,8 +494,9 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
 Command add_upload(CLI::App &app) {
   auto o = std::make_shared<UploadOptions>();
   auto *sub = app.add_subcommand("upload", "Upload files and directories (recursively) to the store");
-  sub->add_option("paths", o->paths, "Files and directories to upload");
-  sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line");
+  sub->add_option("paths", o->paths, "Files and directories to upload")->type_name("PATH");
+  sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line")
+      ->type_name("FILE");
   sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
   sub->add_option("-j,--jobs", o->jobs,
@@ -541,7 +542,8 @@ Command add_upload(CLI::App &app) {
   sub->add_option(
       "--storage-class", o->storage_class,
       "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
-  sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
+  choices(sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms"),
+          {"AES256", "aws:kms"});
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms (id, alias or ARN)");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of every object, e.g. 'max-age=3600'");
   sub->add_option("--in-progress-wait", o->in_progress_wait,
@@ -754,7 +756,8 @@ Command add_reserve(CLI::App &app) {
       ->allow_extra_args(false);
   sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable)")->allow_extra_args(false);
   sub->add_option("--storage-class", o->storage_class, "S3 storage class or Azure access tier");
-  sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms");
+  choices(sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms"),
+          {"AES256", "aws:kms"});
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of the object");
   return {

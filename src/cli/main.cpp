@@ -8,6 +8,9 @@
 #include <iostream>
 #include <lodge/failpoint.hpp>
 #include <lodge/http/transport.hpp>
+#include <lodge/http/version.hpp>
+#include <lodge/ledger/version.hpp>
+#include <lodge/ops/version.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -417,11 +420,14 @@ namespace {
 // Declares the global options (before or after the command), each into its field of g.
 void add_global_options(CLI::App &app, Globals &g) {
   app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+      ->type_name("PATH")
       ->group("Global options");
   app.add_option("--ledger-timeout", g.ledger_timeout,
                  "PostgreSQL ledger: the longest wait for the server, e.g. 30s (env LODGE_LEDGER_TIMEOUT)")
       ->group("Global options");
-  app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")->group("Global options");
+  app.add_option("--config", g.config, "Configuration file (env LODGE_CONFIG)")
+      ->type_name("FILE")
+      ->group("Global options");
   app.add_option("--store", g.store,
                  "s3://bucket/prefix, az://container/prefix or file:///dir (env LODGE_STORE)")
       ->group("Global options");
@@ -431,6 +437,7 @@ void add_global_options(CLI::App &app, Globals &g) {
       ->group("Global options");
   app.add_option("--region", g.region, "S3 region (env AWS_REGION)")->group("Global options");
   app.add_option("--ca-bundle", g.ca_bundle, "CA bundle for TLS (env AWS_CA_BUNDLE)")
+      ->type_name("FILE")
       ->group("Global options");
   app.add_option("--profile", g.profile,
                  "AWS profile of ~/.aws/config and ~/.aws/credentials (env AWS_PROFILE); `lodge config "
@@ -466,6 +473,7 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 add_url(app),
                                 add_lifecycle(app),
                                 add_doctor(app),
+                                add_completion(app),
                                 add_debug(app)};
   const std::string globals = global_options_help(app);
   for (auto &c : commands)
@@ -531,6 +539,30 @@ void set_up_diagnostics(const Context &ctx) {
     failpoint::configure(it->second, log == ctx.env.end() ? std::string{} : log->second);
   }
 }
+// lodge --version: lodge's version and those of the libraries it runs with, each read from
+// the library loaded (a shared library may be newer than the headers lodge was built with).
+void print_version(const Context &ctx) {
+  const http::CurlVersion curl = http::curl_version();
+  const std::string sqlite = ledger::sqlite_version();
+  const std::string libpq = ledger::libpq_version();
+  const std::string libmagic = ops::libmagic_version();
+  if (ctx.g.json) {
+    ctx.print_json({{"lodge", LODGE_VERSION},
+                    {"libraries",
+                     {{"libcurl", {{"version", curl.version}, {"tls", curl.tls}}},
+                      {"sqlite", sqlite},
+                      {"libpq", libpq},
+                      {"libmagic", libmagic}}}});
+    return;
+  }
+  std::printf("lodge %s\n", LODGE_VERSION);
+  std::string text = "libcurl " + curl.version;
+  if (!curl.tls.empty()) text += " (" + curl.tls + ")";
+  text += "\nSQLite " + sqlite + "\nlibpq " + libpq + "\nlibmagic " + libmagic + "\n";
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  check_stdout();
+}
 } // namespace
 
 int run(int argc, char **argv) {
@@ -543,8 +575,13 @@ int run(int argc, char **argv) {
 
   CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
   app.name("lodge");
-  app.set_version_flag("--version", std::string("lodge ") + LODGE_VERSION);
-  app.require_subcommand(1);
+  // --version is a plain flag, not CLI11's version flag, so that --json (before or after it)
+  // applies: the command is then optional, and "no command given" is said below.
+  bool version = false;
+  app.add_flag("--version", version,
+               "Print lodge's version and those of the libraries it runs with (libcurl and its TLS "
+               "backend, SQLite, libpq, libmagic); with --json, one object");
+  app.require_subcommand(0, 1);
   app.fallthrough();
   add_global_options(app, ctx.g);
   std::vector<Command> commands = add_commands(app);
@@ -553,8 +590,12 @@ int run(int argc, char **argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-      if (e.get_exit_code() == 0) return app.exit(e); // --help, --version
+      if (e.get_exit_code() == 0) return app.exit(e); // --help
       throw usage_error(e, argc, argv, app, commands);
+    }
+    if (version) {
+      print_version(ctx);
+      return 0;
     }
     set_up_diagnostics(ctx);
     for (auto &c : commands)
