@@ -238,8 +238,8 @@ struct FileQuery {
   std::string owner = "*";                 // "*": every owner
   std::optional<std::string> run_prefix{}; // exactly this run prefix ("" = none)
   std::vector<std::string> run_prefixes{}; // non-empty: run_prefix is one of these
-  std::optional<std::string>
-      prefix_start{}; // run_prefix starts with these bytes (LIKE-escaped by the ledger)
+  // run_prefix starts with these bytes, literally (no wildcards; case counts).
+  std::optional<std::string> prefix_start{};
   // relative_path starts with these bytes, literally (what a path glob's literal start
   // narrows to; ops applies the glob itself).
   std::optional<std::string> path_prefix{};
