@@ -1,11 +1,14 @@
 // ops/prune: the planner's restic semantics (counts, calendar buckets in UTC, the oldest
 // kept while a count is left, durations back from the group's newest snapshot, holds,
 // builds in progress), and the apply over the ledger fake.
+#include "ops_fixture.hpp"
 #include "support.hpp"
 
 #include <chrono>
 #include <doctest/doctest.h>
 #include <lodge/ops/prune.hpp>
+#include <lodge/ops/status.hpp>
+#include <lodge/store/object_options.hpp>
 
 using namespace lodge;
 
@@ -211,4 +214,309 @@ TEST_CASE("prune options: --group-by and the keep counts are checked, naming the
   for (const char *bad : {"0", "-1", "x", "", "2.5"})
     CHECK(test::throws_errc([&] { (void)ops::parse_keep_count(bad, "--keep-daily"); }, Errc::usage,
                             "--keep-daily: expected a count from 1 to 1000000 or 'unlimited'"));
+}
+
+namespace {
+
+// Builds as a CI uploads them: each under its own prefix, de-duplicated per owner (a file
+// already stored by an earlier build is shared, not uploaded again), a minute apart.
+struct PruneWorld : test::OpsWorld {
+  static constexpr int64_t k_minute = 60'000;
+  static constexpr int64_t k_size = 10;
+
+  ledger::ReserveRequest request(const std::string &prefix, const std::string &name, const std::string &seed,
+                                 const store::ObjectOptions &opts) {
+    ledger::ReserveRequest r;
+    r.owner_id = "o";
+    r.original_name = name;
+    r.relative_path = name;
+    r.run_prefix = prefix;
+    r.dedup = ledger::DedupScope::owner;
+    r.media_type = "text/plain";
+    r.sha256 = std::string(64 - seed.size(), '0') + seed;
+    r.size = k_size;
+    r.policy = "default";
+    r.deadline_ms = k_deadline_ms;
+    r.grace_ms = k_grace_ms;
+    r.object_options = store::to_json(opts);
+    return r;
+  }
+
+  // An alive ACTIVE row: its own object (stored, confirmed), or sharing the one an earlier
+  // build stored with the same content.
+  ledger::FileRecord file(const std::string &prefix, const std::string &name, const std::string &seed,
+                          const store::ObjectOptions &opts = {}, std::optional<int64_t> expires_at = {}) {
+    auto r = request(prefix, name, seed, opts);
+    r.expires_at = expires_at;
+    auto res = l.reserve(r, now());
+    if (res.outcome == ledger::ReserveOutcome::shareable) {
+      r.share_with = res.record.id;
+      res = l.reserve(r, now());
+      REQUIRE(res.outcome == ledger::ReserveOutcome::shared);
+      return l.row(res.record.id);
+    }
+    REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+    put(res.record);
+    REQUIRE(l.confirm(res.record.id, "etag", "", now()) == ledger::ConfirmOutcome::confirmed);
+    return l.row(res.record.id);
+  }
+
+  // A build: its files, then a minute passes.
+  std::vector<ledger::FileRecord> build(const std::string &prefix, const std::vector<std::string> &seeds,
+                                        const store::ObjectOptions &opts = {}) {
+    std::vector<ledger::FileRecord> rows;
+    for (size_t i = 0; i < seeds.size(); ++i)
+      rows.push_back(file(prefix, "f" + std::to_string(i), seeds[i], opts));
+    clock.advance(k_minute);
+    return rows;
+  }
+
+  [[nodiscard]] bool alive(int64_t id) const { return !l.row(id).is_deleted; }
+
+  ops::PruneReport run(ops::PruneOptions o) {
+    o.grace_ms = k_grace_ms;
+    return ops::prune(l, o, clock);
+  }
+};
+
+ops::PruneOptions keep_last(int n) {
+  ops::PruneOptions o;
+  o.policy.keep_last = n;
+  return o;
+}
+
+// Each group's decisions as shown() makes them, groups joined by " | ".
+std::string shown(const std::vector<ops::GroupPlan> &groups) {
+  std::string out;
+  for (const auto &g : groups)
+    out += (out.empty() ? "" : " | ") + g.owner_id + "/" + g.group + "= " + shown(g.snapshots);
+  return out;
+}
+
+} // namespace
+
+TEST_CASE(
+    "prune: each removed snapshot's alive rows are soft-deleted, newest snapshot first; a re-run deletes "
+    "nothing") {
+  PruneWorld w;
+  auto b1 = w.build("builds/1", {"a1", "a2"});
+  auto b2 = w.build("builds/2", {"b1", "b2"});
+  auto b3 = w.build("builds/3", {"c1", "c2", "c3"});
+  auto b4 = w.build("builds/4", {"d1"});
+  auto rep = w.run(keep_last(2));
+  CHECK(shown(rep.groups) == "o/= builds/4:last builds/3:last builds/2:- builds/1:-");
+  CHECK(rep.removed_snapshots == 2);
+  CHECK(rep.deleted_files == 4);
+  CHECK(rep.deleted_bytes == 4 * PruneWorld::k_size);
+  for (const auto &r : b1)
+    CHECK(!w.alive(r.id));
+  for (const auto &r : b2)
+    CHECK(!w.alive(r.id));
+  for (const auto &r : b3)
+    CHECK(w.alive(r.id));
+  CHECK(w.alive(b4[0].id));
+  // Each removed row's task is pending, due after the grace: sweep removes the object then.
+  for (const auto &r : b1) {
+    CHECK(w.l.task_of(r.id).status == ledger::TaskStatus::pending);
+    CHECK(w.l.task_of(r.id).next_retry_at == w.now() + PruneWorld::k_grace_ms);
+  }
+  // One transaction per snapshot, the newest first.
+  auto calls = w.l.calls();
+  calls.erase(std::remove_if(calls.begin(), calls.end(), [](const auto &c) { return c != "prune_snapshot"; }),
+              calls.end());
+  CHECK(calls.size() == 2);
+  auto deleted = w.l.history();
+  auto first_b2 = std::find_if(deleted.begin(), deleted.end(), [&](const std::string &h) {
+    return h.find("#" + std::to_string(b2[0].id) + " row ACTIVE -> ACTIVE+deleted") != std::string::npos;
+  });
+  auto first_b1 = std::find_if(deleted.begin(), deleted.end(), [&](const std::string &h) {
+    return h.find("#" + std::to_string(b1[0].id) + " row ACTIVE -> ACTIVE+deleted") != std::string::npos;
+  });
+  REQUIRE(first_b2 != deleted.end());
+  REQUIRE(first_b1 != deleted.end());
+  CHECK(first_b2 < first_b1);
+
+  auto again = w.run(keep_last(2));
+  CHECK(shown(again.groups) == "o/= builds/4:last builds/3:last");
+  CHECK(again.removed_snapshots == 0);
+  CHECK(again.deleted_files == 0);
+  CHECK(w.l.count("prune_snapshot") == 2);
+}
+
+TEST_CASE("prune --dry-run plans the same and changes nothing") {
+  PruneWorld w;
+  auto b1 = w.build("builds/1", {"a1", "a2"});
+  w.build("builds/2", {"b1"});
+  auto o = keep_last(1);
+  o.dry_run = true;
+  auto rep = w.run(o);
+  CHECK(shown(rep.groups) == "o/= builds/2:last builds/1:-");
+  CHECK(rep.removed_snapshots == 1);
+  CHECK(rep.deleted_files == 2);
+  CHECK(rep.deleted_bytes == 2 * PruneWorld::k_size);
+  CHECK(w.l.count("prune_snapshot") == 0);
+  CHECK(w.alive(b1[0].id));
+  CHECK(w.alive(b1[1].id));
+}
+
+TEST_CASE(
+    "prune keeps a removed build's row whose object a kept build shares (de-dup per owner), and says so") {
+  PruneWorld w;
+  auto b1 = w.build("builds/1", {"lib", "old"}); // lib's object is written by build 1
+  auto b2 = w.build("builds/2", {"lib", "mid"}); // shares it: removed too
+  auto b3 = w.build("builds/3", {"lib", "new"}); // shares it: kept
+  REQUIRE(b3[0].content_of == b1[0].id);
+  REQUIRE(b2[0].content_of == b1[0].id);
+  auto rep = w.run(keep_last(1));
+  REQUIRE(rep.groups.size() == 1);
+  const auto &plan = rep.groups[0].snapshots;
+  CHECK(shown(plan) == "builds/3:last builds/2:- builds/1:-");
+  // Build 2's sharing row does not hold build 1's (build 2 goes too); build 3's does.
+  REQUIRE(plan[2].kept_shared.size() == 1);
+  CHECK(plan[2].kept_shared[0].id == b1[0].id);
+  CHECK(plan[2].kept_shared[0].size == PruneWorld::k_size);
+  CHECK(plan[2].kept_shared[0].sharer_prefix == "builds/3");
+  CHECK(plan[2].removed_files() == 1);
+  CHECK(plan[1].kept_shared.empty());
+  CHECK(rep.deleted_files == 3);
+  CHECK(w.alive(b1[0].id));
+  CHECK(!w.alive(b1[1].id));
+  CHECK(!w.alive(b2[0].id));
+  CHECK(!w.alive(b2[1].id));
+  CHECK(w.alive(b3[0].id));
+  // The next run plans build 1 again (its kept row is still a snapshot) and deletes nothing.
+  auto again = w.run(keep_last(1));
+  CHECK(again.deleted_files == 0);
+  CHECK(w.alive(b1[0].id));
+}
+
+TEST_CASE("prune never removes a build in progress, and a file uploaded after the plan stays") {
+  PruneWorld w;
+  // Build 0 is still uploading (its one file UPLOADING): the oldest, and never removed.
+  auto in_progress = w.l.reserve(w.request("builds/0", "x", "e0", {}), w.now());
+  REQUIRE(in_progress.outcome == ledger::ReserveOutcome::reserved);
+  w.clock.advance(PruneWorld::k_minute);
+  auto b1 = w.build("builds/1", {"a1"});
+  w.build("builds/2", {"b1"});
+  w.build("builds/3", {"c1"});
+  // Between the plan and build 1's removal, a re-run of build 1 adds a file under its prefix.
+  int64_t added = 0;
+  w.l.before_next("prune_snapshot", [&] {
+    w.clock.advance(1);
+    added = w.file("builds/1", "rerun", "e1").id;
+  });
+  auto o = keep_last(1);
+  o.prefix_glob = "builds/*";
+  auto rep = w.run(o);
+  CHECK(shown(rep.groups) == "o/= builds/3:last builds/2:- builds/1:- builds/0:in progress");
+  CHECK(!w.alive(b1[0].id));
+  REQUIRE(added != 0);
+  CHECK(w.alive(added)); // created after the time the plan saw: not part of the removal
+  CHECK(w.alive(in_progress.record.id));
+}
+
+TEST_CASE("prune --prefix-glob is anchored at the prefix's start; other prefixes are not touched") {
+  PruneWorld w;
+  auto other = w.build("old/builds/1", {"o1"});
+  auto deeper = w.build("builds/1/x", {"x1"});
+  auto none = w.build("", {"n1"});
+  w.build("builds/1", {"a1"});
+  w.build("builds/2", {"b1"});
+  auto o = keep_last(1);
+  o.prefix_glob = "builds/*";
+  auto rep = w.run(o);
+  CHECK(shown(rep.groups) == "o/= builds/2:last builds/1:-");
+  CHECK(w.alive(other[0].id));
+  CHECK(w.alive(deeper[0].id));
+  CHECK(w.alive(none[0].id));
+}
+
+TEST_CASE("prune groups by prefix segments or by a metadata value, and keeps by tag or metadata") {
+  PruneWorld w;
+  store::ObjectOptions main_opts, dev_opts, release;
+  main_opts.metadata = {{"ci_ref", "main"}};
+  dev_opts.metadata = {{"ci_ref", "dev"}};
+  release.metadata = {{"ci_ref", "main"}};
+  release.tags = {{"keep", "yes"}};
+  w.build("builds/main/1", {"m1"}, release);
+  w.build("builds/main/2", {"m2"}, main_opts);
+  w.build("builds/dev/3", {"d3"}, dev_opts);
+  w.build("builds/main/4", {"m4"}, main_opts);
+  w.build("builds/dev/5", {"d5"}, dev_opts);
+
+  auto o = keep_last(1);
+  o.dry_run = true;
+  o.group_by = ops::parse_group_by("segment:2");
+  CHECK(shown(w.run(o).groups) ==
+        "o/builds/dev= builds/dev/5:last builds/dev/3:- | o/builds/main= builds/main/4:last builds/main/2:- "
+        "builds/main/1:-");
+  o.group_by = ops::parse_group_by("meta:ci_ref");
+  o.policy.keep_tags = {{"keep", "yes"}};
+  CHECK(shown(w.run(o).groups) == "o/dev= builds/dev/5:last builds/dev/3:- | o/main= builds/main/4:last "
+                                  "builds/main/2:- builds/main/1:tag keep=yes");
+  o.policy.keep_tags.clear();
+  o.policy.keep_metadata = {{"ci_ref", "dev"}};
+  o.group_by = {};
+  CHECK(shown(w.run(o).groups) == "o/= builds/dev/5:metadata ci_ref=dev,last builds/main/4:- "
+                                  "builds/dev/3:metadata ci_ref=dev builds/main/2:- builds/main/1:-");
+}
+
+TEST_CASE("prune --expired soft-deletes the alive rows past their expiry, in batches, and only those") {
+  PruneWorld w;
+  std::vector<int64_t> expiring;
+  for (int i = 0; i < 5; ++i)
+    expiring.push_back(
+        w.file("run/1", "e" + std::to_string(i), "e" + std::to_string(i), {}, w.now() + 1'000).id);
+  auto later = w.file("run/1", "later", "f1", {}, w.now() + 100'000).id;
+  auto never = w.file("run/1", "never", "f2").id;
+  w.clock.advance(2'000);
+  ops::PruneOptions o;
+  o.expired = true;
+  o.dry_run = true;
+  auto dry = w.run(o);
+  CHECK(dry.expired_files == 5);
+  CHECK(dry.expired_bytes == 5 * PruneWorld::k_size);
+  CHECK(w.l.count("soft_delete_expired") == 0);
+  CHECK(w.alive(expiring[0]));
+  o.dry_run = false;
+  o.expired_batch = 2;
+  auto rep = w.run(o);
+  CHECK(rep.expired_files == 5);
+  CHECK(rep.expired_bytes == 5 * PruneWorld::k_size);
+  CHECK(rep.groups.empty());                    // no keep rule: no plan
+  CHECK(w.l.count("soft_delete_expired") == 4); // 2 + 2 + 1, then the one that found none
+  for (auto id : expiring)
+    CHECK(!w.alive(id));
+  CHECK(w.alive(later));
+  CHECK(w.alive(never));
+}
+
+TEST_CASE("status judges the prune job as the others: a failed run, overdue, never run when required") {
+  ledger::StatusReport r;
+  r.now = 10 * 86'400'000LL;
+  r.ledger_created_at = 0;
+  config::StatusSettings s;
+  s.required_jobs.clear();
+  CHECK(ops::evaluate(r, s).healthy); // never ran, not required
+  s.required_jobs = {"prune"};
+  auto h = ops::evaluate(r, s);
+  REQUIRE(h.reasons.size() == 1);
+  CHECK(h.reasons[0].code == "job_overdue");
+  CHECK(h.reasons[0].message ==
+        "prune has never run on this ledger (required by status.required_jobs; is cron "
+        "set up?)");
+  ledger::JobRun run{"prune",
+                     "w",
+                     r.now - 3 * 86'400'000LL,
+                     r.now - 3 * 86'400'000LL,
+                     "failed",
+                     R"({"error":"no policy","code":"USAGE"})"};
+  r.last_runs["prune"] = run;
+  h = ops::evaluate(r, s);
+  REQUIRE(h.reasons.size() == 2);
+  CHECK(h.reasons[0].code == "job_failed");
+  CHECK(h.reasons[0].message.find("the last prune (") == 0);
+  CHECK(h.reasons[1].code == "job_overdue"); // the default prune_max_age is 2d
+  CHECK(h.reasons[1].message.find("no prune for ") == 0);
+  CHECK(h.reasons[1].message.find("(limit 2d;") != std::string::npos);
 }
