@@ -129,26 +129,35 @@ Command add_prune(CLI::App &app) {
   auto o = std::make_shared<PruneCli>();
   auto *sub = app.add_subcommand(
       "prune", "Remove old builds by a retention policy (restic's --keep-*), and files past their expiry");
-  sub->add_option(
-      "--prefix-glob", o->prefix_glob,
-      "Snapshots (run prefixes) to consider, matched from the start: 'builds/*/*' (default: all)");
+  sub->add_option("--prefix-glob", o->prefix_glob,
+                  "Snapshots (run prefixes) to consider, matched from the start: 'builds/*/*' (default: all)")
+      ->type_name("G");
   sub->add_option("--group-by", o->group_by,
                   "Groups the policy applies to, within each owner: owner, segment:N (the prefix's first N "
-                  "segments) or meta:KEY (default owner)");
-  sub->add_option("--keep-last", o->keep_last, "Keep the newest N snapshots of each group (or 'unlimited')");
+                  "segments) or meta:KEY (default owner)")
+      ->type_name("BY");
+  sub->add_option("--keep-last", o->keep_last, "Keep the newest N snapshots of each group (or 'unlimited')")
+      ->type_name("N");
   sub->add_option("--keep-within", o->keep_within,
-                  "Keep snapshots newer than this before the group's newest one (7d, 36h)");
+                  "Keep snapshots newer than this before the group's newest one (7d, 36h)")
+      ->type_name("D");
   sub->add_option("--keep-hourly", o->keep_hourly,
-                  "Keep the newest snapshot of each of the last N hours (UTC)");
-  sub->add_option("--keep-daily", o->keep_daily, "Keep the newest snapshot of each of the last N days (UTC)");
-  sub->add_option("--keep-weekly", o->keep_weekly,
-                  "Keep the newest snapshot of each of the last N ISO weeks");
-  sub->add_option("--keep-monthly", o->keep_monthly, "Keep the newest snapshot of each of the last N months");
-  sub->add_option("--keep-yearly", o->keep_yearly, "Keep the newest snapshot of each of the last N years");
+                  "Keep the newest snapshot of each of the last N hours (UTC)")
+      ->type_name("N");
+  sub->add_option("--keep-daily", o->keep_daily, "Keep the newest snapshot of each of the last N days (UTC)")
+      ->type_name("N");
+  sub->add_option("--keep-weekly", o->keep_weekly, "Keep the newest snapshot of each of the last N ISO weeks")
+      ->type_name("N");
+  sub->add_option("--keep-monthly", o->keep_monthly, "Keep the newest snapshot of each of the last N months")
+      ->type_name("N");
+  sub->add_option("--keep-yearly", o->keep_yearly, "Keep the newest snapshot of each of the last N years")
+      ->type_name("N");
   sub->add_option("--keep-tag", o->keep_tags,
-                  "Keep snapshots holding a file with tag NAME=VALUE (repeatable)");
+                  "Keep snapshots holding a file with tag NAME=VALUE (repeatable)")
+      ->type_name("K=V");
   sub->add_option("--keep-metadata", o->keep_metadata,
-                  "Keep snapshots holding a file with metadata NAME=VALUE (repeatable)");
+                  "Keep snapshots holding a file with metadata NAME=VALUE (repeatable)")
+      ->type_name("K=V");
   sub->add_flag("--expired", o->expired, "Also delete files past the expiry upload --expire-after gave them");
   sub->add_flag("--dry-run", o->dry_run,
                 "Print the plan (kept with the rules that keep them, removed); change nothing");

@@ -303,7 +303,7 @@ void find_kept_shared(ledger::LedgerReports &reads, std::vector<GroupPlan> &grou
       if (d.keep) continue;
       std::set<int64_t> seen;
       for (const auto &row : reads.shared_outside(d.snapshot.owner_id, d.snapshot.run_prefix)) {
-        if (removed.count({row.sharer_owner, row.sharer_prefix}) > 0 || seen.count(row.id) > 0) continue;
+        if (removed.contains({row.sharer_owner, row.sharer_prefix}) || seen.contains(row.id)) continue;
         // Only the row whose object the sharer points to (it wrote it) is kept: a row that
         // itself shares another's object holds nothing up, and goes.
         auto rec = reads.find_file(row.id);
