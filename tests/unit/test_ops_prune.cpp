@@ -464,6 +464,7 @@ TEST_CASE("prune groups by prefix segments or by a metadata value, and keeps by 
 TEST_CASE("prune --expired soft-deletes the alive rows past their expiry, in batches, and only those") {
   PruneWorld w;
   std::vector<int64_t> expiring;
+  expiring.reserve(5);
   for (int i = 0; i < 5; ++i)
     expiring.push_back(
         w.file("run/1", "e" + std::to_string(i), "e" + std::to_string(i), {}, w.now() + 1'000).id);
