@@ -53,8 +53,9 @@ ops::PrunePolicy policy_of(const PruneCli &o) {
   return p;
 }
 
+// A snapshot's time; a build in progress with no file ACTIVE yet has none ("-").
 std::string utc(int64_t ms) {
-  return util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ");
+  return ms > 0 ? util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ") : "-";
 }
 
 std::string joined(const std::vector<std::string> &v) {
@@ -74,16 +75,17 @@ nlohmann::json plan_json(const ops::PruneReport &r, bool dry_run, bool expired) 
         shared.push_back({{"id", k.id},
                           {"bytes", k.size},
                           {"shared_by", {{"owner", k.sharer_owner}, {"prefix", k.sharer_prefix}}}});
-      snaps.push_back({{"prefix", d.snapshot.run_prefix},
-                       {"time", utc(d.snapshot.time)},
-                       {"files", d.snapshot.files},
-                       {"bytes", d.snapshot.bytes},
-                       {"uploading", d.snapshot.uploading},
-                       {"action", d.keep ? "keep" : "remove"},
-                       {"reasons", d.reasons},
-                       {"removed_files", d.removed_files()},
-                       {"removed_bytes", d.removed_bytes()},
-                       {"kept_shared", shared}});
+      snaps.push_back(
+          {{"prefix", d.snapshot.run_prefix},
+           {"time", d.snapshot.time > 0 ? nlohmann::json(utc(d.snapshot.time)) : nlohmann::json(nullptr)},
+           {"files", d.snapshot.files},
+           {"bytes", d.snapshot.bytes},
+           {"uploading", d.snapshot.uploading},
+           {"action", d.keep ? "keep" : "remove"},
+           {"reasons", d.reasons},
+           {"removed_files", d.removed_files()},
+           {"removed_bytes", d.removed_bytes()},
+           {"kept_shared", shared}});
     }
     groups.push_back({{"owner", g.owner_id}, {"group", g.group}, {"snapshots", snaps}});
   }
