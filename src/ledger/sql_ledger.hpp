@@ -68,8 +68,8 @@ public:
   [[nodiscard]] MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
                                                  int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
-  void scan_files(const FileQuery &q, const std::function<bool(const FileRecord &)> &visit) override;
-  void prefix_summaries(const FileQuery &q, const std::function<bool(const PrefixSummary &)> &visit) override;
+  void scan_files(const FileQuery &f, const std::function<bool(const FileRecord &)> &visit) override;
+  void prefix_summaries(const FileQuery &f, const std::function<bool(const PrefixSummary &)> &visit) override;
   [[nodiscard]] std::vector<SharedRow> shared_outside(const std::string &owner,
                                                       const std::string &run_prefix) override;
   [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,

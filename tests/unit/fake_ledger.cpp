@@ -875,6 +875,7 @@ void FakeLedger::prefix_summaries(const FileQuery &q,
       s.newest_at = std::max(s.newest_at, r.created_at);
     }
     std::vector<PrefixSummary> out;
+    out.reserve(by.size());
     for (auto &[k, s] : by)
       out.push_back(std::move(s));
     return out;
