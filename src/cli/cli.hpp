@@ -125,6 +125,7 @@ Command add_reconcile(CLI::App &app);
 Command add_delete(CLI::App &app);
 Command add_tasks(CLI::App &app);
 Command add_retry(CLI::App &app);
+Command add_prune(CLI::App &app);
 Command add_show(CLI::App &app);
 Command add_get(CLI::App &app);
 Command add_cat(CLI::App &app);
@@ -143,6 +144,11 @@ CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
 // failed run carrying the error (so `status` does not show the last good run as the
 // latest), then goes on to main. A --dry-run records nothing.
 Command recorded_job(const char *job, Command c);
+// A job's worker id in job_run and leases: host:pid.
+[[nodiscard]] std::string default_worker();
+// Cron mails whatever a job prints: a job says nothing on success unless asked (-v) or on a
+// terminal.
+[[nodiscard]] bool speak(const Context &ctx);
 
 // The exit statuses (man/lodge.1 EXIT STATUS, README "Commands"), read from the Errc table so
 // the two cannot drift apart.

@@ -310,7 +310,7 @@ void parse_sweep(const json &s, SweepSettings &sweep) {
 void parse_status(const json &s, StatusSettings &status) {
   if (!s.is_object()) bad("status", "expected an object");
   reject_unknown(s, "status",
-                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "required_jobs",
+                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "prune_max_age", "required_jobs",
                   "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
   for (const char *job : k_jobs) {
     std::string key = std::string(job) + "_max_age";
@@ -321,7 +321,7 @@ void parse_status(const json &s, StatusSettings &status) {
     for (size_t i = 0; i < jobs.size(); ++i)
       if (!status.max_age_ms.contains(jobs[i]))
         bad("status.required_jobs[" + std::to_string(i) + "]",
-            "expected sweep, repair or reconcile (got '" + util::escape_for_terminal(jobs[i]) + "')");
+            "expected sweep, repair, reconcile or prune (got '" + util::escape_for_terminal(jobs[i]) + "')");
     status.required_jobs = jobs;
   }
   if (s.contains("upload_failed_max"))
