@@ -258,8 +258,8 @@ void check_one_input(const UploadOptions &o) {
 // --ci-metadata and --expire-after, of upload and reserve.
 void add_ci_options(CLI::App *sub, UploadOptions &o) {
   sub->add_flag("--ci-metadata", o.ci_metadata,
-                "Record the CI job's commit, ref, run id, URL and CI as metadata ci_commit, ci_ref, ci_run, "
-                "ci_url, ci_system (GitHub Actions, GitLab CI, Buildkite, Jenkins; --metadata wins)");
+                "Record the CI job's commit, ref, run id, URL and CI as metadata cicommit, ciref, cirun, "
+                "ciurl, cisystem (GitHub Actions, GitLab CI, Buildkite, Jenkins; --metadata wins)");
   sub->add_option("--expire-after", o.expire_after,
                   "Each file expires this long after its upload (30d, 12h; 'never'), for `lodge prune "
                   "--expired` (default: the policy's expire_after, else never)")

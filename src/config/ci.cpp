@@ -9,10 +9,10 @@ namespace {
 struct CiSystem {
   const char *name;
   const char *marker;  // set (GitHub, GitLab, Buildkite: to "true") in every job
-  const char *commit;  // -> ci_commit
-  const char *ref;     // -> ci_ref
-  const char *run;     // -> ci_run
-  const char *url;     // -> ci_url (nullptr: made from other variables)
+  const char *commit;  // -> cicommit
+  const char *ref;     // -> ciref
+  const char *run;     // -> cirun
+  const char *url;     // -> ciurl (nullptr: made from other variables)
   bool marker_is_true; // the marker must be "true", not only set
 };
 

@@ -27,11 +27,11 @@ TEST_CASE("ci metadata: GitHub Actions, its run URL made from the server, reposi
           {"GITHUB_REPOSITORY", "acme/app"},
           {"CI_COMMIT_SHA", "not-this"}}; // another CI's variable beside it changes nothing
   auto m = config::ci_metadata(env).take();
-  CHECK(m == Env{{"ci_commit", "0123456789abcdef0123456789abcdef01234567"},
-                 {"ci_ref", "main"},
-                 {"ci_run", "4242"},
-                 {"ci_url", "https://github.com/acme/app/actions/runs/4242"},
-                 {"ci_system", "github"}});
+  CHECK(m == Env{{"cicommit", "0123456789abcdef0123456789abcdef01234567"},
+                 {"ciref", "main"},
+                 {"cirun", "4242"},
+                 {"ciurl", "https://github.com/acme/app/actions/runs/4242"},
+                 {"cisystem", "github"}});
 }
 
 TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
@@ -41,33 +41,33 @@ TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
                                      {"CI_PIPELINE_ID", "977"},
                                      {"CI_JOB_URL", "https://gitlab.example/acme/app/-/jobs/31"}})
                     .take();
-  CHECK(gitlab == Env{{"ci_commit", "abc"},
-                      {"ci_ref", "release/1.2"},
-                      {"ci_run", "977"},
-                      {"ci_url", "https://gitlab.example/acme/app/-/jobs/31"},
-                      {"ci_system", "gitlab"}});
+  CHECK(gitlab == Env{{"cicommit", "abc"},
+                      {"ciref", "release/1.2"},
+                      {"cirun", "977"},
+                      {"ciurl", "https://gitlab.example/acme/app/-/jobs/31"},
+                      {"cisystem", "gitlab"}});
   auto buildkite = config::ci_metadata({{"BUILDKITE", "true"},
                                         {"BUILDKITE_COMMIT", "def"},
                                         {"BUILDKITE_BRANCH", "feature-x"},
                                         {"BUILDKITE_BUILD_NUMBER", "15"},
                                         {"BUILDKITE_BUILD_URL", "https://buildkite.com/acme/app/builds/15"}})
                        .take();
-  CHECK(buildkite == Env{{"ci_commit", "def"},
-                         {"ci_ref", "feature-x"},
-                         {"ci_run", "15"},
-                         {"ci_url", "https://buildkite.com/acme/app/builds/15"},
-                         {"ci_system", "buildkite"}});
+  CHECK(buildkite == Env{{"cicommit", "def"},
+                         {"ciref", "feature-x"},
+                         {"cirun", "15"},
+                         {"ciurl", "https://buildkite.com/acme/app/builds/15"},
+                         {"cisystem", "buildkite"}});
   auto jenkins = config::ci_metadata({{"JENKINS_URL", "https://ci.example/"},
                                       {"GIT_COMMIT", "fed"},
                                       {"GIT_BRANCH", "origin/main"},
                                       {"BUILD_NUMBER", "88"},
                                       {"BUILD_URL", "https://ci.example/job/app/88/"}})
                      .take();
-  CHECK(jenkins == Env{{"ci_commit", "fed"},
-                       {"ci_ref", "origin/main"},
-                       {"ci_run", "88"},
-                       {"ci_url", "https://ci.example/job/app/88/"},
-                       {"ci_system", "jenkins"}});
+  CHECK(jenkins == Env{{"cicommit", "fed"},
+                       {"ciref", "origin/main"},
+                       {"cirun", "88"},
+                       {"ciurl", "https://ci.example/job/app/88/"},
+                       {"cisystem", "jenkins"}});
 }
 
 TEST_CASE("ci metadata: a variable unset or empty is left out, the others recorded") {
@@ -77,10 +77,10 @@ TEST_CASE("ci metadata: a variable unset or empty is left out, the others record
                                 {"BUILD_NUMBER", "7"},
                                 {"BUILD_URL", "https://ci.example/job/app/7/"}})
                .take();
-  CHECK(m == Env{{"ci_run", "7"}, {"ci_url", "https://ci.example/job/app/7/"}, {"ci_system", "jenkins"}});
+  CHECK(m == Env{{"cirun", "7"}, {"ciurl", "https://ci.example/job/app/7/"}, {"cisystem", "jenkins"}});
   // GitHub without GITHUB_REPOSITORY: no URL can be made.
   auto g = config::ci_metadata({{"GITHUB_ACTIONS", "true"}, {"GITHUB_RUN_ID", "9"}}).take();
-  CHECK(g == Env{{"ci_run", "9"}, {"ci_system", "github"}});
+  CHECK(g == Env{{"cirun", "9"}, {"cisystem", "github"}});
 }
 
 TEST_CASE("ci metadata: outside a CI, a usage error naming every variable looked for") {
@@ -118,8 +118,8 @@ TEST_CASE("ci metadata: the first CI in order wins when several markers are set"
                                 {"GITLAB_CI", "true"},
                                 {"CI_PIPELINE_ID", "2"}})
                .take();
-  CHECK(m.at("ci_system") == "github");
-  CHECK(m.at("ci_run") == "1");
+  CHECK(m.at("cisystem") == "github");
+  CHECK(m.at("cirun") == "1");
 }
 
 TEST_CASE("policy expire_after: a duration, null or absent for never; lodge config prints it back") {
