@@ -888,7 +888,7 @@ Command add_list(CLI::App &app) {
               if (auto why = config::run_prefix_problem(o->prefix))
                 throw LodgeError(Errc::usage,
                                  "list: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
-            ledger::ListFilter filter;
+            ledger::FileQuery filter;
             filter.owner = every_owner ? std::string("*") : ctx.owner();
             if (o->prefix_given) filter.run_prefix = o->prefix;
             filter.include_dead = o->all;

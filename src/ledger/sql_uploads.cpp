@@ -11,10 +11,9 @@
 #include <optional>
 
 namespace lodge::ledger {
-namespace {
 
 // A row sharing another row's object reads as that object's key (content_key).
-constexpr const char *k_file_cols =
+const char *const k_file_cols =
     "id, owner_id, original_name, COALESCE(content_key, object_key), media_type, sha256, size, "
     "policy, upload_status, failure_reason,"
     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
@@ -22,6 +21,7 @@ constexpr const char *k_file_cols =
     " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder,"
     " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of";
 
+namespace {
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
     " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed";
@@ -33,6 +33,32 @@ template <class E> E stored_state(std::optional<E> v, const char *column, const 
                      std::string("the ledger holds an unknown ") + column + " '" + text + "'");
   return *v;
 }
+
+TaskRecord read_task(const sql::Stmt &st) {
+  TaskRecord t;
+  t.id = st.col_int(0);
+  t.record_id = st.col_int(1);
+  t.task_type = st.col_text(2);
+  t.object_key = st.col_text(3);
+  t.status = stored_state(parse_task_status(st.col_text(4)), "status", st.col_text(4));
+  t.next_retry_at = st.col_int(5);
+  t.retry_count = st.col_int(6);
+  t.max_retries = st.col_int(7);
+  t.lease_owner = st.col_opt_text(8);
+  t.lease_until = st.col_opt_int(9);
+  t.lease_version = st.col_int(10);
+  t.last_error = st.col_opt_text(11);
+  t.created_at = st.col_int(12);
+  t.updated_at = st.col_int(13);
+  t.verify_pass = st.col_int(14);
+  t.tag_owed = st.col_int(15) != 0;
+  return t;
+}
+
+// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
+constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
+                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
+} // namespace
 
 FileRecord read_file(const sql::Stmt &st) {
   FileRecord r;
@@ -71,32 +97,6 @@ FileRecord read_file(const sql::Stmt &st) {
   r.content_of = st.col_opt_int(30);
   return r;
 }
-
-TaskRecord read_task(const sql::Stmt &st) {
-  TaskRecord t;
-  t.id = st.col_int(0);
-  t.record_id = st.col_int(1);
-  t.task_type = st.col_text(2);
-  t.object_key = st.col_text(3);
-  t.status = stored_state(parse_task_status(st.col_text(4)), "status", st.col_text(4));
-  t.next_retry_at = st.col_int(5);
-  t.retry_count = st.col_int(6);
-  t.max_retries = st.col_int(7);
-  t.lease_owner = st.col_opt_text(8);
-  t.lease_until = st.col_opt_int(9);
-  t.lease_version = st.col_int(10);
-  t.last_error = st.col_opt_text(11);
-  t.created_at = st.col_int(12);
-  t.updated_at = st.col_int(13);
-  t.verify_pass = st.col_int(14);
-  t.tag_owed = st.col_int(15) != 0;
-  return t;
-}
-
-// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
-constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
-                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
-} // namespace
 
 std::optional<FileRecord> SqlLedger::file_where(const std::string &where,
                                                 const std::function<void(Stmt &)> &bind, const char *lock) {
@@ -653,24 +653,6 @@ MarkFailedOutcome SqlLedger::fail_resumable(int64_t id, const std::string &reaso
 
 std::optional<FileRecord> SqlLedger::find_file(int64_t id) {
   return file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
-}
-
-std::vector<FileRecord> SqlLedger::list_files(const ListFilter &f) {
-  // A path glob is not the ledger's: ops::list_files applies lodge's one matcher to these rows.
-  std::string sql = std::string("SELECT ") + k_file_cols +
-                    " FROM file_upload WHERE (?1 = '*' OR owner_id = ?1)" +
-                    (f.run_prefix ? " AND run_prefix = ?2" : "") +
-                    (f.include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
-  auto st = q(sql);
-  st.bind(1, f.owner);
-  if (f.run_prefix) st.bind(2, *f.run_prefix);
-  std::vector<FileRecord> out;
-  while (st.step()) {
-    auto r = read_file(st);
-    if (f.path_prefix && r.relative_path.compare(0, f.path_prefix->size(), *f.path_prefix) != 0) continue;
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 std::vector<FileRecord> SqlLedger::find_by_path(const std::string &owner, const std::string &run_prefix,
