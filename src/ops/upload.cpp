@@ -476,6 +476,10 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
   for (int round = 0;; ++round) {
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
+    // The expiry counts from the reserve that records it (upload --expire-after, a policy's
+    // expire_after).
+    ask.expires_at =
+        m_s.expire_after_ms ? std::optional(wall_at_reserve + *m_s.expire_after_ms) : std::nullopt;
     // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
     auto reserved = m_s.dry_run
                         ? Result<ledger::ReserveResult>(m_ledger.uploads.reserve(ask, wall_at_reserve))

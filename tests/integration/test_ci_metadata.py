@@ -71,8 +71,14 @@ class CiMetadataMixin:
             self.assertEqual(self.user_metadata(row["object_key"]), expected, row["object_key"])
 
     def test_github_job_each_row_and_object_records_the_run(self):
-        self.upload("--ci-metadata", "--prefix", "builds/4242", os.path.join(self.dir, "build"), env=GITHUB)
+        rows = self.upload("--ci-metadata", "--prefix", "builds/4242", os.path.join(self.dir, "build"), env=GITHUB)
         self.assert_recorded("builds/4242", GITHUB_METADATA)
+        # show says which build made the file.
+        j = self.lodge("--json", "show", rows[0]["id"]).json()
+        self.assertEqual(j["object_options"]["metadata"], GITHUB_METADATA)
+        text = self.lodge("show", rows[0]["id"]).out
+        self.assertRegex(text, rf"(?m)^metadata\s+cicommit={SHA} ciref=main cirun=4242 cisystem=github "
+                               r"ciurl=https://github.com/acme/app/actions/runs/4242$")
 
     def test_gitlab_job_and_an_explicit_metadata_over_it_and_the_policy(self):
         self.upload("--ci-metadata", "--prefix", "builds/977", os.path.join(self.dir, "build"), env=GITLAB)
