@@ -8,6 +8,7 @@
 #include <ctime>
 #include <lodge/config/config.hpp>
 #include <lodge/ops/retrieve.hpp>
+#include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
@@ -63,6 +64,18 @@ void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRec
   line("deleted", utc(r.deleted_at));
   line("updated", utc(r.updated_at));
   line("deadline", utc(r.upload_deadline_at));
+  line("expires", utc(r.expires_at));
+  // What the upload asked of the object: its metadata (--metadata, --ci-metadata's build)
+  // and tags, "name=value" in name order.
+  const auto options = store::from_json(r.object_options);
+  auto pairs = [](const std::map<std::string, std::string> &m) {
+    std::string out;
+    for (const auto &[k, v] : m)
+      out += (out.empty() ? "" : " ") + util::escape_for_terminal(k + "=" + v);
+    return out.empty() ? std::string("-") : out;
+  };
+  line("metadata", pairs(options.metadata));
+  line("tags", pairs(options.tags));
   line("key", util::escape_for_terminal(r.object_key));
   line("shares", r.content_of
                      ? "the object of #" + std::to_string(*r.content_of) + " (same content, stored once)"

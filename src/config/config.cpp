@@ -143,7 +143,7 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   reject_unknown(obj, path,
                  {"max_size", "extensions", "media_types", "max_files", "deadline", "stall", "grace",
                   "allow_empty", "dedup", "content_type", "metadata", "tags", "storage_class", "sse",
-                  "sse_kms_key_id", "cache_control"});
+                  "sse_kms_key_id", "cache_control", "expire_after"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -166,6 +166,12 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("stall")) p.stall_ms = get_duration(obj["stall"], path + ".stall");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
+  if (obj.contains("expire_after")) {
+    if (obj["expire_after"].is_null())
+      p.expire_after_ms.reset(); // never, as lodge config prints it
+    else
+      p.expire_after_ms = get_duration(obj["expire_after"], path + ".expire_after");
+  }
   if (obj.contains("allow_empty")) {
     const auto &v = obj["allow_empty"];
     if (!v.is_boolean()) bad(path + ".allow_empty", "expected true or false (got " + v.dump() + ")");
@@ -610,6 +616,8 @@ nlohmann::json to_json(const Config &c) {
     pj["stall"] = util::format_duration_exact(p.stall_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
+    pj["expire_after"] =
+        p.expire_after_ms ? json(util::format_duration_exact(*p.expire_after_ms)) : json(nullptr);
     if (auto o = store::to_json(p.object); !o.empty()) {
       const json options = json::parse(o); // kept alive: items() only views it
       for (const auto &[k, v] : options.items())

@@ -204,6 +204,9 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"deleted_at", opt(r.deleted_at)},
                    {"updated_at", r.updated_at},
                    {"upload_deadline_at", r.upload_deadline_at},
+                   {"expires_at", opt(r.expires_at)},
+                   {"object_options", r.object_options.empty() ? nlohmann::json::object()
+                                                               : nlohmann::json::parse(r.object_options)},
                    {"object_key", r.object_key},
                    {"shares", opt(r.content_of)},
                    {"size", r.size},

@@ -28,6 +28,10 @@ struct Policy {
   // De-dup scope: "owner" (one alive copy per owner), "prefix" (one per owner and run
   // --prefix) or "none" (every upload its own row); I4 in ARCHITECTURE.md.
   std::string dedup = "prefix";
+  // Every row reserved under it expires this long after its reserve (file_upload.expires_at;
+  // `lodge prune --expired` deletes the alive rows past it); nullopt: never. upload's
+  // --expire-after overrides it.
+  std::optional<int64_t> expire_after_ms;
   // What every object uploaded under it carries: the keys content_type, metadata, tags,
   // storage_class, sse, sse_kms_key_id and cache_control (upload's flags override them).
   store::ObjectOptions object;
