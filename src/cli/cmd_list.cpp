@@ -84,8 +84,10 @@ bool SelectionCli::any() const {
 void add_selection_options(CLI::App *sub, SelectionCli &o) {
   sub->add_option("--metadata", o.metadata,
                   "Only files recorded with this metadata NAME=VALUE (repeatable: all of them)")
+      ->type_name("NAME=VALUE")
       ->allow_extra_args(false);
   sub->add_option("--tag", o.tags, "Only files recorded with this tag KEY=VALUE (repeatable: all of them)")
+      ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   sub->add_option(
          "--since", o.since,

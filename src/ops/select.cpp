@@ -97,7 +97,7 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
     if (oh < 0 || oh > 23 || !expect(text, pos, ':')) return std::nullopt;
     int om = digits(text, pos, 2);
     if (om < 0 || om > 59) return std::nullopt;
-    offset_min = sign * (oh * 60 + om);
+    offset_min = static_cast<int64_t>(sign) * (oh * 60 + om);
   } else {
     return std::nullopt; // a time without its offset names no instant
   }
