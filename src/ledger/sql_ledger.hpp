@@ -149,6 +149,12 @@ private:
   // Inserts the new row (UPLOADING, or ACTIVE sharing `share`'s object) and its task.
   ReserveResult insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
                                 int64_t now);
+  // file_attr: the metadata and tags of a new row's object_options (its search index),
+  // inside reserve's transaction.
+  void record_attrs(int64_t id, const std::string &object_options);
+  // A prune's soft delete of one alive ACTIVE row read (and locked) in the caller's
+  // transaction: as soft_delete's. False when the row was no longer alive and ACTIVE.
+  bool soft_delete_row(const FileRecord &row, int64_t now, int64_t grace_ms, int max_retries);
   // upload --replace: every other alive ACTIVE row at row `id`'s path is soft-deleted, its
   // object's task due after the grace.
   void retire_others(int64_t id, const Retire &retire, int64_t now);

@@ -19,7 +19,8 @@ const char *const k_file_cols =
     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
     "created_at, updated_at, activated_at,"
     " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder,"
-    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of";
+    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of,"
+    " expires_at";
 
 namespace {
 constexpr const char *k_task_cols =
@@ -95,6 +96,7 @@ FileRecord read_file(const sql::Stmt &st) {
   auto ctime = st.col_opt_int(29);
   if (dev && ino && mtime && ctime) r.stat = FileStat{*dev, *ino, *mtime, *ctime};
   r.content_of = st.col_opt_int(30);
+  r.expires_at = st.col_opt_int(31);
   return r;
 }
 
@@ -277,7 +279,7 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
                     " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
                     " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
                     " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
-                    " idempotency_key = ?12"
+                    " idempotency_key = ?12, expires_at = ?13"
                     " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
                     " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
                     " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
@@ -294,7 +296,8 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
         .bind(9, req.original_name)
         .bind(10, req.policy)
         .bind(11, std::string_view(to_string(req.dedup)))
-        .bind(12, req.idempotency_key);
+        .bind(12, req.idempotency_key)
+        .bind(13, req.expires_at);
     if (!row.step()) continue; // moved on before we locked it: nothing written
     ReserveResult res;
     res.outcome = ReserveOutcome::resumed;
@@ -338,9 +341,9 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
         " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
         " relative_path, run_prefix, dedup_scope, holder, content_type, object_options,"
         " stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, activated_at, content_of, content_key, etag,"
-        " version_id)"
+        " version_id, expires_at)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?21, 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14,"
-        " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20, ?22, ?23, ?24, ?25, ?26) "
+        " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20, ?22, ?23, ?24, ?25, ?26, ?27) "
         "RETURNING " +
         std::string(k_file_cols));
   ins.bind(1, req.owner_id)
@@ -370,7 +373,8 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
       .bind(23, share ? std::optional<int64_t>(share->stamp_id()) : std::nullopt)
       .bind(24, share ? std::optional<std::string>(share->object_key) : std::nullopt)
       .bind(25, share ? share->etag : std::nullopt)
-      .bind(26, share ? share->version_id : std::nullopt);
+      .bind(26, share ? share->version_id : std::nullopt)
+      .bind(27, req.expires_at);
   if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
   // The new row as stored, from the insert itself: no second read.
   res.record = read_file(ins);
@@ -389,6 +393,7 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
     res.record.id = 0;
     return res;
   }
+  record_attrs(id, req.object_options);
   // Every row has its task. A shared row's names the shared object and has nothing to do
   // while the row is alive (IGNORED); a delete makes it pending like any other.
   auto task =
