@@ -13,6 +13,11 @@ namespace {
 
 constexpr std::string_view k_glob_specials = "*?[{\\";
 
+// The most matched prefixes handed to the ledger as a list of bound values (SQLite caps
+// a statement's values at 32766); beyond, the ledger reads the prefixes under the glob's
+// literal start and they are matched here, the order and the stream unchanged.
+constexpr size_t k_max_bound_prefixes = 1000;
+
 // The bytes every match of an anchored pattern starts with ("/builds/*/x": "builds/").
 std::string literal_start(std::string_view anchored) {
   auto body = anchored.substr(1);
@@ -171,6 +176,7 @@ void select_files(ledger::LedgerReports &l, const Selection &s,
     if (s.path_glob->size() > 1 && s.path_glob->front() == '/')
       if (auto start = literal_start(*s.path_glob); !start.empty() && !q.path_prefix) q.path_prefix = start;
   }
+  std::set<std::string> prefixes_here; // matched prefixes checked here rather than bound
   if (s.prefix_glob) {
     auto prefixes = matching_prefixes(l, q.owner, *s.prefix_glob);
     if (q.run_prefix)
@@ -185,10 +191,17 @@ void select_files(ledger::LedgerReports &l, const Selection &s,
                                     }),
                      prefixes.end());
     if (prefixes.empty()) return; // no run_prefixes would mean every prefix
-    q.run_prefixes = std::move(prefixes);
+    if (prefixes.size() <= k_max_bound_prefixes) {
+      q.run_prefixes = std::move(prefixes);
+    } else {
+      if (auto start = literal_start(anchored_prefix_glob(*s.prefix_glob)); !start.empty())
+        q.prefix_start = start;
+      q.run_prefixes.clear();
+      prefixes_here.insert(prefixes.begin(), prefixes.end());
+    }
   }
   // What is decided here after the ledger's read counts against the limit here too.
-  const bool filtered_here = path_glob.has_value() || s.active_only;
+  const bool filtered_here = path_glob.has_value() || s.active_only || !prefixes_here.empty();
   std::optional<int64_t> limit = q.limit;
   if (filtered_here) q.limit.reset();
   if (limit && *limit <= 0) return;
@@ -196,6 +209,7 @@ void select_files(ledger::LedgerReports &l, const Selection &s,
   l.scan_files(q, [&](const ledger::FileRecord &r) {
     if (s.active_only && (r.is_deleted || r.upload_status != ledger::FileStatus::active)) return true;
     if (path_glob && !path_glob->matches(r.relative_path)) return true;
+    if (!prefixes_here.empty() && !prefixes_here.contains(r.run_prefix)) return true;
     if (!visit(r)) return false;
     ++seen;
     return !(filtered_here && limit && seen >= *limit);

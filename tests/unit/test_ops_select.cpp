@@ -83,6 +83,29 @@ TEST_CASE("select: a prefix glob is anchored at the prefix's start and '*' stops
   CHECK_THROWS_AS((void)selected(w, s), LodgeError);
 }
 
+TEST_CASE("select: more matched prefixes than a query binds are matched here, in the same order") {
+  OpsWorld w;
+  (void)row(w, "a/1", "x", "a1");
+  for (int i = 0; i <= 1000; ++i)
+    (void)row(w, "b/" + std::to_string(i), "x", "b" + std::to_string(i));
+  (void)row(w, "b/1/deeper", "x", "c1");
+  auto s = of_owner();
+  s.prefix_glob = "b/*"; // 1001 prefixes: past the bound list
+  auto all = selected(w, s);
+  REQUIRE(all.size() == 1001);
+  CHECK(all.front().first == "b/0");
+  CHECK(all.back().first == "b/1000");
+  s.query.limit = 2;
+  CHECK(selected(w, s) == Rows{{"b/0", "x"}, {"b/1", "x"}});
+  s.query.limit.reset();
+  s.query.descending = true;
+  s.query.limit = 1;
+  CHECK(selected(w, s) == Rows{{"b/1000", "x"}});
+  s = of_owner();
+  s.prefix_glob = "b/1*"; // b/1, b/10-19, b/100-199, b/1000: a bound list
+  CHECK(selected(w, s).size() == 112);
+}
+
 TEST_CASE("select: the limit counts the rows the path glob and ACTIVE-only keep") {
   OpsWorld w;
   (void)row(w, "p", "a.txt", "1");
