@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -135,25 +136,65 @@ std::string order_of(const FileQuery &q) {
   }
   return by({"id"});
 }
+// The rows after `r` in q's order: a row-value comparison on the sort's columns and id.
+std::string after_row(Where &w, const FileQuery &q, const FileRecord &r) {
+  const char *op = q.descending ? " < " : " > ";
+  switch (q.sort) {
+  case FileSort::time:
+    return "(created_at, id)" + std::string(op) + "(" + w.param(r.created_at) + ", " + w.param(r.id) + ")";
+  case FileSort::path:
+    return "(run_prefix, relative_path, id)" + std::string(op) + "(" + w.param(r.run_prefix) + ", " +
+           w.param(r.relative_path) + ", " + w.param(r.id) + ")";
+  case FileSort::size:
+    return "(size, id)" + std::string(op) + "(" + w.param(r.size) + ", " + w.param(r.id) + ")";
+  case FileSort::id:
+    break;
+  }
+  return "id" + std::string(op) + w.param(r.id);
+}
 } // namespace
 
 void SqlLedger::scan_files(const FileQuery &f, const std::function<bool(const FileRecord &)> &visit) {
-  auto sel = select_of(f, m_c->dialect());
-  auto &w = sel.where;
-  std::string sql;
-  if (f.latest) // the newest alive ACTIVE row per (owner, path) among those matching, as find_by_path orders
-    sql = std::string("SELECT ") + k_file_cols +
-          " FROM (SELECT file_upload.*, row_number() OVER (PARTITION BY owner_id, relative_path"
-          " ORDER BY activated_at DESC, id DESC) AS lodge_rank" +
-          sel.from + w.sql() + ") AS newest WHERE lodge_rank = 1";
-  else
-    sql = std::string("SELECT ") + k_file_cols + sel.from + w.sql();
-  sql += order_of(f);
-  if (f.limit) sql += " LIMIT " + w.param(std::max<int64_t>(0, *f.limit));
-  auto st = q(sql);
-  w.bind(st);
-  while (st.step())
-    if (!visit(read_file(st))) return;
+  if (f.latest) { // the newest alive ACTIVE row per (owner, path) among those matching, as find_by_path
+                  // orders
+    auto sel = select_of(f, m_c->dialect());
+    auto &w = sel.where;
+    std::string sql = std::string("SELECT ") + k_file_cols +
+                      " FROM (SELECT file_upload.*, row_number() OVER (PARTITION BY owner_id, relative_path"
+                      " ORDER BY activated_at DESC, id DESC) AS lodge_rank" +
+                      sel.from + w.sql() + ") AS newest WHERE lodge_rank = 1" + order_of(f);
+    if (f.limit) sql += " LIMIT " + w.param(std::max<int64_t>(0, *f.limit));
+    auto st = q(sql);
+    w.bind(st);
+    while (st.step())
+      if (!visit(read_file(st))) return;
+    return;
+  }
+  // SQLite steps through its rows as they are read. libpq receives a statement's whole
+  // result at once, so on PostgreSQL the rows come in pages of k_page, each continuing after
+  // the last row of the one before in the query's order (a total order: id ends it).
+  constexpr int64_t k_page = 1000;
+  const bool paged = m_c->dialect() == sql::Dialect::postgres;
+  std::optional<FileRecord> last;
+  int64_t left = f.limit ? std::max<int64_t>(0, *f.limit) : -1;
+  while (left != 0) {
+    auto sel = select_of(f, m_c->dialect());
+    auto &w = sel.where;
+    if (last) w.add(after_row(w, f, *last));
+    std::string sql = std::string("SELECT ") + k_file_cols + sel.from + w.sql() + order_of(f);
+    const int64_t want = paged ? (left < 0 ? k_page : std::min(left, k_page)) : left;
+    if (want >= 0) sql += " LIMIT " + w.param(want);
+    auto st = q(sql);
+    w.bind(st);
+    int64_t got = 0;
+    while (st.step()) {
+      last = read_file(st);
+      ++got;
+      if (left > 0) --left;
+      if (!visit(*last)) return;
+    }
+    if (!paged || got < want) return;
+  }
 }
 
 void SqlLedger::prefix_summaries(const FileQuery &f,
