@@ -7,6 +7,7 @@
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/run.hpp>
+#include <lodge/ops/select.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
 #include <memory>
@@ -110,6 +111,20 @@ struct Command {
   CLI::App *app;
   Action run;
 };
+
+// The selection `list` and `get` share (cmd_list.cpp): the search options as given.
+struct SelectionCli {
+  std::vector<std::string> metadata, tags;
+  std::string since, until, sha256, min_size, max_size, sort, limit, prefix_glob, path_glob;
+  bool reverse = false;
+  bool latest = false;
+  // Whether any of them was given (get: a selection instead of a file).
+  [[nodiscard]] bool any() const;
+};
+void add_selection_options(CLI::App *sub, SelectionCli &o);
+// The options checked (USAGE naming the option on a bad value) and made an ops::Selection;
+// the owner, --prefix and include_dead are the command's to set.
+[[nodiscard]] ops::Selection make_selection(const SelectionCli &o, int64_t now_ms);
 
 // Each command adds its subcommand to the app and returns what runs it.
 Command add_init(CLI::App &app);
