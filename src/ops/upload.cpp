@@ -832,13 +832,8 @@ Result<std::string> md5_of_range(int fd, uint64_t off, uint64_t n, std::vector<c
     off += static_cast<uint64_t>(got);
     n -= static_cast<uint64_t>(got);
   }
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : md5.finish()) {
-    hex += k_hex[c >> 4];
-    hex += k_hex[c & 15];
-  }
-  return hex;
+  auto digest = md5.finish();
+  return util::hex_encode(digest.data(), digest.size());
 }
 } // namespace
 
