@@ -63,6 +63,9 @@ CREATE TABLE file_upload (
   -- written to the store. NULL on rows that wrote their own object.
   content_of          INTEGER REFERENCES file_upload (id),
   content_key         TEXT,
+  -- When the row expires (upload --expire-after): `prune --expired` soft-deletes an alive
+  -- ACTIVE row once this is past. NULL: never.
+  expires_at          INTEGER,
   -- A failed upload never holds quota.
   CHECK (upload_status <> 'UPLOAD_FAILED' OR is_deleted = 1)
 ) STRICT;
@@ -90,6 +93,24 @@ CREATE INDEX file_upload_overdue
 -- The de-dup lookup of reserve: an owner's alive rows with a digest, whatever their scope.
 CREATE INDEX file_upload_alive_digest
   ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+-- `prune --expired`: the alive rows with an expiry, by it.
+CREATE INDEX file_upload_expiry
+  ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
+-- `list --since/--until/--sort time`.
+CREATE INDEX file_upload_created
+  ON file_upload (created_at);
+
+-- The search index of `list --metadata/--tag`: each row's metadata ('meta') and tags ('tag')
+-- as reserve recorded them in object_options (which stays the row's record of what was
+-- asked), one row per name, keyed for the lookup by (kind, name, value). Written with the
+-- row, in reserve's transaction; never changed after (a row's options never change).
+CREATE TABLE file_attr (
+  record_id  INTEGER NOT NULL REFERENCES file_upload (id),
+  kind       TEXT    NOT NULL CHECK (kind IN ('meta', 'tag')),
+  name       TEXT    NOT NULL,
+  value      TEXT    NOT NULL,
+  PRIMARY KEY (kind, name, value, record_id)
+) STRICT, WITHOUT ROWID;
 
 -- The quota: an owner's alive rows, counted as they change (an insert alive, an alive row
 -- deleted) by the triggers below, so reserve reads one row instead of counting the owner's
@@ -149,7 +170,7 @@ END;
 
 CREATE TABLE job_run (
   id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile')),
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune')),
   worker_id   TEXT    NOT NULL,
   started_at  INTEGER NOT NULL,
   finished_at INTEGER NOT NULL,

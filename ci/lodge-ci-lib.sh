@@ -21,6 +21,17 @@ for lodge_ci_v in LODGE_STORE LODGE_CONFIG LODGE_DB LODGE_OWNER AWS_REGION; do
     eval "[ -n \"\${$lodge_ci_v:-}\" ] || unset $lodge_ci_v"
 done
 
+# Sets lodge_ci_metadata to --ci-metadata (the job's commit, ref, run id and URL recorded on
+# each file: cicommit, ciref, cirun, ciurl, cisystem), or to nothing when
+# LODGE_CI_METADATA is false.
+lodge_ci_metadata_flag() {
+    case ${LODGE_CI_METADATA:-true} in
+    true) lodge_ci_metadata=--ci-metadata ;;
+    false) lodge_ci_metadata= ;;
+    *) lodge_ci_fail "LODGE_CI_METADATA is '$LODGE_CI_METADATA': expected true or false" ;;
+    esac
+}
+
 # A directory for this job's files: the runner's temp directory when it has one.
 lodge_ci_tmp() {
     d=${RUNNER_TEMP:-${TMPDIR:-/tmp}}/lodge-ci

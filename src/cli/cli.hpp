@@ -7,6 +7,7 @@
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/run.hpp>
+#include <lodge/ops/select.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
 #include <memory>
@@ -111,6 +112,20 @@ struct Command {
   Action run;
 };
 
+// The selection `list` and `get` share (cmd_list.cpp): the search options as given.
+struct SelectionCli {
+  std::vector<std::string> metadata, tags;
+  std::string since, until, sha256, min_size, max_size, sort, limit, prefix_glob, path_glob;
+  bool reverse = false;
+  bool latest = false;
+  // Whether any of them was given (get: a selection instead of a file).
+  [[nodiscard]] bool any() const;
+};
+void add_selection_options(CLI::App *sub, SelectionCli &o);
+// The options checked (USAGE naming the option on a bad value) and made an ops::Selection;
+// the owner, --prefix and include_dead are the command's to set.
+[[nodiscard]] ops::Selection make_selection(const SelectionCli &o, int64_t now_ms);
+
 // Each command adds its subcommand to the app and returns what runs it.
 Command add_init(CLI::App &app);
 Command add_status(CLI::App &app);
@@ -125,6 +140,7 @@ Command add_reconcile(CLI::App &app);
 Command add_delete(CLI::App &app);
 Command add_tasks(CLI::App &app);
 Command add_retry(CLI::App &app);
+Command add_prune(CLI::App &app);
 Command add_show(CLI::App &app);
 Command add_get(CLI::App &app);
 Command add_cat(CLI::App &app);
@@ -143,6 +159,11 @@ CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
 // failed run carrying the error (so `status` does not show the last good run as the
 // latest), then goes on to main. A --dry-run records nothing.
 Command recorded_job(const char *job, Command c);
+// A job's worker id in job_run and leases: host:pid.
+[[nodiscard]] std::string default_worker();
+// Cron mails whatever a job prints: a job says nothing on success unless asked (-v) or on a
+// terminal.
+[[nodiscard]] bool speak(const Context &ctx);
 
 // The exit statuses (man/lodge.1 EXIT STATUS, README "Commands"), read from the Errc table so
 // the two cannot drift apart.

@@ -159,7 +159,7 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
   std::printf("overdue uploads   %lld\n", static_cast<long long>(r.overdue_uploading));
   std::printf("oldest uploading  %s\n",
               r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
-  for (const char *job : {"sweep", "repair", "reconcile"}) {
+  for (const char *job : config::k_jobs) {
     auto it = r.last_runs.find(job);
     if (it == r.last_runs.end() || !it->second)
       std::printf("last %-12s never\n", job);

@@ -8,9 +8,11 @@
 #include <ctime>
 #include <lodge/config/config.hpp>
 #include <lodge/ops/retrieve.hpp>
+#include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 #include <utility>
@@ -63,6 +65,18 @@ void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRec
   line("deleted", utc(r.deleted_at));
   line("updated", utc(r.updated_at));
   line("deadline", utc(r.upload_deadline_at));
+  line("expires", utc(r.expires_at));
+  // What the upload asked of the object: its metadata (--metadata, --ci-metadata's build)
+  // and tags, "name=value" in name order.
+  const auto options = store::from_json(r.object_options);
+  auto pairs = [](const std::map<std::string, std::string> &m) {
+    std::string out;
+    for (const auto &[k, v] : m)
+      out += (out.empty() ? "" : " ") + util::escape_for_terminal(k + "=" + v);
+    return out.empty() ? std::string("-") : out;
+  };
+  line("metadata", pairs(options.metadata));
+  line("tags", pairs(options.tags));
   line("key", util::escape_for_terminal(r.object_key));
   line("shares", r.content_of
                      ? "the object of #" + std::to_string(*r.content_of) + " (same content, stored once)"
@@ -90,7 +104,40 @@ struct GetCli {
   std::string prefix;
   bool force = false;
   std::string bwlimit;
+  SelectionCli sel;
 };
+
+// The ACTIVE rows a selection takes, read whole before any download (no read transaction
+// stays open across the transfers). Two rows restoring to one path would overwrite each
+// other: refused, before anything is written.
+std::vector<ledger::FileRecord> selected_rows(Context &ctx, const GetCli &o, bool prefix_given) {
+  ops::Selection s = make_selection(o.sel, util::system_clock().now_ms());
+  s.query.owner = ctx.owner();
+  if (prefix_given) {
+    check_prefix("get", o.prefix);
+    s.query.run_prefix = o.prefix;
+  }
+  s.active_only = true;
+  std::vector<ledger::FileRecord> rows;
+  std::map<std::string, int64_t> by_path;
+  std::optional<std::string> clash;
+  ops::select_files(ctx.reader(), s, [&](const ledger::FileRecord &r) {
+    auto [it, fresh] = by_path.emplace(ops::restore_path(r), r.id);
+    if (!fresh) {
+      clash = "get: files #" + std::to_string(it->second) + " and #" + std::to_string(r.id) +
+              " both restore to '" + util::escape_for_terminal(it->first) +
+              "': add --latest, or narrow the selection (--prefix, --prefix-glob)";
+      return false;
+    }
+    rows.push_back(r);
+    return true;
+  });
+  if (clash) throw LodgeError(Errc::usage, *clash);
+  if (rows.empty())
+    throw LodgeError(Errc::not_found,
+                     "get: no ACTIVE file of owner " + ctx.owner() + " matches the selection");
+  return rows;
+}
 
 nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &r) {
   nlohmann::json j{{"file", res.file},
@@ -149,14 +196,22 @@ Command add_get(CLI::App &app) {
       "files uploaded without one)");
   sub->add_flag("--force", o->force, "Replace an existing different file");
   add_bwlimit_option(sub, o->bwlimit, "received");
+  add_selection_options(sub, o->sel);
   return {sub, [o, prefix_opt](Context &ctx) {
             ctx.g.bwlimit = o->bwlimit;
             bool many = o->target.empty();
-            if (many && prefix_opt->count() == 0)
-              throw LodgeError(Errc::usage, "get: name a file (id or path), or --prefix P to restore a whole "
-                                            "prefix (--prefix '' for the files uploaded without one)");
+            bool selecting = o->sel.any();
+            if (selecting && !many)
+              throw LodgeError(Errc::usage, "get: name a file, or select files (--metadata, --latest, ...), "
+                                            "not both");
+            if (many && !selecting && prefix_opt->count() == 0)
+              throw LodgeError(Errc::usage, "get: name a file (id or path), --prefix P to restore a whole "
+                                            "prefix (--prefix '' for the files uploaded without one), or "
+                                            "select files (--latest --metadata K=V, ...)");
             std::vector<ledger::FileRecord> rows;
-            if (many) {
+            if (selecting) {
+              rows = selected_rows(ctx, *o, prefix_opt->count() > 0);
+            } else if (many) {
               check_prefix("get", o->prefix);
               rows = ops::active_under_prefix(ctx.reader(), ctx.owner(), o->prefix);
               if (rows.empty())

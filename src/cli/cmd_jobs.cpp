@@ -27,17 +27,6 @@ int64_t duration_option(const std::string &text, const char *name, int64_t fallb
   return *v;
 }
 
-std::string default_worker() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(::getpid());
-}
-
-// Cron mails whatever a job prints: say nothing on success unless asked or on a terminal.
-bool speak(const Context &ctx) {
-  return !ctx.g.quiet && (ctx.stdout_tty || ctx.g.verbose > 0);
-}
-
 void record(Context &ctx, const char *job, const std::string &worker, int64_t started, bool ok,
             const nlohmann::json &counts) {
   ctx.ledger().record_job_run(
@@ -45,6 +34,16 @@ void record(Context &ctx, const char *job, const std::string &worker, int64_t st
 }
 
 } // namespace
+
+std::string default_worker() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+bool speak(const Context &ctx) {
+  return !ctx.g.quiet && (ctx.stdout_tty || ctx.g.verbose > 0);
+}
 
 Command recorded_job(const char *job, Command c) {
   auto *app = c.app;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <lodge/config/ci.hpp>
 #include <lodge/ops/filter.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
@@ -47,6 +48,8 @@ struct UploadOptions {
   // The object options, as given (merged over the policy's in the command).
   std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
   std::vector<std::string> metadata, tags;
+  bool ci_metadata = false; // --ci-metadata: the CI job's commit, ref, run, URL as metadata
+  std::string expire_after; // --expire-after: a duration or "never" ("" for the policy's)
   // --include, --exclude, --filter and the *-from flags as (flag, value), in command-line
   // order: the first matching rule wins, so their order is their meaning.
   std::vector<std::pair<std::string, std::string>> filter_rules;
@@ -55,14 +58,17 @@ struct UploadOptions {
 };
 
 // The policy's object options with the flags over them, checked before anything is
-// recorded: their shape here, what the store can keep by the store.
-store::ObjectOptions object_options(const UploadOptions &o, const config::Policy &p) {
+// recorded: their shape here, what the store can keep by the store. --ci-metadata's values
+// are over the policy's, and an explicit --metadata of the same name over them.
+store::ObjectOptions object_options(const UploadOptions &o, const config::Policy &p,
+                                    const std::map<std::string, std::string> &env) {
   store::ObjectOptions flags;
   flags.content_type = o.content_type;
   flags.storage_class = o.storage_class;
   flags.sse = o.sse;
   flags.sse_kms_key_id = o.sse_kms_key_id;
   flags.cache_control = o.cache_control;
+  if (o.ci_metadata) flags.metadata = config::ci_metadata(env).take();
   for (const auto &m : o.metadata) {
     auto kv = store::parse_assignment(m, "--metadata");
     if (!kv) throw LodgeError(kv.error());
@@ -119,6 +125,19 @@ std::string stats_line(const ops::RunProgress &p, bool final) {
     eta = util::format_duration_ms(
         static_cast<int64_t>(static_cast<double>(p.bytes_total - p.bytes_sent) / rate * 1000.0));
   return line + ", ETA " + eta + ", " + std::to_string(p.in_flight) + " in flight";
+}
+
+// The rows' expiry: --expire-after over the policy's expire_after; "never" clears the
+// policy's. A duration past zero, at most a century (it is added to a wall-clock time).
+std::optional<int64_t> expire_after_ms(const UploadOptions &o, const config::Policy &p) {
+  if (o.expire_after.empty()) return p.expire_after_ms;
+  if (o.expire_after == "never") return std::nullopt;
+  auto v = util::parse_duration_ms(o.expire_after);
+  if (!v || *v <= 0 || *v > 36'500LL * 86'400'000)
+    throw LodgeError(Errc::usage, "--expire-after: expected a duration like 30d or 12h (at most 36500d), or "
+                                  "'never', got '" +
+                                      util::escape_for_terminal(o.expire_after) + "'");
+  return *v;
 }
 
 // A duration flag: 0 to a day.
@@ -234,6 +253,17 @@ void check_one_input(const UploadOptions &o) {
   if (::stat(o.paths[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file, and " +
                                       util::escape_for_terminal(o.paths[0]) + " is a directory");
+}
+
+// --ci-metadata and --expire-after, of upload and reserve.
+void add_ci_options(CLI::App *sub, UploadOptions &o) {
+  sub->add_flag("--ci-metadata", o.ci_metadata,
+                "Record the CI job's commit, ref, run id, URL and CI as metadata cicommit, ciref, cirun, "
+                "ciurl, cisystem (GitHub Actions, GitLab CI, Buildkite, Jenkins; --metadata wins)");
+  sub->add_option("--expire-after", o.expire_after,
+                  "Each file expires this long after its upload (30d, 12h; 'never'), for `lodge prune "
+                  "--expired` (default: the policy's expire_after, else never)")
+      ->type_name("DURATION");
 }
 
 // The filter flags, in one group of `lodge upload --help`. Each rule flag appends to one
@@ -483,7 +513,8 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   s.cleanup = {ops::grace_for(cfg, o.policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
   s.follow_symlinks = o.follow_symlinks;
   s.worker_id = "upload-" + std::to_string(::getpid());
-  s.options = object_options(o, s.policy);
+  s.options = object_options(o, s.policy, ctx.env);
+  s.expire_after_ms = expire_after_ms(o, s.policy);
   s.checksum = o.checksum;
   s.replace = o.replace;
   s.dry_run = o.dry_run;
@@ -539,6 +570,7 @@ Command add_upload(CLI::App &app) {
   sub->add_option("--tag", o->tags,
                   "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
       ->allow_extra_args(false);
+  add_ci_options(sub, *o);
   sub->add_option(
       "--storage-class", o->storage_class,
       "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
@@ -755,6 +787,7 @@ Command add_reserve(CLI::App &app) {
   sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE (repeatable)")
       ->allow_extra_args(false);
   sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable)")->allow_extra_args(false);
+  add_ci_options(sub, *o);
   sub->add_option("--storage-class", o->storage_class, "S3 storage class or Azure access tier");
   choices(sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms"),
           {"AES256", "aws:kms"});
@@ -773,7 +806,8 @@ Command add_reserve(CLI::App &app) {
                                     : part_size->empty() ? ctx.cfg().part_size
                                                          : config::parse_part_size(*part_size, "--part-size");
         ops::UploadSettings s = direct_settings(ctx, *o, true);
-        s.options = object_options(*o, s.policy);
+        s.options = object_options(*o, s.policy, ctx.env);
+        s.expire_after_ms = expire_after_ms(*o, s.policy);
         auto store = ctx.open_store();
         if (!store->capabilities().presign)
           throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
@@ -827,81 +861,6 @@ Command add_confirm(CLI::App &app) {
               std::fprintf(stderr, "lodge: %s whose URL expired\n",
                            util::plural(static_cast<int64_t>(results.size()), "direct upload").c_str());
             return status;
-          }};
-}
-
-Command add_list(CLI::App &app) {
-  struct ListOptions {
-    bool all = false;
-    std::string prefix;
-    bool prefix_given = false;
-    std::string path_glob;
-  };
-  auto o = std::make_shared<ListOptions>();
-  auto *sub = app.add_subcommand(
-      "list", "List an owner's files (alive ones; --all adds failed and deleted; --owner '*' every owner's)");
-  sub->add_flag("--all", o->all, "Include failed and deleted files, with their reasons");
-  sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)")
-      ->each([o](const std::string &) { o->prefix_given = true; });
-  sub->add_option("--path-glob", o->path_glob,
-                  "Only files whose relative path matches this pattern (FILTERING in lodge(1): '*' stops at "
-                  "'/', '**' crosses it, a leading '/' anchors)");
-  return {sub, [o](Context &ctx) {
-            // '*' is no owner id: taken out before the configuration checks the owner.
-            bool every_owner = ctx.g.owner == "*";
-            if (every_owner) ctx.g.owner.clear();
-            if (o->prefix_given && !o->prefix.empty())
-              if (auto why = config::run_prefix_problem(o->prefix))
-                throw LodgeError(Errc::usage,
-                                 "list: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
-            ledger::ListFilter filter;
-            filter.owner = every_owner ? std::string("*") : ctx.owner();
-            if (o->prefix_given) filter.run_prefix = o->prefix;
-            filter.include_dead = o->all;
-            auto files = ops::list_files(ctx.reader(), filter,
-                                         o->path_glob.empty() ? std::nullopt : std::optional(o->path_glob));
-            for (const auto &f : files) {
-              // A soft-deleted ACTIVE row is DELETED, whatever upload_status says.
-              std::string state = f.is_deleted && f.upload_status == ledger::FileStatus::active
-                                      ? "DELETED"
-                                      : ledger::to_string(f.upload_status);
-              if (ctx.g.json) {
-                nlohmann::json j{
-                    {"id", f.id},
-                    {"owner", f.owner_id},
-                    {"name", f.original_name},
-                    {"path", f.relative_path},
-                    {"prefix", f.run_prefix},
-                    {"dedup", ledger::to_string(f.dedup_scope)},
-                    {"object_key", f.object_key},
-                    {"shares", f.content_of ? nlohmann::json(*f.content_of) : nlohmann::json(nullptr)},
-                    {"status", state},
-                    {"upload_status", ledger::to_string(f.upload_status)},
-                    {"deleted", f.is_deleted},
-                    {"sha256", f.sha256},
-                    {"size", f.size},
-                    {"media_type", f.media_type},
-                    {"content_type", f.object_content_type()},
-                    {"object_options", f.object_options.empty() ? nlohmann::json::object()
-                                                                : nlohmann::json::parse(f.object_options)},
-                    {"created_at", f.created_at},
-                    {"failure_reason",
-                     f.failure_reason ? nlohmann::json(*f.failure_reason) : nlohmann::json(nullptr)}};
-                ctx.print_json(j);
-              } else {
-                std::string where = f.run_prefix.empty() ? "-" : f.run_prefix;
-                std::printf("%-6lld %-13s %10s  %-12s %-40s %s%s%s\n", static_cast<long long>(f.id),
-                            state.c_str(), util::format_size(static_cast<uint64_t>(f.size)).c_str(),
-                            util::escape_for_terminal(where).c_str(),
-                            util::escape_for_terminal(f.relative_path).c_str(),
-                            util::escape_for_terminal(f.object_key).c_str(),
-                            every_owner ? ("  [" + f.owner_id + "]").c_str() : "",
-                            f.failure_reason
-                                ? ("  (" + util::escape_for_terminal(*f.failure_reason) + ")").c_str()
-                                : "");
-              }
-            }
-            return exit_status(Errc::ok);
           }};
 }
 

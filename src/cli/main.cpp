@@ -464,6 +464,7 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 recorded_job("sweep", add_sweep(app)),
                                 recorded_job("repair", add_repair(app)),
                                 recorded_job("reconcile", add_reconcile(app)),
+                                recorded_job("prune", add_prune(app)),
                                 add_delete(app),
                                 add_tasks(app),
                                 add_retry(app),

@@ -143,7 +143,7 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   reject_unknown(obj, path,
                  {"max_size", "extensions", "media_types", "max_files", "deadline", "stall", "grace",
                   "allow_empty", "dedup", "content_type", "metadata", "tags", "storage_class", "sse",
-                  "sse_kms_key_id", "cache_control"});
+                  "sse_kms_key_id", "cache_control", "expire_after"});
   p.name = name;
   if (obj.contains("max_size")) p.max_size = get_size(obj["max_size"], path + ".max_size");
   if (obj.contains("extensions"))
@@ -166,6 +166,12 @@ Policy parse_policy(const json &obj, const std::string &name, const std::string 
   if (obj.contains("deadline")) p.deadline_ms = get_duration(obj["deadline"], path + ".deadline");
   if (obj.contains("stall")) p.stall_ms = get_duration(obj["stall"], path + ".stall");
   if (obj.contains("grace")) p.grace_ms = get_duration(obj["grace"], path + ".grace");
+  if (obj.contains("expire_after")) {
+    if (obj["expire_after"].is_null())
+      p.expire_after_ms.reset(); // never, as lodge config prints it
+    else
+      p.expire_after_ms = get_duration(obj["expire_after"], path + ".expire_after");
+  }
   if (obj.contains("allow_empty")) {
     const auto &v = obj["allow_empty"];
     if (!v.is_boolean()) bad(path + ".allow_empty", "expected true or false (got " + v.dump() + ")");
@@ -310,7 +316,7 @@ void parse_sweep(const json &s, SweepSettings &sweep) {
 void parse_status(const json &s, StatusSettings &status) {
   if (!s.is_object()) bad("status", "expected an object");
   reject_unknown(s, "status",
-                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "required_jobs",
+                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "prune_max_age", "required_jobs",
                   "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
   for (const char *job : k_jobs) {
     std::string key = std::string(job) + "_max_age";
@@ -321,7 +327,7 @@ void parse_status(const json &s, StatusSettings &status) {
     for (size_t i = 0; i < jobs.size(); ++i)
       if (!status.max_age_ms.contains(jobs[i]))
         bad("status.required_jobs[" + std::to_string(i) + "]",
-            "expected sweep, repair or reconcile (got '" + util::escape_for_terminal(jobs[i]) + "')");
+            "expected sweep, repair, reconcile or prune (got '" + util::escape_for_terminal(jobs[i]) + "')");
     status.required_jobs = jobs;
   }
   if (s.contains("upload_failed_max"))
@@ -610,6 +616,8 @@ nlohmann::json to_json(const Config &c) {
     pj["stall"] = util::format_duration_exact(p.stall_ms);
     pj["grace"] = util::format_duration_exact(p.grace_ms);
     pj["allow_empty"] = p.allow_empty;
+    pj["expire_after"] =
+        p.expire_after_ms ? json(util::format_duration_exact(*p.expire_after_ms)) : json(nullptr);
     if (auto o = store::to_json(p.object); !o.empty()) {
       const json options = json::parse(o); // kept alive: items() only views it
       for (const auto &[k, v] : options.items())

@@ -31,6 +31,11 @@ namespace {
 // task and the store's backstop later expired an ACTIVE object. Version 9 adds
 // cleanup_task.tag_owed, set for what an owed tag looked like then: an alive ACTIVE row
 // whose task is still live (only a confirm owing the tag left one so).
+// Version 9 could find a row only by owner, prefix and path: its metadata and tags were
+// not searchable, nothing recorded an expiry, and job_run knew no 'prune'. Version 10 adds
+// file_upload.expires_at (NULL for the rows it had), file_attr filled from each row's
+// object_options, the indexes on expires_at and created_at, and job 'prune' (SQLite cannot
+// change a CHECK in place: job_run is rebuilt with its rows and ids).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -127,6 +132,40 @@ ALTER TABLE cleanup_task ADD COLUMN
 UPDATE cleanup_task SET tag_owed = 1
   WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
     AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN
+  expires_at          INTEGER;
+CREATE INDEX file_upload_expiry
+  ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
+CREATE INDEX file_upload_created
+  ON file_upload (created_at);
+CREATE TABLE file_attr (
+  record_id  INTEGER NOT NULL REFERENCES file_upload (id),
+  kind       TEXT    NOT NULL CHECK (kind IN ('meta', 'tag')),
+  name       TEXT    NOT NULL,
+  value      TEXT    NOT NULL,
+  PRIMARY KEY (kind, name, value, record_id)
+) STRICT, WITHOUT ROWID;
+INSERT INTO file_attr (record_id, kind, name, value)
+  SELECT f.id, 'meta', j.key, j.value FROM file_upload f, json_each(NULLIF(f.object_options, ''), '$.metadata') j;
+INSERT INTO file_attr (record_id, kind, name, value)
+  SELECT f.id, 'tag', j.key, j.value FROM file_upload f, json_each(NULLIF(f.object_options, ''), '$.tags') j;
+DROP INDEX job_run_latest;
+ALTER TABLE job_run RENAME TO job_run_v9;
+CREATE TABLE job_run (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune')),
+  worker_id   TEXT    NOT NULL,
+  started_at  INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('ok', 'failed')),
+  counts      TEXT    NOT NULL DEFAULT '{}'
+) STRICT;
+INSERT INTO job_run (id, job, worker_id, started_at, finished_at, outcome, counts)
+  SELECT id, job, worker_id, started_at, finished_at, outcome, counts FROM job_run_v9;
+DROP TABLE job_run_v9;
+CREATE INDEX job_run_latest ON job_run (job, started_at);
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

@@ -35,7 +35,9 @@ constexpr int k_oldest_pg_schema_version = 4;
 // Version 5 -> 6: file_upload.holder. Version 6 -> 7: the object's options and the stat cache.
 // Version 7 -> 8: rows sharing another row's object (content_of, content_key).
 // Version 8 -> 9: cleanup_task.tag_owed, set as SQLite's step sets it.
-constexpr std::array<std::string_view, 5> k_pg_steps{
+// Version 9 -> 10: expires_at, file_attr filled from object_options, the indexes on
+// expires_at and created_at, job 'prune' (as SQLite's step).
+constexpr std::array<std::string_view, 6> k_pg_steps{
     R"sql(
 DROP INDEX file_upload_owner_alive;
 CREATE INDEX file_upload_alive_digest
@@ -94,6 +96,29 @@ ALTER TABLE cleanup_task
 UPDATE cleanup_task SET tag_owed = 1
   WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
     AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
+)sql",
+    R"sql(
+ALTER TABLE file_upload ADD COLUMN expires_at BIGINT;
+CREATE INDEX file_upload_expiry
+  ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
+CREATE INDEX file_upload_created
+  ON file_upload (created_at);
+CREATE TABLE file_attr (
+  record_id  BIGINT NOT NULL REFERENCES file_upload (id),
+  kind       TEXT COLLATE "C" NOT NULL CHECK (kind IN ('meta', 'tag')),
+  name       TEXT COLLATE "C" NOT NULL,
+  value      TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (kind, name, value, record_id)
+);
+INSERT INTO file_attr (record_id, kind, name, value)
+  SELECT f.id, 'meta', j.key, j.value FROM file_upload f,
+    jsonb_each_text(NULLIF(f.object_options, '')::jsonb -> 'metadata') j;
+INSERT INTO file_attr (record_id, kind, name, value)
+  SELECT f.id, 'tag', j.key, j.value FROM file_upload f,
+    jsonb_each_text(NULLIF(f.object_options, '')::jsonb -> 'tags') j;
+ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;
+ALTER TABLE job_run ADD CONSTRAINT job_run_job_check
+  CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune'));
 )sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");

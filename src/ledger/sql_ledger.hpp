@@ -22,6 +22,11 @@ namespace lodge::ledger {
 
 class GroupCommit;
 
+// The columns every file_upload read selects (a shared row reads as its object's key), in
+// the order read_file reads them.
+extern const char *const k_file_cols;
+[[nodiscard]] FileRecord read_file(const sql::Stmt &st);
+
 class SqlLedger final : public Ledger {
 public:
   // `conn`: a connection to a migrated ledger (a driver's open_*). With `group`, the upload
@@ -63,7 +68,10 @@ public:
   [[nodiscard]] MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason, int64_t due_at,
                                                  int64_t now) override;
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
-  [[nodiscard]] std::vector<FileRecord> list_files(const ListFilter &filter) override;
+  void scan_files(const FileQuery &f, const std::function<bool(const FileRecord &)> &visit) override;
+  void prefix_summaries(const FileQuery &f, const std::function<bool(const PrefixSummary &)> &visit) override;
+  [[nodiscard]] std::vector<SharedRow> shared_outside(const std::string &owner,
+                                                      const std::string &run_prefix) override;
   [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,
                                                      const std::string &relative_path) override;
   [[nodiscard]] std::optional<TaskRecord> find_task_for(int64_t record_id) override;
@@ -93,6 +101,11 @@ public:
                                           int max_retries) override;
   [[nodiscard]] MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
                                             int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] PruneOutcome prune_snapshot(const std::string &owner, const std::string &run_prefix,
+                                            int64_t created_until, const std::vector<int64_t> &keep_ids,
+                                            int64_t now, int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] PruneOutcome soft_delete_expired(int64_t now, int64_t grace_ms, int max_retries,
+                                                 int limit) override;
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const FileRecord &)> &visit) override;
   [[nodiscard]] int64_t max_record_id() override;
@@ -136,6 +149,12 @@ private:
   // Inserts the new row (UPLOADING, or ACTIVE sharing `share`'s object) and its task.
   ReserveResult insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
                                 int64_t now);
+  // file_attr: the metadata and tags of a new row's object_options (its search index),
+  // inside reserve's transaction.
+  void record_attrs(int64_t id, const std::string &object_options);
+  // A prune's soft delete of one alive ACTIVE row read (and locked) in the caller's
+  // transaction: as soft_delete's. False when the row was no longer alive and ACTIVE.
+  bool soft_delete_row(const FileRecord &row, int64_t now, int64_t grace_ms, int max_retries);
   // upload --replace: every other alive ACTIVE row at row `id`'s path is soft-deleted, its
   // object's task due after the grace.
   void retire_others(int64_t id, const Retire &retire, int64_t now);

@@ -11,17 +11,18 @@
 #include <optional>
 
 namespace lodge::ledger {
-namespace {
 
 // A row sharing another row's object reads as that object's key (content_key).
-constexpr const char *k_file_cols =
+const char *const k_file_cols =
     "id, owner_id, original_name, COALESCE(content_key, object_key), media_type, sha256, size, "
     "policy, upload_status, failure_reason,"
     " is_deleted, idempotency_key, etag, version_id, multipart_upload_id, "
     "created_at, updated_at, activated_at,"
     " deleted_at, upload_deadline_at, relative_path, run_prefix, dedup_scope, holder,"
-    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of";
+    " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of,"
+    " expires_at";
 
+namespace {
 constexpr const char *k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
     " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed";
@@ -33,6 +34,32 @@ template <class E> E stored_state(std::optional<E> v, const char *column, const 
                      std::string("the ledger holds an unknown ") + column + " '" + text + "'");
   return *v;
 }
+
+TaskRecord read_task(const sql::Stmt &st) {
+  TaskRecord t;
+  t.id = st.col_int(0);
+  t.record_id = st.col_int(1);
+  t.task_type = st.col_text(2);
+  t.object_key = st.col_text(3);
+  t.status = stored_state(parse_task_status(st.col_text(4)), "status", st.col_text(4));
+  t.next_retry_at = st.col_int(5);
+  t.retry_count = st.col_int(6);
+  t.max_retries = st.col_int(7);
+  t.lease_owner = st.col_opt_text(8);
+  t.lease_until = st.col_opt_int(9);
+  t.lease_version = st.col_int(10);
+  t.last_error = st.col_opt_text(11);
+  t.created_at = st.col_int(12);
+  t.updated_at = st.col_int(13);
+  t.verify_pass = st.col_int(14);
+  t.tag_owed = st.col_int(15) != 0;
+  return t;
+}
+
+// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
+constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
+                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
+} // namespace
 
 FileRecord read_file(const sql::Stmt &st) {
   FileRecord r;
@@ -69,34 +96,9 @@ FileRecord read_file(const sql::Stmt &st) {
   auto ctime = st.col_opt_int(29);
   if (dev && ino && mtime && ctime) r.stat = FileStat{*dev, *ino, *mtime, *ctime};
   r.content_of = st.col_opt_int(30);
+  r.expires_at = st.col_opt_int(31);
   return r;
 }
-
-TaskRecord read_task(const sql::Stmt &st) {
-  TaskRecord t;
-  t.id = st.col_int(0);
-  t.record_id = st.col_int(1);
-  t.task_type = st.col_text(2);
-  t.object_key = st.col_text(3);
-  t.status = stored_state(parse_task_status(st.col_text(4)), "status", st.col_text(4));
-  t.next_retry_at = st.col_int(5);
-  t.retry_count = st.col_int(6);
-  t.max_retries = st.col_int(7);
-  t.lease_owner = st.col_opt_text(8);
-  t.lease_until = st.col_opt_int(9);
-  t.lease_version = st.col_int(10);
-  t.last_error = st.col_opt_text(11);
-  t.created_at = st.col_int(12);
-  t.updated_at = st.col_int(13);
-  t.verify_pass = st.col_int(14);
-  t.tag_owed = st.col_int(15) != 0;
-  return t;
-}
-
-// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
-constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
-                              " OR (status = 'PROCESSING' AND lease_until < ?1))";
-} // namespace
 
 std::optional<FileRecord> SqlLedger::file_where(const std::string &where,
                                                 const std::function<void(Stmt &)> &bind, const char *lock) {
@@ -277,7 +279,7 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
                     " deleted_at = NULL, failure_reason = NULL, holder = ?2, upload_deadline_at = ?3,"
                     " updated_at = ?4, stat_dev = ?5, stat_ino = ?6, stat_mtime_ns = ?7,"
                     " stat_ctime_ns = ?8, original_name = ?9, policy = ?10, dedup_scope = ?11,"
-                    " idempotency_key = ?12"
+                    " idempotency_key = ?12, expires_at = ?13"
                     " WHERE id = ?1 AND upload_status = 'UPLOAD_FAILED' AND content_of IS NULL"
                     " AND multipart_upload_id IS NOT NULL AND EXISTS (SELECT 1 FROM cleanup_task t"
                     " WHERE t.record_id = ?1 AND t.status = 'PENDING' AND t.lease_version = 0) RETURNING ") +
@@ -294,7 +296,8 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
         .bind(9, req.original_name)
         .bind(10, req.policy)
         .bind(11, std::string_view(to_string(req.dedup)))
-        .bind(12, req.idempotency_key);
+        .bind(12, req.idempotency_key)
+        .bind(13, req.expires_at);
     if (!row.step()) continue; // moved on before we locked it: nothing written
     ReserveResult res;
     res.outcome = ReserveOutcome::resumed;
@@ -338,9 +341,9 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
         " upload_status, is_deleted, idempotency_key, created_at, updated_at, upload_deadline_at,"
         " relative_path, run_prefix, dedup_scope, holder, content_type, object_options,"
         " stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, activated_at, content_of, content_key, etag,"
-        " version_id)"
+        " version_id, expires_at)"
         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?21, 0, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14,"
-        " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20, ?22, ?23, ?24, ?25, ?26) "
+        " NULLIF(?15, ''), NULLIF(?16, ''), ?17, ?18, ?19, ?20, ?22, ?23, ?24, ?25, ?26, ?27) "
         "RETURNING " +
         std::string(k_file_cols));
   ins.bind(1, req.owner_id)
@@ -370,7 +373,8 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
       .bind(23, share ? std::optional<int64_t>(share->stamp_id()) : std::nullopt)
       .bind(24, share ? std::optional<std::string>(share->object_key) : std::nullopt)
       .bind(25, share ? share->etag : std::nullopt)
-      .bind(26, share ? share->version_id : std::nullopt);
+      .bind(26, share ? share->version_id : std::nullopt)
+      .bind(27, req.expires_at);
   if (!ins.step()) throw LodgeError(Errc::internal, "reserve's insert returned no id");
   // The new row as stored, from the insert itself: no second read.
   res.record = read_file(ins);
@@ -389,6 +393,7 @@ ReserveResult SqlLedger::insert_reserved(const ReserveRequest &req, const std::o
     res.record.id = 0;
     return res;
   }
+  record_attrs(id, req.object_options);
   // Every row has its task. A shared row's names the shared object and has nothing to do
   // while the row is alive (IGNORED); a delete makes it pending like any other.
   auto task =
@@ -653,24 +658,6 @@ MarkFailedOutcome SqlLedger::fail_resumable(int64_t id, const std::string &reaso
 
 std::optional<FileRecord> SqlLedger::find_file(int64_t id) {
   return file_where("id = ?1", [&](Stmt &s) { s.bind(1, id); });
-}
-
-std::vector<FileRecord> SqlLedger::list_files(const ListFilter &f) {
-  // A path glob is not the ledger's: ops::list_files applies lodge's one matcher to these rows.
-  std::string sql = std::string("SELECT ") + k_file_cols +
-                    " FROM file_upload WHERE (?1 = '*' OR owner_id = ?1)" +
-                    (f.run_prefix ? " AND run_prefix = ?2" : "") +
-                    (f.include_dead ? "" : " AND is_deleted = 0") + " ORDER BY id";
-  auto st = q(sql);
-  st.bind(1, f.owner);
-  if (f.run_prefix) st.bind(2, *f.run_prefix);
-  std::vector<FileRecord> out;
-  while (st.step()) {
-    auto r = read_file(st);
-    if (f.path_prefix && r.relative_path.compare(0, f.path_prefix->size(), *f.path_prefix) != 0) continue;
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 std::vector<FileRecord> SqlLedger::find_by_path(const std::string &owner, const std::string &run_prefix,

@@ -111,13 +111,18 @@ Result<ledger::FileRecord> find_record(ledger::LedgerReports &l, const FileRef &
   auto alive = l.find_by_path(owner, prefix, ref.path);
   if (!alive.empty()) return alive.front(); // the newest
   // No alive ACTIVE row: the newest row of that path, if any, says why (require_active).
-  ledger::ListFilter f;
+  ledger::FileQuery f;
   f.owner = owner;
   f.run_prefix = prefix;
+  f.path = ref.path;
   f.include_dead = true;
+  f.descending = true;
+  f.limit = 1;
   std::optional<ledger::FileRecord> newest;
-  for (auto &r : l.list_files(f))
-    if (r.relative_path == ref.path && (!newest || r.id > newest->id)) newest = std::move(r);
+  l.scan_files(f, [&](const ledger::FileRecord &r) {
+    newest = r;
+    return false;
+  });
   if (newest) return *newest;
   std::string where = "owner " + owner + (prefix.empty() ? std::string(", no prefix") : ", prefix " + prefix);
   return Error(Errc::not_found, "no file with path '" + util::escape_for_terminal(ref.path) + "' (" + where +
@@ -139,7 +144,7 @@ Status require_active(const ledger::FileRecord &r) {
   return Error(Errc::not_active, "file " + describe(r) + " is not ACTIVE: " + why);
 }
 
-std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l, const ledger::ListFilter &filter,
+std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l, const ledger::FileQuery &filter,
                                            const std::optional<std::string> &path_glob) {
   std::optional<Glob> glob;
   auto narrowed = filter;
@@ -151,17 +156,17 @@ std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l, const ledge
       if (!literal.empty()) narrowed.path_prefix = literal;
     }
   }
-  auto rows = l.list_files(narrowed);
-  if (glob)
-    rows.erase(std::remove_if(rows.begin(), rows.end(),
-                              [&](const ledger::FileRecord &r) { return !glob->matches(r.relative_path); }),
-               rows.end());
+  std::vector<ledger::FileRecord> rows;
+  l.scan_files(narrowed, [&](const ledger::FileRecord &r) {
+    if (!glob || glob->matches(r.relative_path)) rows.push_back(r);
+    return true;
+  });
   return rows;
 }
 
 std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, const std::string &owner,
                                                     const std::string &prefix) {
-  ledger::ListFilter f;
+  ledger::FileQuery f;
   f.owner = owner;
   f.run_prefix = prefix;
   std::map<std::string, ledger::FileRecord> newest;
@@ -199,6 +204,9 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"deleted_at", opt(r.deleted_at)},
                    {"updated_at", r.updated_at},
                    {"upload_deadline_at", r.upload_deadline_at},
+                   {"expires_at", opt(r.expires_at)},
+                   {"object_options", r.object_options.empty() ? nlohmann::json::object()
+                                                               : nlohmann::json::parse(r.object_options)},
                    {"object_key", r.object_key},
                    {"shares", opt(r.content_of)},
                    {"size", r.size},

@@ -50,6 +50,13 @@ constexpr const char *k_object_missing = "object missing from the store";
 // The biggest file whose read and hash may delay the worker's pending confirms (they commit
 // with whatever batch comes next); before a bigger one they are waited for at once.
 constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
+
+// A row's expiry (upload --expire-after, a policy's expire_after), counted from the reserve
+// that records it: a long run's last files expire as long after their upload as its first.
+std::optional<int64_t> expiry_at(const UploadSettings &s, int64_t reserve_ms) {
+  if (!s.expire_after_ms) return std::nullopt;
+  return reserve_ms + *s.expire_after_ms;
+}
 } // namespace
 
 Uploader::Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
@@ -476,6 +483,7 @@ Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::
   for (int round = 0;; ++round) {
     wall_at_reserve = m_clock.now_ms();
     steady_at_reserve = util::steady_ms();
+    ask.expires_at = expiry_at(m_s, wall_at_reserve);
     // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
     auto reserved = m_s.dry_run
                         ? Result<ledger::ReserveResult>(m_ledger.uploads.reserve(ask, wall_at_reserve))
@@ -824,13 +832,8 @@ Result<std::string> md5_of_range(int fd, uint64_t off, uint64_t n, std::vector<c
     off += static_cast<uint64_t>(got);
     n -= static_cast<uint64_t>(got);
   }
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : md5.finish()) {
-    hex += k_hex[c >> 4];
-    hex += k_hex[c & 15];
-  }
-  return hex;
+  auto digest = md5.finish();
+  return util::hex_encode(digest.data(), digest.size());
 }
 } // namespace
 

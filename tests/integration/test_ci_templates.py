@@ -27,6 +27,10 @@ except ImportError:  # python3-yaml is in scripts/packages.txt
 CI_DIR = os.path.join(SOURCE_DIR, "ci")
 ROLE = "arn:aws:iam::123456789012:role/lodge-ci"
 APP = gzip.compress(b"app " * 1000, mtime=0)  # a .gz must hold gzip (lodge checks the type)
+GITHUB_SHA = "0123456789abcdef0123456789abcdef01234567"
+GITLAB_SHA = "89abcdef0123456789abcdef0123456789abcdef"
+GITLAB_METADATA = {"cicommit": GITLAB_SHA, "ciref": "release/1.2", "cirun": "977", "cisystem": "gitlab",
+                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31"}
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl"
 
 
@@ -130,6 +134,17 @@ class Templates(S3TestCase):
         self.assertEqual(r.rc, 0, r)
         return sorted(j["id"] for j in r.json_lines() if j["status"] == "ACTIVE")
 
+    def assert_ci_metadata(self, prefix, expected):
+        """Every ACTIVE row under PREFIX records `expected` as its metadata, and its object
+        carries it (S3 user metadata, read back with boto3)."""
+        r = self.lodge("--json", "list", "--prefix", prefix)
+        rows = [j for j in r.json_lines() if j["status"] == "ACTIVE"]
+        self.assertTrue(rows)
+        for j in rows:
+            self.assertEqual(j["object_options"].get("metadata", {}), expected, j)
+            head = self.s3.head_object(Bucket=self.bucket, Key=j["object_key"])
+            self.assertEqual({k: v for k, v in head["Metadata"].items() if not k.startswith("lodge")}, expected)
+
     # --- GitHub: the composite action, its step run as the runner runs it ---
 
     def run_action(self, inputs, extra_env=None):
@@ -146,7 +161,8 @@ class Templates(S3TestCase):
         for f in (out_file, summary_file):
             open(f, "w").close()
         env = dict(self.runner_env, GITHUB_ACTIONS="true", CI="true", RUNNER_TEMP=temp, GITHUB_RUN_ID="4242",
-                   GITHUB_OUTPUT=out_file, GITHUB_STEP_SUMMARY=summary_file,
+                   GITHUB_SHA=GITHUB_SHA, GITHUB_REF_NAME="main", GITHUB_SERVER_URL="https://github.com",
+                   GITHUB_REPOSITORY="acme/app", GITHUB_OUTPUT=out_file, GITHUB_STEP_SUMMARY=summary_file,
                    GITHUB_ACTION_PATH=os.path.join(CI_DIR, "github"))
         env.update(extra_env or {})
         outputs = {}
@@ -191,11 +207,29 @@ class Templates(S3TestCase):
         self.assertIn("stored ids: " + out["ids"], summary)
         stored = self.stored("builds/4242")
         self.assertEqual(sorted(stored.values()), sorted([APP, b"<html>docs</html>", b"<svg/>"]))
+        # The action passes --ci-metadata: each file says which run made it.
+        self.assert_ci_metadata("builds/4242", {
+            "cicommit": GITHUB_SHA, "ciref": "main", "cirun": "4242", "cisystem": "github",
+            "ciurl": "https://github.com/acme/app/actions/runs/4242"})
+        found = self.lodge("--json", "list", "--metadata", "cicommit=" + GITHUB_SHA)
+        if found.rc == 0:  # list --metadata is another change's; once there, it finds the run
+            self.assertEqual(sorted(j["id"] for j in found.json_lines()), ids)
         # A re-run (the job retried): the same files are duplicates with the same ids.
         p, again, _ = self.run_action(inputs, oidc)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(sorted(int(i) for i in again["ids"].split()), ids)
         self.assertEqual(json.loads(again["summary"])["summary"]["duplicate"], 3)
+
+    def test_github_action_ci_metadata_false_records_none(self):
+        inputs = {"store": self.store, "ledger": self.db, "owner": "ci", "prefix": "builds/5",
+                  "paths": "notes.txt", "ci-metadata": "false"}
+        env = {k: v for k, v in self.env.items() if k.startswith("AWS_ACCESS") or k.startswith("AWS_SECRET")}
+        p, out, _ = self.run_action(inputs, env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assert_ci_metadata("builds/5", {})
+        p, _, _ = self.run_action(dict(inputs, **{"ci-metadata": "yes"}), env)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("LODGE_CI_METADATA is 'yes'", p.stderr)
 
     def test_github_action_without_an_id_token_permission_says_so(self):
         inputs = {"store": self.store, "ledger": self.db, "owner": "ci", "paths": "notes.txt", "role-arn": ROLE}
@@ -240,7 +274,8 @@ class Templates(S3TestCase):
 
     def gitlab_env(self):
         return dict(self.runner_env, GITLAB_CI="true", CI="true", CI_PIPELINE_ID="977", CI_JOB_ID="31",
-                    CI_PROJECT_DIR=self.work, LODGE_STORE=self.store, LODGE_DB=self.db, LODGE_OWNER="ci")
+                    CI_COMMIT_SHA=GITLAB_SHA, CI_COMMIT_REF_NAME="release/1.2",
+                    CI_JOB_URL="https://gitlab.example/acme/app/-/jobs/31", CI_PROJECT_DIR=self.work, LODGE_STORE=self.store, LODGE_DB=self.db, LODGE_OWNER="ci")
 
     def test_gitlab_upload_job_uploads_under_the_pipeline_and_passes_the_ids_on(self):
         p, dotenv = self.gitlab_job(".lodge-upload", self.gitlab_env(),
@@ -254,6 +289,7 @@ class Templates(S3TestCase):
         self.assertEqual((s["active"], s["excluded"]), (3, 1))
         self.assertEqual(sorted(self.stored("builds/977").values()),
                          sorted([APP, b"<html>docs</html>", b"release notes\n"]))
+        self.assert_ci_metadata("builds/977", GITLAB_METADATA)
 
     def test_gitlab_direct_flow_the_runner_without_credentials_sends_with_curl(self):
         # The two jobs with credentials get the runner's static keys (the presign check knows
@@ -276,6 +312,8 @@ class Templates(S3TestCase):
         p, _ = self.gitlab_job(".lodge-direct-confirm", dict(trusted, **reserved))
         self.assertEqual(self.active_ids("builds/977"), [int(reserved["LODGE_CI_ID"])])
         self.assertEqual(list(self.stored("builds/977").values()), [APP])
+        # The reservation recorded the pipeline, and the object sent by curl carries it.
+        self.assert_ci_metadata("builds/977", GITLAB_METADATA)
         # The same content again: a duplicate, nothing to send or confirm.
         p, dup = self.gitlab_job(".lodge-direct-reserve", dict(trusted, **described, CI_PIPELINE_ID="978"),
                                  {"LODGE_CI_PREFIX": "builds/977"})

@@ -69,7 +69,7 @@ class Completion(LodgeTestCase):
     def test_bash_completes_commands_options_and_fixed_values(self):
         self.assertEqual(self.bash_complete("lodge up"), ["upload"])
         self.assertEqual(self.bash_complete("lodge upload --ex"),
-                         ["--exclude", "--exclude-from", "--exclude-if-present"])
+                         ["--exclude", "--exclude-from", "--exclude-if-present", "--expire-after"])
         self.assertEqual(self.bash_complete("lodge tasks --status "), sorted(TASK_STATUSES))
         self.assertEqual(self.bash_complete("lodge tasks --status P"), ["PENDING", "PROCESSING"])
         # --status=VALUE: bash splits at '=', and readline replaces only what follows it.
@@ -166,7 +166,7 @@ class Completion(LodgeTestCase):
             return sorted(l.split("\t")[0] for l in p.stdout.splitlines())
 
         self.assertEqual(fish("lodge up"), ["upload"])
-        self.assertEqual(fish("lodge upload --ex"), ["--exclude", "--exclude-from", "--exclude-if-present"])
+        self.assertEqual(fish("lodge upload --ex"), ["--exclude", "--exclude-from", "--exclude-if-present", "--expire-after"])
         self.assertEqual(fish("lodge tasks --status "), sorted(TASK_STATUSES))
         self.assertEqual(fish("lodge --db x.db tasks --status P"), ["PENDING", "PROCESSING"])
         self.assertEqual(fish("lodge completion "), ["bash", "fish", "zsh"])

@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main  # noqa: E402
 
 UNITS_SRC = os.path.join(SOURCE_DIR, "dist", "systemd")
-JOBS = ("sweep", "repair", "reconcile", "status", "confirm")
+JOBS = ("sweep", "repair", "reconcile", "status", "confirm", "prune")
 
 
 def linked_library(fragment):
@@ -150,7 +150,7 @@ class SystemdUnits(LodgeTestCase):
 
     def test_every_unit_verifies_without_a_word(self):
         paths = units_for_verify(self.dir)
-        self.assertEqual(len(paths), 10)
+        self.assertEqual(len(paths), 12)
         p = self.verify(paths)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout + p.stderr, "")

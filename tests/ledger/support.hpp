@@ -36,6 +36,17 @@ inline ledger::ReserveRequest request(const std::string &owner, const std::strin
   return r;
 }
 
+// Takes back, on a closed ledger, what schema version 10 added (expires_at, file_attr,
+// their indexes; job_run's 'prune' may stay), as a version-9 ledger had it, and says the
+// ledger is at version 9: a migration test starts there (or earlier, taking back more).
+inline void as_schema_v9(const FreshLedger &f) {
+  f.exec_raw("DROP INDEX file_upload_expiry");
+  f.exec_raw("DROP INDEX file_upload_created");
+  f.exec_raw("DROP TABLE file_attr");
+  f.exec_raw("ALTER TABLE file_upload DROP COLUMN expires_at");
+  f.set_schema_version(9);
+}
+
 // confirm()'s outcomes, by the names the cases use.
 namespace confirm_outcome {
 inline constexpr auto confirmed = ledger::ConfirmOutcome::confirmed;

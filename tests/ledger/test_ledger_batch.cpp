@@ -150,9 +150,9 @@ TEST_CASE("pooled workers: each reserve's answer is what committed, whatever the
   CHECK(quota > 0);
   CHECK(duplicates > 0);
   // I3 under batching: owner o1 never passes its quota of 5.
-  CHECK(e.l->list_files({"o1", std::nullopt, std::nullopt, true}).size() == 5);
+  CHECK(e.l->list_files({.owner = "o1", .include_dead = true}).size() == 5);
   // Exactly the rows reported reserved exist, each with its task; none for a refused name.
-  auto rows = e.l->list_files({"*", std::nullopt, std::nullopt, true});
+  auto rows = e.l->list_files({.owner = "*", .include_dead = true});
   CHECK(rows.size() == reserved.size());
   std::set<std::string> digests;
   for (const auto &r : rows) {
@@ -235,7 +235,7 @@ TEST_CASE("a batch on a ledger that fills up: no request is told it committed un
   CHECK(full > 0);               // the ledger did fill up
   CHECK(!told_reserved.empty()); // and some made it before
   std::set<int64_t> held;
-  for (const auto &r : e.l->list_files({"*", std::nullopt, std::nullopt, true})) {
+  for (const auto &r : e.l->list_files({.owner = "*", .include_dead = true})) {
     held.insert(r.id);
     CHECK(e.l->find_task_for(r.id).has_value());
   }
@@ -295,7 +295,7 @@ TEST_CASE("a batch whose transaction SQLite rolls back under one request: the on
   for (auto &t : threads)
     t.join();
   std::set<int64_t> held;
-  for (const auto &r : e.l->list_files({"*", std::nullopt, std::nullopt, true}))
+  for (const auto &r : e.l->list_files({.owner = "*", .include_dead = true}))
     held.insert(r.id);
   CHECK(held == told_reserved);
   CHECK(static_cast<int>(told_reserved.size()) + failed == k_workers * k_each);

@@ -52,7 +52,7 @@ struct State {
 };
 
 State state_of(ledger::Ledger &l) {
-  ledger::ListFilter f;
+  ledger::FileQuery f;
   f.owner = "*";
   f.include_dead = true;
   return {l.list_tasks(std::nullopt), l.list_files(f)};

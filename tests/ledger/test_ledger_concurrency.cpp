@@ -97,7 +97,7 @@ TEST_CASE("I3: N concurrent reservers on their own connections never pass the qu
     REQUIRE_MESSAGE(errors.all().empty(), errors.all());
     CHECK(std::count(got.begin(), got.end(), ReserveOutcome::reserved) == 3);
     CHECK(std::count(got.begin(), got.end(), ReserveOutcome::quota_exceeded) == k_threads - 3);
-    CHECK(e.l->list_files({owner, std::nullopt, std::nullopt, true}).size() == 3);
+    CHECK(e.l->list_files({.owner = owner, .include_dead = true}).size() == 3);
   }
 }
 
@@ -129,7 +129,7 @@ TEST_CASE("I4: N concurrent reservers of the same content: one row, the others f
     CHECK(reserved == 1);
     CHECK(found == k_threads - 1);
     CHECK(ids.size() == 1); // every one names the same row
-    CHECK(e.l->list_files({owner, std::nullopt, std::nullopt, true}).size() == 1);
+    CHECK(e.l->list_files({.owner = owner, .include_dead = true}).size() == 1);
   }
 }
 
@@ -262,7 +262,7 @@ TEST_CASE("migration: several processes creating one ledger at once all succeed 
       CHECK(uuids[static_cast<size_t>(i)] == l->uuid());
       CHECK(versions[static_cast<size_t>(i)] == l->schema_version());
     }
-    CHECK(l->list_files({"o", std::nullopt, std::nullopt, true}).size() == static_cast<size_t>(n));
+    CHECK(l->list_files({.owner = "o", .include_dead = true}).size() == static_cast<size_t>(n));
   }
 }
 

@@ -56,7 +56,7 @@ ledger::FileRecord failed_staged(LedgerFixture &e, ledger::ReserveRequest r,
 }
 
 size_t row_count(ledger::Ledger &l, const std::string &owner) {
-  return l.list_files({owner, std::nullopt, std::nullopt, true}).size();
+  return l.list_files({.owner = owner, .include_dead = true}).size();
 }
 
 // The row and its task exactly as they were (a refused or dry resume writes nothing).

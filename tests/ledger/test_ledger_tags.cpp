@@ -270,9 +270,9 @@ TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the g
 
 TEST_CASE("migration to tag_owed: an ACTIVE row whose task is still live is owed the tag, nothing else") {
   Env e;
-  // One row for every shape the ledger had before the step (the last one) that adds
+  // One row for every shape the ledger had before the step (version 8 -> 9) that adds
   // tag_owed; only the first three looked owed then.
-  constexpr int before = ledger::k_schema_version - 1;
+  constexpr int before = 8;
   auto confirmed = [&](const char *seed) {
     auto r = e.reserve(seed);
     REQUIRE(e.l->confirm(r.id, "etag", "", e.now(), ledger::CommitTag::owed) ==
@@ -295,6 +295,7 @@ TEST_CASE("migration to tag_owed: an ACTIVE row whose task is still live is owed
   // As that version left it: no tag_owed column, the RETRY task as a failed tag left it.
   e.fresh.exec_raw("UPDATE cleanup_task SET status = 'RETRY', retry_count = 1 WHERE record_id = " +
                    id(retry));
+  as_schema_v9(e.fresh);
   e.fresh.exec_raw("ALTER TABLE cleanup_task DROP COLUMN tag_owed");
   e.fresh.set_schema_version(before);
   e.l = e.fresh.open(&e.clock, false); // migrates

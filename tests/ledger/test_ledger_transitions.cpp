@@ -45,7 +45,7 @@ void check_same_row(const ledger::FileRecord &a, const ledger::FileRecord &b) {
 }
 
 size_t row_count(ledger::Ledger &l) {
-  ledger::ListFilter f;
+  ledger::FileQuery f;
   f.owner = "*";
   f.include_dead = true;
   return l.list_files(f).size();
@@ -898,7 +898,7 @@ TEST_CASE("rows_by_key: byte order of key, bounded by the prefix, after a key") 
   // The visitor stops the walk.
   CHECK(keys("r/", "", 2) == expect({"r/Z/", "r/a/"}));
   // Dead rows are walked too (their objects may be leftovers).
-  REQUIRE(e.l->mark_failed(e.l->list_files({"o", std::nullopt, std::nullopt, false}).front().id, "x", true,
+  REQUIRE(e.l->mark_failed(e.l->list_files({.owner = "o", .include_dead = false}).front().id, "x", true,
                            e.now()) == ledger::MarkFailedOutcome::failed);
   CHECK(keys("", "").size() == roots.size());
 }
@@ -1117,9 +1117,9 @@ TEST_CASE("list_files and find_by_path read what reserve and confirm wrote") {
   auto a2 = in("o", "a2", "p", "src/x.c");
   REQUIRE(e.l->confirm(a2.id, "e", "", e.now()) == test::confirm_outcome::confirmed);
   REQUIRE(e.l->mark_failed(b.id, "x", true, e.now()) == ledger::MarkFailedOutcome::failed);
-  ledger::ListFilter f;
+  ledger::FileQuery f;
   f.owner = "o";
-  auto ids = [&](const ledger::ListFilter &flt) {
+  auto ids = [&](const ledger::FileQuery &flt) {
     std::vector<int64_t> out;
     for (const auto &r : e.l->list_files(flt))
       out.push_back(r.id);
@@ -1189,7 +1189,7 @@ TEST_CASE("a dry-run reserve decides as a reserve does and writes nothing") {
   auto planned = e.l->reserve(dry, e.now());
   CHECK(planned.outcome == ledger::ReserveOutcome::reserved);
   CHECK(planned.record.id == 0);
-  ledger::ListFilter none_yet;
+  ledger::FileQuery none_yet;
   none_yet.owner = "o";
   none_yet.include_dead = true;
   CHECK(e.l->list_files(none_yet).empty());
@@ -1202,7 +1202,7 @@ TEST_CASE("a dry-run reserve decides as a reserve does and writes nothing") {
   quota.dry_run = true;
   quota.max_files = 1;
   CHECK(e.l->reserve(quota, e.now()).outcome == ledger::ReserveOutcome::quota_exceeded);
-  ledger::ListFilter all;
+  ledger::FileQuery all;
   all.owner = "o";
   all.include_dead = true;
   CHECK(e.l->list_files(all).size() == 1);

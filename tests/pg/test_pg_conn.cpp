@@ -251,20 +251,25 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
                   " WHERE n.nspname = 'public' ORDER BY 1");
   };
   auto want = shape();
-  db.sql("DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
-         " DROP TABLE owner_usage; DROP INDEX file_upload_alive_digest;"
-         " CREATE INDEX file_upload_owner_alive ON file_upload (owner_id) WHERE is_deleted = 0;"
-         " ALTER TABLE file_upload DROP COLUMN holder;"
-         " ALTER TABLE file_upload DROP COLUMN content_type, DROP COLUMN object_options,"
-         " DROP COLUMN stat_dev, DROP COLUMN stat_ino, DROP COLUMN stat_mtime_ns, DROP COLUMN stat_ctime_ns;"
-         // version 8's shared rows (dropping content_of drops the indexes that name it)
-         " ALTER TABLE file_upload DROP COLUMN content_of, DROP COLUMN content_key;"
-         " CREATE UNIQUE INDEX file_upload_alive_owner_digest ON file_upload (owner_id, sha256)"
-         " WHERE is_deleted = 0 AND dedup_scope = 'owner';"
-         " CREATE UNIQUE INDEX file_upload_alive_prefix_digest ON file_upload (owner_id, run_prefix, sha256)"
-         " WHERE is_deleted = 0 AND dedup_scope <> 'none';"
-         " ALTER TABLE cleanup_task DROP COLUMN tag_owed;"
-         " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
+  db.sql(
+      "DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
+      " DROP TABLE owner_usage; DROP INDEX file_upload_alive_digest;"
+      " CREATE INDEX file_upload_owner_alive ON file_upload (owner_id) WHERE is_deleted = 0;"
+      " ALTER TABLE file_upload DROP COLUMN holder;"
+      " ALTER TABLE file_upload DROP COLUMN content_type, DROP COLUMN object_options,"
+      " DROP COLUMN stat_dev, DROP COLUMN stat_ino, DROP COLUMN stat_mtime_ns, DROP COLUMN stat_ctime_ns;"
+      // version 8's shared rows (dropping content_of drops the indexes that name it)
+      " ALTER TABLE file_upload DROP COLUMN content_of, DROP COLUMN content_key;"
+      " CREATE UNIQUE INDEX file_upload_alive_owner_digest ON file_upload (owner_id, sha256)"
+      " WHERE is_deleted = 0 AND dedup_scope = 'owner';"
+      " CREATE UNIQUE INDEX file_upload_alive_prefix_digest ON file_upload (owner_id, run_prefix, sha256)"
+      " WHERE is_deleted = 0 AND dedup_scope <> 'none';"
+      " ALTER TABLE cleanup_task DROP COLUMN tag_owed;"
+      // version 10's search index, expiry (its index goes with the column) and job 'prune'
+      " DROP TABLE file_attr; DROP INDEX file_upload_created; ALTER TABLE file_upload DROP COLUMN expires_at;"
+      " ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;"
+      " ALTER TABLE job_run ADD CONSTRAINT job_run_job_check CHECK (job IN ('sweep', 'repair', 'reconcile'));"
+      " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
   db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
          " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
          " ('alice', 'a', 'k1', 't', repeat('a', 64), 1, 'p', 'ACTIVE', 0, 1, 1, 1, 'none'),"
@@ -281,6 +286,10 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
                " 'file_upload_alive_prefix_digest') AND indexdef LIKE '%content_of IS NULL%'") == "2"); // 8's
   CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'cleanup_task'"
                " AND column_name = 'tag_owed'") == "1"); // version 9's
+  CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"
+               " AND column_name = 'expires_at'") == "1"); // version 10's
+  db.sql("INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome) VALUES ('prune', 'w', 1, 2, "
+         "'ok')");
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
   insert_row(*c, "k3"); // the trigger counts from then on
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");

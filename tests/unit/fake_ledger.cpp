@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/schema.hpp>
+#include <lodge/store/object_options.hpp>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
 namespace lodge::test {
 using namespace ledger;
@@ -28,7 +31,11 @@ const char *const k_ops[] = {"schema_version",
                              "mark_failed",
                              "fail_resumable",
                              "find_file",
-                             "list_files",
+                             "scan_files",
+                             "prefix_summaries",
+                             "shared_outside",
+                             "prune_snapshot",
+                             "soft_delete_expired",
                              "find_by_path",
                              "find_task_for",
                              "claim_due",
@@ -81,6 +88,58 @@ void clear_lease(TaskRecord &t) {
 
 bool alive_active(const FileRecord *r) {
   return r && !r->is_deleted && r->upload_status == FileStatus::active;
+}
+
+bool starts_with(const std::string &s, const std::string &start) {
+  return s.compare(0, start.size(), start) == 0;
+}
+
+// Whether the row's object_options hold every (name, value) of `want` in `kind`
+// ("metadata" or "tags"): what the ledger's file_attr records at reserve.
+bool has_attrs(const FileRecord &r, const std::vector<std::pair<std::string, std::string>> &want, bool tags) {
+  if (want.empty()) return true;
+  auto o = store::from_json(r.object_options);
+  const auto &m = tags ? o.tags : o.metadata;
+  return std::all_of(want.begin(), want.end(), [&](const auto &kv) {
+    auto it = m.find(kv.first);
+    return it != m.end() && it->second == kv.second;
+  });
+}
+
+// Every field of q but latest, sort and limit (SqlLedger's WHERE).
+bool matches(const FileQuery &q, const FileRecord &r) {
+  if (q.owner != "*" && r.owner_id != q.owner) return false;
+  if (q.run_prefix && r.run_prefix != *q.run_prefix) return false;
+  if (!q.run_prefixes.empty() &&
+      std::find(q.run_prefixes.begin(), q.run_prefixes.end(), r.run_prefix) == q.run_prefixes.end())
+    return false;
+  if (q.prefix_start && !starts_with(r.run_prefix, *q.prefix_start)) return false;
+  if (q.path_prefix && !starts_with(r.relative_path, *q.path_prefix)) return false;
+  if (q.path && r.relative_path != *q.path) return false;
+  if (!q.include_dead && r.is_deleted) return false;
+  if ((q.since && r.created_at < *q.since) || (q.until && r.created_at > *q.until)) return false;
+  if (q.sha256 && r.sha256 != *q.sha256) return false;
+  if ((q.min_size && r.size < *q.min_size) || (q.max_size && r.size > *q.max_size)) return false;
+  if (q.expired_by && (r.is_deleted || !r.expires_at || *r.expires_at > *q.expired_by)) return false;
+  return has_attrs(r, q.metadata, false) && has_attrs(r, q.tags, true);
+}
+
+// q's order: its sort key, then id; reversed whole when descending.
+bool ordered_before(const FileQuery &q, const FileRecord &a, const FileRecord &b) {
+  auto key = [&](const FileRecord &r) {
+    switch (q.sort) {
+    case FileSort::time:
+      return std::make_tuple(r.created_at, std::string(), std::string(), r.id);
+    case FileSort::path:
+      return std::make_tuple(int64_t{0}, r.run_prefix, r.relative_path, r.id);
+    case FileSort::size:
+      return std::make_tuple(r.size, std::string(), std::string(), r.id);
+    case FileSort::id:
+      break;
+    }
+    return std::make_tuple(int64_t{0}, std::string(), std::string(), r.id);
+  };
+  return q.descending ? key(b) < key(a) : key(a) < key(b);
 }
 
 // A uuid of its own per row, predictable: 00000000-0000-4000-8000-<id, 12 digits>.
@@ -474,6 +533,7 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     if (!req.content_type.empty()) r.content_type = req.content_type;
     r.object_options = req.object_options;
     r.stat = req.stat;
+    r.expires_at = req.expires_at;
     res.outcome = share ? ReserveOutcome::shared : ReserveOutcome::reserved;
     res.record = r;
     if (req.dry_run) { // rolled back: the id is no one's
@@ -537,6 +597,7 @@ std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &
     x.policy = req.policy;
     x.dedup_scope = req.dedup;
     x.idempotency_key = req.idempotency_key;
+    x.expires_at = req.expires_at;
   };
   ReserveResult res;
   res.outcome = ReserveOutcome::resumed;
@@ -766,14 +827,76 @@ std::optional<FileRecord> FakeLedger::find_file(int64_t id) {
   });
 }
 
-std::vector<FileRecord> FakeLedger::list_files(const ListFilter &f) {
-  return call("list_files", [&] {
+void FakeLedger::scan_files(const FileQuery &q, const std::function<bool(const FileRecord &)> &visit) {
+  // Read under the lock, visited outside it (the visitor may call the ledger).
+  auto rows = call("scan_files", [&] {
     std::vector<FileRecord> out;
     for (const auto &[id, r] : m_rows)
-      if ((f.owner == "*" || r.owner_id == f.owner) && (!f.run_prefix || r.run_prefix == *f.run_prefix) &&
-          (f.include_dead || !r.is_deleted) &&
-          (!f.path_prefix || r.relative_path.compare(0, f.path_prefix->size(), *f.path_prefix) == 0))
-        out.push_back(r);
+      if (matches(q, r) && (!q.latest || alive_active(&r))) out.push_back(r);
+    if (q.latest) { // the newest by (activated_at, id) per (owner, relative_path)
+      std::map<std::pair<std::string, std::string>, FileRecord> newest;
+      for (auto &r : out) {
+        auto [it, fresh] = newest.try_emplace({r.owner_id, r.relative_path}, r);
+        if (!fresh && std::make_pair(r.activated_at.value_or(0), r.id) >
+                          std::make_pair(it->second.activated_at.value_or(0), it->second.id))
+          it->second = r;
+      }
+      out.clear();
+      for (auto &[k, r] : newest)
+        out.push_back(std::move(r));
+    }
+    std::sort(out.begin(), out.end(),
+              [&](const FileRecord &a, const FileRecord &b) { return ordered_before(q, a, b); });
+    if (q.limit && static_cast<int64_t>(out.size()) > *q.limit)
+      out.resize(static_cast<size_t>(std::max<int64_t>(0, *q.limit)));
+    return out;
+  });
+  for (const auto &r : rows)
+    if (!visit(r)) return;
+}
+
+void FakeLedger::prefix_summaries(const FileQuery &q,
+                                  const std::function<bool(const PrefixSummary &)> &visit) {
+  auto sums = call("prefix_summaries", [&] {
+    FileQuery alive = q;
+    alive.include_dead = false;
+    std::map<std::pair<std::string, std::string>, PrefixSummary> by;
+    for (const auto &[id, r] : m_rows) {
+      if (!matches(alive, r) || r.upload_status == FileStatus::upload_failed) continue;
+      auto &s = by[{r.owner_id, r.run_prefix}];
+      s.owner_id = r.owner_id;
+      s.run_prefix = r.run_prefix;
+      if (r.upload_status == FileStatus::uploading) {
+        ++s.uploading;
+        continue;
+      }
+      ++s.files;
+      s.bytes += r.size;
+      s.newest_at = std::max(s.newest_at, r.created_at);
+    }
+    std::vector<PrefixSummary> out;
+    out.reserve(by.size());
+    for (auto &[k, s] : by)
+      out.push_back(std::move(s));
+    return out;
+  });
+  for (const auto &s : sums)
+    if (!visit(s)) return;
+}
+
+std::vector<SharedRow> FakeLedger::shared_outside(const std::string &owner, const std::string &run_prefix) {
+  return call("shared_outside", [&] {
+    std::vector<SharedRow> out;
+    for (const auto &[id, r] : m_rows) {
+      if (r.is_deleted || r.owner_id != owner || r.run_prefix != run_prefix) continue;
+      std::set<std::pair<std::string, std::string>> sharers;
+      for (const auto &[oid, o] : m_rows)
+        if (oid != id && !o.is_deleted && o.object_key == r.object_key &&
+            (o.owner_id != owner || o.run_prefix != run_prefix))
+          sharers.emplace(o.owner_id, o.run_prefix);
+      for (const auto &[so, sp] : sharers)
+        out.push_back({id, so, sp});
+    }
     return out;
   });
 }
@@ -1131,6 +1254,46 @@ MissingOutcome FakeLedger::mark_missing(int64_t id, const std::string &reason, i
     });
     (void)ensure_pending_task("mark_missing", id, r->object_key, now + grace_ms, max_retries, false, now);
     return MissingOutcome::marked_missing;
+  });
+}
+
+void FakeLedger::soft_delete_locked(const char *op, FileRecord &r, int64_t now, int64_t grace_ms,
+                                    int max_retries) {
+  set_row(op, r, [&](FileRecord &x) {
+    x.is_deleted = true;
+    x.deleted_at = x.updated_at = now;
+  });
+  (void)ensure_pending_task(op, r.id, r.object_key, now + grace_ms, max_retries, false, now);
+}
+
+PruneOutcome FakeLedger::prune_snapshot(const std::string &owner, const std::string &run_prefix,
+                                        int64_t created_until, const std::vector<int64_t> &keep_ids,
+                                        int64_t now, int64_t grace_ms, int max_retries) {
+  return call("prune_snapshot", [&] {
+    PruneOutcome out;
+    for (auto &[id, r] : m_rows) {
+      if (!alive_active(&r) || r.owner_id != owner || r.run_prefix != run_prefix ||
+          r.created_at > created_until || std::find(keep_ids.begin(), keep_ids.end(), id) != keep_ids.end())
+        continue;
+      soft_delete_locked("prune_snapshot", r, now, grace_ms, max_retries);
+      ++out.deleted;
+      out.bytes += r.size;
+    }
+    return out;
+  });
+}
+
+PruneOutcome FakeLedger::soft_delete_expired(int64_t now, int64_t grace_ms, int max_retries, int limit) {
+  return call("soft_delete_expired", [&] {
+    PruneOutcome out;
+    for (auto &[id, r] : m_rows) {
+      if (out.deleted >= limit) break;
+      if (!alive_active(&r) || !r.expires_at || *r.expires_at > now) continue;
+      soft_delete_locked("soft_delete_expired", r, now, grace_ms, max_retries);
+      ++out.deleted;
+      out.bytes += r.size;
+    }
+    return out;
   });
 }
 

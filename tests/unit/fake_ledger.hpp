@@ -114,7 +114,12 @@ public:
   [[nodiscard]] ledger::MarkFailedOutcome fail_resumable(int64_t id, const std::string &reason,
                                                          int64_t due_at, int64_t now) override;
   [[nodiscard]] std::optional<ledger::FileRecord> find_file(int64_t id) override;
-  [[nodiscard]] std::vector<ledger::FileRecord> list_files(const ledger::ListFilter &filter) override;
+  void scan_files(const ledger::FileQuery &q,
+                  const std::function<bool(const ledger::FileRecord &)> &visit) override;
+  void prefix_summaries(const ledger::FileQuery &q,
+                        const std::function<bool(const ledger::PrefixSummary &)> &visit) override;
+  [[nodiscard]] std::vector<ledger::SharedRow> shared_outside(const std::string &owner,
+                                                              const std::string &run_prefix) override;
   [[nodiscard]] std::vector<ledger::FileRecord> find_by_path(const std::string &owner,
                                                              const std::string &run_prefix,
                                                              const std::string &relative_path) override;
@@ -152,6 +157,12 @@ public:
                                                   int64_t grace_ms, int max_retries) override;
   [[nodiscard]] ledger::MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
                                                     int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] ledger::PruneOutcome prune_snapshot(const std::string &owner, const std::string &run_prefix,
+                                                    int64_t created_until,
+                                                    const std::vector<int64_t> &keep_ids, int64_t now,
+                                                    int64_t grace_ms, int max_retries) override;
+  [[nodiscard]] ledger::PruneOutcome soft_delete_expired(int64_t now, int64_t grace_ms, int max_retries,
+                                                         int limit) override;
 
   void rows_by_key(const std::string &prefix, const std::string &after,
                    const std::function<bool(const ledger::FileRecord &)> &visit) override;
@@ -197,6 +208,9 @@ private:
   ledger::QueueOutcome ensure_pending_task(const char *op, int64_t record_id, const std::string &key,
                                            int64_t due, int max_retries, bool verify, int64_t now);
   bool fail_overdue_row(const char *op, int64_t id, int64_t now, const std::string &by);
+  // soft_delete's change of an alive ACTIVE row (dead, task pending after the grace).
+  void soft_delete_locked(const char *op, ledger::FileRecord &r, int64_t now, int64_t grace_ms,
+                          int max_retries);
   void retire_others(const char *op, int64_t id, const ledger::Retire &retire, int64_t now);
   std::optional<ledger::ReserveResult> dedup_answer(const ledger::ReserveRequest &req,
                                                     std::optional<ledger::FileRecord> &share);

@@ -54,7 +54,7 @@ struct Env {
     return l.row(res.record.id);
   }
   size_t rows(const std::string &owner) {
-    return l.list_files({owner, std::nullopt, std::nullopt, true}).size();
+    return l.list_files({.owner = owner, .include_dead = true}).size();
   }
 };
 } // namespace

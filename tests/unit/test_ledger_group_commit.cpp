@@ -249,7 +249,7 @@ TEST_CASE(
     ops::Uploader up(*p.worker, *conn, p.s, util::system_clock());
     auto got = up.upload_next(p.input("a.txt", "first file"));
     CHECK(got.empty()); // pending
-    auto rows = p.l->list_files(ledger::ListFilter{"o", std::nullopt, std::nullopt, false});
+    auto rows = p.l->list_files({.owner = "o", .include_dead = false});
     REQUIRE(rows.size() == 1);
     id = rows[0].id;
   } // no finish(): the Uploader and its connection end with the confirm abandoned

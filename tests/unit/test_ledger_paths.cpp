@@ -161,31 +161,35 @@ TEST_CASE("list_files: by owner ('*' for all), prefix and path glob") {
   auto gone = e.active("d", "src/x.c", "", DedupScope::prefix);
   e.active("e", "src/y.c", "", DedupScope::prefix, "p");
   REQUIRE(e.l->soft_delete(gone.id, "o", e.clock.t, 1000, 2) == ledger::DeleteOutcome::deleted);
-  auto paths = [&](ledger::ListFilter f, std::optional<std::string> glob = std::nullopt) {
+  auto paths = [&](ledger::FileQuery f, std::optional<std::string> glob = std::nullopt) {
     std::vector<std::string> out;
     for (const auto &r : ops::list_files(*e.l, f, glob))
       out.push_back(r.owner_id + ":" + r.run_prefix + ":" + r.relative_path);
     return out;
   };
   using V = std::vector<std::string>;
-  CHECK(paths({"o", {}, {}, false}) == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README"});
-  CHECK(paths({"o", {}, {}, true}) ==
+  CHECK(paths({.owner = "o", .include_dead = false}) ==
+        V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README"});
+  CHECK(paths({.owner = "o", .include_dead = true}) ==
         V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "o::src/x.c"});
-  CHECK(paths({"*", {}, {}, false}) ==
+  CHECK(paths({.owner = "*", .include_dead = false}) ==
         V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c", "o:b/2:README", "p::src/y.c"});
-  CHECK(paths({"o", "b/2", {}, false}) == V{"o:b/2:README"});
-  CHECK(paths({"o", "", {}, true}) == V{"o::src/x.c"});
+  CHECK(paths({.owner = "o", .run_prefix = "b/2", .include_dead = false}) == V{"o:b/2:README"});
+  CHECK(paths({.owner = "o", .run_prefix = "", .include_dead = true}) == V{"o::src/x.c"});
   // The path glob is the upload filter's matcher: '*' stops at '/', '**' crosses it.
-  CHECK(paths({"o", {}, {}, false}, "src/*.c") == V{"o:b/1:src/main.c"});
-  CHECK(paths({"o", {}, {}, false}, "src/**.c") == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
-  CHECK(paths({"*", {}, {}, false}, "src/?.c") == V{"p::src/y.c"});
-  CHECK(paths({"o", "b/1", {}, false}, "*/lib/*") == V{"o:b/1:src/lib/a.c"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "src/*.c") == V{"o:b/1:src/main.c"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "src/**.c") ==
+        V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
+  CHECK(paths({.owner = "*", .include_dead = false}, "src/?.c") == V{"p::src/y.c"});
+  CHECK(paths({.owner = "o", .run_prefix = "b/1", .include_dead = false}, "*/lib/*") ==
+        V{"o:b/1:src/lib/a.c"});
   // Unanchored, a pattern matches the path's tail; a leading '/' anchors it at the start.
-  CHECK(paths({"o", {}, {}, false}, "a.c") == V{"o:b/1:src/lib/a.c"});
-  CHECK(paths({"o", {}, {}, false}, "/lib/a.c").empty());
-  CHECK(paths({"o", {}, {}, false}, "/src/**") == V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
-  CHECK(paths({"o", {}, {}, false}, "/src/lib/a.c") == V{"o:b/1:src/lib/a.c"});
-  CHECK(paths({"o", {}, {}, false}, "[A-Z]*") == V{"o:b/2:README"});
-  CHECK(paths({"o", {}, {}, false}, "nothing").empty());
-  CHECK_THROWS_AS((void)paths({"o", {}, {}, false}, "src/[a"), LodgeError);
+  CHECK(paths({.owner = "o", .include_dead = false}, "a.c") == V{"o:b/1:src/lib/a.c"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "/lib/a.c").empty());
+  CHECK(paths({.owner = "o", .include_dead = false}, "/src/**") ==
+        V{"o:b/1:src/lib/a.c", "o:b/1:src/main.c"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "/src/lib/a.c") == V{"o:b/1:src/lib/a.c"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "[A-Z]*") == V{"o:b/2:README"});
+  CHECK(paths({.owner = "o", .include_dead = false}, "nothing").empty());
+  CHECK_THROWS_AS((void)paths({.owner = "o", .include_dead = false}, "src/[a"), LodgeError);
 }

@@ -87,7 +87,7 @@ TEST_CASE("a HEAD that fails (not 404) fails the file: never a duplicate, nothin
   CHECK(e.store.count("put") == 1);
   auto row = e.l->find_file(*first.id);
   CHECK_FALSE(row->is_deleted);
-  CHECK(e.l->list_files({"o", {}, {}, true}).size() == 1);
+  CHECK(e.l->list_files({.owner = "o", .include_dead = true}).size() == 1);
 }
 
 TEST_CASE("an object that is not the row's (size or stamp) is no duplicate and is left alone") {
@@ -180,5 +180,5 @@ TEST_CASE("an object key over 1024 bytes is a BAD_NAME for that file, before any
   REQUIRE(r.error);
   CHECK(r.error->code == Errc::bad_name);
   CHECK(r.error->message.find("1024") != std::string::npos);
-  CHECK(e.l->list_files({"o", {}, {}, true}).empty());
+  CHECK(e.l->list_files({.owner = "o", .include_dead = true}).empty());
 }

@@ -147,7 +147,7 @@ TEST_CASE("no row is reserved when the marker cannot be written") {
   REQUIRE(!r.ok());
   CHECK(r.error().code == Errc::storage_unavailable);
   CHECK(l->max_record_id() == 0);
-  ledger::ListFilter all;
+  ledger::FileQuery all;
   all.owner = "o";
   all.include_dead = true;
   CHECK(l->list_files(all).empty());

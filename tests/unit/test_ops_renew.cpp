@@ -52,7 +52,7 @@ TEST_CASE("renewal: each part is progress; the row is renewed at most once a qua
   int64_t task_due_before_confirm = 0;
   int64_t deadline_before_confirm = 0;
   l.before_next("confirm", [&] {
-    ledger::ListFilter all;
+    ledger::FileQuery all;
     all.owner = "o";
     auto rows = l.list_files(all);
     REQUIRE(rows.size() == 1);
@@ -98,7 +98,7 @@ TEST_CASE("renewal refused (the row failed by a repair whose clock is ahead): th
   store.on_put_part = [&clock](int) { clock.advance(1'000); };
   // Just before the first renewal, another host's repair (its clock past the deadline) fails the row.
   l.before_next("renew", [&] {
-    ledger::ListFilter all;
+    ledger::FileQuery all;
     all.owner = "o";
     auto rows = l.list_files(all);
     REQUIRE(rows.size() == 1);

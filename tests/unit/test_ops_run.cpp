@@ -265,7 +265,7 @@ TEST_CASE("run: a stop after N files starts nothing new, and the files in flight
   CHECK(obs.results.size() < 40);
   CHECK(w.l.count("reserve") == obs.results.size());
   // Each one finished: no row is left UPLOADING.
-  for (const auto &row : w.l.list_files({"o", std::nullopt, std::nullopt, true}))
+  for (const auto &row : w.l.list_files({.owner = "o", .include_dead = true}))
     CHECK(row.upload_status == ledger::FileStatus::active);
   CHECK_FALSE(w.cancel.begin_file());
 }

@@ -194,7 +194,7 @@ TEST_CASE("pipelined: files are reported in order, each once its confirm committ
 
   // a's bytes are stored; nothing is reported yet (its confirm is pending).
   CHECK(up.upload_next(a).empty());
-  auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
+  auto rows = l->list_files({.owner = "o", .include_dead = true});
   REQUIRE(rows.size() == 1);
   CHECK(store.has(rows[0].object_key));
   const int64_t a_id = rows[0].id;
@@ -254,7 +254,7 @@ TEST_CASE("pipelined: a pending file whose row was failed meanwhile is reported 
   auto *l = &p.l;
   ops::Uploader up(p.l, p.store, p.s, util::system_clock());
   CHECK(up.upload_next(p.input("a.txt", "first file")).empty());
-  auto rows = l->list_files({"o", std::nullopt, std::nullopt, true});
+  auto rows = l->list_files({.owner = "o", .include_dead = true});
   REQUIRE(rows.size() == 1);
   // A repair fails the row while its confirm is pending.
   REQUIRE(l->mark_failed(rows[0].id, "overdue", true, util::system_clock().now_ms()) ==
@@ -314,7 +314,7 @@ TEST_CASE("the reserve's answer is lost: nothing is sent; the row it wrote waits
   CHECK(r.outcome == ops::UploadOutcome::failed);
   CHECK(r.error->code == Errc::ledger_unavailable);
   CHECK(p.store.count("put") == 0);
-  auto rows = p.l.list_files({"o", std::nullopt, std::nullopt, true});
+  auto rows = p.l.list_files({.owner = "o", .include_dead = true});
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].upload_status == ledger::FileStatus::uploading);
   auto task = p.l.task_of(rows[0].id);
@@ -451,7 +451,7 @@ TEST_CASE("quota: past the policy's max_files an upload is rejected before anyth
   CHECK(b.outcome == ops::UploadOutcome::rejected);
   CHECK(b.error->code == Errc::quota_exceeded);
   CHECK(p.store.count("put") == 1);
-  CHECK(p.l.list_files({"o", std::nullopt, std::nullopt, true}).size() == 1);
+  CHECK(p.l.list_files({.owner = "o", .include_dead = true}).size() == 1);
 }
 
 TEST_CASE(

@@ -28,6 +28,10 @@ struct Policy {
   // De-dup scope: "owner" (one alive copy per owner), "prefix" (one per owner and run
   // --prefix) or "none" (every upload its own row); I4 in ARCHITECTURE.md.
   std::string dedup = "prefix";
+  // Every row reserved under it expires this long after its reserve (file_upload.expires_at;
+  // `lodge prune --expired` deletes the alive rows past it); nullopt: never. upload's
+  // --expire-after overrides it.
+  std::optional<int64_t> expire_after_ms;
   // What every object uploaded under it carries: the keys content_type, metadata, tags,
   // storage_class, sse, sse_kms_key_id and cache_control (upload's flags override them).
   store::ObjectOptions object;
@@ -44,8 +48,10 @@ struct SweepSettings {
 struct StatusSettings {
   // Each job must have run within its interval; a job that never ran counts as overdue only
   // when it is required (and the ledger is older than its interval).
-  std::map<std::string, int64_t> max_age_ms{
-      {"sweep", 3'600'000}, {"repair", 3'600'000}, {"reconcile", 8 * 86'400'000LL}};
+  std::map<std::string, int64_t> max_age_ms{{"sweep", 3'600'000},
+                                            {"repair", 3'600'000},
+                                            {"reconcile", 8 * 86'400'000LL},
+                                            {"prune", 2 * 86'400'000LL}};
   std::vector<std::string> required_jobs{"sweep"};
   // More than upload_failed_max rows that became UPLOAD_FAILED within the window: unhealthy.
   int64_t upload_failed_max = 10;
@@ -61,7 +67,7 @@ inline constexpr const char *k_lodge_environment[] = {
     "LODGE_LEDGER_TIMEOUT", "LODGE_BWLIMIT", "LODGE_STATS"};
 
 // The jobs status watches, in the order it reports them.
-inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile"};
+inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile", "prune"};
 
 struct Config {
   std::string config_file; // the file read, or empty

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace lodge::ledger {
@@ -68,6 +69,9 @@ struct ReserveRequest {
   std::string content_type;          // the object's Content-Type ("": media_type)
   std::string object_options;        // store::to_json of the upload's options ("" for none)
   std::optional<FileStat> stat;      // the file as opened, for the stat cache
+  // When the row expires (wall ms; `upload --expire-after`): `prune --expired` soft-deletes
+  // it once past (soft_delete_expired). nullopt: never expires.
+  std::optional<int64_t> expires_at;
   // Decides exactly as a reserve would, and writes nothing (the transaction is rolled
   // back): `lodge upload --dry-run`. A reserved outcome's record has no id.
   bool dry_run = false;
@@ -223,14 +227,56 @@ struct TaskEnd {
   int64_t next_retry_at = 0; // finish; tagged: when a row deleted meanwhile is due for its delete
 };
 
-// Which rows list_files returns, by id.
-struct ListFilter {
-  std::string owner;                     // "*": every owner
-  std::optional<std::string> run_prefix; // only rows of this run prefix ("" = no prefix)
-  // Only rows whose relative_path starts with these bytes, literally (what a path glob's
-  // literal start narrows to; ops::list_files applies the glob itself).
-  std::optional<std::string> path_prefix;
-  bool include_dead = false; // also failed and deleted rows
+// How scan_files orders its rows. time: created_at; path: (run_prefix, relative_path);
+// each then by id, so an order is total.
+enum class FileSort { id, time, path, size };
+
+// Which rows scan_files visits (every field narrows; all of them hold at once). Every value
+// is bound, never spliced into SQL. Every member has an initializer, so a designated
+// initializer may name only the ones it sets.
+struct FileQuery {
+  std::string owner = "*";                 // "*": every owner
+  std::optional<std::string> run_prefix{}; // exactly this run prefix ("" = none)
+  std::vector<std::string> run_prefixes{}; // non-empty: run_prefix is one of these
+  // run_prefix starts with these bytes, literally (no wildcards; case counts).
+  std::optional<std::string> prefix_start{};
+  // relative_path starts with these bytes, literally (what a path glob's literal start
+  // narrows to; ops applies the glob itself).
+  std::optional<std::string> path_prefix{};
+  std::optional<std::string> path{}; // relative_path is exactly this
+  bool include_dead = false;         // also failed and deleted rows
+  // The row's object_options metadata / tags hold every one of these (exact name and value).
+  std::vector<std::pair<std::string, std::string>> metadata{};
+  std::vector<std::pair<std::string, std::string>> tags{};
+  std::optional<int64_t> since{}, until{};       // created_at in [since, until] (wall ms)
+  std::optional<std::string> sha256{};           // lowercase hex
+  std::optional<int64_t> min_size{}, max_size{}; // inclusive
+  std::optional<int64_t> expired_by{};           // alive rows with expires_at <= this
+  // Among the rows matching every other field: the newest alive ACTIVE row per (owner,
+  // relative_path), newest by (activated_at, id) as find_by_path orders. Implies alive ACTIVE.
+  bool latest = false;
+  FileSort sort = FileSort::id;
+  bool descending = false;
+  std::optional<int64_t> limit{};
+};
+
+// One snapshot (an owner's run prefix) as prefix_summaries sees it: files, bytes and
+// newest_at (max created_at) over its alive ACTIVE rows; uploading counts its alive
+// UPLOADING rows (a snapshot still being written).
+struct PrefixSummary {
+  std::string owner_id, run_prefix;
+  int64_t files = 0, bytes = 0, newest_at = 0, uploading = 0;
+};
+
+// A row of a snapshot whose object an alive row of another (owner, prefix) shares: who.
+struct SharedRow {
+  int64_t id = 0;
+  std::string sharer_owner, sharer_prefix;
+};
+
+// What prune_snapshot and soft_delete_expired soft-deleted: how many rows, their bytes.
+struct PruneOutcome {
+  int64_t deleted = 0, bytes = 0;
 };
 
 // The ledger's interface, split into the roles its callers use. Every method belongs to one
@@ -433,6 +479,18 @@ public:
   // is the caller's.
   [[nodiscard]] virtual MissingOutcome mark_missing(int64_t id, const std::string &reason, int64_t now,
                                                     int64_t grace_ms, int max_retries) = 0;
+  // `lodge prune`, one snapshot: ONE transaction soft-deletes (exactly as soft_delete: quota
+  // freed, task PENDING due at now + grace_ms) every alive ACTIVE row of (owner, run_prefix)
+  // with created_at <= created_until (what the plan saw; a row uploaded since is kept),
+  // except keep_ids (rows a kept snapshot shares). Returns how many and their bytes.
+  [[nodiscard]] virtual PruneOutcome prune_snapshot(const std::string &owner, const std::string &run_prefix,
+                                                    int64_t created_until,
+                                                    const std::vector<int64_t> &keep_ids, int64_t now,
+                                                    int64_t grace_ms, int max_retries) = 0;
+  // `lodge prune --expired`: one transaction soft-deletes (as above) up to `limit` alive
+  // ACTIVE rows with expires_at <= now, lowest id first. Callers loop until it returns 0.
+  [[nodiscard]] virtual PruneOutcome soft_delete_expired(int64_t now, int64_t grace_ms, int max_retries,
+                                                         int limit) = 0;
 };
 
 // Reads that change nothing: which ledger this is (the uuid objects are stamped with, the
@@ -451,7 +509,29 @@ public:
   [[nodiscard]] virtual StatusReport status(int64_t now, int64_t failed_since) = 0;
   [[nodiscard]] StatusReport status(int64_t now) { return status(now, now); }
   [[nodiscard]] virtual std::optional<FileRecord> find_file(int64_t id) = 0;
-  [[nodiscard]] virtual std::vector<FileRecord> list_files(const ListFilter &filter) = 0;
+  // The rows q selects, streamed in q's order (visit returning false stops the scan); the
+  // result is never held. A row's expires_at is read as every read reads it.
+  virtual void scan_files(const FileQuery &q, const std::function<bool(const FileRecord &)> &visit) = 0;
+  // The rows q selects, collected: for a caller that wants a handful (tests, a path's rows).
+  [[nodiscard]] std::vector<FileRecord> list_files(const FileQuery &q) {
+    std::vector<FileRecord> out;
+    scan_files(q, [&](const FileRecord &r) {
+      out.push_back(r);
+      return true;
+    });
+    return out;
+  }
+  // One entry per (owner, run_prefix) with an alive row matching q (q's include_dead,
+  // latest, sort and limit are ignored), ordered by owner, run_prefix: the snapshots prune
+  // plans over and `list --prefix-glob` matches.
+  virtual void prefix_summaries(const FileQuery &q,
+                                const std::function<bool(const PrefixSummary &)> &visit) = 0;
+  // The alive rows of the snapshot (owner, run_prefix) whose object an alive row of another
+  // (owner, prefix) shares (content_of either way: the snapshot's row wrote it and another
+  // shares it, or both share a third row's object), each with that sharer's owner and
+  // prefix (one entry per row and sharer prefix), by id.
+  [[nodiscard]] virtual std::vector<SharedRow> shared_outside(const std::string &owner,
+                                                              const std::string &run_prefix) = 0;
   // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
   // then id). More than one only under the "none" de-dup scope, or for different content.
   [[nodiscard]] virtual std::vector<FileRecord>

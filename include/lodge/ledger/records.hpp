@@ -84,6 +84,7 @@ struct FileRecord {
   std::optional<std::string> content_type; // the object's; nullopt: media_type (older rows)
   std::string object_options;              // canonical JSON (store::to_json), "" for none
   std::optional<FileStat> stat;            // the stat cache; nullopt: not known
+  std::optional<int64_t> expires_at;       // wall ms (upload --expire-after); nullopt: never
   [[nodiscard]] const std::string &object_content_type() const {
     return content_type ? *content_type : media_type;
   }

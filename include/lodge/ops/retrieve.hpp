@@ -48,7 +48,7 @@ struct FileRef {
 // one matcher (ops::glob_match: rclone's dialect, `*` stops at '/', `**` crosses it; see
 // FILTERING in lodge(1)). A bad pattern is LodgeError(USAGE) naming it, before the query.
 [[nodiscard]] std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l,
-                                                         const ledger::ListFilter &filter,
+                                                         const ledger::FileQuery &filter,
                                                          const std::optional<std::string> &path_glob);
 
 [[nodiscard]] std::vector<ledger::FileRecord>

@@ -63,6 +63,9 @@ struct UploadSettings {
   // What the objects carry: the policy's options with the flags over them, validated and
   // accepted by the store before the run starts.
   store::ObjectOptions options;
+  // Each row reserved expires this long after its reserve (ReserveRequest::expires_at);
+  // nullopt: never.
+  std::optional<int64_t> expire_after_ms;
   bool checksum = false; // --checksum: every file read and hashed; the stat cache not asked
   bool replace = false;  // --replace: a new file at a path retires the path's older rows once ACTIVE
   bool dry_run = false;  // --dry-run: decide, write nothing (neither ledger nor store)

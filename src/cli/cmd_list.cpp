@@ -1,0 +1,195 @@
+// lodge list, and the selection options list and get share.
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <lodge/ops/filter.hpp>
+#include <lodge/ops/retrieve.hpp>
+#include <lodge/ops/select.hpp>
+#include <lodge/util/clock.hpp>
+#include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
+#include <nlohmann/json.hpp>
+
+namespace lodge::cli {
+namespace {
+
+std::optional<int64_t> size_bound(const std::string &text, const char *flag) {
+  if (text.empty()) return std::nullopt;
+  auto v = ops::parse_filter_size(text, flag);
+  if (!v) return std::nullopt;
+  if (*v > static_cast<uint64_t>(INT64_MAX)) throw LodgeError(Errc::usage, std::string(flag) + ": too large");
+  return static_cast<int64_t>(*v);
+}
+
+int64_t parse_limit(const std::string &text) {
+  int64_t v = 0;
+  bool ok = !text.empty() && text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos;
+  if (ok) v = std::stoll(text);
+  if (!ok || v < 1)
+    throw LodgeError(Errc::usage, "--limit: expected a number of files (1 or more), got '" +
+                                      util::escape_for_terminal(text) + "'");
+  return v;
+}
+
+nlohmann::json list_json(const ledger::FileRecord &f) {
+  auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return nlohmann::json{{"id", f.id},
+                        {"owner", f.owner_id},
+                        {"name", f.original_name},
+                        {"path", f.relative_path},
+                        {"prefix", f.run_prefix},
+                        {"dedup", ledger::to_string(f.dedup_scope)},
+                        {"object_key", f.object_key},
+                        {"shares", opt(f.content_of)},
+                        {"status", ops::shown_status(f)},
+                        {"upload_status", ledger::to_string(f.upload_status)},
+                        {"deleted", f.is_deleted},
+                        {"sha256", f.sha256},
+                        {"size", f.size},
+                        {"media_type", f.media_type},
+                        {"content_type", f.object_content_type()},
+                        {"object_options", f.object_options.empty()
+                                               ? nlohmann::json::object()
+                                               : nlohmann::json::parse(f.object_options)},
+                        {"created_at", f.created_at},
+                        {"activated_at", opt(f.activated_at)},
+                        {"expires_at", f.expires_at ? nlohmann::json(ops::format_rfc3339_ms(*f.expires_at))
+                                                    : nlohmann::json(nullptr)},
+                        {"failure_reason", opt(f.failure_reason)}};
+}
+
+// One line per row, as it comes: every column's width is fixed (a long value widens its own
+// line only), so nothing is measured over the result.
+void print_list_line(const ledger::FileRecord &f, bool every_owner) {
+  std::string where = f.run_prefix.empty() ? "-" : f.run_prefix;
+  std::string tail;
+  if (every_owner) tail += "  [" + util::escape_for_terminal(f.owner_id) + "]";
+  if (f.expires_at) tail += "  expires " + ops::format_rfc3339_ms(*f.expires_at);
+  if (f.failure_reason) tail += "  (" + util::escape_for_terminal(*f.failure_reason) + ")";
+  std::printf("%-6lld %-13s %10s  %-12s %-40s %s%s\n", static_cast<long long>(f.id),
+              ops::shown_status(f).c_str(), util::format_size(static_cast<uint64_t>(f.size)).c_str(),
+              util::escape_for_terminal(where).c_str(), util::escape_for_terminal(f.relative_path).c_str(),
+              util::escape_for_terminal(f.object_key).c_str(), tail.c_str());
+}
+
+} // namespace
+
+bool SelectionCli::any() const {
+  return !metadata.empty() || !tags.empty() || !since.empty() || !until.empty() || !sha256.empty() ||
+         !min_size.empty() || !max_size.empty() || !sort.empty() || !limit.empty() || latest || reverse ||
+         !prefix_glob.empty() || !path_glob.empty();
+}
+
+void add_selection_options(CLI::App *sub, SelectionCli &o) {
+  sub->add_option("--metadata", o.metadata,
+                  "Only files recorded with this metadata NAME=VALUE (repeatable: all of them)")
+      ->type_name("NAME=VALUE")
+      ->allow_extra_args(false);
+  sub->add_option("--tag", o.tags, "Only files recorded with this tag KEY=VALUE (repeatable: all of them)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  sub->add_option(
+         "--since", o.since,
+         "Only files created at or after T: RFC 3339 (2026-12-01T10:00:00Z, or a date) or a duration "
+         "back from now (7d, 36h)")
+      ->type_name("T");
+  sub->add_option("--until", o.until, "Only files created at or before T (as --since)")->type_name("T");
+  sub->add_option("--sha256", o.sha256, "Only files with this content (64 hex digits)")->type_name("HEX");
+  sub->add_option("--min-size", o.min_size, "Only files of at least SIZE (10M, 512K; bare number: KiB)")
+      ->type_name("SIZE");
+  sub->add_option("--max-size", o.max_size, "Only files of at most SIZE (as --min-size)")->type_name("SIZE");
+  choices(sub->add_option("--sort", o.sort, "Order by creation time, prefix and path, or size (default: id)"),
+          {"time", "path", "size"});
+  sub->add_flag("--reverse", o.reverse, "The order reversed (newest, last path, largest first)");
+  sub->add_option("--limit", o.limit, "At most N files")->type_name("N");
+  sub->add_flag(
+      "--latest", o.latest,
+      "Only the newest ACTIVE file of each relative path (among the files the other options select)");
+  sub->add_option("--prefix-glob", o.prefix_glob,
+                  "Only files under an upload prefix matching this pattern, anchored at the prefix's start "
+                  "('builds/*/*'; FILTERING in lodge(1))")
+      ->type_name("GLOB");
+  sub->add_option("--path-glob", o.path_glob,
+                  "Only files whose relative path matches this pattern (FILTERING in lodge(1): '*' stops at "
+                  "'/', '**' crosses it, a leading '/' anchors)")
+      ->type_name("GLOB");
+}
+
+ops::Selection make_selection(const SelectionCli &o, int64_t now_ms) {
+  ops::Selection s;
+  auto &q = s.query;
+  for (const auto &m : o.metadata)
+    q.metadata.push_back(ops::parse_search_pair(m, "--metadata", true));
+  for (const auto &t : o.tags)
+    q.tags.push_back(ops::parse_search_pair(t, "--tag", false));
+  if (!o.since.empty()) q.since = ops::parse_time_bound(o.since, "--since", now_ms);
+  if (!o.until.empty()) q.until = ops::parse_time_bound(o.until, "--until", now_ms);
+  if (q.since && q.until && *q.since > *q.until)
+    throw LodgeError(Errc::usage,
+                     "--since " + o.since + " is after --until " + o.until + ": nothing is between");
+  if (!o.sha256.empty()) q.sha256 = ops::parse_sha256_hex(o.sha256, "--sha256");
+  q.min_size = size_bound(o.min_size, "--min-size");
+  q.max_size = size_bound(o.max_size, "--max-size");
+  if (q.min_size && q.max_size && *q.min_size > *q.max_size)
+    throw LodgeError(Errc::usage, "--min-size " + o.min_size + " is above --max-size " + o.max_size);
+  if (o.sort == "time")
+    q.sort = ledger::FileSort::time;
+  else if (o.sort == "path")
+    q.sort = ledger::FileSort::path;
+  else if (o.sort == "size")
+    q.sort = ledger::FileSort::size;
+  q.descending = o.reverse;
+  if (!o.limit.empty()) q.limit = parse_limit(o.limit);
+  q.latest = o.latest;
+  if (!o.path_glob.empty()) {
+    (void)ops::Glob::compile(o.path_glob); // a bad pattern is USAGE before the ledger is opened
+    s.path_glob = o.path_glob;
+  }
+  if (!o.prefix_glob.empty()) {
+    (void)ops::Glob::compile(o.prefix_glob);
+    s.prefix_glob = o.prefix_glob;
+  }
+  return s;
+}
+
+Command add_list(CLI::App &app) {
+  struct ListOptions {
+    bool all = false;
+    std::string prefix;
+    bool prefix_given = false;
+    SelectionCli sel;
+  };
+  auto o = std::make_shared<ListOptions>();
+  auto *sub = app.add_subcommand(
+      "list",
+      "List and search an owner's files (alive ones; --all adds failed and deleted; --owner '*' every "
+      "owner's)");
+  sub->add_flag("--all", o->all, "Include failed and deleted files, with their reasons");
+  sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)")
+      ->each([o](const std::string &) { o->prefix_given = true; });
+  add_selection_options(sub, o->sel);
+  return {sub, [o](Context &ctx) {
+            // '*' is no owner id: taken out before the configuration checks the owner.
+            bool every_owner = ctx.g.owner == "*";
+            if (every_owner) ctx.g.owner.clear();
+            if (o->prefix_given && !o->prefix.empty())
+              if (auto why = config::run_prefix_problem(o->prefix))
+                throw LodgeError(Errc::usage,
+                                 "list: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
+            ops::Selection s = make_selection(o->sel, util::system_clock().now_ms());
+            s.query.owner = every_owner ? std::string("*") : ctx.owner();
+            if (o->prefix_given) s.query.run_prefix = o->prefix;
+            s.query.include_dead = o->all && !o->sel.latest; // --latest: alive ACTIVE rows only
+            ops::select_files(ctx.reader(), s, [&](const ledger::FileRecord &f) {
+              if (ctx.g.json)
+                ctx.print_json(list_json(f));
+              else
+                print_list_line(f, every_owner);
+              return true;
+            });
+            return exit_status(Errc::ok);
+          }};
+}
+
+} // namespace lodge::cli

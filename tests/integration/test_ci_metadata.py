@@ -1,0 +1,179 @@
+"""`upload --ci-metadata` and `--expire-after`, on moto (the object's metadata read back with
+the aws CLI) and on file:// (its metadata attribute), SQLite or PostgreSQL: under a faked
+GitHub Actions and GitLab CI environment each row and each object records the job's commit,
+ref, run, URL and CI under the fixed names (cicommit, ciref, cirun, ciurl, cisystem), an
+explicit --metadata over them and over the policy's; outside a CI the flag is a usage error
+naming what it looked for, and nothing is recorded; --expire-after (and a policy's
+expire_after) puts each row's expiry at its reserve plus the duration."""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import LodgeTestCase, S3TestCase, aws, main  # noqa: E402
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+GITHUB = {"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_SHA": SHA, "GITHUB_REF_NAME": "main",
+          "GITHUB_RUN_ID": "4242", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/app"}
+GITHUB_METADATA = {"cicommit": SHA, "ciref": "main", "cirun": "4242", "cisystem": "github",
+                   "ciurl": "https://github.com/acme/app/actions/runs/4242"}
+GITLAB = {"GITLAB_CI": "true", "CI": "true", "CI_COMMIT_SHA": "89abcdef", "CI_COMMIT_REF_NAME": "release-1.2",
+          "CI_PIPELINE_ID": "977", "CI_JOB_URL": "https://gitlab.example/acme/app/-/jobs/31"}
+GITLAB_METADATA = {"cicommit": "89abcdef", "ciref": "release-1.2", "cirun": "977", "cisystem": "gitlab",
+                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31"}
+# Every variable --ci-metadata reads: none of the machine's own (a test run inside a CI job)
+# reaches the test's lodge.
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL", "GIT_COMMIT", "GIT_BRANCH",
+                "BUILD_NUMBER", "BUILD_URL")
+CI_PREFIXES = ("GITHUB_", "CI_", "BUILDKITE_")
+CONFIG = {"policies": {
+    "default": {"grace": "1s"},
+    "tagged": {"metadata": {"team": "web", "ciref": "from-the-policy"}},
+    "expiring": {"expire_after": "7d"}}}
+DAY_MS = 86_400_000
+
+
+class CiMetadataMixin:
+    def setUp(self):
+        super().setUp()
+        for k in list(self.env):
+            if k in CI_VARIABLES or k.startswith(CI_PREFIXES):
+                del self.env[k]
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        self.store_env()
+        self.init()
+        self.write("build/app.bin", b"app\n")
+        self.write("build/docs/index.html", b"<html/>\n")
+
+    def store_env(self):
+        """Points self.env at the test's store (S3TestCase already has)."""
+
+    def upload(self, *args, env=None, expect=0):
+        r = self.lodge("upload", "--json", *args, env=env)
+        self.assertEqual(r.rc, expect, r)
+        return [j for j in r.json_lines() if "summary" not in j]
+
+    def rows(self, prefix):
+        r = self.lodge("--json", "list", "--prefix", prefix)
+        self.assertEqual(r.rc, 0, r)
+        return r.json_lines()
+
+    def user_metadata(self, key):
+        """The object's metadata as the store keeps it, lodge's own stamp left out."""
+        return {k: v for k, v in self.stored_metadata(key).items() if not k.startswith("lodge")}
+
+    def assert_recorded(self, prefix, expected, count=2):
+        rows = self.rows(prefix)
+        self.assertEqual(len(rows), count, rows)
+        for row in rows:
+            self.assertEqual(row["object_options"].get("metadata", {}), expected, row)
+            self.assertEqual(self.user_metadata(row["object_key"]), expected, row["object_key"])
+
+    def test_github_job_each_row_and_object_records_the_run(self):
+        rows = self.upload("--ci-metadata", "--prefix", "builds/4242", os.path.join(self.dir, "build"), env=GITHUB)
+        self.assert_recorded("builds/4242", GITHUB_METADATA)
+        # show says which build made the file.
+        j = self.lodge("--json", "show", rows[0]["id"]).json()
+        self.assertEqual(j["object_options"]["metadata"], GITHUB_METADATA)
+        text = self.lodge("show", rows[0]["id"]).out
+        self.assertRegex(text, rf"(?m)^metadata\s+cicommit={SHA} ciref=main cirun=4242 cisystem=github "
+                               r"ciurl=https://github.com/acme/app/actions/runs/4242$")
+
+    def test_gitlab_job_and_an_explicit_metadata_over_it_and_the_policy(self):
+        self.upload("--ci-metadata", "--prefix", "builds/977", os.path.join(self.dir, "build"), env=GITLAB)
+        self.assert_recorded("builds/977", GITLAB_METADATA)
+        # The policy's metadata under the CI's, an explicit --metadata over both.
+        self.upload("--ci-metadata", "--policy", "tagged", "--metadata", "cirun=manual", "--prefix", "builds/978",
+                    os.path.join(self.dir, "build"), env=GITLAB)
+        self.assert_recorded("builds/978", dict(GITLAB_METADATA, team="web", cirun="manual"))
+
+    def test_reserve_records_the_run_too(self):
+        r = self.lodge("--json", "reserve", "app.bin", "--size", "4", "--sha256", "ab" * 32, "--ci-metadata",
+                       "--prefix", "builds/4242", env=GITHUB)
+        if r.rc == 1 and "cannot sign" in r.err:
+            self.skipTest("this store signs no upload URL")
+        self.assertEqual(r.rc, 0, r)
+        row = self.lodge("--json", "--owner", "*", "list", "--all").json_lines()[0]
+        self.assertEqual(row["object_options"]["metadata"], GITHUB_METADATA)
+
+    def test_outside_a_ci_a_usage_error_naming_the_variables_and_nothing_recorded(self):
+        r = self.lodge("upload", "--ci-metadata", "--prefix", "builds/1", os.path.join(self.dir, "build"),
+                       env={"CI": "true"})  # CI=true alone names no CI
+        self.assertEqual(r.rc, 2, r)
+        self.assertIn("USAGE", r.err)
+        self.assertIn("--ci-metadata", r.err)
+        for var in ("GITHUB_ACTIONS", "GITHUB_SHA", "GITLAB_CI", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "JENKINS_URL",
+                    "GIT_COMMIT", "BUILD_URL"):
+            self.assertIn(var, r.err)
+        self.assertEqual(self.lodge("--json", "--owner", "*", "list", "--all").json_lines(), [])
+        self.assertEqual(self.stored_keys(), [])
+
+    def test_expire_after_records_each_rows_expiry_from_its_reserve(self):
+        rows = self.upload("--expire-after", "3d", "--prefix", "builds/1", os.path.join(self.dir, "build"))
+        for row in rows:
+            j = self.lodge("--json", "show", row["id"]).json()
+            self.assertEqual(j["expires_at"] - j["created_at"], 3 * DAY_MS, j)
+            text = self.lodge("show", row["id"]).out
+            self.assertRegex(text, r"(?m)^expires\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        # The policy's expire_after; --expire-after over it; "never" clears it.
+        self.write("more/a.txt", b"a\n")
+        self.write("more/b.txt", b"b\n")
+        self.write("more/c.txt", b"c\n")
+        p = self.upload("--policy", "expiring", os.path.join(self.dir, "more/a.txt"))[0]
+        f = self.upload("--policy", "expiring", "--expire-after", "1h", os.path.join(self.dir, "more/b.txt"))[0]
+        n = self.upload("--policy", "expiring", "--expire-after", "never", os.path.join(self.dir, "more/c.txt"))[0]
+        shown = {x["id"]: self.lodge("--json", "show", x["id"]).json() for x in (p, f, n)}
+        self.assertEqual(shown[p["id"]]["expires_at"] - shown[p["id"]]["created_at"], 7 * DAY_MS)
+        self.assertEqual(shown[f["id"]]["expires_at"] - shown[f["id"]]["created_at"], 3_600_000)
+        self.assertIsNone(shown[n["id"]]["expires_at"])
+        self.assertRegex(self.lodge("show", n["id"]).out, r"(?m)^expires\s+-$")
+        # Without either, a row never expires; the ledger holds exactly what show says.
+        for x in (p, f, n):
+            self.assertEqual(self.sql("SELECT expires_at FROM file_upload WHERE id = ?", (x["id"],)),
+                             [(shown[x["id"]]["expires_at"],)])
+
+    def test_expire_after_refuses_what_is_no_duration(self):
+        for bad in ("soon", "0s", "-1d", "36501d"):
+            r = self.lodge("upload", "--expire-after", bad, os.path.join(self.dir, "build"))
+            self.assertEqual(r.rc, 2, (bad, r))
+            self.assertIn("--expire-after", r.err)
+        self.assertEqual(self.lodge("--json", "--owner", "*", "list", "--all").json_lines(), [])
+
+
+class CiMetadataS3(CiMetadataMixin, S3TestCase):
+    def stored_metadata(self, key):
+        # The aws CLI's own reading of the object (user metadata names as S3 returns them).
+        head = aws(self.moto.endpoint, "s3api", "head-object", "--bucket", self.bucket, "--key", key)
+        return head["Metadata"]
+
+    def stored_keys(self):
+        return sorted(self.objects())
+
+
+class CiMetadataFile(CiMetadataMixin, LodgeTestCase):
+    def store_env(self):
+        self.root = os.path.join(self.dir, "store")
+        self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+
+    def stored_metadata(self, key):
+        path = os.path.join(self.root, key)
+        try:
+            text = os.getxattr(path, "user.lodge.meta")
+        except OSError:  # a filesystem without user xattrs: the sidecar
+            with open(os.path.join(self.root, ".lodge-meta", key + ".json"), "rb") as f:
+                text = f.read()
+        return json.loads(text)["metadata"]
+
+    def stored_keys(self):
+        out = []
+        for base, _, names in os.walk(self.root):
+            for n in names:
+                rel = os.path.relpath(os.path.join(base, n), self.root)
+                if not rel.startswith(".lodge"):
+                    out.append(rel)
+        return sorted(out)
+
+
+if __name__ == "__main__":
+    main()

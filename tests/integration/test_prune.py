@@ -1,0 +1,282 @@
+"""`lodge prune` as a CI uses it, on moto (the bucket read with the aws CLI) and file://, on
+SQLite and PostgreSQL (the _pg entry): 12 builds over 3 branches (builds/<branch>/<n>, each
+uploaded with --ci-metadata under a faked GitHub Actions job, some content shared between
+builds under "owner" de-dup) are pruned with --keep-last 2 per branch plus a tagged release;
+the dry run prints the plan, the real run deletes exactly the planned rows, and after the
+grace a sweep removes exactly their objects (shared content of a kept build, and another
+tool's object under a removed build's prefix, stay); the quota is freed; a re-run deletes
+nothing; an empty policy exits 2. Files given --expire-after are deleted by prune --expired
+once past it. The CI's metadata finds a build: list --metadata, get --latest --metadata."""
+
+import json
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from lodgetest import LodgeTestCase, S3TestCase, aws, check_invariants, main  # noqa: E402
+
+BRANCHES = ("main", "dev", "feature")
+BUILDS = (1, 2, 3, 4)
+LICENSE = b"Permission is hereby granted, free of charge...\n"  # the same in every build
+# 12 builds x 3 files: the quota is exactly full once they are uploaded.
+CONFIG = {"policies": {"default": {"grace": "1s"},
+                       "ci": {"dedup": "owner", "grace": "1s", "max_files": 36, "deadline": "60s"}}}
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL", "GIT_COMMIT", "GIT_BRANCH",
+                "BUILD_NUMBER", "BUILD_URL")
+CI_PREFIXES = ("GITHUB_", "CI_", "BUILDKITE_")
+POLICY = ("--prefix-glob", "builds/*/*", "--group-by", "segment:2", "--keep-last", "2", "--keep-tag", "keep=yes")
+# What the policy decides, by hand: per branch the newest two builds are kept ("last"); dev's
+# first build is a tagged release (kept: "tag keep=yes"); the others are removed.
+KEPT = {("main", 4): "last", ("main", 3): "last", ("dev", 4): "last", ("dev", 3): "last", ("dev", 1): "keep=yes",
+        ("feature", 4): "last", ("feature", 3): "last"}
+REMOVED = {("main", 2), ("main", 1), ("dev", 2), ("feature", 2), ("feature", 1)}
+
+
+def commit(branch, n):
+    return f"{branch[0]}{n}".ljust(40, "0")
+
+
+def github_env(branch, n):
+    return {"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_SHA": commit(branch, n), "GITHUB_REF_NAME": branch,
+            "GITHUB_RUN_ID": str(n), "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/app"}
+
+
+class PruneMixin:
+    def setUp(self):
+        super().setUp()
+        for k in list(self.env):
+            if k in CI_VARIABLES or k.startswith(CI_PREFIXES):
+                del self.env[k]
+        self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
+        self.store_env()
+        self.init()
+
+    def store_env(self):
+        """Points self.env at the test's store (S3TestCase already has)."""
+
+    def upload_build(self, branch, n, *extra):
+        """builds/<branch>/<n>: app.bin (this build's own), LICENSE (every build's), docs/<branch>.txt
+        (the branch's); returns {path: row}."""
+        root = f"b-{branch}-{n}"
+        self.write(f"{root}/app.bin", f"app {branch} {n}\n".encode())
+        self.write(f"{root}/LICENSE", LICENSE)
+        self.write(f"{root}/docs/{branch}.txt", f"docs of {branch}\n".encode())
+        r = self.lodge("upload", "--json", "--policy", "ci", "--ci-metadata", "--prefix", f"builds/{branch}/{n}",
+                       *extra, os.path.join(self.dir, root), env=github_env(branch, n))
+        self.assertEqual(r.rc, 0, r)
+        return {j["path"]: j for j in r.json_lines() if "summary" not in j}
+
+    def upload_builds(self):
+        """The 12 builds, oldest first (build n of every branch, then n + 1): {(branch, n): {path: row}}."""
+        builds = {}
+        for n in BUILDS:
+            for branch in BRANCHES:
+                extra = ("--tag", "keep=yes") if (branch, n) == ("dev", 1) else ()
+                builds[(branch, n)] = self.upload_build(branch, n, *extra)
+        return builds
+
+    def rows(self):
+        r = self.lodge("--json", "--owner", "*", "list", "--all")
+        self.assertEqual(r.rc, 0, r)
+        return {j["id"]: j for j in r.json_lines()}
+
+    def prune(self, *args, later=None, expect=0):
+        r = self.lodge("--json", "prune", *args, later=later)
+        self.assertEqual(r.rc, expect, r)
+        return r.json() if expect == 0 else r
+
+    def expected_deleted(self, builds):
+        """The rows the removal deletes: every row of a removed build but those whose object a
+        kept build shares (under "owner" de-dup the first build of a content writes its object
+        and every later build's row shares it: main/1's LICENSE, each branch's first docs)."""
+        keep_writer = {builds[("main", 1)]["LICENSE"]["id"]}
+        for branch in BRANCHES:
+            keep_writer.add(builds[(branch, 1)][f"docs/{branch}.txt"]["id"])
+        out = set()
+        for b in REMOVED:
+            out |= {row["id"] for row in builds[b].values()} - keep_writer
+        return out
+
+    def test_prune_a_ci_bucket_keep_last_per_branch_and_releases(self):
+        builds = self.upload_builds()
+        # The de-dup this test is about: later builds share the first build's objects.
+        self.assertEqual(builds[("dev", 3)]["LICENSE"]["shares"], builds[("main", 1)]["LICENSE"]["id"])
+        self.assertEqual(builds[("feature", 2)]["docs/feature.txt"]["shares"],
+                         builds[("feature", 1)]["docs/feature.txt"]["id"])
+        rows_before = self.rows()
+        self.assertEqual(len(rows_before), 36)
+        # Another tool's object under a build's prefix that will be removed.
+        foreign = self.key_root() + "builds/main/1/notes/foreign.txt"
+        self.put_foreign(foreign, b"not lodge's\n")
+        objects_before = self.stored_keys()
+        self.assertIn(foreign, objects_before)
+        # The quota (36 files) is full: one more file is refused (under a prefix the policy
+        # does not select, so that the re-run below sees the same builds).
+        self.write("extra/x.bin", b"extra\n")
+        r = self.lodge("upload", "--policy", "ci", "--prefix", "other/1", os.path.join(self.dir, "extra"))
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("QUOTA_EXCEEDED", r.out + r.err)
+
+        # The CI's metadata finds a build, and the latest build of a branch.
+        r = self.lodge("--json", "list", "--metadata", "cicommit=" + commit("dev", 3))
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(sorted(j["id"] for j in r.json_lines()), sorted(x["id"] for x in builds[("dev", 3)].values()))
+        r = self.lodge("--json", "get", "--latest", "--metadata", "ciref=main", "-o", os.path.join(self.dir, "out") + "/")
+        self.assertEqual(r.rc, 0, r)
+        got = {}
+        for base, _, names in os.walk(os.path.join(self.dir, "out")):
+            for n in names:
+                with open(os.path.join(base, n), "rb") as f:
+                    got.setdefault(n, []).append(f.read())
+        self.assertEqual(got, {"app.bin": [b"app main 4\n"], "LICENSE": [LICENSE], "main.txt": [b"docs of main\n"]})
+
+        # The dry run: the plan, and nothing changed.
+        plan = self.prune(*POLICY, "--dry-run")
+        self.assert_plan(plan, builds)
+        self.assertEqual(self.rows(), rows_before)
+        text = self.lodge("prune", *POLICY, "--dry-run")
+        self.assertEqual(text.rc, 0, text)
+        for (branch, n), rule in KEPT.items():
+            self.assertRegex(text.out, rf"(?m)^\s*keep\s+builds/{branch}/{n}\s.*{re.escape(rule)}")
+        for branch, n in REMOVED:
+            self.assertRegex(text.out, rf"(?m)^\s*remove\s+builds/{branch}/{n}\s")
+        self.assertIn("kept: shared by", text.out)
+        self.assertEqual(self.lodge("prune", "--prefix-glob", "builds/*/*", "--dry-run").rc, 2)
+
+        # The real run: exactly the planned rows, in one go; the objects stay until the grace.
+        done = self.prune(*POLICY)
+        self.assert_plan(done, builds)
+        deleted = {i for i, j in self.rows().items() if j["deleted"]}
+        self.assertEqual(deleted, self.expected_deleted(builds))
+        self.assertEqual(done["removed"]["files"], len(deleted))
+        self.assertEqual(self.stored_keys(), objects_before)
+        # The quota is freed at once.
+        r = self.lodge("upload", "--policy", "ci", "--prefix", "other/1", os.path.join(self.dir, "extra"))
+        self.assertEqual(r.rc, 0, r)
+
+        # After the grace, a sweep removes exactly the objects only the deleted rows used: the
+        # app.bin of each removed build.
+        s = self.lodge("sweep", "--json", later="+1h")
+        self.assertEqual(s.rc, 0, s)
+        gone = {builds[b]["app.bin"]["object_key"] for b in REMOVED}
+        after = self.stored_keys()
+        extra_key = [k for k in after if "/other/1/" in k]
+        self.assertEqual(len(extra_key), 1)
+        self.assertEqual(sorted(set(after) - set(extra_key)), sorted(set(objects_before) - gone))
+        self.assertIn(foreign, after)
+        for b in KEPT:  # every kept build still restores whole
+            out = os.path.join(self.dir, "restored", b[0], str(b[1])) + "/"
+            r = self.lodge("get", "--prefix", f"builds/{b[0]}/{b[1]}", "-o", out)
+            self.assertEqual(r.rc, 0, r)
+            with open(os.path.join(out, "LICENSE"), "rb") as f:
+                self.assertEqual(f.read(), LICENSE)
+        check_invariants(self, objects={k: 0 for k in after if k != foreign})
+
+        # A re-run deletes nothing more; an empty policy is refused.
+        again = self.prune(*POLICY)
+        self.assertEqual(again["removed"]["files"], 0, again)
+        self.assertEqual({i for i, j in self.rows().items() if j["deleted"]}, deleted)
+        r = self.prune("--prefix-glob", "builds/*/*", expect=2)
+        self.assertIn("USAGE", r.err)
+
+    def assert_plan(self, plan, builds):
+        groups = {g["group"]: g for g in plan["groups"]}
+        self.assertEqual(sorted(groups), [f"builds/{b}" for b in sorted(BRANCHES)])
+        for branch in BRANCHES:
+            snaps = groups[f"builds/{branch}"]["snapshots"]
+            self.assertEqual(groups[f"builds/{branch}"]["owner"], "ci")
+            # Newest first.
+            self.assertEqual([s["prefix"] for s in snaps], [f"builds/{branch}/{n}" for n in reversed(BUILDS)])
+            for s in snaps:
+                n = int(s["prefix"].rsplit("/", 1)[1])
+                self.assertEqual((s["files"], s["bytes"]),
+                                 (3, sum(len(x) for x in (f"app {branch} {n}\n", LICENSE, f"docs of {branch}\n"))))
+                if (branch, n) in KEPT:
+                    self.assertEqual(s["action"], "keep", s)
+                    self.assertTrue(any(KEPT[(branch, n)] in why for why in s["reasons"]), s)
+                    continue
+                self.assertEqual(s["action"], "remove", s)
+                own = builds[(branch, n)]
+                shared = {k["id"] for k in s["kept_shared"]}
+                expected = set()
+                if n == 1:  # the first build of its branch wrote the branch's docs
+                    expected.add(own[f"docs/{branch}.txt"]["id"])
+                if (branch, n) == ("main", 1):  # and main/1 wrote the LICENSE everyone shares
+                    expected.add(own["LICENSE"]["id"])
+                self.assertEqual(shared, expected, s)
+                self.assertEqual(s["removed_files"], 3 - len(expected), s)
+        self.assertEqual(plan["removed"]["snapshots"], len(REMOVED))
+
+    def test_expired_files_are_deleted_once_past_their_expiry(self):
+        self.write("tmp/a.log", b"a\n")
+        self.write("tmp/b.log", b"b\n")
+        self.write("keep/c.log", b"c\n")
+        r = self.lodge("upload", "--json", "--expire-after", "1h", "--prefix", "runs/1", os.path.join(self.dir, "tmp"))
+        self.assertEqual(r.rc, 0, r)
+        expiring = {j["id"]: j for j in r.json_lines() if "summary" not in j}
+        r = self.lodge("upload", "--json", "--prefix", "runs/2", os.path.join(self.dir, "keep"))
+        self.assertEqual(r.rc, 0, r)
+        before = self.rows()
+        objects = self.stored_keys()
+        # Not yet past it: nothing to do.
+        early = self.prune("--expired", later="+30m")
+        self.assertEqual(early["expired"]["files"], 0, early)
+        # Past it: the dry run counts them and changes nothing; the run deletes them alone.
+        dry = self.prune("--expired", "--dry-run", later="+2h")
+        self.assertEqual((dry["expired"]["files"], dry["expired"]["bytes"]), (2, 4), dry)
+        self.assertEqual(self.rows(), before)
+        done = self.prune("--expired", later="+2h")
+        self.assertEqual(done["expired"]["files"], 2, done)
+        rows = self.rows()
+        self.assertEqual({i for i, j in rows.items() if j["deleted"]}, set(expiring))
+        self.assertEqual(self.prune("--expired", later="+3h")["expired"]["files"], 0)
+        # Their objects go with the next sweep past the grace; the other file's stays.
+        s = self.lodge("sweep", "--json", later="+3h")
+        self.assertEqual(s.rc, 0, s)
+        self.assertEqual(sorted(self.stored_keys()),
+                         sorted(set(objects) - {j["object_key"] for j in expiring.values()}))
+
+
+class PruneS3(PruneMixin, S3TestCase):
+    def key_root(self):
+        return self.prefix + "/ci/"
+
+    def put_foreign(self, key, body):
+        self.put_object(key, body)
+
+    def stored_keys(self):
+        # The aws CLI's own listing of the bucket (lodge's id markers left out).
+        listing = aws(self.moto.endpoint, "s3api", "list-objects-v2", "--bucket", self.bucket) or {}
+        return sorted(o["Key"] for o in listing.get("Contents", []) if "/.lodge/" not in o["Key"])
+
+
+class PruneFile(PruneMixin, LodgeTestCase):
+    def store_env(self):
+        self.root = os.path.join(self.dir, "store")
+        self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+
+    def key_root(self):
+        return "ci/"
+
+    def put_foreign(self, key, body):
+        path = os.path.join(self.root, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(body)
+
+    def stored_keys(self):
+        out = []
+        for base, _, names in os.walk(self.root):
+            for n in names:
+                rel = os.path.relpath(os.path.join(base, n), self.root)
+                if not rel.startswith(".lodge"):
+                    out.append(rel)
+        return sorted(out)
+
+    def objects(self):
+        return {k: 0 for k in self.stored_keys()}
+
+
+if __name__ == "__main__":
+    main()
