@@ -312,6 +312,56 @@ void parse_sweep(const json &s, SweepSettings &sweep) {
   if (s.contains("backoff_max")) sweep.backoff_max_ms = get_duration(s["backoff_max"], "sweep.backoff_max");
 }
 
+} // namespace
+
+std::string without_password(const std::string &url) {
+  // scheme://user:password@host...: the password shown as ***.
+  auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  auto at = url.find('@', scheme + 3);
+  auto slash = url.find('/', scheme + 3);
+  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  auto colon = url.find(':', scheme + 3);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+namespace {
+// The "cleanup" object: {"via": "tasks" | "queue", "queue": URL}.
+void parse_cleanup(const json &s, OutboxConfig &o) {
+  if (!s.is_object()) bad("cleanup", "expected an object");
+  reject_unknown(s, "cleanup", {"via", "queue"});
+  if (s.contains("via")) {
+    o.cleanup_via = get_string(s["via"], "cleanup.via");
+    if (o.cleanup_via != "tasks" && o.cleanup_via != "queue")
+      bad("cleanup.via", "expected tasks or queue (got '" + util::escape_for_terminal(o.cleanup_via) + "')");
+  }
+  if (s.contains("queue")) o.cleanup_queue = get_string(s["queue"], "cleanup.queue");
+  if (o.cleanup_via == "queue" && o.cleanup_queue.empty())
+    bad("cleanup.queue", "required with \"via\": \"queue\" (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+  o.cleanup_given = true;
+}
+
+// The "events" object: {"queue": URL, "types": ["file.active", ...]}.
+void parse_events(const json &s, OutboxConfig &o) {
+  if (!s.is_object()) bad("events", "expected an object");
+  reject_unknown(s, "events", {"queue", "types"});
+  if (s.contains("queue")) o.events_queue = get_string(s["queue"], "events.queue");
+  if (s.contains("types")) {
+    auto types = get_string_list(s["types"], "events.types", false);
+    for (size_t i = 0; i < types.size(); ++i)
+      if (types[i] != "file.active" && types[i] != "file.deleted" && types[i] != "file.failed")
+        bad("events.types[" + std::to_string(i) + "]",
+            "expected file.active, file.deleted or file.failed (got '" + util::escape_for_terminal(types[i]) + "')");
+    o.event_types = types;
+  } else {
+    o.event_types = {"file.active", "file.deleted", "file.failed"};
+  }
+  if (o.events_queue.empty() && !o.event_types.empty())
+    bad("events.queue", "required: where the upload events go (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+  o.events_given = true;
+}
+
 // The "status" object of a configuration file, over `status`.
 void parse_status(const json &s, StatusSettings &status) {
   if (!s.is_object()) bad("status", "expected an object");
@@ -327,7 +377,7 @@ void parse_status(const json &s, StatusSettings &status) {
     for (size_t i = 0; i < jobs.size(); ++i)
       if (!status.max_age_ms.contains(jobs[i]))
         bad("status.required_jobs[" + std::to_string(i) + "]",
-            "expected sweep, repair, reconcile or prune (got '" + util::escape_for_terminal(jobs[i]) + "')");
+            "expected sweep, repair, reconcile, prune, relay or consume (got '" + util::escape_for_terminal(jobs[i]) + "')");
     status.required_jobs = jobs;
   }
   if (s.contains("upload_failed_max"))
@@ -371,7 +421,9 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
                               "ledger_timeout",
                               "in_progress_wait",
                               "bwlimit",
-                              "stats"};
+                              "stats",
+                              "cleanup",
+                              "events"};
   for (const auto &k : store::setting_keys())
     known.insert(k.name);
   reject_unknown(doc, "", known);
@@ -427,6 +479,8 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   }
   if (doc.contains("sweep")) parse_sweep(doc["sweep"], c.sweep);
   if (doc.contains("status")) parse_status(doc["status"], c.status);
+  if (doc.contains("cleanup")) parse_cleanup(doc["cleanup"], c.outbox);
+  if (doc.contains("events")) parse_events(doc["events"], c.outbox);
   return c;
 }
 
@@ -604,6 +658,8 @@ nlohmann::json to_json(const Config &c) {
                 {"max_retries", c.sweep.max_retries},
                 {"backoff_base", util::format_duration_exact(c.sweep.backoff_base_ms)},
                 {"backoff_max", util::format_duration_exact(c.sweep.backoff_max_ms)}};
+  j["cleanup"] = {{"via", c.outbox.cleanup_via}, {"queue", without_password(c.outbox.cleanup_queue)}};
+  j["events"] = {{"queue", without_password(c.outbox.events_queue)}, {"types", c.outbox.event_types}};
   json ps = json::object();
   for (const auto &[name, p] : c.policies) {
     json pj;

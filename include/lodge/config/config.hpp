@@ -44,6 +44,20 @@ struct SweepSettings {
   int64_t backoff_max_ms = 3'600'000;
 };
 
+// Outbox + MQ ("cleanup" and "events" of a configuration file). The queue URLs stay text
+// here (the CLI opens them: mq::parse_queue_url); which cleanup mode and which event types a
+// ledger records is the ledger's own (`lodge init` writes these into it).
+struct OutboxConfig {
+  std::string cleanup_via = "tasks";      // tasks or queue
+  std::string cleanup_queue;              // sqs://... or amqp://...; required with queue
+  std::string events_queue;               // where upload events go; "" = none
+  std::vector<std::string> event_types;   // file.active, file.deleted, file.failed
+  bool cleanup_given = false, events_given = false; // the file set them
+};
+
+// A URL with its password (scheme://user:PASSWORD@host) shown as ***, for output and logs.
+[[nodiscard]] std::string without_password(const std::string &url);
+
 // status --check: what makes a ledger unhealthy (README "What makes `status --check` unhealthy").
 struct StatusSettings {
   // Each job must have run within its interval; a job that never ran counts as overdue only
@@ -51,7 +65,9 @@ struct StatusSettings {
   std::map<std::string, int64_t> max_age_ms{{"sweep", 3'600'000},
                                             {"repair", 3'600'000},
                                             {"reconcile", 8 * 86'400'000LL},
-                                            {"prune", 2 * 86'400'000LL}};
+                                            {"prune", 2 * 86'400'000LL},
+                                            {"relay", 3'600'000},
+                                            {"consume", 3'600'000}};
   std::vector<std::string> required_jobs{"sweep"};
   // More than upload_failed_max rows that became UPLOAD_FAILED within the window: unhealthy.
   int64_t upload_failed_max = 10;
@@ -67,7 +83,7 @@ inline constexpr const char *k_lodge_environment[] = {
     "LODGE_LEDGER_TIMEOUT", "LODGE_BWLIMIT", "LODGE_STATS"};
 
 // The jobs status watches, in the order it reports them.
-inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile", "prune"};
+inline constexpr const char *k_jobs[] = {"sweep", "repair", "reconcile", "prune", "relay", "consume"};
 
 struct Config {
   std::string config_file; // the file read, or empty
@@ -116,6 +132,7 @@ struct Config {
   StatusSettings status;
   std::map<std::string, Policy> policies;
   SweepSettings sweep;
+  OutboxConfig outbox;
 
   // The named policy; throws LodgeError(config_invalid) naming the known ones.
   [[nodiscard]] const Policy &policy(const std::string &name) const;
