@@ -29,9 +29,9 @@ enum class Broker { sqs, amqp };
 //  amqp://USER[:PASSWORD]@HOST[:PORT]/[VHOST]?queue=NAME   (amqps is not supported)
 struct QueueUrl {
   Broker broker = Broker::sqs;
-  std::string text;     // as given, for messages (the password replaced by "***")
-  std::string name;     // the queue's name
-  std::string endpoint; // sqs: "http(s)://host:port" when given in the URL; amqp: unused
+  std::string text;      // as given, for messages (the password replaced by "***")
+  std::string name;      // the queue's name
+  std::string endpoint;  // sqs: "http(s)://host:port" when given in the URL; amqp: unused
   std::string queue_url; // sqs: the full queue URL when given
   std::string host;      // amqp
   int port = 5672;       // amqp
@@ -44,8 +44,8 @@ struct QueueUrl {
 // What opening a queue needs beyond its URL (the CLI builds it from the configuration and
 // the AWS shared config: the same credential chain and region as the S3 store).
 struct QueueOptions {
-  std::string region = "us-east-1";          // sqs
-  std::string endpoint;                      // sqs://NAME: e.g. http://127.0.0.1:PORT; "" = AWS's
+  std::string region = "us-east-1";                  // sqs
+  std::string endpoint;                              // sqs://NAME: e.g. http://127.0.0.1:PORT; "" = AWS's
   std::shared_ptr<s3::CredentialSource> credentials; // sqs
   int64_t timeout_ms = 30'000;
 };
@@ -57,22 +57,22 @@ struct OutMessage {
 
 struct Delivery {
   std::string body;
-  std::string message_id; // the broker's id ("" when none)
-  std::string handle;     // SQS receipt handle; AMQP delivery tag (decimal)
+  std::string message_id;    // the broker's id ("" when none)
+  std::string handle;        // SQS receipt handle; AMQP delivery tag (decimal)
   int64_t receive_count = 1; // SQS ApproximateReceiveCount; AMQP: 1, or 2 when redelivered
 };
 
 struct QueueCounts {
-  std::optional<int64_t> ready;       // messages waiting in NAME
-  std::optional<int64_t> delayed;     // in flight or waiting (SQS not visible; AMQP NAME-delay)
-  std::optional<int64_t> dead;        // messages in NAME-dlq
+  std::optional<int64_t> ready;   // messages waiting in NAME
+  std::optional<int64_t> delayed; // in flight or waiting (SQS not visible; AMQP NAME-delay)
+  std::optional<int64_t> dead;    // messages in NAME-dlq
 };
 
 class MessageQueue {
 public:
   virtual ~MessageQueue() = default;
   // Creates NAME, NAME-delay (AMQP) and NAME-dlq when missing (idempotent).
-  virtual Result<void> ensure_queues() = 0;
+  virtual Status ensure_queues() = 0;
   // Publishes each message and waits for the broker's confirmation (AMQP publisher
   // confirms; SQS SendMessageBatch's Successful entries). One result per message, in
   // order: the broker's message id, or the error for that message. A whole-batch failure
@@ -82,17 +82,18 @@ public:
   // Each must then be acknowledged, delayed or dead-lettered; one left alone comes back
   // after the visibility timeout (SQS) or when the connection closes (AMQP).
   [[nodiscard]] virtual Result<std::vector<Delivery>> receive(int max, int64_t wait_ms) = 0;
-  virtual Result<void> ack(const Delivery &d) = 0;
+  virtual Status ack(const Delivery &d) = 0;
   // Delivered again no sooner than `delay_ms` from now: SQS ChangeMessageVisibility (capped
   // at 12 h); AMQP the message republished to NAME-delay with that expiration, confirmed,
   // then the original acknowledged.
-  virtual Result<void> delay(const Delivery &d, int64_t delay_ms) = 0;
+  virtual Status delay(const Delivery &d, int64_t delay_ms) = 0;
   // The message published to NAME-dlq (with `reason`, confirmed), then the original acknowledged.
-  virtual Result<void> dead_letter(const Delivery &d, const std::string &reason) = 0;
+  virtual Status dead_letter(const Delivery &d, const std::string &reason) = 0;
   [[nodiscard]] virtual Result<QueueCounts> counts() = 0;
   [[nodiscard]] virtual const QueueUrl &url() const = 0;
 };
 
-[[nodiscard]] Result<std::unique_ptr<MessageQueue>> open_queue(const QueueUrl &url, const QueueOptions &options);
+[[nodiscard]] Result<std::unique_ptr<MessageQueue>> open_queue(const QueueUrl &url,
+                                                               const QueueOptions &options);
 
 } // namespace lodge::mq
