@@ -6,6 +6,8 @@
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ledger/outbox.hpp>
+#include <lodge/mq/queue.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/ops/select.hpp>
 #include <lodge/store/store.hpp>
@@ -126,6 +128,17 @@ void add_selection_options(CLI::App *sub, SelectionCli &o);
 // the owner, --prefix and include_dead are the command's to set.
 [[nodiscard]] ops::Selection make_selection(const SelectionCli &o, int64_t now_ms);
 
+// A queue of the configuration (cleanup.queue, events.queue; `what` names the key in
+// errors) opened: SQS with the AWS shared files' profile, region and credential chain.
+[[nodiscard]] std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::string &url,
+                                                                   const char *what);
+
+// `lodge init`'s outbox: the cleanup mode and upload event types from --cleanup-via and
+// --events, else the configuration's cleanup.via and events.types, recorded in the ledger
+// once their queues exist (ensure_queues). IN_PROGRESS while cleanup events are in flight.
+ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, const std::string &via_flag,
+                                             const std::string &events_flag);
+
 // Each command adds its subcommand to the app and returns what runs it.
 Command add_init(CLI::App &app);
 Command add_status(CLI::App &app);
@@ -141,6 +154,8 @@ Command add_delete(CLI::App &app);
 Command add_tasks(CLI::App &app);
 Command add_retry(CLI::App &app);
 Command add_prune(CLI::App &app);
+Command add_relay(CLI::App &app);
+Command add_consume(CLI::App &app);
 Command add_show(CLI::App &app);
 Command add_get(CLI::App &app);
 Command add_cat(CLI::App &app);

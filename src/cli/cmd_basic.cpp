@@ -2,6 +2,7 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/status.hpp>
@@ -19,6 +20,8 @@ namespace lodge::cli {
 Command add_init(CLI::App &app) {
   auto rebind = std::make_shared<bool>(false);
   auto accept = std::make_shared<bool>(false);
+  auto via = std::make_shared<std::string>();
+  auto events = std::make_shared<std::string>();
   auto *sub =
       app.add_subcommand("init", "Create the ledger bound to its store, or migrate an older one (idempotent; "
                                  "--rebind-store after moving the data)");
@@ -28,7 +31,14 @@ Command add_init(CLI::App &app) {
   sub->add_flag(
       "--accept-diverged", *accept,
       "Clear a diverged ledger's state, after `lodge reconcile` reported what the other copy wrote");
-  return {sub, [rebind, accept](Context &ctx) {
+  choices(sub->add_option("--cleanup-via", *via,
+                          "Who runs cleanup: sweep from the task table (tasks, the default) or consumers of "
+                          "cleanup.queue (queue); refused while events are in flight"),
+          {"tasks", "queue"});
+  sub->add_option("--events", *events,
+                  "Upload events the ledger records for `lodge relay` (file.active,file.deleted,file.failed or "
+                  "none; default: the configuration's events.types)");
+  return {sub, [rebind, accept, via, events](Context &ctx) {
             // The store first: a bad store URL leaves no ledger behind.
             (void)ctx.open_store_unbound();
             auto want = ctx.store_binding();
@@ -60,9 +70,18 @@ Command add_init(CLI::App &app) {
                 break;
               }
             }
+            auto outbox = apply_outbox_settings(ctx, l, *via, *events);
+            std::vector<std::string> types;
+            std::string types_text;
+            for (auto t : outbox.event_types) {
+              types.emplace_back(ledger::to_string(t));
+              types_text += (types_text.empty() ? "" : ", ") + types.back();
+            }
             if (ctx.g.json) {
               nlohmann::json j{
                   {"ledger", l.location()},
+                  {"cleanup_via", ledger::to_string(outbox.cleanup_via)},
+                  {"event_types", types},
                   {"ledger_uuid", l.uuid()},
                   {"schema_version", l.schema_version()},
                   {"store", store},
@@ -79,6 +98,9 @@ Command add_init(CLI::App &app) {
               std::printf("ledger %s ready (schema %d, uuid %s), bound to store %s\n",
                           util::escape_for_terminal(l.location()).c_str(), l.schema_version(),
                           l.uuid().c_str(), util::escape_for_terminal(store).c_str());
+              if (outbox.cleanup_via == ledger::CleanupVia::queue || !types.empty())
+                std::printf("cleanup via %s; upload events: %s\n", ledger::to_string(outbox.cleanup_via),
+                            types.empty() ? "none" : types_text.c_str());
             }
             if (rebound) {
               // Say the tagging modes only when they changed.
@@ -159,8 +181,21 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
   std::printf("overdue uploads   %lld\n", static_cast<long long>(r.overdue_uploading));
   std::printf("oldest uploading  %s\n",
               r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
+  bool outbox = r.cleanup_via != "tasks" || !r.event_types.empty();
+  if (outbox) {
+    std::string types;
+    for (const auto &t : r.event_types)
+      types += (types.empty() ? "" : ", ") + t;
+    std::printf("cleanup via       %s; upload events: %s\n", r.cleanup_via.c_str(),
+                types.empty() ? "none" : types.c_str());
+    std::printf("outbox            cleanup due %lld, in flight %lld, dead-lettered %lld; upload events unsent %lld\n",
+                static_cast<long long>(r.outbox_due_unsent), static_cast<long long>(r.outbox_in_flight),
+                static_cast<long long>(r.outbox_dead), static_cast<long long>(r.events_unsent));
+  }
   for (const char *job : config::k_jobs) {
     auto it = r.last_runs.find(job);
+    bool outbox_job = std::string_view(job) == "relay" || std::string_view(job) == "consume";
+    if (outbox_job && !outbox && (it == r.last_runs.end() || !it->second)) continue;
     if (it == r.last_runs.end() || !it->second)
       std::printf("last %-12s never\n", job);
     else
@@ -197,9 +232,29 @@ Command add_status(CLI::App &app) {
       ->type_name("FILE");
   return {sub, [opts](Context &ctx) {
             auto &l = ctx.reader();
-            const auto &settings = ctx.cfg().status;
+            auto settings = ctx.cfg().status;
             int64_t now = util::system_clock().now_ms();
             auto report = l.status(now, now - settings.upload_failed_window_ms);
+            auto outbox = l.outbox_settings();
+            auto counts = l.outbox_counts(now);
+            report.cleanup_via = ledger::to_string(outbox.cleanup_via);
+            for (auto t : outbox.event_types)
+              report.event_types.emplace_back(ledger::to_string(t));
+            report.outbox_due_unsent = counts.cleanup_due_unsent;
+            report.outbox_in_flight = counts.cleanup_in_flight;
+            report.outbox_dead = counts.cleanup_dead;
+            report.events_unsent = counts.events_unsent;
+            // A ledger whose cleanup runs through a queue needs its relay and its consumers
+            // as a task-table ledger needs sweep; one that records upload events, its relay.
+            auto require = [&settings](const char *job) {
+              auto &r = settings.required_jobs;
+              if (std::find(r.begin(), r.end(), job) == r.end()) r.emplace_back(job);
+            };
+            if (outbox.cleanup_via == ledger::CleanupVia::queue) {
+              require("relay");
+              require("consume");
+            }
+            if (!outbox.event_types.empty()) require("relay");
             auto health = ops::evaluate(report, settings);
             if (!opts->prometheus.empty())
               ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health),

@@ -50,8 +50,7 @@ mq::QueueOptions sqs_options(Context &ctx) {
 
 std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::string &url, const char *what) {
   auto parsed = mq::parse_queue_url(url);
-  if (!parsed)
-    throw LodgeError(Errc::config_invalid, std::string(what) + ": " + parsed.error().message);
+  if (!parsed) throw LodgeError(Errc::config_invalid, std::string(what) + ": " + parsed.error().message);
   mq::QueueOptions o;
   if (parsed->broker == mq::Broker::sqs) o = sqs_options(ctx);
   auto q = mq::open_queue(parsed.value(), o);
@@ -102,65 +101,63 @@ Command add_relay(CLI::App &app) {
   auto *sub = app.add_subcommand(
       "relay", "Publish the outbox: due cleanup events (cleanup via a queue) and upload events, each marked "
                "sent once the broker confirmed it");
-  sub->add_flag("--follow", o->follow, "Keep running, polling the ledger (stop with a signal or --max-runtime)");
+  sub->add_flag("--follow", o->follow,
+                "Keep running, polling the ledger (stop with a signal or --max-runtime)");
   sub->add_option("--poll-interval", o->poll, "--follow: the wait when nothing is due (default 5s)");
   sub->add_option("--max-runtime", o->max_runtime, "Stop after this long");
   sub->add_option("--limit", o->limit, "Most events to publish (default: all that are due)")
       ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
   sub->add_option("--batch", o->batch, "Events per ledger read and publish (default 100)")
       ->check(CLI::Range(1, 1000));
-  return recorded_job("relay", {sub, [o](Context &ctx) {
-                                  const auto &c = ctx.cfg();
-                                  auto settings = outbox_of(ctx);
-                                  std::unique_ptr<mq::MessageQueue> cleanup, events;
-                                  if (settings.cleanup_via == ledger::CleanupVia::queue) {
-                                    if (c.outbox.cleanup_queue.empty())
-                                      throw LodgeError(Errc::config_invalid,
-                                                       "the ledger runs its cleanup through a queue, but the "
+  return {sub, [o](Context &ctx) {
+            const auto &c = ctx.cfg();
+            auto settings = outbox_of(ctx);
+            std::unique_ptr<mq::MessageQueue> cleanup, events;
+            if (settings.cleanup_via == ledger::CleanupVia::queue) {
+              if (c.outbox.cleanup_queue.empty())
+                throw LodgeError(Errc::config_invalid, "the ledger runs its cleanup through a queue, but the "
                                                        "configuration names none (cleanup.queue)");
-                                    cleanup = open_message_queue(ctx, c.outbox.cleanup_queue, "cleanup.queue");
-                                  }
-                                  if (!settings.event_types.empty()) {
-                                    if (c.outbox.events_queue.empty())
-                                      throw LodgeError(Errc::config_invalid,
-                                                       "the ledger records upload events, but the "
-                                                       "configuration names no queue for them (events.queue)");
-                                    events = open_message_queue(ctx, c.outbox.events_queue, "events.queue");
-                                  }
-                                  install_interrupt_handlers();
-                                  ops::RelayOptions ro;
-                                  ro.cleanup = cleanup.get();
-                                  ro.events = events.get();
-                                  ro.ledger_uuid = ctx.ledger().uuid();
-                                  ro.batch = o->batch;
-                                  ro.limit = o->limit;
-                                  ro.follow = o->follow;
-                                  ro.poll_ms = duration_flag(o->poll, "--poll-interval", 5'000);
-                                  ro.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
-                                  ro.stop = stopper();
-                                  int64_t started = util::system_clock().now_ms();
-                                  auto sum = ops::relay(ctx.ledger(), ro, util::system_clock());
-                                  nlohmann::json j{{"cleanup_published", sum.cleanup_published},
-                                                   {"cleanup_marked", sum.cleanup_marked},
-                                                   {"events_published", sum.events_published},
-                                                   {"events_marked", sum.events_marked},
-                                                   {"failed", sum.failed}};
-                                  bool ok = sum.failed == 0;
-                                  ctx.ledger().record_job_run({"relay", default_worker(), started,
-                                                               util::system_clock().now_ms(), ok ? "ok" : "failed",
-                                                               j.dump()});
-                                  if (ctx.g.json)
-                                    ctx.print_json(j);
-                                  else if (speak(ctx))
-                                    std::printf("relay: published %lld cleanup events and %lld upload events, "
-                                                "%lld not confirmed\n",
-                                                static_cast<long long>(sum.cleanup_published),
-                                                static_cast<long long>(sum.events_published),
-                                                static_cast<long long>(sum.failed));
-                                  if (sum.failed > 0 && sum.cleanup_published + sum.events_published == 0)
-                                    return exit_status(Errc::storage_unavailable);
-                                  return sum.failed > 0 ? exit_items_failed() : exit_status(Errc::ok);
-                                }});
+              cleanup = open_message_queue(ctx, c.outbox.cleanup_queue, "cleanup.queue");
+            }
+            if (!settings.event_types.empty()) {
+              if (c.outbox.events_queue.empty())
+                throw LodgeError(Errc::config_invalid,
+                                 "the ledger records upload events, but the "
+                                 "configuration names no queue for them (events.queue)");
+              events = open_message_queue(ctx, c.outbox.events_queue, "events.queue");
+            }
+            install_interrupt_handlers();
+            ops::RelayOptions ro;
+            ro.cleanup = cleanup.get();
+            ro.events = events.get();
+            ro.ledger_uuid = ctx.ledger().uuid();
+            ro.batch = o->batch;
+            ro.limit = o->limit;
+            ro.follow = o->follow;
+            ro.poll_ms = duration_flag(o->poll, "--poll-interval", 5'000);
+            ro.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
+            ro.stop = stopper();
+            int64_t started = util::system_clock().now_ms();
+            auto sum = ops::relay(ctx.ledger(), ro, util::system_clock());
+            nlohmann::json j{{"cleanup_published", sum.cleanup_published},
+                             {"cleanup_marked", sum.cleanup_marked},
+                             {"events_published", sum.events_published},
+                             {"events_marked", sum.events_marked},
+                             {"failed", sum.failed}};
+            bool ok = sum.failed == 0;
+            ctx.ledger().record_job_run({"relay", default_worker(), started, util::system_clock().now_ms(),
+                                         ok ? "ok" : "failed", j.dump()});
+            if (ctx.g.json)
+              ctx.print_json(j);
+            else if (speak(ctx))
+              std::printf("relay: published %lld cleanup events and %lld upload events, "
+                          "%lld not confirmed\n",
+                          static_cast<long long>(sum.cleanup_published),
+                          static_cast<long long>(sum.events_published), static_cast<long long>(sum.failed));
+            if (sum.failed > 0 && sum.cleanup_published + sum.events_published == 0)
+              return exit_status(Errc::storage_unavailable);
+            return sum.failed > 0 ? exit_items_failed() : exit_status(Errc::ok);
+          }};
 }
 
 Command add_consume(CLI::App &app) {
@@ -168,79 +165,133 @@ Command add_consume(CLI::App &app) {
   auto *sub = app.add_subcommand(
       "consume", "Run the cleanup events a queue delivers: each task decided and run under its lease, as "
                  "sweep would, then acknowledged");
-  sub->add_flag("--follow", o->follow, "Keep receiving (stop with a signal, --max-messages or --max-runtime)");
+  sub->add_flag("--follow", o->follow,
+                "Keep receiving (stop with a signal, --max-messages or --max-runtime)");
   sub->add_option("--max-messages", o->max_messages, "Stop after this many messages")
       ->check(CLI::Range(int64_t{1}, int64_t{100'000'000}));
   sub->add_option("--max-runtime", o->max_runtime, "Stop after this long");
-  sub->add_option("--wait", o->wait, "How long one receive waits for a message (default 1s; SQS at most 20s)");
+  sub->add_option("--wait", o->wait,
+                  "How long one receive waits for a message (default 1s; SQS at most 20s)");
   sub->add_option("--lease", o->lease, "Lease per task (default: sweep.lease, 2m)");
   sub->add_option("--worker-id", o->worker_id, "Name in lease_owner (default host:pid)");
   sub->add_option("--batch", o->batch, "Messages per receive (default 10)")->check(CLI::Range(1, 10));
-  return recorded_job("consume", {sub, [o](Context &ctx) {
-                                    const auto &c = ctx.cfg();
-                                    auto settings = outbox_of(ctx);
-                                    if (settings.cleanup_via != ledger::CleanupVia::queue)
-                                      throw LodgeError(Errc::usage,
-                                                       "ledger " + ctx.ledger().location() +
-                                                           " runs its cleanup from its task table (lodge "
-                                                           "sweep); `lodge init --cleanup-via queue` "
-                                                           "switches it to a queue");
-                                    if (c.outbox.cleanup_queue.empty())
-                                      throw LodgeError(Errc::config_invalid,
-                                                       "the ledger runs its cleanup through a queue, but the "
-                                                       "configuration names none (cleanup.queue)");
-                                    auto queue = open_message_queue(ctx, c.outbox.cleanup_queue, "cleanup.queue");
-                                    auto store = ctx.open_store();
-                                    install_interrupt_handlers();
-                                    ops::ConsumeOptions co;
-                                    co.queue = queue.get();
-                                    co.ledger_uuid = ctx.ledger().uuid();
-                                    co.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
-                                    co.lease_ms = duration_flag(o->lease, "--lease", c.sweep.lease_ms);
-                                    co.cleanup = {ops::grace_for(c, std::nullopt), c.sweep.backoff_base_ms,
-                                                  c.sweep.backoff_max_ms};
-                                    co.batch = o->batch;
-                                    co.max_messages = o->max_messages;
-                                    co.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
-                                    co.follow = o->follow;
-                                    co.wait_ms = duration_flag(o->wait, "--wait", 1'000);
-                                    co.stop = stopper();
-                                    int64_t started = util::system_clock().now_ms();
-                                    auto sum = ops::consume(ctx.ledger(), *store, co, util::system_clock());
-                                    nlohmann::json j{{"received", sum.received},   {"deleted", sum.deleted},
-                                                     {"ignored", sum.ignored},     {"postponed", sum.postponed},
-                                                     {"retried", sum.retried},     {"dead_lettered", sum.dead_lettered},
-                                                     {"lease_lost", sum.lease_lost}, {"kept", sum.kept},
-                                                     {"duplicates", sum.duplicates}, {"delayed", sum.delayed},
-                                                     {"rejected", sum.rejected},   {"unreachable", sum.unreachable}};
-                                    j["verify_scheduled"] = sum.verify_scheduled;
-                                    bool ok = sum.dead_lettered == 0 && sum.rejected == 0 && sum.retried == 0;
-                                    ctx.ledger().record_job_run({"consume", co.worker_id, started,
-                                                                 util::system_clock().now_ms(),
-                                                                 ok ? "ok" : "failed", j.dump()});
-                                    if (ctx.g.json)
-                                      ctx.print_json(j);
-                                    else if (speak(ctx))
-                                      std::printf("consume: received %lld, deleted %lld, ignored %lld, postponed "
-                                                  "%lld, retried %lld, dead-lettered %lld, duplicates %lld, "
-                                                  "delayed %lld, rejected %lld, kept %lld\n",
-                                                  static_cast<long long>(sum.received),
-                                                  static_cast<long long>(sum.deleted),
-                                                  static_cast<long long>(sum.ignored),
-                                                  static_cast<long long>(sum.postponed),
-                                                  static_cast<long long>(sum.retried),
-                                                  static_cast<long long>(sum.dead_lettered),
-                                                  static_cast<long long>(sum.duplicates),
-                                                  static_cast<long long>(sum.delayed),
-                                                  static_cast<long long>(sum.rejected),
-                                                  static_cast<long long>(sum.kept));
-                                    if (sum.received > 0 && sum.deleted + sum.ignored + sum.postponed + sum.kept ==
-                                                                0 &&
-                                        sum.unreachable > 0 && sum.unreachable == sum.retried + sum.dead_lettered)
-                                      return exit_status(Errc::storage_unavailable);
-                                    return sum.dead_lettered + sum.rejected > 0 ? exit_items_failed()
-                                                                                : exit_status(Errc::ok);
-                                  }});
+  return {sub, [o](Context &ctx) {
+            const auto &c = ctx.cfg();
+            auto settings = outbox_of(ctx);
+            if (settings.cleanup_via != ledger::CleanupVia::queue)
+              throw LodgeError(Errc::usage, "ledger " + ctx.ledger().location() +
+                                                " runs its cleanup from its task table (lodge "
+                                                "sweep); `lodge init --cleanup-via queue` "
+                                                "switches it to a queue");
+            if (c.outbox.cleanup_queue.empty())
+              throw LodgeError(Errc::config_invalid, "the ledger runs its cleanup through a queue, but the "
+                                                     "configuration names none (cleanup.queue)");
+            auto queue = open_message_queue(ctx, c.outbox.cleanup_queue, "cleanup.queue");
+            auto store = ctx.open_store();
+            install_interrupt_handlers();
+            ops::ConsumeOptions co;
+            co.queue = queue.get();
+            co.ledger_uuid = ctx.ledger().uuid();
+            co.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
+            co.lease_ms = duration_flag(o->lease, "--lease", c.sweep.lease_ms);
+            co.cleanup = {ops::grace_for(c, std::nullopt), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
+            co.batch = o->batch;
+            co.max_messages = o->max_messages;
+            co.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
+            co.follow = o->follow;
+            co.wait_ms = duration_flag(o->wait, "--wait", 1'000);
+            co.stop = stopper();
+            int64_t started = util::system_clock().now_ms();
+            auto sum = ops::consume(ctx.ledger(), *store, co, util::system_clock());
+            nlohmann::json j{{"received", sum.received},     {"deleted", sum.deleted},
+                             {"ignored", sum.ignored},       {"postponed", sum.postponed},
+                             {"retried", sum.retried},       {"dead_lettered", sum.dead_lettered},
+                             {"lease_lost", sum.lease_lost}, {"kept", sum.kept},
+                             {"duplicates", sum.duplicates}, {"delayed", sum.delayed},
+                             {"rejected", sum.rejected},     {"unreachable", sum.unreachable}};
+            j["verify_scheduled"] = sum.verify_scheduled;
+            bool ok = sum.dead_lettered == 0 && sum.rejected == 0 && sum.retried == 0;
+            ctx.ledger().record_job_run({"consume", co.worker_id, started, util::system_clock().now_ms(),
+                                         ok ? "ok" : "failed", j.dump()});
+            if (ctx.g.json)
+              ctx.print_json(j);
+            else if (speak(ctx))
+              std::printf("consume: received %lld, deleted %lld, ignored %lld, postponed "
+                          "%lld, retried %lld, dead-lettered %lld, duplicates %lld, "
+                          "delayed %lld, rejected %lld, kept %lld\n",
+                          static_cast<long long>(sum.received), static_cast<long long>(sum.deleted),
+                          static_cast<long long>(sum.ignored), static_cast<long long>(sum.postponed),
+                          static_cast<long long>(sum.retried), static_cast<long long>(sum.dead_lettered),
+                          static_cast<long long>(sum.duplicates), static_cast<long long>(sum.delayed),
+                          static_cast<long long>(sum.rejected), static_cast<long long>(sum.kept));
+            if (sum.received > 0 && sum.deleted + sum.ignored + sum.postponed + sum.kept == 0 &&
+                sum.unreachable > 0 && sum.unreachable == sum.retried + sum.dead_lettered)
+              return exit_status(Errc::storage_unavailable);
+            return sum.dead_lettered + sum.rejected > 0 ? exit_items_failed() : exit_status(Errc::ok);
+          }};
+}
+
+} // namespace lodge::cli
+
+namespace lodge::cli {
+
+ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, const std::string &via_flag,
+                                             const std::string &events_flag) {
+  const auto &oc = ctx.cfg().outbox;
+  auto current = l.outbox_settings();
+  auto want = current;
+  std::string via = !via_flag.empty() ? via_flag : oc.cleanup_given ? oc.cleanup_via : "";
+  if (!via.empty()) {
+    auto v = ledger::parse_cleanup_via(via);
+    if (!v) throw LodgeError(Errc::usage, "--cleanup-via: expected tasks or queue, got '" + via + "'");
+    want.cleanup_via = *v;
+  }
+  std::optional<std::vector<std::string>> types;
+  if (!events_flag.empty())
+    types = events_flag == "none" ? std::vector<std::string>{} : util::split(events_flag, ',');
+  else if (oc.events_given)
+    types = oc.event_types;
+  if (types) {
+    want.event_types.clear();
+    for (auto t : ledger::k_event_types) {
+      for (const auto &name : *types) {
+        auto parsed = ledger::parse_event_type(name);
+        if (!parsed)
+          throw LodgeError(Errc::usage, "--events: expected file.active, file.deleted, file.failed or none, got '" +
+                                            util::escape_for_terminal(name) + "'");
+        if (*parsed == t) {
+          want.event_types.push_back(t);
+          break;
+        }
+      }
+    }
+  }
+  // The queues exist before the ledger relies on them: a relay's first publish finds them.
+  if (want.cleanup_via == ledger::CleanupVia::queue) {
+    if (oc.cleanup_queue.empty())
+      throw LodgeError(Errc::config_invalid, "cleanup through a queue needs the queue: set cleanup.queue in the "
+                                             "configuration (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+    auto st = open_message_queue(ctx, oc.cleanup_queue, "cleanup.queue")->ensure_queues();
+    if (!st) throw LodgeError(st.error());
+  }
+  if (!want.event_types.empty()) {
+    if (oc.events_queue.empty())
+      throw LodgeError(Errc::config_invalid,
+                       "upload events need a queue: set events.queue in the configuration (sqs://NAME or "
+                       "amqp://USER@HOST/VHOST?queue=NAME)");
+    auto st = open_message_queue(ctx, oc.events_queue, "events.queue")->ensure_queues();
+    if (!st) throw LodgeError(st.error());
+  }
+  if (want == current) return current;
+  if (l.set_outbox_settings(want) == ledger::SetOutboxOutcome::in_flight) {
+    auto n = l.outbox_counts(util::system_clock().now_ms()).cleanup_in_flight;
+    throw LodgeError(Errc::in_progress,
+                     "init --cleanup-via " + std::string(ledger::to_string(want.cleanup_via)) + " refused: " +
+                         util::plural(n, "cleanup event") +
+                         " sent to the queue and not yet consumed; run `lodge consume` until `lodge status` "
+                         "shows none in flight, then switch");
+  }
+  return want;
 }
 
 } // namespace lodge::cli

@@ -465,6 +465,8 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 recorded_job("repair", add_repair(app)),
                                 recorded_job("reconcile", add_reconcile(app)),
                                 recorded_job("prune", add_prune(app)),
+                                recorded_job("relay", add_relay(app)),
+                                recorded_job("consume", add_consume(app)),
                                 add_delete(app),
                                 add_tasks(app),
                                 add_retry(app),

@@ -338,7 +338,8 @@ void parse_cleanup(const json &s, OutboxConfig &o) {
   }
   if (s.contains("queue")) o.cleanup_queue = get_string(s["queue"], "cleanup.queue");
   if (o.cleanup_via == "queue" && o.cleanup_queue.empty())
-    bad("cleanup.queue", "required with \"via\": \"queue\" (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+    bad("cleanup.queue",
+        "required with \"via\": \"queue\" (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
   o.cleanup_given = true;
 }
 
@@ -352,13 +353,15 @@ void parse_events(const json &s, OutboxConfig &o) {
     for (size_t i = 0; i < types.size(); ++i)
       if (types[i] != "file.active" && types[i] != "file.deleted" && types[i] != "file.failed")
         bad("events.types[" + std::to_string(i) + "]",
-            "expected file.active, file.deleted or file.failed (got '" + util::escape_for_terminal(types[i]) + "')");
+            "expected file.active, file.deleted or file.failed (got '" + util::escape_for_terminal(types[i]) +
+                "')");
     o.event_types = types;
   } else {
     o.event_types = {"file.active", "file.deleted", "file.failed"};
   }
   if (o.events_queue.empty() && !o.event_types.empty())
-    bad("events.queue", "required: where the upload events go (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+    bad("events.queue",
+        "required: where the upload events go (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
   o.events_given = true;
 }
 
@@ -377,7 +380,8 @@ void parse_status(const json &s, StatusSettings &status) {
     for (size_t i = 0; i < jobs.size(); ++i)
       if (!status.max_age_ms.contains(jobs[i]))
         bad("status.required_jobs[" + std::to_string(i) + "]",
-            "expected sweep, repair, reconcile, prune, relay or consume (got '" + util::escape_for_terminal(jobs[i]) + "')");
+            "expected sweep, repair, reconcile, prune, relay or consume (got '" +
+                util::escape_for_terminal(jobs[i]) + "')");
     status.required_jobs = jobs;
   }
   if (s.contains("upload_failed_max"))

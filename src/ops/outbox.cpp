@@ -80,7 +80,8 @@ std::vector<ledger::SentMark> publish(mq::MessageQueue &q, const std::vector<mq:
     }
     ++sum.failed;
     std::string why = i < results.size() ? results[i].error().message : "no answer from the broker";
-    if (sum.errors.size() < 20) sum.errors.push_back(std::string(what) + " " + std::to_string(ids[i]) + ": " + why);
+    if (sum.errors.size() < 20)
+      sum.errors.push_back(std::string(what) + " " + std::to_string(ids[i]) + ": " + why);
     util::log::warn(std::string("relay: ") + what + " " + std::to_string(ids[i]) + " not published: " + why);
   }
   return marks;
@@ -102,8 +103,8 @@ int64_t relay_cleanup(ledger::OutboxLedger &l, const RelayOptions &o, int n, con
   // A relay that dies here published events it never marked: the next run sends them again,
   // and their consumers find the second delivery owes nothing.
   if (failpoint::hit("relay.after_publish"))
-    throw LodgeError(Errc::internal, "injected failure after publishing " + std::to_string(marks.size()) +
-                                         " cleanup events");
+    throw LodgeError(Errc::internal,
+                     "injected failure after publishing " + std::to_string(marks.size()) + " cleanup events");
   if (!marks.empty()) sum.cleanup_marked += l.mark_tasks_sent(marks, clock.now_ms());
   return static_cast<int64_t>(tasks.size());
 }

@@ -152,6 +152,12 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
                               r.diverged->reconciled_at ? json(*r.diverged->reconciled_at) : json(nullptr)}}
                       : json(nullptr);
   j["upload_failed_recent"] = {{"count", r.files_failed_since}, {"since", r.failed_since}};
+  j["outbox"] = {{"cleanup_via", r.cleanup_via},
+                 {"event_types", r.event_types},
+                 {"cleanup_due_unsent", r.outbox_due_unsent},
+                 {"cleanup_in_flight", r.outbox_in_flight},
+                 {"cleanup_dead_lettered", r.outbox_dead},
+                 {"events_unsent", r.events_unsent}};
   j["healthy"] = h.healthy;
   json reasons = json::array();
   json problems = json::array();
@@ -196,6 +202,11 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   o << "lodge_expired_leases " << r.expired_leases << '\n';
   gauge("lodge_dead_letters", "Cleanup tasks that failed for good.");
   o << "lodge_dead_letters " << r.dead_letters << '\n';
+  gauge("lodge_outbox_events", "Outbox events by kind and state (cleanup through a queue, upload events).");
+  o << "lodge_outbox_events{kind=\"cleanup\",state=\"due_unsent\"} " << r.outbox_due_unsent << '\n'
+    << "lodge_outbox_events{kind=\"cleanup\",state=\"in_flight\"} " << r.outbox_in_flight << '\n'
+    << "lodge_outbox_events{kind=\"cleanup\",state=\"dead_lettered\"} " << r.outbox_dead << '\n'
+    << "lodge_outbox_events{kind=\"upload\",state=\"unsent\"} " << r.events_unsent << '\n';
   gauge("lodge_upload_failed_recent",
         "Records that became UPLOAD_FAILED within status.upload_failed_window.");
   o << "lodge_upload_failed_recent " << r.files_failed_since << '\n';

@@ -35,6 +35,12 @@ constexpr std::array k_points{
           "the run fails after its claim (an exception: the run is recorded failed, leases expire)"},
     Point{"sweep.after_delete", k_universal | error,
           "the delete happened but its answer was lost (the task is retried)"},
+    Point{"relay.after_publish", k_universal | error,
+          "the broker confirmed the batch but the relay stops before marking it sent (published again "
+          "next run: a duplicate its consumers find owes nothing)"},
+    Point{"consume.before_ack", k_universal | error,
+          "the task's end is committed but the message is not acknowledged (delivered again: it finds "
+          "the task ended)"},
     Point{"repair.before_commit", k_universal | error, "the repair transaction fails (rolled back)"},
     Point{"store.put", k_universal | error, "the store refuses the PUT or multipart create (503)"},
     Point{"store.after_create", k_universal | error,

@@ -48,10 +48,10 @@ struct SweepSettings {
 // here (the CLI opens them: mq::parse_queue_url); which cleanup mode and which event types a
 // ledger records is the ledger's own (`lodge init` writes these into it).
 struct OutboxConfig {
-  std::string cleanup_via = "tasks";      // tasks or queue
-  std::string cleanup_queue;              // sqs://... or amqp://...; required with queue
-  std::string events_queue;               // where upload events go; "" = none
-  std::vector<std::string> event_types;   // file.active, file.deleted, file.failed
+  std::string cleanup_via = "tasks";                // tasks or queue
+  std::string cleanup_queue;                        // sqs://... or amqp://...; required with queue
+  std::string events_queue;                         // where upload events go; "" = none
+  std::vector<std::string> event_types;             // file.active, file.deleted, file.failed
   bool cleanup_given = false, events_given = false; // the file set them
 };
 
@@ -62,12 +62,9 @@ struct OutboxConfig {
 struct StatusSettings {
   // Each job must have run within its interval; a job that never ran counts as overdue only
   // when it is required (and the ledger is older than its interval).
-  std::map<std::string, int64_t> max_age_ms{{"sweep", 3'600'000},
-                                            {"repair", 3'600'000},
-                                            {"reconcile", 8 * 86'400'000LL},
-                                            {"prune", 2 * 86'400'000LL},
-                                            {"relay", 3'600'000},
-                                            {"consume", 3'600'000}};
+  std::map<std::string, int64_t> max_age_ms{
+      {"sweep", 3'600'000},        {"repair", 3'600'000}, {"reconcile", 8 * 86'400'000LL},
+      {"prune", 2 * 86'400'000LL}, {"relay", 3'600'000},  {"consume", 3'600'000}};
   std::vector<std::string> required_jobs{"sweep"};
   // More than upload_failed_max rows that became UPLOAD_FAILED within the window: unhealthy.
   int64_t upload_failed_max = 10;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lodge::ledger {
 
@@ -171,6 +172,13 @@ struct StatusReport {
   int64_t files_failed_since = 0;                         // UPLOAD_FAILED since the status query's time
   int64_t failed_since = 0;                               // that time (ms)
   std::optional<Divergence> diverged;                     // set while the ledger's history is diverged
+  // The outbox (filled by the caller from OutboxLedger::outbox_settings and outbox_counts).
+  std::string cleanup_via = "tasks";
+  std::vector<std::string> event_types;
+  int64_t outbox_due_unsent = 0; // cleanup events due and not yet published
+  int64_t outbox_in_flight = 0;  // published, their task not ended
+  int64_t outbox_dead = 0;       // published and dead-lettered
+  int64_t events_unsent = 0;     // upload events not yet published
 };
 
 } // namespace lodge::ledger

@@ -40,11 +40,11 @@ struct RelayOptions {
   mq::MessageQueue *cleanup = nullptr; // the ledger's cleanup runs through this queue (queue mode)
   mq::MessageQueue *events = nullptr;  // upload events go here
   std::string ledger_uuid;
-  int batch = 100;             // events per ledger read and per publish (SQS sends 10 per request)
-  int64_t limit = 0;           // most events per run; 0: no limit
-  int64_t max_runtime_ms = 0;  // 0: no limit
-  bool follow = false;         // keep polling until stopped or max_runtime
-  int64_t poll_ms = 5'000;     // --follow: the wait when nothing was due
+  int batch = 100;            // events per ledger read and per publish (SQS sends 10 per request)
+  int64_t limit = 0;          // most events per run; 0: no limit
+  int64_t max_runtime_ms = 0; // 0: no limit
+  bool follow = false;        // keep polling until stopped or max_runtime
+  int64_t poll_ms = 5'000;    // --follow: the wait when nothing was due
   Stopper stop;
 };
 
@@ -73,11 +73,11 @@ struct ConsumeOptions {
   std::string worker_id;
   int64_t lease_ms = 120'000;
   CleanupSettings cleanup;
-  int batch = 10;              // deliveries per receive
-  int64_t max_messages = 0;    // 0: no limit
-  int64_t max_runtime_ms = 0;  // 0: no limit
-  bool follow = false;         // keep receiving until stopped or max_runtime / max_messages
-  int64_t wait_ms = 1'000;     // how long one receive waits for a first message
+  int batch = 10;             // deliveries per receive
+  int64_t max_messages = 0;   // 0: no limit
+  int64_t max_runtime_ms = 0; // 0: no limit
+  bool follow = false;        // keep receiving until stopped or max_runtime / max_messages
+  int64_t wait_ms = 1'000;    // how long one receive waits for a first message
   Stopper stop;
 };
 
@@ -88,7 +88,8 @@ struct ConsumeSummary {
           verify_scheduled = 0;
   int64_t duplicates = 0; // nothing owed: the task had ended or waits as a new event (acknowledged)
   int64_t delayed = 0;    // handed back for later: a live lease, a retry's back-off
-  int64_t rejected = 0;   // not a cleanup event of this ledger, or not matching its task: dead-lettered, nothing deleted
+  int64_t rejected =
+      0; // not a cleanup event of this ledger, or not matching its task: dead-lettered, nothing deleted
   int64_t unreachable = 0;
   std::vector<std::string> errors;
 };
