@@ -139,6 +139,10 @@ void add_selection_options(CLI::App *sub, SelectionCli &o);
 ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, const std::string &via_flag,
                                              const std::string &events_flag);
 
+// `lodge debug queue publish|receive|counts URL`: a queue as a test sees it (a forged message
+// published, a dead-letter queue read); hidden under `debug`.
+Action add_debug_queue(CLI::App &debug);
+
 // Each command adds its subcommand to the app and returns what runs it.
 Command add_init(CLI::App &app);
 Command add_status(CLI::App &app);

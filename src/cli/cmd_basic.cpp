@@ -374,10 +374,12 @@ Command add_config(CLI::App &app) {
 Command add_debug(CLI::App &app) {
   // Hidden (no group): for tests and for whoever writes one, not part of the user's contract.
   auto *sub = app.add_subcommand("debug", "Facts about this build, for tests")->group("");
-  sub->add_subcommand("failpoints", "Every failpoint with the actions it honours");
+  auto *fp = sub->add_subcommand("failpoints", "Every failpoint with the actions it honours");
+  auto queue = add_debug_queue(*sub);
   sub->require_subcommand(1);
   return {
-      sub, [](Context &ctx) {
+      sub, [fp, queue](Context &ctx) {
+        if (!fp->parsed()) return queue(ctx);
         for (const auto &p : failpoint::table()) {
           std::vector<std::string> actions;
           for (auto a : {failpoint::crash, failpoint::error, failpoint::sleep, failpoint::pause})

@@ -295,3 +295,65 @@ ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, co
 }
 
 } // namespace lodge::cli
+
+namespace lodge::cli {
+
+namespace {
+struct DebugQueueCli {
+  std::string url, body;
+  int max = 10;
+  std::string wait = "1s";
+  bool ack = false;
+};
+} // namespace
+
+Action add_debug_queue(CLI::App &debug) {
+  auto o = std::make_shared<DebugQueueCli>();
+  auto *q = debug.add_subcommand("queue", "A message queue as a test sees it");
+  auto *pub = q->add_subcommand("publish", "Publish BODY to URL (confirmed)");
+  pub->add_option("url", o->url)->required();
+  pub->add_option("body", o->body)->required();
+  auto *recv = q->add_subcommand("receive", "Receive up to --max messages: one JSON line each");
+  recv->add_option("url", o->url)->required();
+  recv->add_option("--max", o->max)->check(CLI::Range(1, 10000));
+  recv->add_option("--wait", o->wait);
+  recv->add_flag("--ack", o->ack, "Acknowledge each (otherwise they come back)");
+  auto *counts = q->add_subcommand("counts", "The queue's counts as JSON");
+  counts->add_option("url", o->url)->required();
+  q->require_subcommand(1);
+  return [o, pub, recv](Context &ctx) {
+    auto queue = open_message_queue(ctx, o->url, "url");
+    if (pub->parsed()) {
+      auto r = queue->publish({{"debug", o->body}});
+      if (r.empty() || !r[0]) throw LodgeError(r.empty() ? Error(Errc::internal, "no answer") : r[0].error());
+      ctx.print_json(nlohmann::json{{"message_id", r[0].value()}});
+      return exit_status(Errc::ok);
+    }
+    if (recv->parsed()) {
+      int64_t wait = duration_flag(o->wait, "--wait", 1'000);
+      int got = 0;
+      while (got < o->max) {
+        auto batch = queue->receive(std::min(10, o->max - got), wait);
+        if (!batch) throw LodgeError(batch.error());
+        if (batch.value().empty()) break;
+        for (const auto &d : batch.value()) {
+          ++got;
+          ctx.print_json(nlohmann::json{
+              {"message_id", d.message_id}, {"body", d.body}, {"receive_count", d.receive_count}});
+          if (o->ack) {
+            auto st = queue->ack(d);
+            if (!st) throw LodgeError(st.error());
+          }
+        }
+      }
+      return exit_status(Errc::ok);
+    }
+    auto c = queue->counts();
+    if (!c) throw LodgeError(c.error());
+    auto opt = [](const std::optional<int64_t> &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    ctx.print_json(nlohmann::json{{"ready", opt(c->ready)}, {"delayed", opt(c->delayed)}, {"dead", opt(c->dead)}});
+    return exit_status(Errc::ok);
+  };
+}
+
+} // namespace lodge::cli
