@@ -369,8 +369,9 @@ void parse_events(const json &s, OutboxConfig &o) {
 void parse_status(const json &s, StatusSettings &status) {
   if (!s.is_object()) bad("status", "expected an object");
   reject_unknown(s, "status",
-                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "prune_max_age", "required_jobs",
-                  "upload_failed_max", "upload_failed_window", "prometheus_file_mode"});
+                 {"sweep_max_age", "repair_max_age", "reconcile_max_age", "prune_max_age", "relay_max_age",
+                  "consume_max_age", "required_jobs", "upload_failed_max", "upload_failed_window",
+                  "prometheus_file_mode"});
   for (const char *job : k_jobs) {
     std::string key = std::string(job) + "_max_age";
     if (s.contains(key)) status.max_age_ms[job] = get_duration(s[key], "status." + key);
