@@ -47,7 +47,11 @@ struct QueueOptions {
   std::string region = "us-east-1";                  // sqs
   std::string endpoint;                              // sqs://NAME: e.g. http://127.0.0.1:PORT; "" = AWS's
   std::shared_ptr<s3::CredentialSource> credentials; // sqs
-  int64_t timeout_ms = 30'000;
+  int64_t timeout_ms = 30'000;                       // a connection, a request, a publisher confirmation
+  // sqs: how long a received message stays invisible (ReceiveMessage's VisibilityTimeout,
+  // rounded up to seconds); 0: the queue's own. AMQP has none: a delivery is held until
+  // settled or its connection closes.
+  int64_t visibility_timeout_ms = 0;
 };
 
 struct OutMessage {
@@ -58,7 +62,7 @@ struct OutMessage {
 struct Delivery {
   std::string body;
   std::string message_id;    // the broker's id ("" when none)
-  std::string handle;        // SQS receipt handle; AMQP delivery tag (decimal)
+  std::string handle;        // SQS receipt handle; AMQP "CONNECTION:TAG" (its delivery tag)
   int64_t receive_count = 1; // SQS ApproximateReceiveCount; AMQP: 1, or 2 when redelivered
 };
 
