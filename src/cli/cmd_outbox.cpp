@@ -48,11 +48,13 @@ mq::QueueOptions sqs_options(Context &ctx) {
 
 } // namespace
 
-std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::string &url, const char *what) {
+std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::string &url, const char *what,
+                                                     int64_t visibility_ms) {
   auto parsed = mq::parse_queue_url(url);
   if (!parsed) throw LodgeError(Errc::config_invalid, std::string(what) + ": " + parsed.error().message);
   mq::QueueOptions o;
   if (parsed->broker == mq::Broker::sqs) o = sqs_options(ctx);
+  o.visibility_timeout_ms = visibility_ms;
   auto q = mq::open_queue(parsed.value(), o);
   if (!q) throw LodgeError(q.error());
   return std::move(q).value();
