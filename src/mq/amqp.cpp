@@ -186,7 +186,7 @@ public:
     return c;
   }
 
-  const QueueUrl &url() const override { return m_url; }
+  [[nodiscard]] const QueueUrl &url() const override { return m_url; }
 
 private:
   struct Outgoing {
@@ -197,7 +197,7 @@ private:
     std::string reason;     // a dead letter's, "" when none
   };
 
-  std::string where() const {
+  [[nodiscard]] std::string where() const {
     return "AMQP " + m_url.host + ":" + std::to_string(m_url.port) + " (" + m_url.text + ")";
   }
 
@@ -313,7 +313,7 @@ private:
     return ok_status();
   }
 
-  Delivery delivery_of(uint64_t tag, bool redelivered, const amqp_message_t &m) const {
+  [[nodiscard]] Delivery delivery_of(uint64_t tag, bool redelivered, const amqp_message_t &m) const {
     Delivery d;
     d.body = to_string(m.body);
     if ((m.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0)

@@ -85,6 +85,7 @@ std::vector<mq::Delivery> receive_all(mq::MessageQueue &q, size_t want, int64_t 
 
 std::vector<mq::OutMessage> messages(int n, const std::string &tag) {
   std::vector<mq::OutMessage> out;
+  out.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     out.push_back({"ledger:task:" + tag + std::to_string(i),
                    R"({"type":"cleanup","task_id":)" + std::to_string(i) + R"(,"tag":")" + tag + "\"}"});

@@ -52,6 +52,7 @@ testing::ScriptedTransport::Step answer(long status, std::string body) {
 
 std::vector<mq::OutMessage> batch(int n) {
   std::vector<mq::OutMessage> out;
+  out.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     out.push_back({"u:task:" + std::to_string(i), "{\"n\":" + std::to_string(i) + "}"});
   return out;
