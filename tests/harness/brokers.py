@@ -12,7 +12,9 @@ As a command (CTest's mq_contract_sqs and mq_contract_amqp):
 
 starts the broker, exports LODGE_TEST_MQ=sqs|amqp with LODGE_TEST_SQS_ENDPOINT (moto's
 http://127.0.0.1:PORT) or LODGE_TEST_AMQP_URL (the broker's URL, no queue), runs CMD, stops the
-broker by its PID and exits with CMD's status.
+broker by its PID and exits with CMD's status. For sqs a second moto checks every signature
+(SignedSqs): LODGE_TEST_SQS_SIGNED_ENDPOINT, with its IAM key in LODGE_TEST_SQS_KEY_ID and
+LODGE_TEST_SQS_SECRET.
 
 The RabbitMQ node is Debian's rabbitmq-server run directly (not through the wrapper that
 switches to the rabbitmq user), as lodge-test-PORT@localhost, with everything it writes under
@@ -32,7 +34,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lodgetest import Moto, free_port  # noqa: E402
+from lodgetest import Moto, aws, free_port  # noqa: E402
 
 RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 USER = "lodge"
@@ -140,6 +142,22 @@ class RabbitMQ:
         self.stop()
 
 
+class SignedSqs(Moto):
+    """A moto_server that checks the SigV4 signature of every request after its first three
+    actions, which make an IAM user allowed sqs:* and its access key (`key_id`, `secret`)."""
+
+    NAME = "moto_server (signatures checked)"
+
+    def __init__(self):
+        super().__init__({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+        aws(self.endpoint, "iam", "create-user", "--user-name", "lodge")
+        key = aws(self.endpoint, "iam", "create-access-key", "--user-name", "lodge")["AccessKey"]
+        aws(self.endpoint, "iam", "put-user-policy", "--user-name", "lodge", "--policy-name", "sqs",
+            "--policy-document",
+            '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sqs:*","Resource":"*"}]}')
+        self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
+
+
 def _main(argv):
     if len(argv) < 4 or argv[0] != "run" or argv[1] not in ("sqs", "amqp") or argv[2] != "--":
         print("usage: brokers.py run sqs|amqp -- CMD [ARGS...]", file=sys.stderr)
@@ -147,16 +165,21 @@ def _main(argv):
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda n, _f: sys.exit(128 + n))
     env = dict(os.environ, LODGE_TEST_MQ=argv[1])
-    if argv[1] == "sqs":
-        server = Moto()
-        env["LODGE_TEST_SQS_ENDPOINT"] = server.endpoint
-    else:
-        server = RabbitMQ()
-        env["LODGE_TEST_AMQP_URL"] = server.url()
+    servers = []
     try:
+        if argv[1] == "sqs":
+            servers.append(Moto())
+            signed = SignedSqs()
+            servers.append(signed)
+            env.update(LODGE_TEST_SQS_ENDPOINT=servers[0].endpoint, LODGE_TEST_SQS_SIGNED_ENDPOINT=signed.endpoint,
+                       LODGE_TEST_SQS_KEY_ID=signed.key_id, LODGE_TEST_SQS_SECRET=signed.secret)
+        else:
+            servers.append(RabbitMQ())
+            env["LODGE_TEST_AMQP_URL"] = servers[0].url()
         return subprocess.run(argv[3:], env=env).returncode
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
 if __name__ == "__main__":
