@@ -35,6 +35,7 @@ constexpr amqp_channel_t k_channel = 1;
 constexpr int k_frame_max = 131'072;
 constexpr uint16_t k_prefetch_max = 100;
 constexpr size_t k_reason_max = 1024;
+constexpr int64_t k_close_timeout_ms = 2000;
 
 // Connections opened by this process: a handle names its connection by this number, so a
 // handle of any closed connection (of this queue object or another) is refused.
@@ -235,6 +236,9 @@ private:
   // connection is healthy; after a failure the socket is just dropped.
   void close(bool polite) {
     if (polite && m_conn && m_open) {
+      // A broker that stopped answering must not hold the caller for two full RPC timeouts.
+      timeval tv = timeval_of(std::min<int64_t>(m_options.timeout_ms, k_close_timeout_ms));
+      (void)amqp_set_rpc_timeout(m_conn.get(), &tv);
       (void)amqp_channel_close(m_conn.get(), k_channel, AMQP_REPLY_SUCCESS);
       (void)amqp_connection_close(m_conn.get(), AMQP_REPLY_SUCCESS);
     }

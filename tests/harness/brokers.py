@@ -31,7 +31,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lodgetest import Moto, aws, free_port  # noqa: E402
@@ -85,19 +84,15 @@ class RabbitMQ:
             raise
 
     def _await_startup(self, timeout):
-        # await_startup fails at once while the node is not there yet: retried until it
-        # answers, the server exits or the time is up.
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.NAME} exited at start: {self.output()}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{self.NAME} did not start within {timeout}s: {self.output()}")
-            p = self.ctl("await_startup", "--timeout", str(max(1, int(left))), check=False, timeout=left + 10)
-            if p.returncode == 0:
-                return
-            time.sleep(0.5)  # the node is not registered with epmd yet: nothing to wait on
+        # `rabbitmqctl wait PIDFILE` waits for the node to write its PID file and then for its
+        # application to start (await_startup alone fails at once while the node is not yet
+        # registered with epmd); await_startup then confirms it is fully booted.
+        p = self.ctl("wait", self.env["RABBITMQ_PID_FILE"], "--timeout", str(timeout), check=False,
+                     timeout=timeout + 30)
+        if p.returncode != 0 or self.proc.poll() is not None:
+            raise AssertionError(f"{self.NAME} did not start within {timeout}s: {p.stdout}{p.stderr}"
+                                 f"{self.output()}")
+        self.ctl("await_startup", "--timeout", str(timeout), timeout=timeout + 30)
 
     def output(self):
         with open(os.path.join(self.dir, "server.out"), "rb") as f:
