@@ -18,6 +18,7 @@
 #include <amqp.h>
 #include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <lodge/crypto/random.hpp>
@@ -371,8 +372,10 @@ private:
       if (auto s = send_one(queue, batch[i]); !s) {
         for (size_t j = i; j < batch.size(); ++j)
           out[j] = s.error();
+        Error sent = s.error(); // those already written may have reached the broker
+        sent.details.ambiguous = true;
         for (auto &[tag, p] : pending)
-          out[p.index] = s.error();
+          out[p.index] = sent;
         return out;
       }
       pending.emplace(m_next_seq++, Pending{i, batch[i].message_id});
