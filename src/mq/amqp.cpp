@@ -18,6 +18,7 @@
 #include <amqp.h>
 #include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
+#include <array>
 #include <atomic>
 #include <deque>
 #include <lodge/crypto/random.hpp>
@@ -35,6 +36,7 @@ constexpr amqp_channel_t k_channel = 1;
 constexpr int k_frame_max = 131'072;
 constexpr uint16_t k_prefetch_max = 100;
 constexpr size_t k_reason_max = 1024;
+constexpr int64_t k_close_timeout_ms = 2000;
 
 // Connections opened by this process: a handle names its connection by this number, so a
 // handle of any closed connection (of this queue object or another) is refused.
@@ -186,7 +188,7 @@ public:
     return c;
   }
 
-  const QueueUrl &url() const override { return m_url; }
+  [[nodiscard]] const QueueUrl &url() const override { return m_url; }
 
 private:
   struct Outgoing {
@@ -197,7 +199,7 @@ private:
     std::string reason;     // a dead letter's, "" when none
   };
 
-  std::string where() const {
+  [[nodiscard]] std::string where() const {
     return "AMQP " + m_url.host + ":" + std::to_string(m_url.port) + " (" + m_url.text + ")";
   }
 
@@ -235,6 +237,9 @@ private:
   // connection is healthy; after a failure the socket is just dropped.
   void close(bool polite) {
     if (polite && m_conn && m_open) {
+      // A broker that stopped answering must not hold the caller for two full RPC timeouts.
+      timeval tv = timeval_of(std::min<int64_t>(m_options.timeout_ms, k_close_timeout_ms));
+      (void)amqp_set_rpc_timeout(m_conn.get(), &tv);
       (void)amqp_channel_close(m_conn.get(), k_channel, AMQP_REPLY_SUCCESS);
       (void)amqp_connection_close(m_conn.get(), AMQP_REPLY_SUCCESS);
     }
@@ -313,7 +318,7 @@ private:
     return ok_status();
   }
 
-  Delivery delivery_of(uint64_t tag, bool redelivered, const amqp_message_t &m) const {
+  [[nodiscard]] Delivery delivery_of(uint64_t tag, bool redelivered, const amqp_message_t &m) const {
     Delivery d;
     d.body = to_string(m.body);
     if ((m.properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) != 0)
@@ -367,8 +372,10 @@ private:
       if (auto s = send_one(queue, batch[i]); !s) {
         for (size_t j = i; j < batch.size(); ++j)
           out[j] = s.error();
+        Error sent = s.error(); // those already written may have reached the broker
+        sent.details.ambiguous = true;
         for (auto &[tag, p] : pending)
-          out[p.index] = s.error();
+          out[p.index] = sent;
         return out;
       }
       pending.emplace(m_next_seq++, Pending{i, batch[i].message_id});

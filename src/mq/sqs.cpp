@@ -179,7 +179,7 @@ public:
     return c;
   }
 
-  const QueueUrl &url() const override { return m_url; }
+  [[nodiscard]] const QueueUrl &url() const override { return m_url; }
 
 private:
   void publish_chunk(const std::vector<OutMessage> &batch, size_t start, size_t end,

@@ -124,7 +124,7 @@ Result<QueueUrl> parse_sqs_url(std::string_view scheme, std::string_view rest, Q
   auto name = path.substr(second + 1);
   if (auto why = check_sqs_name(name)) return bad(out.text, *why);
   out.name = std::string(name);
-  out.endpoint = std::string(scheme) + "://" + std::string(rest.substr(0, slash));
+  out.endpoint = std::string(scheme.substr(4)) + "://" + std::string(rest.substr(0, slash)); // without "sqs+"
   out.queue_url = out.endpoint + "/" + std::string(path);
   return out;
 }
@@ -196,8 +196,7 @@ Result<QueueUrl> parse_queue_url(std::string_view url) {
   auto scheme = url.substr(0, scheme_end);
   auto rest = url.substr(scheme_end + 3);
   if (scheme == "sqs") return parse_sqs_name(rest, std::move(out));
-  if (scheme == "sqs+http" || scheme == "sqs+https")
-    return parse_sqs_url(scheme.substr(4), rest, std::move(out));
+  if (scheme == "sqs+http" || scheme == "sqs+https") return parse_sqs_url(scheme, rest, std::move(out));
   if (scheme == "amqp") return parse_amqp(rest, std::move(out));
   if (scheme == "amqps") return bad(out.text, "amqps (AMQP over TLS) is not supported");
   return bad(out.text, "unknown scheme '" + std::string(scheme) + "' (sqs, sqs+http, sqs+https or amqp)");

@@ -12,7 +12,9 @@ As a command (CTest's mq_contract_sqs and mq_contract_amqp):
 
 starts the broker, exports LODGE_TEST_MQ=sqs|amqp with LODGE_TEST_SQS_ENDPOINT (moto's
 http://127.0.0.1:PORT) or LODGE_TEST_AMQP_URL (the broker's URL, no queue), runs CMD, stops the
-broker by its PID and exits with CMD's status.
+broker by its PID and exits with CMD's status. For sqs a second moto checks every signature
+(SignedSqs): LODGE_TEST_SQS_SIGNED_ENDPOINT, with its IAM key in LODGE_TEST_SQS_KEY_ID and
+LODGE_TEST_SQS_SECRET.
 
 The RabbitMQ node is Debian's rabbitmq-server run directly (not through the wrapper that
 switches to the rabbitmq user), as lodge-test-PORT@localhost, with everything it writes under
@@ -29,10 +31,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lodgetest import Moto, free_port  # noqa: E402
+from lodgetest import Moto, aws, free_port  # noqa: E402
 
 RABBITMQ_BIN = "/usr/lib/rabbitmq/bin"
 USER = "lodge"
@@ -83,19 +84,15 @@ class RabbitMQ:
             raise
 
     def _await_startup(self, timeout):
-        # await_startup fails at once while the node is not there yet: retried until it
-        # answers, the server exits or the time is up.
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{self.NAME} exited at start: {self.output()}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{self.NAME} did not start within {timeout}s: {self.output()}")
-            p = self.ctl("await_startup", "--timeout", str(max(1, int(left))), check=False, timeout=left + 10)
-            if p.returncode == 0:
-                return
-            time.sleep(0.5)  # the node is not registered with epmd yet: nothing to wait on
+        # `rabbitmqctl wait PIDFILE` waits for the node to write its PID file and then for its
+        # application to start (await_startup alone fails at once while the node is not yet
+        # registered with epmd); await_startup then confirms it is fully booted.
+        p = self.ctl("wait", self.env["RABBITMQ_PID_FILE"], "--timeout", str(timeout), check=False,
+                     timeout=timeout + 30)
+        if p.returncode != 0 or self.proc.poll() is not None:
+            raise AssertionError(f"{self.NAME} did not start within {timeout}s: {p.stdout}{p.stderr}"
+                                 f"{self.output()}")
+        self.ctl("await_startup", "--timeout", str(timeout), timeout=timeout + 30)
 
     def output(self):
         with open(os.path.join(self.dir, "server.out"), "rb") as f:
@@ -140,6 +137,22 @@ class RabbitMQ:
         self.stop()
 
 
+class SignedSqs(Moto):
+    """A moto_server that checks the SigV4 signature of every request after its first three
+    actions, which make an IAM user allowed sqs:* and its access key (`key_id`, `secret`)."""
+
+    NAME = "moto_server (signatures checked)"
+
+    def __init__(self):
+        super().__init__({"INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+        aws(self.endpoint, "iam", "create-user", "--user-name", "lodge")
+        key = aws(self.endpoint, "iam", "create-access-key", "--user-name", "lodge")["AccessKey"]
+        aws(self.endpoint, "iam", "put-user-policy", "--user-name", "lodge", "--policy-name", "sqs",
+            "--policy-document",
+            '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sqs:*","Resource":"*"}]}')
+        self.key_id, self.secret = key["AccessKeyId"], key["SecretAccessKey"]
+
+
 def _main(argv):
     if len(argv) < 4 or argv[0] != "run" or argv[1] not in ("sqs", "amqp") or argv[2] != "--":
         print("usage: brokers.py run sqs|amqp -- CMD [ARGS...]", file=sys.stderr)
@@ -147,16 +160,21 @@ def _main(argv):
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda n, _f: sys.exit(128 + n))
     env = dict(os.environ, LODGE_TEST_MQ=argv[1])
-    if argv[1] == "sqs":
-        server = Moto()
-        env["LODGE_TEST_SQS_ENDPOINT"] = server.endpoint
-    else:
-        server = RabbitMQ()
-        env["LODGE_TEST_AMQP_URL"] = server.url()
+    servers = []
     try:
+        if argv[1] == "sqs":
+            servers.append(Moto())
+            signed = SignedSqs()
+            servers.append(signed)
+            env.update(LODGE_TEST_SQS_ENDPOINT=servers[0].endpoint, LODGE_TEST_SQS_SIGNED_ENDPOINT=signed.endpoint,
+                       LODGE_TEST_SQS_KEY_ID=signed.key_id, LODGE_TEST_SQS_SECRET=signed.secret)
+        else:
+            servers.append(RabbitMQ())
+            env["LODGE_TEST_AMQP_URL"] = servers[0].url()
         return subprocess.run(argv[3:], env=env).returncode
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
 if __name__ == "__main__":

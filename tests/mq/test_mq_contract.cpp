@@ -2,6 +2,8 @@
 // queues of its own, named afresh):
 //   LODGE_TEST_MQ=sqs  LODGE_TEST_SQS_ENDPOINT=http://127.0.0.1:PORT   (moto_server)
 //   LODGE_TEST_MQ=amqp LODGE_TEST_AMQP_URL=amqp://USER:PASS@127.0.0.1:PORT/   (RabbitMQ)
+// and for SQS's signatures a moto that checks them: LODGE_TEST_SQS_SIGNED_ENDPOINT with an
+// IAM key of its own in LODGE_TEST_SQS_KEY_ID and LODGE_TEST_SQS_SECRET.
 // tests/harness/brokers.py starts either and sets these (CTest's mq_contract_sqs and
 // mq_contract_amqp). Waiting for a broker is a bounded poll of the broker itself, never a
 // fixed sleep.
@@ -41,12 +43,13 @@ std::string url_for(const std::string &name) {
   return env("LODGE_TEST_AMQP_URL") + "?queue=" + name;
 }
 
-mq::QueueOptions options(int64_t visibility_ms = 0) {
+mq::QueueOptions options(int64_t visibility_ms = 0, const std::string &key_id = "testing",
+                         const std::string &secret = "testing") {
   mq::QueueOptions o;
   o.endpoint = env("LODGE_TEST_SQS_ENDPOINT");
   s3::Credentials c;
-  c.access_key_id = "testing";
-  c.secret_access_key = "testing";
+  c.access_key_id = key_id;
+  c.secret_access_key = secret;
   o.credentials = std::make_shared<s3::CredentialSource>(
       c, [c]() -> Result<s3::Credentials> { return c; }, util::system_clock());
   o.timeout_ms = 10'000;
@@ -85,6 +88,7 @@ std::vector<mq::Delivery> receive_all(mq::MessageQueue &q, size_t want, int64_t 
 
 std::vector<mq::OutMessage> messages(int n, const std::string &tag) {
   std::vector<mq::OutMessage> out;
+  out.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     out.push_back({"ledger:task:" + tag + std::to_string(i),
                    R"({"type":"cleanup","task_id":)" + std::to_string(i) + R"(,"tag":")" + tag + "\"}"});
@@ -99,9 +103,7 @@ template <class Pred> mq::QueueCounts await_counts(mq::MessageQueue &q, Pred pre
     auto r = q.counts();
     REQUIRE_MESSAGE(r.ok(), r.error().message);
     c = r.value();
-    if (pred(c)) return c;
-    auto none = q.receive(0, 0); // a round trip, so the poll is paced by the broker
-    (void)none;
+    if (pred(c)) return c; // each counts() is a round trip to the broker: the poll's pace
   } while (util::steady_ms() < end);
   return c;
 }
@@ -283,4 +285,33 @@ TEST_CASE("amqp: a wrong password is ACCESS_DENIED, and the password is not in t
   CHECK(s.error().code == Errc::access_denied);
   CHECK(s.error().message.find("wrong-pw-xyz") == std::string::npos);
   CHECK(q->url().text.find("wrong-pw-xyz") == std::string::npos);
+}
+
+TEST_CASE(
+    "sqs: every request is signed for service sqs (a moto that checks signatures), a wrong secret refused") {
+  if (!is_sqs()) return;
+  std::string endpoint = env("LODGE_TEST_SQS_SIGNED_ENDPOINT");
+  REQUIRE_MESSAGE(!endpoint.empty(),
+                  "LODGE_TEST_SQS_SIGNED_ENDPOINT is not set (tests/harness/brokers.py sets it)");
+  auto good = options(0, env("LODGE_TEST_SQS_KEY_ID"), env("LODGE_TEST_SQS_SECRET"));
+  good.endpoint = endpoint;
+  std::string name;
+  auto q = fresh_queue(name, good);
+  auto ids = q->publish(messages(2, "s"));
+  REQUIRE_MESSAGE(ids.at(1).ok(), ids.at(1).error().message);
+  auto got = receive_all(*q, 2);
+  REQUIRE(got.size() == 2);
+  REQUIRE(q->delay(got[0], 1000).ok());
+  REQUIRE(q->dead_letter(got[1], "signed").ok());
+  auto c = q->counts();
+  REQUIRE_MESSAGE(c.ok(), c.error().message);
+  CHECK(c.value().dead == 1);
+
+  auto bad = options(0, env("LODGE_TEST_SQS_KEY_ID"), "not-the-secret");
+  bad.endpoint = endpoint;
+  auto refused = open(url_for(name), bad);
+  auto r = refused->receive(1, 0);
+  REQUIRE(!r.ok());
+  CHECK(r.error().code == Errc::access_denied);
+  CHECK(r.error().message.find("not-the-secret") == std::string::npos);
 }

@@ -72,6 +72,8 @@ struct QueueCounts {
   std::optional<int64_t> dead;    // messages in NAME-dlq
 };
 
+// One object is used by one thread at a time (a relay's or a consumer's loop); each holds its
+// own connection.
 class MessageQueue {
 public:
   virtual ~MessageQueue() = default;
