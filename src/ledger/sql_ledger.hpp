@@ -120,6 +120,19 @@ public:
   void note_reconciled(int64_t now) override;
   [[nodiscard]] AcceptOutcome accept_divergence(int64_t now) override;
 
+  // The outbox (sql_outbox.cpp).
+  [[nodiscard]] OutboxSettings outbox_settings() override;
+  [[nodiscard]] SetOutboxOutcome set_outbox_settings(const OutboxSettings &s) override;
+  [[nodiscard]] std::vector<TaskRecord> unsent_due_tasks(int64_t now, int limit) override;
+  int64_t mark_tasks_sent(const std::vector<SentMark> &marks, int64_t now) override;
+  [[nodiscard]] EventClaim claim_sent_task(int64_t task_id, int64_t now, const std::string &worker,
+                                           int64_t lease_ms) override;
+  [[nodiscard]] std::vector<UploadEvent> unsent_events(int limit) override;
+  int64_t mark_events_sent(const std::vector<SentMark> &marks, int64_t now) override;
+  [[nodiscard]] OutboxCounts outbox_counts(int64_t now) override;
+  [[nodiscard]] std::vector<TaskRecord> claim_due_not_queued(int64_t now, int limit, const std::string &worker,
+                                                             int64_t lease_ms) override;
+
 private:
   using Stmt = sql::Stmt;
   [[nodiscard]] Stmt q(std::string_view sql) { return Stmt(m_c->prepare(sql)); }
