@@ -217,6 +217,19 @@ TEST_CASE("upload events: a type not recorded writes nothing; the recorded types
   CHECK(e.l->outbox_counts(e.now()).events_unsent == 0);
 }
 
+TEST_CASE("upload events: a pooled worker's group-committed confirm writes its event in its batch") {
+  Env e;
+  e.settings({k_active});
+  auto pool = e.pool();
+  auto w = pool->worker();
+  auto req = test::request("o", "1");
+  auto res = w->reserve(req, e.now());
+  REQUIRE(res.outcome == ledger::ReserveOutcome::reserved);
+  auto pending = w->confirm_later(res.record.id, "etag", "", e.now(), ledger::CommitTag::none, std::nullopt);
+  REQUIRE(pending->wait() == test::confirm_outcome::confirmed);
+  CHECK(e.take() == Strings{Env::ev(k_active, res.record.id)});
+}
+
 TEST_CASE("upload events: oldest first, limited; marked sent once, conditionally") {
   Env e;
   e.settings({k_active});
