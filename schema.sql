@@ -2,6 +2,10 @@
 -- Applied to a new, empty ledger in one transaction. Older ledgers are migrated by the
 -- steps in src/ledger/migrations.cpp. Times are integers: ms since the Unix epoch, UTC.
 
+-- Besides the ledger's uuid, schema facts, store binding and id blocks, the outbox's
+-- settings: 'cleanup_via' ('tasks' or 'queue'; absent: tasks) and 'event_types' (the upload
+-- event types recorded, comma-separated, e.g. 'file.active,file.failed'; absent or empty:
+-- none), which the outbox_event triggers below read.
 CREATE TABLE ledger_meta (
   key   TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -155,6 +159,13 @@ CREATE TABLE cleanup_task (
   -- committed tag (confirm recorded it; settle, or a sweep's tag, clears it). Recorded so
   -- that whoever finishes the task tags it, whatever that host's configuration says.
   tag_owed       INTEGER NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1)),
+  -- The outbox (cleanup_via 'queue'): the task row is the cleanup event. sent_at: when the
+  -- relay recorded the broker's confirmation of its message; message_id: the broker's id
+  -- for it. Every statement that makes a task PENDING sets both NULL (a new event, unsent);
+  -- RETRY keeps them (the broker holds the delayed message); SUCCESS, IGNORED and FAILED
+  -- keep them (history: FAILED with sent_at is a dead letter of the queue).
+  sent_at        INTEGER,
+  message_id     TEXT,
   UNIQUE (record_id, task_type)
 ) STRICT;
 
@@ -170,7 +181,7 @@ END;
 
 CREATE TABLE job_run (
   id          INTEGER PRIMARY KEY AUTOINCREMENT,
-  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune')),
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune', 'relay', 'consume')),
   worker_id   TEXT    NOT NULL,
   started_at  INTEGER NOT NULL,
   finished_at INTEGER NOT NULL,
@@ -179,3 +190,57 @@ CREATE TABLE job_run (
 ) STRICT;
 
 CREATE INDEX job_run_latest ON job_run (job, started_at);
+
+-- Upload events (file.active, file.deleted, file.failed) for whatever runs after an upload:
+-- one row per transition of a row, written by the triggers below in the transaction that
+-- made it (whichever code path: confirm, settle, share, delete, prune, expiry, repair, an
+-- abandoned upload...), for the types ledger_meta 'event_types' names when it commits.
+-- occurred_at: the row's updated_at then. The relay publishes the unsent ones (lowest id
+-- first) and sets sent_at and message_id once the broker confirmed each.
+CREATE TABLE outbox_event (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_type  TEXT    NOT NULL CHECK (event_type IN ('file.active', 'file.deleted', 'file.failed')),
+  record_id   INTEGER NOT NULL REFERENCES file_upload (id),
+  occurred_at INTEGER NOT NULL,
+  sent_at     INTEGER,
+  message_id  TEXT
+) STRICT;
+-- The relay's backlog: the few unsent events, by id.
+CREATE INDEX outbox_event_unsent ON outbox_event (id) WHERE sent_at IS NULL;
+-- A row inserted ACTIVE (a reserve sharing another row's object).
+CREATE TRIGGER file_upload_event_insert
+  AFTER INSERT ON file_upload
+  WHEN NEW.upload_status = 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.active,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.active', NEW.id, NEW.updated_at);
+END;
+-- A row made ACTIVE (confirm).
+CREATE TRIGGER file_upload_event_active
+  AFTER UPDATE OF upload_status ON file_upload
+  WHEN NEW.upload_status = 'ACTIVE' AND OLD.upload_status <> 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.active,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.active', NEW.id, NEW.updated_at);
+END;
+-- A row made UPLOAD_FAILED (its upload failed, repair, a sweep's decide, an abandoned upload).
+CREATE TRIGGER file_upload_event_failed
+  AFTER UPDATE OF upload_status ON file_upload
+  WHEN NEW.upload_status = 'UPLOAD_FAILED' AND OLD.upload_status <> 'UPLOAD_FAILED'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.failed,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.failed', NEW.id, NEW.updated_at);
+END;
+-- An ACTIVE row deleted (delete, replace, prune, expiry, an object found missing).
+CREATE TRIGGER file_upload_event_deleted
+  AFTER UPDATE OF is_deleted ON file_upload
+  WHEN OLD.is_deleted = 0 AND NEW.is_deleted = 1
+   AND OLD.upload_status = 'ACTIVE' AND NEW.upload_status = 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.deleted,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.deleted', NEW.id, NEW.updated_at);
+END;

@@ -36,6 +36,11 @@ namespace {
 // file_upload.expires_at (NULL for the rows it had), file_attr filled from each row's
 // object_options, the indexes on expires_at and created_at, and job 'prune' (SQLite cannot
 // change a CHECK in place: job_run is rebuilt with its rows and ids).
+// Version 10 had no outbox: cleanup ran only through sweep, and nothing told anyone else of
+// an upload. Version 11 adds cleanup_task.sent_at and message_id (NULL: no task of a
+// version-10 ledger was ever sent), outbox_event with its index and triggers (no event is
+// written until ledger_meta 'event_types' names one), and jobs 'relay' and 'consume'
+// (job_run rebuilt again).
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -165,6 +170,69 @@ CREATE TABLE job_run (
 INSERT INTO job_run (id, job, worker_id, started_at, finished_at, outcome, counts)
   SELECT id, job, worker_id, started_at, finished_at, outcome, counts FROM job_run_v9;
 DROP TABLE job_run_v9;
+CREATE INDEX job_run_latest ON job_run (job, started_at);
+)sql",
+    R"sql(
+ALTER TABLE cleanup_task ADD COLUMN
+  sent_at        INTEGER;
+ALTER TABLE cleanup_task ADD COLUMN
+  message_id     TEXT;
+CREATE TABLE outbox_event (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  event_type  TEXT    NOT NULL CHECK (event_type IN ('file.active', 'file.deleted', 'file.failed')),
+  record_id   INTEGER NOT NULL REFERENCES file_upload (id),
+  occurred_at INTEGER NOT NULL,
+  sent_at     INTEGER,
+  message_id  TEXT
+) STRICT;
+CREATE INDEX outbox_event_unsent ON outbox_event (id) WHERE sent_at IS NULL;
+CREATE TRIGGER file_upload_event_insert
+  AFTER INSERT ON file_upload
+  WHEN NEW.upload_status = 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.active,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.active', NEW.id, NEW.updated_at);
+END;
+CREATE TRIGGER file_upload_event_active
+  AFTER UPDATE OF upload_status ON file_upload
+  WHEN NEW.upload_status = 'ACTIVE' AND OLD.upload_status <> 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.active,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.active', NEW.id, NEW.updated_at);
+END;
+CREATE TRIGGER file_upload_event_failed
+  AFTER UPDATE OF upload_status ON file_upload
+  WHEN NEW.upload_status = 'UPLOAD_FAILED' AND OLD.upload_status <> 'UPLOAD_FAILED'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.failed,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.failed', NEW.id, NEW.updated_at);
+END;
+CREATE TRIGGER file_upload_event_deleted
+  AFTER UPDATE OF is_deleted ON file_upload
+  WHEN OLD.is_deleted = 0 AND NEW.is_deleted = 1
+   AND OLD.upload_status = 'ACTIVE' AND NEW.upload_status = 'ACTIVE'
+   AND instr(',' || COALESCE((SELECT value FROM ledger_meta WHERE key = 'event_types'), '') || ',',
+             ',file.deleted,') > 0
+BEGIN
+  INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES ('file.deleted', NEW.id, NEW.updated_at);
+END;
+DROP INDEX job_run_latest;
+ALTER TABLE job_run RENAME TO job_run_v10;
+CREATE TABLE job_run (
+  id          INTEGER PRIMARY KEY AUTOINCREMENT,
+  job         TEXT    NOT NULL CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune', 'relay', 'consume')),
+  worker_id   TEXT    NOT NULL,
+  started_at  INTEGER NOT NULL,
+  finished_at INTEGER NOT NULL,
+  outcome     TEXT    NOT NULL CHECK (outcome IN ('ok', 'failed')),
+  counts      TEXT    NOT NULL DEFAULT '{}'
+) STRICT;
+INSERT INTO job_run (id, job, worker_id, started_at, finished_at, outcome, counts)
+  SELECT id, job, worker_id, started_at, finished_at, outcome, counts FROM job_run_v10;
+DROP TABLE job_run_v10;
 CREATE INDEX job_run_latest ON job_run (job, started_at);
 )sql",
 });

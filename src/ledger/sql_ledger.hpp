@@ -26,6 +26,9 @@ class GroupCommit;
 // the order read_file reads them.
 extern const char *const k_file_cols;
 [[nodiscard]] FileRecord read_file(const sql::Stmt &st);
+// The same for cleanup_task, in the order read_task reads them.
+extern const char *const k_task_cols;
+[[nodiscard]] TaskRecord read_task(const sql::Stmt &st);
 
 class SqlLedger final : public Ledger {
 public:
@@ -120,6 +123,19 @@ public:
   void note_reconciled(int64_t now) override;
   [[nodiscard]] AcceptOutcome accept_divergence(int64_t now) override;
 
+  // The outbox (sql_outbox.cpp).
+  [[nodiscard]] OutboxSettings outbox_settings() override;
+  [[nodiscard]] SetOutboxOutcome set_outbox_settings(const OutboxSettings &s) override;
+  [[nodiscard]] std::vector<TaskRecord> unsent_due_tasks(int64_t now, int limit) override;
+  int64_t mark_tasks_sent(const std::vector<SentMark> &marks, int64_t now) override;
+  [[nodiscard]] EventClaim claim_sent_task(int64_t task_id, int64_t now, const std::string &worker,
+                                           int64_t lease_ms) override;
+  [[nodiscard]] std::vector<UploadEvent> unsent_events(int limit) override;
+  int64_t mark_events_sent(const std::vector<SentMark> &marks, int64_t now) override;
+  [[nodiscard]] OutboxCounts outbox_counts(int64_t now) override;
+  [[nodiscard]] std::vector<TaskRecord>
+  claim_due_not_queued(int64_t now, int limit, const std::string &worker, int64_t lease_ms) override;
+
 private:
   using Stmt = sql::Stmt;
   [[nodiscard]] Stmt q(std::string_view sql) { return Stmt(m_c->prepare(sql)); }
@@ -127,6 +143,9 @@ private:
   // Makes the row's task PENDING due at `due` (inserting it when missing), unless a
   // worker holds it (held); resets a finished one. `verify`: the task owes a verify pass.
   // Inside the caller's write transaction, after it read (and locked) the row.
+  // claim_due's transaction, the due tasks narrowed by `only` ("" or " AND ...").
+  std::vector<TaskRecord> claim_due_where(int64_t now, int limit, const std::string &worker, int64_t lease_ms,
+                                          const char *only);
   QueueOutcome ensure_pending_task(int64_t record_id, const std::string &key, int64_t due, int max_retries,
                                    bool verify, int64_t now);
   // UPLOADING (alive, overdue) -> UPLOAD_FAILED + deleted: repair's transition, also taken

@@ -22,10 +22,12 @@ const char *const k_file_cols =
     " content_type, object_options, stat_dev, stat_ino, stat_mtime_ns, stat_ctime_ns, content_of,"
     " expires_at";
 
-namespace {
-constexpr const char *k_task_cols =
+const char *const k_task_cols =
     "id, record_id, task_type, object_key, status, next_retry_at, retry_count, max_retries, lease_owner,"
-    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed";
+    " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed, sent_at,"
+    " message_id";
+
+namespace {
 
 // A state as stored: the schema's CHECK admits only the names of the enum's table.
 template <class E> E stored_state(std::optional<E> v, const char *column, const std::string &text) {
@@ -34,6 +36,8 @@ template <class E> E stored_state(std::optional<E> v, const char *column, const 
                      std::string("the ledger holds an unknown ") + column + " '" + text + "'");
   return *v;
 }
+
+} // namespace
 
 TaskRecord read_task(const sql::Stmt &st) {
   TaskRecord t;
@@ -53,8 +57,12 @@ TaskRecord read_task(const sql::Stmt &st) {
   t.updated_at = st.col_int(13);
   t.verify_pass = st.col_int(14);
   t.tag_owed = st.col_int(15) != 0;
+  t.sent_at = st.col_opt_int(16);
+  t.message_id = st.col_opt_text(17);
   return t;
 }
+
+namespace {
 
 // Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
 constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
@@ -597,8 +605,11 @@ TaskFinish SqlLedger::end_tag(const TaskRecord &t, int64_t due, int64_t now) {
     // task held and left it to us; ignoring it then would leave the object forever.
     auto row = file_for_update(t.record_id);
     const bool alive = row && !row->is_deleted && row->upload_status == FileStatus::active;
+    // Made PENDING again: a new outbox event (sent_at, message_id cleared); IGNORED keeps them.
     auto st = q("UPDATE cleanup_task SET status = CASE WHEN ?4 = 1 THEN 'IGNORED' ELSE 'PENDING' END,"
                 " next_retry_at = CASE WHEN ?4 = 1 THEN next_retry_at ELSE ?5 END, tag_owed = 0,"
+                " sent_at = CASE WHEN ?4 = 1 THEN sent_at END,"
+                " message_id = CASE WHEN ?4 = 1 THEN message_id END,"
                 " lease_owner = NULL, lease_until = NULL, updated_at = ?3"
                 " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
     if (st.bind(1, t.id)
@@ -678,10 +689,20 @@ std::optional<TaskRecord> SqlLedger::find_task_for(int64_t record_id) {
 
 std::vector<TaskRecord> SqlLedger::claim_due(int64_t now, int limit, const std::string &worker,
                                              int64_t lease_ms) {
+  return claim_due_where(now, limit, worker, lease_ms, "");
+}
+
+std::vector<TaskRecord> SqlLedger::claim_due_not_queued(int64_t now, int limit, const std::string &worker,
+                                                        int64_t lease_ms) {
+  return claim_due_where(now, limit, worker, lease_ms, " AND (verify_pass = 2 OR tag_owed = 1)");
+}
+
+std::vector<TaskRecord> SqlLedger::claim_due_where(int64_t now, int limit, const std::string &worker,
+                                                   int64_t lease_ms, const char *only) {
   return m_c->write([&](sql::Tx &tx) {
     std::vector<int64_t> ids;
     {
-      auto sel = q(std::string("SELECT id FROM cleanup_task WHERE ") + k_due +
+      auto sel = q(std::string("SELECT id FROM cleanup_task WHERE ") + k_due + only +
                    " ORDER BY next_retry_at, id LIMIT ?2" + m_c->skip_locked());
       sel.bind(1, now).bind(2, static_cast<int64_t>(limit));
       while (sel.step())
@@ -733,9 +754,10 @@ TaskDecision SqlLedger::decide(const TaskRecord &t, int64_t now, int64_t grace_m
       return st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).exec() == 1;
     };
     auto postpone = [&] {
-      auto back = q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?4, lease_owner = NULL,"
-                    " lease_until = NULL, verify_pass = ?5, updated_at = ?3"
-                    " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
+      auto back =
+          q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?4, lease_owner = NULL,"
+            " lease_until = NULL, verify_pass = ?5, sent_at = NULL, message_id = NULL, updated_at = ?3"
+            " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
       back.bind(4, d.due).bind(5, d.verify_pass);
       return fenced(back);
     };
@@ -794,7 +816,8 @@ TaskFinish SqlLedger::finish(const TaskRecord &t, bool succeeded, const std::str
       // The first delete of an upload that may still land: look once more, later.
       result = TaskFinish::verify_scheduled;
       auto st = q("UPDATE cleanup_task SET status = 'PENDING', verify_pass = 2, next_retry_at = ?4,"
-                  " lease_owner = NULL, lease_until = NULL, last_error = NULL, updated_at = ?3"
+                  " lease_owner = NULL, lease_until = NULL, last_error = NULL, sent_at = NULL,"
+                  " message_id = NULL, updated_at = ?3"
                   " WHERE id = ?1 AND lease_version = ?2 AND status = 'PROCESSING'");
       changed = st.bind(1, t.id).bind(2, t.lease_version).bind(3, now).bind(4, next_retry_at).exec();
     } else if (succeeded) {
@@ -904,7 +927,8 @@ RetryOutcome SqlLedger::retry_task(int64_t task_id, int64_t now) {
   return m_c->write([&](sql::Tx &tx) {
     auto st =
         q("UPDATE cleanup_task SET status = 'PENDING', retry_count = 0, next_retry_at = ?2, updated_at = ?2,"
-          " lease_owner = NULL, lease_until = NULL WHERE id = ?1 AND status = 'FAILED'");
+          " lease_owner = NULL, lease_until = NULL, sent_at = NULL, message_id = NULL"
+          " WHERE id = ?1 AND status = 'FAILED'");
     if (st.bind(1, task_id).bind(2, now).exec() != 1) return RetryOutcome::not_failed;
     tx.commit();
     return RetryOutcome::requeued;
@@ -960,8 +984,8 @@ QueueOutcome SqlLedger::ensure_pending_task(int64_t record_id, const std::string
   }
   auto st =
       q("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = ?2, retry_count = 0, last_error = NULL,"
-        " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, tag_owed = 0, updated_at = ?3"
-        " WHERE id = ?1");
+        " lease_owner = NULL, lease_until = NULL, verify_pass = ?4, tag_owed = 0, sent_at = NULL,"
+        " message_id = NULL, updated_at = ?3 WHERE id = ?1");
   one(st.bind(1, t->id).bind(2, due).bind(3, now).bind(4, pass).exec());
   return QueueOutcome::queued;
 }

@@ -36,10 +36,28 @@ inline ledger::ReserveRequest request(const std::string &owner, const std::strin
   return r;
 }
 
-// Takes back, on a closed ledger, what schema version 10 added (expires_at, file_attr,
-// their indexes; job_run's 'prune' may stay), as a version-9 ledger had it, and says the
-// ledger is at version 9: a migration test starts there (or earlier, taking back more).
+// Takes back, on a closed ledger, what schema version 11 added (the outbox: outbox_event, its
+// triggers, cleanup_task's sent_at and message_id; job_run's 'relay' and 'consume' may
+// stay), as a version-10 ledger had it, and says the ledger is at version 10.
+inline void as_schema_v10(const FreshLedger &f) {
+  if (f.kind() == Backend::sqlite) {
+    for (const char *t : {"file_upload_event_insert", "file_upload_event_active", "file_upload_event_failed",
+                          "file_upload_event_deleted"})
+      f.exec_raw(std::string("DROP TRIGGER ") + t);
+  } else {
+    f.exec_raw("DROP TRIGGER file_upload_event ON file_upload; DROP FUNCTION file_upload_event()");
+  }
+  f.exec_raw("DROP TABLE outbox_event");
+  f.exec_raw("ALTER TABLE cleanup_task DROP COLUMN sent_at");
+  f.exec_raw("ALTER TABLE cleanup_task DROP COLUMN message_id");
+  f.set_schema_version(10);
+}
+
+// Takes back, on a closed ledger, what schema versions 11 and 10 added (10: expires_at,
+// file_attr, their indexes; job_run's 'prune' may stay), as a version-9 ledger had it, and
+// says the ledger is at version 9: a migration test starts there (or earlier, taking back more).
 inline void as_schema_v9(const FreshLedger &f) {
+  as_schema_v10(f);
   f.exec_raw("DROP INDEX file_upload_expiry");
   f.exec_raw("DROP INDEX file_upload_created");
   f.exec_raw("DROP TABLE file_attr");

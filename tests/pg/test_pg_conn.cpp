@@ -269,6 +269,9 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
       " DROP TABLE file_attr; DROP INDEX file_upload_created; ALTER TABLE file_upload DROP COLUMN expires_at;"
       " ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;"
       " ALTER TABLE job_run ADD CONSTRAINT job_run_job_check CHECK (job IN ('sweep', 'repair', 'reconcile'));"
+      // version 11's outbox
+      " DROP TRIGGER file_upload_event ON file_upload; DROP FUNCTION file_upload_event();"
+      " DROP TABLE outbox_event; ALTER TABLE cleanup_task DROP COLUMN sent_at, DROP COLUMN message_id;"
       " UPDATE ledger_meta SET value = '4' WHERE key = 'schema_version'");
   db.sql("INSERT INTO file_upload (owner_id, original_name, object_key, media_type, sha256, size, policy,"
          " upload_status, is_deleted, created_at, updated_at, upload_deadline_at, dedup_scope) VALUES"
@@ -288,8 +291,10 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
                " AND column_name = 'tag_owed'") == "1"); // version 9's
   CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"
                " AND column_name = 'expires_at'") == "1"); // version 10's
+  CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'cleanup_task'"
+               " AND column_name IN ('sent_at', 'message_id')") == "2"); // version 11's
   db.sql("INSERT INTO job_run (job, worker_id, started_at, finished_at, outcome) VALUES ('prune', 'w', 1, 2, "
-         "'ok')");
+         "'ok'), ('relay', 'w', 1, 2, 'ok'), ('consume', 'w', 1, 2, 'ok')");
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "1");
   insert_row(*c, "k3"); // the trigger counts from then on
   CHECK(db.one("SELECT alive_files FROM owner_usage WHERE owner_id = 'alice'") == "2");

@@ -64,7 +64,16 @@ const char *const k_ops[] = {"schema_version",
                              "end_id_block",
                              "record_divergence",
                              "note_reconciled",
-                             "accept_divergence"};
+                             "accept_divergence",
+                             "outbox_settings",
+                             "set_outbox_settings",
+                             "unsent_due_tasks",
+                             "mark_tasks_sent",
+                             "claim_sent_task",
+                             "unsent_events",
+                             "mark_events_sent",
+                             "outbox_counts",
+                             "claim_due_not_queued"};
 
 void known_op(const std::string &op) {
   if (std::find(std::begin(k_ops), std::end(k_ops), op) == std::end(k_ops))
@@ -78,7 +87,7 @@ std::string row_state(const FileRecord &r) {
 }
 
 std::string task_state(const TaskRecord &t) {
-  return std::string(to_string(t.status)) + (t.tag_owed ? "+tag_owed" : "");
+  return std::string(to_string(t.status)) + (t.tag_owed ? "+tag_owed" : "") + (t.sent_at ? "+sent" : "");
 }
 
 void clear_lease(TaskRecord &t) {
@@ -220,6 +229,11 @@ TaskRecord FakeLedger::task_of(int64_t record_id) const {
   throw std::logic_error("FakeLedger: no task of row #" + std::to_string(record_id));
 }
 
+std::vector<FakeEvent> FakeLedger::events() const {
+  std::lock_guard lock(m_mutex);
+  return m_events;
+}
+
 bool FakeLedger::take(const std::string &op, Script::Kind kind, Errc *code) {
   for (auto it = m_scripts.begin(); it != m_scripts.end(); ++it) {
     if (it->op != op || it->kind != kind) continue;
@@ -286,15 +300,46 @@ TaskRecord *FakeLedger::held(const TaskRecord &t) {
 }
 
 void FakeLedger::set_row(const char *op, FileRecord &r, const std::function<void(FileRecord &)> &change) {
-  std::string from = row_state(r);
+  const FileRecord before = r;
   change(r);
-  m_transitions.push_back({op, r.id, "row", from, row_state(r)});
+  m_transitions.push_back({op, r.id, "row", row_state(before), row_state(r)});
+  record_events(&before, r);
 }
 
 void FakeLedger::set_task(const char *op, TaskRecord &t, const std::function<void(TaskRecord &)> &change) {
   std::string from = task_state(t);
+  const TaskStatus was = t.status;
   change(t);
+  // Made PENDING: a new outbox event, never sent (every SQL that sets PENDING clears them).
+  if (t.status == TaskStatus::pending && was != TaskStatus::pending) {
+    t.sent_at.reset();
+    t.message_id.reset();
+  }
   m_transitions.push_back({op, t.record_id, "task", from, task_state(t)});
+}
+
+void FakeLedger::record_events(const FileRecord *before, const FileRecord &after) {
+  // The schema's triggers (schema.sql): AFTER INSERT of an ACTIVE row; AFTER UPDATE that
+  // makes a row ACTIVE or UPLOAD_FAILED, or deletes an ACTIVE one.
+  auto write = [&](EventType type) {
+    if (std::find(m_outbox.event_types.begin(), m_outbox.event_types.end(), type) ==
+        m_outbox.event_types.end())
+      return;
+    FakeEvent e;
+    e.id = static_cast<int64_t>(m_events.size()) + 1;
+    e.type = type;
+    e.record_id = after.id;
+    e.occurred_at = after.updated_at;
+    m_events.push_back(e);
+  };
+  const bool was_active = before && before->upload_status == FileStatus::active;
+  if (after.upload_status == FileStatus::active && !was_active) write(EventType::file_active);
+  if (after.upload_status == FileStatus::upload_failed &&
+      (!before || before->upload_status != FileStatus::upload_failed))
+    write(EventType::file_failed);
+  if (before && was_active && after.upload_status == FileStatus::active && !before->is_deleted &&
+      after.is_deleted)
+    write(EventType::file_deleted);
 }
 
 bool FakeLedger::key_in_use(const std::string &key, int64_t except_id) const {
@@ -547,6 +592,7 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     m_sequence = id;
     m_rows[id] = r;
     m_transitions.push_back({"reserve", id, "row", "", row_state(r)});
+    record_events(nullptr, r);
     // Every row has its task; a shared row's has nothing to do while the row is alive.
     TaskRecord t;
     t.id = m_next_task++;
@@ -939,21 +985,27 @@ std::optional<TaskRecord> FakeLedger::claim_locked(TaskRecord &t, int64_t now, c
   return t;
 }
 
+std::vector<TaskRecord> FakeLedger::claim_due_locked(int64_t now, int limit, const std::string &worker,
+                                                     int64_t lease_ms,
+                                                     const std::function<bool(const TaskRecord &)> &which) {
+  std::vector<TaskRecord *> ready;
+  for (auto &[id, t] : m_tasks)
+    if (due(t, now) && which(t)) ready.push_back(&t);
+  std::stable_sort(ready.begin(), ready.end(), [](const TaskRecord *a, const TaskRecord *b) {
+    return a->next_retry_at < b->next_retry_at;
+  });
+  std::vector<TaskRecord> out;
+  for (auto *t : ready) {
+    if (static_cast<int>(out.size()) >= limit) break;
+    out.push_back(*claim_locked(*t, now, worker, lease_ms));
+  }
+  return out;
+}
+
 std::vector<TaskRecord> FakeLedger::claim_due(int64_t now, int limit, const std::string &worker,
                                               int64_t lease_ms) {
   return call("claim_due", [&] {
-    std::vector<TaskRecord *> ready;
-    for (auto &[id, t] : m_tasks)
-      if (due(t, now)) ready.push_back(&t);
-    std::stable_sort(ready.begin(), ready.end(), [](const TaskRecord *a, const TaskRecord *b) {
-      return a->next_retry_at < b->next_retry_at;
-    });
-    std::vector<TaskRecord> out;
-    for (auto *t : ready) {
-      if (static_cast<int>(out.size()) >= limit) break;
-      out.push_back(*claim_locked(*t, now, worker, lease_ms));
-    }
-    return out;
+    return claim_due_locked(now, limit, worker, lease_ms, [](const TaskRecord &) { return true; });
   });
 }
 
@@ -1406,6 +1458,150 @@ AcceptOutcome FakeLedger::accept_divergence(int64_t /*now*/) {
     if (!m_diverged->reconciled_at) return AcceptOutcome::not_reconciled;
     m_diverged.reset();
     return AcceptOutcome::accepted;
+  });
+}
+
+} // namespace lodge::test
+
+namespace lodge::test {
+using namespace ledger;
+
+// --- the outbox ---
+
+namespace {
+bool waiting(const TaskRecord &t) {
+  return t.status == TaskStatus::pending || t.status == TaskStatus::retry;
+}
+bool ended(const TaskRecord &t) {
+  return t.status == TaskStatus::success || t.status == TaskStatus::ignored || t.status == TaskStatus::failed;
+}
+// The relay's: due, never sent, a first delete.
+bool relayable(const TaskRecord &t, int64_t now) {
+  return waiting(t) && t.next_retry_at <= now && !t.sent_at && t.verify_pass < k_verify_due && !t.tag_owed;
+}
+} // namespace
+
+OutboxSettings FakeLedger::outbox_settings() {
+  return call("outbox_settings", [&] { return m_outbox; });
+}
+
+SetOutboxOutcome FakeLedger::set_outbox_settings(const OutboxSettings &s) {
+  return call("set_outbox_settings", [&] {
+    if (s.cleanup_via != m_outbox.cleanup_via &&
+        std::any_of(m_tasks.begin(), m_tasks.end(),
+                    [](const auto &e) { return e.second.sent_at && !ended(e.second); }))
+      return SetOutboxOutcome::in_flight;
+    m_outbox = s;
+    return SetOutboxOutcome::set;
+  });
+}
+
+std::vector<TaskRecord> FakeLedger::unsent_due_tasks(int64_t now, int limit) {
+  return call("unsent_due_tasks", [&] {
+    std::vector<TaskRecord> out;
+    for (const auto &[id, t] : m_tasks)
+      if (relayable(t, now) && static_cast<int>(out.size()) < limit) out.push_back(t);
+    return out;
+  });
+}
+
+int64_t FakeLedger::mark_tasks_sent(const std::vector<SentMark> &marks, int64_t now) {
+  return call("mark_tasks_sent", [&] {
+    int64_t n = 0;
+    for (const auto &m : marks) {
+      auto *t = task_at(m.id);
+      if (!t || !waiting(*t) || t->sent_at) continue;
+      set_task("mark_tasks_sent", *t, [&](TaskRecord &x) {
+        x.sent_at = now;
+        x.message_id = m.message_id;
+      });
+      ++n;
+    }
+    return n;
+  });
+}
+
+EventClaim FakeLedger::claim_sent_task(int64_t task_id, int64_t now, const std::string &worker,
+                                       int64_t lease_ms) {
+  return call("claim_sent_task", [&] {
+    EventClaim out;
+    auto *t = task_at(task_id);
+    if (!t) return out; // done: no such task
+    if (auto claimed = claim_locked(*t, now, worker, lease_ms)) {
+      out.kind = EventClaimKind::claimed;
+      out.task = claimed;
+      return out;
+    }
+    out.task = *t;
+    if (t->status == TaskStatus::processing) {
+      out.kind = EventClaimKind::held;
+      out.retry_at = t->lease_until.value_or(now);
+    } else if (waiting(*t) && t->sent_at) {
+      out.kind = EventClaimKind::not_due;
+      out.retry_at = t->next_retry_at;
+    }
+    return out; // otherwise done: ended, or a new unsent event the relay publishes when due
+  });
+}
+
+std::vector<UploadEvent> FakeLedger::unsent_events(int limit) {
+  return call("unsent_events", [&] {
+    std::vector<UploadEvent> out;
+    for (const auto &e : m_events) {
+      if (e.sent_at) continue;
+      if (static_cast<int>(out.size()) >= limit) break;
+      UploadEvent u;
+      u.id = e.id;
+      u.type = e.type;
+      u.occurred_at = e.occurred_at;
+      u.row = *row_at(e.record_id);
+      out.push_back(std::move(u));
+    }
+    return out;
+  });
+}
+
+int64_t FakeLedger::mark_events_sent(const std::vector<SentMark> &marks, int64_t now) {
+  return call("mark_events_sent", [&] {
+    int64_t n = 0;
+    for (const auto &m : marks) {
+      if (m.id < 1 || m.id > static_cast<int64_t>(m_events.size())) continue;
+      auto &e = m_events[static_cast<size_t>(m.id - 1)];
+      if (e.sent_at) continue;
+      e.sent_at = now;
+      e.message_id = m.message_id;
+      ++n;
+    }
+    return n;
+  });
+}
+
+OutboxCounts FakeLedger::outbox_counts(int64_t now) {
+  return call("outbox_counts", [&] {
+    OutboxCounts c;
+    auto oldest = [&](int64_t at) { c.oldest_unsent_at = std::min(c.oldest_unsent_at.value_or(at), at); };
+    for (const auto &[id, t] : m_tasks) {
+      if (relayable(t, now)) {
+        ++c.cleanup_due_unsent;
+        oldest(t.next_retry_at);
+      }
+      if (t.sent_at && !ended(t)) ++c.cleanup_in_flight;
+      if (t.sent_at && t.status == TaskStatus::failed) ++c.cleanup_dead;
+    }
+    for (const auto &e : m_events)
+      if (!e.sent_at) {
+        ++c.events_unsent;
+        oldest(e.occurred_at);
+      }
+    return c;
+  });
+}
+
+std::vector<TaskRecord> FakeLedger::claim_due_not_queued(int64_t now, int limit, const std::string &worker,
+                                                         int64_t lease_ms) {
+  return call("claim_due_not_queued", [&] {
+    return claim_due_locked(now, limit, worker, lease_ms,
+                            [](const TaskRecord &t) { return t.verify_pass == k_verify_due || t.tag_owed; });
   });
 }
 

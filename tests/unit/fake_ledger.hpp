@@ -5,6 +5,11 @@
 // ledger was not reached) or after it (the write committed, its answer was lost). One
 // mutex: the uploader's part threads and a sweep's lanes call it concurrently.
 //
+// The outbox (ledger/outbox.hpp) is modelled too: the task's sent_at and message_id (cleared
+// by every transition that makes a task PENDING), and the upload events the schema's triggers
+// write (file.active, file.deleted, file.failed, for the types set_outbox_settings recorded),
+// each written by the transition that reports it (set_row and reserve's insert).
+//
 // Not modelled (std::logic_error): status() only. Everything else behaves as SqlLedger
 // does for one process; what needs SQL itself (group commit, locks between processes,
 // the schema) is tested on SQLite and PostgreSQL by the ledger contract (tests/ledger).
@@ -30,12 +35,22 @@ public:
   void advance(int64_t ms) { t += ms; }
 };
 
+// One upload event as the ledger holds it (outbox_event's row).
+struct FakeEvent {
+  int64_t id = 0;
+  ledger::EventType type = ledger::EventType::file_active;
+  int64_t record_id = 0;
+  int64_t occurred_at = 0;
+  std::optional<int64_t> sent_at;
+  std::optional<std::string> message_id;
+};
+
 // One state change of a row or a task, as the ledger call `op` made it. States as shown:
 // rows UPLOADING, ACTIVE, ACTIVE+deleted, UPLOAD_FAILED; tasks PENDING, PROCESSING, RETRY,
-// SUCCESS, FAILED, IGNORED, with "+tag_owed" while the task records the tag as owed; ""
-// before the row or task existed. Claims (claim_due, claim_task) are recorded as "claim";
-// a batch's items under the single call's name (decide, finish, ignore_task, end_tag,
-// dead_letter).
+// SUCCESS, FAILED, IGNORED, with "+tag_owed" while the task records the tag as owed and
+// "+sent" while its outbox event is recorded as sent (sent_at); "" before the row or task
+// existed. mark_tasks_sent records "PENDING -> PENDING+sent". Claims (claim_due, claim_task) are recorded as
+// "claim"; a batch's items under the single call's name (decide, finish, ignore_task, end_tag, dead_letter).
 struct LedgerTransition {
   std::string op;
   int64_t record_id = 0;
@@ -79,6 +94,8 @@ public:
   // The row and the task as they are, without recording a call.
   [[nodiscard]] ledger::FileRecord row(int64_t id) const;
   [[nodiscard]] ledger::TaskRecord task_of(int64_t record_id) const;
+  // Every upload event written, by id (sent or not), without recording a call.
+  [[nodiscard]] std::vector<FakeEvent> events() const;
 
   // --- ledger::Ledger ---
   [[nodiscard]] const std::string &location() const override { return m_location; }
@@ -180,6 +197,18 @@ public:
   void note_reconciled(int64_t now) override;
   [[nodiscard]] ledger::AcceptOutcome accept_divergence(int64_t now) override;
 
+  [[nodiscard]] ledger::OutboxSettings outbox_settings() override;
+  [[nodiscard]] ledger::SetOutboxOutcome set_outbox_settings(const ledger::OutboxSettings &s) override;
+  [[nodiscard]] std::vector<ledger::TaskRecord> unsent_due_tasks(int64_t now, int limit) override;
+  int64_t mark_tasks_sent(const std::vector<ledger::SentMark> &marks, int64_t now) override;
+  [[nodiscard]] ledger::EventClaim claim_sent_task(int64_t task_id, int64_t now, const std::string &worker,
+                                                   int64_t lease_ms) override;
+  [[nodiscard]] std::vector<ledger::UploadEvent> unsent_events(int limit) override;
+  int64_t mark_events_sent(const std::vector<ledger::SentMark> &marks, int64_t now) override;
+  [[nodiscard]] ledger::OutboxCounts outbox_counts(int64_t now) override;
+  [[nodiscard]] std::vector<ledger::TaskRecord>
+  claim_due_not_queued(int64_t now, int limit, const std::string &worker, int64_t lease_ms) override;
+
 private:
   struct Script {
     std::string op;
@@ -203,6 +232,9 @@ private:
                const std::function<void(ledger::FileRecord &)> &change);
   void set_task(const char *op, ledger::TaskRecord &t,
                 const std::function<void(ledger::TaskRecord &)> &change);
+  // The schema's triggers: the upload event a row's change from `before` to `after` reports
+  // (none for an insert's `before` = nullptr unless the row is ACTIVE), when its type is recorded.
+  void record_events(const ledger::FileRecord *before, const ledger::FileRecord &after);
   [[nodiscard]] bool key_in_use(const std::string &key, int64_t except_id) const;
   [[nodiscard]] static bool due(const ledger::TaskRecord &t, int64_t now);
   ledger::QueueOutcome ensure_pending_task(const char *op, int64_t record_id, const std::string &key,
@@ -230,6 +262,9 @@ private:
                                                int64_t now);
   std::optional<ledger::TaskRecord> claim_locked(ledger::TaskRecord &t, int64_t now,
                                                  const std::string &worker, int64_t lease_ms);
+  std::vector<ledger::TaskRecord>
+  claim_due_locked(int64_t now, int limit, const std::string &worker, int64_t lease_ms,
+                   const std::function<bool(const ledger::TaskRecord &)> &which);
 
   mutable std::mutex m_mutex;
   std::string m_location = "fake-ledger";
@@ -242,6 +277,9 @@ private:
   std::optional<ledger::Divergence> m_diverged;
   std::optional<ledger::StoreBinding> m_binding;
   std::vector<ledger::JobRun> m_runs;
+  ledger::OutboxSettings m_outbox;
+  std::vector<FakeEvent> m_events; // by id
+
   std::vector<Script> m_scripts;
   std::vector<LedgerTransition> m_transitions;
   std::vector<std::string> m_calls;

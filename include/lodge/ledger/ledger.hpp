@@ -1,7 +1,7 @@
 #pragma once
 // The ledger: every upload's intent and every compensation's execution state.
 // Ledger is the interface, split into roles (LedgerMeta, UploadLedger, TaskLedger,
-// RecoveryLedger, LedgerReports, IdBlockLedger) of which each operation takes only the
+// RecoveryLedger, LedgerReports, IdBlockLedger, OutboxLedger) of which each operation takes only the
 // ones it uses; SqlLedger (src/ledger/sql_ledger*.cpp) is its one implementation, over a database driver
 // (ledger/sql.hpp: SQLite, the embedded default, or PostgreSQL). Every write is one short transaction; every
 // state change is a conditional UPDATE whose changed row count is checked.
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
+#include <lodge/ledger/outbox.hpp>
 #include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/records.hpp>
 #include <lodge/util/clock.hpp>
@@ -578,7 +579,8 @@ class Ledger : public LedgerMeta,
                public TaskLedger,
                public RecoveryLedger,
                public LedgerReports,
-               public IdBlockLedger {};
+               public IdBlockLedger,
+               public OutboxLedger {};
 
 // Ledgers for the worker threads of one process, one worker() per thread.
 // On SQLite, the upload path's writes of every worker (reserve, set_multipart_upload_id,

@@ -86,10 +86,10 @@ struct EventClaim {
 
 // The outbox's backlog for status and --prometheus.
 struct OutboxCounts {
-  int64_t cleanup_due_unsent = 0; // the relay's backlog: due, unsent cleanup events
-  int64_t cleanup_in_flight = 0;  // sent, their task not ended (PENDING, RETRY, PROCESSING)
-  int64_t cleanup_dead = 0;       // sent and dead-lettered (FAILED with sent_at set)
-  int64_t events_unsent = 0;      // upload events not yet confirmed by the broker
+  int64_t cleanup_due_unsent = 0;          // the relay's backlog: due, unsent cleanup events
+  int64_t cleanup_in_flight = 0;           // sent, their task not ended (PENDING, RETRY, PROCESSING)
+  int64_t cleanup_dead = 0;                // sent and dead-lettered (FAILED with sent_at set)
+  int64_t events_unsent = 0;               // upload events not yet confirmed by the broker
   std::optional<int64_t> oldest_unsent_at; // the oldest due cleanup event's or upload event's time
 };
 
@@ -119,6 +119,11 @@ public:
   // One transaction: sent_at = now and the message id on each event still unsent.
   virtual int64_t mark_events_sent(const std::vector<SentMark> &marks, int64_t now) = 0;
   [[nodiscard]] virtual OutboxCounts outbox_counts(int64_t now) = 0;
+  // Sweep on a queue-mode ledger: claim_due (the same due rule, order and lease) restricted
+  // to what the queue does not carry: verify passes (verify_pass = k_verify_due) and tasks
+  // owing the committed tag (tag_owed). Every other task's delete goes relay -> consume.
+  [[nodiscard]] virtual std::vector<TaskRecord>
+  claim_due_not_queued(int64_t now, int limit, const std::string &worker, int64_t lease_ms) = 0;
 };
 
 } // namespace lodge::ledger

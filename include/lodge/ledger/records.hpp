@@ -112,6 +112,12 @@ struct TaskRecord {
   // The row is ACTIVE and its object is still owed the committed tag (recorded by confirm,
   // cleared once the tag is set): whoever holds the task tags it (DecisionKind::tag).
   bool tag_owed = false;
+  // The outbox (cleanup.via = queue): when the relay recorded the broker's confirmation of
+  // this task's event, and the broker's message id. Every transition that makes the task
+  // PENDING clears both (a new event); RETRY keeps them (the broker holds the delayed
+  // message); SUCCESS, IGNORED and FAILED keep them (history).
+  std::optional<int64_t> sent_at;
+  std::optional<std::string> message_id;
 };
 
 // cleanup_task.verify_pass: whether a second, cheap pass must follow the delete because
