@@ -245,6 +245,42 @@ TEST_CASE("fake ledger, as the contract: scan_files: sort, reverse, limit, and a
   CHECK(seen == 2);
 }
 
+TEST_CASE("fake ledger, as the contract: scan_files: after continues a scan after the given row, in every "
+          "order (keyset paging)") {
+  SearchEnv e;
+  auto paged = [&](FileQuery q) {
+    Ids out;
+    q.limit = 2;
+    for (;;) {
+      std::vector<ledger::FileRecord> page;
+      e.l->scan_files(q, [&](const ledger::FileRecord &r) {
+        page.push_back(r);
+        return true;
+      });
+      for (const auto &r : page)
+        out.push_back(r.id);
+      if (page.size() < 2) return out;
+      q.after = page.back();
+    }
+  };
+  for (auto sort : {FileSort::id, FileSort::time, FileSort::path, FileSort::size})
+    for (bool descending : {false, true})
+      for (bool latest : {false, true})
+        for (bool dead : {false, true}) {
+          const FileQuery q{
+              .owner = "*", .include_dead = dead, .latest = latest, .sort = sort, .descending = descending};
+          CAPTURE(static_cast<int>(sort));
+          CAPTURE(descending);
+          CAPTURE(latest);
+          CAPTURE(dead);
+          CHECK(paged(q) == e.ids(q));
+        }
+  CHECK(e.ids({.owner = "o", .after = e.row(3)}) == Ids{4, 7, 8});
+  CHECK(e.ids({.owner = "o", .sort = FileSort::path, .after = e.row(1)}) == Ids{2, 3, 7});
+  CHECK(e.ids({.owner = "o", .descending = true, .after = e.row(3)}) == Ids{2, 1});
+  CHECK(e.ids({.owner = "o", .after = e.row(8)}).empty());
+}
+
 TEST_CASE("fake ledger, as the contract: prefix_summaries: one entry per snapshot, ACTIVE rows counted, "
           "UPLOADING ones apart") {
   SearchEnv e;
