@@ -193,7 +193,7 @@ struct Fetcher {
   }
 
   // The summary, and the exit status.
-  int finish(bool many) const {
+  [[nodiscard]] int finish(bool many) const {
     bool stopped = interrupted();
     if (ctx.g.json)
       ctx.print_json(nlohmann::json{{"summary",

@@ -143,6 +143,12 @@ std::string after_row(Where &w, const FileQuery &q, const FileRecord &r) {
   case FileSort::time:
     return "(created_at, id)" + std::string(op) + "(" + w.param(r.created_at) + ", " + w.param(r.id) + ")";
   case FileSort::path:
+    // One run prefix (get --prefix's pages): without it in the row value SQLite seeks on
+    // (owner_id, run_prefix, relative_path) and reads on from there; with it, it read every
+    // row after the seek to sort them by id (50 ms a page of 1,000 in 100,000 rows).
+    if (q.run_prefix)
+      return "(relative_path, id)" + std::string(op) + "(" + w.param(r.relative_path) + ", " + w.param(r.id) +
+             ")";
     return "(run_prefix, relative_path, id)" + std::string(op) + "(" + w.param(r.run_prefix) + ", " +
            w.param(r.relative_path) + ", " + w.param(r.id) + ")";
   case FileSort::size:

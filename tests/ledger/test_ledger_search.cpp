@@ -259,12 +259,12 @@ TEST_CASE("scan_files: after continues a scan after the given row, in every orde
   SearchEnv e;
   // Page by page (two rows each, the next page after the last row seen) gives exactly the
   // whole scan, in each sort, either way, and with latest.
-  auto paged = [&](FileQuery q) {
+  auto paged_in = [](auto &l, FileQuery q) {
     Ids out;
     q.limit = 2;
     for (;;) {
       std::vector<ledger::FileRecord> page;
-      e.l->scan_files(q, [&](const ledger::FileRecord &r) {
+      l.scan_files(q, [&](const ledger::FileRecord &r) {
         page.push_back(r);
         return true;
       });
@@ -274,6 +274,7 @@ TEST_CASE("scan_files: after continues a scan after the given row, in every orde
       q.after = page.back();
     }
   };
+  auto paged = [&](const FileQuery &q) { return paged_in(*e.l, q); };
   for (auto sort : {FileSort::id, FileSort::time, FileSort::path, FileSort::size})
     for (bool descending : {false, true})
       for (bool latest : {false, true})
@@ -291,6 +292,21 @@ TEST_CASE("scan_files: after continues a scan after the given row, in every orde
   CHECK(e.ids({.owner = "o", .sort = FileSort::path, .after = e.row(1)}) == Ids{2, 3, 7});
   CHECK(e.ids({.owner = "o", .descending = true, .after = e.row(3)}) == Ids{2, 1});
   CHECK(e.ids({.owner = "o", .after = e.row(8)}).empty());
+  // One run prefix by path (get --prefix's pages): one path's rows across pages, another
+  // prefix's row of that path not among them.
+  Env f;
+  for (int i = 0; i < 5; ++i)
+    (void)f.add({.prefix = "p",
+                 .path = i < 3 ? "same" : "x" + std::to_string(i),
+                 .seed = std::to_string(i + 1),
+                 .at = 100 + i,
+                 .dedup = ledger::DedupScope::none});
+  (void)f.add({.prefix = "q", .path = "same", .seed = "9", .at = 200});
+  for (bool descending : {false, true}) {
+    const FileQuery q{.owner = "o", .run_prefix = "p", .sort = FileSort::path, .descending = descending};
+    CHECK(paged_in(*f.l, q) == (descending ? Ids{5, 4, 3, 2, 1} : Ids{1, 2, 3, 4, 5}));
+    CHECK(paged_in(*f.l, q) == f.ids(q));
+  }
 }
 
 TEST_CASE("scan_tasks and rows_by_key over more rows than one page (PostgreSQL reads in pages): each once, "
