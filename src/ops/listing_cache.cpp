@@ -1,5 +1,7 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/listing_cache.hpp>
 
 namespace lodge::ops {
@@ -48,25 +50,53 @@ double uuid_fraction(const std::string &key, size_t at) {
   return f;
 }
 
+// The stamp as a listing's metadata carries it, in the one form a row's is written in.
+std::string stamp_text(const std::string &ledger, int64_t record_id) {
+  return ledger + "\n" + std::to_string(record_id);
+}
+
 } // namespace
+
+ListingCache::Seen ListingCache::seen(std::string_view rest, uint64_t size, const std::string &etag,
+                                      const std::string &stamp) {
+  crypto::Sha256 h;
+  const std::string head = std::to_string(rest.size()) + "\n";
+  h.update(head);
+  h.update(rest);
+  h.update("\n" + std::to_string(size) + "\n" + std::to_string(etag.size()) + "\n" + etag + "\n" + stamp);
+  const auto d = h.finish();
+  Seen out{};
+  std::memcpy(out.data(), d.data(), out.size());
+  return out;
+}
 
 Result<ListingCache::Shard> ListingCache::list_shard(store::ObjectStore &store, const std::string &prefix) {
   Shard s;
   s.complete = true;
   int64_t n = 0;
   auto listed = store.list(prefix, [&](const store::ObjectInfo &o) {
-    s.keys[o.key.substr(prefix.size())] = Listed{o.size, unquoted(o.etag), o.metadata};
+    const std::string etag = unquoted(o.etag);
+    if (!etag.empty()) { // without one, the object is HEADed
+      std::string stamp;
+      if (!o.metadata.empty()) {
+        s.stamps = true;
+        const auto st = store::read_stamp(o.metadata);
+        stamp = stamp_text(st.ledger.value_or(""), st.record_id);
+      }
+      s.seen.push_back(seen(std::string_view(o.key).substr(prefix.size()), o.size, etag, stamp));
+    }
     s.last_key = o.key;
     if (++n < k_shard_pages_max * k_page_keys) return true;
     s.complete = false; // stopped here: what lies beyond is for deeper shards
     return false;
   });
   if (!listed) return listed.error();
+  std::sort(s.seen.begin(), s.seen.end());
   return s;
 }
 
 void ListingCache::learn(const Shard &s, size_t depth, size_t uuid_at) {
-  auto n = static_cast<double>(s.keys.size());
+  auto n = static_cast<double>(s.seen.size());
   if (!s.complete) {
     // The pages reached this far into the shard's part of the uuid space.
     const double reached = uuid_fraction(s.last_key, uuid_at + depth);
@@ -93,7 +123,7 @@ bool ListingCache::proves(store::ObjectStore &store, const ledger::FileRecord &r
                           const std::string &ledger_uuid) {
   const auto at = uuid_offset(store.key_prefix(), rec);
   std::unique_lock lk(m_mu);
-  if (!at) return unproven();
+  if (!at || !rec.etag || unquoted(*rec.etag).empty()) return unproven(); // nothing to prove it by
   const std::string &key = rec.object_key;
   size_t depth = 0;
   while (depth <= k_max_depth) {
@@ -105,17 +135,14 @@ bool ListingCache::proves(store::ObjectStore &store, const ledger::FileRecord &r
       continue; // read what it found
     }
     if (s && s->listed) {
-      if (auto e = s->keys.find(key.substr(prefix.size())); e != s->keys.end()) {
-        const Listed &o = e->second;
-        const bool same =
-            o.size == static_cast<uint64_t>(rec.size) &&
-            (o.etag.empty() || !rec.etag || rec.etag->empty() || unquoted(*rec.etag) == o.etag) &&
-            (o.metadata.empty() || !store::stamp_mismatch(o.metadata, ledger_uuid, rec.stamp_id()));
-        if (!same) return unproven(); // HEAD says what differs
+      const std::string stamp = s->stamps ? stamp_text(ledger_uuid, rec.stamp_id()) : std::string();
+      const Seen want = seen(std::string_view(key).substr(prefix.size()), static_cast<uint64_t>(rec.size),
+                             unquoted(rec.etag.value_or("")), stamp);
+      if (std::binary_search(s->seen.begin(), s->seen.end(), want)) {
         ++m_counts.proven;
         return true;
       }
-      // Not there when listed: HEAD decides (it may have been written since).
+      // Not there when listed, or otherwise: HEAD decides (it may have been written since).
       if (s->complete || key <= s->last_key) return unproven();
       ++depth; // beyond where the listing stopped: a deeper shard's
       continue;
@@ -137,7 +164,7 @@ bool ListingCache::proves(store::ObjectStore &store, const ledger::FileRecord &r
       return unproven();
     }
     ++m_counts.listings;
-    m_counts.keys += static_cast<int64_t>(listed->keys.size());
+    m_counts.keys += static_cast<int64_t>(listed->seen.size());
     const int64_t asked = s->asked;
     *s = std::move(listed.value());
     s->asked = asked;

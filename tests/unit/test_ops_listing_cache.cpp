@@ -57,21 +57,22 @@ TEST_CASE("listing cache: a prefix of a few thousand objects is proven by one li
 
 TEST_CASE("listing cache: what the listing does not show as the row recorded it is left to HEAD") {
   test::FakeStore store;
-  auto rows = stored_many(store, 6);
+  auto rows = stored_many(store, 7);
   store.forget(rows[0].object_key);                                   // deleted behind lodge's back
   rows[1].size += 1;                                                  // another size
   rows[2].etag = "\"other\"";                                         // another object at the key
   store.set_metadata(rows[3].object_key, store::meta::record, "999"); // stamped for another row
   store.set_metadata(rows[4].object_key, store::meta::ledger, "another-ledger");
+  rows[6].etag.reset(); // a row that recorded none: nothing to compare the listing's with
   ops::ListingCache cache;
-  for (int i = 0; i < 5; ++i)
+  for (int i : {0, 1, 2, 3, 4, 6})
     CHECK_FALSE(cache.proves(store, rows[i], k_ledger));
   CHECK(cache.proves(store, rows[5], k_ledger));
   // A row's quoted ETag (as S3 answers a PUT) is the listing's.
   rows[5].etag = "\"" + *rows[5].etag + "\"";
   CHECK(cache.proves(store, rows[5], k_ledger));
   // Written after the listing (by this very run): not proven by it, HEADed.
-  auto later = stored(store, 7);
+  auto later = stored(store, 8);
   CHECK_FALSE(cache.proves(store, later, k_ledger));
   CHECK(store.count("list") == 1);
 }

@@ -13,11 +13,12 @@
 // space those pages reached), so a prefix of a million objects is never listed whole for a
 // few files, and one of ten thousand takes ten requests.
 //
-// The listing only proves: a key it shows with the row's size (and ETag, and stamp, where
-// the listing shows them) is there. A key it does not show, or shows otherwise, is asked of
-// HEAD as before (the object may have been written by this very run after its shard was
-// listed, or be another one): a missing object is only ever declared so by a HEAD.
+// The listing only proves: a key it shows with the row's size and ETag (and stamp, where
+// the listing shows metadata) is there; a row without an ETag is never proven by it. A key it does not show,
+// or shows otherwise, is asked of HEAD as before (the object may have been written by this very run after its
+// shard was listed, or be another one): a missing object is only ever declared so by a HEAD.
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <lodge/ledger/records.hpp>
@@ -27,7 +28,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
+#include <vector>
 
 namespace lodge::ops {
 
@@ -41,7 +43,7 @@ public:
   static constexpr size_t k_max_depth = 8;
 
   // Whether the store's listing shows `rec`'s object (rec.object_key) as the row recorded
-  // it: its size, its ETag where both the row and the listing have one, and the stamp
+  // it: its size, its ETag (a row or a listing without one proves nothing), and the stamp
   // (ledger `ledger_uuid`, the record that wrote it) where the listing carries metadata.
   // false: not proven, the caller HEADs. Lists the key's shard with `store` (the caller's
   // connection) when it is due; a listing that fails proves nothing (and is tried again
@@ -58,18 +60,20 @@ public:
   [[nodiscard]] Counts counts() const;
 
 private:
-  struct Listed {
-    uint64_t size = 0;
-    std::string etag; // without quotes
-    store::Metadata metadata;
-  };
+  // What a listing shows of one object, as 16 bytes of a SHA-256: its key (after the shard's
+  // prefix), size, ETag and stamp; a row is proven by the same digest of what it recorded.
+  // 16 bytes an object: a million keys take 16 MB.
+  using Seen = std::array<unsigned char, 16>;
+  [[nodiscard]] static Seen seen(std::string_view rest, uint64_t size, const std::string &etag,
+                                 const std::string &stamp);
   struct Shard {
     int64_t asked = 0;
     bool listing = false;  // a worker is listing it now
-    bool listed = false;   // keys holds its listing
+    bool listed = false;   // seen holds its listing
     bool complete = false; // the listing reached its end (else it stopped after last_key)
+    bool stamps = false;   // the listing showed metadata (a row's digest then has its stamp)
     std::string last_key;
-    std::unordered_map<std::string, Listed> keys; // by the key's rest after the shard prefix
+    std::vector<Seen> seen; // sorted
   };
   // The listing of `prefix`, up to k_shard_pages_max pages (made without the lock held).
   static Result<Shard> list_shard(store::ObjectStore &store, const std::string &prefix);
