@@ -123,7 +123,7 @@ TEST_CASE("listing cache: a few files in a large prefix are HEADed, not listed f
   std::set<char> seen;
   for (const auto &r : rows) {
     const char digit = r.object_key[2];
-    if (digit < 'a' || seen.count(digit)) continue;
+    if (digit < 'a' || seen.contains(digit)) continue;
     seen.insert(digit);
     CHECK_FALSE(cache.proves(store, r, k_ledger));
   }
