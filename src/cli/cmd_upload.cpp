@@ -497,6 +497,9 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   const auto &cfg = ctx.cfg();
   ops::UploadSettings s;
   s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
+  // Duplicates verified by listing, not a HEAD each; not on file://, where a HEAD is a
+  // local stat and a listing walks directories.
+  if (store::file_store_root(cfg.store).empty()) s.listings = std::make_shared<ops::ListingCache>();
   s.policy = cfg.policy(o.policy);
   s.run_prefix = o.prefix;
   s.owner = ctx.owner();

@@ -725,6 +725,9 @@ bool Uploader::wait_for_own(const ledger::FileRecord &uploading, int waits) {
 }
 
 Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
+  // A re-run's unchanged files are proven by listing (one request per 1,000 keys); what a
+  // listing does not prove, a missing object above all, is HEADed as before.
+  if (m_s.listings && m_s.listings->proves(m_store, existing, m_ledger.reads.uuid())) return ok_status();
   std::string what =
       "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
   auto h = m_store.head(existing.object_key);

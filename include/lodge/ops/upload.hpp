@@ -12,6 +12,7 @@
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/inspect.hpp>
+#include <lodge/ops/listing_cache.hpp>
 #include <lodge/ops/walk.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
@@ -60,6 +61,9 @@ struct UploadSettings {
   std::string worker_id;
   // The run's id blocks, shared by its workers (one is made per Uploader when unset).
   std::shared_ptr<IdBlocks> id_blocks;
+  // The run's listings, shared by its workers: a would-be duplicate's object proven there by
+  // a listing is not HEADed (ListingCache). Null: each one is HEADed.
+  std::shared_ptr<ListingCache> listings;
   // What the objects carry: the policy's options with the flags over them, validated and
   // accepted by the store before the run starts.
   store::ObjectOptions options;
@@ -296,9 +300,9 @@ private:
   [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {
     return m_s.progress ? &m_s.progress->sent : nullptr;
   }
-  // Whether a would-be duplicate's object is in the store as its row says (HEAD: size, and
-  // the stamp where the store returns one): ok; NOT_FOUND (a missing object); or the error
-  // that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
+  // Whether a would-be duplicate's object is in the store as its row says (the run's
+  // listing, else HEAD: size, and the stamp where the store returns one): ok; NOT_FOUND (a missing object);
+  // or the error that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
   Status check_duplicate(const ledger::FileRecord &existing);
 
   UploaderLedger m_ledger;
