@@ -491,8 +491,9 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
 }
 
 std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFile &f,
-                                                   const ledger::FileRecord &rec, Result<store::PutResult> put,
-                                                   const Renewal &renewal, const TransferNote &note) {
+                                                   const ledger::FileRecord &rec,
+                                                   Result<store::PutResult> put, const Renewal &renewal,
+                                                   const TransferNote &note) {
   r.resumed_bytes = note.resumed_bytes;
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
@@ -854,7 +855,8 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
   return meta;
 }
 
-store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec, const Renewal &renewal) const {
+store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec,
+                                           const Renewal &renewal) const {
   store::PutRequest req;
   req.key = rec.object_key;
   req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter()};

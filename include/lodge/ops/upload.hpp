@@ -241,7 +241,8 @@ private:
   struct Flight;
   // Whether this file's PUT can go ahead on the sender (its connection opened on first use).
   bool can_send_ahead(const Digests &d);
-  void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec, std::unique_ptr<Renewal> renewal);
+  void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
+                    std::unique_ptr<Renewal> renewal);
   // Waits for the PUT in flight, if any, and lands it in m_tails (its confirm queued, or its
   // final result), behind every earlier file: results keep the files' order.
   void land_flight();
@@ -278,7 +279,8 @@ private:
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
                                     TransferNote &note);
   // One PUT's request (made on the worker: the stamp reads the ledger's uuid).
-  [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec, const Renewal &renewal) const;
+  [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec,
+                                                 const Renewal &renewal) const;
   // A PUT (or completion) through `via`, a refused create-only one checked for our own earlier
   // attempt (thread-safe for the sender: it touches `via` alone).
   static Result<store::PutResult> ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
