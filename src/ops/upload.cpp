@@ -482,7 +482,7 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
   land_flight();
   TransferNote note;
   note.resume = res.outcome == ledger::ReserveOutcome::resumed;
-  if (note.resume == false && can_send_ahead(digests)) {
+  if (!note.resume && can_send_ahead(digests)) {
     start_flight(r, f, rec, std::move(renewal));
     return std::nullopt;
   }
