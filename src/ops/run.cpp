@@ -215,6 +215,8 @@ public:
     m_skips.filter = {spec.filter.get(), deps.clock.now_ms()}; // ages from the run's start
     if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
+    // Each worker's next file is hashed and reserved while its PUT is in flight.
+    m_settings.send_ahead = true;
   }
 
   RunReport run() {

@@ -6,6 +6,8 @@
 #include "ops_fixture.hpp"
 #include "support.hpp"
 
+#include <chrono>
+#include <condition_variable>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/util/clock.hpp>
@@ -332,4 +334,102 @@ TEST_CASE("run: a sender that finishes within the bound makes the waiting file a
   CHECK(rep.tally.duplicate == 1);
   CHECK(ops::exit_status(rep) == 0);
   CHECK(w.paused_ms < 30'000);
+}
+
+namespace {
+// What each PUT saw of the ledger as it began, and whether the worker's next reserve began
+// while that PUT was held in flight.
+struct PutWatch {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int reserves_begun = 0;
+  int puts = 0;
+  int max_reserved_ahead = 0; // reserves begun minus PUTs begun, at a PUT's start
+  int overlapped = 0;         // PUTs during which the next file's reserve began
+  std::vector<std::string> problems;
+
+  // Counts each reserve as it begins (before_next is one-shot: it re-arms itself).
+  void arm(test::FakeLedger &l) {
+    l.before_next("reserve", [this, &l] {
+      {
+        std::lock_guard lock(mutex);
+        ++reserves_begun;
+      }
+      cv.notify_all();
+      arm(l);
+    });
+  }
+};
+} // namespace
+
+TEST_CASE("run: a PUT begins only after its row and task committed; the next file is reserved meanwhile, "
+          "one ahead at most") {
+  World w;
+  constexpr int k_files = 6;
+  for (int i = 0; i < k_files; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs = 1;
+  PutWatch watch;
+  watch.arm(w.l);
+  w.store.on_put = [&](const std::string &key) {
+    std::optional<ledger::FileRecord> row;
+    w.l.rows_by_key(key, "", [&](const ledger::FileRecord &r) {
+      if (r.object_key == key) row = r;
+      return !row;
+    });
+    auto task = row ? w.l.find_task_for(row->id) : std::nullopt;
+    std::unique_lock lock(watch.mutex);
+    if (!row || row->upload_status != ledger::FileStatus::uploading)
+      watch.problems.push_back("PUT of " + key + " before its row was reserved");
+    if (!task || task->status != ledger::TaskStatus::pending)
+      watch.problems.push_back("PUT of " + key + " before its task was committed");
+    const int n = ++watch.puts;
+    watch.max_reserved_ahead = std::max(watch.max_reserved_ahead, watch.reserves_begun - n);
+    if (n == k_files) return;
+    // Held in flight until the worker begins the next file's reserve (never, unpipelined).
+    if (watch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return watch.reserves_begun > n; }))
+      ++watch.overlapped;
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+
+  CHECK(rep.tally.active == k_files);
+  CHECK(watch.problems.empty());
+  CHECK(watch.puts == k_files);
+  CHECK(watch.overlapped == k_files - 1);
+  // At most the next file is reserved ahead of the PUT in flight.
+  CHECK(watch.max_reserved_ahead <= 1);
+  // One worker: results in the files' order.
+  REQUIRE(obs.results.size() == static_cast<size_t>(k_files));
+  for (int i = 0; i < k_files; ++i)
+    CHECK(obs.events[static_cast<size_t>(i)] == "result f" + std::to_string(i) + ".txt active");
+}
+
+TEST_CASE("run: a file whose content is the PUT in flight waits for it and is its duplicate, in order") {
+  World w;
+  w.spec.paths = {w.file("a.txt", "alpha\n"), w.file("b.txt", "beta\n"), w.file("c.txt", "beta\n"),
+                  w.file("d.txt", "delta\n")};
+  w.spec.jobs = 1;
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == 3);
+  CHECK(rep.tally.duplicate == 1);
+  CHECK(obs.events == std::vector<std::string>{"result a.txt active", "result b.txt active",
+                                               "result c.txt duplicate", "result d.txt active", "finish"});
+}
+
+TEST_CASE("run: a PUT that fails on the sender fails its row, and the next files go on") {
+  World w;
+  w.spec.paths = {w.file("a.txt", "alpha\n"), w.file("b.txt", "beta\n"), w.file("c.txt", "gamma\n")};
+  w.spec.jobs = 1;
+  w.store.fail("put", Error(Errc::storage_error, "injected refusal"), 1);
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.failed == 1);
+  CHECK(rep.tally.active == 2);
+  REQUIRE(obs.results.size() == 3);
+  CHECK(obs.events[0] == "result a.txt failed");
+  REQUIRE(obs.results[0].id);
+  CHECK(w.l.row(*obs.results[0].id).upload_status == ledger::FileStatus::upload_failed);
+  CHECK_FALSE(w.store.has(obs.results[0].object_key));
 }

@@ -8,8 +8,9 @@
 namespace lodge::ops {
 
 // What one worker holds besides its part connections: the file it sends, and its ledger
-// connection (SQLite: the database, its WAL and shared-memory files).
-inline constexpr int k_worker_descriptors = 4;
+// connection (SQLite: the database, its WAL and shared-memory files); pipelined
+// (UploadSettings::send_ahead), also the next file it reads and the sender's connection.
+inline constexpr int k_worker_descriptors = 6;
 
 struct Concurrency {
   int jobs = 1;

@@ -74,6 +74,13 @@ struct UploadSettings {
   bool replace = false;  // --replace: a new file at a path retires the path's older rows once ACTIVE
   bool dry_run = false;  // --dry-run: decide, write nothing (neither ledger nor store)
   std::shared_ptr<Progress> progress; // null: nobody is watching
+  // Pipelined (upload_next): a file's single PUT goes out on a sender thread over its own
+  // connection (open_store) while the worker opens, hashes and reserves the next file, so
+  // the ledger's commit and the hash hide behind the request's wait. At most one file per
+  // Uploader is reserved and not yet sent (its deadline runs from its reserve: it waits for
+  // one PUT at most); its PUT begins only after its reserve committed (I2). Parts stay on
+  // the worker.
+  bool send_ahead = false;
 };
 
 // git's "racy clean": a stat taken when the file's mtime or ctime was within the filesystem's
@@ -130,6 +137,10 @@ class Uploader {
 public:
   Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
            const util::Clock &clock);
+  // Waits for a PUT still in flight (its result is lost: finish() first).
+  ~Uploader();
+  Uploader(const Uploader &) = delete;
+  Uploader &operator=(const Uploader &) = delete;
   // Never throws for a per-file problem: every failure is in the result. A path is
   // opened as given (its last component not followed unless follow_symlinks).
   [[nodiscard]] FileResult upload(const std::string &path);
@@ -222,7 +233,23 @@ private:
   Result<Digests> digest_and_type(const OpenedFile &f, FileResult &r);
   // Reserves the file's row, sends its bytes before the row's deadline and queues its confirm:
   // nullopt once the confirm is pending in m_tails, else r's final result.
-  std::optional<FileResult> reserve_and_send(const OpenedFile &f, const Digests &digests, FileResult &r);
+  std::optional<FileResult> reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r);
+  // What follows a file's transfer: the file checked unchanged, then its confirm queued (nullopt)
+  // or the row failed (r's final result).
+  class Renewal;
+  struct TransferNote;
+  std::optional<FileResult> after_transfer(FileResult &r, const OpenedFile &f, const ledger::FileRecord &rec,
+                                           Result<store::PutResult> put, const Renewal &renewal,
+                                           const TransferNote &note);
+  // send_ahead: a single PUT on the sender thread (the file, its row and its bound move into it).
+  struct Flight;
+  // Whether this file's PUT can go ahead on the sender (its connection opened on first use).
+  bool can_send_ahead(const Digests &d);
+  void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
+                    std::unique_ptr<Renewal> renewal);
+  // Waits for the PUT in flight, if any, and lands it in m_tails (its confirm queued, or its
+  // final result), behind every earlier file: results keep the files' order.
+  void land_flight();
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
   // of this very path); nullopt when the row is reserved (res.record), else r's final result.
@@ -245,9 +272,8 @@ private:
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
-  // A transfer's monotonic bound, renewed by its progress (defined in upload.cpp).
-  class Renewal;
-  // What a transfer learned besides its result.
+  // What a transfer learned besides its result. (Renewal: a transfer's monotonic bound,
+  // renewed by its progress, defined in upload.cpp.)
   struct TransferNote {
     bool resume = false;        // in: the row was resumed (its staged upload may hold parts)
     uint64_t resumed_bytes = 0; // out: the bytes of parts already stored, not sent again
@@ -256,6 +282,13 @@ private:
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
                                     TransferNote &note);
+  // One PUT's request (made on the worker: the stamp reads the ledger's uuid).
+  [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec,
+                                                 const Renewal &renewal) const;
+  // A PUT (or completion) through `via`, a refused create-only one checked for our own earlier
+  // attempt (thread-safe for the sender: it touches `via` alone).
+  static Result<store::PutResult> ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
+                                                 Result<store::PutResult> put);
   // A multipart transfer: begins the staged upload (or resumes the row's), sends the parts
   // not already stored, completes it.
   Result<store::PutResult> transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
@@ -315,6 +348,9 @@ private:
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
   std::deque<Tail> m_tails;                                       // the files whose confirms are pending
   std::vector<FileResult> m_done;                                 // what upload_next returns
+  std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
+  bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
+  std::unique_ptr<Flight> m_flight;                               // the PUT on the sender, if any
 };
 
 } // namespace lodge::ops
