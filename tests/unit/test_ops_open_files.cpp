@@ -50,3 +50,21 @@ TEST_CASE("open files: part concurrency is lowered first, then jobs, never below
         CHECK(f.lowered == (f.jobs != jobs || f.part_concurrency != parts));
       }
 }
+
+TEST_CASE("open files: an adaptive run's bound is what fits, up to the most, never below the start") {
+  // Plenty: the most (256), part concurrency kept.
+  auto c = ops::fit_adaptive(8, 256, 4, 1'000'000);
+  CHECK(c.jobs == 256);
+  CHECK(c.part_concurrency == 4);
+  CHECK_FALSE(c.lowered);
+  // 1000 descriptors: 100 workers of 4 parts (4 + 6 each); parts are not lowered for it.
+  c = ops::fit_adaptive(8, 256, 4, 1000);
+  CHECK(c.jobs == 1000 / (4 + ops::k_worker_descriptors));
+  CHECK(c.part_concurrency == 4);
+  CHECK(need(c) <= 1000);
+  // The start itself does not fit: lowered as a fixed run's jobs are, and that is the bound.
+  c = ops::fit_adaptive(8, 256, 16, 60);
+  CHECK(c.lowered);
+  CHECK(c.jobs == ops::fit_open_files(8, 16, 60).jobs);
+  CHECK(c.part_concurrency == ops::fit_open_files(8, 16, 60).part_concurrency);
+}

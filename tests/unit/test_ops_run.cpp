@@ -6,6 +6,8 @@
 #include "ops_fixture.hpp"
 #include "support.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <lodge/crypto/sha256.hpp>
@@ -25,6 +27,7 @@ class Recorder final : public ops::RunObserver {
 public:
   std::vector<std::string> events;
   std::vector<ops::FileResult> results;
+  std::vector<ops::LevelChange> levels;
   std::optional<ops::RunReport> report;
   std::function<void(const ops::FileResult &)> after_result;
 
@@ -37,6 +40,11 @@ public:
   }
   void on_progress(const ops::RunProgress &p) override {
     events.push_back("progress " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total));
+  }
+  void on_concurrency(const ops::LevelChange &c) override {
+    events.push_back("concurrency " + std::to_string(c.from) + " -> " + std::to_string(c.to) + " " +
+                     ops::to_string(c.why));
+    levels.push_back(c);
   }
   void on_finish(const ops::RunReport &r) override {
     events.emplace_back("finish");
@@ -56,6 +64,8 @@ struct World {
   int64_t paused_ms = 0;
   std::function<void()> on_pause;
   ops::RunSpec spec;
+  // What the store's retry loop would count (StoreOptions::backpressure).
+  std::shared_ptr<util::Backpressure> backpressure = std::make_shared<util::Backpressure>();
 
   World() {
     spec.settings.policy.name = "default";
@@ -83,7 +93,8 @@ struct World {
                         paused_ms += ms;
                         clock.advance(ms);
                         if (on_pause) on_pause();
-                      }};
+                      },
+                      backpressure};
     return ops::run_upload(spec, deps, obs);
   }
 
@@ -432,4 +443,90 @@ TEST_CASE("run: a PUT that fails on the sender fails its row, and the next files
   REQUIRE(obs.results[0].id);
   CHECK(w.l.row(*obs.results[0].id).upload_status == ledger::FileStatus::upload_failed);
   CHECK_FALSE(w.store.has(obs.results[0].object_key));
+}
+
+TEST_CASE("run: adaptive: a store asking to slow down brings the level down, and every file still goes") {
+  World w;
+  constexpr int k_files = 30;
+  for (int i = 0; i < k_files; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs_fixed = false;
+  w.spec.jobs = 8;
+  // The first PUTs are answered 503 SlowDown once each and go through on the retry: the
+  // retry loop counts the answers, the files never see them.
+  std::atomic<int> puts{0};
+  w.store.on_put = [&](const std::string &) {
+    if (++puts <= 3) w.backpressure->throttled.fetch_add(1);
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == k_files);
+  CHECK(rep.concurrency.adaptive);
+  CHECK(rep.concurrency.peak == 8);
+  CHECK(rep.concurrency.level < 8);
+  REQUIRE_FALSE(obs.levels.empty());
+  CHECK(obs.levels[0].from == 8);
+  CHECK(obs.levels[0].to == 4);
+  CHECK(obs.levels[0].why == ops::LevelReason::throttled);
+  CHECK(rep.concurrency.changes == static_cast<int>(obs.levels.size()));
+}
+
+TEST_CASE("run: adaptive: files failing THROTTLED bring the level down; a fixed run never moves") {
+  World w;
+  for (int i = 0; i < 12; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs = 8;
+  SUBCASE("adaptive") {
+    w.spec.jobs_fixed = false;
+    w.store.fail("put", Error(Errc::throttled, "HTTP 503 SlowDown"), 2);
+    Recorder obs;
+    auto rep = w.run(obs);
+    CHECK(rep.tally.failed == 2);
+    CHECK(rep.tally.active == 10);
+    CHECK(rep.concurrency.level < 8);
+    REQUIRE_FALSE(obs.levels.empty());
+    CHECK(obs.levels[0].why == ops::LevelReason::throttled);
+  }
+  SUBCASE("fixed") {
+    w.store.fail("put", Error(Errc::throttled, "HTTP 503 SlowDown"), 2);
+    w.backpressure->throttled = 5;
+    Recorder obs;
+    auto rep = w.run(obs);
+    CHECK(rep.tally.failed == 2);
+    CHECK_FALSE(rep.concurrency.adaptive);
+    CHECK(rep.concurrency.level == 8);
+    CHECK(rep.concurrency.peak == 8);
+    CHECK(obs.levels.empty());
+  }
+}
+
+TEST_CASE("run: adaptive: a large file takes a slot per part it sends at once") {
+  World w;
+  // Four files of four 1 KiB parts, four parts at once each: at the start level (8), two files.
+  w.spec.settings.multipart_threshold = 1024;
+  w.spec.settings.part_size = 1024;
+  w.spec.settings.part_concurrency = 4;
+  for (int i = 0; i < 4; ++i)
+    w.spec.paths.push_back(
+        w.file("big" + std::to_string(i) + ".bin", std::string(4096, static_cast<char>('a' + i))));
+  w.spec.jobs_fixed = false;
+  w.spec.jobs = 8;
+  std::mutex mutex;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0, arrived = 0;
+  // Each part is held until all sixteen have arrived, or a second passed: past the level, the
+  // other two files' parts would arrive too; within it, they wait for the first two files.
+  w.store.on_put_part = [&](int) {
+    std::unique_lock lock(mutex);
+    most = std::max(most, ++in_flight);
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(1), [&] { return arrived == 16; });
+    --in_flight;
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == 4);
+  CHECK(rep.concurrency.peak == 8);
+  CHECK(most == 8);
 }

@@ -23,4 +23,9 @@ struct Concurrency {
 // tiny budget gives 1 x 1 and the run still goes (never an error).
 [[nodiscard]] Concurrency fit_open_files(int jobs, int part_concurrency, uint64_t budget);
 
+// An adaptive run's bound (ConcurrencyController): `start` fitted as fit_open_files fits
+// jobs, then `jobs` is the most workers that fit the budget with that part concurrency,
+// `start` to `most`. The part concurrency is lowered only when `start` does not fit.
+[[nodiscard]] Concurrency fit_adaptive(int start, int most, int part_concurrency, uint64_t budget);
+
 } // namespace lodge::ops
