@@ -30,6 +30,7 @@ std::optional<LevelChange> ConcurrencyController::set(int to, LevelReason why, d
   to = std::clamp(to, 1, m_max);
   if (to == m_level) return std::nullopt;
   LevelChange c{m_level, to, why, gain, {}};
+  m_settling = to > m_level;
   m_level = to;
   m_peak = std::max(m_peak, to);
   return c;
@@ -48,8 +49,10 @@ std::optional<LevelChange> ConcurrencyController::observe(const ConcurrencySampl
       return back_off(s, throttled ? LevelReason::throttled : LevelReason::errors);
     m_window = s; // a window with refusals in it says nothing about the level's throughput
     m_started = true;
+    m_busy = s.busy;
     return std::nullopt;
   }
+  m_busy = std::max(m_busy, s.busy);
   if (!m_started) {
     m_window = s;
     m_started = true;
@@ -61,12 +64,20 @@ std::optional<LevelChange> ConcurrencyController::observe(const ConcurrencySampl
                        static_cast<double>(s.bytes - m_window.bytes) / k_bytes_per_unit;
   if (units < m_level && elapsed < k_long_window_ms) return std::nullopt;
   m_window = s;
+  const bool saturated = m_busy >= m_level;
+  m_busy = s.busy;
+  if (m_settling || !saturated) {
+    m_settling = false;
+    return std::nullopt;
+  }
   return end_window(units * 1000.0 / static_cast<double>(elapsed));
 }
 
 std::optional<LevelChange> ConcurrencyController::back_off(const ConcurrencySample &s, LevelReason why) {
   m_backed_off_at = s.now_ms;
   m_window = s;
+  m_settling = false;
+  m_busy = s.busy;
   m_started = true;
   // No doubling again: from here the level only creeps up by probes (additive increase).
   m_phase = Phase::holding;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 namespace lodge::ops {
 
@@ -196,6 +197,19 @@ public:
     m_used += held;
     return true;
   }
+  // A worker's slots are busy from when it takes a file until it waits for work (a slot, or
+  // the queue): `mine` becomes `value`.
+  void set_busy(int &mine, int value) {
+    std::lock_guard lock(m_mutex);
+    m_busy += value - mine;
+    mine = value;
+    m_peak = std::max(m_peak, m_busy);
+  }
+  // The most slots busy at once since the last call.
+  int take_peak() {
+    std::lock_guard lock(m_mutex);
+    return std::exchange(m_peak, m_busy);
+  }
   void release(int &held) {
     std::lock_guard lock(m_mutex);
     m_used -= held;
@@ -214,6 +228,8 @@ private:
   std::condition_variable m_cv;
   int m_level;
   int m_used = 0;
+  int m_busy = 0; // of those, held by workers with a file
+  int m_peak = 0; // the most busy since take_peak
   bool m_closed = false;
 };
 
@@ -382,6 +398,7 @@ private:
   std::unique_ptr<Gate> m_gate;
   int m_level_changes = 0;
   uint64_t m_files_throttled = 0, m_files_failed = 0; // what the files' own failures said
+  uint64_t m_ended_unstored = 0;                      // files reported, other than active
   std::atomic<int> m_workers_open{0};
 
   std::mutex m_tick_mutex;
@@ -419,6 +436,7 @@ void Run::report(const FileResult &r, bool from_queue) {
     --m_in_flight;
     m_deps.cancel.end_file();
   }
+  if (from_queue && r.outcome != UploadOutcome::active) ++m_ended_unstored;
   if (r.outcome == UploadOutcome::failed && r.error) {
     if (r.error->code == Errc::throttled)
       ++m_files_throttled;
@@ -434,10 +452,13 @@ void Run::adapt() {
   if (!m_gate) return;
   ConcurrencySample s;
   s.now_ms = util::steady_ms();
-  s.files = static_cast<uint64_t>(m_queued_done);
+  // A stored file counts as it is stored (its result waits for its confirm's batch); every
+  // other one as it is reported.
+  s.files = m_settings.progress->stored.load(std::memory_order_relaxed) + m_ended_unstored;
   s.bytes = m_settings.progress->sent.load(std::memory_order_relaxed);
   s.throttled = m_files_throttled;
   s.errors = m_files_failed;
+  s.busy = m_gate->take_peak();
   if (const auto &bp = m_deps.backpressure) {
     s.throttled += bp->throttled.load(std::memory_order_relaxed);
     s.errors += bp->failed.load(std::memory_order_relaxed);
@@ -546,17 +567,20 @@ bool Run::send(Uploader &up, const InputFile &file) {
 
 void Run::work(int i) {
   std::optional<WorkerKit> kit;
-  int held = 0; // this worker's slots (adaptive)
+  int held = 0, busy = 0; // this worker's slots, and those busy with a file (adaptive)
   struct GiveBack {
     Gate *gate;
-    int &held;
+    int &held, &busy;
     ~GiveBack() {
-      if (gate) gate->release(held);
+      if (!gate) return;
+      gate->set_busy(busy, 0);
+      gate->release(held);
     }
-  } give_back{m_gate.get(), held};
+  } give_back{m_gate.get(), held, busy};
   // Pipelined: a file's confirm commits later, with other files' transitions, and the file
   // is reported once it has (finish() ends the pending ones).
   auto settle = [&] {
+    if (m_gate) m_gate->set_busy(busy, 0); // waiting for work from here
     if (!kit) return;
     for (auto &r : kit->up->finish())
       report(r, true);
@@ -575,10 +599,13 @@ void Run::work(int i) {
       if (m_gate) m_gate->close(); // drained: the workers waiting for a slot end
       break;
     }
-    // A large file takes a slot per part it sends at once.
-    if (const int w = m_gate ? weight(*file) : 1; w > 1 && !m_gate->try_hold(held, w)) {
-      settle();
-      (void)m_gate->hold(held, w, false);
+    if (m_gate) {
+      // A large file takes a slot per part it sends at once.
+      if (const int w = weight(*file); w > 1 && !m_gate->try_hold(held, w)) {
+        settle();
+        (void)m_gate->hold(held, w, false);
+      }
+      m_gate->set_busy(busy, held);
     }
     if (!send(*kit->up, *file)) break;
   }

@@ -516,6 +516,7 @@ std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFi
   }
   // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
   // of it once it committed), with at most k_pending_confirms others.
+  if (m_s.progress) m_s.progress->stored.fetch_add(1, std::memory_order_relaxed);
   Tail t;
   t.r = r;
   t.rec = rec;

@@ -28,12 +28,18 @@ struct Sim {
     if (auto ch = c.observe(s)) changes.push_back(*ch);
   }
   // One window at the current level: long enough, and enough files, to end it.
-  void window(int64_t ms = 250) {
+  void plain_window(int64_t ms) {
     const auto files = static_cast<uint64_t>(rate(c.level()) * static_cast<double>(ms) / 1000.0);
     s.now_ms += ms;
     s.files += files;
     s.bytes += files * bytes_per_file;
+    s.busy = c.level(); // every slot in use
     feed();
+  }
+  // One judged window: after a rise, the unjudged one first.
+  void window(int64_t ms = 150) {
+    if (c.settling()) plain_window(ms);
+    plain_window(ms);
   }
   void windows(int n) {
     for (int i = 0; i < n; ++i)
@@ -83,11 +89,12 @@ TEST_CASE("concurrency: starts at 8 and doubles while the throughput grows") {
 
 TEST_CASE("concurrency: a window ends only when long enough and every slot turned over once") {
   Sim sim({}, latency_bound);
-  sim.s.now_ms += 100; // too short, however much finished
+  sim.s.now_ms += 50; // too short, however much finished
   sim.s.files += 100;
   sim.feed();
   CHECK(sim.changes.empty());
   Sim slow({}, latency_bound);
+  slow.s.busy = 8;
   slow.s.now_ms += 250; // long enough, but fewer files than the level (8)
   slow.s.files += 5;
   slow.feed();
@@ -99,11 +106,44 @@ TEST_CASE("concurrency: a window ends only when long enough and every slot turne
   CHECK(slow.changes[0].to == 16);
   // Big files: each MiB sent counts as a file finished.
   Sim big({}, latency_bound);
+  big.s.busy = 8;
   big.s.now_ms += 250;
   big.s.bytes += 16ULL << 20;
   big.feed();
   REQUIRE(big.changes.size() == 1);
   CHECK(big.changes[0].to == 16);
+}
+
+TEST_CASE("concurrency: the first window after a rise is not judged (its workers are still connecting)") {
+  Sim sim({}, latency_bound);
+  sim.window();
+  REQUIRE(sim.c.level() == 16);
+  CHECK(sim.c.settling());
+  // The new workers open their connections: the window does no better than 8 did.
+  sim.rate = [](int) { return 400.0; };
+  sim.plain_window(150);
+  CHECK(sim.c.level() == 16); // not judged: no way back to 8
+  CHECK_FALSE(sim.c.settling());
+  sim.rate = latency_bound;
+  sim.plain_window(150);
+  CHECK(sim.c.level() == 32);
+  CHECK(sim.changes.back().why == ops::LevelReason::grew);
+}
+
+TEST_CASE("concurrency: no rise while the level is not all in use (fewer files than slots)") {
+  Sim sim({}, latency_bound);
+  for (int i = 0; i < 20; ++i) {
+    sim.s.now_ms += 150;
+    sim.s.files += 3;
+    sim.s.bytes += 4ULL << 20;
+    sim.s.busy = 3; // three files at a time, the walk finding no more
+    sim.feed();
+  }
+  CHECK(sim.changes.empty());
+  CHECK(sim.c.level() == 8);
+  // Once the slots fill, it grows.
+  sim.window();
+  CHECK(sim.c.level() == 16);
 }
 
 TEST_CASE("concurrency: holds the level that paid once growing stops paying") {
@@ -185,7 +225,7 @@ TEST_CASE("concurrency: errors take a quarter off") {
 }
 
 TEST_CASE("concurrency: never above 256, nor above the open-file bound") {
-  Sim sim({8, 1000, false, 200}, latency_bound); // asked for more than 256
+  Sim sim({8, 1000, false, 100}, latency_bound); // asked for more than 256
   CHECK(sim.c.max() == ops::k_max_level);
   sim.windows(30);
   CHECK(sim.c.level() == 256);
@@ -193,7 +233,7 @@ TEST_CASE("concurrency: never above 256, nor above the open-file bound") {
   // A small open-file limit: what fits of jobs x (parts + a worker's own descriptors).
   auto fit = ops::fit_adaptive(ops::k_start_level, ops::k_max_level, 4, 400);
   REQUIRE(fit.jobs == 400 / (4 + ops::k_worker_descriptors));
-  Sim small({8, fit.jobs, false, 200}, latency_bound);
+  Sim small({8, fit.jobs, false, 100}, latency_bound);
   small.windows(30);
   CHECK(small.c.level() == fit.jobs);
   CHECK(small.c.peak() == fit.jobs);
@@ -208,7 +248,7 @@ TEST_CASE("concurrency: never above 256, nor above the open-file bound") {
 }
 
 TEST_CASE("concurrency: a fixed level never moves") {
-  Sim sim({8, 256, true, 200}, latency_bound);
+  Sim sim({8, 256, true, 100}, latency_bound);
   sim.windows(10);
   sim.throttle();
   sim.fail();

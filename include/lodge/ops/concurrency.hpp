@@ -6,7 +6,8 @@
 //
 // The rule (AIMD with a throughput probe): start at `start`; after each window, double
 // while the throughput (files per second, each MiB sent counting one more) grew by
-// k_double_gain; once a doubling does not pay, go back to the level that did and hold it.
+// k_double_gain (the first window after a rise is not judged: the new workers are still
+// opening their connections); once a doubling does not pay, go back to the level that did and hold it.
 // While holding, every k_probe_after windows try a quarter more and keep it only if it
 // paid (k_probe_gain). A throttling answer halves the level at once, an error takes a
 // quarter off; either then holds (no doubling again) and probes up from there. Never below
@@ -29,7 +30,7 @@ struct ConcurrencyLimits {
   bool fixed = false;    // the level is `start`, always
   // A window is at least this long and, unless it passed k_long_window_ms, saw at least
   // `level` units of work (every slot turned over once).
-  int64_t window_ms = 200;
+  int64_t window_ms = 100;
 };
 
 // What the run has seen so far (counts since it began, never going down) and when.
@@ -39,6 +40,10 @@ struct ConcurrencySample {
   uint64_t bytes = 0;     // bytes sent
   uint64_t throttled = 0; // answers asking to slow down (S3 503 SlowDown, 429, Azure 503 ServerBusy)
   uint64_t errors = 0;    // transient failures and failed files
+  // The most slots in use at once since the previous sample. A window in which the level was
+  // never all in use (fewer files than slots, a slow walk) says nothing about more of it:
+  // no rise, no probe.
+  int busy = 0;
 };
 
 enum class LevelReason {
@@ -72,6 +77,8 @@ public:
   [[nodiscard]] int peak() const { return m_peak; }
   [[nodiscard]] int max() const { return m_max; }
   [[nodiscard]] bool fixed() const { return m_limits.fixed; }
+  // The current window follows a rise and will not be judged.
+  [[nodiscard]] bool settling() const { return m_settling; }
 
   static constexpr double k_double_gain = 0.15;
   static constexpr double k_probe_gain = 0.10;
@@ -95,6 +102,8 @@ private:
   double m_last_rate = 0;     // the last window's (0: none at this level yet)
   int m_last_level = 0;       // the level of that window
   int m_held_windows = 0;
+  bool m_settling = false;
+  int m_busy = 0;                         // the most slots in use in the current window
   uint64_t m_throttled = 0, m_errors = 0; // seen so far
   int64_t m_backed_off_at = INT64_MIN / 2;
 };

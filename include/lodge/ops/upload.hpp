@@ -40,6 +40,9 @@ struct Progress {
   std::atomic<uint64_t> hashed{0};       // bytes hashed so far of the files being hashed now
   std::atomic<uint64_t> hashing_size{0}; // the sizes of those files
   std::atomic<int> hashing{0};           // how many files are being hashed now
+  // Files whose bytes are stored and checked, counted then (their confirms may still be
+  // pending): an adaptive run's throughput, not held back by confirms settled in batches.
+  std::atomic<uint64_t> stored{0};
 };
 
 struct UploadSettings {
