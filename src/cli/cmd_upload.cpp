@@ -547,6 +547,13 @@ private:
   bool m_list_excluded;
 };
 
+// Whether someone chose the jobs (--jobs, the config's jobs, LODGE_JOBS, the AWS profile's
+// max_concurrent_requests); if not, the run adapts its level, from 8.
+bool jobs_fixed(const UploadOptions &o, const config::Config &cfg) {
+  const auto source = cfg.sources.find("jobs");
+  return o.jobs > 0 || (source != cfg.sources.end() && source->second != "default");
+}
+
 // The run's settings from the options and the configuration.
 ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   const auto &cfg = ctx.cfg();
@@ -662,11 +669,7 @@ Command add_upload(CLI::App &app) {
               spec.files_from_file = o->files_from;
             spec.null_separated = o->null_separated;
             spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
-            // Nobody chose the level (not --jobs, the config's jobs, LODGE_JOBS, nor the AWS
-            // profile's max_concurrent_requests): the run adapts it, from 8.
-            const auto jobs_source = cfg.sources.find("jobs");
-            spec.jobs_fixed =
-                o->jobs > 0 || (jobs_source != cfg.sources.end() && jobs_source->second != "default");
+            spec.jobs_fixed = jobs_fixed(*o, cfg);
             const uint64_t open_files = open_file_limit();
             spec.queue_capacity = queue_capacity_for(open_files);
             fit_to_open_files(spec, open_files, ctx.g.quiet);
