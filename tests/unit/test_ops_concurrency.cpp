@@ -19,7 +19,7 @@ struct Sim {
   std::function<double(int)> rate;
   ops::ConcurrencySample s;
   std::vector<ops::LevelChange> changes;
-  uint64_t bytes_per_file = 16 * 1024;
+  uint64_t bytes_per_file = 16ULL * 1024;
 
   Sim(ops::ConcurrencyLimits l, std::function<double(int)> r) : c(l), rate(std::move(r)) {
     feed(); // the run's first sample starts the first window
