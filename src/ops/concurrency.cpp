@@ -53,9 +53,13 @@ std::optional<LevelChange> ConcurrencyController::observe(const ConcurrencySampl
     return std::nullopt;
   }
   m_busy = std::max(m_busy, s.busy);
-  if (!m_started) {
+  if (!m_started || (m_settling && m_busy >= m_level)) {
+    // The first window starts here; after a rise, once every new slot is busy (the new
+    // workers connected and took files): what came before is not judged.
     m_window = s;
     m_started = true;
+    m_settling = false;
+    m_busy = s.busy;
     return std::nullopt;
   }
   const int64_t elapsed = s.now_ms - m_window.now_ms;

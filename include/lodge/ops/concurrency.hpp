@@ -6,12 +6,13 @@
 //
 // The rule (AIMD with a throughput probe): start at `start`; after each window, double
 // while the throughput (files per second, each MiB sent counting one more) grew by
-// k_double_gain (the first window after a rise is not judged: the new workers are still
-// opening their connections); once a doubling does not pay, go back to the level that did and hold it.
-// While holding, every k_probe_after windows try a quarter more and keep it only if it
-// paid (k_probe_gain). A throttling answer halves the level at once, an error takes a
-// quarter off; either then holds (no doubling again) and probes up from there. Never below
-// 1, never above `max` (at most k_max_level: the open-file limit fits it, see open_files.hpp).
+// k_double_gain (the time after a rise until every new slot is busy, or a window, is not
+// judged: the new workers are opening their connections); once a doubling does not pay,
+// go back to the level that did and hold it. While holding, every k_probe_after windows
+// try a quarter more and keep it only if it paid (k_probe_gain). A throttling answer
+// halves the level at once, an error takes a quarter off; either then holds (no doubling
+// again) and probes up from there. Never below 1, never above `max` (at most k_max_level:
+// the open-file limit fits it, see open_files.hpp).
 
 #include <cstdint>
 #include <optional>
