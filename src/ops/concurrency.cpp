@@ -84,54 +84,47 @@ std::optional<LevelChange> ConcurrencyController::back_off(const ConcurrencySamp
   m_busy = s.busy;
   m_started = true;
   // No doubling again: from here the level only creeps up by probes (additive increase).
-  m_phase = Phase::holding;
-  m_held_windows = 0;
+  hold();
   m_last_rate = 0;
   m_last_level = 0;
   return set(why == LevelReason::throttled ? m_level / 2 : m_level * 3 / 4, why, 0);
 }
 
+void ConcurrencyController::hold() {
+  m_phase = Phase::holding;
+  m_held_windows = 0;
+}
+
+std::optional<LevelChange> ConcurrencyController::grow(double rate, double gain, double needed, int next,
+                                                       LevelReason why) {
+  if (m_last_rate > 0 && gain < needed) {
+    // The step did not pay: the level before it does as well, at less cost.
+    hold();
+    return set(m_last_level, LevelReason::not_worth_it, gain);
+  }
+  m_last_rate = rate;
+  m_last_level = m_level;
+  if (m_level >= m_max) {
+    hold();
+    return std::nullopt;
+  }
+  return set(next, why, gain);
+}
+
 std::optional<LevelChange> ConcurrencyController::end_window(double rate) {
-  const auto hold = [this] {
-    m_phase = Phase::holding;
-    m_held_windows = 0;
-  };
-  const auto remember = [&] {
-    m_last_rate = rate;
-    m_last_level = m_level;
-  };
   const double gain = m_last_rate > 0 ? rate / m_last_rate - 1 : 0;
   switch (m_phase) {
-  case Phase::slow_start: {
-    const bool first = m_last_rate <= 0;
-    if (!first && gain < k_double_gain) {
-      // The doubling did not pay: the level before it does as well, with half the cost.
-      hold();
-      return set(m_last_level, LevelReason::not_worth_it, gain);
-    }
-    remember();
-    if (m_level >= m_max) {
-      hold();
-      return std::nullopt;
-    }
-    return set(m_level * 2, first ? LevelReason::probe : LevelReason::grew, gain);
-  }
+  case Phase::slow_start:
+    return grow(rate, gain, k_double_gain, m_level * 2,
+                m_last_rate > 0 ? LevelReason::grew : LevelReason::probe);
   case Phase::holding:
-    remember();
+    m_last_rate = rate;
+    m_last_level = m_level;
     if (++m_held_windows < k_probe_after || m_level >= m_max) return std::nullopt;
     m_phase = Phase::probing;
     return set(m_level + std::max(1, m_level / 4), LevelReason::probe, 0);
   case Phase::probing:
-    if (m_last_rate > 0 && gain < k_probe_gain) {
-      hold();
-      return set(m_last_level, LevelReason::not_worth_it, gain);
-    }
-    remember();
-    if (m_level >= m_max) {
-      hold();
-      return std::nullopt;
-    }
-    return set(m_level + std::max(1, m_level / 4), LevelReason::grew, gain);
+    return grow(rate, gain, k_probe_gain, m_level + std::max(1, m_level / 4), LevelReason::grew);
   }
   return std::nullopt;
 }

@@ -92,6 +92,11 @@ private:
   std::optional<LevelChange> set(int to, LevelReason why, double gain);
   std::optional<LevelChange> back_off(const ConcurrencySample &s, LevelReason why);
   std::optional<LevelChange> end_window(double rate);
+  // A growing phase's window: back to the level before the last step when that step's gain
+  // fell short of `needed`; else this window is remembered and the level grows to `next`
+  // (held once at the most).
+  std::optional<LevelChange> grow(double rate, double gain, double needed, int next, LevelReason why);
+  void hold();
 
   ConcurrencyLimits m_limits;
   int m_max;
