@@ -632,6 +632,16 @@ class LodgeTestCase(unittest.TestCase):
             con.close()
         os.chmod(self.db, 0o600)
 
+    def through_proxy(self):
+        """From here on the test's lodge reaches its store through a fault-injecting proxy
+        (stopped when the test ends), the ledger rebound to the store as seen through it;
+        returns the proxy."""
+        proxy = FaultProxy(self.server_port, self.dir)
+        self.addCleanup(proxy.stop)
+        self.env.update(self.endpoint_env(proxy.endpoint))
+        self.rebind({})
+        return proxy
+
     def write(self, name, data):
         path = os.path.join(self.dir, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import FaultProxy, S3TestCase, main  # noqa: E402
+from lodgetest import S3TestCase, main  # noqa: E402
 
 CONFIG = {"policies": {"default": {"max_size": "64MiB", "deadline": "10m", "grace": "5s"}}}
 NO_READ = {"LODGE_FAILPOINTS": "upload.before_read=error"}
@@ -21,10 +21,7 @@ class BulkVerify(S3TestCase):
     def setUp(self):
         super().setUp()
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
-        self.proxy = FaultProxy(self.server_port, self.dir)
-        self.addCleanup(self.proxy.stop)
-        self.env.update(self.endpoint_env(self.proxy.endpoint))
-        self.rebind({})
+        self.proxy = self.through_proxy()
         self.tree = os.path.join(self.dir, "tree")
         for i in range(FILES):
             self.write(os.path.join("tree", f"d{i % 7}", f"f{i}.txt"), f"file {i}\n")

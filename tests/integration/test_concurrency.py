@@ -10,7 +10,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import FaultProxy, S3TestCase, main  # noqa: E402
+from lodgetest import S3TestCase, main  # noqa: E402
 
 FILES = 40
 SLOW_DOWN = [{"method": "PUT", "path_contains": ".txt", "action": "503", "times": 6}]
@@ -19,10 +19,7 @@ SLOW_DOWN = [{"method": "PUT", "path_contains": ".txt", "action": "503", "times"
 class AdaptiveConcurrency(S3TestCase):
     def setUp(self):
         super().setUp()
-        self.proxy = FaultProxy(self.server_port, self.dir)
-        self.addCleanup(self.proxy.stop)
-        self.env.update(self.endpoint_env(self.proxy.endpoint))
-        self.rebind({})
+        self.proxy = self.through_proxy()
         self.tree = os.path.join(self.dir, "tree")
         for i in range(FILES):
             self.write(os.path.join("tree", f"f{i}.txt"), f"file {i}\n")
