@@ -2,13 +2,27 @@
 """The benchmark of scripts/bench (stdlib only): lodge side by side with rclone, curl and cp.
 
 Starts, on free loopback ports, an nginx WebDAV PUT sink on tmpfs (a server with no cost of
-its own: the physical limit for a client; config scripts/bench-nginx.conf), moto_server and
-s3rver, and runs the workloads in interleaved rounds: round r runs every tool of a
-(workload, target) cell once, in an order rotated by r. Every server is stopped by its PID on
-every exit. A run that fails, or leaves the wrong number of objects, fails the benchmark.
+its own: the physical limit for a client; config scripts/bench-nginx.conf), an nginx latency
+sink that answers every PUT after a fixed delay (S3's first-byte latency; config
+scripts/bench-echo-nginx.conf), moto_server (direct, and behind tests/harness/faultproxy.py to
+count requests) and s3rver, and runs the workloads in interleaved rounds: round r runs every
+tool of a (workload, target) cell once, in an order rotated by r. Every server is stopped by
+its PID on every exit. A run that fails, or leaves the wrong number of objects, fails the
+benchmark.
+
+The cells: W1 and W2 to the WebDAV sink; W4 to the latency sink at 8, 64 and 256 requests in
+flight and with each tool's defaults (lodge without --jobs, rclone's 4 transfers, curl -Z's
+50); W1 and W3 to file:// (rclone and cp followed by `sync -f`: lodge's objects are durable
+before confirm); W1 to moto and s3rver; the re-run cell (lodge uploads R files to moto, then
+uploads the unchanged tree again; both through the fault proxy, which counts the requests);
+the list cell (`lodge list` and `lodge --json list` of a SQLite ledger of L rows, made with the
+sqlite3 CLI as scripts/bench-search makes them: wall time and max RSS). The goals of issue 30
+are checked against the medians at the end.
 """
 import argparse
 import atexit
+import importlib.machinery
+import importlib.util
 import json
 import os
 import random
@@ -26,6 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KiB, MiB = 1024, 1024 * 1024
 JOBS = 8
 RCLONE_LEAN = ["--no-check-dest", "--no-traverse", "--s3-no-head", "--s3-no-check-bucket"]
+ECHO_MODULE = "/usr/lib/nginx/modules/ngx_http_echo_module.so"  # libnginx-mod-http-echo
 OWNER = "bench"
 
 
@@ -163,6 +178,11 @@ def quiet(argv, env=None, what=None):
     return r.stdout
 
 
+def jobs_flag(flag, jobs):
+    """[flag, jobs], or nothing for the tool's own default."""
+    return [flag, str(jobs)] if jobs else []
+
+
 class Bench:
     def __init__(self, args):
         self.a = args
@@ -201,12 +221,19 @@ class Bench:
                      open(os.path.join(logs, "nginx.log"), "w"))
         self.targets["nginx"] = dict(endpoint=f"http://127.0.0.1:{port}", bucket="sink", key="bench",
                                      secret="bench", sign=False)
-        # moto
+        self.start_echo(logs)
+        # moto, and the fault proxy in front of it (no rules: it forwards and logs every request)
         port = free_port()
         start_server("moto_server", ["moto_server", "-H", "127.0.0.1", "-p", str(port)], port,
                      open(os.path.join(logs, "moto.log"), "w"))
         self.targets["moto"] = dict(endpoint=f"http://127.0.0.1:{port}", bucket="bench", key="bench",
                                     secret="bench", sign=True)
+        proxy_port = free_port()
+        self.proxy_log = os.path.join(self.work, "faultproxy.jsonl")
+        start_server("faultproxy", [sys.executable, os.path.join(ROOT, "tests", "harness", "faultproxy.py"),
+                                    str(proxy_port), str(port), os.path.join(self.work, "faultproxy-rules.json"),
+                                    self.proxy_log], proxy_port, open(os.path.join(logs, "faultproxy.log"), "w"))
+        self.targets["moto-proxy"] = dict(self.targets["moto"], endpoint=f"http://127.0.0.1:{proxy_port}")
         # s3rver (npm, tests/node from the lockfile: scripts/node-deps)
         script = os.path.join(ROOT, "tests", "node", "node_modules", "s3rver", "bin", "s3rver.js")
         if os.path.exists(script) and shutil.which("node"):
@@ -227,6 +254,48 @@ class Bench:
                 quiet(["rclone", "mkdir", f"{self.rclone_remote(name)}:{self.targets[name]['bucket']}"],
                       self.rclone_env(name), f"creating the bucket on {name}")
 
+    def start_echo(self, logs):
+        """The latency sink: answers every PUT 201 after a fixed delay and logs it (method,
+        status, path) to tmpfs, where check_s3 counts each run's objects."""
+        if not os.path.exists(ECHO_MODULE):
+            log(f"note: {ECHO_MODULE} is missing (Debian's libnginx-mod-http-echo): the W4 cells are skipped")
+            return
+        port = free_port()
+        ngx = os.path.join(self.shm, "echo")
+        os.makedirs(ngx)
+        conf = open(os.path.join(ROOT, "scripts", "bench-echo-nginx.conf")).read()
+        for k, v in {"@PORT@": str(port), "@TMP@": ngx, "@DELAY@": f"{self.a.latency_ms / 1000:.3f}",
+                     "@USER@": quiet(["id", "-un"]).strip(), "@GROUP@": quiet(["id", "-gn"]).strip()}.items():
+            conf = conf.replace(k, v)
+        with open(os.path.join(ngx, "nginx.conf"), "w") as f:
+            f.write(conf)
+        start_server("nginx (latency sink)", ["nginx", "-p", ngx, "-c", os.path.join(ngx, "nginx.conf")], port,
+                     open(os.path.join(logs, "nginx-echo.log"), "w"))
+        self.echo_log = os.path.join(ngx, "access.log")
+        self.echo_seen = 0  # how far check_s3 has read the access log
+        self.targets["echo"] = dict(endpoint=f"http://127.0.0.1:{port}", bucket="sink", key="bench",
+                                    secret="bench", sign=False)
+
+    def echo_count(self, prefix, n):
+        """PUTs answered 201 under /sink/<prefix>/ (lodge's id marker .lodge/ left out) in the
+        sink's access log since the last call. nginx logs a request just after its answer is
+        sent, so the count is awaited (briefly) rather than read once."""
+        want = f"/{self.targets['echo']['bucket']}/{prefix}/"
+        got, end = 0, time.monotonic() + 5
+        while True:
+            with open(self.echo_log, "rb") as f:
+                f.seek(self.echo_seen)
+                data = f.read()
+            cut = data.rfind(b"\n") + 1
+            for line in data[:cut].decode().splitlines():
+                method, status, path = line.split(" ", 2)
+                if method == "PUT" and status == "201" and path.startswith(want) and "/.lodge/" not in path:
+                    got += 1
+            self.echo_seen += cut
+            if got >= n or time.monotonic() > end:
+                return got
+            time.sleep(0.05)
+
     # ------------------------------------------------------------------------ tools
     def rclone_remote(self, target):
         return "t" + target
@@ -244,27 +313,33 @@ class Bench:
         self.seq += 1
         return f"{tag}{self.seq:04d}"
 
-    def lodge_s3(self, target, src, n):
+    def lodge_s3(self, target, src, n, jobs=JOBS):
+        """jobs None: lodge's own choice (no --jobs)."""
         t = self.targets[target]
         prefix = self.fresh("lodge")
         db = os.path.join(self.work, prefix + ".db")
         env = dict(self.env, AWS_ACCESS_KEY_ID=t["key"], AWS_SECRET_ACCESS_KEY=t["secret"])
         common = [self.lodge, "--db", db, "--store", f"s3://{t['bucket']}/{prefix}", "--endpoint", t["endpoint"]]
         quiet(common + ["-q", "init"], env, "lodge init")
-        run = timed(common + ["--owner", OWNER, "-q", "upload", "--jobs", str(JOBS), src], env, f"lodge upload to {target}")
+        run = timed(common + ["--owner", OWNER, "-q", "upload", *jobs_flag("--jobs", jobs), src], env,
+                    f"lodge upload to {target}")
         self.check_s3(target, prefix, n, "lodge", lodge_db=db)
         return run
 
-    def rclone_s3(self, target, src, n):
+    def rclone_s3(self, target, src, n, jobs=JOBS):
+        """jobs None: rclone's defaults (4 transfers, a listing of the destination, a HEAD after
+        each PUT), except --s3-no-head on the latency sink, which answers nothing but PUT."""
         prefix = self.fresh("rclone")
         env = self.rclone_env(target)
-        run = timed(["rclone", "copy", "--config", "/dev/null", *RCLONE_LEAN, "--transfers", str(JOBS), src,
+        flags = [*RCLONE_LEAN, "--transfers", str(jobs)] if jobs else (["--s3-no-head"] if target == "echo" else [])
+        run = timed(["rclone", "copy", "--config", "/dev/null", *flags, src,
                      f"{self.rclone_remote(target)}:{self.targets[target]['bucket']}/{prefix}"], env,
                     f"rclone copy to {target}")
         self.check_s3(target, prefix, n, "rclone")
         return run
 
-    def curl_s3(self, target, src, n):
+    def curl_s3(self, target, src, n, jobs=JOBS):
+        """jobs None: curl -Z's default --parallel-max (50)."""
         t = self.targets[target]
         prefix = self.fresh("curl")
         cfg = os.path.join(self.work, prefix + ".curlrc")
@@ -278,13 +353,16 @@ class Bench:
             for name in sorted(os.listdir(src)):
                 f.write(f'upload-file = "{os.path.join(src, name)}"\nurl = "{t["endpoint"]}/{t["bucket"]}/{prefix}/{name}"\n'
                         'output = "/dev/null"\n')
-        run = timed(["curl", "-Z", "--parallel-max", str(JOBS), "--config", cfg], self.env, f"curl -Z to {target}")
+        run = timed(["curl", "-Z", *jobs_flag("--parallel-max", jobs), "--config", cfg], self.env,
+                    f"curl -Z to {target}")
         self.check_s3(target, prefix, n, "curl")
         return run
 
     def check_s3(self, target, prefix, n, tool, lodge_db=None):
         t = self.targets[target]
-        if target == "nginx":
+        if target == "echo":
+            got = self.echo_count(prefix, n)
+        elif target == "nginx":
             d = os.path.join(self.shm, t["bucket"], prefix)
             got = count_files(d, skip=".lodge")  # lodge's id-block marker, .lodge/<uuid>
             shutil.rmtree(d, ignore_errors=True)  # tmpfs: keep it small
@@ -305,13 +383,14 @@ class Bench:
         if active != n:
             die(f"lodge's ledger {db} has {active} active files of {n}")
 
-    def lodge_file(self, _target, src, n):
+    def lodge_file(self, _target, src, n, jobs=JOBS):
         tag = self.fresh("lodgefs")
         store = os.path.join(self.work, tag)
         db = store + ".db"
         common = [self.lodge, "--db", db, "--store", "file://" + store]
         quiet(common + ["-q", "init"], self.env, "lodge init")
-        run = timed(common + ["--owner", OWNER, "-q", "upload", "--jobs", str(JOBS), src], self.env, "lodge upload to file://")
+        run = timed(common + ["--owner", OWNER, "-q", "upload", *jobs_flag("--jobs", jobs), src], self.env,
+                    "lodge upload to file://")
         got = count_files(os.path.join(store, OWNER))
         if got != n:
             die(f"lodge left {got} objects of {n} in {store}")
@@ -319,16 +398,19 @@ class Bench:
         # Kept until the end of the run (see check_dir).
         return run
 
-    def cp_file(self, _target, src, n):
+    # rclone and cp are followed by `sync -f` (syncfs of the work dir's filesystem) in the time
+    # measured: lodge's file:// objects are durable before their confirm, theirs are not.
+    def cp_file(self, _target, src, n, _jobs=JOBS):
         dst = os.path.join(self.work, self.fresh("cp"))
-        run = timed(["cp", "-r", src, dst], self.env, "cp -r")
+        run = timed(["sh", "-c", 'cp -r "$1" "$2" && sync -f "$2"', "cp", src, dst], self.env, "cp -r + sync")
         self.check_dir(dst, n, "cp -r")
         return run
 
-    def rclone_file(self, _target, src, n):
+    def rclone_file(self, _target, src, n, jobs=JOBS):
         dst = os.path.join(self.work, self.fresh("rclonefs"))
-        run = timed(["rclone", "copy", "--config", "/dev/null", "--no-check-dest", "--no-traverse",
-                     "--transfers", str(JOBS), src, dst], self.env, "rclone copy to a local directory")
+        run = timed(["sh", "-c", 'rclone copy --config /dev/null --no-check-dest --no-traverse --transfers "$3" '
+                     '"$1" "$2" && sync -f "$2"', "rclone", src, dst, str(jobs or 4)], self.env,
+                    "rclone copy to a local directory + sync")
         self.check_dir(dst, n, "rclone")
         return run
 
@@ -340,6 +422,61 @@ class Bench:
         got = count_files(d)
         if got != n:
             die(f"{tool} left {got} files of {n} in {d}")
+
+
+    # ------------------------------------------------------------------------ lodge-only cells
+    def proxy_requests(self):
+        """Requests the fault proxy has logged so far (it logs each before answering it)."""
+        try:
+            with open(self.proxy_log, "rb") as f:
+                return sum(1 for _ in f)
+        except FileNotFoundError:
+            return 0
+
+    def lodge_rerun(self, src, n):
+        """The re-run cell: n files uploaded to moto through the fault proxy, then the same
+        unchanged tree uploaded again with the same ledger and store. Returns the two runs with
+        the requests each sent (the re-run must leave the n objects as they were)."""
+        t = self.targets["moto-proxy"]
+        prefix = self.fresh("rerun")
+        db = os.path.join(self.work, prefix + ".db")
+        env = dict(self.env, AWS_ACCESS_KEY_ID=t["key"], AWS_SECRET_ACCESS_KEY=t["secret"])
+        common = [self.lodge, "--db", db, "--store", f"s3://{t['bucket']}/{prefix}", "--endpoint", t["endpoint"]]
+        quiet(common + ["-q", "init"], env, "lodge init")
+        out = []
+        for what in ("first upload", "re-run"):
+            before = self.proxy_requests()
+            run = timed(common + ["--owner", OWNER, "-q", "upload", "--jobs", str(JOBS), src], env,
+                        f"lodge {what} to moto (through the fault proxy)")
+            run.requests = self.proxy_requests() - before
+            out.append(run)
+        self.check_s3("moto", prefix, n, "lodge", lodge_db=db)
+        return out
+
+    def make_list_ledger(self, rows):
+        """A SQLite ledger of `rows` valid rows of one owner, made with the sqlite3 CLI in one
+        transaction by scripts/bench-search's fill (the rows lodge's reserve would write)."""
+        loader = importlib.machinery.SourceFileLoader("bench_search", os.path.join(ROOT, "scripts", "bench-search"))
+        spec = importlib.util.spec_from_loader("bench_search", loader)
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        db = os.path.join(self.work, "list.db")
+        self.list_common = [self.lodge, "--db", db, "--store", "file://" + os.path.join(self.work, "liststore"),
+                            "--owner", mod.OWNER]
+        quiet(self.list_common + ["-q", "init"], self.env, "lodge init")
+        p = subprocess.run(["sqlite3", "-bail", db], input=mod.SQLITE_FILL.format(n=rows, owner=mod.OWNER, t0=mod.T0),
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            die(f"filling {db} with sqlite3: {p.stderr.strip()[-2000:]}")
+        got = sum(1 for ln in quiet(self.list_common + ["--json", "list"], self.env, "lodge list").splitlines()
+                  if ln.strip())
+        if got != rows:
+            die(f"lodge --json list printed {got} rows of the {rows} in {db}")
+        return os.path.getsize(db)
+
+    def lodge_list(self, json_out):
+        return timed(self.list_common + (["--json", "list"] if json_out else ["list"]), self.env,
+                     "lodge list" + (" --json" if json_out else ""))
 
 
 # ---------------------------------------------------------------------------- main
@@ -357,22 +494,32 @@ def main():
     ap.add_argument("--w1", default=env("BENCH_W1", "1000x16K"), help="W1 files x size (default 1000x16K)")
     ap.add_argument("--w2", default=env("BENCH_W2", "4x64M"), help="W2 files x size (default 4x64M)")
     ap.add_argument("--w3", default=env("BENCH_W3", "10000x4K"), help="W3 files x size (default 10000x4K)")
+    ap.add_argument("--w4", default=env("BENCH_W4", "1000x16K"),
+                    help="W4 files x size, to the latency sink (default 1000x16K)")
+    ap.add_argument("--latency-ms", type=int, default=int(env("BENCH_LATENCY_MS", "20")),
+                    help="the latency sink's delay before it answers a PUT (default 20)")
+    ap.add_argument("--rerun", default=env("BENCH_RERUN", "10000x1K"),
+                    help="the re-run cell's files x size, on moto (default 10000x1K)")
+    ap.add_argument("--rerun-rounds", type=int, default=int(env("BENCH_RERUN_ROUNDS", "3")),
+                    help="rounds of the re-run and list cells (default 3; at most --rounds)")
+    ap.add_argument("--list-rows", type=int, default=int(env("BENCH_LIST_ROWS", "1000000")),
+                    help="rows of the list cell's ledger (default 1,000,000)")
     ap.add_argument("--only", default=env("BENCH_ONLY", ""),
-                    help="comma-separated targets to run (nginx,file,moto,s3rver; default all)")
+                    help="comma-separated targets to run (nginx,echo,file,moto,s3rver,list; default all)")
     ap.add_argument("--lodge", required=True)
     ap.add_argument("--dir", default=env("BENCH_DIR", tempfile.gettempdir()),
                     help="where inputs, ledgers and file:// stores go (the real disk; default $TMPDIR or /tmp)")
     a = ap.parse_args()
     if a.tiny:
-        a.rounds, a.w1, a.w2, a.w3 = 1, "20x16K", "2x1M", "20x4K"
+        a.rounds, a.w1, a.w2, a.w3, a.w4, a.rerun, a.list_rows = 1, "20x16K", "2x1M", "20x4K", "20x16K", "20x1K", 2000
 
     def parse(spec):
         n, _, size = spec.lower().partition("x")
         mult = {"k": KiB, "m": MiB}.get(size[-1:], 1)
         return int(n), int(size.rstrip("km")) * mult
 
-    w = {"W1": parse(a.w1), "W2": parse(a.w2), "W3": parse(a.w3)}
-    for tool in ("rclone", "curl", "nginx", "moto_server", "cp", "/usr/bin/time"):
+    w = {"W1": parse(a.w1), "W2": parse(a.w2), "W3": parse(a.w3), "W4": parse(a.w4), "RR": parse(a.rerun)}
+    for tool in ("rclone", "curl", "nginx", "moto_server", "cp", "sqlite3", "/usr/bin/time"):
         if not shutil.which(tool):
             die(f"{tool} is not installed (scripts/deps installs the packages in scripts/packages.txt)")
     signal.signal(signal.SIGTERM, on_signal)
@@ -399,51 +546,141 @@ def main():
         make_files(d, n, size, kind, seed=14)
         inputs[name] = (d, n, size, kind)
     log("inputs: " + "; ".join(
-        f"{k} {n:,} x {size // KiB if size < MiB else size // MiB} {'KiB' if size < MiB else 'MiB'} "
+        f"{'re-run' if k == 'RR' else k} {n:,} x {size // KiB if size < MiB else size // MiB} {'KiB' if size < MiB else 'MiB'} "
         f"({'random bytes' if kind == 'random' else 'half text (lines of words), half random bytes'})"
         for k, (_, n, size, kind) in inputs.items()))
 
     s3_tools = [("lodge", b.lodge_s3), ("rclone", b.rclone_s3), ("curl", b.curl_s3)]
-    file_tools = [("lodge", b.lodge_file), ("rclone", b.rclone_file), ("cp", b.cp_file)]
-    cells = [("W1", "nginx", s3_tools), ("W2", "nginx", s3_tools),
-             ("W1", "file", file_tools), ("W3", "file", file_tools),
-             ("W1", "moto", s3_tools), ("W1", "s3rver", s3_tools)]
+    file_tools = [("lodge", b.lodge_file), ("rclone+sync", b.rclone_file), ("cp+sync", b.cp_file)]
+
+    def cell(wl, target, tools, jobs=JOBS, label=None):
+        d, n, _, _ = inputs[wl]
+        return dict(wl=wl, target=target, label=label or target, n=n, names=[t for t, _ in tools],
+                    tools=[(t, lambda fn=fn: fn(target, d, n, jobs)) for t, fn in tools])
+
+    cells = [cell("W1", "nginx", s3_tools), cell("W2", "nginx", s3_tools)]
+    # W4: the latency sink, at 8, 64 and 256 in flight, and with each tool's defaults.
+    cells += [cell("W4", "echo", s3_tools, j, f"echo/{j or 'def'}") for j in (8, 64, 256, None)]
+    cells += [cell("W1", "file", file_tools), cell("W3", "file", file_tools),
+              cell("W1", "moto", s3_tools), cell("W1", "s3rver", s3_tools)]
+    d_rr, n_rr, _, _ = inputs["RR"]
+    cells.append(dict(wl="RERUN", target="moto-proxy", label="moto", n=n_rr, names=["first", "re-run"],
+                      rounds=a.rerun_rounds,
+                      tools=[("lodge", lambda: dict(zip(("first", "re-run"), b.lodge_rerun(d_rr, n_rr))))]))
+    cells.append(dict(wl="LIST", target="list", label="sqlite", n=a.list_rows, names=["list", "list --json"],
+                      rounds=a.rerun_rounds,
+                      tools=[("list", lambda: b.lodge_list(False)), ("list --json", lambda: b.lodge_list(True))]))
     only = {t for t in a.only.split(",") if t}
-    cells = [c for c in cells if (c[1] in b.targets or c[1] == "file") and (not only or c[1] in only)]
+    known = set(b.targets) | {"file", "list"}
+    cells = [c for c in cells if c["target"] in known and (not only or c["target"].split("-")[0] in only)]
+    if any(c["wl"] == "LIST" for c in cells):
+        t0 = time.monotonic()
+        size = b.make_list_ledger(a.list_rows)
+        log(f"list ledger: {a.list_rows:,} rows made with sqlite3 in {time.monotonic() - t0:.0f} s "
+            f"({size / MiB:.0f} MiB, {size / a.list_rows:.0f} bytes per row)")
     runs = {}
     for r in range(a.rounds):
-        for wl, target, tools in cells:
+        for c in cells:
+            if r >= c.get("rounds", a.rounds):
+                continue
+            tools = c["tools"]
             k = r % len(tools)
             for tool, fn in tools[k:] + tools[:k]:
-                d, n, _, _ = inputs[wl]
-                runs.setdefault((wl, target, tool), []).append(fn(target, d, n))
+                got = fn()
+                for name, run in (got.items() if isinstance(got, dict) else [(tool, got)]):
+                    runs.setdefault((c["wl"], c["label"], name), []).append(run)
         log(f"round {r + 1}/{a.rounds} done ({time.monotonic() - t_start:.0f} s)")
     log(f"load after: {quiet(['uptime']).strip()}")
     log("")
-    head = f"{'workload':<8} {'target':<7} {'tool':<7} {'median s':>9} {'min-max s':>15} {'files/s':>9} " \
-           f"{'CPU-ms/file':>11} {'max RSS':>8}  lodge's speed vs"
-    log(head)
-    log("-" * len(head))
-    for wl, target, tools in cells:
-        n = inputs[wl][1]
-        med = {}
-        for tool, _ in tools:
-            rs = runs[(wl, target, tool)]
-            walls = [x.wall for x in rs]
-            med[tool] = statistics.median(walls)
-        for tool, _ in tools:
-            rs = runs[(wl, target, tool)]
-            walls = [x.wall for x in rs]
-            cpu = statistics.median([x.cpu for x in rs]) / n
-            ratio = ""
-            if tool == "lodge":
-                ratio = "  ".join(f"{peer} {med[peer] / med['lodge']:.2f}x" for peer, _ in tools if peer != "lodge")
-            log(f"{wl:<8} {target:<7} {tool:<7} {med[tool]:>9.3f} {min(walls):>7.3f}-{max(walls):<7.3f} "
-                f"{n / med[tool]:>9.0f} {cpu * 1000:>11.3f} {fmt_rss(max(x.rss_kib for x in rs)):>8}  {ratio}")
+    table(cells, runs)
     log("")
     log(f"lodge's speed vs a peer = the peer's median wall time / lodge's (above 1: lodge is faster). "
-        f"CPU = user+sys of the client process, median over rounds. Total {time.monotonic() - t_start:.0f} s.")
+        f"CPU = user+sys of the client process, median over rounds. W4 is {a.latency_ms} ms a PUT; "
+        f"echo/N: N in flight (--jobs, --transfers, --parallel-max), echo/def: each tool's defaults. "
+        f"RERUN: lodge's first upload and its re-run of the unchanged tree, requests counted by the "
+        f"fault proxy. LIST: rows/s in the files/s column. Total {time.monotonic() - t_start:.0f} s.")
+    log("")
+    goals(cells, runs)
 
+
+def table(cells, runs):
+    head = f"{'workload':<8} {'target':<8} {'tool':<11} {'median s':>9} {'min-max s':>15} {'files/s':>9} " \
+           f"{'CPU-ms/file':>11} {'max RSS':>8}  lodge's speed vs / notes"
+    log(head)
+    log("-" * len(head))
+    for c in cells:
+        wl, label, n = c["wl"], c["label"], c["n"]
+        med = {t: statistics.median([x.wall for x in runs[(wl, label, t)]]) for t in c["names"]}
+        for tool in c["names"]:
+            rs = runs[(wl, label, tool)]
+            walls = [x.wall for x in rs]
+            cpu = statistics.median([x.cpu for x in rs]) / n
+            note = ""
+            if tool == "lodge":
+                note = "  ".join(f"{peer} {med[peer] / med['lodge']:.2f}x" for peer in c["names"] if peer != "lodge")
+            elif wl == "RERUN":
+                reqs = statistics.median([x.requests for x in rs])
+                note = f"{reqs:.0f} requests ({n / max(reqs, 1):.0f} files per request)"
+                if tool == "re-run":
+                    note += f"; {med['first'] / med['re-run']:.2f}x faster than the first upload"
+            log(f"{wl:<8} {label:<8} {tool:<11} {med[tool]:>9.3f} {min(walls):>7.3f}-{max(walls):<7.3f} "
+                f"{n / med[tool]:>9.0f} {cpu * 1000:>11.3f} {fmt_rss(max(x.rss_kib for x in rs)):>8}  {note}")
+
+
+def goals(cells, runs):
+    """Issue 30's goals, checked against this run's medians (a goal whose cells did not run is
+    said so)."""
+    def walls(wl, label, tool):
+        rs = runs.get((wl, label, tool))
+        return [x.wall for x in rs] if rs else None
+
+    def ratio(a, b):  # median(a) / median(b), and the worst round's a[r] / b[r]
+        wa, wb = walls(*a), walls(*b)
+        if not wa or not wb:
+            return None
+        return statistics.median(wa) / statistics.median(wb), min(x / y for x, y in zip(wa, wb))
+
+    out = []
+
+    def check(what, got, bound, worst_too=False):
+        if got is None:
+            out.append(f"  not run   {what}")
+            return
+        med, worst = got
+        ok = (worst if worst_too else med) >= bound
+        extra = f", worst round {worst:.2f}x" if worst_too else ""
+        out.append(f"  {'met' if ok else 'NOT met':<9} {what}: {med:.2f}x{extra} (goal >= {bound}x)")
+
+    check("W4 8 in flight, lodge vs curl -Z, every round", ratio(("W4", "echo/8", "curl"), ("W4", "echo/8", "lodge")),
+          1.0, True)
+    check("W4 64 in flight, lodge vs curl -Z", ratio(("W4", "echo/64", "curl"), ("W4", "echo/64", "lodge")), 0.8)
+    check("W4 defaults, lodge vs rclone's defaults", ratio(("W4", "echo/def", "rclone"), ("W4", "echo/def", "lodge")),
+          3.0)
+    check("W4 lodge's defaults vs curl -Z 64", ratio(("W4", "echo/64", "curl"), ("W4", "echo/def", "lodge")), 0.8)
+    check("W1 (no latency) lodge vs rclone", ratio(("W1", "nginx", "rclone"), ("W1", "nginx", "lodge")), 1.5)
+    lc, rc = runs.get(("W1", "nginx", "lodge")), runs.get(("W1", "nginx", "rclone"))
+    if lc and rc:
+        r = statistics.median([x.cpu for x in lc]) / statistics.median([x.cpu for x in rc])
+        out.append(f"  {'met' if r <= 0.7 else 'NOT met':<9} W1 client CPU per file, lodge / rclone: {r:.2f} (goal <= 0.7)")
+    check("W3 file://, lodge vs rclone + sync", ratio(("W3", "file", "rclone+sync"), ("W3", "file", "lodge")), 1.0)
+    rr = runs.get(("RERUN", "moto", "re-run"))
+    if rr:
+        n = next(c["n"] for c in cells if c["wl"] == "RERUN")
+        per = max(x.requests for x in rr) / n
+        out.append(f"  {'met' if per <= 1 / 500 else 'NOT met':<9} re-run of {n:,} unchanged files: "
+                   f"{max(x.requests for x in rr)} requests at most, 1 per {1 / per if per else float('inf'):.0f} files "
+                   "(goal <= 1 per 500)")
+    check("re-run vs first upload on moto", ratio(("RERUN", "moto", "first"), ("RERUN", "moto", "re-run")), 10.0)
+    for tool in ("list", "list --json"):
+        rs = runs.get(("LIST", "sqlite", tool))
+        if rs:
+            n = next(c["n"] for c in cells if c["wl"] == "LIST")
+            mib = max(x.rss_kib for x in rs) / 1024
+            out.append(f"  {'met' if mib <= 64 else 'NOT met':<9} `lodge {tool}` of {n:,} rows: {mib:.0f} MiB max RSS "
+                       f"(goal <= 64 MiB at 1,000,000 rows)")
+    log("goals (issue 30):")
+    for line in out:
+        log(line)
 
 if __name__ == "__main__":
     main()

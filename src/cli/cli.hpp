@@ -11,6 +11,7 @@
 #include <lodge/ops/run.hpp>
 #include <lodge/ops/select.hpp>
 #include <lodge/store/store.hpp>
+#include <lodge/util/backpressure.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,6 +87,9 @@ public:
   // The process's byte budget per second (0: none), decided here and nowhere else: --bwlimit,
   // else the configuration's bwlimit (LODGE_BWLIMIT over the file's key), else none.
   [[nodiscard]] uint64_t bwlimit();
+  // What every store connection of the process heard that says "fewer at once" (counted by
+  // the backend's retry loop; the upload run adapts its concurrency to it).
+  [[nodiscard]] std::shared_ptr<const util::Backpressure> backpressure() const { return m_backpressure; }
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
@@ -101,6 +105,7 @@ private:
   bool m_binding_checked = false;
   std::mutex m_backend_mutex;
   std::shared_ptr<store::Backend> m_backend;
+  std::shared_ptr<util::Backpressure> m_backpressure = std::make_shared<util::Backpressure>();
 };
 
 // store::Binding as the ledger keeps it, and back.

@@ -154,6 +154,69 @@ nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &
   return j;
 }
 
+// Downloads rows one at a time as they come, printing each outcome, and counts them.
+struct Fetcher {
+  Fetcher(Context &c, store::ObjectStore &s, ops::Destination &d) : ctx(c), st(s), dest(d) {}
+  Context &ctx;
+  store::ObjectStore &st;
+  ops::Destination &dest;
+  ops::GetOptions go;
+  int64_t files = 0, written = 0, skipped = 0, failed = 0, unreachable = 0;
+  uint64_t bytes = 0;
+  std::optional<Error> last_error;
+
+  // False once interrupted (the caller stops).
+  bool fetch(const ledger::FileRecord &r) {
+    if (interrupted()) return false;
+    ++files;
+    auto res = ops::get_file(st, r, dest, go);
+    if (res.outcome == ops::GetOutcome::written) {
+      ++written;
+      bytes += static_cast<uint64_t>(r.size);
+    } else if (res.outcome == ops::GetOutcome::skipped) {
+      ++skipped;
+    } else {
+      ++failed;
+      if (res.error && store::is_unreachable(*res.error)) ++unreachable;
+      last_error = res.error;
+    }
+    if (ctx.g.json) {
+      ctx.print_json(result_json(res, r));
+    } else if (res.outcome == ops::GetOutcome::failed) {
+      std::fprintf(stderr, "lodge: error: %s: %s (%s)\n", res.file.c_str(),
+                   util::escape_for_terminal(res.error->message).c_str(),
+                   std::string(res.error->name()).c_str());
+    } else if (!ctx.g.quiet) {
+      std::printf("%-8s %s\n", ops::to_string(res.outcome), res.file.c_str());
+    }
+    return true;
+  }
+
+  // The summary, and the exit status.
+  [[nodiscard]] int finish(bool many) const {
+    bool stopped = interrupted();
+    if (ctx.g.json)
+      ctx.print_json(nlohmann::json{{"summary",
+                                     {{"files", files},
+                                      {"written", written},
+                                      {"skipped", skipped},
+                                      {"failed", failed},
+                                      {"bytes", bytes},
+                                      {"interrupted", stopped}}}});
+    else if (!ctx.g.quiet && many)
+      std::printf("get: %s, written %lld (%s), skipped %lld (identical), failed %lld\n",
+                  util::plural(files, "file").c_str(), static_cast<long long>(written),
+                  util::format_size(bytes).c_str(), static_cast<long long>(skipped),
+                  static_cast<long long>(failed));
+    if (stopped) return exit_status(Errc::interrupted);
+    if (failed == 0) return exit_status(Errc::ok);
+    // One file: its error's exit status; many: 4 if the store was never reached, else 1.
+    if (files == 1 && last_error) return last_error->exit_code();
+    if (unreachable == failed && written + skipped == 0) return exit_status(Errc::storage_unavailable);
+    return exit_items_failed();
+  }
+};
+
 } // namespace
 
 int64_t expires_seconds(const std::string &text) {
@@ -209,12 +272,18 @@ Command add_get(CLI::App &app) {
                                             "prefix (--prefix '' for the files uploaded without one), or "
                                             "select files (--latest --metadata K=V, ...)");
             std::vector<ledger::FileRecord> rows;
+            const bool whole_prefix = many && !selecting; // streamed: read in pages as it downloads
             if (selecting) {
               rows = selected_rows(ctx, *o, prefix_opt->count() > 0);
-            } else if (many) {
+            } else if (whole_prefix) {
               check_prefix("get", o->prefix);
-              rows = ops::active_under_prefix(ctx.reader(), ctx.owner(), o->prefix);
-              if (rows.empty())
+              bool any = false; // refused before the output directory is made
+              ops::scan_active_under_prefix(ctx.reader(), ctx.owner(), o->prefix,
+                                            [&](const ledger::FileRecord &) {
+                                              any = true;
+                                              return false;
+                                            });
+              if (!any)
                 throw LodgeError(Errc::not_found, "no ACTIVE file of owner " + ctx.owner() +
                                                       " under prefix '" +
                                                       util::escape_for_terminal(o->prefix) + "'");
@@ -225,56 +294,15 @@ Command add_get(CLI::App &app) {
             auto dest = ops::open_destination(o->output, many).take();
             auto st = ctx.open_store();
             install_interrupt_handlers(); // a signal stops the download and removes its temporary file
-            ops::GetOptions go;
-            go.force = o->force;
-            go.stop = [] { return interrupted(); };
-            int64_t written = 0, skipped = 0, failed = 0, unreachable = 0;
-            uint64_t bytes = 0;
-            std::optional<Error> last_error;
-            for (const auto &r : rows) {
-              if (interrupted()) break;
-              auto res = ops::get_file(*st, r, dest, go);
-              if (res.outcome == ops::GetOutcome::written) {
-                ++written;
-                bytes += static_cast<uint64_t>(r.size);
-              } else if (res.outcome == ops::GetOutcome::skipped) {
-                ++skipped;
-              } else {
-                ++failed;
-                if (res.error && store::is_unreachable(*res.error)) ++unreachable;
-                last_error = res.error;
-              }
-              if (ctx.g.json) {
-                ctx.print_json(result_json(res, r));
-              } else if (res.outcome == ops::GetOutcome::failed) {
-                std::fprintf(stderr, "lodge: error: %s: %s (%s)\n", res.file.c_str(),
-                             util::escape_for_terminal(res.error->message).c_str(),
-                             std::string(res.error->name()).c_str());
-              } else if (!ctx.g.quiet) {
-                std::printf("%-8s %s\n", ops::to_string(res.outcome), res.file.c_str());
-              }
-            }
-            bool stopped = interrupted();
-            if (ctx.g.json)
-              ctx.print_json(nlohmann::json{{"summary",
-                                             {{"files", rows.size()},
-                                              {"written", written},
-                                              {"skipped", skipped},
-                                              {"failed", failed},
-                                              {"bytes", bytes},
-                                              {"interrupted", stopped}}}});
-            else if (!ctx.g.quiet && many)
-              std::printf("get: %s, written %lld (%s), skipped %lld (identical), failed %lld\n",
-                          util::plural(static_cast<int64_t>(rows.size()), "file").c_str(),
-                          static_cast<long long>(written), util::format_size(bytes).c_str(),
-                          static_cast<long long>(skipped), static_cast<long long>(failed));
-            if (stopped) return exit_status(Errc::interrupted);
-            if (failed == 0) return exit_status(Errc::ok);
-            // One file: its error's exit status; many: 4 if the store was never reached, else 1.
-            if (rows.size() == 1 && last_error) return last_error->exit_code();
-            if (unreachable == failed && written + skipped == 0)
-              return exit_status(Errc::storage_unavailable);
-            return exit_items_failed();
+            Fetcher f(ctx, *st, dest);
+            f.go.force = o->force;
+            f.go.stop = [] { return interrupted(); };
+            if (whole_prefix)
+              ops::scan_active_under_prefix(ctx.reader(), ctx.owner(), o->prefix,
+                                            [&](const ledger::FileRecord &r) { return f.fetch(r); });
+            for (const auto &r : rows)
+              if (!f.fetch(r)) break;
+            return f.finish(many);
           }};
 }
 

@@ -319,10 +319,9 @@ Command add_tasks(CLI::App &app) {
   choices(sub->add_option("--status", *status, "PENDING, PROCESSING, RETRY, SUCCESS, FAILED, IGNORED or all"),
           {"PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"});
   return {sub, [status](Context &ctx) {
-            // choices() admits only the names and "all".
-            auto tasks =
-                ctx.reader().list_tasks(*status == "all" ? std::nullopt : ledger::parse_task_status(*status));
-            for (const auto &t : tasks) {
+            // choices() admits only the names and "all". Each task is printed as it is read.
+            const auto which = *status == "all" ? std::nullopt : ledger::parse_task_status(*status);
+            ctx.reader().scan_tasks(which, [&](const ledger::TaskRecord &t) {
               if (ctx.g.json) {
                 ctx.print_json(nlohmann::json{
                     {"id", t.id},
@@ -341,7 +340,8 @@ Command add_tasks(CLI::App &app) {
                             util::escape_for_terminal(t.object_key).c_str(),
                             t.last_error ? util::escape_for_terminal(*t.last_error).c_str() : "");
               }
-            }
+              return true;
+            });
             return exit_status(Errc::ok);
           }};
 }

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -127,6 +128,45 @@ std::string stats_line(const ops::RunProgress &p, bool final) {
   return line + ", ETA " + eta + ", " + std::to_string(p.in_flight) + " in flight";
 }
 
+// A throughput change in words: "up 80%", "down 3%".
+std::string change_of(double gain) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%s %.0f%%", gain < 0 ? "down" : "up", std::abs(gain) * 100.0);
+  return buf;
+}
+
+// -v: why an adaptive run's level moved.
+std::string level_change_line(const ops::LevelChange &c) {
+  std::string why;
+  switch (c.why) {
+  case ops::LevelReason::grew:
+    why = "throughput " + change_of(c.gain);
+    break;
+  case ops::LevelReason::probe:
+    why = "trying more";
+    break;
+  case ops::LevelReason::not_worth_it:
+    why = "throughput " + change_of(c.gain) + " at " + std::to_string(c.from) + ": not worth it";
+    break;
+  case ops::LevelReason::throttled:
+    why = "the store asked to slow down";
+    break;
+  case ops::LevelReason::errors:
+    why = "requests failed";
+    break;
+  case ops::LevelReason::bound:
+    why = util::escape_for_terminal(c.detail);
+    break;
+  }
+  return "lodge: concurrency: " + std::to_string(c.from) + " -> " + std::to_string(c.to) + " (" + why + ")";
+}
+
+// The final --stats line's word on the requests in flight.
+std::string concurrency_of(const ops::RunConcurrency &c) {
+  if (!c.adaptive) return ", concurrency " + std::to_string(c.level) + " (fixed)";
+  return ", concurrency " + std::to_string(c.level) + " (adaptive, peak " + std::to_string(c.peak) + ")";
+}
+
 // The rows' expiry: --expire-after over the policy's expire_after; "never" clears the
 // policy's. A duration past zero, at most a century (it is added to a wall-clock time).
 std::optional<int64_t> expire_after_ms(const UploadOptions &o, const config::Policy &p) {
@@ -176,18 +216,23 @@ constexpr uint64_t k_reserved_descriptors = 64;
 
 // jobs x part concurrency within what the queue leaves of the limit: lowered (part
 // concurrency first), said once, never refused.
+// An adaptive run: its start fitted so, and its bound the most workers that fit (at most 256).
 void fit_to_open_files(ops::RunSpec &spec, uint64_t limit, bool quiet) {
   const uint64_t used = spec.queue_capacity + k_reserved_descriptors;
   const uint64_t budget = limit > used ? limit - used : 0;
-  auto fit = ops::fit_open_files(spec.jobs, spec.settings.part_concurrency, budget);
+  auto fit = spec.jobs_fixed
+                 ? ops::fit_open_files(spec.jobs, spec.settings.part_concurrency, budget)
+                 : ops::fit_adaptive(spec.jobs, ops::k_max_level, spec.settings.part_concurrency, budget);
+  if (!spec.jobs_fixed) spec.max_jobs = fit.jobs;
   if (!fit.lowered) return;
+  const int jobs = std::min(spec.jobs, fit.jobs); // an adaptive run's bound is at least its start
   if (!quiet)
     std::fprintf(stderr,
                  "lodge: warning: %d jobs x %d parts in flight would need more files open than the limit of "
                  "%llu (ulimit -n) allows: using %d x %d\n",
-                 spec.jobs, spec.settings.part_concurrency, static_cast<unsigned long long>(limit), fit.jobs,
+                 spec.jobs, spec.settings.part_concurrency, static_cast<unsigned long long>(limit), jobs,
                  fit.part_concurrency);
-  spec.jobs = fit.jobs;
+  spec.jobs = jobs;
   spec.settings.part_concurrency = fit.part_concurrency;
 }
 
@@ -365,6 +410,13 @@ public:
                  util::escape_for_terminal(f.excluded).c_str());
   }
 
+  // -v: each change of an adaptive run's level.
+  void on_concurrency(const ops::LevelChange &c) override {
+    if (m_ctx.g.verbose == 0 || m_ctx.g.quiet) return;
+    if (m_progress) std::fprintf(stderr, "\r\033[K");
+    std::fprintf(stderr, "%s\n", level_change_line(c).c_str());
+  }
+
   void on_recovered(int64_t failed) override {
     if (!m_ctx.g.quiet)
       std::fprintf(stderr, "lodge: %lld upload%s left by a killed run failed, to be sent again\n",
@@ -419,7 +471,7 @@ public:
     if (m_stats_ms > 0) {
       auto last = m_last;
       last.elapsed_ms = rep.elapsed_ms;
-      std::fprintf(stderr, "%s\n", stats_line(last, true).c_str());
+      std::fprintf(stderr, "%s%s\n", stats_line(last, true).c_str(), concurrency_of(rep.concurrency).c_str());
       std::fflush(stderr);
     }
     summary(rep);
@@ -449,6 +501,9 @@ private:
                          {"interrupted", rep.interrupted},
                          {"aborted", rep.aborted}};
       sum["excluded"] = t.excluded; // left out by the filters; always present
+      sum["concurrency"] = {{"level", rep.concurrency.level},
+                            {"peak", rep.concurrency.peak},
+                            {"adaptive", rep.concurrency.adaptive}};
       if (m_dry_run) {
         sum["dry_run"] = true;
         sum["planned"] = t.planned;
@@ -492,11 +547,21 @@ private:
   bool m_list_excluded;
 };
 
+// Whether someone chose the jobs (--jobs, the config's jobs, LODGE_JOBS, the AWS profile's
+// max_concurrent_requests); if not, the run adapts its level, from 8.
+bool jobs_fixed(const UploadOptions &o, const config::Config &cfg) {
+  const auto source = cfg.sources.find("jobs");
+  return o.jobs > 0 || (source != cfg.sources.end() && source->second != "default");
+}
+
 // The run's settings from the options and the configuration.
 ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   const auto &cfg = ctx.cfg();
   ops::UploadSettings s;
   s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
+  // Duplicates verified by listing, not a HEAD each; not on file://, where a HEAD is a
+  // local stat and a listing walks directories.
+  if (store::file_store_root(cfg.store).empty()) s.listings = std::make_shared<ops::ListingCache>();
   s.policy = cfg.policy(o.policy);
   s.run_prefix = o.prefix;
   s.owner = ctx.owner();
@@ -531,8 +596,9 @@ Command add_upload(CLI::App &app) {
   sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
   sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
   sub->add_option("-j,--jobs", o->jobs,
-                  "Parallel uploads (default: config jobs, else the AWS profile's s3 max_concurrent_requests "
-                  "on an S3 store, else 8)")
+                  "Parallel uploads, fixed (default: config jobs, else the AWS profile's s3 "
+                  "max_concurrent_requests on an S3 store, else adaptive: from 8 requests in flight, more "
+                  "while the throughput grows, fewer on throttling or errors, at most 256; -v shows it)")
       ->check(CLI::Range(1, 256));
   sub->add_option("--part-size", o->part_size,
                   "Size of each part of a multipart upload, 5MiB to 5GiB (default: config part_size, else "
@@ -603,6 +669,7 @@ Command add_upload(CLI::App &app) {
               spec.files_from_file = o->files_from;
             spec.null_separated = o->null_separated;
             spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
+            spec.jobs_fixed = jobs_fixed(*o, cfg);
             const uint64_t open_files = open_file_limit();
             spec.queue_capacity = queue_capacity_for(open_files);
             fit_to_open_files(spec, open_files, ctx.g.quiet);
@@ -628,11 +695,15 @@ Command add_upload(CLI::App &app) {
             if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
             install_interrupt_handlers(!ctx.g.quiet);
             UploadPrinter printer(ctx, progress, o->dry_run, stats_ms);
-            ops::RunDeps deps{
-                ctx.ledger(), [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
-                *store,       [&ctx] { return ctx.open_store(); },
-                cfg,          util::system_clock(),
-                run_cancel(), {}};
+            ops::RunDeps deps{ctx.ledger(),
+                              [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
+                              *store,
+                              [&ctx] { return ctx.open_store(); },
+                              cfg,
+                              util::system_clock(),
+                              run_cancel(),
+                              {},
+                              ctx.backpressure()};
             return ops::exit_status(ops::run_upload(spec, deps, printer));
           }};
 }

@@ -176,6 +176,7 @@ store::Backend &Context::backend() {
     if (auto notice = c.store_config->notice(); !notice.empty() && !g.quiet)
       std::fprintf(stderr, "lodge: warning: %s\n", notice.c_str());
     o.verify_tls = c.verify_tls;
+    o.backpressure = m_backpressure;
     // One budget for the whole process: every worker, every part, every connection. A burst
     // of 1/8 s (not the bucket's default second): what leaves at once when a run starts or
     // resumes stays small, so the rate holds over any few seconds, as a shared link sees it.

@@ -62,6 +62,12 @@ Result<Response> with_retries(const RetryPolicy &policy, Sleeper &sleeper, const
     auto r = attempt();
     if (r) return r;
     Error e = r.error();
+    if (policy.backpressure) {
+      if (e.code == Errc::throttled)
+        policy.backpressure->throttled.fetch_add(1, std::memory_order_relaxed);
+      else if (is_transient(e))
+        policy.backpressure->failed.fetch_add(1, std::memory_order_relaxed);
+    }
     ambiguous = ambiguous || e.details.ambiguous;
     e.details.ambiguous = ambiguous;
     if (!retry_after(policy, sleeper, what, n, e, deadline_steady_ms)) return e;

@@ -93,7 +93,8 @@ public:
   [[nodiscard]] std::vector<TaskFinish> finish_many(const std::vector<TaskEnd> &ends, int64_t now) override;
 
   [[nodiscard]] std::vector<TaskRecord> due_tasks(int64_t now, int limit) override;
-  [[nodiscard]] std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) override;
+  void scan_tasks(std::optional<TaskStatus> status,
+                  const std::function<bool(const TaskRecord &)> &visit) override;
   [[nodiscard]] RetryOutcome retry_task(int64_t task_id, int64_t now) override;
   [[nodiscard]] std::vector<FileRecord> overdue_uploads(int64_t now, int limit) override;
   [[nodiscard]] RepairOutcome repair_row(int64_t id, int64_t now, int64_t grace_ms, int max_retries) override;

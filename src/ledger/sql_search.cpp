@@ -143,6 +143,12 @@ std::string after_row(Where &w, const FileQuery &q, const FileRecord &r) {
   case FileSort::time:
     return "(created_at, id)" + std::string(op) + "(" + w.param(r.created_at) + ", " + w.param(r.id) + ")";
   case FileSort::path:
+    // One run prefix (get --prefix's pages): without it in the row value SQLite seeks on
+    // (owner_id, run_prefix, relative_path) and reads on from there; with it, it read every
+    // row after the seek to sort them by id (50 ms a page of 1,000 in 100,000 rows).
+    if (q.run_prefix)
+      return "(relative_path, id)" + std::string(op) + "(" + w.param(r.relative_path) + ", " + w.param(r.id) +
+             ")";
     return "(run_prefix, relative_path, id)" + std::string(op) + "(" + w.param(r.run_prefix) + ", " +
            w.param(r.relative_path) + ", " + w.param(r.id) + ")";
   case FileSort::size:
@@ -162,7 +168,9 @@ void SqlLedger::scan_files(const FileQuery &f, const std::function<bool(const Fi
     std::string sql = std::string("SELECT ") + k_file_cols +
                       " FROM (SELECT file_upload.*, row_number() OVER (PARTITION BY owner_id, relative_path"
                       " ORDER BY activated_at DESC, id DESC) AS lodge_rank" +
-                      sel.from + w.sql() + ") AS newest WHERE lodge_rank = 1" + order_of(f);
+                      sel.from + w.sql() + ") AS newest WHERE lodge_rank = 1";
+    if (f.after) sql += " AND " + after_row(w, f, *f.after);
+    sql += order_of(f);
     if (f.limit) sql += " LIMIT " + w.param(std::max<int64_t>(0, *f.limit));
     auto st = q(sql);
     w.bind(st);
@@ -175,7 +183,7 @@ void SqlLedger::scan_files(const FileQuery &f, const std::function<bool(const Fi
   // the last row of the one before in the query's order (a total order: id ends it).
   constexpr int64_t k_page = 1000;
   const bool paged = m_c->dialect() == sql::Dialect::postgres;
-  std::optional<FileRecord> last;
+  std::optional<FileRecord> last = f.after;
   int64_t left = f.limit ? std::max<int64_t>(0, *f.limit) : -1;
   while (left != 0) {
     auto sel = select_of(f, m_c->dialect());

@@ -913,14 +913,30 @@ std::vector<TaskRecord> SqlLedger::due_tasks(int64_t now, int limit) {
   return out;
 }
 
-std::vector<TaskRecord> SqlLedger::list_tasks(std::optional<TaskStatus> status) {
-  auto st =
-      q(std::string("SELECT ") + k_task_cols + " FROM cleanup_task WHERE ?1 = '' OR status = ?1 ORDER BY id");
-  st.bind(1, status ? to_string(*status) : "");
-  std::vector<TaskRecord> out;
-  while (st.step())
-    out.push_back(read_task(st));
-  return out;
+void SqlLedger::scan_tasks(std::optional<TaskStatus> status,
+                           const std::function<bool(const TaskRecord &)> &visit) {
+  // SQLite steps through its rows as they are read; libpq receives a statement's whole
+  // result at once, so on PostgreSQL the tasks come in pages of k_page, each after the
+  // last id of the one before.
+  constexpr int64_t k_page = 1000;
+  const bool paged = m_c->dialect() == sql::Dialect::postgres;
+  auto st = q(std::string("SELECT ") + k_task_cols +
+              " FROM cleanup_task WHERE (?1 = '' OR status = ?1) AND id > ?2 ORDER BY id" +
+              (paged ? " LIMIT ?3" : ""));
+  int64_t after = 0;
+  for (;;) {
+    st.reset();
+    st.bind(1, status ? to_string(*status) : "").bind(2, after);
+    if (paged) st.bind(3, k_page);
+    int64_t got = 0;
+    while (st.step()) {
+      auto t = read_task(st);
+      after = t.id;
+      ++got;
+      if (!visit(t)) return;
+    }
+    if (!paged || got < k_page) return;
+  }
 }
 
 RetryOutcome SqlLedger::retry_task(int64_t task_id, int64_t now) {
@@ -1138,16 +1154,32 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
   const bool resume = !after.empty() && after >= prefix; // after < prefix: the prefix bounds
   // Rows sharing another row's object have no object of their own: the row that wrote it
   // stands for them, with the count of its alive sharers.
-  auto st = q(std::string("SELECT ") + k_file_cols +
-              ", (SELECT count(*) FROM file_upload s WHERE s.content_key = file_upload.object_key"
-              " AND s.is_deleted = 0) FROM file_upload WHERE object_key " +
-              (resume ? ">" : ">=") + " ?1 AND content_of IS NULL ORDER BY object_key");
-  st.bind(1, resume ? after : prefix);
-  while (st.step()) {
-    auto r = read_file(st);
-    r.alive_sharers = st.col_int(31);
-    if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
-    if (!visit(r)) return;
+  // On PostgreSQL (libpq receives a statement's whole result at once) the rows come in
+  // pages of k_page, each after the last key of the one before: without the LIMIT every
+  // page of a caller that stops early fetched every key from its start to the end.
+  constexpr int64_t k_page = 1000;
+  const bool paged = m_c->dialect() == sql::Dialect::postgres;
+  bool first = true;
+  std::string from = resume ? after : prefix;
+  for (;;) {
+    auto st = q(std::string("SELECT ") + k_file_cols +
+                ", (SELECT count(*) FROM file_upload s WHERE s.content_key = file_upload.object_key"
+                " AND s.is_deleted = 0) FROM file_upload WHERE object_key " +
+                (first && !resume ? ">=" : ">") + " ?1 AND content_of IS NULL ORDER BY object_key" +
+                (paged ? " LIMIT ?2" : ""));
+    st.bind(1, from);
+    if (paged) st.bind(2, k_page);
+    int64_t got = 0;
+    while (st.step()) {
+      auto r = read_file(st);
+      r.alive_sharers = st.col_int(31);
+      if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
+      ++got;
+      from = r.object_key;
+      if (!visit(r)) return;
+    }
+    if (!paged || got < k_page) return;
+    first = false;
   }
 }
 

@@ -21,4 +21,12 @@ Concurrency fit_open_files(int jobs, int part_concurrency, uint64_t budget) {
   return c;
 }
 
+Concurrency fit_adaptive(int start, int most, int part_concurrency, uint64_t budget) {
+  Concurrency c = fit_open_files(start, part_concurrency, budget);
+  const uint64_t fit = budget / static_cast<uint64_t>(c.part_concurrency + k_worker_descriptors);
+  c.jobs = static_cast<int>(std::clamp<uint64_t>(fit, static_cast<uint64_t>(c.jobs),
+                                                 static_cast<uint64_t>(std::max(most, c.jobs))));
+  return c;
+}
+
 } // namespace lodge::ops

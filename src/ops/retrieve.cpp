@@ -164,25 +164,101 @@ std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l, const ledge
   return rows;
 }
 
-std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, const std::string &owner,
-                                                    const std::string &prefix) {
+namespace {
+// Whether a is the newer of two rows restoring to one path (as find_by_path orders).
+bool newer(const ledger::FileRecord &a, const ledger::FileRecord &b) {
+  return std::tie(a.activated_at, a.id) > std::tie(b.activated_at, b.id);
+}
+
+// The newest row per restore path, from rows arriving in (relative_path, id) order, handed
+// on in byte order of that path: each path's rows are adjacent, so only the current one is
+// held. Rows with no relative path restore to their original name; they come first (''
+// sorts first) and are held by name until the paths pass them (rows from before relative
+// paths were recorded: few).
+class NewestPerPath {
+public:
+  explicit NewestPerPath(const std::function<bool(const ledger::FileRecord &)> &visit) : m_visit(visit) {}
+
+  // False once the visitor stopped.
+  bool add(const ledger::FileRecord &r) {
+    if (r.relative_path.empty()) {
+      auto [it, fresh] = m_unnamed.try_emplace(r.original_name, r);
+      if (!fresh && newer(r, it->second)) it->second = r;
+      return true;
+    }
+    if (m_group && m_group->relative_path == r.relative_path) {
+      if (newer(r, *m_group)) m_group = r;
+      return true;
+    }
+    bool more = flush();
+    m_group = r;
+    return more;
+  }
+
+  // Hands on what is held. False when the visitor stopped.
+  bool finish() {
+    if (!flush()) return false;
+    for (const auto &[name, r] : m_unnamed)
+      if (!m_visit(r)) return false;
+    m_unnamed.clear();
+    return true;
+  }
+
+private:
+  bool flush() {
+    if (!m_group) return true;
+    const ledger::FileRecord g = std::move(*m_group);
+    m_group.reset();
+    const auto &path = g.relative_path;
+    while (!m_unnamed.empty() && m_unnamed.begin()->first < path) {
+      if (!m_visit(m_unnamed.begin()->second)) return false;
+      m_unnamed.erase(m_unnamed.begin());
+    }
+    if (!m_unnamed.empty() && m_unnamed.begin()->first == path) {
+      auto r = std::move(m_unnamed.begin()->second);
+      m_unnamed.erase(m_unnamed.begin());
+      return m_visit(newer(r, g) ? r : g);
+    }
+    return m_visit(g);
+  }
+
+  const std::function<bool(const ledger::FileRecord &)> &m_visit;
+  std::map<std::string, ledger::FileRecord> m_unnamed;
+  std::optional<ledger::FileRecord> m_group;
+};
+} // namespace
+
+void scan_active_under_prefix(ledger::LedgerReports &l, const std::string &owner, const std::string &prefix,
+                              const std::function<bool(const ledger::FileRecord &)> &visit, int64_t page) {
   ledger::FileQuery f;
   f.owner = owner;
   f.run_prefix = prefix;
-  std::map<std::string, ledger::FileRecord> newest;
-  for (auto &r : l.list_files(f)) {
-    if (r.upload_status != ledger::FileStatus::active || r.is_deleted) continue;
-    auto path = restore_path(r);
-    auto it = newest.find(path);
-    if (it == newest.end())
-      newest.emplace(path, std::move(r));
-    else if (std::tie(r.activated_at, r.id) > std::tie(it->second.activated_at, it->second.id))
-      it->second = std::move(r);
+  f.sort = ledger::FileSort::path;
+  f.limit = std::max<int64_t>(1, page);
+  NewestPerPath newest(visit);
+  std::vector<ledger::FileRecord> rows;
+  for (;;) {
+    rows.clear();
+    l.scan_files(f, [&](const ledger::FileRecord &r) {
+      rows.push_back(r);
+      return true;
+    });
+    // The ledger's read is over: the visitor may take its time (a download) now.
+    for (const auto &r : rows)
+      if (r.upload_status == ledger::FileStatus::active && !r.is_deleted && !newest.add(r)) return;
+    if (static_cast<int64_t>(rows.size()) < *f.limit) break;
+    f.after = rows.back();
   }
+  (void)newest.finish();
+}
+
+std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, const std::string &owner,
+                                                    const std::string &prefix) {
   std::vector<ledger::FileRecord> out;
-  out.reserve(newest.size());
-  for (auto &[p, r] : newest)
-    out.push_back(std::move(r));
+  scan_active_under_prefix(l, owner, prefix, [&](const ledger::FileRecord &r) {
+    out.push_back(r);
+    return true;
+  });
   return out;
 }
 

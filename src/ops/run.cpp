@@ -10,9 +10,11 @@
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/util/threads.hpp>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 namespace lodge::ops {
 
@@ -158,6 +160,79 @@ private:
   bool m_closed = false;
 };
 
+// An adaptive run's requests in flight, held to the controller's level. A worker holds one
+// slot per request it may have in flight (a small file's PUT: 1; a large file's parts sent
+// at once: up to the part concurrency) from before it takes a file until it comes back for
+// the next one; what does not fit is waited for holding nothing (no two waiters can block
+// each other). A lowered level is met as workers come back for their next file.
+class Gate {
+public:
+  explicit Gate(int level) : m_level(level) {}
+  void set_level(int level) {
+    std::lock_guard lock(m_mutex);
+    m_level = level;
+    m_cv.notify_all();
+  }
+  // This worker's `held` becomes `want` (at most the level) if that fits now.
+  bool try_hold(int &held, int want) {
+    std::lock_guard lock(m_mutex);
+    want = std::min(want, m_level);
+    if (m_used - held + want > m_level) return false;
+    m_used += want - held;
+    if (want < held) m_cv.notify_all();
+    held = want;
+    return true;
+  }
+  // Gives up what it holds, then waits until `want` (at most the level) fits. With
+  // `until_closed`, false once the gate closed (holding nothing): the queue is drained.
+  bool hold(int &held, int want, bool until_closed) {
+    std::unique_lock lock(m_mutex);
+    m_used -= held;
+    held = 0;
+    m_cv.notify_all();
+    m_cv.wait(lock,
+              [&] { return (until_closed && m_closed) || m_used + std::min(want, m_level) <= m_level; });
+    if (until_closed && m_closed) return false;
+    held = std::min(want, m_level);
+    m_used += held;
+    return true;
+  }
+  // A worker's slots are busy from when it takes a file until it waits for work (a slot, or
+  // the queue): `mine` becomes `value`.
+  void set_busy(int &mine, int value) {
+    std::lock_guard lock(m_mutex);
+    m_busy += value - mine;
+    mine = value;
+    m_peak = std::max(m_peak, m_busy);
+  }
+  // The most slots busy at once since the last call.
+  int take_peak() {
+    std::lock_guard lock(m_mutex);
+    return std::exchange(m_peak, m_busy);
+  }
+  void release(int &held) {
+    std::lock_guard lock(m_mutex);
+    m_used -= held;
+    held = 0;
+    m_cv.notify_all();
+  }
+  // No more files: the workers waiting for a slot end.
+  void close() {
+    std::lock_guard lock(m_mutex);
+    m_closed = true;
+    m_cv.notify_all();
+  }
+
+private:
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  int m_level;
+  int m_used = 0;
+  int m_busy = 0; // of those, held by workers with a file
+  int m_peak = 0; // the most busy since take_peak
+  bool m_closed = false;
+};
+
 // Reads newline- or NUL-separated paths.
 void read_list(std::istream &in, bool nul, const std::function<bool(const std::string &)> &each) {
   std::string item;
@@ -207,14 +282,35 @@ bool held_elsewhere(const FileResult &r) {
   return r.error && r.error->code == Errc::in_progress;
 }
 
+// A failed file that says the store or the ledger had too much at once (what an adaptive run
+// backs off on), rather than something about the file.
+bool overload_failure(const Error &e) {
+  switch (e.code) {
+  case Errc::storage_unavailable:
+  case Errc::storage_error:
+  case Errc::deadline_exceeded:
+  case Errc::ledger_locked:
+  case Errc::ledger_unavailable:
+    return true;
+  default:
+    return false;
+  }
+}
+
 class Run {
 public:
   Run(const RunSpec &spec, RunDeps &deps, RunObserver &obs)
       : m_spec(spec), m_deps(deps), m_obs(obs), m_settings(spec.settings), m_queue(spec.queue_capacity),
-        m_started(util::steady_ms()), m_skips(spec.skips) {
+        m_started(util::steady_ms()), m_skips(spec.skips),
+        m_control({spec.jobs, spec.max_jobs, spec.jobs_fixed, ConcurrencyLimits{}.window_ms}) {
     m_skips.filter = {spec.filter.get(), deps.clock.now_ms()}; // ages from the run's start
-    if (m_spec.progress_interval_ms > 0) m_settings.progress = std::make_shared<Progress>();
+    // An adaptive run counts the bytes sent for its throughput, watched or not.
+    if (m_spec.progress_interval_ms > 0 || !spec.jobs_fixed)
+      m_settings.progress = std::make_shared<Progress>();
+    if (!spec.jobs_fixed) m_gate = std::make_unique<Gate>(m_control.level());
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
+    // Each worker's next file is hashed and reserved while its PUT is in flight.
+    m_settings.send_ahead = true;
   }
 
   RunReport run() {
@@ -228,6 +324,10 @@ public:
     rep.interrupted = m_deps.cancel.stopped();
     rep.broken_pipe = rep.interrupted && m_deps.cancel.broken_pipe();
     rep.aborted = rep.interrupted && m_deps.cancel.aborted();
+    {
+      std::lock_guard lock(m_out);
+      rep.concurrency = {!m_control.fixed(), m_control.level(), m_control.peak(), m_level_changes};
+    }
     m_obs.on_finish(rep);
     return rep;
   }
@@ -246,6 +346,23 @@ private:
     m_queue.start();
   }
   void work(int i);
+  // A worker's connections and uploader, opened once it is first needed.
+  struct WorkerKit {
+    std::shared_ptr<ledger::Ledger> ledger;
+    std::unique_ptr<store::ObjectStore> store;
+    std::unique_ptr<Uploader> up;
+  };
+  // nullopt when they could not be opened: the run stops (a fixed run, or fewer workers than
+  // it starts with), or this worker ends and the adaptive bound comes down to those open.
+  std::optional<WorkerKit> open_worker(int i);
+  // Takes `file` up and reports its results (and earlier files' that finished meanwhile).
+  // false: the run is stopped, and nothing new begins.
+  bool send(Uploader &up, const InputFile &file);
+  // The slots a file takes in an adaptive run: 1, or the parts a large file sends at once.
+  [[nodiscard]] int weight(const InputFile &file) const;
+  // Feeds the controller (m_out held) and applies a change of level.
+  void adapt();
+  void apply(const LevelChange &c);
   bool feed(const std::string &path);
   void retry_held();
   [[nodiscard]] FileResult retry_one(Uploader &up, const InputFile &file, int64_t until_ms);
@@ -275,6 +392,14 @@ private:
   std::optional<LodgeError> m_setup_error;
   std::mutex m_retry_mutex;
   std::vector<InputFile> m_retry_later;
+
+  // An adaptive run's level (under m_out) and the slots it gates (null: fixed).
+  ConcurrencyController m_control;
+  std::unique_ptr<Gate> m_gate;
+  int m_level_changes = 0;
+  uint64_t m_files_throttled = 0, m_files_failed = 0; // what the files' own failures said
+  uint64_t m_ended_unstored = 0;                      // files reported, other than active
+  std::atomic<int> m_workers_open{0};
 
   std::mutex m_tick_mutex;
   std::condition_variable m_tick_cv;
@@ -311,8 +436,47 @@ void Run::report(const FileResult &r, bool from_queue) {
     --m_in_flight;
     m_deps.cancel.end_file();
   }
+  if (from_queue && r.outcome != UploadOutcome::active) ++m_ended_unstored;
+  if (r.outcome == UploadOutcome::failed && r.error) {
+    if (r.error->code == Errc::throttled)
+      ++m_files_throttled;
+    else if (overload_failure(*r.error))
+      ++m_files_failed;
+  }
   m_obs.on_result(r);
-  if (m_settings.progress) m_obs.on_progress(snapshot());
+  if (m_spec.progress_interval_ms > 0) m_obs.on_progress(snapshot());
+  adapt();
+}
+
+void Run::adapt() {
+  if (!m_gate) return;
+  ConcurrencySample s;
+  s.now_ms = util::steady_ms();
+  // A stored file counts as it is stored (its result waits for its confirm's batch); every
+  // other one as it is reported.
+  s.files = m_settings.progress->stored.load(std::memory_order_relaxed) + m_ended_unstored;
+  s.bytes = m_settings.progress->sent.load(std::memory_order_relaxed);
+  s.throttled = m_files_throttled;
+  s.errors = m_files_failed;
+  s.busy = m_gate->take_peak();
+  if (const auto &bp = m_deps.backpressure) {
+    s.throttled += bp->throttled.load(std::memory_order_relaxed);
+    s.errors += bp->failed.load(std::memory_order_relaxed);
+  }
+  if (auto c = m_control.observe(s)) apply(*c);
+}
+
+void Run::apply(const LevelChange &c) {
+  ++m_level_changes;
+  m_gate->set_level(c.to);
+  m_obs.on_concurrency(c);
+}
+
+int Run::weight(const InputFile &file) const {
+  if (file.size <= m_settings.multipart_threshold || m_settings.part_size == 0) return 1;
+  const uint64_t parts = (file.size + m_settings.part_size - 1) / m_settings.part_size;
+  return static_cast<int>(
+      std::clamp<uint64_t>(parts, 1, static_cast<uint64_t>(std::max(m_settings.part_concurrency, 1))));
 }
 
 void Run::report_excluded(const InputFile &file) {
@@ -323,7 +487,7 @@ void Run::report_excluded(const InputFile &file) {
 
 // Redraws while nothing finishes (a big file being hashed or sent).
 void Run::start_ticker() {
-  if (!m_settings.progress) return;
+  if (m_spec.progress_interval_ms <= 0) return;
   m_ticker = std::thread([this] {
     std::unique_lock lock(m_tick_mutex);
     while (!m_tick_cv.wait_for(lock, std::chrono::milliseconds(m_spec.progress_interval_ms),
@@ -348,52 +512,102 @@ void Run::stop_ticker() {
   m_ticker.join();
 }
 
-void Run::work(int i) {
-  std::shared_ptr<ledger::Ledger> l;
-  std::unique_ptr<store::ObjectStore> st;
-  std::unique_ptr<Uploader> up;
+std::optional<Run::WorkerKit> Run::open_worker(int i) {
+  WorkerKit k;
   try {
-    l = m_deps.worker_ledger();
-    st = m_deps.open_store();
+    k.ledger = m_deps.worker_ledger();
+    k.store = m_deps.open_store();
     auto ws = m_settings;
     ws.worker_id += "-" + std::to_string(i);
-    up = std::make_unique<Uploader>(*l, *st, ws, m_deps.clock);
+    k.up = std::make_unique<Uploader>(*k.ledger, *k.store, ws, m_deps.clock);
   } catch (const LodgeError &e) {
+    if (const int open = m_workers_open.load(); !m_spec.jobs_fixed && open > 0) {
+      // One worker more than the ledger or the store lets this process connect (a server's
+      // connection limit): the run goes on with the workers it has.
+      std::lock_guard lock(m_out);
+      if (auto c = m_control.lower_max(open, "a worker could not connect: " + e.error().message)) apply(*c);
+      return std::nullopt;
+    }
     std::lock_guard lock(m_setup_mutex);
     if (!m_setup_error) m_setup_error = e;
     m_queue.close();
     m_queue.clear();
-    return;
+    if (m_gate) m_gate->close();
+    return std::nullopt;
   }
+  ++m_workers_open;
+  return k;
+}
+
+bool Run::send(Uploader &up, const InputFile &file) {
+  // In flight from here until reported (a pending confirm included); none begins once
+  // the run is stopped.
+  if (!m_deps.cancel.begin_file()) {
+    m_queue.clear();
+    return false;
+  }
+  ++m_in_flight;
+  for (auto &r : up.upload_next(file)) {
+    if (!m_settings.idempotency_key && held_elsewhere(r)) {
+      // The content of a file another worker or process is sending (empty files, copies
+      // in one tree): tried again once the workers are done. Only a reserve answers so:
+      // this file's, never the pending one's. Not in flight while it waits: a stop
+      // meanwhile means it is not tried again.
+      std::lock_guard lock(m_retry_mutex);
+      m_retry_later.push_back(file);
+      --m_in_flight;
+      m_deps.cancel.end_file();
+      continue;
+    }
+    if (held_elsewhere(r)) r.outcome = UploadOutcome::in_progress; // its idempotency key's upload
+    report(r, true);
+  }
+  return true;
+}
+
+void Run::work(int i) {
+  std::optional<WorkerKit> kit;
+  int held = 0, busy = 0; // this worker's slots, and those busy with a file (adaptive)
+  struct GiveBack {
+    Gate *gate;
+    int &held, &busy;
+    ~GiveBack() {
+      if (!gate) return;
+      gate->set_busy(busy, 0);
+      gate->release(held);
+    }
+  } give_back{m_gate.get(), held, busy};
   // Pipelined: a file's confirm commits later, with other files' transitions, and the file
   // is reported once it has (finish() ends the pending ones).
   auto settle = [&] {
-    for (auto &r : up->finish())
+    if (m_gate) m_gate->set_busy(busy, 0); // waiting for work from here
+    if (!kit) return;
+    for (auto &r : kit->up->finish())
       report(r, true);
   };
-  while (auto file = m_queue.pop(settle)) {
-    // In flight from here until reported (a pending confirm included); none begins once
-    // the run is stopped.
-    if (!m_deps.cancel.begin_file()) {
-      m_queue.clear();
+  for (;;) {
+    // Adaptive: a slot before a file, so a worker over the level waits holding no file, and
+    // with nothing of its own in flight (its PUT landed, its confirms settled).
+    if (m_gate && !m_gate->try_hold(held, 1)) {
+      settle();
+      if (!m_gate->hold(held, 1, true)) break;
+    }
+    // Opened once first needed: an adaptive run connects only the workers its level uses.
+    if (!kit && !(kit = open_worker(i))) return;
+    auto file = m_queue.pop(settle);
+    if (!file) {
+      if (m_gate) m_gate->close(); // drained: the workers waiting for a slot end
       break;
     }
-    ++m_in_flight;
-    for (auto &r : up->upload_next(*file)) {
-      if (!m_settings.idempotency_key && held_elsewhere(r)) {
-        // The content of a file another worker or process is sending (empty files, copies
-        // in one tree): tried again once the workers are done. Only a reserve answers so:
-        // this file's, never the pending one's. Not in flight while it waits: a stop
-        // meanwhile means it is not tried again.
-        std::lock_guard lock(m_retry_mutex);
-        m_retry_later.push_back(*file);
-        --m_in_flight;
-        m_deps.cancel.end_file();
-        continue;
+    if (m_gate) {
+      // A large file takes a slot per part it sends at once.
+      if (const int w = weight(*file); w > 1 && !m_gate->try_hold(held, w)) {
+        settle();
+        (void)m_gate->hold(held, w, false);
       }
-      if (held_elsewhere(r)) r.outcome = UploadOutcome::in_progress; // its idempotency key's upload
-      report(r, true);
+      m_gate->set_busy(busy, held);
     }
+    if (!send(*kit->up, *file)) break;
   }
   settle();
 }
@@ -433,15 +647,23 @@ void Run::walk_and_work() {
   util::ThreadGroup workers([this] {
     m_queue.close();
     m_queue.clear();
+    if (m_gate) m_gate->close();
   });
   // Runs before the group's destructor on every way out, so no worker is left waiting on
-  // the queue while the group joins it.
+  // the queue (or for a slot) while the group joins it.
   struct CloseOnExit {
     WorkQueue &q;
-    ~CloseOnExit() { q.close(); }
-  } close_on_exit{m_queue};
+    Gate *gate;
+    ~CloseOnExit() {
+      q.close();
+      if (gate) gate->close();
+    }
+  } close_on_exit{m_queue, m_gate.get()};
   start_ticker();
-  for (int i = 0; i < m_spec.jobs; ++i)
+  // Adaptive: a thread for every slot the level may reach, each waiting for a slot before it
+  // opens its connections.
+  const int threads = m_spec.jobs_fixed ? m_spec.jobs : m_control.max();
+  for (int i = 0; i < threads; ++i)
     workers.spawn([this, i] { work(i); });
   bool fed = true;
   for (const auto &p : m_spec.paths)

@@ -104,7 +104,9 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
     mine = failed(Error(Errc::internal, e.what()));
   }
   if (mine) {
-    settle_tails(0); // the earlier files' first: results keep the files' order
+    // The earlier files' first: results keep the files' order.
+    land_flight();
+    settle_tails(0);
     m_done.push_back(std::move(*mine));
   }
   return std::move(m_done);
@@ -112,6 +114,7 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
 
 std::vector<FileResult> Uploader::finish() {
   m_done.clear();
+  land_flight();
   settle_tails(0);
   return std::move(m_done);
 }
@@ -170,7 +173,7 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   auto opened = open_checked(file, r);
   if (!opened) return rejected(r, opened.error());
-  const OpenedFile &f = opened.value();
+  OpenedFile &f = opened.value();
   if (auto unchanged = unchanged_duplicate(f, r)) return unchanged;
   auto digests = digest_and_type(f, r);
   if (!digests) return rejected(r, digests.error());
@@ -201,7 +204,10 @@ Result<Uploader::OpenedFile> Uploader::open_checked(const InputFile &file, FileR
   r.size = static_cast<uint64_t>(f.st.st_size);
   // A big file's read would hold the pending confirms too long (their rows' deadlines run),
   // so they are waited for first.
-  if (r.size > k_confirm_alongside_max) settle_tails(0);
+  if (r.size > k_confirm_alongside_max) {
+    land_flight();
+    settle_tails(0);
+  }
   if (r.size == 0 && !m_s.policy.allow_empty)
     return Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " + m_s.policy.name +
                                        " does not allow empty files");
@@ -367,8 +373,68 @@ private:
   bool m_taken_over = false;
 };
 
-std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const Digests &digests,
-                                                     FileResult &r) {
+// A file whose single PUT runs on the sender thread: what landing it needs once it ended.
+struct Uploader::Flight {
+  FileResult r;
+  OpenedFile f;
+  ledger::FileRecord rec;
+  std::unique_ptr<Renewal> renewal;
+  Result<store::PutResult> put = Error(Errc::internal, "the PUT did not run");
+  util::ThreadGroup sender; // declared last: joined first on destruction
+};
+
+Uploader::~Uploader() = default;
+
+bool Uploader::can_send_ahead(const Digests &d) {
+  if (!m_s.send_ahead || !d.parts.empty() || m_s.dry_run || !m_s.open_store) return false;
+  if (!m_send_store && !m_send_store_failed) {
+    try {
+      m_send_store = m_s.open_store();
+    } catch (const LodgeError &e) {
+      m_send_store_failed = true;
+      util::log::warn("sending each file after the next one's reserve is off: " + e.error().message);
+    }
+  }
+  return m_send_store != nullptr;
+}
+
+void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
+                            std::unique_ptr<Renewal> renewal) {
+  auto fl = std::make_unique<Flight>();
+  fl->r = r;
+  fl->f = std::move(f);
+  fl->rec = rec;
+  fl->renewal = std::move(renewal);
+  // Made here, on the worker: the sender touches its own connection and the file alone.
+  store::PutRequest req = single_request(fl->f.fd.get(), fl->rec, *fl->renewal);
+  Flight *raw = fl.get();
+  store::ObjectStore &via = *m_send_store;
+  raw->sender.spawn([raw, &via, req = std::move(req)] {
+    try {
+      raw->put = ours_if_landed(via, raw->rec, via.put(req));
+    } catch (const LodgeError &e) {
+      raw->put = e.error();
+    } catch (const std::exception &e) {
+      raw->put = Error(Errc::internal, "sending " + raw->rec.object_key + ": " + e.what());
+    }
+  });
+  m_flight = std::move(fl);
+}
+
+void Uploader::land_flight() {
+  if (!m_flight) return;
+  std::unique_ptr<Flight> fl = std::move(m_flight);
+  fl->sender.join(); // the task catches everything: nothing to rethrow
+  const TransferNote note;
+  auto ended = after_transfer(fl->r, fl->f, fl->rec, std::move(fl->put), *fl->renewal, note);
+  if (!ended) return; // its confirm is pending, in m_tails
+  Tail t;
+  t.r = *ended;
+  t.done = std::move(*ended);
+  m_tails.push_back(std::move(t));
+}
+
+std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r) {
   ledger::ReserveRequest req = reserve_request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
   // A staged upload an earlier run of the same content left behind is resumed.
@@ -404,15 +470,30 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
   // or after the last renewal that committed (Renewal).
   int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
   int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
-  Renewal renewal(m_ledger.uploads, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms, steady_deadline, margin);
+  auto renewal = std::make_unique<Renewal>(m_ledger.uploads, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms,
+                                           steady_deadline, margin);
 
   if (failpoint::hit("upload.before_put")) {
     fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
+  // The previous file's PUT ends first: one reserved file waits per worker at most, and
+  // its result lands before this one's.
+  land_flight();
   TransferNote note;
   note.resume = res.outcome == ledger::ReserveOutcome::resumed;
-  auto put = transfer(f.fd.get(), rec, digests, renewal, note);
+  if (!note.resume && can_send_ahead(digests)) {
+    start_flight(r, f, rec, std::move(renewal));
+    return std::nullopt;
+  }
+  auto put = transfer(f.fd.get(), rec, digests, *renewal, note);
+  return after_transfer(r, f, rec, std::move(put), *renewal, note);
+}
+
+std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFile &f,
+                                                   const ledger::FileRecord &rec,
+                                                   Result<store::PutResult> put, const Renewal &renewal,
+                                                   const TransferNote &note) {
   r.resumed_bytes = note.resumed_bytes;
   if (put) {
     // The bytes sent were checked against the digest; a file that grew or was rewritten
@@ -435,6 +516,7 @@ std::optional<FileResult> Uploader::reserve_and_send(const OpenedFile &f, const 
   }
   // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
   // of it once it committed), with at most k_pending_confirms others.
+  if (m_s.progress) m_s.progress->stored.fetch_add(1, std::memory_order_relaxed);
   Tail t;
   t.r = r;
   t.rec = rec;
@@ -718,13 +800,17 @@ bool Uploader::wait_for_own(const ledger::FileRecord &uploading, int waits) {
   // object, instead of failing "in progress". Bounded by that row's deadline.
   const auto &me = this_process();
   if (!me || uploading.holder != me->text() || m_clock.now_ms() >= uploading.upload_deadline_at) return false;
-  settle_tails(0); // it may be this worker's own pending confirm
+  land_flight(); // it may be this worker's own PUT in flight, or its pending confirm
+  settle_tails(0);
   if (waits > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(waits, 6), 100)));
   return true;
 }
 
 Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
+  // A re-run's unchanged files are proven by listing (one request per 1,000 keys); what a
+  // listing does not prove, a missing object above all, is HEADed as before.
+  if (m_s.listings && m_s.listings->proves(m_store, existing, m_ledger.reads.uuid())) return ok_status();
   std::string what =
       "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
   auto h = m_store.head(existing.object_key);
@@ -773,31 +859,37 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
   return meta;
 }
 
+store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec,
+                                           const Renewal &renewal) const {
+  store::PutRequest req;
+  req.key = rec.object_key;
+  req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter()};
+  req.content_type = rec.object_content_type();
+  req.metadata = object_metadata(rec);
+  req.options = m_s.options;
+  req.options.metadata.clear(); // sent above
+  req.options.content_type.clear();
+  req.deadline_steady_ms = renewal.row_bound();
+  return req;
+}
+
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             Renewal &renewal, TransferNote &note) {
-  store::Metadata meta = object_metadata(rec);
+  if (d.parts.empty()) return ours_if_landed(m_store, rec, m_store.put(single_request(fd, rec, renewal)));
   store::ObjectOptions options = m_s.options;
-  options.metadata.clear(); // sent above
+  options.metadata.clear(); // sent in meta
   options.content_type.clear();
-  Result<store::PutResult> put = Error(Errc::internal, "no transfer");
-  if (d.parts.empty()) {
-    store::PutRequest req;
-    req.key = rec.object_key;
-    req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter()};
-    req.content_type = rec.object_content_type();
-    req.metadata = meta;
-    req.options = options;
-    req.deadline_steady_ms = renewal.row_bound();
-    put = m_store.put(req);
-  } else {
-    store::StagedRequest staged{rec.object_key, rec.object_content_type(), meta, options};
-    put = transfer_staged(fd, rec, d, staged, renewal, note);
-  }
+  store::StagedRequest staged{rec.object_key, rec.object_content_type(), object_metadata(rec), options};
+  return ours_if_landed(m_store, rec, transfer_staged(fd, rec, d, staged, renewal, note));
+}
+
+Result<store::PutResult> Uploader::ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
+                                                  Result<store::PutResult> put) {
   if (!put && put.error().code == Errc::precondition_failed) {
     // Our own earlier attempt may have landed (a retry after a lost answer, or the completion
     // of a resumed row's staged upload by its earlier sender): it is ours only if the object
     // carries our record id and digest.
-    auto h = m_store.head(rec.object_key);
+    auto h = via.head(rec.object_key);
     if (h && h->metadata[store::meta::record] == std::to_string(rec.id) &&
         h->metadata[store::meta::sha256] == rec.sha256)
       return store::PutResult{h->etag, h->version_id};

@@ -167,6 +167,7 @@ public:
     // The retry policy's own bound unless the caller set one: AWS_MAX_ATTEMPTS and the AWS
     // profile speak for S3 only.
     if (o.max_attempts > 0) cfg.retry.max_attempts = o.max_attempts;
+    cfg.retry.backpressure = o.backpressure;
     cfg.traits = azure::traits_for(account.endpoint + " " + container);
     http::TransportOptions t;
     t.ca_bundle = o.config->ca_bundle();

@@ -87,6 +87,7 @@ public:
     cfg.credentials = credentials;
     cfg.credential_source = std::move(source);
     cfg.retry.max_attempts = o.max_attempts > 0 ? o.max_attempts : s.max_attempts;
+    cfg.retry.backpressure = o.backpressure;
     cfg.send_checksums = s.sends_checksums();
     // Every connection of this process to the same server shares what it cannot do.
     cfg.traits = s3::traits_for((s.endpoint.empty() ? "aws:" + s.region : s.endpoint) + " " + cfg.bucket);

@@ -52,6 +52,17 @@ if LEDGER not in ("sqlite", "postgres"):
     raise SystemExit(f"LODGE_TEST_LEDGER={LEDGER!r}: must be 'sqlite' or 'postgres'")
 
 
+# Every variable `lodge upload --ci-metadata` reads (GitHub Actions, GitLab CI, Buildkite,
+# Jenkins): a test that wants a CI job fakes one in its own env.
+CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL", "GIT_COMMIT", "GIT_BRANCH",
+                "BUILD_NUMBER", "BUILD_URL")
+CI_PREFIXES = ("GITHUB_", "CI_", "BUILDKITE_")
+
+
+def is_ci_variable(name):
+    return name in CI_VARIABLES or name.startswith(CI_PREFIXES)
+
+
 def sqlite_only(reason):
     """Marks a test method or a whole class as about SQLite itself (the ledger file, its
     locks, its old schema samples): `reason` says why. Under LODGE_TEST_LEDGER=postgres such
@@ -504,9 +515,10 @@ class LodgeTestCase(unittest.TestCase):
             self.db = pg_server().db_url(self.pg_database)
         else:
             self.db = os.path.join(self.dir, "ledger.db")
-        # Nothing of the caller's lodge, AWS, Azure or libpq settings reaches the test's lodge.
+        # Nothing of the caller's lodge, AWS, Azure or libpq settings, nor the CI job the
+        # suite may run in (what --ci-metadata reads), reaches the test's lodge.
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("LODGE_", "AWS_", "AZURE_", "PG"))}
+                    if not k.startswith(("LODGE_", "AWS_", "AZURE_", "PG")) and not is_ci_variable(k)}
         self.env.update({"HOME": self.dir, "XDG_CONFIG_HOME": os.path.join(self.dir, ".config"),
                          "XDG_DATA_HOME": os.path.join(self.dir, ".local/share")})
         self.env.update(AWS_ENV)
@@ -619,6 +631,16 @@ class LodgeTestCase(unittest.TestCase):
         finally:
             con.close()
         os.chmod(self.db, 0o600)
+
+    def through_proxy(self):
+        """From here on the test's lodge reaches its store through a fault-injecting proxy
+        (stopped when the test ends), the ledger rebound to the store as seen through it;
+        returns the proxy."""
+        proxy = FaultProxy(self.server_port, self.dir)
+        self.addCleanup(proxy.stop)
+        self.env.update(self.endpoint_env(proxy.endpoint))
+        self.rebind({})
+        return proxy
 
     def write(self, name, data):
         path = os.path.join(self.dir, name)

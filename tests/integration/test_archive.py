@@ -166,8 +166,10 @@ class ArchiveS3(S3TestCase):
         f = self.write("a.txt", "checked, never assumed\n")
         first = self.up(f)[0]
         log = os.path.join(self.dir, "fp.log")
+        # Neither proof answers: the run's listing (which would prove the object in bulk) and
+        # the HEAD it falls back to both fail.
         r = self.lodge("upload", "--json", f,
-                       env={"LODGE_FAILPOINTS": "store.head=error", "LODGE_FAILPOINTS_LOG": log})
+                       env={"LODGE_FAILPOINTS": "store.list=error;store.head=error", "LODGE_FAILPOINTS_LOG": log})
         self.assertEqual(r.rc, 1, r)
         res = r.json_lines()[0]
         self.assertEqual(res["outcome"], "failed")

@@ -108,8 +108,10 @@ class KilledRuns(StoreTestCase):
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
         wait_until(lambda: self.fired(log), what="the first run's first PUT")
         b = self.spawn("upload", "--json", "--jobs", "1", tree)
-        # The second run sends what the first has not reserved, then waits for the one it holds.
-        wait_until(lambda: [r[1] for r in self.rows()].count("ACTIVE") == 2, what="the second run's uploads")
+        # The first run is held after f0's PUT, f1 reserved (sent while f1 was reserved: a
+        # worker reserves one file ahead). The second run sends what the first has not
+        # reserved, then waits for the ones it holds.
+        wait_until(lambda: [r[1] for r in self.rows()].count("ACTIVE") == 1, what="the second run's uploads")
         self.assertEqual(b.poll(), None, "it waits for the first run's upload")
         with open(gate, "w"):
             pass
@@ -120,8 +122,8 @@ class KilledRuns(StoreTestCase):
             self.assertNotIn("IN_PROGRESS", out + err)
             lines = [json.loads(x) for x in out.splitlines()]
             outcomes[p.pid] = sorted(x["outcome"] for x in lines if "outcome" in x)
-        self.assertEqual(outcomes[a.pid], ["active", "duplicate", "duplicate"], outcomes)
-        self.assertEqual(outcomes[b.pid], ["active", "active", "duplicate"], outcomes)
+        self.assertEqual(outcomes[a.pid], ["active", "active", "duplicate"], outcomes)
+        self.assertEqual(outcomes[b.pid], ["active", "duplicate", "duplicate"], outcomes)
         self.assertEqual(sorted(r[1] for r in self.rows()), ["ACTIVE"] * 3)
         check_invariants(self, self.objects())
 
@@ -159,8 +161,9 @@ class KilledRuns(StoreTestCase):
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
         lines, reader = self.stderr_lines(p)
         wait_until(lambda: self.fired(log), what="the first file's PUT")
-        # The first file is held right after its PUT, before its confirm is queued: the one
-        # file in flight. Released once the signal is handled, it is finished; the worker
+        # The first file is held right after its PUT, before its confirm is queued, and the
+        # second is reserved (a worker reserves the next file while a PUT is in flight): two
+        # files in flight. Released once the signal is handled, both are finished; the worker
         # then takes no other file.
         self.signal_once_held(p, lines, gate)
         p.wait(timeout=60)  # (its stdout, a few lines, fits in the pipe)
@@ -169,12 +172,12 @@ class KilledRuns(StoreTestCase):
             reader.join(timeout=60)
         err = "".join(lines)
         self.assertEqual(p.returncode, 130, err)
-        self.assertIn("lodge: finishing 1 upload in flight (Ctrl-C again to abort it)\n", err)
-        self.assertIn("1 file: 1 active", err)
+        self.assertIn("lodge: finishing 2 uploads in flight (Ctrl-C again to abort them)\n", err)
+        self.assertIn("2 files: 2 active", err)
         self.assertIn(", interrupted\n", err)
         self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
                       "started (INTERRUPTED)", err)
-        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)])  # of 5
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
         check_invariants(self, self.objects())
 
     def test_a_file_waiting_for_its_confirm_is_in_flight_and_is_finished(self):
@@ -199,14 +202,19 @@ class KilledRuns(StoreTestCase):
         wait_until(lambda: fired() == ["upload.before_reserve"], what="f0's reserve")
         with open(reserve, "w"):
             pass
-        wait_until(lambda: len(fired()) == 2, what="f0's PUT")
-        # f0 is held after its PUT, so past its reserve: that gate closes again for f1.
+        # f0's PUT goes out while the worker takes f1 and reserves it (one file ahead); f0 is
+        # then held after its PUT.
+        br, ap = "upload.before_reserve", "upload.after_put"
+        wait_until(lambda: len(fired()) == 3, what="f0's PUT")
+        self.assertEqual(fired(), [br, br, ap])
+        # Past f1's reserve: that gate closes again for f2.
         os.unlink(reserve)
         with open(put, "w"):
             pass
-        # f0's confirm is queued and left pending; the worker took f1, held before its reserve.
-        wait_until(lambda: len(fired()) == 3, what="f1's reserve")
-        self.assertEqual(fired(), ["upload.before_reserve", "upload.after_put", "upload.before_reserve"])
+        # f0's confirm is queued and left pending, f1's PUT is in flight, and the worker took
+        # f2, held before its reserve: three files in flight.
+        wait_until(lambda: len(fired()) == 4, what="f2's reserve")
+        self.assertEqual(fired(), [br, br, ap, br])
         self.signal_once_held(p, lines, reserve)
         p.wait(timeout=60)  # (its stdout, a few lines, fits in the pipe)
         with p.stdout, p.stderr:
@@ -214,12 +222,12 @@ class KilledRuns(StoreTestCase):
             reader.join(timeout=60)
         err = "".join(lines)
         self.assertEqual(p.returncode, 130, err)
-        self.assertIn("lodge: finishing 2 uploads in flight (Ctrl-C again to abort them)\n", err)
-        self.assertIn("2 files: 2 active", err)
+        self.assertIn("lodge: finishing 3 uploads in flight (Ctrl-C again to abort them)\n", err)
+        self.assertIn("3 files: 3 active", err)
         self.assertIn("lodge: error: interrupted by a signal: the files in flight were finished, no new one was "
                       "started (INTERRUPTED)", err)
-        self.assertEqual([x.split()[0] for x in out.splitlines()], ["active", "active"], out)
-        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
+        self.assertEqual([x.split()[0] for x in out.splitlines()], ["active"] * 3, out)
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 3)  # of 5
         check_invariants(self, self.objects())
 
     def test_a_second_signal_aborts_the_transfer_in_flight_and_fails_its_row(self):

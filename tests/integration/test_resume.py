@@ -19,7 +19,7 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (AzureTestCase, FaultProxy, LodgeTestCase, S3TestCase, check_invariants,  # noqa: E402
+from lodgetest import (AzureTestCase, LodgeTestCase, S3TestCase, check_invariants,  # noqa: E402
                        converge, main, wait_until)
 
 MIB = 1 << 20
@@ -40,10 +40,7 @@ class Resume:
         self.fplog = os.path.join(self.dir, "fired.log")
         self.proxy = None
         if self.proxied:
-            self.proxy = FaultProxy(self.server_port, self.dir)
-            self.addCleanup(self.proxy.stop)
-            self.env.update(self.endpoint_env(self.proxy.endpoint))
-            self.rebind({})
+            self.proxy = self.through_proxy()
         self.data = os.urandom(SIZE)
         self.path = self.write("in/big.bin", self.data)
 

@@ -24,7 +24,7 @@ CONFIG = {"multipart_threshold": "64MiB"}
 PERIODIC = re.compile(r"^lodge: \d+/\d+\+? files?, [\d.]+ (B|KiB|MiB) ?/[\d.]+ (B|KiB|MiB)\+? sent, "
                       r"[\d.]+ (B|KiB|MiB)/s, elapsed \S+, ETA \S+, \d+ in flight$")
 FINAL = re.compile(r"^lodge: done: \d+/\d+ files?, [\d.]+ (B|KiB|MiB)/[\d.]+ (B|KiB|MiB) sent, "
-                   r"[\d.]+ (B|KiB|MiB)/s, elapsed \S+$")
+                   r"[\d.]+ (B|KiB|MiB)/s, elapsed \S+, concurrency \d+ \((fixed|adaptive, peak \d+)\)$")
 
 
 class Stats(S3TestCase):
@@ -53,6 +53,8 @@ class Stats(S3TestCase):
         self.assertEqual(len(self.lines(r.err, FINAL)), 1, r.err)
         final = self.lines(r.err, FINAL)[0]
         self.assertIn("done: 1/1 file, 4.0 MiB/4.0 MiB sent", final)
+        # No --jobs: the level chose itself; one file never moved it from 8.
+        self.assertTrue(final.endswith(", concurrency 8 (adaptive, peak 8)"), final)
         # The final line comes after every periodic one, before the summary.
         err_lines = r.err.splitlines()
         self.assertLess(err_lines.index(periodic[-1]), err_lines.index(final))

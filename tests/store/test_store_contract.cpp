@@ -990,11 +990,15 @@ TEST_SUITE("faults") {
     std::string key = f.key("f503/" + crypto::random_uuid());
     set_rules(R"([{"method": "PUT", "path_contains": ")" + key.substr(4) +
               R"(", "action": "503", "times": 2}])");
-    auto s = store::open_store(f.via_proxy);
+    // Both 503s are counted where the process's run reads them (StoreOptions::backpressure).
+    auto o = f.via_proxy;
+    o.backpressure = std::make_shared<util::Backpressure>();
+    auto s = store::open_store(o);
     Source src("retried bytes");
     auto r = s->put(put_req(key, src));
     REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
     CHECK(count_log(proxy_log(), "PUT", key.substr(4)) == 3);
+    CHECK(o.backpressure->throttled.load() + o.backpressure->failed.load() == 2);
     CHECK(get_all(*f.open(), key) == "retried bytes");
     set_rules("[]");
   }

@@ -47,7 +47,7 @@ const char *const k_ops[] = {"schema_version",
                              "decide_many",
                              "finish_many",
                              "due_tasks",
-                             "list_tasks",
+                             "scan_tasks",
                              "retry_task",
                              "overdue_uploads",
                              "repair_row",
@@ -891,6 +891,8 @@ void FakeLedger::scan_files(const FileQuery &q, const std::function<bool(const F
       for (auto &[k, r] : newest)
         out.push_back(std::move(r));
     }
+    if (q.after) // after latest's choice, as the ledger's outer query applies it
+      std::erase_if(out, [&](const FileRecord &r) { return !ordered_before(q, *q.after, r); });
     std::sort(out.begin(), out.end(),
               [&](const FileRecord &a, const FileRecord &b) { return ordered_before(q, a, b); });
     if (q.limit && static_cast<int64_t>(out.size()) > *q.limit)
@@ -1192,13 +1194,17 @@ std::vector<TaskRecord> FakeLedger::due_tasks(int64_t now, int limit) {
   });
 }
 
-std::vector<TaskRecord> FakeLedger::list_tasks(std::optional<TaskStatus> status) {
-  return call("list_tasks", [&] {
+void FakeLedger::scan_tasks(std::optional<TaskStatus> status,
+                            const std::function<bool(const TaskRecord &)> &visit) {
+  // Read under the lock, visited outside it (the visitor may call the ledger).
+  auto tasks = call("scan_tasks", [&] {
     std::vector<TaskRecord> out;
     for (const auto &[id, t] : m_tasks)
       if (!status || t.status == *status) out.push_back(t);
     return out;
   });
+  for (const auto &t : tasks)
+    if (!visit(t)) return;
 }
 
 RetryOutcome FakeLedger::retry_task(int64_t task_id, int64_t now) {

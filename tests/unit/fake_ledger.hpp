@@ -159,7 +159,8 @@ public:
   [[nodiscard]] std::vector<ledger::TaskFinish> finish_many(const std::vector<ledger::TaskEnd> &ends,
                                                             int64_t now) override;
   [[nodiscard]] std::vector<ledger::TaskRecord> due_tasks(int64_t now, int limit) override;
-  [[nodiscard]] std::vector<ledger::TaskRecord> list_tasks(std::optional<ledger::TaskStatus> status) override;
+  void scan_tasks(std::optional<ledger::TaskStatus> status,
+                  const std::function<bool(const ledger::TaskRecord &)> &visit) override;
   [[nodiscard]] ledger::RetryOutcome retry_task(int64_t task_id, int64_t now) override;
 
   [[nodiscard]] std::vector<ledger::FileRecord> overdue_uploads(int64_t now, int limit) override;

@@ -55,7 +55,9 @@ public:
 
   // Another connection to the same fake server: shares objects, calls and failures.
   [[nodiscard]] std::unique_ptr<FakeStore> connection() const {
-    return std::unique_ptr<FakeStore>(new FakeStore(m_state, on_put_part));
+    auto c = std::unique_ptr<FakeStore>(new FakeStore(m_state, on_put_part));
+    c->on_put = on_put;
+    return c;
   }
 
   // Makes the fake tag objects as Azure does: puts tag pending, mark_committed tags
@@ -106,6 +108,9 @@ public:
 
   // Runs inside put_part, before it records, outside any lock (to hold parts in flight).
   std::function<void(int number)> on_put_part;
+  // Runs inside put, first, outside any lock (to look at the ledger as a PUT begins, or to
+  // hold it in flight). Connections made later get it too.
+  std::function<void(const std::string &key)> on_put;
 
   // The next `times` calls of op fail with e (times < 0: every call until cleared).
   void fail(const std::string &op, Error e, int times = -1) {
@@ -159,6 +164,7 @@ public:
   [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
 
   Result<store::PutResult> put(const store::PutRequest &req) override {
+    if (on_put) on_put(req.key);
     std::lock_guard lock(m_state->mutex);
     if (auto e = scripted("put", req.key)) return *e;
     if (m_state->objects.count(req.key)) return refuse("put", req.key, Errc::precondition_failed, "exists");

@@ -6,6 +6,8 @@
 
 #include <lodge/http/resumable_get.hpp>
 #include <lodge/http/retry.hpp>
+#include <lodge/util/backpressure.hpp>
+#include <memory>
 
 using namespace lodge;
 using lodge::testing::ScriptedTransport;
@@ -175,6 +177,33 @@ TEST_CASE("with_retries: success after transient failures; a permanent answer is
   CHECK(d.error().code == Errc::access_denied);
   CHECK(denied.transport.seen.size() == 1);
   CHECK(denied.sleeper.delays.empty());
+}
+
+TEST_CASE(
+    "with_retries: counts each throttling answer and transient failure it sees, never a permanent one") {
+  auto bp = std::make_shared<util::Backpressure>();
+  // 429 and a 503 the service calls SlowDown are throttling; a 500 and a dropped connection
+  // are transient failures; the success and a 404 are neither.
+  Backend b({Step{429, "", {}}, Step{500, "", {}}, Step{0, "", {}, k_recv_error, true}, Step{200, "", {}}});
+  b.policy.backpressure = bp;
+  REQUIRE(b.send().ok());
+  CHECK(bp->throttled.load() == 1);
+  CHECK(bp->failed.load() == 2);
+  Backend missing({Step{404, "", {}}});
+  missing.policy.backpressure = bp;
+  CHECK_FALSE(missing.send().ok());
+  CHECK(bp->throttled.load() == 1);
+  CHECK(bp->failed.load() == 2);
+  // What a service's code says counts as what it names.
+  http::Response slow;
+  slow.status = 503;
+  int calls = 0;
+  auto r = http::with_retries(b.policy, b.sleeper, "PUT k", 0, [&]() -> Result<http::Response> {
+    if (++calls == 1) return http::error_for_answer(slow, "PUT k", {"SlowDown", "", ""}, Errc::throttled);
+    return http::Response{};
+  });
+  REQUIRE(r.ok());
+  CHECK(bp->throttled.load() == 2);
 }
 
 TEST_CASE(

@@ -6,6 +6,10 @@
 #include "ops_fixture.hpp"
 #include "support.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/run.hpp>
 #include <lodge/util/clock.hpp>
@@ -23,6 +27,7 @@ class Recorder final : public ops::RunObserver {
 public:
   std::vector<std::string> events;
   std::vector<ops::FileResult> results;
+  std::vector<ops::LevelChange> levels;
   std::optional<ops::RunReport> report;
   std::function<void(const ops::FileResult &)> after_result;
 
@@ -35,6 +40,11 @@ public:
   }
   void on_progress(const ops::RunProgress &p) override {
     events.push_back("progress " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total));
+  }
+  void on_concurrency(const ops::LevelChange &c) override {
+    events.push_back("concurrency " + std::to_string(c.from) + " -> " + std::to_string(c.to) + " " +
+                     ops::to_string(c.why));
+    levels.push_back(c);
   }
   void on_finish(const ops::RunReport &r) override {
     events.emplace_back("finish");
@@ -54,6 +64,8 @@ struct World {
   int64_t paused_ms = 0;
   std::function<void()> on_pause;
   ops::RunSpec spec;
+  // What the store's retry loop would count (StoreOptions::backpressure).
+  std::shared_ptr<util::Backpressure> backpressure = std::make_shared<util::Backpressure>();
 
   World() {
     spec.settings.policy.name = "default";
@@ -81,7 +93,8 @@ struct World {
                         paused_ms += ms;
                         clock.advance(ms);
                         if (on_pause) on_pause();
-                      }};
+                      },
+                      backpressure};
     return ops::run_upload(spec, deps, obs);
   }
 
@@ -332,4 +345,188 @@ TEST_CASE("run: a sender that finishes within the bound makes the waiting file a
   CHECK(rep.tally.duplicate == 1);
   CHECK(ops::exit_status(rep) == 0);
   CHECK(w.paused_ms < 30'000);
+}
+
+namespace {
+// What each PUT saw of the ledger as it began, and whether the worker's next reserve began
+// while that PUT was held in flight.
+struct PutWatch {
+  std::mutex mutex;
+  std::condition_variable cv;
+  int reserves_begun = 0;
+  int puts = 0;
+  int max_reserved_ahead = 0; // reserves begun minus PUTs begun, at a PUT's start
+  int overlapped = 0;         // PUTs during which the next file's reserve began
+  std::vector<std::string> problems;
+
+  // Counts each reserve as it begins (before_next is one-shot: it re-arms itself).
+  void arm(test::FakeLedger &l) {
+    l.before_next("reserve", [this, &l] {
+      {
+        std::lock_guard lock(mutex);
+        ++reserves_begun;
+      }
+      cv.notify_all();
+      arm(l);
+    });
+  }
+};
+} // namespace
+
+TEST_CASE("run: a PUT begins only after its row and task committed; the next file is reserved meanwhile, "
+          "one ahead at most") {
+  World w;
+  constexpr int k_files = 6;
+  for (int i = 0; i < k_files; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs = 1;
+  PutWatch watch;
+  watch.arm(w.l);
+  w.store.on_put = [&](const std::string &key) {
+    std::optional<ledger::FileRecord> row;
+    w.l.rows_by_key(key, "", [&](const ledger::FileRecord &r) {
+      if (r.object_key == key) row = r;
+      return !row;
+    });
+    auto task = row ? w.l.find_task_for(row->id) : std::nullopt;
+    std::unique_lock lock(watch.mutex);
+    if (!row || row->upload_status != ledger::FileStatus::uploading)
+      watch.problems.push_back("PUT of " + key + " before its row was reserved");
+    if (!task || task->status != ledger::TaskStatus::pending)
+      watch.problems.push_back("PUT of " + key + " before its task was committed");
+    const int n = ++watch.puts;
+    watch.max_reserved_ahead = std::max(watch.max_reserved_ahead, watch.reserves_begun - n);
+    if (n == k_files) return;
+    // Held in flight until the worker begins the next file's reserve (never, unpipelined).
+    if (watch.cv.wait_for(lock, std::chrono::seconds(10), [&] { return watch.reserves_begun > n; }))
+      ++watch.overlapped;
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+
+  CHECK(rep.tally.active == k_files);
+  CHECK(watch.problems.empty());
+  CHECK(watch.puts == k_files);
+  CHECK(watch.overlapped == k_files - 1);
+  // At most the next file is reserved ahead of the PUT in flight.
+  CHECK(watch.max_reserved_ahead <= 1);
+  // One worker: results in the files' order.
+  REQUIRE(obs.results.size() == static_cast<size_t>(k_files));
+  for (int i = 0; i < k_files; ++i)
+    CHECK(obs.events[static_cast<size_t>(i)] == "result f" + std::to_string(i) + ".txt active");
+}
+
+TEST_CASE("run: a file whose content is the PUT in flight waits for it and is its duplicate, in order") {
+  World w;
+  w.spec.paths = {w.file("a.txt", "alpha\n"), w.file("b.txt", "beta\n"), w.file("c.txt", "beta\n"),
+                  w.file("d.txt", "delta\n")};
+  w.spec.jobs = 1;
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == 3);
+  CHECK(rep.tally.duplicate == 1);
+  CHECK(obs.events == std::vector<std::string>{"result a.txt active", "result b.txt active",
+                                               "result c.txt duplicate", "result d.txt active", "finish"});
+}
+
+TEST_CASE("run: a PUT that fails on the sender fails its row, and the next files go on") {
+  World w;
+  w.spec.paths = {w.file("a.txt", "alpha\n"), w.file("b.txt", "beta\n"), w.file("c.txt", "gamma\n")};
+  w.spec.jobs = 1;
+  w.store.fail("put", Error(Errc::storage_error, "injected refusal"), 1);
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.failed == 1);
+  CHECK(rep.tally.active == 2);
+  REQUIRE(obs.results.size() == 3);
+  CHECK(obs.events[0] == "result a.txt failed");
+  REQUIRE(obs.results[0].id);
+  CHECK(w.l.row(*obs.results[0].id).upload_status == ledger::FileStatus::upload_failed);
+  CHECK_FALSE(w.store.has(obs.results[0].object_key));
+}
+
+TEST_CASE("run: adaptive: a store asking to slow down brings the level down, and every file still goes") {
+  World w;
+  constexpr int k_files = 30;
+  for (int i = 0; i < k_files; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs_fixed = false;
+  w.spec.jobs = 8;
+  // The first PUTs are answered 503 SlowDown once each and go through on the retry: the
+  // retry loop counts the answers, the files never see them.
+  std::atomic<int> puts{0};
+  w.store.on_put = [&](const std::string &) {
+    if (++puts <= 3) w.backpressure->throttled.fetch_add(1);
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == k_files);
+  CHECK(rep.concurrency.adaptive);
+  CHECK(rep.concurrency.peak == 8);
+  CHECK(rep.concurrency.level < 8);
+  REQUIRE_FALSE(obs.levels.empty());
+  CHECK(obs.levels[0].from == 8);
+  CHECK(obs.levels[0].to == 4);
+  CHECK(obs.levels[0].why == ops::LevelReason::throttled);
+  CHECK(rep.concurrency.changes == static_cast<int>(obs.levels.size()));
+}
+
+TEST_CASE("run: adaptive: files failing THROTTLED bring the level down; a fixed run never moves") {
+  World w;
+  for (int i = 0; i < 12; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
+  w.spec.jobs = 8;
+  SUBCASE("adaptive") {
+    w.spec.jobs_fixed = false;
+    w.store.fail("put", Error(Errc::throttled, "HTTP 503 SlowDown"), 2);
+    Recorder obs;
+    auto rep = w.run(obs);
+    CHECK(rep.tally.failed == 2);
+    CHECK(rep.tally.active == 10);
+    CHECK(rep.concurrency.level < 8);
+    REQUIRE_FALSE(obs.levels.empty());
+    CHECK(obs.levels[0].why == ops::LevelReason::throttled);
+  }
+  SUBCASE("fixed") {
+    w.store.fail("put", Error(Errc::throttled, "HTTP 503 SlowDown"), 2);
+    w.backpressure->throttled = 5;
+    Recorder obs;
+    auto rep = w.run(obs);
+    CHECK(rep.tally.failed == 2);
+    CHECK_FALSE(rep.concurrency.adaptive);
+    CHECK(rep.concurrency.level == 8);
+    CHECK(rep.concurrency.peak == 8);
+    CHECK(obs.levels.empty());
+  }
+}
+
+TEST_CASE("run: adaptive: a large file takes a slot per part it sends at once") {
+  World w;
+  // Four files of four 1 KiB parts, four parts at once each: at the start level (8), two files.
+  w.spec.settings.multipart_threshold = 1024;
+  w.spec.settings.part_size = 1024;
+  w.spec.settings.part_concurrency = 4;
+  for (int i = 0; i < 4; ++i)
+    w.spec.paths.push_back(
+        w.file("big" + std::to_string(i) + ".bin", std::string(4096, static_cast<char>('a' + i))));
+  w.spec.jobs_fixed = false;
+  w.spec.jobs = 8;
+  std::mutex mutex;
+  std::condition_variable cv;
+  int in_flight = 0, most = 0, arrived = 0;
+  // Each part is held until all sixteen have arrived, or a second passed: past the level, the
+  // other two files' parts would arrive too; within it, they wait for the first two files.
+  w.store.on_put_part = [&](int) {
+    std::unique_lock lock(mutex);
+    most = std::max(most, ++in_flight);
+    ++arrived;
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::seconds(1), [&] { return arrived == 16; });
+    --in_flight;
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == 4);
+  CHECK(rep.concurrency.peak == 8);
+  CHECK(most == 8);
 }

@@ -9,6 +9,8 @@
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/http/transport.hpp>
+#include <lodge/util/backpressure.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -21,6 +23,9 @@ struct RetryPolicy {
   // Full jitter: uniform in [0, min(max, base * 2^(attempt-1))]; `attempt` counts
   // failures so far (1 after the first); `random` is any uniform 64-bit value.
   [[nodiscard]] int64_t delay_ms(int attempt, uint64_t random) const;
+  // Where with_retries counts every throttling answer and other transient failure it
+  // sees (null: nowhere).
+  std::shared_ptr<util::Backpressure> backpressure;
 };
 
 // Whether an error is worth another attempt (5xx, 429/throttling, resets, refused

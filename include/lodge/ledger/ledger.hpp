@@ -259,6 +259,9 @@ struct FileQuery {
   FileSort sort = FileSort::id;
   bool descending = false;
   std::optional<int64_t> limit{};
+  // Only the rows after this one in the query's order (its sort columns and id): keyset
+  // paging for a caller that reads a page, lets go of the ledger, then asks for the next.
+  std::optional<FileRecord> after{};
 };
 
 // One snapshot (an owner's run prefix) as prefix_summaries sees it: files, bytes and
@@ -538,8 +541,19 @@ public:
   [[nodiscard]] virtual std::vector<FileRecord>
   find_by_path(const std::string &owner, const std::string &run_prefix, const std::string &relative_path) = 0;
   [[nodiscard]] virtual std::optional<TaskRecord> find_task_for(int64_t record_id) = 0;
-  // Tasks in one status (all when nullopt), by id.
-  [[nodiscard]] virtual std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) = 0;
+  // Tasks in one status (all when nullopt), streamed by id (visit returning false stops
+  // the scan); the result is never held (PostgreSQL reads it in pages).
+  virtual void scan_tasks(std::optional<TaskStatus> status,
+                          const std::function<bool(const TaskRecord &)> &visit) = 0;
+  // The same, collected: for a caller that wants a handful (tests).
+  [[nodiscard]] std::vector<TaskRecord> list_tasks(std::optional<TaskStatus> status) {
+    std::vector<TaskRecord> out;
+    scan_tasks(status, [&](const TaskRecord &t) {
+      out.push_back(t);
+      return true;
+    });
+    return out;
+  }
   // Rows whose key starts with prefix (and sorts after `after`, when not empty), in byte
   // order of key (the store's listing order).
   virtual void rows_by_key(const std::string &prefix, const std::string &after,

@@ -54,6 +54,14 @@ struct FileRef {
 [[nodiscard]] std::vector<ledger::FileRecord>
 active_under_prefix(ledger::LedgerReports &l, const std::string &owner, const std::string &prefix);
 
+// The same rows, streamed in that order to `visit` (false stops), never held whole: the
+// ledger is read in pages of `page` rows (keyset: each after the last row of the one
+// before) and each page's read is over before its rows are visited, so no read stays open
+// while the caller downloads.
+void scan_active_under_prefix(ledger::LedgerReports &l, const std::string &owner, const std::string &prefix,
+                              const std::function<bool(const ledger::FileRecord &)> &visit,
+                              int64_t page = 1000);
+
 // `lodge show`: the row's history-relevant fields and its cleanup task's state.
 [[nodiscard]] nlohmann::json show_json(const ledger::FileRecord &r,
                                        const std::optional<ledger::TaskRecord> &t);

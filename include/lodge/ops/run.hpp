@@ -11,9 +11,11 @@
 #include <istream>
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/concurrency.hpp>
 #include <lodge/ops/upload.hpp>
 #include <lodge/ops/walk.hpp>
 #include <lodge/store/store.hpp>
+#include <lodge/util/backpressure.hpp>
 #include <lodge/util/clock.hpp>
 #include <memory>
 #include <string>
@@ -60,7 +62,14 @@ struct RunSpec {
   std::istream *files_from_stream = nullptr;
   std::string files_from_file;
   bool null_separated = false;
-  int jobs = 8;
+  // Workers (requests in flight), or with !jobs_fixed where the level starts.
+  int jobs = k_start_level;
+  // false: nobody fixed the level (--jobs, config `jobs`, the AWS profile's
+  // max_concurrent_requests), so the run adapts it (ConcurrencyController) from `jobs` up to
+  // `max_jobs` (the open-file limit fitted, see open_files.hpp): a small file is one request,
+  // a large one as many as the parts it sends at once.
+  bool jobs_fixed = true;
+  int max_jobs = k_max_level;
   UploadSettings settings;
   WalkSkips skips;
   // Files waiting for a worker at most (each holds its directory open).
@@ -93,6 +102,9 @@ struct RunDeps {
   RunCancel &cancel;
   // How the in-progress wait pauses between looks at the ledger (tests: advance a clock).
   std::function<void(int64_t ms)> pause;
+  // What the stores' connections heard that says "fewer at once" (StoreOptions::backpressure):
+  // an adaptive run backs off on it. Null: only the files' own failures say so.
+  std::shared_ptr<const util::Backpressure> backpressure;
 };
 
 struct RunTally {
@@ -120,8 +132,17 @@ struct RunProgress {
   int64_t elapsed_ms = 0;
 };
 
+// The requests an adaptive run kept in flight (a fixed run: its jobs, never moved).
+struct RunConcurrency {
+  bool adaptive = false;
+  int level = 0; // at the end
+  int peak = 0;
+  int changes = 0;
+};
+
 struct RunReport {
   RunTally tally;
+  RunConcurrency concurrency;
   int64_t elapsed_ms = 0;
   bool dry_run = false;
   bool interrupted = false; // the cancellation source stopped the run
@@ -131,8 +152,8 @@ struct RunReport {
 
 // Every call comes from one thread at a time (the run serializes them), in order: at most
 // one on_recovered, then on_result for each file (each followed by an on_progress when
-// progress is on, and on_progress between them) and on_excluded for each entry the filter
-// leaves out, then on_finish.
+// progress is on, and on_progress between them), on_excluded for each entry the filter
+// leaves out and on_concurrency for each change of an adaptive run's level, then on_finish.
 class RunObserver {
 public:
   virtual ~RunObserver() = default;
@@ -141,6 +162,7 @@ public:
   virtual void on_progress(const RunProgress & /*p*/) {}
   // `file.excluded` says why; a directory's path ends in '/'.
   virtual void on_excluded(const InputFile & /*file*/) {}
+  virtual void on_concurrency(const LevelChange & /*c*/) {}
   virtual void on_finish(const RunReport & /*r*/) {}
 };
 

@@ -12,6 +12,7 @@
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/inspect.hpp>
+#include <lodge/ops/listing_cache.hpp>
 #include <lodge/ops/walk.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
@@ -39,6 +40,9 @@ struct Progress {
   std::atomic<uint64_t> hashed{0};       // bytes hashed so far of the files being hashed now
   std::atomic<uint64_t> hashing_size{0}; // the sizes of those files
   std::atomic<int> hashing{0};           // how many files are being hashed now
+  // Files whose bytes are stored and checked, counted then (their confirms may still be
+  // pending): an adaptive run's throughput, not held back by confirms settled in batches.
+  std::atomic<uint64_t> stored{0};
 };
 
 struct UploadSettings {
@@ -60,6 +64,9 @@ struct UploadSettings {
   std::string worker_id;
   // The run's id blocks, shared by its workers (one is made per Uploader when unset).
   std::shared_ptr<IdBlocks> id_blocks;
+  // The run's listings, shared by its workers: a would-be duplicate's object proven there by
+  // a listing is not HEADed (ListingCache). Null: each one is HEADed.
+  std::shared_ptr<ListingCache> listings;
   // What the objects carry: the policy's options with the flags over them, validated and
   // accepted by the store before the run starts.
   store::ObjectOptions options;
@@ -70,6 +77,13 @@ struct UploadSettings {
   bool replace = false;  // --replace: a new file at a path retires the path's older rows once ACTIVE
   bool dry_run = false;  // --dry-run: decide, write nothing (neither ledger nor store)
   std::shared_ptr<Progress> progress; // null: nobody is watching
+  // Pipelined (upload_next): a file's single PUT goes out on a sender thread over its own
+  // connection (open_store) while the worker opens, hashes and reserves the next file, so
+  // the ledger's commit and the hash hide behind the request's wait. At most one file per
+  // Uploader is reserved and not yet sent (its deadline runs from its reserve: it waits for
+  // one PUT at most); its PUT begins only after its reserve committed (I2). Parts stay on
+  // the worker.
+  bool send_ahead = false;
 };
 
 // git's "racy clean": a stat taken when the file's mtime or ctime was within the filesystem's
@@ -126,6 +140,10 @@ class Uploader {
 public:
   Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
            const util::Clock &clock);
+  // Waits for a PUT still in flight (its result is lost: finish() first).
+  ~Uploader();
+  Uploader(const Uploader &) = delete;
+  Uploader &operator=(const Uploader &) = delete;
   // Never throws for a per-file problem: every failure is in the result. A path is
   // opened as given (its last component not followed unless follow_symlinks).
   [[nodiscard]] FileResult upload(const std::string &path);
@@ -218,7 +236,23 @@ private:
   Result<Digests> digest_and_type(const OpenedFile &f, FileResult &r);
   // Reserves the file's row, sends its bytes before the row's deadline and queues its confirm:
   // nullopt once the confirm is pending in m_tails, else r's final result.
-  std::optional<FileResult> reserve_and_send(const OpenedFile &f, const Digests &digests, FileResult &r);
+  std::optional<FileResult> reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r);
+  // What follows a file's transfer: the file checked unchanged, then its confirm queued (nullopt)
+  // or the row failed (r's final result).
+  class Renewal;
+  struct TransferNote;
+  std::optional<FileResult> after_transfer(FileResult &r, const OpenedFile &f, const ledger::FileRecord &rec,
+                                           Result<store::PutResult> put, const Renewal &renewal,
+                                           const TransferNote &note);
+  // send_ahead: a single PUT on the sender thread (the file, its row and its bound move into it).
+  struct Flight;
+  // Whether this file's PUT can go ahead on the sender (its connection opened on first use).
+  bool can_send_ahead(const Digests &d);
+  void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
+                    std::unique_ptr<Renewal> renewal);
+  // Waits for the PUT in flight, if any, and lands it in m_tails (its confirm queued, or its
+  // final result), behind every earlier file: results keep the files' order.
+  void land_flight();
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
   // of this very path); nullopt when the row is reserved (res.record), else r's final result.
@@ -241,9 +275,8 @@ private:
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
-  // A transfer's monotonic bound, renewed by its progress (defined in upload.cpp).
-  class Renewal;
-  // What a transfer learned besides its result.
+  // What a transfer learned besides its result. (Renewal: a transfer's monotonic bound,
+  // renewed by its progress, defined in upload.cpp.)
   struct TransferNote {
     bool resume = false;        // in: the row was resumed (its staged upload may hold parts)
     uint64_t resumed_bytes = 0; // out: the bytes of parts already stored, not sent again
@@ -252,6 +285,13 @@ private:
   // The PUT (single or multipart); returns its etag and version id.
   Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
                                     TransferNote &note);
+  // One PUT's request (made on the worker: the stamp reads the ledger's uuid).
+  [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec,
+                                                 const Renewal &renewal) const;
+  // A PUT (or completion) through `via`, a refused create-only one checked for our own earlier
+  // attempt (thread-safe for the sender: it touches `via` alone).
+  static Result<store::PutResult> ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
+                                                 Result<store::PutResult> put);
   // A multipart transfer: begins the staged upload (or resumes the row's), sends the parts
   // not already stored, completes it.
   Result<store::PutResult> transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
@@ -296,9 +336,9 @@ private:
   [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {
     return m_s.progress ? &m_s.progress->sent : nullptr;
   }
-  // Whether a would-be duplicate's object is in the store as its row says (HEAD: size, and
-  // the stamp where the store returns one): ok; NOT_FOUND (a missing object); or the error
-  // that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
+  // Whether a would-be duplicate's object is in the store as its row says (the run's
+  // listing, else HEAD: size, and the stamp where the store returns one): ok; NOT_FOUND (a missing object);
+  // or the error that makes this file's outcome `failed` (the HEAD failed, or the object is another one).
   Status check_duplicate(const ledger::FileRecord &existing);
 
   UploaderLedger m_ledger;
@@ -311,6 +351,9 @@ private:
   std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
   std::deque<Tail> m_tails;                                       // the files whose confirms are pending
   std::vector<FileResult> m_done;                                 // what upload_next returns
+  std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
+  bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
+  std::unique_ptr<Flight> m_flight;                               // the PUT on the sender, if any
 };
 
 } // namespace lodge::ops

@@ -11,6 +11,7 @@
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/store/object_options.hpp>
+#include <lodge/util/backpressure.hpp>
 #include <lodge/util/token_bucket.hpp>
 #include <map>
 #include <memory>
@@ -445,6 +446,9 @@ struct StoreOptions {
   // The process's byte budget (--bwlimit), shared by every connection: an object's or a
   // part's bytes sent, and an object's bytes read, are taken from it. Null: unlimited.
   std::shared_ptr<util::TokenBucket> limiter;
+  // The process's count of throttling answers and transient failures, shared by every
+  // connection (the upload run adapts its concurrency to it). Null: not counted.
+  std::shared_ptr<util::Backpressure> backpressure;
 };
 
 // What `lodge config` shows of the credentials a store would use, never the secrets.
