@@ -107,13 +107,15 @@ EventClaim SqlLedger::claim_sent_task(int64_t task_id, int64_t now, const std::s
                                       int64_t lease_ms) {
   return m_c->write([&](sql::Tx &tx) {
     EventClaim out;
-    // claim_task's claim, whether or not the relay lived to mark the task sent.
+    // claim_task's claim, whether or not the relay lived to mark the task sent. A verify
+    // pass is sweep's: the message's delete is done (a redelivery after the consumer died
+    // between its commit and its ack).
     auto upd = q("UPDATE cleanup_task SET status = 'PROCESSING', lease_owner = ?2, lease_until = ?3,"
-                 " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND"
+                 " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND verify_pass < ?5 AND"
                  " ((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
                  " OR (status = 'PROCESSING' AND lease_until < ?1))");
     const bool claimed =
-        upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).exec() == 1;
+        upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).bind(5, k_verify_due).exec() == 1;
     out.task = task_by_id(task_id);
     if (claimed) {
       out.kind = EventClaimKind::claimed;
@@ -122,6 +124,7 @@ EventClaim SqlLedger::claim_sent_task(int64_t task_id, int64_t now, const std::s
     }
     if (!out.task) return out; // done: no such task
     const TaskRecord &t = *out.task;
+    if (t.verify_pass >= k_verify_due) return out; // done: the delete was; the verify is sweep's
     if (t.status == TaskStatus::processing) {
       out.kind = EventClaimKind::held;
       out.retry_at = t.lease_until.value_or(now);

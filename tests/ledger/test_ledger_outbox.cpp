@@ -71,6 +71,14 @@ struct Env : test::LedgerFixture {
     REQUIRE(c.task.has_value());
     return *c.task;
   }
+  // Sweep's claim (queue mode) of the row's task now; the test fails unless claimed.
+  ledger::TaskRecord sweep_claim(int64_t record_id) {
+    const int64_t id = task_of(record_id).id;
+    for (const auto &t : l->claim_due_not_queued(now(), 1000, "sweep", k_lease))
+      if (t.id == id) return t;
+    FAIL("sweep did not claim the task of row " << record_id);
+    return {};
+  }
   bool is_sent(int64_t record_id) {
     auto t = task_of(record_id);
     CHECK(t.sent_at.has_value() == t.message_id.has_value());
@@ -315,15 +323,16 @@ TEST_CASE("a task made PENDING is a new, unsent event; RETRY and the ended state
     REQUIRE(e.l->finish(t, true, "", e.now() + 100, e.now()) == ledger::TaskFinish::verify_scheduled);
     CHECK(e.task_of(a.id).status == TaskStatus::pending);
     CHECK_FALSE(e.is_sent(a.id));
-    // The verify pass, sent anyway (a relay does not, but a mark is a mark), then dead-lettered.
+    // The verify pass, sent anyway (a relay does not, but a mark is a mark), run by sweep
+    // (a message never claims a verify pass), then dead-lettered.
     e.sent(a.id, "m2");
     // One retry was spent on the first delete: one more RETRY, then FAILED.
     e.clock.t = std::max(e.now(), e.task_of(a.id).next_retry_at);
-    t = e.claim(a.id);
+    t = e.sweep_claim(a.id);
     REQUIRE(e.l->finish(t, false, "refused", e.now() + 100, e.now()) == ledger::TaskFinish::retry);
     CHECK(e.task_of(a.id).message_id == "m2");
     e.clock.t = e.task_of(a.id).next_retry_at;
-    t = e.claim(a.id);
+    t = e.sweep_claim(a.id);
     REQUIRE(e.l->finish(t, false, "refused", e.now() + 100, e.now()) == ledger::TaskFinish::dead_letter);
     CHECK(e.task_of(a.id).status == TaskStatus::failed);
     CHECK(e.task_of(a.id).message_id == "m2");
@@ -436,6 +445,25 @@ TEST_CASE("claim_sent_task: claimed, held, not_due or done") {
   REQUIRE(dn.task);
   CHECK(dn.task->status == TaskStatus::ignored);
   CHECK(e.task_of(c.id).lease_version == 0);
+}
+
+TEST_CASE("claim_sent_task: a redelivery after the delete finds the verify pass sweep's, done") {
+  Env e;
+  auto a = e.put("1", false);
+  REQUIRE(e.l->mark_failed(a.id, "ambiguous", false, e.now()) == ledger::MarkFailedOutcome::failed);
+  e.sent(a.id);
+  auto t = e.claim(a.id);
+  REQUIRE(e.l->decide(t, e.now(), 1000) == ledger::TaskDecision::allowed);
+  REQUIRE(e.l->finish(t, true, "", e.now(), e.now()) == ledger::TaskFinish::verify_scheduled);
+  REQUIRE(e.task_of(a.id).verify_pass == ledger::k_verify_due);
+  // The consumer died before its ack: the message comes back, due or not, and claims nothing.
+  for (int64_t at : {e.now(), e.now() + 10 * k_lease}) {
+    auto again = e.l->claim_sent_task(t.id, at, "w2", k_lease);
+    CHECK(again.kind == EventClaimKind::done);
+    REQUIRE(again.task);
+    CHECK(again.task->status == TaskStatus::pending);
+  }
+  CHECK(e.task_of(a.id).lease_version == t.lease_version);
 }
 
 TEST_CASE("claim_due_not_queued: sweep in queue mode claims verify passes and owed tags only") {

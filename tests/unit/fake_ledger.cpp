@@ -1533,6 +1533,8 @@ EventClaim FakeLedger::claim_sent_task(int64_t task_id, int64_t now, const std::
     EventClaim out;
     auto *t = task_at(task_id);
     if (!t) return out; // done: no such task
+    out.task = *t;
+    if (t->verify_pass >= k_verify_due) return out; // done: the delete was; the verify is sweep's
     if (auto claimed = claim_locked(*t, now, worker, lease_ms)) {
       out.kind = EventClaimKind::claimed;
       out.task = claimed;
