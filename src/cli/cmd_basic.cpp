@@ -244,17 +244,6 @@ Command add_status(CLI::App &app) {
             report.outbox_in_flight = counts.cleanup_in_flight;
             report.outbox_dead = counts.cleanup_dead;
             report.events_unsent = counts.events_unsent;
-            // A ledger whose cleanup runs through a queue needs its relay and its consumers
-            // as a task-table ledger needs sweep; one that records upload events, its relay.
-            auto require = [&settings](const char *job) {
-              auto &r = settings.required_jobs;
-              if (std::find(r.begin(), r.end(), job) == r.end()) r.emplace_back(job);
-            };
-            if (outbox.cleanup_via == ledger::CleanupVia::queue) {
-              require("relay");
-              require("consume");
-            }
-            if (!outbox.event_types.empty()) require("relay");
             auto health = ops::evaluate(report, settings);
             if (!opts->prometheus.empty())
               ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health),

@@ -89,7 +89,7 @@ StatusReport SqlLedger::status(int64_t now, int64_t failed_since) {
       st.bind(1, now).step();
       r.tasks_due = st.col_int(0);
     }
-    for (const char *job : {"sweep", "repair", "reconcile", "prune"}) {
+    for (const char *job : {"sweep", "repair", "reconcile", "prune", "relay", "consume"}) {
       auto st = q("SELECT worker_id, started_at, finished_at, outcome, counts FROM job_run "
                   "WHERE job = ?1 ORDER BY started_at DESC, id DESC LIMIT 1");
       st.bind(1, std::string_view(job));

@@ -27,11 +27,15 @@ SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o, 
     extra.push_back(o.open_store());
     stores.push_back(extra.back().get());
   }
+  // Cleanup through a queue: the first deletes go relay -> consume; sweep keeps the verify
+  // passes and the owed tags, which no message carries.
+  const bool queued = l.outbox.outbox_settings().cleanup_via == ledger::CleanupVia::queue;
   int64_t started = util::steady_ms();
   while (sum.claimed < o.limit) {
     if (o.max_runtime_ms > 0 && util::steady_ms() - started >= o.max_runtime_ms) break;
     int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.claimed));
-    auto tasks = l.tasks.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
+    auto tasks = queued ? l.outbox.claim_due_not_queued(clock.now_ms(), n, o.worker_id, o.lease_ms)
+                        : l.tasks.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
     if (tasks.empty()) break;
     sum.claimed += static_cast<int64_t>(tasks.size());
     if (failpoint::hit("sweep.after_claim"))

@@ -84,7 +84,13 @@ Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s) 
     const auto &run = it == r.last_runs.end() ? std::nullopt : it->second;
     auto limit = s.max_age_ms.find(job);
     int64_t max_age = limit == s.max_age_ms.end() ? 0 : limit->second;
-    bool required = std::find(s.required_jobs.begin(), s.required_jobs.end(), job) != s.required_jobs.end();
+    bool configured = std::find(s.required_jobs.begin(), s.required_jobs.end(), job) != s.required_jobs.end();
+    // A ledger whose cleanup runs through a queue needs its relay and its consumers as a
+    // task-table ledger needs sweep; one that records upload events needs its relay.
+    const std::string_view name(job);
+    bool by_outbox = (r.cleanup_via == "queue" && (name == "relay" || name == "consume")) ||
+                     (!r.event_types.empty() && name == "relay");
+    bool required = configured || by_outbox;
     if (run) {
       if (run->outcome != "ok") {
         auto reason = failed_run(*run, r.now);
@@ -97,7 +103,10 @@ Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s) 
     } else if (required && r.now - r.ledger_created_at > max_age) {
       problem("job_overdue",
               std::string(job) +
-                  " has never run on this ledger (required by status.required_jobs; is cron set up?)");
+                  " has never run on this ledger (required by " +
+                  (configured ? std::string("status.required_jobs") :
+                   r.cleanup_via == "queue" ? std::string("cleanup via a queue") : std::string("upload events")) +
+                  "; is cron set up?)");
     }
   }
   if (r.files_failed_since > s.upload_failed_max)

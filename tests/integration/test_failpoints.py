@@ -187,6 +187,67 @@ def sweep_failed_after_claim(tc, st, r):
     tc.assertEqual(runs, [("failed",)], "a sweep that failed leaves a failed job_run")
 
 
+# --- cleanup through a queue (moto's SQS, on the same server as the bucket) ---
+
+def prep_queued(tc):
+    """A deleted file on a ledger whose cleanup runs through a fresh SQS queue."""
+    cfg = dict(CONFIG, cleanup={"via": "queue",
+                                "queue": f"sqs+{tc.moto.endpoint}/123456789012/q{uuid.uuid4().hex[:12]}"})
+    tc.env["LODGE_CONFIG"] = tc.write("config.json", json.dumps(cfg))
+    tc.init("--cleanup-via", "queue")
+    return prep_deleted(tc)
+
+
+def prep_relayed(tc):
+    st = prep_queued(tc)
+    r = tc.lodge("relay", "--json", later=LATER)
+    tc.assertEqual((r.rc, r.json()["cleanup_published"]), (0, 1), r)
+    return st
+
+
+def run_relay(tc, st):
+    return ["relay", "--json"], LATER
+
+
+def run_consume(tc, st):
+    return ["consume", "--json", "--wait", "1s"], LATER
+
+
+def sent(tc, st):
+    return tc.sql("SELECT sent_at IS NOT NULL FROM cleanup_task WHERE record_id = ?", (st["id"],))[0][0] == 1
+
+
+def relayed(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    tc.assertEqual((r.json()["cleanup_published"], r.json()["cleanup_marked"]), (1, 1), r)
+    tc.assertTrue(sent(tc, st))
+    tc.assertIn(st["key"], tc.objects())
+
+
+def relay_failed_after_publish(tc, st, r):
+    # The broker has the message, the ledger no mark: the next relay publishes it again.
+    tc.assertEqual(r.rc, 1, r)
+    tc.assertEqual(r.json()["error"]["code"], "INTERNAL", r)
+    tc.assertFalse(sent(tc, st))
+    again = tc.lodge("relay", "--json", later=LATER)
+    tc.assertEqual((again.rc, again.json()["cleanup_published"]), (0, 1), again)
+
+
+def consumed(tc, st, r):
+    tc.assertEqual(r.rc, 0, r)
+    tc.assertEqual((r.json()["received"], r.json()["deleted"]), (1, 1), r)
+    tc.assertEqual(tc.task(st["id"]), "SUCCESS")
+    tc.assertNotIn(st["key"], tc.objects())
+
+
+def consume_failed_before_ack(tc, st, r):
+    # The delete is done and committed; only the acknowledgement is missing.
+    tc.assertEqual(r.rc, 1, r)
+    tc.assertEqual(r.json()["error"]["code"], "INTERNAL", r)
+    tc.assertEqual(tc.task(st["id"]), "SUCCESS")
+    tc.assertNotIn(st["key"], tc.objects())
+
+
 def repaired(tc, st, r):
     tc.assertEqual(r.rc, 0, r)
     tc.assertEqual(r.json()["repaired"], 1, r)
@@ -283,6 +344,10 @@ POINTS = {
     "sweep.after_claim": Point(prep_deleted, run_sweep, swept, sweep_failed_after_claim),
     # The delete happened but its answer was lost: retried, and the retry finds nothing.
     "sweep.after_delete": Point(prep_deleted, run_sweep, swept, sweep_retried(4, False)),
+    # The broker confirmed but the relay died before marking: a duplicate, which owes nothing.
+    "relay.after_publish": Point(prep_queued, run_relay, relayed, relay_failed_after_publish),
+    # The delete committed but the ack never went: the message comes back and finds it done.
+    "consume.before_ack": Point(prep_relayed, run_consume, consumed, consume_failed_before_ack),
     "repair.before_commit": Point(prep_unconfirmed, run_repair, repaired, repair_rolled_back),
     "store.put": Point(prep_file, run_upload, active,
                        failed_with("STORAGE_UNAVAILABLE", FAILED, "SUCCESS", False, 1)),

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/outbox.hpp>
+#include <lodge/ops/jobs.hpp>
 #include <lodge/ops/outbox.hpp>
 #include <nlohmann/json.hpp>
 
@@ -272,4 +273,37 @@ TEST_CASE("upload events: one file.active per confirm, its body the row's, sent 
   CHECK(events[1]["record_id"] == f.id);
   CHECK(w.l.outbox_counts(w.now()).events_unsent == 0);
   CHECK(w.relay(true).events_published == 0);
+}
+
+TEST_CASE("sweep on a queue-mode ledger leaves first deletes to the queue and runs the verify passes") {
+  World w;
+  config::Config cfg;
+  cfg.policies["default"].grace_ms = test::OpsWorld::k_grace_ms;
+  ops::RepairOptions ro;
+  ro.config = &cfg;
+  ops::SweepOptions so;
+  so.worker_id = "sweep";
+  so.cleanup = ops::CleanupSettings{test::OpsWorld::k_grace_ms, 1'000, 8'000};
+  // An upload that died after its PUT: repair fails it, and its delete owes a verify pass.
+  auto rec = w.reserve("late.txt", "1");
+  (void)w.put(rec);
+  w.later();
+  REQUIRE(ops::repair(w.l, ro, w.clock).repaired == 1);
+  w.clock.advance(test::OpsWorld::k_grace_ms + 1);
+  auto first = ops::sweep(w.l, w.store, so, w.clock);
+  CHECK(first.claimed == 0); // the first delete is the queue's
+  CHECK(w.store.has(rec.object_key));
+  CHECK(w.relay().cleanup_published == 1);
+  auto c = w.consume();
+  CHECK(c.deleted == 1);
+  CHECK(c.verify_scheduled == 1);
+  CHECK_FALSE(w.store.has(rec.object_key));
+  REQUIRE(w.l.task_of(rec.id).verify_pass == ledger::k_verify_due);
+  // The verify pass is sweep's: no message carries it, the relay publishes nothing.
+  w.clock.t = w.l.task_of(rec.id).next_retry_at;
+  CHECK(w.relay().cleanup_published == 0);
+  auto verify = ops::sweep(w.l, w.store, so, w.clock);
+  CHECK(verify.claimed == 1);
+  CHECK(verify.verified == 1);
+  CHECK(w.l.task_of(rec.id).status == ledger::TaskStatus::success);
 }

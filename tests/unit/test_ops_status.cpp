@@ -99,3 +99,34 @@ TEST_CASE("a failed job run names its cause: the store, reconcile's findings, or
         "the last sweep (500ms ago) could not reach the store: GET .lodge/x: connection refused "
         "(STORAGE_UNAVAILABLE)");
 }
+
+TEST_CASE("cleanup via a queue requires relay and consume; upload events require the relay") {
+  config::StatusSettings s;
+  ledger::StatusReport r;
+  s.required_jobs.clear(); // the configured ones are not what this case is about
+  r.now = 10 * 3'600'000;
+  r.ledger_created_at = 0;
+  auto overdue = [&] {
+    std::vector<std::string> out;
+    for (const auto &reason : ops::evaluate(r, s).reasons)
+      if (reason.code == "job_overdue") out.push_back(reason.message);
+    return out;
+  };
+  CHECK(overdue().empty()); // the task table: no relay or consumer is owed
+  r.event_types = {"file.active"};
+  CHECK(overdue() == std::vector<std::string>{
+                         "relay has never run on this ledger (required by upload events; is cron set up?)"});
+  r.cleanup_via = "queue";
+  CHECK(overdue() ==
+        std::vector<std::string>{
+            "relay has never run on this ledger (required by cleanup via a queue; is cron set up?)",
+            "consume has never run on this ledger (required by cleanup via a queue; is cron set up?)"});
+  ledger::JobRun ok;
+  ok.outcome = "ok";
+  ok.finished_at = r.now - 60'000;
+  ok.job = "relay";
+  r.last_runs["relay"] = ok;
+  ok.job = "consume";
+  r.last_runs["consume"] = ok;
+  CHECK(overdue().empty());
+}

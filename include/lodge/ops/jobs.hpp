@@ -19,13 +19,17 @@
 
 namespace lodge::ops {
 
-// The ledger roles sweep takes: the claims (tasks), each task's run (CleanupLedger) and the
-// divergence check before it (MarkLedger). Made from the whole ledger implicitly.
+// The ledger roles sweep takes: the claims (tasks), each task's run (CleanupLedger), the
+// divergence check before it (MarkLedger), and where cleanup runs (outbox: on a queue-mode
+// ledger sweep claims only what the queue does not carry). Made from the whole ledger
+// implicitly.
 struct SweepLedger {
   ledger::TaskLedger &tasks;
   ledger::LedgerReports &reads;
   ledger::IdBlockLedger &blocks;
-  SweepLedger(ledger::Ledger &l) : tasks(l), reads(l), blocks(l) {} // NOLINT(google-explicit-constructor)
+  ledger::OutboxLedger &outbox;
+  SweepLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
+      : tasks(l), reads(l), blocks(l), outbox(l) {}
 };
 
 // reconcile's: the rows in key order, their tasks and the stamp checks (reads), a leftover's
