@@ -3,6 +3,7 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <lodge/ledger/outbox.hpp>
 #include <lodge/mq/queue.hpp>
@@ -77,9 +78,35 @@ ops::Stopper stopper() {
   return s;
 }
 
-// The ledger's recorded mode, checked against what this command needs.
+// The ledger's recorded mode; a configuration that says otherwise (edited, and `lodge init`
+// not run since) is named, since the ledger's record is what runs.
 ledger::OutboxSettings outbox_of(Context &ctx) {
-  return ctx.ledger().outbox_settings();
+  auto s = ctx.ledger().outbox_settings();
+  const auto &oc = ctx.cfg().outbox;
+  if (oc.cleanup_given && oc.cleanup_via != ledger::to_string(s.cleanup_via))
+    std::fprintf(stderr,
+                 "lodge: warning: the configuration says cleanup.via %s, but ledger %s runs its cleanup %s; "
+                 "`lodge init --cleanup-via %s` switches it\n",
+                 oc.cleanup_via.c_str(), ctx.ledger().location().c_str(),
+                 s.cleanup_via == ledger::CleanupVia::queue ? "through a queue" : "from its task table (sweep)",
+                 oc.cleanup_via.c_str());
+  if (oc.events_given) {
+    std::vector<std::string> recorded;
+    std::string names;
+    for (auto t : s.event_types) {
+      recorded.emplace_back(ledger::to_string(t));
+      names += (names.empty() ? "" : ", ") + recorded.back();
+    }
+    auto wanted = oc.event_types;
+    std::sort(wanted.begin(), wanted.end());
+    std::sort(recorded.begin(), recorded.end());
+    if (wanted != recorded)
+      std::fprintf(stderr,
+                   "lodge: warning: the configuration's events.types differ from what ledger %s records (%s); "
+                   "`lodge init` records the configuration's\n",
+                   ctx.ledger().location().c_str(), names.empty() ? "none" : names.c_str());
+  }
+  return s;
 }
 
 struct RelayCli {

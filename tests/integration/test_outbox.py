@@ -109,6 +109,15 @@ class OutboxMixin:
         self.assertEqual(st["outbox"]["cleanup_in_flight"], 0, st)
         check_invariants(self)
 
+    def test_a_configuration_edited_since_init_is_named_and_the_ledger_record_runs(self):
+        self.configure(events=["file.active"])
+        r = self.relay(later=None)
+        self.assertIn("events.types differ from what ledger", r.err)
+        self.assertIn("`lodge init` records the configuration's", r.err)
+        self.assertEqual(r.json()["events_published"], 0)  # the ledger records none: none written
+        self.assertEqual(self.lodge("init", "--json").rc, 0)
+        self.assertNotIn("warning", self.relay(later=None).err)
+
     # --- the recovery table in queue mode ---
     def test_crash_after_put_is_repaired_relayed_and_consumed(self):
         r = self.upload("a.bin", b"a" * 100, env={"LODGE_FAILPOINTS": "upload.after_put=crash"}, check=False)
