@@ -136,8 +136,8 @@ void add_selection_options(CLI::App *sub, SelectionCli &o);
 // A queue of the configuration (cleanup.queue, events.queue; `what` names the key in
 // errors) opened: SQS with the AWS shared files' profile, region and credential chain.
 // `visibility_ms`: how long a received message stays invisible on SQS (0: the queue's own).
-[[nodiscard]] std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::string &url,
-                                                                   const char *what, int64_t visibility_ms = 0);
+[[nodiscard]] std::unique_ptr<mq::MessageQueue>
+open_message_queue(Context &ctx, const std::string &url, const char *what, int64_t visibility_ms = 0);
 
 // `lodge init`'s outbox: the cleanup mode and upload event types from --cleanup-via and
 // --events, else the configuration's cleanup.via and events.types, recorded in the ledger

@@ -35,9 +35,10 @@ Command add_init(CLI::App &app) {
                           "Who runs cleanup: sweep from the task table (tasks, the default) or consumers of "
                           "cleanup.queue (queue); refused while events are in flight"),
           {"tasks", "queue"});
-  sub->add_option("--events", *events,
-                  "Upload events the ledger records for `lodge relay` (file.active,file.deleted,file.failed or "
-                  "none; default: the configuration's events.types)");
+  sub->add_option(
+      "--events", *events,
+      "Upload events the ledger records for `lodge relay` (file.active,file.deleted,file.failed or "
+      "none; default: the configuration's events.types)");
   return {sub, [rebind, accept, via, events](Context &ctx) {
             // The store first: a bad store URL leaves no ledger behind.
             (void)ctx.open_store_unbound();
@@ -188,9 +189,10 @@ void print_status_table(const ledger::StatusReport &r, const ops::Health &h, con
       types += (types.empty() ? "" : ", ") + t;
     std::printf("cleanup via       %s; upload events: %s\n", r.cleanup_via.c_str(),
                 types.empty() ? "none" : types.c_str());
-    std::printf("outbox            cleanup due %lld, in flight %lld, dead-lettered %lld; upload events unsent %lld\n",
-                static_cast<long long>(r.outbox_due_unsent), static_cast<long long>(r.outbox_in_flight),
-                static_cast<long long>(r.outbox_dead), static_cast<long long>(r.events_unsent));
+    std::printf(
+        "outbox            cleanup due %lld, in flight %lld, dead-lettered %lld; upload events unsent %lld\n",
+        static_cast<long long>(r.outbox_due_unsent), static_cast<long long>(r.outbox_in_flight),
+        static_cast<long long>(r.outbox_dead), static_cast<long long>(r.events_unsent));
   }
   for (const char *job : config::k_jobs) {
     auto it = r.last_runs.find(job);

@@ -88,7 +88,8 @@ ledger::OutboxSettings outbox_of(Context &ctx) {
                  "lodge: warning: the configuration says cleanup.via %s, but ledger %s runs its cleanup %s; "
                  "`lodge init --cleanup-via %s` switches it\n",
                  oc.cleanup_via.c_str(), ctx.ledger().location().c_str(),
-                 s.cleanup_via == ledger::CleanupVia::queue ? "through a queue" : "from its task table (sweep)",
+                 s.cleanup_via == ledger::CleanupVia::queue ? "through a queue"
+                                                            : "from its task table (sweep)",
                  oc.cleanup_via.c_str());
   if (oc.events_given) {
     std::vector<std::string> recorded;
@@ -101,10 +102,11 @@ ledger::OutboxSettings outbox_of(Context &ctx) {
     std::sort(wanted.begin(), wanted.end());
     std::sort(recorded.begin(), recorded.end());
     if (wanted != recorded)
-      std::fprintf(stderr,
-                   "lodge: warning: the configuration's events.types differ from what ledger %s records (%s); "
-                   "`lodge init` records the configuration's\n",
-                   ctx.ledger().location().c_str(), names.empty() ? "none" : names.c_str());
+      std::fprintf(
+          stderr,
+          "lodge: warning: the configuration's events.types differ from what ledger %s records (%s); "
+          "`lodge init` records the configuration's\n",
+          ctx.ledger().location().c_str(), names.empty() ? "none" : names.c_str());
   }
   return s;
 }
@@ -286,8 +288,9 @@ ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, co
       for (const auto &name : *types) {
         auto parsed = ledger::parse_event_type(name);
         if (!parsed)
-          throw LodgeError(Errc::usage, "--events: expected file.active, file.deleted, file.failed or none, got '" +
-                                            util::escape_for_terminal(name) + "'");
+          throw LodgeError(Errc::usage,
+                           "--events: expected file.active, file.deleted, file.failed or none, got '" +
+                               util::escape_for_terminal(name) + "'");
         if (*parsed == t) {
           want.event_types.push_back(t);
           break;
@@ -298,8 +301,9 @@ ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, co
   // The queues exist before the ledger relies on them: a relay's first publish finds them.
   if (want.cleanup_via == ledger::CleanupVia::queue) {
     if (oc.cleanup_queue.empty())
-      throw LodgeError(Errc::config_invalid, "cleanup through a queue needs the queue: set cleanup.queue in the "
-                                             "configuration (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+      throw LodgeError(Errc::config_invalid,
+                       "cleanup through a queue needs the queue: set cleanup.queue in the "
+                       "configuration (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
     auto st = open_message_queue(ctx, oc.cleanup_queue, "cleanup.queue")->ensure_queues();
     if (!st) throw LodgeError(st.error());
   }
@@ -315,8 +319,8 @@ ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, co
   if (l.set_outbox_settings(want) == ledger::SetOutboxOutcome::in_flight) {
     auto n = l.outbox_counts(util::system_clock().now_ms()).cleanup_in_flight;
     throw LodgeError(Errc::in_progress,
-                     "init --cleanup-via " + std::string(ledger::to_string(want.cleanup_via)) + " refused: " +
-                         util::plural(n, "cleanup event") +
+                     "init --cleanup-via " + std::string(ledger::to_string(want.cleanup_via)) +
+                         " refused: " + util::plural(n, "cleanup event") +
                          " sent to the queue and not yet consumed; run `lodge consume` until `lodge status` "
                          "shows none in flight, then switch");
   }
@@ -379,8 +383,11 @@ Action add_debug_queue(CLI::App &debug) {
     }
     auto c = queue->counts();
     if (!c) throw LodgeError(c.error());
-    auto opt = [](const std::optional<int64_t> &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-    ctx.print_json(nlohmann::json{{"ready", opt(c->ready)}, {"delayed", opt(c->delayed)}, {"dead", opt(c->dead)}});
+    auto opt = [](const std::optional<int64_t> &v) {
+      return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    ctx.print_json(
+        nlohmann::json{{"ready", opt(c->ready)}, {"delayed", opt(c->delayed)}, {"dead", opt(c->dead)}});
     return exit_status(Errc::ok);
   };
 }

@@ -114,8 +114,12 @@ EventClaim SqlLedger::claim_sent_task(int64_t task_id, int64_t now, const std::s
                  " lease_version = lease_version + 1, updated_at = ?1 WHERE id = ?4 AND verify_pass < ?5 AND"
                  " ((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
                  " OR (status = 'PROCESSING' AND lease_until < ?1))");
-    const bool claimed =
-        upd.bind(1, now).bind(2, worker).bind(3, now + lease_ms).bind(4, task_id).bind(5, k_verify_due).exec() == 1;
+    const bool claimed = upd.bind(1, now)
+                             .bind(2, worker)
+                             .bind(3, now + lease_ms)
+                             .bind(4, task_id)
+                             .bind(5, k_verify_due)
+                             .exec() == 1;
     out.task = task_by_id(task_id);
     if (claimed) {
       out.kind = EventClaimKind::claimed;

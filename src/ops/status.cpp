@@ -101,12 +101,11 @@ Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s) 
                                    util::format_duration_ms(r.now - run->finished_at) + " (limit " +
                                    util::format_duration_exact(max_age) + "; is cron running it?)");
     } else if (required && r.now - r.ledger_created_at > max_age) {
-      problem("job_overdue",
-              std::string(job) +
-                  " has never run on this ledger (required by " +
-                  (configured ? std::string("status.required_jobs") :
-                   r.cleanup_via == "queue" ? std::string("cleanup via a queue") : std::string("upload events")) +
-                  "; is cron set up?)");
+      problem("job_overdue", std::string(job) + " has never run on this ledger (required by " +
+                                 (configured                 ? std::string("status.required_jobs")
+                                  : r.cleanup_via == "queue" ? std::string("cleanup via a queue")
+                                                             : std::string("upload events")) +
+                                 "; is cron set up?)");
     }
   }
   if (r.files_failed_since > s.upload_failed_max)

@@ -207,11 +207,8 @@ TEST_CASE("consume: forged, foreign or garbled messages delete nothing and go to
   auto bad = w.failed("bad.txt", "5");
   auto task = w.l.task_of(bad.id);
   auto msg = [&](const std::string &ledger, int64_t task_id, int64_t record_id, const std::string &key) {
-    return nlohmann::json{{"type", "cleanup"},
-                          {"ledger", ledger},
-                          {"task_id", task_id},
-                          {"record_id", record_id},
-                          {"key", key}}
+    return nlohmann::json{
+        {"type", "cleanup"}, {"ledger", ledger}, {"task_id", task_id}, {"record_id", record_id}, {"key", key}}
         .dump();
   };
   // Another tool's key under a real, due task's id; an ACTIVE row's key; another ledger; garbage.
