@@ -338,8 +338,7 @@ void parse_cleanup(const json &s, OutboxConfig &o) {
   }
   if (s.contains("queue")) o.cleanup_queue = get_string(s["queue"], "cleanup.queue");
   if (o.cleanup_via == "queue" && o.cleanup_queue.empty())
-    bad("cleanup.queue",
-        "required with \"via\": \"queue\" (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME)");
+    bad("cleanup.queue", R"(required with "via": "queue" (sqs://NAME or amqp://USER@HOST/VHOST?queue=NAME))");
   o.cleanup_given = true;
 }
 

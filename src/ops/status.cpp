@@ -211,10 +211,10 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
   gauge("lodge_dead_letters", "Cleanup tasks that failed for good.");
   o << "lodge_dead_letters " << r.dead_letters << '\n';
   gauge("lodge_outbox_events", "Outbox events by kind and state (cleanup through a queue, upload events).");
-  o << "lodge_outbox_events{kind=\"cleanup\",state=\"due_unsent\"} " << r.outbox_due_unsent << '\n'
-    << "lodge_outbox_events{kind=\"cleanup\",state=\"in_flight\"} " << r.outbox_in_flight << '\n'
-    << "lodge_outbox_events{kind=\"cleanup\",state=\"dead_lettered\"} " << r.outbox_dead << '\n'
-    << "lodge_outbox_events{kind=\"upload\",state=\"unsent\"} " << r.events_unsent << '\n';
+  o << R"(lodge_outbox_events{kind="cleanup",state="due_unsent"} )" << r.outbox_due_unsent << '\n'
+    << R"(lodge_outbox_events{kind="cleanup",state="in_flight"} )" << r.outbox_in_flight << '\n'
+    << R"(lodge_outbox_events{kind="cleanup",state="dead_lettered"} )" << r.outbox_dead << '\n'
+    << R"(lodge_outbox_events{kind="upload",state="unsent"} )" << r.events_unsent << '\n';
   gauge("lodge_upload_failed_recent",
         "Records that became UPLOAD_FAILED within status.upload_failed_window.");
   o << "lodge_upload_failed_recent " << r.files_failed_since << '\n';

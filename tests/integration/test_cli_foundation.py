@@ -26,7 +26,8 @@ class Foundation(LodgeTestCase):
         for k in ("overdue_uploading", "expired_leases", "dead_letters", "tasks_due"):
             self.assertEqual(j[k], 0)
         self.assertIsNone(j["oldest_uploading_age_ms"])
-        self.assertEqual(j["last_runs"], {"sweep": None, "repair": None, "reconcile": None, "prune": None})
+        self.assertEqual(j["last_runs"], {"sweep": None, "repair": None, "reconcile": None, "prune": None,
+                                          "relay": None, "consume": None})
         self.assertTrue(j["healthy"])
         # kill -9 cannot tell NORMAL from FULL; only the pragma can.
         self.assertEqual(

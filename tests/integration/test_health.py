@@ -166,7 +166,7 @@ class Health(LodgeTestCase):
                 ({"upload_failed_max": -1}, "status.upload_failed_max: expected an integer from 0"),
                 ({"upload_failed_window": "0s"}, "status.upload_failed_window: expected a duration"),
                 ({"required_jobs": ["sweep", "nightly"]},
-                 "status.required_jobs[1]: expected sweep, repair, reconcile or prune (got 'nightly')"),
+                 "status.required_jobs[1]: expected sweep, repair, reconcile, prune, relay or consume (got 'nightly')"),
                 ({"required_jobs": "sweep"}, "status.required_jobs: expected a list of strings"),
                 ({"prometheus_file_mode": "0999"},
                  "status.prometheus_file_mode: expected an octal mode like \"0644\""),
@@ -184,7 +184,7 @@ class Health(LodgeTestCase):
         j = self.lodge("--json", "config").json()
         self.assertEqual(j["status"], {
             "sweep_max_age": "1h", "repair_max_age": "1h", "reconcile_max_age": "8d", "prune_max_age": "2d",
-            "required_jobs": ["sweep"], "upload_failed_max": 10, "upload_failed_window": "1h",
+            "relay_max_age": "1h", "consume_max_age": "1h", "required_jobs": ["sweep"], "upload_failed_max": 10, "upload_failed_window": "1h",
             "prometheus_file_mode": "0644"})
 
 
