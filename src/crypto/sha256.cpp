@@ -9,6 +9,22 @@
 
 namespace lodge::crypto {
 
+namespace {
+
+// SHA-256 fetched from the default provider once for the process. EVP_sha256() is OpenSSL 3's
+// legacy handle: every EVP_DigestInit_ex or HMAC given it fetches the algorithm again (a
+// locked lookup by name and a reference taken and dropped), which measured 2.4 % of an upload
+// run's CPU for 16 KiB files. Kept for the process's life; the legacy handle if the fetch fails.
+const EVP_MD *sha256_md() {
+  static const EVP_MD *const md = [] {
+    EVP_MD *fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? static_cast<const EVP_MD *>(fetched) : EVP_sha256();
+  }();
+  return md;
+}
+
+} // namespace
+
 void EvpMdCtxFree::operator()(evp_md_ctx_st *c) const noexcept {
   EVP_MD_CTX_free(c);
 }
@@ -19,7 +35,7 @@ Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) {
 }
 
 void Sha256::reset() {
-  if (EVP_DigestInit_ex(m_ctx.get(), EVP_sha256(), nullptr) != 1)
+  if (EVP_DigestInit_ex(m_ctx.get(), sha256_md(), nullptr) != 1)
     throw LodgeError(Errc::internal, "EVP_DigestInit_ex failed");
 }
 
@@ -59,7 +75,7 @@ std::string to_base64(const Digest &d) {
 Digest hmac_sha256(std::string_view key, std::string_view data) {
   Digest d{};
   unsigned int n = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+  if (HMAC(sha256_md(), key.data(), static_cast<int>(key.size()),
            reinterpret_cast<const unsigned char *>(data.data()), data.size(), d.data(), &n) == nullptr ||
       n != d.size())
     throw LodgeError(Errc::internal, "HMAC-SHA256 failed");

@@ -380,7 +380,20 @@ struct Uploader::Flight {
   ledger::FileRecord rec;
   std::unique_ptr<Renewal> renewal;
   Result<store::PutResult> put = Error(Errc::internal, "the PUT did not run");
-  util::ThreadGroup sender; // declared last: joined first on destruction
+  util::TaskThread *sender = nullptr; // runs this flight's PUT until it is waited for
+
+  Flight() = default;
+  Flight(const Flight &) = delete;
+  Flight &operator=(const Flight &) = delete;
+  // A flight dropped before it landed (the worker unwinding) waits for its PUT, which uses
+  // this flight's members.
+  ~Flight() {
+    if (sender == nullptr) return;
+    try {
+      sender->wait();
+    } catch (...) { // the task catches everything: nothing is thrown here
+    }
+  }
 };
 
 Uploader::~Uploader() = default;
@@ -409,7 +422,10 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
   store::PutRequest req = single_request(fl->f.fd.get(), fl->rec, *fl->renewal);
   Flight *raw = fl.get();
   store::ObjectStore &via = *m_send_store;
-  raw->sender.spawn([raw, &via, req = std::move(req)] {
+  // One thread per worker sends every flight: a thread made per file cost more CPU than its PUT.
+  if (!m_sender) m_sender = std::make_unique<util::TaskThread>();
+  raw->sender = m_sender.get();
+  m_sender->post([raw, &via, req = std::move(req)] {
     try {
       raw->put = ours_if_landed(via, raw->rec, via.put(req));
     } catch (const LodgeError &e) {
@@ -424,7 +440,8 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
 void Uploader::land_flight() {
   if (!m_flight) return;
   std::unique_ptr<Flight> fl = std::move(m_flight);
-  fl->sender.join(); // the task catches everything: nothing to rethrow
+  fl->sender->wait(); // the task catches everything: nothing to rethrow
+  fl->sender = nullptr;
   const TransferNote note;
   auto ended = after_transfer(fl->r, fl->f, fl->rec, std::move(fl->put), *fl->renewal, note);
   if (!ended) return; // its confirm is pending, in m_tails

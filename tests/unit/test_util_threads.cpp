@@ -1,10 +1,13 @@
 // ThreadGroup: every thread is joined, and an exception in one of them is carried out to
-// join() instead of ending the process in std::terminate.
+// join() instead of ending the process in std::terminate; TaskThread, one kept thread for
+// many tasks.
 #include "support.hpp"
 
 #include <atomic>
 #include <lodge/util/threads.hpp>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 using namespace lodge;
 
@@ -38,4 +41,46 @@ TEST_CASE("ThreadGroup joins its threads when the code that started them unwinds
   };
   CHECK_THROWS_WITH_AS(start_then_throw(), "the walk failed", std::runtime_error);
   CHECK(done); // joined before the exception left the scope
+}
+
+TEST_CASE("TaskThread runs each posted task on one kept thread, in order, and carries its exception") {
+  util::TaskThread sender;
+  std::vector<std::thread::id> ran_on;
+  std::vector<int> order;
+  for (int i = 0; i < 5; ++i) {
+    sender.post([&, i] {
+      ran_on.push_back(std::this_thread::get_id());
+      order.push_back(i);
+    });
+    sender.wait(); // what the task wrote is visible after wait()
+  }
+  CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+  CHECK(ran_on[0] != std::this_thread::get_id());
+  for (const auto &id : ran_on)
+    CHECK(id == ran_on[0]); // one thread for every task, not one per task
+  sender.post([] { throw std::runtime_error("the PUT threw"); });
+  CHECK_THROWS_WITH_AS(sender.wait(), "the PUT threw", std::runtime_error);
+  sender.wait(); // the exception is carried once
+  int after = 0;
+  sender.post([&] { after = 1; }); // the thread still serves
+  sender.wait();
+  CHECK(after == 1);
+}
+
+TEST_CASE("TaskThread's destructor waits for the task in hand before it joins") {
+  std::atomic<bool> released{false};
+  std::atomic<bool> done{false};
+  auto post_then_throw = [&] {
+    util::TaskThread sender;
+    sender.post([&] {
+      while (!released)
+        std::this_thread::yield();
+      done = true;
+    });
+    released = true;
+    throw std::runtime_error("the worker unwound");
+  };
+  CHECK_THROWS_WITH_AS(post_then_throw(), "the worker unwound", std::runtime_error);
+  CHECK(done);
+  util::TaskThread never_used; // no thread made, nothing to join
 }

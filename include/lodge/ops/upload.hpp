@@ -16,6 +16,7 @@
 #include <lodge/ops/walk.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
+#include <lodge/util/threads.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -353,7 +354,8 @@ private:
   std::vector<FileResult> m_done;                                 // what upload_next returns
   std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
   bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
-  std::unique_ptr<Flight> m_flight;                               // the PUT on the sender, if any
+  std::unique_ptr<util::TaskThread> m_sender;                     // runs the flights' PUTs, one at a time
+  std::unique_ptr<Flight> m_flight; // the PUT on the sender, if any (declared last: waited for first)
 };
 
 } // namespace lodge::ops

@@ -3,6 +3,7 @@
 // and that carries the first exception one of them threw out instead of calling
 // std::terminate.
 
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -33,6 +34,35 @@ private:
   mutable std::mutex m_mutex;
   std::exception_ptr m_first;
   std::vector<std::jthread> m_threads;
+};
+
+// One thread kept for many short tasks, one at a time: post() hands it a task, wait() returns
+// once that task ended and rethrows what it threw. A thread made per task costs its clone,
+// its stack's release and its join (measured 5-6 % of an upload run's CPU with one per
+// 16 KiB file); this one is made on the first post() and joined by the destructor, which
+// first waits for the task in hand.
+class TaskThread {
+public:
+  TaskThread() = default;
+  TaskThread(const TaskThread &) = delete;
+  TaskThread &operator=(const TaskThread &) = delete;
+  ~TaskThread();
+
+  // Starts task on the thread; the previous task must have been waited for.
+  void post(std::function<void()> task);
+  // Until the posted task (if any) ended; rethrows the exception it threw.
+  void wait();
+
+private:
+  void loop();
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::function<void()> m_task;
+  bool m_busy = false;
+  bool m_stop = false;
+  bool m_started = false;
+  std::exception_ptr m_error;
+  ThreadGroup m_thread; // declared last: joined first on destruction
 };
 
 } // namespace lodge::util
