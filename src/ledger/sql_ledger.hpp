@@ -25,6 +25,9 @@ class GroupCommit;
 // The columns every file_upload read selects (a shared row reads as its object's key), in
 // the order read_file reads them.
 extern const char *const k_file_cols;
+// How many columns k_file_cols names (read_file reads them from 0): a column selected after
+// them is at this index.
+inline constexpr int k_file_col_count = 32;
 [[nodiscard]] FileRecord read_file(const sql::Stmt &st);
 // The same for cleanup_task, in the order read_task reads them.
 extern const char *const k_task_cols;

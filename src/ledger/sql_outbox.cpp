@@ -152,9 +152,9 @@ std::vector<UploadEvent> SqlLedger::unsent_events(int limit) {
   while (st.step()) {
     UploadEvent e;
     e.row = read_file(st);
-    e.id = st.col_int(32);
-    e.type = stored_type(st.col_text(33));
-    e.occurred_at = st.col_int(34);
+    e.id = st.col_int(k_file_col_count);
+    e.type = stored_type(st.col_text(k_file_col_count + 1));
+    e.occurred_at = st.col_int(k_file_col_count + 2);
     out.push_back(std::move(e));
   }
   return out;

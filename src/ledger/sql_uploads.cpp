@@ -1172,7 +1172,7 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
     int64_t got = 0;
     while (st.step()) {
       auto r = read_file(st);
-      r.alive_sharers = st.col_int(31);
+      r.alive_sharers = st.col_int(k_file_col_count); // the column after k_file_cols
       if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
       ++got;
       from = r.object_key;

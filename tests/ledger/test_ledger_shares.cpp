@@ -7,6 +7,7 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
 #include <lodge/store/store.hpp>
+#include <map>
 
 using namespace lodge;
 using ledger::ReserveOutcome;
@@ -136,6 +137,27 @@ TEST_CASE("a shared object is deleted only after its last path: the writer first
     CHECK(last[0] == ops::CleanupOutcome::deleted);
     CHECK_FALSE(e.store.has(a.object_key));
   }
+}
+
+TEST_CASE("rows_by_key: a deleted writer stands for its alive sharers; an expiry is not a sharer") {
+  Env e;
+  auto a = e.stored("k1", "a.txt");
+  auto b = e.share("k1", "b.txt").record;
+  REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
+  auto r = test::request("o", "k2");
+  r.relative_path = "x.txt";
+  r.expires_at = e.now() + 86'400'000;
+  auto x = e.l->reserve(r, e.now());
+  REQUIRE(x.outcome == ReserveOutcome::reserved);
+  REQUIRE(e.l->confirm(x.record.id, "etag", "", e.now()) == test::confirm_outcome::confirmed);
+  std::map<int64_t, int64_t> sharers;
+  e.l->rows_by_key("", "", [&](const ledger::FileRecord &row) {
+    sharers[row.id] = row.alive_sharers;
+    return true;
+  });
+  CHECK(sharers.at(a.id) == 1); // reconcile must not take its object for a dead row's
+  CHECK(sharers.at(x.record.id) == 0);
+  CHECK(sharers.count(b.id) == 0); // a sharer has no object of its own
 }
 
 TEST_CASE("upload --replace of a path with content stored elsewhere: the path serves the new content") {
