@@ -30,6 +30,34 @@ const char *to_string(CleanupOutcome o) {
   return "?";
 }
 
+void CleanupTally::add(const CleanupResult &r) {
+  switch (r.outcome) {
+  case CleanupOutcome::deleted:
+    ++deleted;
+    if (r.verify_scheduled) ++verify_scheduled;
+    break;
+  case CleanupOutcome::ignored:
+    ++ignored;
+    break;
+  case CleanupOutcome::postponed:
+    ++postponed;
+    break;
+  case CleanupOutcome::retried:
+    ++retried;
+    break;
+  case CleanupOutcome::dead_lettered:
+    ++dead_lettered;
+    break;
+  case CleanupOutcome::lease_lost:
+    ++lease_lost;
+    break;
+  case CleanupOutcome::kept:
+    ++kept;
+    break;
+  }
+  if (r.unreachable) ++unreachable;
+}
+
 int64_t cleanup_backoff_ms(const CleanupSettings &s, int64_t retry_count, uint64_t random) {
   int64_t cap = std::max<int64_t>(s.backoff_base_ms, 1);
   for (int64_t i = 0; i < retry_count && cap < s.backoff_max_ms; ++i)

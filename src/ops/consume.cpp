@@ -49,40 +49,12 @@ void check(ConsumeSummary &sum, const Status &st, const std::string &what) {
   util::log::warn("consume: " + what + ": " + st.error().message);
 }
 
-void count(ConsumeSummary &sum, const CleanupResult &r) {
-  switch (r.outcome) {
-  case CleanupOutcome::deleted:
-    ++sum.deleted;
-    if (r.verify_scheduled) ++sum.verify_scheduled;
-    break;
-  case CleanupOutcome::ignored:
-    ++sum.ignored;
-    break;
-  case CleanupOutcome::postponed:
-    ++sum.postponed;
-    break;
-  case CleanupOutcome::retried:
-    ++sum.retried;
-    break;
-  case CleanupOutcome::dead_lettered:
-    ++sum.dead_lettered;
-    break;
-  case CleanupOutcome::lease_lost:
-    ++sum.lease_lost;
-    break;
-  case CleanupOutcome::kept:
-    ++sum.kept;
-    break;
-  }
-  if (r.unreachable) ++sum.unreachable;
-}
-
 // A claimed task run as sweep runs it; then the message's end: acknowledged, delayed by
 // the retry's back-off, or dead-lettered with the task.
 void run_task(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, const util::Clock &clock,
               const mq::Delivery &d, const ledger::TaskRecord &task, ConsumeSummary &sum) {
   auto r = run_claimed_task({l.tasks, l.reads}, s, task, o.cleanup, clock);
-  count(sum, r);
+  sum.add(r);
   std::string id = "task " + std::to_string(task.id);
   if (!r.error.empty()) note_error(sum, id + ": " + r.error);
   // A consumer killed here deleted and committed, but never acknowledged: the message comes

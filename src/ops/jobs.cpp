@@ -45,32 +45,8 @@ SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o, 
     for (size_t i = 0; i < tasks.size(); ++i) {
       const auto &t = tasks[i];
       const auto &r = results[i];
-      switch (r.outcome) {
-      case CleanupOutcome::deleted:
-        ++sum.deleted;
-        if (r.verify_scheduled) ++sum.verify_scheduled;
-        if (t.verify_pass == ledger::k_verify_due) ++sum.verified;
-        break;
-      case CleanupOutcome::ignored:
-        ++sum.ignored;
-        break;
-      case CleanupOutcome::postponed:
-        ++sum.postponed;
-        break;
-      case CleanupOutcome::retried:
-        ++sum.retried;
-        break;
-      case CleanupOutcome::dead_lettered:
-        ++sum.dead_lettered;
-        break;
-      case CleanupOutcome::lease_lost:
-        ++sum.lease_lost;
-        break;
-      case CleanupOutcome::kept:
-        ++sum.kept;
-        break;
-      }
-      if (r.unreachable) ++sum.unreachable;
+      sum.add(r);
+      if (r.outcome == CleanupOutcome::deleted && t.verify_pass == ledger::k_verify_due) ++sum.verified;
       if (!r.error.empty()) sum.errors.push_back("task " + std::to_string(t.id) + ": " + r.error);
     }
   }

@@ -17,6 +17,25 @@ TEST_CASE("backoff is bounded and grows") {
   CHECK(ops::cleanup_backoff_ms(s, 2, 3500) == 4000);
 }
 
+TEST_CASE(
+    "a cleanup tally counts each result under its outcome, a verify pass owed and an unreachable store") {
+  ops::CleanupTally t;
+  using O = ops::CleanupOutcome;
+  for (O o : {O::deleted, O::ignored, O::postponed, O::retried, O::dead_lettered, O::lease_lost, O::kept})
+    t.add(ops::CleanupResult{o, "", false, false});
+  t.add(ops::CleanupResult{O::deleted, "", false, true});
+  t.add(ops::CleanupResult{O::retried, "timed out", true, false});
+  CHECK(t.deleted == 2);
+  CHECK(t.verify_scheduled == 1);
+  CHECK(t.ignored == 1);
+  CHECK(t.postponed == 1);
+  CHECK(t.retried == 2);
+  CHECK(t.dead_lettered == 1);
+  CHECK(t.lease_lost == 1);
+  CHECK(t.kept == 1);
+  CHECK(t.unreachable == 1);
+}
+
 namespace {
 ops::CleanupSettings settings() {
   return ops::CleanupSettings{test::OpsWorld::k_grace_ms, 1'000, 8'000};

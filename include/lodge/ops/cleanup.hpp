@@ -46,6 +46,15 @@ struct CleanupResult {
   bool verify_scheduled = false;
 };
 
+// What cleanup results came to, as sweep and consume report them: one count per outcome.
+struct CleanupTally {
+  int64_t deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0, lease_lost = 0;
+  int64_t kept = 0;             // tasks ended IGNORED leaving the object at their key (not the row's; a tag)
+  int64_t verify_scheduled = 0; // of the deleted: a verify pass follows later
+  int64_t unreachable = 0;      // failures where the store gave no answer or refused us
+  void add(const CleanupResult &r);
+};
+
 // When the verify pass of a task whose delete ran at `now` is due: after the longest a
 // PUT of that row could still be in flight (its deadline length, measured by the
 // uploader on the monotonic clock) plus one grace. Wall-clock steps forward before the

@@ -58,14 +58,10 @@ struct SweepOptions {
   std::function<std::unique_ptr<store::ObjectStore>()> open_store;
 };
 
-struct SweepSummary {
-  int64_t claimed = 0, deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0,
-          lease_lost = 0;
-  int64_t kept = 0;             // tasks ended IGNORED leaving the object at their key (not the row's; a tag)
-  int64_t verify_scheduled = 0; // of the deleted: a verify pass follows later
-  int64_t verified = 0;         // of the deleted: this was the verify pass
-  int64_t would_claim = 0;      // --dry-run
-  int64_t unreachable = 0;      // failures where the store gave no answer or refused us
+struct SweepSummary : CleanupTally {
+  int64_t claimed = 0;
+  int64_t verified = 0;    // of the deleted: this was the verify pass
+  int64_t would_claim = 0; // --dry-run
   std::vector<std::string> errors;
 };
 

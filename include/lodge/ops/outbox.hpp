@@ -81,16 +81,13 @@ struct ConsumeOptions {
   Stopper stop;
 };
 
-struct ConsumeSummary {
+// What the tasks came to is counted as sweep counts them (the CleanupTally).
+struct ConsumeSummary : CleanupTally {
   int64_t received = 0;
-  // what the tasks came to (as sweep counts them)
-  int64_t deleted = 0, ignored = 0, postponed = 0, retried = 0, dead_lettered = 0, lease_lost = 0, kept = 0,
-          verify_scheduled = 0;
   int64_t duplicates = 0; // nothing owed: the task had ended or waits as a new event (acknowledged)
   int64_t delayed = 0;    // handed back for later: a live lease, a retry's back-off
   int64_t rejected =
       0; // not a cleanup event of this ledger, or not matching its task: dead-lettered, nothing deleted
-  int64_t unreachable = 0;
   std::vector<std::string> errors;
 };
 
