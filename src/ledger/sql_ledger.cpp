@@ -73,8 +73,11 @@ StatusReport SqlLedger::status(int64_t now, int64_t failed_since) {
       r.overdue_uploading = st.col_int(0);
     }
     {
+      // min(+created_at): the unary plus keeps the planner off file_upload_created (a walk
+      // in created_at order past every ACTIVE row: 0.2 s on a million) and on the partial
+      // index of alive UPLOADING rows, which holds only the few in flight.
       auto st =
-          q("SELECT min(created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
+          q("SELECT min(+created_at) FROM file_upload WHERE upload_status = 'UPLOADING' AND is_deleted = 0");
       st.step();
       if (auto oldest = st.col_opt_int(0)) r.oldest_uploading_age_ms = now - *oldest;
     }
