@@ -105,7 +105,7 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
   }
   if (mine) {
     // The earlier files' first: results keep the files' order.
-    land_flight();
+    land_flights(0);
     settle_tails(0);
     m_done.push_back(std::move(*mine));
   }
@@ -114,7 +114,7 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
 
 std::vector<FileResult> Uploader::finish() {
   m_done.clear();
-  land_flight();
+  land_flights(0);
   settle_tails(0);
   return std::move(m_done);
 }
@@ -205,7 +205,7 @@ Result<Uploader::OpenedFile> Uploader::open_checked(const InputFile &file, FileR
   // A big file's read would hold the pending confirms too long (their rows' deadlines run),
   // so they are waited for first.
   if (r.size > k_confirm_alongside_max) {
-    land_flight();
+    land_flights(0);
     settle_tails(0);
   }
   if (r.size == 0 && !m_s.policy.allow_empty)
@@ -381,6 +381,7 @@ struct Uploader::Flight {
   std::unique_ptr<Renewal> renewal;
   Result<store::PutResult> put = Error(Errc::internal, "the PUT did not run");
   util::TaskThread *sender = nullptr; // runs this flight's PUT until it is waited for
+  uint64_t ticket = 0;                // the PUT's on the sender
 
   Flight() = default;
   Flight(const Flight &) = delete;
@@ -390,7 +391,7 @@ struct Uploader::Flight {
   ~Flight() {
     if (sender == nullptr) return;
     try {
-      sender->wait();
+      sender->wait(ticket);
     } catch (...) { // the task catches everything: nothing is thrown here
     }
   }
@@ -425,7 +426,8 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
   // One thread per worker sends every flight: a thread made per file cost more CPU than its PUT.
   if (!m_sender) m_sender = std::make_unique<util::TaskThread>();
   raw->sender = m_sender.get();
-  m_sender->post([raw, &via, req = std::move(req)] {
+  // Queued behind the PUT already in the air, if any: it starts the moment that one ends.
+  raw->ticket = m_sender->post([raw, &via, req = std::move(req)] {
     try {
       raw->put = ours_if_landed(via, raw->rec, via.put(req));
     } catch (const LodgeError &e) {
@@ -434,16 +436,22 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
       raw->put = Error(Errc::internal, "sending " + raw->rec.object_key + ": " + e.what());
     }
   });
-  m_flight = std::move(fl);
+  m_flights.push_back(std::move(fl));
 }
 
-void Uploader::land_flight() {
-  if (!m_flight) return;
-  std::unique_ptr<Flight> fl = std::move(m_flight);
-  fl->sender->wait(); // the task catches everything: nothing to rethrow
-  fl->sender = nullptr;
+void Uploader::land_flights(size_t keep) {
+  while (m_flights.size() > keep) {
+    std::unique_ptr<Flight> fl = std::move(m_flights.front());
+    m_flights.pop_front();
+    land(*fl);
+  }
+}
+
+void Uploader::land(Flight &fl) {
+  fl.sender->wait(fl.ticket); // the task catches everything: nothing to rethrow
+  fl.sender = nullptr;
   const TransferNote note;
-  auto ended = after_transfer(fl->r, fl->f, fl->rec, std::move(fl->put), *fl->renewal, note);
+  auto ended = after_transfer(fl.r, fl.f, fl.rec, std::move(fl.put), *fl.renewal, note);
   if (!ended) return; // its confirm is pending, in m_tails
   Tail t;
   t.r = *ended;
@@ -494,15 +502,18 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
     fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
-  // The previous file's PUT ends first: one reserved file waits per worker at most, and
-  // its result lands before this one's.
-  land_flight();
   TransferNote note;
   note.resume = res.outcome == ledger::ReserveOutcome::resumed;
   if (!note.resume && can_send_ahead(digests)) {
+    // Queued on the sender behind the previous file's PUT, which then lands: the connection
+    // never idles between the two, and one reserved file waits per worker at most (for one
+    // PUT), its result landing after the previous one's.
     start_flight(r, f, rec, std::move(renewal));
+    land_flights(1);
     return std::nullopt;
   }
+  // The previous file's PUT ends first: its result lands before this one's.
+  land_flights(0);
   auto put = transfer(f.fd.get(), rec, digests, *renewal, note);
   return after_transfer(r, f, rec, std::move(put), *renewal, note);
 }
@@ -817,7 +828,7 @@ bool Uploader::wait_for_own(const ledger::FileRecord &uploading, int waits) {
   // object, instead of failing "in progress". Bounded by that row's deadline.
   const auto &me = this_process();
   if (!me || uploading.holder != me->text() || m_clock.now_ms() >= uploading.upload_deadline_at) return false;
-  land_flight(); // it may be this worker's own PUT in flight, or its pending confirm
+  land_flights(0); // it may be this worker's own PUT in flight, or its pending confirm
   settle_tails(0);
   if (waits > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(waits, 6), 100)));

@@ -50,34 +50,50 @@ bool ThreadGroup::failed() const {
 TaskThread::~TaskThread() {
   {
     std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [&] { return !m_busy; });
+    m_cv.wait(lock, [&] { return m_ended == m_posted; });
     m_stop = true;
   }
   m_cv.notify_all();
   // m_thread's destructor joins the loop, which ends on m_stop.
 }
 
-void TaskThread::post(std::function<void()> task) {
+uint64_t TaskThread::post(std::function<void()> task) {
   if (!m_started) { // the owner's thread alone posts: no race on m_started
     m_thread.spawn([this] { loop(); });
     m_started = true;
   }
+  uint64_t ticket = 0;
   {
     std::lock_guard lock(m_mutex);
-    if (m_busy) throw std::logic_error("TaskThread::post while a task is running");
-    m_task = std::move(task);
-    m_busy = true;
-    m_error = nullptr;
+    m_queue.push_back(std::move(task));
+    ticket = ++m_posted;
   }
   m_cv.notify_all();
+  return ticket;
+}
+
+void TaskThread::wait(uint64_t ticket) {
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return m_ended >= ticket; });
+    if (auto it = m_errors.find(ticket); it != m_errors.end()) {
+      error = it->second;
+      m_errors.erase(it);
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void TaskThread::wait() {
   std::exception_ptr error;
   {
     std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [&] { return !m_busy; });
-    error = std::exchange(m_error, nullptr);
+    m_cv.wait(lock, [&] { return m_ended == m_posted; });
+    if (!m_errors.empty()) {
+      error = m_errors.begin()->second;
+      m_errors.clear();
+    }
   }
   if (error) std::rethrow_exception(error);
 }
@@ -85,9 +101,10 @@ void TaskThread::wait() {
 void TaskThread::loop() {
   std::unique_lock lock(m_mutex);
   for (;;) {
-    m_cv.wait(lock, [&] { return m_stop || (m_busy && m_task); });
-    if (m_stop) return;
-    auto task = std::exchange(m_task, nullptr);
+    m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+    if (m_queue.empty()) return; // m_stop, and nothing left
+    auto task = std::move(m_queue.front());
+    m_queue.pop_front();
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -97,8 +114,8 @@ void TaskThread::loop() {
     }
     task = nullptr; // what the task holds is released before wait() returns
     lock.lock();
-    m_error = error;
-    m_busy = false;
+    ++m_ended;
+    if (error) m_errors.emplace(m_ended, error);
     m_cv.notify_all();
   }
 }

@@ -84,3 +84,48 @@ TEST_CASE("TaskThread's destructor waits for the task in hand before it joins") 
   CHECK(done);
   util::TaskThread never_used; // no thread made, nothing to join
 }
+
+TEST_CASE("TaskThread queues a task behind the running one and starts it as that one ends") {
+  util::TaskThread sender;
+  std::atomic<bool> release_first{false};
+  std::atomic<bool> second_started{false};
+  std::atomic<bool> release_second{false};
+  const uint64_t first = sender.post([&] {
+    while (!release_first)
+      std::this_thread::yield();
+  });
+  const uint64_t second = sender.post([&] {
+    second_started = true;
+    while (!release_second)
+      std::this_thread::yield();
+    throw std::runtime_error("the second PUT threw");
+  });
+  CHECK(second == first + 1);
+  CHECK_FALSE(second_started); // one at a time: the second waits for the first
+  release_first = true;
+  sender.wait(first); // returns with the second still running: nobody posted it again
+  while (!second_started)
+    std::this_thread::yield();
+  release_second = true;
+  CHECK_THROWS_WITH_AS(sender.wait(second), "the second PUT threw", std::runtime_error);
+  sender.wait(second); // carried once
+  sender.wait();
+}
+
+TEST_CASE("TaskThread's wait() waits for every queued task and rethrows the first error") {
+  std::vector<int> order;
+  {
+    util::TaskThread sender;
+    (void)sender.post([&] { order.push_back(1); });
+    (void)sender.post([&] { throw std::runtime_error("first"); });
+    (void)sender.post([&] { throw std::runtime_error("second"); });
+    (void)sender.post([&] { order.push_back(4); });
+    CHECK_THROWS_WITH_AS(sender.wait(), "first", std::runtime_error);
+    CHECK(order == std::vector<int>{1, 4});
+    sender.wait(); // nothing left to rethrow
+    for (int i = 5; i < 8; ++i)
+      (void)sender.post([&, i] { order.push_back(i); });
+    // the destructor waits for all three before it joins
+  }
+  CHECK(order == std::vector<int>{1, 4, 5, 6, 7});
+}

@@ -251,9 +251,11 @@ private:
   bool can_send_ahead(const Digests &d);
   void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
                     std::unique_ptr<Renewal> renewal);
-  // Waits for the PUT in flight, if any, and lands it in m_tails (its confirm queued, or its
-  // final result), behind every earlier file: results keep the files' order.
-  void land_flight();
+  // Waits for the PUTs on the sender, oldest first, until `keep` are left, and lands each in
+  // m_tails (its confirm queued, or its final result), behind every earlier file: results
+  // keep the files' order.
+  void land_flights(size_t keep);
+  void land(Flight &fl);
   // The reserve transaction and what its outcome means, for upload and reserve_direct: a
   // duplicate only once its object is verified in the store (own_duplicate is told of one
   // of this very path); nullopt when the row is reserved (res.record), else r's final result.
@@ -355,7 +357,9 @@ private:
   std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
   bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
   std::unique_ptr<util::TaskThread> m_sender;                     // runs the flights' PUTs, one at a time
-  std::unique_ptr<Flight> m_flight; // the PUT on the sender, if any (declared last: waited for first)
+  // The PUTs on the sender, oldest first: the one in the air and at most one queued behind it
+  // (declared last: waited for first).
+  std::deque<std::unique_ptr<Flight>> m_flights;
 };
 
 } // namespace lodge::ops

@@ -4,8 +4,11 @@
 // std::terminate.
 
 #include <condition_variable>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -36,11 +39,14 @@ private:
   std::vector<std::jthread> m_threads;
 };
 
-// One thread kept for many short tasks, one at a time: post() hands it a task, wait() returns
-// once that task ended and rethrows what it threw. A thread made per task costs its clone,
-// its stack's release and its join (measured 5-6 % of an upload run's CPU with one per
-// 16 KiB file); this one is made on the first post() and joined by the destructor, which
-// first waits for the task in hand.
+// One thread kept for many short tasks, run one at a time in the order posted: post() queues
+// a task and returns its ticket, wait(ticket) returns once that task ended and rethrows what
+// it threw. A thread made per task costs its clone, its stack's release and its join
+// (measured 5-6 % of an upload run's CPU with one per 16 KiB file); this one is made on the
+// first post() and joined by the destructor, which first waits for every task queued.
+// A task queued behind a running one starts the moment that one ends, without waiting for
+// the owner to come back to post it (an upload worker queues its next PUT this way while it
+// still has the current one in the air).
 class TaskThread {
 public:
   TaskThread() = default;
@@ -48,21 +54,24 @@ public:
   TaskThread &operator=(const TaskThread &) = delete;
   ~TaskThread();
 
-  // Starts task on the thread; the previous task must have been waited for.
-  void post(std::function<void()> task);
-  // Until the posted task (if any) ended; rethrows the exception it threw.
+  // Queues task behind every task posted before; returns its ticket (1, 2, ...).
+  uint64_t post(std::function<void()> task);
+  // Until the task with this ticket ended; rethrows the exception it threw (once).
+  void wait(uint64_t ticket);
+  // Until every task posted ended; rethrows the first exception not yet rethrown.
   void wait();
 
 private:
   void loop();
   std::mutex m_mutex;
   std::condition_variable m_cv;
-  std::function<void()> m_task;
-  bool m_busy = false;
+  std::deque<std::function<void()>> m_queue;
+  uint64_t m_posted = 0; // tickets handed out
+  uint64_t m_ended = 0;  // tasks ended: tickets 1..m_ended (they end in order)
   bool m_stop = false;
   bool m_started = false;
-  std::exception_ptr m_error;
-  ThreadGroup m_thread; // declared last: joined first on destruction
+  std::map<uint64_t, std::exception_ptr> m_errors; // by ticket, until rethrown
+  ThreadGroup m_thread;                            // declared last: joined first on destruction
 };
 
 } // namespace lodge::util
