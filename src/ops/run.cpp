@@ -9,6 +9,7 @@
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/run.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/threads.hpp>
 #include <memory>
 #include <mutex>
@@ -128,6 +129,16 @@ public:
     m_items.pop_front();
     m_not_full.notify_one();
     return v;
+  }
+  // Returns an item a worker popped but cannot take up (its connections failed to open):
+  // first again, for another worker. Dropped once the queue is closed.
+  void put_back(InputFile item) {
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_closed) return;
+      m_items.push_front(std::move(item));
+    }
+    m_not_empty.notify_one();
   }
   void start() {
     std::lock_guard lock(m_mutex);
@@ -536,6 +547,7 @@ std::optional<Run::WorkerKit> Run::open_worker(int i) {
     return std::nullopt;
   }
   ++m_workers_open;
+  util::log::debug("upload: worker " + std::to_string(i) + " connected to the ledger and the store");
   return k;
 }
 
@@ -592,12 +604,16 @@ void Run::work(int i) {
       settle();
       if (!m_gate->hold(held, 1, true)) break;
     }
-    // Opened once first needed: an adaptive run connects only the workers its level uses.
-    if (!kit && !(kit = open_worker(i))) return;
     auto file = m_queue.pop(settle);
     if (!file) {
       if (m_gate) m_gate->close(); // drained: the workers waiting for a slot end
       break;
+    }
+    // Opened once it has a file: a run connects only the workers its level and its files
+    // use (--jobs 256 for 8 files opens 8 ledger connections and 8 to the store, not 256).
+    if (!kit && !(kit = open_worker(i))) {
+      m_queue.put_back(std::move(*file));
+      return;
     }
     if (m_gate) {
       // A large file takes a slot per part it sends at once.

@@ -470,6 +470,18 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    def test_more_jobs_than_files_connects_only_the_workers_used(self):
+        # A worker opens its ledger and store connections once it has a file: --jobs 256 for
+        # 8 files must not open 256 of each (on PostgreSQL, past max_connections).
+        names = [self.write(f"few/{i}.txt", f"file {i}\n") for i in range(8)]
+        r = self.lodge("-vv", "upload", "--json", "--jobs", "256", *names, timeout=120)
+        self.assertEqual(r.rc, 0, r.err[-2000:])
+        files, summary = self.results(r)
+        self.assertEqual(summary["active"], 8, r)
+        connected = [l for l in r.err.splitlines() if "connected to the ledger and the store" in l]
+        self.assertGreaterEqual(len(connected), 1, r.err[-2000:])
+        self.assertLessEqual(len(connected), 8, r.err[-2000:])
+
     @sqlite_only("puts the ledger file on a tiny tmpfs and checks it with sqlite3")
     def test_disk_full_leaves_the_ledger_intact(self):
         # The ledger on a 256 KiB tmpfs in a private mount namespace: it fills after a
