@@ -293,6 +293,8 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
   const uint64_t count = (size + part_size - 1) / part_size;
   if (!listed) {
     if (listed.error().code != Errc::not_found) return refused(r, UploadOutcome::failed, listed.error());
+    // Gone because a concurrent confirm completed it since the HEAD above.
+    if (m_store.head(rec.object_key)) return std::nullopt;
     // Azure has no staged upload until its first block: none sent yet looks like one gone.
     // While the URLs are valid nothing is decided (a gone one takes no part either).
     if (now < url_until)
@@ -337,8 +339,11 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
     return r;
   }
   // Create-only, as the uploader completes: another object at the key stays.
-  if (auto done = m_store.complete_staged(direct_staged(rec), handle, parts, 0); !done)
+  if (auto done = m_store.complete_staged(direct_staged(rec), handle, parts, 0); !done) {
+    // A concurrent confirm completed it first: its object is checked as one PUT's.
+    if (m_store.head(rec.object_key)) return std::nullopt;
     return refused(r, UploadOutcome::failed, done.error());
+  }
   return std::nullopt;
 }
 
@@ -420,7 +425,17 @@ FileResult Uploader::confirm_direct(int64_t id) {
     return refused(r, UploadOutcome::failed, e);
   }
   // The upload's own activation: the committed tag (with the row's tags) as any upload's.
-  switch (activate(m_ledger.uploads, m_store, rec, {h->etag, h->version_id}, m_clock).confirm) {
+  const auto confirmed = activate(m_ledger.uploads, m_store, rec, {h->etag, h->version_id}, m_clock).confirm;
+  // Another confirm of the same reservation (a second host, a retried cron line) may have
+  // activated it since it was read: the object this one verified is the row's, so its answer
+  // is the same. (The key is the row's alone and the object create-only.)
+  if (confirmed != ledger::ConfirmOutcome::confirmed)
+    if (auto now_rec = m_ledger.reads.find_file(id);
+        now_rec && now_rec->upload_status == ledger::FileStatus::active && !now_rec->is_deleted) {
+      r.outcome = UploadOutcome::active;
+      return r;
+    }
+  switch (confirmed) {
   case ledger::ConfirmOutcome::confirmed:
     break;
   case ledger::ConfirmOutcome::row_not_uploading:

@@ -188,6 +188,28 @@ class Direct(StoreTestCase):
         self.assertEqual(c.json()["error"]["code"], "STATE_CHANGED", c)
         converge(self)
 
+    def test_concurrent_confirms_of_one_reservation_all_answer_active(self):
+        # Four hosts confirm the same reservation at once: whichever activates it, every
+        # other one finds the row ACTIVE with the object it verified, and says so (exit 0).
+        # Several rounds, so the confirms overlap inside the check at least once.
+        for n in range(5):
+            data = os.urandom(50_000)
+            path = self.write(f"in/race{n}.bin", data)
+            put = self.reserve(path).json()
+            self.assertIn(curl(put, path), (200, 201), put)
+            procs = [self.spawn("confirm", *(["--json"] if i % 2 else []), put["id"]) for i in range(4)]
+            for i, p in enumerate(procs):
+                out, err = p.communicate(timeout=120)
+                with self.subTest(round=n, confirm=i):
+                    self.assertEqual(p.returncode, 0, (out, err))
+                    if i % 2:
+                        self.assertEqual(json.loads(out)["outcome"], "active", out)
+                    else:
+                        self.assertIn(f"active #{put['id']} ", out)
+            self.assertEqual(self.row(put["id"]), ("ACTIVE", 0))
+            self.assertEqual(self.object_bytes(put["object_key"]), data)
+        check_invariants(self)
+
     def test_a_late_object_after_the_url_expired_is_confirmed_if_right(self):
         data = os.urandom(2000)
         path = self.write("in/slow.bin", data)
