@@ -1164,7 +1164,11 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
   for (;;) {
     auto st = q(std::string("SELECT ") + k_file_cols +
                 ", (SELECT count(*) FROM file_upload s WHERE s.content_key = file_upload.object_key"
-                " AND s.is_deleted = 0) FROM file_upload WHERE object_key " +
+                " AND s.is_deleted = 0),"
+                " (SELECT count(*) FROM file_upload s JOIN cleanup_task t ON t.record_id = s.id"
+                " WHERE s.content_key = file_upload.object_key"
+                " AND t.status IN ('PENDING', 'RETRY', 'PROCESSING'))"
+                " FROM file_upload WHERE object_key " +
                 (first && !resume ? ">=" : ">") + " ?1 AND content_of IS NULL ORDER BY object_key" +
                 (paged ? " LIMIT ?2" : ""));
     st.bind(1, from);
@@ -1172,7 +1176,8 @@ void SqlLedger::rows_by_key(const std::string &prefix, const std::string &after,
     int64_t got = 0;
     while (st.step()) {
       auto r = read_file(st);
-      r.alive_sharers = st.col_int(k_file_col_count); // the column after k_file_cols
+      r.alive_sharers = st.col_int(k_file_col_count); // the columns after k_file_cols
+      r.live_sharer_tasks = st.col_int(k_file_col_count + 1);
       if (r.object_key.compare(0, prefix.size(), prefix) != 0) return;
       ++got;
       from = r.object_key;

@@ -404,7 +404,10 @@ private:
       confirmed_after_backup(r);
       return;
     }
-    if (r.is_deleted && !live_task(m_l.reads.find_task_for(r.id))) dead_rows_object(obj, r);
+    // A live task of this row, or of a path sharing its object (the last one deleted, within
+    // its grace), still owns the object: no leftover until it ends (I8: no live task uses it).
+    if (r.is_deleted && r.live_sharer_tasks == 0 && !live_task(m_l.reads.find_task_for(r.id)))
+      dead_rows_object(obj, r);
   }
 
   // An object in use: its size, its digest (with --verify) and its state tag are the row's.

@@ -105,6 +105,45 @@ class DedupPathsMixin:
     def test_shared_object_removed_only_after_its_last_path(self):
         self.check_delete_path_by_path()
 
+    def test_a_shared_object_whose_last_path_awaits_its_grace_is_no_leftover(self):
+        # The writer's path deleted and swept while another path still shares the object (its
+        # task ends IGNORED: the key was in use), then the last path deleted: until that
+        # path's grace has passed its pending task owns the object, so reconcile reports
+        # nothing, --apply queues nothing, and the object stays for the grace promised.
+        config = dict(CONFIG, policies=dict(CONFIG["policies"], slow={"deadline": "60s", "grace": "10m"}))
+        self.env["LODGE_CONFIG"] = self.write("config-slow.json", json.dumps(config))
+        tree = self.make_tree("g", {"one/LICENSE": b"G\n", "two/LICENSE": b"G\n"})
+        files, summary = self.upload("--policy", "slow", "--prefix", "g", tree)
+        self.assertEqual((summary["active"], summary["duplicate"]), (1, 1), summary)
+        writer = next(f for f in files.values() if f["outcome"] == "active")
+        sharer = next(f for f in files.values() if f["outcome"] == "duplicate")
+        key = writer["object_key"]
+        self.assertEqual(self.lodge("delete", writer["id"]).rc, 0)
+        self.assertEqual(self.lodge("sweep", "--json", later="+1h").rc, 0)
+        task = "SELECT status FROM cleanup_task WHERE record_id = ?"
+        self.assertEqual(self.sql(task, (writer["id"],)), [("IGNORED",)], "the key was in use")
+        self.assertEqual(self.lodge("delete", sharer["id"]).rc, 0)
+        self.assertEqual(self.sql(task, (sharer["id"],)), [("PENDING",)])
+        r = self.lodge("reconcile", "--json")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(r.json()["clean"], r)
+        self.assertEqual(r.json()["found"]["leftover"], 0, r)
+        st = self.lodge("status", "--check", "--json")
+        self.assertEqual(st.rc, 0, st)
+        a = self.lodge("reconcile", "--apply", "--json")
+        self.assertEqual((a.rc, a.json()["applied"]), (0, 0), a)
+        self.assertEqual(self.sql(task, (writer["id"],)), [("IGNORED",)], "nothing requeued")
+        # A sweep within the grace leaves the object; one after it removes it, and then
+        # nothing is left for reconcile either.
+        self.assertEqual(self.lodge("sweep", "--json").rc, 0)
+        self.assertIn(key, self.objects(), "not before the grace the delete promised")
+        self.assertEqual(self.lodge("sweep", "--json", later="+1h").rc, 0)
+        self.assertNotIn(key, self.objects())
+        r = self.lodge("reconcile", "--json", later="+1h")
+        self.assertEqual(r.rc, 0, r)
+        self.assertTrue(r.json()["clean"], r)
+        check_invariants(self)
+
     def check_every_scope(self):
         for scope in ("owner", "prefix", "none"):
             with self.subTest(scope=scope):

@@ -160,6 +160,34 @@ TEST_CASE("rows_by_key: a deleted writer stands for its alive sharers; an expiry
   CHECK(sharers.count(b.id) == 0); // a sharer has no object of its own
 }
 
+TEST_CASE("rows_by_key: a deleted writer counts the live tasks of the paths that shared its object") {
+  Env e;
+  auto a = e.stored("p1", "a.txt");
+  auto b = e.share("p1", "b.txt").record;
+  auto sharer_tasks = [&] {
+    int64_t n = -1;
+    e.l->rows_by_key("", "", [&](const ledger::FileRecord &row) {
+      if (row.id == a.id) n = row.live_sharer_tasks;
+      return true;
+    });
+    return n;
+  };
+  CHECK(sharer_tasks() == 0); // the sharer's task is IGNORED while it is ACTIVE
+  // The writer deleted and swept while b still uses the object: its task ends IGNORED.
+  REQUIRE(e.l->soft_delete(a.id, "o", e.now(), 0, 3) == ledger::DeleteOutcome::deleted);
+  e.sweep();
+  CHECK(e.l->find_task_for(a.id)->status == TaskStatus::ignored);
+  // The last path deleted, its grace still running: its pending task owns the object, which
+  // reconcile must not take for a dead row's leftover.
+  REQUIRE(e.l->soft_delete(b.id, "o", e.now(), 60'000, 3) == ledger::DeleteOutcome::deleted);
+  CHECK(sharer_tasks() == 1);
+  e.clock.t += 120'000;
+  auto done = e.sweep();
+  REQUIRE(done.size() == 1);
+  CHECK(done[0] == ops::CleanupOutcome::deleted);
+  CHECK(sharer_tasks() == 0);
+}
+
 TEST_CASE("upload --replace of a path with content stored elsewhere: the path serves the new content") {
   Env e;
   auto a = e.stored("r1", "a.txt");

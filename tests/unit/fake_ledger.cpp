@@ -1393,6 +1393,13 @@ QueueOutcome FakeLedger::requeue_task_for(int64_t record_id, int64_t now, int ma
 }
 
 DeadLetterOutcome FakeLedger::dead_letter_locked(const TaskRecord &t, const std::string &error, int64_t now) {
+      c.live_sharer_tasks = std::count_if(m_tasks.begin(), m_tasks.end(), [&](const auto &e) {
+        const auto &t = e.second;
+        const FileRecord *s = row_at(t.record_id);
+        return s && s->content_of && s->object_key == r.object_key &&
+               (t.status == TaskStatus::pending || t.status == TaskStatus::retry ||
+                t.status == TaskStatus::processing);
+      });
   auto *cur = held(t);
   if (!cur) return DeadLetterOutcome::lease_lost;
   set_task("dead_letter", *cur, [&](TaskRecord &x) {

@@ -64,6 +64,10 @@ struct FileRecord {
   // Filled by rows_by_key only: how many alive rows share this row's object (its key stays
   // in use while any does, whatever this row's own state).
   int64_t alive_sharers = 0;
+  // Filled by rows_by_key only: how many rows sharing this row's object have a live cleanup
+  // task (PENDING, RETRY, PROCESSING): a deleted path whose grace still runs; that task, not
+  // this row's, removes the object.
+  int64_t live_sharer_tasks = 0;
   std::string media_type;
   std::string sha256;
   int64_t size = 0;
