@@ -196,7 +196,7 @@ Command add_reconcile(CLI::App &app) {
       "Compare the store with the ledger: dangling, corrupt, leftovers; others' objects reported");
   sub->add_flag("--apply", *apply,
                 "Queue leftovers of dead rows for sweep; abort their stale multipart uploads; put lodge's "
-                "state tag back where another tool changed it");
+                "state tag back where another tool changed it; remove stale temporary files");
   sub->add_flag("--verify", *verify, "Read every ACTIVE object back and compare its SHA-256");
   sub->add_option("--older-than", *older, "Ignore objects younger than this (default: the longest grace)");
   auto roll = std::make_shared<bool>(false);
@@ -215,6 +215,7 @@ Command add_reconcile(CLI::App &app) {
             ro.max_retries = c.sweep.max_retries;
             ro.roll_forward = *roll;
             ro.strict = *strict;
+            ro.temp_dead_after_ms = ops::temp_dead_after(c);
             // Others' objects are counted always, listed one by one only when asked (-v) or
             // when they count (--strict): a shared bucket's nightly run stays short.
             const bool list_others = *strict || ctx.g.verbose > 0;
@@ -237,6 +238,7 @@ Command add_reconcile(CLI::App &app) {
                                        : f.kind == "confirmed_after_backup" ? " (made ACTIVE)"
                                        : f.kind == "stale_multipart"        ? " (aborted)"
                                        : f.kind == "tag_mismatch"           ? " (re-tagged)"
+                                       : f.kind == "stale_temp"             ? " (removed)"
                                                                             : " (queued)";
                     std::printf("%-16s %s  %s%s\n", f.kind.c_str(), util::escape_for_terminal(f.key).c_str(),
                                 util::escape_for_terminal(f.detail).c_str(), done);

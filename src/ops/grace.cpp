@@ -14,4 +14,11 @@ int64_t grace_for(const config::Config &c, const std::optional<std::string> &pol
   return g;
 }
 
+int64_t temp_dead_after(const config::Config &c) {
+  int64_t deadline = 0;
+  for (const auto &entry : c.policies)
+    deadline = std::max(deadline, entry.second.deadline_ms);
+  return deadline + grace_for(c, std::nullopt);
+}
+
 } // namespace lodge::ops

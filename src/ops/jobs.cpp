@@ -8,6 +8,7 @@
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
+#include <lodge/util/units.hpp>
 
 namespace lodge::ops {
 
@@ -193,7 +194,7 @@ public:
         m_now(clock.now_ms()) {
     m_sum.strict = o.strict;
     for (const char *k : {"unmanaged", "dangling", "corrupt", "leftover", "stale_multipart", "foreign",
-                          "diverged", "beyond_history", "unknown", "tag_mismatch"})
+                          "diverged", "beyond_history", "unknown", "tag_mismatch", "stale_temp"})
       m_sum.counts[k] = 0;
   }
 
@@ -204,7 +205,7 @@ public:
     m_own_marker = id_marker_key(m_s, m_l.reads.uuid());
     m_max_id = m_l.reads.max_record_id();
     if (m_sum.diverged) report_divergence();
-    if (!compare_objects() || !compare_staged()) return m_sum;
+    if (!compare_objects() || !compare_staged() || !compare_temps()) return m_sum;
     if (m_sum.diverged) m_l.blocks.note_reconciled(m_clock.now_ms()); // the operator has the whole report now
     return m_sum;
   }
@@ -469,6 +470,37 @@ private:
     if (m_apply_cleanup)
       f.applied = m_l.tasks.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
     found(f);
+  }
+
+  // The store's own temporary files (file://: a part or object being written, an object a
+  // delete moved aside) that a killed process left: no row names them, and lodge removes only
+  // its own names whose last use is older than any deadline and grace allow (I8: nothing
+  // else is touched). false when the listing failed (m_sum.error).
+  bool compare_temps() {
+    const int64_t before = m_now - m_o.temp_dead_after_ms;
+    auto listed = m_s.list_temps([&](const store::StoreTemp &t) {
+      if (t.since_ms >= before) return true; // may be in use
+      Finding f{"stale_temp", t.name, std::nullopt,
+                "a temporary file of " + util::plural(static_cast<int64_t>(t.size), "byte") +
+                    " last in use " + util::format_duration_ms(m_now - t.since_ms) +
+                    " ago, longer than the longest deadline and grace (" +
+                    util::format_duration_ms(m_o.temp_dead_after_ms) + "): left by a killed process",
+                false};
+      // Deletion is sweep's for objects, which have rows and tasks; a temporary file has
+      // neither, and its name and age are what prove it dead.
+      if (m_apply_cleanup) {
+        auto removed = m_s.remove_temp(t.name, before);
+        f.applied = removed && removed.value();
+        if (!removed) f.detail += "; not removed: " + removed.error().message;
+      }
+      found(f);
+      return true;
+    });
+    if (!listed) {
+      m_sum.error = listed.error();
+      return false;
+    }
+    return true;
   }
 
   // Incomplete staged uploads whose record is no longer uploading. A store returns no stamp

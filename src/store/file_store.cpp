@@ -39,11 +39,43 @@ constexpr const char *k_meta_dir = ".lodge-meta";
 // which is also what stores written before keep and are still read from.
 constexpr const char *k_meta_xattr = "user.lodge.meta";
 constexpr const char *k_tmp_dir = ".lodge-tmp";
+// Under k_tmp_dir: an object a delete moved aside, "removing-<ms since the epoch>-<uuid>"
+// (before the time was in the name: "removing-<uuid>").
+constexpr const char *k_removing = "removing-";
 constexpr const char *k_mpu_dir = ".lodge-mpu";
 constexpr int64_t k_max_part_number = 99'999; // part-%05d
 
 Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
+}
+
+// When `name`, a regular file under k_tmp_dir, was last in use, in ms since the epoch, if it
+// is one of lodge's own temporary files there; nullopt for any other name (never removed).
+// util::AtomicFile's (".lodge-" + 16 hex digits + ".tmp"): its last write (a writer writes
+// it until it is published, and its transfer ends at its deadline). A delete's object moved
+// aside: the time in its name; named before the time was ("removing-<uuid>"): the later of
+// its bytes' and its inode's last change, since the move itself changes only the inode.
+std::optional<int64_t> temp_in_use(std::string_view name, const struct stat &st) {
+  auto ms = [](const struct timespec &t) {
+    return static_cast<int64_t>(t.tv_sec) * 1000 + t.tv_nsec / 1'000'000;
+  };
+  auto only = [](std::string_view v, std::string_view chars) {
+    return !v.empty() && v.find_first_not_of(chars) == std::string_view::npos;
+  };
+  constexpr std::string_view hex = "0123456789abcdef";
+  constexpr std::string_view atomic_prefix = ".lodge-", atomic_suffix = ".tmp";
+  if (name.size() == atomic_prefix.size() + 16 + atomic_suffix.size() && name.starts_with(atomic_prefix) &&
+      name.ends_with(atomic_suffix) && only(name.substr(atomic_prefix.size(), 16), hex))
+    return ms(st.st_mtim);
+  if (!name.starts_with(k_removing)) return std::nullopt;
+  const std::string_view rest = name.substr(std::string_view(k_removing).size());
+  auto uuid = [&](std::string_view u) { return u.size() == 36 && only(u, "0123456789abcdef-"); };
+  if (uuid(rest)) return std::max(ms(st.st_mtim), ms(st.st_ctim));
+  const size_t dash = rest.find('-');
+  if (dash == std::string_view::npos || !uuid(rest.substr(dash + 1)) ||
+      !only(rest.substr(0, dash), "0123456789"))
+    return std::nullopt;
+  return util::parse_int(rest.substr(0, dash));
 }
 
 // The whole of a small file lodge wrote (a sidecar, an upload's record); nullopt when
@@ -410,16 +442,26 @@ public:
                      "COMPLETE MULTIPART " + key + ": part " + std::to_string(p.number) + " missing");
       }
       // A read error is not the end of the part: it fails the completion.
+      crypto::Sha256 part;
       char buf[1 << 16];
       while (true) {
         ssize_t n = ::read(in.get(), buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return io_error("COMPLETE MULTIPART " + key + ": reading part " + name, errno);
         if (n == 0) break;
+        part.update(buf, static_cast<size_t>(n));
         whole.update(buf, static_cast<size_t>(n));
         if (!tmp.write(std::string_view(buf, static_cast<size_t>(n))))
           return io_error("COMPLETE MULTIPART " + key, tmp.error().err);
       }
+      // S3 refuses a part whose ETag is not the stored part's; here a part file changed
+      // after it was written (or after resume proved it) is caught by its digest.
+      if (auto got = crypto::to_hex(part.finish()); !p.sha256_hex.empty() && got != p.sha256_hex)
+        return Error(Errc::content_mismatch, "COMPLETE MULTIPART " + key + ": part " +
+                                                 std::to_string(p.number) + " (" + (dir / name).string() +
+                                                 ") hashes to " + got +
+                                                 ", not the SHA-256 it was stored with (" + p.sha256_hex +
+                                                 "): it changed after it was written; nothing is published");
     }
     // Made durable by flush(), as a put is.
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
@@ -429,7 +471,13 @@ public:
     if (!content_type) return content_type.error();
     auto m = side.metadata("metadata");
     if (!m) return m.error();
-    auto r = publish(tmp, key, content_type.value(), m.value(), req.options, crypto::to_hex(whole.finish()));
+    // The object carries its row's digest in its stamp: never bytes that hash otherwise.
+    const std::string digest = crypto::to_hex(whole.finish());
+    if (auto it = m->find(meta::sha256); it != m->end() && it->second != digest)
+      return Error(Errc::content_mismatch, "COMPLETE MULTIPART " + key + ": the parts assembled hash to " +
+                                               digest + ", not the SHA-256 the object is stamped with (" +
+                                               it->second + "); nothing is published");
+    auto r = publish(tmp, key, content_type.value(), m.value(), req.options, digest);
     if (r) {
       std::error_code ec;
       fs::remove_all(dir, ec);
@@ -515,6 +563,58 @@ public:
     for (const auto &u : all)
       if (!visit(u)) break;
     return ok_status();
+  }
+
+  // lodge's own temporary files under k_tmp_dir (temp_in_use), in name order: what a
+  // process killed while writing or deleting left there.
+  Status list_temps(const std::function<bool(const StoreTemp &)> &visit) override {
+    const fs::path dir = m_root / k_tmp_dir;
+    std::vector<StoreTemp> found;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec)
+      return ec == std::errc::no_such_file_or_directory ? ok_status()
+                                                        : io_error("LIST " + dir.string(), ec.value());
+    for (; it != end; it.increment(ec)) {
+      if (ec) return io_error("LIST " + dir.string(), ec.value());
+      const std::string name = it->path().filename().string();
+      struct stat st {};
+      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      if (auto since = temp_in_use(name, st))
+        found.push_back({std::string(k_tmp_dir) + "/" + name, *since, static_cast<uint64_t>(st.st_size)});
+    }
+    if (ec) return io_error("LIST " + dir.string(), ec.value()); // a failed increment ends the loop
+    std::sort(found.begin(), found.end(),
+              [](const StoreTemp &a, const StoreTemp &b) { return a.name < b.name; });
+    for (const auto &t : found)
+      if (!visit(t)) break;
+    return ok_status();
+  }
+
+  // Removes one of list_temps' files, its name and time read again now (a writer may have
+  // used it since it was listed).
+  Result<bool> remove_temp(const std::string &name, int64_t before_ms) override {
+    const std::string under = std::string(k_tmp_dir) + "/";
+    const std::string base = name.compare(0, under.size(), under) == 0 ? name.substr(under.size()) : "";
+    const fs::path path = m_root / k_tmp_dir / base;
+    struct stat st {};
+    if (base.empty() || base.find('/') != std::string::npos)
+      return Error(Errc::storage_error,
+                   "REMOVE " + util::escape_for_terminal(name) + ": not in " + k_tmp_dir);
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT) return false;
+      return io_error("REMOVE " + path.string(), errno);
+    }
+    auto since = S_ISREG(st.st_mode) ? temp_in_use(base, st) : std::nullopt;
+    if (!since)
+      return Error(Errc::storage_error, "REMOVE " + util::escape_for_terminal(path.string()) +
+                                            ": not a temporary file lodge writes; left alone");
+    if (*since >= before_ms) return false;
+    if (::unlink(path.c_str()) != 0) {
+      if (errno == ENOENT) return false;
+      return io_error("REMOVE " + path.string(), errno);
+    }
+    return true;
   }
 
 private:
@@ -624,8 +724,10 @@ private:
   // (rename(2) takes whatever is at the key in one step) and removed only if it is the
   // inode read; anything else is put back (RENAME_NOREPLACE) and the delete fails, for the
   // caller's retry to look again. What remains: a crash between the move and the unlink
-  // leaves the file under .lodge-tmp/; a third file arriving at the key in the microseconds
-  // between the move and the move back leaves the second where the error says.
+  // leaves the file under .lodge-tmp/ with the time of the move in its name (reconcile
+  // removes it once no delete can still be running: list_temps); a third file arriving at
+  // the key in the microseconds between the move and the move back leaves the second where
+  // the error says, under a name reconcile never removes.
   Status remove_object(const std::string &key, const Stamp &stamp, Removal &out) {
     const fs::path path = obj(key);
     util::Fd f(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
@@ -651,7 +753,9 @@ private:
     }
     // Not a write-then-publish (util::AtomicFile): these renames move an existing object
     // aside and, when it is not the one stamped, back; no new bytes get a name here.
-    const fs::path aside = m_root / k_tmp_dir / ("removing-" + crypto::random_uuid());
+    const fs::path aside = m_root / k_tmp_dir /
+                           (std::string(k_removing) + std::to_string(util::system_clock().now_ms()) + "-" +
+                            crypto::random_uuid());
     if (int e = make_parents(aside)) return io_error("DELETE " + key, e);
     if (::rename(path.c_str(), aside.c_str()) != 0) {
       if (errno == ENOENT) return remove_sidecar(key); // removed meanwhile
@@ -663,10 +767,16 @@ private:
       ++out.removed;
       return remove_sidecar(key);
     }
-    if (::renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0)
+    if (::renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+      const int e = errno;
+      // Not lodge's to remove: away from the names reconcile removes by age.
+      const fs::path kept = m_root / k_tmp_dir / ("kept-" + crypto::random_uuid());
+      const bool set_apart =
+          ::renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, kept.c_str(), RENAME_NOREPLACE) == 0;
       return io_error("DELETE " + key + ": another file arrived at the key meanwhile and is left at " +
-                          aside.string(),
-                      errno);
+                          (set_apart ? kept : aside).string(),
+                      e);
+    }
     return Error(Errc::storage_error,
                  "DELETE " + key + ": it changed between reading its stamp and its delete");
   }
@@ -694,16 +804,18 @@ private:
     return ok_status();
   }
 
-  // A temporary file under k_tmp_dir (made on first use), to be published at `dest`: by
-  // `create_only`, without a name where the filesystem allows (a crash leaves nothing) and
-  // linked at dest only if nothing is there; otherwise named and renamed over dest. Not
-  // fsynced: flush() makes it durable before anything relies on it.
+  // A temporary file under k_tmp_dir (made on first use), to be published at `dest`: without
+  // a name where the filesystem allows, so a process killed while writing it leaves nothing
+  // (objects and parts alike); by `create_only`, linked at dest only if nothing is there,
+  // otherwise over what is (a part sent again). Where the filesystem gives it a name, a kill
+  // leaves it for reconcile (list_temps). Not fsynced: flush() makes it durable before
+  // anything relies on it.
   Result<util::AtomicFile> temp_file(const fs::path &dest, bool create_only) {
     util::AtomicFile::Options o;
     o.temp_dir = (m_root / k_tmp_dir).string();
     o.durable = false;
     o.replace = !create_only;
-    o.anonymous = create_only;
+    o.anonymous = true;
     util::AtomicFile f(dest.string(), o);
     if (f.open()) return f;
     if (f.error().err != ENOENT) return io_error("PUT", f.error().err);

@@ -101,6 +101,12 @@ public:
     if (failpoint::hit("store.list")) return injected("LIST UPLOADS " + prefix);
     return m_inner->list_staged(prefix, visit);
   }
+  Status list_temps(const std::function<bool(const StoreTemp &)> &visit) override {
+    return m_inner->list_temps(visit);
+  }
+  Result<bool> remove_temp(const std::string &name, int64_t before_ms) override {
+    return m_inner->remove_temp(name, before_ms);
+  }
   // The id marker: no store.* failpoint applies (they test the protocol's own objects).
   Result<SmallObject> get_small(const std::string &key) override { return m_inner->get_small(key); }
   Result<std::string> put_small(const std::string &key, const std::string &bytes,
@@ -131,6 +137,14 @@ Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*e
 Result<PresignedPut> ObjectStore::presign_part(const PresignPartRequest &req) {
   return Error(Errc::unsupported,
                "cannot make a presigned part URL for " + req.key + ": " + describe() + " cannot sign one");
+}
+
+Status ObjectStore::list_temps(const std::function<bool(const StoreTemp &)> & /*visit*/) {
+  return ok_status();
+}
+
+Result<bool> ObjectStore::remove_temp(const std::string &name, int64_t /*before_ms*/) {
+  return Error(Errc::unsupported, describe() + " keeps no temporary files: " + name + " is none of its own");
 }
 
 Result<std::vector<StoredPart>> ObjectStore::list_parts(const std::string &key,

@@ -77,7 +77,7 @@ bool AtomicFile::open() {
   discard();
   const auto mode = static_cast<mode_t>(m_options.mode);
   const std::string dir = temp_directory();
-  if (m_options.anonymous && !m_options.replace && proc_fd_links()) {
+  if (m_options.anonymous && proc_fd_links()) {
     m_fd.reset(::openat(m_temp_dir, dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, mode));
     // A filesystem without O_TMPFILE gets a named file instead.
     if (!m_fd.valid() && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
@@ -121,9 +121,14 @@ bool AtomicFile::commit() {
 bool AtomicFile::publish() {
   if (m_temp.empty()) { // anonymous: link(2) through /proc is create-only
     const std::string self = "/proc/self/fd/" + std::to_string(m_fd.get());
-    if (::linkat(AT_FDCWD, self.c_str(), m_dir, m_target.c_str(), AT_SYMLINK_FOLLOW) != 0)
+    if (::linkat(AT_FDCWD, self.c_str(), m_dir, m_target.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+    if (errno != EEXIST || !m_options.replace) return fail("link", errno);
+    // Replacing: a name of its own for the moment of the rename(2) over the target.
+    m_temp = temp_directory() + "/" + m_options.temp_prefix + random_tag() + ".tmp";
+    if (::linkat(AT_FDCWD, self.c_str(), m_temp_dir, m_temp.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+      m_temp.clear(); // not ours to remove
       return fail("link", errno);
-    return true;
+    }
   }
   // Here and nowhere else in lodge does a written file get its name.
   if (m_options.replace) {

@@ -933,6 +933,71 @@ TEST_SUITE("fileonly") {
     CHECK(s->head("mp/read").error().code == Errc::not_found);
   }
 
+  TEST_CASE("a part changed after it was written, or parts that are not the stamped digest, are never "
+            "completed") {
+    Fixture f;
+    auto s = f.open();
+    Source a("first part;"), b("second part");
+    const std::string whole = crypto::sha256_hex(std::string("first part;second part"));
+    for (bool changed_part : {true, false}) {
+      CAPTURE(changed_part);
+      const std::string key = changed_part ? "mp/changed" : "mp/stamped";
+      const store::StagedRequest req{
+          key, "text/plain", {{store::meta::sha256, changed_part ? whole : std::string(64, '0')}}, {}};
+      auto id = s->begin_staged(req);
+      REQUIRE(id.ok());
+      auto p1 = s->put_part(key, id.value(), 1, a.body(), 0);
+      auto p2 = s->put_part(key, id.value(), 2, b.body(), 0);
+      REQUIRE((p1.ok() && p2.ok()));
+      CHECK(p1->sha256_hex == a.sha);
+      if (changed_part) { // one byte, the same size, in place
+        std::fstream part(f.dir / ".lodge-mpu" / id.value() / "part-00001", std::ios::in | std::ios::out);
+        part.seekp(0);
+        part << 'F';
+      }
+      auto done = s->complete_staged(req, id.value(), {p1.value(), p2.value()}, 0);
+      REQUIRE_FALSE(done.ok());
+      CHECK(done.error().code == Errc::content_mismatch);
+      CHECK(done.error().message.find(changed_part ? "part 1" : "stamped with") != std::string::npos);
+      CHECK(s->head(key).error().code == Errc::not_found);
+      REQUIRE(s->abort_staged(key, id.value()).ok());
+    }
+  }
+
+  TEST_CASE("temporary files: a killed writer's and deleter's are listed with when they were last used; "
+            "removed only while that is before the time given") {
+    Fixture f;
+    auto s = f.open();
+    Source a("an object");
+    REQUIRE(s->put(put_req("t/obj", a)).ok()); // its temporary file had no name
+    const fs::path tmp = f.dir / ".lodge-tmp";
+    fs::create_directories(tmp);
+    const int64_t now = util::system_clock().now_ms();
+    const std::string removing = "removing-" + std::to_string(now - 60'000) + "-" + crypto::random_uuid();
+    for (const char *n : {".lodge-0123456789abcdef.tmp", "notes.txt", ".lodge-short.tmp"})
+      std::ofstream(tmp / n) << "x";
+    std::ofstream(tmp / removing) << "xy";
+    std::vector<store::StoreTemp> listed;
+    REQUIRE(s->list_temps([&](const store::StoreTemp &t) {
+               listed.push_back(t);
+               return true;
+             }).ok());
+    REQUIRE(listed.size() == 2);
+    CHECK(listed[0].name == ".lodge-tmp/.lodge-0123456789abcdef.tmp");
+    CHECK(listed[0].since_ms >= now - 5'000);
+    CHECK(listed[0].size == 1);
+    CHECK(listed[1].name == ".lodge-tmp/" + removing);
+    CHECK(listed[1].since_ms == now - 60'000);
+    CHECK(s->remove_temp(listed[1].name, now - 60'000).value() == false); // not before: in use
+    CHECK(s->remove_temp(listed[0].name, now - 60'000).value() == false);
+    CHECK(s->remove_temp(listed[1].name, now).value() == true);
+    CHECK(s->remove_temp(listed[1].name, now).value() == false); // gone
+    CHECK(s->remove_temp(".lodge-tmp/notes.txt", now + 60'000).error().code == Errc::storage_error);
+    CHECK(s->remove_temp("t/obj", now + 60'000).error().code == Errc::storage_error);
+    CHECK(fs::exists(tmp / "notes.txt"));
+    CHECK(fs::exists(f.dir / "t" / "obj"));
+  }
+
   TEST_CASE("an unlistable uploads directory is an error, not an empty listing") {
     Fixture f;
     auto s = f.open();

@@ -151,6 +151,27 @@ TEST_CASE("an existing target is replaced in one step") {
   CHECK(names_in(dir.path()) == std::vector<std::string>{"out.txt"});
 }
 
+TEST_CASE("an anonymous file replaces an existing target, and no name of it stays behind") {
+  test::TempDir dir;
+  const auto path = dir.file("out.txt");
+  util::AtomicFile::Options o;
+  o.anonymous = true;
+  o.durable = false;
+  for (const char *before : {"", "the old contents"}) {
+    CAPTURE(before);
+    if (*before) test::write_file(path, before);
+    util::AtomicFile f(path, o);
+    REQUIRE(f.open());
+    REQUIRE(f.write("new"));
+    CHECK(names_in(dir.path()) ==
+          (*before ? std::vector<std::string>{"out.txt"} : std::vector<std::string>{}));
+    REQUIRE(f.commit());
+    CHECK(test::read_file(path) == "new");
+    CHECK(names_in(dir.path()) == std::vector<std::string>{"out.txt"});
+    fs::remove(path);
+  }
+}
+
 TEST_CASE("with replace off, an existing target is kept and commit fails with EEXIST") {
   test::TempDir dir;
   const auto path = dir.file("out.txt");

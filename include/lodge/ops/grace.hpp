@@ -14,4 +14,8 @@ namespace lodge::ops {
 // configuration) the longest grace of any policy: waiting longer is always the safe side.
 [[nodiscard]] int64_t grace_for(const config::Config &c, const std::optional<std::string> &policy);
 
+// The longest deadline plus the longest grace of any policy: once a temporary file of the
+// store's was last in use that long ago, no upload or delete can still be using it.
+[[nodiscard]] int64_t temp_dead_after(const config::Config &c);
+
 } // namespace lodge::ops

@@ -97,12 +97,16 @@ struct ReconcileOptions {
   // counted and never touched; they make the run unclean (exit 1) only when strict. A
   // bucket shared with other tools is the normal case, and a nightly run must stay quiet.
   bool strict = false;
+  // The store's own temporary files last in use longer ago than this are a killed process's
+  // (stale_temp; removed with apply): the longest deadline plus the longest grace
+  // (ops::temp_dead_after), past which no upload or delete can still be using one.
+  int64_t temp_dead_after_ms = 1'200'000;
 };
 
 struct Finding {
-  std::string kind; // dangling, corrupt, leftover, stale_multipart, unmanaged, foreign, diverged,
-                    // beyond_history, unknown, tag_mismatch; confirmed_after_backup (only in a
-                    // diverged ledger)
+  std::string kind; // dangling, corrupt, leftover, stale_multipart, stale_temp, unmanaged, foreign,
+                    // diverged, beyond_history, unknown, tag_mismatch; confirmed_after_backup
+                    // (only in a diverged ledger)
   std::string key;
   std::optional<int64_t> record_id;
   std::string detail;

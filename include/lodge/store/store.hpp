@@ -160,6 +160,15 @@ struct StoredPart {
   std::string md5_hex;
 };
 
+// A temporary file of the store's own (file://: under <root>/.lodge-tmp) that a killed
+// process may have left: its name from the store's root, and the time it was last in use
+// (last written; for a delete's object moved aside, when it was moved).
+struct StoreTemp {
+  std::string name;
+  int64_t since_ms = 0;
+  uint64_t size = 0;
+};
+
 // Optional abilities of a store's server, learned from its answers during a run.
 enum class Capability { version_listing, staged_listing };
 enum class Support { unknown, present, absent };
@@ -280,7 +289,10 @@ public:
   virtual Result<std::string> begin_staged(const StagedRequest &req) = 0;
   virtual Result<Part> put_part(const std::string &key, const std::string &handle, int number,
                                 const Body &body, int64_t deadline_steady_ms) = 0;
-  // Create-only, like put(); `req` is the one begin_staged was given.
+  // Create-only, like put(); `req` is the one begin_staged was given. A store that assembles
+  // the parts itself (file://) checks each against its Part::sha256_hex, where given, and
+  // the whole against the SHA-256 of its stamp (meta::sha256), where given: CONTENT_MISMATCH
+  // when they differ, and nothing is published.
   virtual Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
                                             const std::vector<Part> &parts, int64_t deadline_steady_ms) = 0;
   virtual Status abort_staged(const std::string &key, const std::string &handle) = 0;
@@ -327,6 +339,13 @@ public:
   // upload is gone (aborted, completed, never begun, or no part of it staged yet on Azure,
   // where parts are all there is of it). UNSUPPORTED where the store cannot list them.
   virtual Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle);
+  // Visits the store's own temporary files in name order (none on a store that keeps none:
+  // S3, Azure). Only names the store itself writes are listed; anything else is left alone.
+  virtual Status list_temps(const std::function<bool(const StoreTemp &)> &visit);
+  // Removes the temporary file `name` (as list_temps named it) if it is still one of the
+  // store's own, last in use before `before_ms` (read again now): true when removed; false
+  // when it is gone or younger now. UNSUPPORTED on a store that keeps none.
+  virtual Result<bool> remove_temp(const std::string &name, int64_t before_ms);
   // What this run has learned so far of an optional ability (unknown until used).
   [[nodiscard]] virtual Support support(Capability /*capability*/) const { return Support::unknown; }
   [[nodiscard]] virtual Capabilities capabilities() const = 0;

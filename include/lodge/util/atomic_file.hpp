@@ -35,7 +35,9 @@ public:
     std::string temp_dir;
     std::string temp_prefix = ".lodge-"; // the temporary file is prefix + 16 hex digits + ".tmp"
     // A file with no name (O_TMPFILE) where the filesystem and /proc allow it: a crash
-    // leaves nothing behind. Only with replace off (link(2) is how it gets a name).
+    // while it is written leaves nothing behind. link(2) gives it the target's name; with
+    // replace on and a target already there, it is linked at a temporary name and renamed
+    // over the target (only a crash between those two calls leaves that name behind).
     bool anonymous = false;
   };
 
