@@ -179,6 +179,13 @@ Command add_completion(CLI::App &app);
 // An option whose value is one of `values`: checked when parsed ("expected A, B or C, got 'X'"),
 // and completed from the same list by `lodge completion`.
 CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
+// An option for which '' is a value with its own meaning (list and get --prefix '': the files
+// uploaded without one). Every other option refuses an empty value (refuse_empty_values).
+CLI::Option *empty_is_a_value(CLI::Option *opt);
+// Gives every option that takes a value, in `app` and all its commands, the one check that an
+// empty value is a usage error: '' is never taken for "not given" (an unset variable, as in
+// --expire-after "$UNSET", would otherwise silently mean the default).
+void refuse_empty_values(CLI::App &app);
 // Wraps a job's command (sweep, repair, reconcile) so that every way it ends leaves a
 // job_run: the command records its own outcome when it returns; an exception records a
 // failed run carrying the error (so `status` does not show the last good run as the

@@ -22,11 +22,7 @@ namespace {
 
 // "2026-12-01T11:30:00.123Z" (UTC), or "-".
 std::string utc(const std::optional<int64_t> &ms) {
-  if (!ms) return "-";
-  std::string secs = util::format_utc(*ms, "%Y-%m-%dT%H:%M:%S");
-  char out[48];
-  std::snprintf(out, sizeof out, "%s.%03lldZ", secs.c_str(), static_cast<long long>(*ms % 1000));
-  return out;
+  return ms ? util::format_rfc3339_ms(*ms) : "-";
 }
 
 std::string text_or_dash(const std::optional<std::string> &s) {
@@ -220,12 +216,9 @@ struct Fetcher {
 } // namespace
 
 int64_t expires_seconds(const std::string &text) {
-  auto v = util::parse_duration_ms(text);
-  if (!v) throw LodgeError(Errc::usage, "--expires: expected a duration like 1h or 30m, got '" + text + "'");
-  if (*v < 1000) throw LodgeError(Errc::usage, "--expires: '" + text + "' is too short (at least 1s)");
-  if (*v > 7LL * 86'400'000)
-    throw LodgeError(Errc::usage, "--expires: '" + text + "' is too long (a presigned URL lasts at most 7d)");
-  return *v / 1000;
+  return config::duration_value(text, "--expires", Errc::usage,
+                                {1'000, 7 * 86'400'000LL, "a presigned URL lasts at most 7d"}) /
+         1000;
 }
 
 Command add_show(CLI::App &app) {
@@ -253,10 +246,10 @@ Command add_get(CLI::App &app) {
   sub->add_option("-o,--output", o->output,
                   "FILE, or DIR (existing, or ending in '/') to restore the relative path under")
       ->type_name("PATH");
-  auto *prefix_opt = sub->add_option(
+  auto *prefix_opt = empty_is_a_value(sub->add_option(
       "--prefix", o->prefix,
       "The upload prefix the path is under; with no file, restore every ACTIVE file under it ('': the "
-      "files uploaded without one)");
+      "files uploaded without one)"));
   sub->add_flag("--force", o->force, "Replace an existing different file");
   add_bwlimit_option(sub, o->bwlimit, "received");
   add_selection_options(sub, o->sel);

@@ -15,16 +15,11 @@
 namespace lodge::cli {
 namespace {
 
-int64_t duration_option(const std::string &text, const char *name, int64_t fallback) {
-  if (text.empty()) return fallback;
-  auto v = util::parse_duration_ms(text);
-  if (!v)
-    throw LodgeError(Errc::usage,
-                     std::string(name) + ": expected a duration like 2m or 500ms, got '" + text + "'");
-  // Added to wall-clock times: a century is plenty and keeps every sum far from overflow.
-  if (*v > 36'500LL * 86'400'000)
-    throw LodgeError(Errc::usage, std::string(name) + ": '" + text + "' is too long (at most 36500d)");
-  return *v;
+// A duration flag's value (the one grammar and range check, config::duration_value), or
+// `fallback` when it was not given.
+int64_t duration_option(const std::string &text, const char *name, int64_t fallback,
+                        config::DurationRange range = config::k_any_duration) {
+  return text.empty() ? fallback : config::duration_value(text, name, Errc::usage, range);
 }
 
 void record(Context &ctx, const char *job, const std::string &worker, int64_t started, bool ok,
@@ -97,7 +92,7 @@ Command add_sweep(CLI::App &app) {
             so.limit = o->limit;
             so.jobs = o->jobs > 0 ? o->jobs : c.jobs;
             so.open_store = [&ctx] { return ctx.open_store(); };
-            so.lease_ms = duration_option(o->lease, "--lease", c.sweep.lease_ms);
+            so.lease_ms = duration_option(o->lease, "--lease", c.sweep.lease_ms, {}); // as sweep.lease
             so.max_runtime_ms = duration_option(o->max_runtime, "--max-runtime", 0);
             so.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
             so.dry_run = o->dry_run;
@@ -331,7 +326,7 @@ Command add_tasks(CLI::App &app) {
                     {"object_key", t.object_key},
                     {"status", ledger::to_string(t.status)},
                     {"retry_count", t.retry_count},
-                    {"next_retry_at", t.next_retry_at},
+                    {"next_retry_at", util::format_rfc3339_ms(t.next_retry_at)},
                     {"lease_version", t.lease_version},
                     {"verify_pass", t.verify_pass},
                     {"tag_owed", t.tag_owed},

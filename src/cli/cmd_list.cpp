@@ -34,6 +34,9 @@ int64_t parse_limit(const std::string &text) {
 
 nlohmann::json list_json(const ledger::FileRecord &f) {
   auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto time = [](std::optional<int64_t> ms) {
+    return ms ? nlohmann::json(util::format_rfc3339_ms(*ms)) : nlohmann::json(nullptr);
+  };
   return nlohmann::json{{"id", f.id},
                         {"owner", f.owner_id},
                         {"name", f.original_name},
@@ -52,10 +55,9 @@ nlohmann::json list_json(const ledger::FileRecord &f) {
                         {"object_options", f.object_options.empty()
                                                ? nlohmann::json::object()
                                                : nlohmann::json::parse(f.object_options)},
-                        {"created_at", f.created_at},
-                        {"activated_at", opt(f.activated_at)},
-                        {"expires_at", f.expires_at ? nlohmann::json(ops::format_rfc3339_ms(*f.expires_at))
-                                                    : nlohmann::json(nullptr)},
+                        {"created_at", time(f.created_at)},
+                        {"activated_at", time(f.activated_at)},
+                        {"expires_at", time(f.expires_at)},
                         {"failure_reason", opt(f.failure_reason)}};
 }
 
@@ -65,7 +67,7 @@ void print_list_line(const ledger::FileRecord &f, bool every_owner) {
   std::string where = f.run_prefix.empty() ? "-" : f.run_prefix;
   std::string tail;
   if (every_owner) tail += "  [" + util::escape_for_terminal(f.owner_id) + "]";
-  if (f.expires_at) tail += "  expires " + ops::format_rfc3339_ms(*f.expires_at);
+  if (f.expires_at) tail += "  expires " + util::format_rfc3339_ms(*f.expires_at);
   if (f.failure_reason) tail += "  (" + util::escape_for_terminal(*f.failure_reason) + ")";
   std::printf("%-6lld %-13s %10s  %-12s %-40s %s%s\n", static_cast<long long>(f.id),
               ops::shown_status(f).c_str(), util::format_size(static_cast<uint64_t>(f.size)).c_str(),
@@ -96,7 +98,7 @@ void add_selection_options(CLI::App *sub, SelectionCli &o) {
       ->type_name("T");
   sub->add_option("--until", o.until, "Only files created at or before T (as --since)")->type_name("T");
   sub->add_option("--sha256", o.sha256, "Only files with this content (64 hex digits)")->type_name("HEX");
-  sub->add_option("--min-size", o.min_size, "Only files of at least SIZE (10M, 512K; bare number: KiB)")
+  sub->add_option("--min-size", o.min_size, "Only files of at least SIZE (10M, 512K; see VALUES in lodge(1))")
       ->type_name("SIZE");
   sub->add_option("--max-size", o.max_size, "Only files of at most SIZE (as --min-size)")->type_name("SIZE");
   choices(sub->add_option("--sort", o.sort, "Order by creation time, prefix and path, or size (default: id)"),
@@ -166,7 +168,8 @@ Command add_list(CLI::App &app) {
       "List and search an owner's files (alive ones; --all adds failed and deleted; --owner '*' every "
       "owner's)");
   sub->add_flag("--all", o->all, "Include failed and deleted files, with their reasons");
-  sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)")
+  empty_is_a_value(
+      sub->add_option("--prefix", o->prefix, "Only files uploaded with this --prefix ('' for those without)"))
       ->each([o](const std::string &) { o->prefix_given = true; });
   add_selection_options(sub, o->sel);
   return {sub, [o](Context &ctx) {

@@ -63,13 +63,11 @@ std::unique_ptr<mq::MessageQueue> open_message_queue(Context &ctx, const std::st
 
 namespace {
 
-int64_t duration_flag(const std::string &text, const char *name, int64_t fallback) {
-  if (text.empty()) return fallback;
-  auto v = util::parse_duration_ms(text);
-  if (!v || *v > 36'500LL * 86'400'000)
-    throw LodgeError(Errc::usage,
-                     std::string(name) + ": expected a duration like 5s or 10m, got '" + text + "'");
-  return *v;
+// A duration flag's value (the one grammar and range check, config::duration_value), or
+// `fallback` when it was not given.
+int64_t duration_flag(const std::string &text, const char *name, int64_t fallback,
+                      config::DurationRange range = config::k_any_duration) {
+  return text.empty() ? fallback : config::duration_value(text, name, Errc::usage, range);
 }
 
 ops::Stopper stopper() {
@@ -141,6 +139,9 @@ Command add_relay(CLI::App &app) {
   sub->add_option("--batch", o->batch, "Events per ledger read and publish (default 100)")
       ->check(CLI::Range(1, 1000));
   return {sub, [o](Context &ctx) {
+            // The flags first: a bad value is said before anything is opened.
+            const int64_t poll_ms = duration_flag(o->poll, "--poll-interval", 5'000);
+            const int64_t max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
             const auto &c = ctx.cfg();
             auto settings = outbox_of(ctx);
             std::unique_ptr<mq::MessageQueue> cleanup, events;
@@ -165,8 +166,8 @@ Command add_relay(CLI::App &app) {
             ro.batch = o->batch;
             ro.limit = o->limit;
             ro.follow = o->follow;
-            ro.poll_ms = duration_flag(o->poll, "--poll-interval", 5'000);
-            ro.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
+            ro.poll_ms = poll_ms;
+            ro.max_runtime_ms = max_runtime_ms;
             ro.stop = stopper();
             int64_t started = util::system_clock().now_ms();
             auto sum = ops::relay(ctx.ledger(), ro, util::system_clock());
@@ -208,6 +209,11 @@ Command add_consume(CLI::App &app) {
   sub->add_option("--batch", o->batch, "Messages per receive (default 10)")->check(CLI::Range(1, 10));
   return {sub, [o](Context &ctx) {
             const auto &c = ctx.cfg();
+            // The flags first: a bad value is said before anything is opened. --lease is checked
+            // as sweep.lease is.
+            const int64_t lease_ms = duration_flag(o->lease, "--lease", c.sweep.lease_ms, {});
+            const int64_t max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
+            const int64_t wait_ms = duration_flag(o->wait, "--wait", 1'000);
             auto settings = outbox_of(ctx);
             if (settings.cleanup_via != ledger::CleanupVia::queue)
               throw LodgeError(Errc::usage, "ledger " + ctx.ledger().location() +
@@ -224,13 +230,13 @@ Command add_consume(CLI::App &app) {
             co.queue = queue.get();
             co.ledger_uuid = ctx.ledger().uuid();
             co.worker_id = o->worker_id.empty() ? default_worker() : o->worker_id;
-            co.lease_ms = duration_flag(o->lease, "--lease", c.sweep.lease_ms);
+            co.lease_ms = lease_ms;
             co.cleanup = {ops::grace_for(c, std::nullopt), c.sweep.backoff_base_ms, c.sweep.backoff_max_ms};
             co.batch = o->batch;
             co.max_messages = o->max_messages;
-            co.max_runtime_ms = duration_flag(o->max_runtime, "--max-runtime", 0);
+            co.max_runtime_ms = max_runtime_ms;
             co.follow = o->follow;
-            co.wait_ms = duration_flag(o->wait, "--wait", 1'000);
+            co.wait_ms = wait_ms;
             co.stop = stopper();
             int64_t started = util::system_clock().now_ms();
             auto sum = ops::consume(ctx.ledger(), *store, co, util::system_clock());

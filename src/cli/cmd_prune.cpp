@@ -34,10 +34,7 @@ ops::PrunePolicy policy_of(const PruneCli &o) {
   p.keep_monthly = count(o.keep_monthly, "--keep-monthly");
   p.keep_yearly = count(o.keep_yearly, "--keep-yearly");
   if (!o.keep_within.empty()) {
-    p.keep_within_ms = ops::parse_filter_age(o.keep_within, "--keep-within");
-    if (!p.keep_within_ms || *p.keep_within_ms <= 0)
-      throw LodgeError(Errc::usage, "--keep-within: expected a duration such as 7d or 36h, got '" +
-                                        util::escape_for_terminal(o.keep_within) + "'");
+    p.keep_within_ms = config::duration_value(o.keep_within, "--keep-within", Errc::usage);
   }
   for (const auto &t : o.keep_tags) {
     auto kv = store::parse_assignment(t, "--keep-tag");
@@ -75,17 +72,17 @@ nlohmann::json plan_json(const ops::PruneReport &r, bool dry_run, bool expired) 
         shared.push_back({{"id", k.id},
                           {"bytes", k.size},
                           {"shared_by", {{"owner", k.sharer_owner}, {"prefix", k.sharer_prefix}}}});
-      snaps.push_back(
-          {{"prefix", d.snapshot.run_prefix},
-           {"time", d.snapshot.time > 0 ? nlohmann::json(utc(d.snapshot.time)) : nlohmann::json(nullptr)},
-           {"files", d.snapshot.files},
-           {"bytes", d.snapshot.bytes},
-           {"uploading", d.snapshot.uploading},
-           {"action", d.keep ? "keep" : "remove"},
-           {"reasons", d.reasons},
-           {"removed_files", d.removed_files()},
-           {"removed_bytes", d.removed_bytes()},
-           {"kept_shared", shared}});
+      snaps.push_back({{"prefix", d.snapshot.run_prefix},
+                       {"time", d.snapshot.time > 0 ? nlohmann::json(util::format_rfc3339_ms(d.snapshot.time))
+                                                    : nlohmann::json(nullptr)},
+                       {"files", d.snapshot.files},
+                       {"bytes", d.snapshot.bytes},
+                       {"uploading", d.snapshot.uploading},
+                       {"action", d.keep ? "keep" : "remove"},
+                       {"reasons", d.reasons},
+                       {"removed_files", d.removed_files()},
+                       {"removed_bytes", d.removed_bytes()},
+                       {"kept_shared", shared}});
     }
     groups.push_back({{"owner", g.owner_id}, {"group", g.group}, {"snapshots", snaps}});
   }

@@ -172,22 +172,7 @@ std::string concurrency_of(const ops::RunConcurrency &c) {
 std::optional<int64_t> expire_after_ms(const UploadOptions &o, const config::Policy &p) {
   if (o.expire_after.empty()) return p.expire_after_ms;
   if (o.expire_after == "never") return std::nullopt;
-  auto v = util::parse_duration_ms(o.expire_after);
-  if (!v || *v <= 0 || *v > 36'500LL * 86'400'000)
-    throw LodgeError(Errc::usage, "--expire-after: expected a duration like 30d or 12h (at most 36500d), or "
-                                  "'never', got '" +
-                                      util::escape_for_terminal(o.expire_after) + "'");
-  return *v;
-}
-
-// A duration flag: 0 to a day.
-int64_t duration_ms_flag(const char *name, const std::string &text) {
-  auto v = util::parse_duration_ms(text);
-  if (!v || *v > 86'400'000)
-    throw LodgeError(Errc::usage, std::string(name) +
-                                      ": expected a duration like 30s or 2m (at most 1d), got '" +
-                                      util::escape_for_terminal(text) + "'");
-  return *v;
+  return config::duration_value(o.expire_after, "--expire-after", Errc::usage); // as expire_after
 }
 
 // The descriptors this process may open: as many as the hard limit allows (the soft limit
@@ -338,11 +323,13 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
       ->allow_extra_args(false)
       ->type_name("NAME")
       ->group(group);
-  sub->add_option("--min-size", o->min_size, "Only files of at least SIZE (10M, 512K; bare number: KiB)")
+  sub->add_option("--min-size", o->min_size,
+                  "Only files of at least SIZE (10M, 512K; see VALUES in lodge(1))")
       ->type_name("SIZE")
       ->group(group);
   sub->add_option("--max-size", o->max_size, "Only files of at most SIZE")->type_name("SIZE")->group(group);
-  sub->add_option("--min-age", o->min_age, "Only files modified at least AGE ago (2d, 1h30m; bare: seconds)")
+  sub->add_option("--min-age", o->min_age,
+                  "Only files modified at least AGE ago (2d, 1h30m; see VALUES in lodge(1))")
       ->type_name("AGE")
       ->group(group);
   sub->add_option("--max-age", o->max_age, "Only files modified at most AGE ago")
@@ -673,9 +660,11 @@ Command add_upload(CLI::App &app) {
             const uint64_t open_files = open_file_limit();
             spec.queue_capacity = queue_capacity_for(open_files);
             fit_to_open_files(spec, open_files, ctx.g.quiet);
-            spec.in_progress_wait_ms = o->in_progress_wait.empty()
-                                           ? cfg.in_progress_wait_ms
-                                           : duration_ms_flag("--in-progress-wait", o->in_progress_wait);
+            spec.in_progress_wait_ms =
+                o->in_progress_wait.empty()
+                    ? cfg.in_progress_wait_ms
+                    : config::duration_value(o->in_progress_wait, "--in-progress-wait", Errc::usage,
+                                             config::k_in_progress_wait_range);
             int64_t stats_ms =
                 o->stats.empty() ? cfg.stats_ms : config::stats_value(o->stats, "--stats", Errc::usage);
             // A PostgreSQL ledger has no files here to keep out of the upload.
@@ -791,7 +780,7 @@ void print_reservation(Context &ctx, const ops::Uploader::DirectReservation &d, 
                               {"url", p.put.url},
                               {"headers", headers(p.put)}});
     }
-    if (d.put || !d.parts.empty()) j["expires_at"] = utc_text(d.url_expires_at);
+    if (d.put || !d.parts.empty()) j["expires_at"] = util::format_rfc3339_ms(d.url_expires_at);
     ctx.print_json(j);
     return;
   }

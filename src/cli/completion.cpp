@@ -302,7 +302,10 @@ std::string zsh_action(const Opt &o) {
 void zsh_function(std::ostringstream &s, const Cmd &c) {
   s << c.ident() << "() {\n";
   if (!c.subs.empty()) s << "    local curcontext=$curcontext state line\n    typeset -A opt_args\n";
-  s << "    _arguments" << (c.subs.empty() ? "" : " -C") << " -s \\\n";
+  // A command with subcommands stops at the first word that is not an option (-A): the words
+  // after it, global options included, are the subcommand's to complete (its function knows
+  // the global options too), not this function's, which would offer only its own.
+  s << "    _arguments" << (c.subs.empty() ? "" : " -C -A '-*'") << " -s \\\n";
   for (const auto &o : c.options) {
     const std::string help = "[" + zsh_escape(o.help) + "]";
     for (const auto &n : flag_names(o)) {

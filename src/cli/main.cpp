@@ -195,12 +195,13 @@ uint64_t Context::bwlimit() {
 }
 
 void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what) {
-  sub->add_option("--bwlimit", flag,
-                  std::string("Limit the bytes ") + what +
-                      " per second, shared by every transfer of the process: 10M, 512K (rclone's units, "
-                      "powers of 1024), off (default: config bwlimit, env LODGE_BWLIMIT)")
+  sub->add_option(
+         "--bwlimit", flag,
+         std::string("Limit the bytes ") + what +
+             " per second, shared by every transfer of the process: a SIZE (10M, 512K; see VALUES in "
+             "lodge(1)), or off (default: config bwlimit, env LODGE_BWLIMIT)")
       ->check([](const std::string &v) -> std::string {
-        return util::parse_bwlimit(v) ? "" : "expected a rate like 10M or 512K, or off";
+        return util::parse_bwlimit(v) ? "" : "expected a size per second like 10M or 512K, or off";
       })
       ->type_name("RATE");
 }
@@ -373,6 +374,17 @@ std::string global_options_help(CLI::App &app) {
   return out;
 }
 
+constexpr const char *k_empty_is_a_value = "lodge-empty-is-a-value";
+
+bool takes_empty(CLI::Option *opt) {
+  try {
+    (void)opt->get_validator(k_empty_is_a_value);
+    return true;
+  } catch (const CLI::OptionNotFound &) {
+    return false;
+  }
+}
+
 void add_global_footer(CLI::App &sub, const std::string &text) {
   sub.footer(text);
   for (auto *nested : sub.get_subcommands([](const CLI::App *) { return true; }))
@@ -402,6 +414,24 @@ void warn_unknown_environment(const std::map<std::string, std::string> &env) {
 }
 
 } // namespace
+
+CLI::Option *empty_is_a_value(CLI::Option *opt) {
+  return opt->check(
+      CLI::Validator([](const std::string &) { return std::string(); }, "", k_empty_is_a_value));
+}
+
+void refuse_empty_values(CLI::App &app) {
+  for (auto *opt : app.get_options([](const CLI::Option *o) { return o->nonpositional(); }))
+    if (opt->get_expected_max() > 0 && !takes_empty(opt))
+      opt->check(CLI::Validator(
+          [](const std::string &v) {
+            return v.empty() ? std::string("empty value: give a value, or leave the option out")
+                             : std::string();
+          },
+          ""));
+  for (auto *sub : app.get_subcommands([](const CLI::App *) { return true; }))
+    refuse_empty_values(*sub);
+}
 
 // The whole command; main() only makes sure nothing escapes it.
 int run(int argc, char **argv);
@@ -479,6 +509,7 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 add_doctor(app),
                                 add_completion(app),
                                 add_debug(app)};
+  refuse_empty_values(app);
   const std::string globals = global_options_help(app);
   for (auto &c : commands)
     add_global_footer(*c.app, globals);
@@ -584,7 +615,8 @@ int run(int argc, char **argv) {
   bool version = false;
   app.add_flag("--version", version,
                "Print lodge's version and those of the libraries it runs with (libcurl and its TLS "
-               "backend, SQLite, libpq, libmagic); with --json, one object");
+               "backend, SQLite, libpq, libmagic); with --json, one object")
+      ->group("Global options");
   app.require_subcommand(0, 1);
   app.fallthrough();
   add_global_options(app, ctx.g);

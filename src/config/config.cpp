@@ -38,55 +38,23 @@ std::string get_string(const json &v, const std::string &path) {
   return v.get<std::string>();
 }
 
-uint64_t size_value(const std::string &text, const std::string &path) {
-  auto v = util::parse_size(text);
-  if (!v || *v == 0) {
-    auto hint = util::size_unit_hint(text);
-    bad(path, "expected a size like 10MiB, got '" + util::escape_for_terminal(text) + "'" +
-                  (hint ? ": " + *hint : std::string()));
-  }
-  return *v;
-}
-
-// Durations are added to wall-clock times (ms since the epoch, int64): bounding them at a
-// century keeps every `now + deadline + grace` and every doubled backoff far from overflow.
-constexpr int64_t k_max_duration_ms = 36'500LL * 86'400'000;
-
-struct DurationLimit {
-  int64_t max_ms = k_max_duration_ms;
-  const char *why = "at most 36500d";
-};
-
-int64_t duration_value(const std::string &text, const std::string &path, DurationLimit limit = {}) {
-  auto v = util::parse_duration_ms(text);
-  if (!v || *v <= 0) bad(path, "expected a duration like 15m or 500ms, got '" + text + "'");
-  if (*v > limit.max_ms) bad(path, "'" + text + "' is too long (" + limit.why + ")");
-  return *v;
-}
-
 // S3's bounds on one part (the last may be smaller); the same for every store lodge writes.
-uint64_t part_size_value(uint64_t bytes, const std::string &path) {
+uint64_t part_size_value(uint64_t bytes, const std::string &name, Errc code) {
   if (bytes < (5ULL << 20) || bytes > (5ULL << 30))
-    bad(path, "S3 takes parts of 5MiB to 5GiB (got " + util::format_size_exact(bytes) + ")");
+    throw LodgeError(code,
+                     name + ": S3 takes parts of 5MiB to 5GiB (got " + util::format_size_exact(bytes) + ")");
   return bytes;
 }
 
 uint64_t get_size(const json &v, const std::string &path) {
   if (v.is_number_unsigned() && v.get<uint64_t>() > 0) return v.get<uint64_t>();
   if (!v.is_string()) bad(path, "expected a size like 10MiB");
-  return size_value(v.get<std::string>(), path);
+  return size_value(v.get<std::string>(), path, Errc::config_invalid, 1);
 }
 
-// PostgreSQL takes statement_timeout and lock_timeout as an int of milliseconds.
-constexpr DurationLimit k_ledger_timeout_limit{
-    std::numeric_limits<int>::max(), "PostgreSQL's timeouts are at most 2147483647ms, about 24d20h"};
-
-// An upload's wait for another sender: a day is already far past any sensible bound.
-constexpr DurationLimit k_in_progress_wait_limit{86'400'000, "at most 1d"};
-
-int64_t get_duration(const json &v, const std::string &path, DurationLimit limit = {}) {
+int64_t get_duration(const json &v, const std::string &path, DurationRange range = {}) {
   if (!v.is_string()) bad(path, "expected a duration like 15m or 500ms");
-  return duration_value(v.get<std::string>(), path, limit);
+  return duration_value(v.get<std::string>(), path, Errc::config_invalid, range);
 }
 
 int64_t get_count(const json &v, const std::string &path, int64_t min, int64_t max) {
@@ -246,6 +214,37 @@ void parse_store_keys(const json &doc, const std::string &source, store::Setting
 }
 } // namespace
 
+uint64_t size_value(const std::string &text, const std::string &name, Errc code, uint64_t min) {
+  auto v = util::parse_size(text);
+  if (!v) {
+    auto hint = util::size_unit_hint(text);
+    throw LodgeError(code, name + ": expected a size like 10MiB, got '" + util::escape_for_terminal(text) +
+                               "'" + (hint ? ": " + *hint : std::string()));
+  }
+  if (*v < min)
+    throw LodgeError(code, name + ": '" + util::escape_for_terminal(text) + "' is too small (at least " +
+                               util::format_size_exact(min) + ")");
+  return *v;
+}
+
+int64_t duration_value(const std::string &text, const std::string &name, Errc code, DurationRange range) {
+  auto v = util::parse_duration_ms(text);
+  if (!v)
+    throw LodgeError(code, name +
+                               ": expected a duration like 15m or 500ms (a number and its unit: ms, s, m, "
+                               "h, d, w; 1h30m), got '" +
+                               util::escape_for_terminal(text) + "'");
+  if (*v < range.min_ms)
+    throw LodgeError(code, name + ": '" + util::escape_for_terminal(text) + "' is too short (" +
+                               (range.min_ms == 1 ? std::string("more than 0")
+                                                  : "at least " + util::format_duration_exact(range.min_ms)) +
+                               ")");
+  if (*v > range.max_ms)
+    throw LodgeError(code,
+                     name + ": '" + util::escape_for_terminal(text) + "' is too long (" + range.why + ")");
+  return *v;
+}
+
 std::optional<std::string> run_prefix_problem(const std::string &prefix) {
   if (prefix.empty()) return std::string("it is empty");
   if (prefix.size() > 512) return std::string("it is longer than 512 bytes");
@@ -258,14 +257,15 @@ std::optional<std::string> run_prefix_problem(const std::string &prefix) {
   return std::nullopt;
 }
 
-uint64_t parse_part_size(const std::string &text, const std::string &name) {
-  return part_size_value(size_value(text, name), name);
+uint64_t parse_part_size(const std::string &text, const std::string &name, Errc code) {
+  return part_size_value(size_value(text, name, code), name, code);
 }
 
-int parse_part_concurrency(const std::string &text, const std::string &name) {
+int parse_part_concurrency(const std::string &text, const std::string &name, Errc code) {
   auto n = util::parse_int(text);
   if (!n || *n < 1 || *n > 64)
-    bad(name, "expected an integer from 1 to 64, got '" + util::escape_for_terminal(text) + "'");
+    throw LodgeError(code, name + ": expected an integer from 1 to 64, got '" +
+                               util::escape_for_terminal(text) + "'");
   return static_cast<int>(*n);
 }
 
@@ -285,18 +285,14 @@ uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc co
   if (!v)
     throw LodgeError(code, what +
                                ": expected a rate in bytes per second like 10M or 512K (rclone's units, "
-                               "powers of 1024; a bare number is KiB), or off, got '" +
+                               "powers of 1024; a bare number is bytes), or off, got '" +
                                util::escape_for_terminal(text) + "'");
   return *v;
 }
 
 int64_t stats_value(const std::string &text, const std::string &what, Errc code) {
-  if (util::to_lower(text) == "off") return 0;
-  auto v = util::parse_duration_ms(text);
-  if (!v || (*v != 0 && (*v < 1000 || *v > 86'400'000)))
-    throw LodgeError(code, what + ": expected an interval like 1m or 10s (1s to 1d), or off, got '" +
-                               util::escape_for_terminal(text) + "'");
-  return *v;
+  if (util::to_lower(text) == "off" || text == "0") return 0;
+  return duration_value(text, what, code, k_stats_range);
 }
 
 namespace {
@@ -402,10 +398,74 @@ void parse_status(const json &s, StatusSettings &status) {
 
 } // namespace
 
+namespace {
+// The line of the n-th key (0-based, in document order) of a JSON text: a key is a string
+// followed by ':', which no other string is.
+size_t line_of_key(const std::string &text, size_t n) {
+  size_t line = 1, seen = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') ++line;
+    if (text[i] != '"') continue;
+    const size_t begin_line = line;
+    for (++i; i < text.size() && text[i] != '"'; ++i)
+      if (text[i] == '\\') ++i;
+    size_t j = i + 1;
+    while (j < text.size() && std::isspace(static_cast<unsigned char>(text[j])))
+      ++j;
+    if (j < text.size() && text[j] == ':' && seen++ == n) return begin_line;
+  }
+  return line;
+}
+
+// A JSON parser callback that refuses a key given twice in one object (nlohmann keeps the
+// last, silently), naming the file, the line and the key's path.
+class DuplicateKeys {
+public:
+  DuplicateKeys(const std::string &text, const std::string &source) : m_text(text), m_source(source) {}
+  bool operator()(int /*depth*/, json::parse_event_t event, json &parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      std::string path;
+      if (!m_open.empty())
+        path =
+            m_open.back().object ? joined(m_open.back().path, m_open.back().key) : m_open.back().path + "[]";
+      m_open.push_back({event == E::object_start, std::move(path), {}, {}});
+    } else if (event == E::object_end || event == E::array_end) {
+      if (!m_open.empty()) m_open.pop_back();
+    } else if (event == E::key && !m_open.empty()) {
+      auto &top = m_open.back();
+      top.key = parsed.get<std::string>();
+      if (!top.keys.insert(top.key).second)
+        throw LodgeError(Errc::config_invalid, m_source + ":" + std::to_string(line_of_key(m_text, m_keys)) +
+                                                   ": " +
+                                                   util::escape_for_terminal(joined(top.path, top.key)) +
+                                                   ": given twice (a key appears once in its object)");
+      ++m_keys;
+    }
+    return true;
+  }
+
+private:
+  struct Open {
+    bool object = false;
+    std::string path;
+    std::set<std::string> keys;
+    std::string key; // the last key seen: the one whose value is being read
+  };
+  static std::string joined(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  const std::string &m_text;
+  const std::string &m_source;
+  std::vector<Open> m_open;
+  size_t m_keys = 0;
+};
+} // namespace
+
 Config parse_json(const std::string &text, const std::string &source, Config c) {
   json doc;
   try {
-    doc = json::parse(text);
+    doc = json::parse(text, DuplicateKeys(text, source));
   } catch (const json::exception &e) { // parse errors, and out_of_range for numbers like 3e388
     throw LodgeError(Errc::config_invalid, source + ": not valid JSON: " + e.what());
   }
@@ -448,12 +508,12 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("busy_timeout"))
     c.busy_timeout_ms =
         get_duration(doc["busy_timeout"], "busy_timeout",
-                     {std::numeric_limits<int>::max(), "SQLite waits at most 2147483647ms, about 24d20h"});
+                     {1, std::numeric_limits<int>::max(), "SQLite waits at most 2147483647ms, about 24d20h"});
   if (doc.contains("ledger_timeout"))
-    c.ledger_timeout_ms = get_duration(doc["ledger_timeout"], "ledger_timeout", k_ledger_timeout_limit);
+    c.ledger_timeout_ms = get_duration(doc["ledger_timeout"], "ledger_timeout", k_ledger_timeout_range);
   if (doc.contains("in_progress_wait"))
     c.in_progress_wait_ms =
-        get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_limit);
+        get_duration(doc["in_progress_wait"], "in_progress_wait", k_in_progress_wait_range);
   // null: not set (as `lodge config` shows it), which leaves the limit to what comes after.
   if (doc.contains("bwlimit") && !doc["bwlimit"].is_null()) {
     if (!doc["bwlimit"].is_string()) bad("bwlimit", R"(expected a rate like "10M" or "off")");
@@ -466,7 +526,7 @@ Config parse_json(const std::string &text, const std::string &source, Config c) 
   if (doc.contains("multipart_threshold"))
     c.multipart_threshold = get_size(doc["multipart_threshold"], "multipart_threshold");
   if (doc.contains("part_size"))
-    c.part_size = part_size_value(get_size(doc["part_size"], "part_size"), "part_size");
+    c.part_size = part_size_value(get_size(doc["part_size"], "part_size"), "part_size", Errc::config_invalid);
   if (doc.contains("part_concurrency"))
     c.part_concurrency = static_cast<int>(get_count(doc["part_concurrency"], "part_concurrency", 1, 64));
   if (doc.contains("jobs")) c.jobs = static_cast<int>(get_count(doc["jobs"], "jobs", 1, 256));
@@ -572,7 +632,8 @@ Config load(const ConfigInputs &in) {
     c.sources["jobs"] = "env LODGE_JOBS";
   }
   if (auto v = env_or(env, "LODGE_LEDGER_TIMEOUT"); !v.empty())
-    c.ledger_timeout_ms = duration_value(v, "LODGE_LEDGER_TIMEOUT", k_ledger_timeout_limit);
+    c.ledger_timeout_ms =
+        duration_value(v, "LODGE_LEDGER_TIMEOUT", Errc::config_invalid, k_ledger_timeout_range);
   if (auto v = env_or(env, "LODGE_BWLIMIT"); !v.empty())
     c.bwlimit = bwlimit_value(v, "LODGE_BWLIMIT", Errc::config_invalid);
   if (auto v = env_or(env, "LODGE_STATS"); !v.empty())
@@ -595,7 +656,7 @@ Config load(const ConfigInputs &in) {
   flag("owner", c.default_owner);
   check_owner(c.default_owner, "--owner");
   if (auto it = in.flags.find("ledger_timeout"); it != in.flags.end())
-    c.ledger_timeout_ms = duration_value(it->second, "--ledger-timeout", k_ledger_timeout_limit);
+    c.ledger_timeout_ms = duration_value(it->second, "--ledger-timeout", Errc::usage, k_ledger_timeout_range);
   if (in.no_verify_ssl) c.verify_tls = false;
   if (in.force_network_fs) c.force_network_fs = true;
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ops/filter.hpp>
 #include <lodge/util/units.hpp>
@@ -372,45 +373,11 @@ bool glob_match(std::string_view pattern, std::string_view path) {
 
 namespace {
 
-[[noreturn]] void bad_value(std::string_view flag, std::string_view text, std::string_view what) {
-  throw LodgeError(Errc::usage,
-                   std::string(flag) + ": '" + std::string(text) + "' is not " + std::string(what));
-}
-
 bool is_off(std::string_view text) {
   return text.size() == 3 && (text[0] | 0x20) == 'o' && (text[1] | 0x20) == 'f' && (text[2] | 0x20) == 'f';
 }
 
 // One number+unit pair of a duration, in ms; nullopt when unreadable.
-std::optional<double> duration_part(std::string_view &text) {
-  size_t end = 0;
-  bool point = false;
-  while (end < text.size() && ((text[end] >= '0' && text[end] <= '9') || (text[end] == '.' && !point))) {
-    point = point || text[end] == '.';
-    ++end;
-  }
-  double value = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + end, value);
-  if (end == 0 || ec != std::errc() || p != text.data() + end) return std::nullopt;
-  text.remove_prefix(end);
-  // Longest unit first: "ms" before "m".
-  static constexpr std::array<std::pair<std::string_view, double>, 8> k_units{{{"ms", 1.0},
-                                                                               {"s", 1e3},
-                                                                               {"m", 60e3},
-                                                                               {"h", 3600e3},
-                                                                               {"d", 86400e3},
-                                                                               {"w", 7 * 86400e3},
-                                                                               {"M", 30 * 86400e3},
-                                                                               {"y", 365 * 86400e3}}};
-  for (const auto &[unit, mult] : k_units) {
-    if (text.substr(0, unit.size()) == unit) {
-      text.remove_prefix(unit.size());
-      return value * mult;
-    }
-  }
-  return std::nullopt;
-}
-
 std::string_view trim(std::string_view s) {
   static constexpr std::string_view k_space = " \t\r\n\v\f";
   auto b = s.find_first_not_of(k_space);
@@ -498,29 +465,12 @@ std::vector<std::string> dir_globs(std::string glob) {
 
 std::optional<uint64_t> parse_filter_size(std::string_view text, std::string_view flag) {
   if (is_off(text)) return std::nullopt;
-  auto v = util::parse_size_suffix(text);
-  if (!v)
-    bad_value(flag, text, "a size (a number of KiB, or with a unit B, K, M, G, T or P: 10M, 512K, 1.5G)");
-  return v;
+  return config::size_value(std::string(text), std::string(flag), Errc::usage);
 }
 
 std::optional<int64_t> parse_filter_age(std::string_view text, std::string_view flag) {
   if (is_off(text)) return std::nullopt;
-  static constexpr std::string_view k_what =
-      "a duration (s when no unit; ms, s, m, h, d, w, M, y: 2d, 1h30m)";
-  // A bare number is seconds.
-  std::string with_unit(text);
-  if (!text.empty() && text.find_first_not_of("0123456789.") == std::string_view::npos) with_unit += "s";
-  std::string_view rest = with_unit;
-  double total = 0;
-  if (rest.empty()) bad_value(flag, text, k_what);
-  while (!rest.empty()) {
-    auto ms = duration_part(rest);
-    if (!ms) bad_value(flag, text, k_what);
-    total += *ms;
-  }
-  if (!(total < static_cast<double>(std::numeric_limits<int64_t>::max()))) bad_value(flag, text, k_what);
-  return static_cast<int64_t>(std::llround(total));
+  return config::duration_value(std::string(text), std::string(flag), Errc::usage, config::k_any_duration);
 }
 
 void Filter::add(bool include, std::string_view pattern) {

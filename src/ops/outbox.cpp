@@ -13,7 +13,7 @@ namespace {
 
 nlohmann::json time_or_null(std::optional<int64_t> ms) {
   if (!ms) return nullptr;
-  return util::format_utc(*ms, "%Y-%m-%dT%H:%M:%SZ");
+  return util::format_rfc3339_ms(*ms);
 }
 
 } // namespace

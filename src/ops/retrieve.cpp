@@ -7,6 +7,7 @@
 #include <lodge/ops/inspect.hpp>
 #include <lodge/ops/retrieve.hpp>
 #include <lodge/util/atomic_file.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -264,6 +265,9 @@ std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, co
 
 nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger::TaskRecord> &t) {
   auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto time = [](std::optional<int64_t> ms) {
+    return ms ? nlohmann::json(util::format_rfc3339_ms(*ms)) : nlohmann::json(nullptr);
+  };
   nlohmann::json j{{"id", r.id},
                    {"owner", r.owner_id},
                    {"name", r.original_name},
@@ -275,12 +279,12 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                    {"deleted", r.is_deleted},
                    {"failure_reason", opt(r.failure_reason)},
                    {"policy", r.policy},
-                   {"created_at", r.created_at},
-                   {"activated_at", opt(r.activated_at)},
-                   {"deleted_at", opt(r.deleted_at)},
-                   {"updated_at", r.updated_at},
-                   {"upload_deadline_at", r.upload_deadline_at},
-                   {"expires_at", opt(r.expires_at)},
+                   {"created_at", time(r.created_at)},
+                   {"activated_at", time(r.activated_at)},
+                   {"deleted_at", time(r.deleted_at)},
+                   {"updated_at", time(r.updated_at)},
+                   {"upload_deadline_at", time(r.upload_deadline_at)},
+                   {"expires_at", time(r.expires_at)},
                    {"object_options", r.object_options.empty() ? nlohmann::json::object()
                                                                : nlohmann::json::parse(r.object_options)},
                    {"object_key", r.object_key},
@@ -298,7 +302,7 @@ nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger
                  {"status", ledger::to_string(t->status)},
                  {"retry_count", t->retry_count},
                  {"max_retries", t->max_retries},
-                 {"next_retry_at", t->next_retry_at},
+                 {"next_retry_at", time(t->next_retry_at)},
                  {"lease_version", t->lease_version},
                  {"verify_pass", t->verify_pass},
                  {"last_error", opt(t->last_error)}};

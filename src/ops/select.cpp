@@ -63,8 +63,10 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
   int month = digits(text, pos, 2);
   if (month < 1 || month > 12 || !expect(text, pos, '-')) return std::nullopt;
   int day = digits(text, pos, 2);
-  static constexpr int k_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  if (day < 1 || day > k_days[month - 1]) return std::nullopt;
+  static constexpr int k_days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  // timegm would carry an impossible date over (2025-02-29 is 1 March): it is no date.
+  if (day < 1 || day > k_days[month - 1] + (month == 2 && leap ? 1 : 0)) return std::nullopt;
   tm.tm_year = year - 1900;
   tm.tm_mon = month - 1;
   tm.tm_mday = day;
@@ -110,20 +112,14 @@ std::optional<int64_t> parse_rfc3339_ms(std::string_view text) {
   return (static_cast<int64_t>(timegm(&tm)) - offset_min * 60) * 1000 + ms;
 }
 
-std::string format_rfc3339_ms(int64_t ms) {
-  std::string secs = util::format_utc(ms, "%Y-%m-%dT%H:%M:%S");
-  char out[64];
-  std::snprintf(out, sizeof out, "%s.%03lldZ", secs.c_str(),
-                static_cast<long long>(((ms % 1000) + 1000) % 1000));
-  return out;
-}
-
 int64_t parse_time_bound(std::string_view text, std::string_view flag, int64_t now_ms) {
   static constexpr std::string_view k_what =
       "an RFC 3339 time (2026-12-01T10:00:00Z, or a date) or a duration back from now (7d, 36h, 1h30m)";
   if (auto t = parse_rfc3339_ms(text)) return *t;
-  // What starts like a date and is no RFC 3339 time is not taken for a duration.
+  // What starts like a date and is no RFC 3339 time is not taken for a duration; nor are
+  // digits alone (1700000000: epoch seconds? a count of seconds back?), which name neither.
   if (text.size() >= 5 && text[4] == '-') bad(flag, text, k_what);
+  if (text.find_first_not_of("0123456789") == std::string_view::npos) bad(flag, text, k_what);
   std::optional<int64_t> back;
   try {
     back = parse_filter_age(text, flag);

@@ -4,6 +4,7 @@
 #include <lodge/error.hpp>
 #include <lodge/ops/status.hpp>
 #include <lodge/util/atomic_file.hpp>
+#include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
@@ -146,20 +147,24 @@ nlohmann::json status_json(const ledger::StatusReport &r, const Health &h, const
       continue;
     }
     json counts = json::parse(run->counts_json, nullptr, false);
-    jobs[name] = {
-        {"started_at", run->started_at},      {"finished_at", run->finished_at},
-        {"age_ms", r.now - run->finished_at}, {"outcome", run->outcome},
-        {"worker_id", run->worker_id},        {"counts", counts.is_discarded() ? json::object() : counts}};
+    jobs[name] = {{"started_at", util::format_rfc3339_ms(run->started_at)},
+                  {"finished_at", util::format_rfc3339_ms(run->finished_at)},
+                  {"age_ms", r.now - run->finished_at},
+                  {"outcome", run->outcome},
+                  {"worker_id", run->worker_id},
+                  {"counts", counts.is_discarded() ? json::object() : counts}};
   }
   j["last_runs"] = jobs;
   j["diverged"] = r.diverged
-                      ? json{{"detected_at", r.diverged->detected_at},
+                      ? json{{"detected_at", util::format_rfc3339_ms(r.diverged->detected_at)},
                              {"store_mark", r.diverged->store_mark},
                              {"sequence_before", r.diverged->sequence_before},
-                             {"reconciled_at",
-                              r.diverged->reconciled_at ? json(*r.diverged->reconciled_at) : json(nullptr)}}
+                             {"reconciled_at", r.diverged->reconciled_at
+                                                   ? json(util::format_rfc3339_ms(*r.diverged->reconciled_at))
+                                                   : json(nullptr)}}
                       : json(nullptr);
-  j["upload_failed_recent"] = {{"count", r.files_failed_since}, {"since", r.failed_since}};
+  j["upload_failed_recent"] = {{"count", r.files_failed_since},
+                               {"since", util::format_rfc3339_ms(r.failed_since)}};
   j["outbox"] = {{"cleanup_via", r.cleanup_via},
                  {"event_types", r.event_types},
                  {"cleanup_due_unsent", r.outbox_due_unsent},

@@ -90,6 +90,12 @@ Status validate(const ObjectOptions &o, std::string_view what) {
       return usage(w + " metadata", shown(k) + " is lodge's own: names starting with \"lodge\" are reserved");
     if (!printable_ascii(v))
       return usage(w + " metadata", "the value of " + k + " must be printable ASCII (HTTP headers carry it)");
+    // An HTTP server trims a header value: S3 would keep "x" of " x ", the ledger " x ".
+    if (!v.empty() && (v.front() == ' ' || v.back() == ' '))
+      return usage(w + " metadata", "the value of " + k +
+                                        " starts or ends with a space, which the store would drop (HTTP "
+                                        "trims header values): " +
+                                        shown(v));
     meta_bytes += k.size() + v.size();
   }
   if (meta_bytes > k_max_user_metadata_bytes)

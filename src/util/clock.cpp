@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <lodge/util/clock.hpp>
 
@@ -21,6 +22,14 @@ std::string format_utc(int64_t epoch_ms, const char *format) {
   char buf[64];
   size_t n = std::strftime(buf, sizeof buf, format, &tm);
   return std::string(buf, n);
+}
+
+std::string format_rfc3339_ms(int64_t ms) {
+  std::string secs = format_utc(ms, "%Y-%m-%dT%H:%M:%S");
+  char out[64];
+  std::snprintf(out, sizeof out, "%s.%03lldZ", secs.c_str(),
+                static_cast<long long>(((ms % 1000) + 1000) % 1000));
+  return out;
 }
 
 std::optional<int64_t> parse_http_date_ms(const std::string &s) {

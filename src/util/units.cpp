@@ -10,12 +10,29 @@
 
 namespace lodge::util {
 namespace {
-// Splits "123unit" into the number and the unit; nullopt when no digits lead.
-std::optional<std::pair<uint64_t, std::string_view>> number_and_unit(std::string_view text) {
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p == text.data()) return std::nullopt;
-  return std::pair{v, text.substr(static_cast<size_t>(p - text.data()))};
+// A plain decimal number at the start of `text` ("64", "1.5"): its digits before and after
+// the point. from_chars alone would also take "inf", "nan", exponents and a leading sign.
+struct Number {
+  std::string_view whole, fraction;
+  size_t length = 0;
+};
+
+std::optional<Number> leading_number(std::string_view text) {
+  Number n;
+  size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9')
+    ++i;
+  n.whole = text.substr(0, i);
+  if (n.whole.empty()) return std::nullopt;
+  if (i < text.size() && text[i] == '.') {
+    size_t begin = ++i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9')
+      ++i;
+    n.fraction = text.substr(begin, i - begin);
+    if (n.fraction.empty()) return std::nullopt; // "1." is no number
+  }
+  n.length = i;
+  return n;
 }
 
 std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
@@ -23,77 +40,103 @@ std::optional<uint64_t> checked_mul(uint64_t a, uint64_t b) {
   return a * b;
 }
 
-// The multiplier a unit names, or 0 when it names none. "" is KiB (rclone's default unit).
-double unit_multiplier(std::string_view unit) {
-  if (unit.empty()) return 1024.0;
-  // "Mi" and "MiB" are the same unit as "M"; a lone "iB" or "i" is not a unit.
+std::optional<uint64_t> checked_add(uint64_t a, uint64_t b) {
+  if (a > std::numeric_limits<uint64_t>::max() - b) return std::nullopt;
+  return a + b;
+}
+
+// n x mult, exactly for a whole number; a fraction's share rounded down (to whole bytes or
+// milliseconds). nullopt on overflow.
+std::optional<uint64_t> scaled(const Number &n, uint64_t mult) {
+  uint64_t whole = 0;
+  auto [p, ec] = std::from_chars(n.whole.data(), n.whole.data() + n.whole.size(), whole);
+  if (ec != std::errc()) return std::nullopt;
+  auto total = checked_mul(whole, mult);
+  if (!total || n.fraction.empty()) return total;
+  // The fraction's digits, at most 18 of them (beyond that no unit here can tell them apart).
+  std::string_view digits = n.fraction.substr(0, 18);
+  uint64_t num = 0, den = 1;
+  for (char c : digits) {
+    num = num * 10 + static_cast<uint64_t>(c - '0');
+    den *= 10;
+  }
+  // num / den x mult without overflow: mult is at most 2^50 or 365 days of ms here.
+  const auto part = static_cast<uint64_t>(static_cast<long double>(num) * static_cast<long double>(mult) /
+                                          static_cast<long double>(den));
+  return checked_add(*total, part);
+}
+
+// The multiplier a size unit names, or 0 when it names none: "" and "B" are bytes; K, M, G,
+// T, P alone or followed by "i" or "iB", in any case, are powers of 1024.
+uint64_t size_unit(std::string_view unit) {
   const std::string u = to_lower(unit);
+  if (u.empty() || u == "b") return 1;
   std::string_view letter = u;
   if (letter.size() == 3 && letter.substr(1) == "ib") letter = letter.substr(0, 1);
   if (letter.size() == 2 && letter[1] == 'i') letter = letter.substr(0, 1);
   if (letter.size() != 1) return 0;
-  static constexpr std::string_view k_units = "bkmgtp";
+  static constexpr std::string_view k_units = "kmgtp";
   auto pos = k_units.find(letter[0]);
   if (pos == std::string_view::npos) return 0;
-  return std::ldexp(1.0, static_cast<int>(pos) * 10);
+  return uint64_t{1} << ((pos + 1) * 10);
 }
 } // namespace
 
 std::optional<uint64_t> parse_size(std::string_view text) {
-  auto nu = number_and_unit(text);
-  if (!nu) return std::nullopt;
-  // Binary units only: "1GB" means 10^9 to a disk vendor and 2^30 to many admins, so it
-  // is refused (size_unit_hint says what to write) rather than guessed.
-  static constexpr std::array<std::pair<std::string_view, uint64_t>, 6> k_units{{{"", 1},
-                                                                                 {"B", 1},
-                                                                                 {"KiB", 1ULL << 10},
-                                                                                 {"MiB", 1ULL << 20},
-                                                                                 {"GiB", 1ULL << 30},
-                                                                                 {"TiB", 1ULL << 40}}};
-  for (const auto &[unit, mult] : k_units)
-    if (nu->second == unit) return checked_mul(nu->first, mult);
-  return std::nullopt;
+  auto n = leading_number(text);
+  if (!n) return std::nullopt;
+  const uint64_t mult = size_unit(text.substr(n->length));
+  if (mult == 0) return std::nullopt;
+  return scaled(*n, mult);
 }
 
 std::optional<std::string> size_unit_hint(std::string_view text) {
-  auto nu = number_and_unit(text);
-  if (!nu) return std::nullopt;
-  std::string unit;
-  for (char c : nu->second)
-    unit.push_back(static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c));
-  static constexpr std::array<std::pair<std::string_view, std::string_view>, 12> k_near{{{"K", "KiB"},
-                                                                                         {"KB", "KiB"},
-                                                                                         {"KIB", "KiB"},
-                                                                                         {"M", "MiB"},
-                                                                                         {"MB", "MiB"},
-                                                                                         {"MIB", "MiB"},
-                                                                                         {"G", "GiB"},
-                                                                                         {"GB", "GiB"},
-                                                                                         {"GIB", "GiB"},
-                                                                                         {"T", "TiB"},
-                                                                                         {"TB", "TiB"},
-                                                                                         {"TIB", "TiB"}}};
+  auto n = leading_number(text);
+  if (!n) return std::nullopt;
+  const std::string unit = to_lower(text.substr(n->length));
+  // SI spellings: 1GB is 10^9 to a disk vendor and 2^30 to many admins, so it is refused
+  // rather than guessed.
+  static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> k_near{
+      {{"kb", "KiB"}, {"mb", "MiB"}, {"gb", "GiB"}, {"tb", "TiB"}, {"pb", "PiB"}}};
   for (const auto &[near, binary] : k_near)
     if (unit == near)
-      return "sizes are binary: write " + std::to_string(nu->first) + std::string(binary) +
-             " (KiB, MiB, GiB, TiB are powers of 1024), or the exact number of bytes with B";
+      return "sizes are binary: write " + std::string(text.substr(0, n->length)) + std::string(binary) +
+             " (KiB, MiB, GiB, TiB are powers of 1024), or the exact number of bytes";
   return std::nullopt;
 }
 
 std::optional<int64_t> parse_duration_ms(std::string_view text) {
-  auto nu = number_and_unit(text);
-  if (!nu) return std::nullopt;
-  static constexpr std::array<std::pair<std::string_view, uint64_t>, 5> k_units{
-      {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}}};
-  if (nu->second.empty() && nu->first == 0) return 0;
-  for (const auto &[unit, mult] : k_units) {
-    if (nu->second == unit) {
-      auto v = checked_mul(nu->first, mult);
-      if (!v || *v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
-      return static_cast<int64_t>(*v);
+  if (text == "0") return 0;
+  // Longest unit first: "ms" before "m". M (a month) and y (a year) as rclone counts them.
+  static constexpr std::array<std::pair<std::string_view, uint64_t>, 8> k_units{{{"ms", 1},
+                                                                                 {"s", 1000},
+                                                                                 {"m", 60'000},
+                                                                                 {"h", 3'600'000},
+                                                                                 {"d", 86'400'000},
+                                                                                 {"w", 7 * 86'400'000ULL},
+                                                                                 {"M", 30 * 86'400'000ULL},
+                                                                                 {"y", 365 * 86'400'000ULL}}};
+  if (text.empty()) return std::nullopt;
+  uint64_t total = 0;
+  while (!text.empty()) {
+    auto n = leading_number(text);
+    if (!n) return std::nullopt;
+    text.remove_prefix(n->length);
+    uint64_t mult = 0;
+    for (const auto &[unit, m] : k_units) {
+      if (text.substr(0, unit.size()) == unit) {
+        text.remove_prefix(unit.size());
+        mult = m;
+        break;
+      }
     }
+    if (mult == 0) return std::nullopt; // a number without its unit
+    auto part = scaled(*n, mult);
+    auto sum = part ? checked_add(total, *part) : std::nullopt;
+    if (!sum || *sum > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    total = *sum;
   }
-  return std::nullopt;
+  return static_cast<int64_t>(total);
 }
 
 std::string format_size(uint64_t bytes) {
@@ -143,35 +186,9 @@ std::string format_duration_exact(int64_t ms) {
   return std::to_string(ms) + "ms";
 }
 
-std::optional<uint64_t> parse_size_suffix(std::string_view text) {
-  // A plain decimal number: from_chars would also take "inf", "nan" and exponents.
-  size_t end = 0;
-  bool digits = false, point = false;
-  for (; end < text.size(); ++end) {
-    char c = text[end];
-    if (c >= '0' && c <= '9') {
-      digits = true;
-    } else if (c == '.' && !point) {
-      point = true;
-    } else {
-      break;
-    }
-  }
-  if (!digits) return std::nullopt;
-  double value = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + end, value);
-  if (ec != std::errc() || p != text.data() + end) return std::nullopt;
-  double mult = unit_multiplier(text.substr(end));
-  if (mult == 0) return std::nullopt;
-  double bytes = value * mult;
-  // 2^64 itself does not fit; every double below it does.
-  if (!(bytes < std::ldexp(1.0, 64))) return std::nullopt;
-  return static_cast<uint64_t>(bytes);
-}
-
 std::optional<uint64_t> parse_bwlimit(std::string_view text) {
   if (to_lower(text) == "off") return 0;
-  return parse_size_suffix(text);
+  return parse_size(text);
 }
 
 std::string format_bwlimit(uint64_t bytes_per_second) {
@@ -188,7 +205,6 @@ std::string format_bwlimit(uint64_t bytes_per_second) {
     std::snprintf(buf.data(), buf.size(), "%.0f", scaled);
   else
     std::snprintf(buf.data(), buf.size(), "%.3f", scaled);
-  // A bare number would read back as KiB: say bytes.
   return std::string(buf.data()) + std::string(i == 0 ? "B" : k_suffix[i]);
 }
 

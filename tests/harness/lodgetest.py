@@ -59,6 +59,18 @@ CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL",
 CI_PREFIXES = ("GITHUB_", "CI_", "BUILDKITE_")
 
 
+def epoch_ms(text):
+    """A time of lodge's JSON output (RFC 3339 UTC with milliseconds, "2026-12-01T10:00:00.123Z")
+    in ms since the epoch; None stays None."""
+    if text is None:
+        return None
+    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z", text)
+    assert m, f"not lodge's JSON time: {text!r}"
+    import calendar
+    y, mo, d, h, mi, s, ms = (int(g) for g in m.groups())
+    return calendar.timegm((y, mo, d, h, mi, s)) * 1000 + ms
+
+
 def is_ci_variable(name):
     return name in CI_VARIABLES or name.startswith(CI_PREFIXES)
 

@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LodgeTestCase, S3TestCase, aws, main  # noqa: E402
+from lodgetest import LodgeTestCase, S3TestCase, aws, epoch_ms, main  # noqa: E402
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GITHUB = {"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_SHA": SHA, "GITHUB_REF_NAME": "main",
@@ -105,7 +105,7 @@ class CiMetadataMixin:
         rows = self.upload("--expire-after", "3d", "--prefix", "builds/1", os.path.join(self.dir, "build"))
         for row in rows:
             j = self.lodge("--json", "show", row["id"]).json()
-            self.assertEqual(j["expires_at"] - j["created_at"], 3 * DAY_MS, j)
+            self.assertEqual(epoch_ms(j["expires_at"]) - epoch_ms(j["created_at"]), 3 * DAY_MS, j)
             text = self.lodge("show", row["id"]).out
             self.assertRegex(text, r"(?m)^expires\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         # The policy's expire_after; --expire-after over it; "never" clears it.
@@ -116,14 +116,14 @@ class CiMetadataMixin:
         f = self.upload("--policy", "expiring", "--expire-after", "1h", os.path.join(self.dir, "more/b.txt"))[0]
         n = self.upload("--policy", "expiring", "--expire-after", "never", os.path.join(self.dir, "more/c.txt"))[0]
         shown = {x["id"]: self.lodge("--json", "show", x["id"]).json() for x in (p, f, n)}
-        self.assertEqual(shown[p["id"]]["expires_at"] - shown[p["id"]]["created_at"], 7 * DAY_MS)
-        self.assertEqual(shown[f["id"]]["expires_at"] - shown[f["id"]]["created_at"], 3_600_000)
+        self.assertEqual(epoch_ms(shown[p["id"]]["expires_at"]) - epoch_ms(shown[p["id"]]["created_at"]), 7 * DAY_MS)
+        self.assertEqual(epoch_ms(shown[f["id"]]["expires_at"]) - epoch_ms(shown[f["id"]]["created_at"]), 3_600_000)
         self.assertIsNone(shown[n["id"]]["expires_at"])
         self.assertRegex(self.lodge("show", n["id"]).out, r"(?m)^expires\s+-$")
         # Without either, a row never expires; the ledger holds exactly what show says.
         for x in (p, f, n):
             self.assertEqual(self.sql("SELECT expires_at FROM file_upload WHERE id = ?", (x["id"],)),
-                             [(shown[x["id"]]["expires_at"],)])
+                             [(epoch_ms(shown[x["id"]]["expires_at"]),)])
 
     def test_expire_after_refuses_what_is_no_duration(self):
         for bad in ("soon", "0s", "-1d", "36501d"):

@@ -16,6 +16,51 @@ from lodgetest import LODGE, LodgeTestCase, main  # noqa: E402
 
 TASK_STATUSES = ["PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"]
 
+# A real zsh's completion, captured: an interactive zsh on a pty (zsh/zpty) with compinit and the
+# script loaded, compadd wrapped to print each match, the line typed and TAB pressed.
+ZSH_INIT = r"""
+PROMPT=
+autoload -U compinit
+compinit -u -d "$ZCOMPDUMP"
+source "$LODGE_SCRIPT"
+bindkey '^I' complete-word
+null-line() { echo -E - $'\0' }
+compprefuncs=( null-line )
+comppostfuncs=( null-line exit )
+zstyle ':completion:*' list-grouped false
+zstyle ':completion:*' insert-tab false
+compadd() {
+    if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then
+        builtin compadd "$@"
+        return $?
+    fi
+    typeset -a __hits
+    builtin compadd -A __hits "$@"
+    [[ -n $__hits ]] || return
+    local h
+    for h in $__hits; do echo -E - "MATCH:$h"; done
+}
+echo ok
+"""
+ZSH_DRIVER = r"""
+zmodload zsh/zpty || exit 3
+zpty z zsh -f -i
+zpty -w z "source ${(q)1}"
+local line
+repeat 20; do
+    zpty -r z line
+    [[ $line == ok* ]] && break
+done
+zpty -w z "$2"$'\t'
+integer tog=0
+while zpty -r z line; do
+    [[ $line == *MATCH:* ]] && print -r -- ${${line#*MATCH:}%$'\r'}
+    [[ $line == *$'\0'* ]] && (( tog++ ))
+    (( tog >= 2 )) && break
+done
+zpty -d z
+"""
+
 
 def bash_words(line):
     """COMP_WORDS as bash makes them: blanks separate words, and '=' and ':' (in the default
@@ -151,6 +196,29 @@ class Completion(LodgeTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         for f in ("_lodge", "_lodge_upload", "_lodge_tasks", "_lodge_completion"):
             self.assertIn(f, p.stdout.split())
+
+    def zsh_complete(self, line):
+        """What a real zsh offers for the word at the end of `line` (sorted, unique)."""
+        init = self.write("init.zsh", ZSH_INIT)
+        driver = self.write("driver.zsh", ZSH_DRIVER)
+        env = dict(self.env, LODGE_SCRIPT=self.script("zsh"), ZCOMPDUMP=os.path.join(self.dir, ".zcompdump"),
+                   TERM="dumb")
+        p = subprocess.run(["zsh", "-f", driver, init, line], capture_output=True, text=True, env=env,
+                           cwd=self.dir, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return sorted(set(x for x in p.stdout.split("\n") if x))
+
+    @unittest.skipUnless(shutil.which("zsh"), "zsh is not installed (scripts/packages.txt lists it)")
+    def test_zsh_completes_a_commands_options_after_a_global_option(self):
+        # `lodge list --json --la<TAB>` offered only global options once one followed the command.
+        self.assertIn("--latest", self.zsh_complete("lodge list --la"))
+        self.assertIn("--latest", self.zsh_complete("lodge list --json --la"))
+        self.assertIn("--latest", self.zsh_complete("lodge --json list -v --la"))
+        after = self.zsh_complete("lodge upload --json --part-")
+        self.assertIn("--part-size", after)
+        self.assertIn("--part-concurrency", after)
+        # And the global options are still offered there.
+        self.assertIn("--owner", self.zsh_complete("lodge list --json --ow"))
 
     @unittest.skipUnless(shutil.which("fish"), "fish is not installed (scripts/packages.txt lists it)")
     def test_fish_completes_from_its_script(self):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, LodgeTestCase, S3TestCase, main  # noqa: E402
+from lodgetest import LODGE, LodgeTestCase, S3TestCase, epoch_ms, main  # noqa: E402
 
 CONFIG = {"policies": {"default": {"max_size": "64MiB", "deadline": "60s", "grace": "1s"}}}
 
@@ -179,7 +179,7 @@ class GetMixin:
             self.assertEqual(j["id"], f["id"])
             self.assertEqual(j["status"], status)
             self.assertEqual(j["owner"], "ci")
-            self.assertEqual((j["object_key"], j["sha256"], j["size"], j["created_at"], j["etag"]), row)
+            self.assertEqual((j["object_key"], j["sha256"], j["size"], epoch_ms(j["created_at"]), j["etag"]), row)
             self.assertIsNotNone(j["task"])
             task = self.sql("SELECT status, retry_count FROM cleanup_task WHERE record_id = ?", (f["id"],))[0]
             self.assertEqual((j["task"]["status"], j["task"]["retry_count"]), task)

@@ -164,7 +164,7 @@ class Health(LodgeTestCase):
                 ({"sweep_max_age": "soon"}, "status.sweep_max_age: expected a duration"),
                 ({"reconcile_max_age": 5}, "status.reconcile_max_age: expected a duration"),
                 ({"upload_failed_max": -1}, "status.upload_failed_max: expected an integer from 0"),
-                ({"upload_failed_window": "0s"}, "status.upload_failed_window: expected a duration"),
+                ({"upload_failed_window": "0s"}, "status.upload_failed_window: '0s' is too short"),
                 ({"required_jobs": ["sweep", "nightly"]},
                  "status.required_jobs[1]: expected sweep, repair, reconcile, prune, relay or consume (got 'nightly')"),
                 ({"required_jobs": "sweep"}, "status.required_jobs: expected a list of strings"),

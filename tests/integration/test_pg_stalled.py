@@ -174,7 +174,7 @@ class PgStalled(S3TestCase):
                          ("1500ms", "1500ms", "2s", "3500ms"))
         r = self.lodge("--ledger-timeout", "0", "status")
         self.assertEqual(r.rc, 2, r)
-        self.assertIn("--ledger-timeout: expected a duration like 15m or 500ms, got '0' (CONFIG_INVALID)", r.err)
+        self.assertIn("--ledger-timeout: '0' is too short (more than 0) (USAGE)", r.err)
 
     def test_a_commit_that_never_answers_is_ambiguous_and_never_reported_active(self):
         # The server alive but its COMMIT stuck (a deferred trigger sleeping in it), and the

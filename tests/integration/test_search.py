@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LodgeTestCase, StoreTestCase, check_invariants, main  # noqa: E402
+from lodgetest import LodgeTestCase, StoreTestCase, check_invariants, epoch_ms, main  # noqa: E402
 
 CONFIG = {"policies": {"default": {"max_size": "1MiB", "deadline": "60s", "grace": "1s"}}}
 
@@ -95,7 +95,7 @@ class SearchMixin:
         self.assertEqual(self.found("--since", "2d"), main2 + dev1 + other1)
         self.assertEqual(self.found("--until", "2d"), main1)
         self.assertEqual(self.found("--until", "36h", "--since", "4d"), main1)
-        created = {(x["prefix"], x["path"]): x["created_at"] for x in self.rows()}
+        created = {(x["prefix"], x["path"]): epoch_ms(x["created_at"]) for x in self.rows()}
         at_dev = created[dev1[0]]
         self.assertEqual(self.found("--since", rfc3339(at_dev)), dev1 + other1, "--since is inclusive")
         self.assertEqual(self.found("--until", rfc3339(at_dev)), main2 + main1 + dev1, "--until is inclusive")

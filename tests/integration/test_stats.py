@@ -112,7 +112,7 @@ class Stats(S3TestCase):
         self.assertIn("--bwlimit", r.err)
         r = self.lodge("upload", "--stats", "soon", f)
         self.assertEqual(r.rc, 2, r)
-        self.assertIn("--stats: expected an interval", r.err)
+        self.assertIn("--stats: expected a duration", r.err)
         r = self.lodge("upload", f, env={"LODGE_BWLIMIT": "fast"})
         self.assertNotEqual(r.rc, 0, r)
         self.assertIn("LODGE_BWLIMIT", r.err)

@@ -99,7 +99,7 @@ TEST_CASE("a policy's stall: a duration (not zero), printed by lodge config") {
   CHECK(config::to_json(c)["policies"]["slow"]["stall"] == "1500ms");
   CHECK(config::to_json(c)["policies"]["slow"]["deadline"] == "4s");
   CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"stall": "0s"}}})")) ==
-        "policies.p.stall: expected a duration like 15m or 500ms, got '0s'");
+        "policies.p.stall: '0s' is too short (more than 0)");
   CHECK(error_of(inputs_with(dir, R"({"policies": {"p": {"stall": "never"}}})"))
             .rfind("policies.p.stall: expected a duration", 0) == 0);
 }
@@ -192,15 +192,17 @@ TEST_CASE("ledger_timeout: 30s by default; the file, LODGE_LEDGER_TIMEOUT, then 
   // PostgreSQL takes its timeouts as int milliseconds; 0 would mean "wait forever".
   CHECK(error_of(inputs_with(dir, R"({"ledger_timeout": "30d"})"))
             .rfind("ledger_timeout: '30d' is too long", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"ledger_timeout": "0"})"))
-            .rfind("ledger_timeout: expected a duration", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"ledger_timeout": "0"})")) ==
+        "ledger_timeout: '0' is too short (more than 0)");
   in = inputs_with(dir, R"({})");
   in.env["LODGE_LEDGER_TIMEOUT"] = "soon";
-  CHECK(error_of(in).rfind("LODGE_LEDGER_TIMEOUT: expected a duration like 15m or 500ms, got 'soon'", 0) ==
-        0);
+  CHECK(error_of(in).rfind("LODGE_LEDGER_TIMEOUT: expected a duration like 15m or 500ms", 0) == 0);
+  CHECK(error_of(in).find("got 'soon'") != std::string::npos);
+  // The flag: the key's check, a usage error.
   in = inputs_with(dir, R"({})");
   in.flags["ledger_timeout"] = "0s";
-  CHECK(error_of(in).rfind("--ledger-timeout: expected a duration", 0) == 0);
+  CHECK(test::throws_errc([&] { (void)config::load(in); }, Errc::usage,
+                          "--ledger-timeout: '0s' is too short (more than 0)"));
 }
 
 TEST_CASE("durations that would overflow a wall-clock time are refused, naming the key") {
@@ -337,8 +339,9 @@ TEST_CASE("bwlimit and stats: the file's keys, LODGE_BWLIMIT and LODGE_STATS ove
   CHECK(j["stats"] == "off");
   CHECK(error_of(inputs_with(dir, R"({"bwlimit": "fast"})")).rfind("bwlimit: expected a rate", 0) == 0);
   CHECK(error_of(inputs_with(dir, R"({"bwlimit": 10})")).rfind("bwlimit: expected a rate", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"stats": "500ms"})")).rfind("stats: expected an interval", 0) == 0);
-  CHECK(error_of(inputs_with(dir, R"({"stats": "2d"})")).rfind("stats: expected an interval", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"stats": "500ms"})")) == "stats: '500ms' is too short (at least 1s)");
+  CHECK(error_of(inputs_with(dir, R"({"stats": "2d"})")) == "stats: '2d' is too long (at most 1d)");
+  CHECK(error_of(inputs_with(dir, R"({"stats": "soon"})")).rfind("stats: expected a duration", 0) == 0);
   in = inputs_with(dir, "{}");
   in.env["LODGE_BWLIMIT"] = "10MB";
   CHECK(error_of(in).rfind("LODGE_BWLIMIT: expected a rate", 0) == 0);
@@ -398,17 +401,53 @@ TEST_CASE(
 
 TEST_CASE("--part-size and --part-concurrency are checked as the part_size and part_concurrency keys") {
   CHECK(config::parse_part_size("8MiB", "--part-size") == 8ULL << 20);
-  CHECK(test::throws_errc([] { (void)config::parse_part_size("4MiB", "--part-size"); }, Errc::config_invalid,
+  CHECK(config::parse_part_size("64M", "--part-size") == 64ULL << 20);
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("4MiB", "--part-size"); }, Errc::usage,
                           "--part-size: S3 takes parts of 5MiB to 5GiB (got 4MiB)"));
-  CHECK(test::throws_errc([] { (void)config::parse_part_size("6GiB", "--part-size"); }, Errc::config_invalid,
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("6GiB", "--part-size"); }, Errc::usage,
                           "5MiB to 5GiB"));
-  CHECK(test::throws_errc([] { (void)config::parse_part_size("8MB", "--part-size"); }, Errc::config_invalid,
+  CHECK(test::throws_errc([] { (void)config::parse_part_size("8MB", "--part-size"); }, Errc::usage,
                           "--part-size: expected a size like 10MiB, got '8MB'"));
   CHECK(config::parse_part_concurrency("16", "--part-concurrency") == 16);
   for (const char *bad : {"0", "65", "x", ""})
     CHECK(test::throws_errc([&] { (void)config::parse_part_concurrency(bad, "--part-concurrency"); },
-                            Errc::config_invalid, "--part-concurrency: expected an integer from 1 to 64"));
+                            Errc::usage, "--part-concurrency: expected an integer from 1 to 64"));
   test::TempDir dir;
   CHECK(error_of(inputs_with(dir, R"({"part_size": "4MiB"})")).find("part_size: S3 takes parts of 5MiB") !=
         std::string::npos);
+  CHECK(config::load(inputs_with(dir, R"({"part_size": "64M"})")).part_size == 64ULL << 20);
+}
+
+TEST_CASE("a key given twice in one object is refused, naming the file, the line and the key") {
+  test::TempDir dir;
+  const std::string file = dir.file("config.json");
+  CHECK(
+      error_of(inputs_with(dir, "{\"jobs\": 4,\n \"sweep\": {\"lease\": \"2m\",\n\n \"lease\": \"5m\"}}")) ==
+      file + ":4: sweep.lease: given twice (a key appears once in its object)");
+  CHECK(error_of(inputs_with(dir, "{\"jobs\": 4,\n\"policies\": {\"a\": {}},\n\"jobs\": 5}")) ==
+        file + ":3: jobs: given twice (a key appears once in its object)");
+  CHECK(error_of(
+            inputs_with(dir, R"({"policies": {"a": {"deadline": "1m", "grace": "1m", "deadline": "2m"}}})"))
+            .find(":1: policies.a.deadline: given twice") != std::string::npos);
+  // A string value that looks like a key, or the same key in two objects, is no duplicate.
+  auto c = config::load(inputs_with(
+      dir, R"({"default_owner": "jobs", "policies": {"a": {"deadline": "1m"}, "b": {"deadline": "2m"}}})"));
+  CHECK(c.policy("b").deadline_ms == 120'000);
+}
+
+TEST_CASE("every duration key reads the one grammar and its flag's range") {
+  test::TempDir dir;
+  auto c = config::load(inputs_with(dir, R"({"sweep": {"lease": "2w", "backoff_max": "1h30m"},
+    "policies": {"p": {"expire_after": "2w", "deadline": "1.5h"}}, "in_progress_wait": "0"})"));
+  CHECK(c.sweep.lease_ms == 14 * 86'400'000LL);
+  CHECK(c.sweep.backoff_max_ms == 5'400'000);
+  CHECK(c.policy("p").expire_after_ms == 14 * 86'400'000LL);
+  CHECK(c.policy("p").deadline_ms == 5'400'000);
+  CHECK(c.in_progress_wait_ms == 0); // as --in-progress-wait 0: do not wait
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"lease": "0s"}})")) ==
+        "sweep.lease: '0s' is too short (more than 0)");
+  CHECK(error_of(inputs_with(dir, R"({"sweep": {"lease": "120"}})"))
+            .rfind("sweep.lease: expected a duration", 0) == 0);
+  CHECK(error_of(inputs_with(dir, R"({"in_progress_wait": "25h"})")) ==
+        "in_progress_wait: '25h' is too long (at most 1d)");
 }

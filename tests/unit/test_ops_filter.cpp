@@ -354,10 +354,10 @@ TEST_CASE("filter directories: includes keep only the directories they can reach
   CHECK(easy.dir_excluded("dir3"));
 }
 
-TEST_CASE("filter size bounds are inclusive, rclone's units with KiB by default") {
+TEST_CASE("filter size bounds are inclusive, in the one size grammar (a bare number is bytes)") {
   Filter f;
   f.set_bounds(
-      {ops::parse_filter_size("1K", "--min-size"), ops::parse_filter_size("2", "--max-size"), {}, {}});
+      {ops::parse_filter_size("1K", "--min-size"), ops::parse_filter_size("2048", "--max-size"), {}, {}});
   CHECK(f.bounds().min_size == 1024U);
   CHECK(f.bounds().max_size == 2048U);
   CHECK(f.active());
@@ -375,7 +375,7 @@ TEST_CASE("filter size bounds are inclusive, rclone's units with KiB by default"
   CHECK_FALSE(ops::parse_filter_size("off", "--max-size"));
   Error e = error_of([] { (void)ops::parse_filter_size("10Q", "--min-size"); });
   CHECK(e.code == Errc::usage);
-  CHECK(mentions(e, "--min-size: '10Q'"));
+  CHECK(mentions(e, "--min-size: expected a size like 10MiB, got '10Q'"));
   CHECK(error_of([] { Filter().set_bounds({2048, 1024, {}, {}}); }).code == Errc::usage);
   // Equal bounds select exactly that size.
   Filter exact;
@@ -397,8 +397,8 @@ TEST_CASE("filter age bounds are inclusive and measured from the given now") {
   // The same file, a day later: now is a parameter, never read from a clock.
   CHECK_FALSE(f.file_included("a", 0, now - k_day_ms, now + k_day_ms + 1));
 
-  CHECK(ops::parse_filter_age("90", "--max-age") == 90'000);
-  CHECK(ops::parse_filter_age("1.5", "--max-age") == 1500);
+  CHECK(ops::parse_filter_age("90s", "--max-age") == 90'000);
+  CHECK(ops::parse_filter_age("1.5s", "--max-age") == 1500);
   CHECK(ops::parse_filter_age("1h30m", "--max-age") == 5'400'000);
   CHECK(ops::parse_filter_age("1.5h", "--max-age") == 5'400'000);
   CHECK(ops::parse_filter_age("250ms", "--max-age") == 250);
@@ -406,7 +406,7 @@ TEST_CASE("filter age bounds are inclusive and measured from the given now") {
   CHECK(ops::parse_filter_age("1M", "--max-age") == 30 * k_day_ms);
   CHECK(ops::parse_filter_age("1y", "--max-age") == 365 * k_day_ms);
   CHECK_FALSE(ops::parse_filter_age("off", "--max-age"));
-  for (const char *bad : {"", "d", "1x", "2023-01-01", "-1d", "1d ", "1e9y9999999999999y"}) {
+  for (const char *bad : {"", "d", "1x", "2023-01-01", "-1d", "1d ", "1e9y9999999999999y", "90", "1.5"}) {
     Error e = error_of([&] { (void)ops::parse_filter_age(bad, "--min-age"); });
     CHECK_MESSAGE(e.code == Errc::usage, bad);
     CHECK_MESSAGE(mentions(e, "--min-age"), e.message);

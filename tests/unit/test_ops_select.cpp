@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 #include <lodge/ops/select.hpp>
+#include <lodge/util/clock.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -144,7 +145,7 @@ TEST_CASE("select: RFC 3339 times and durations back from now") {
        {"2026-12-01T10:00:00", "2026-13-01", "2026-02-30", "2026-12-01T24:00:00Z", "2026-12-01T10:00Z",
         "2026-12-01T10:00:00.Z", "2026-12-01T10:00:00Zx", "26-12-01", ""})
     CHECK_MESSAGE(!ops::parse_rfc3339_ms(bad), bad);
-  CHECK(ops::format_rfc3339_ms(1'796'119'200'123) == "2026-12-01T10:00:00.123Z");
+  CHECK(util::format_rfc3339_ms(1'796'119'200'123) == "2026-12-01T10:00:00.123Z");
   const int64_t now = 1'796'119'200'000;
   CHECK(ops::parse_time_bound("7d", "--since", now) == now - 7 * 86'400'000LL);
   CHECK(ops::parse_time_bound("36h", "--since", now) == now - 36 * 3'600'000LL);

@@ -112,13 +112,13 @@ TEST_CASE("token bucket: concurrent callers share one budget") {
   CHECK(seconds(bucket.reserve(chunk).count()) == doctest::Approx(15.0625).epsilon(1e-6));
 }
 
-TEST_CASE("bwlimit: rclone's units, binary multiples, KiB when none") {
+TEST_CASE("bwlimit: the one size grammar per second, binary multiples, bytes when no unit") {
   CHECK(util::parse_bwlimit("10M") == 10 * k_mib);
   CHECK(util::parse_bwlimit("10m") == 10 * k_mib);
   CHECK(util::parse_bwlimit("10Mi") == 10 * k_mib);
   CHECK(util::parse_bwlimit("10MiB") == 10 * k_mib);
   CHECK(util::parse_bwlimit("512K") == 512 * k_kib);
-  CHECK(util::parse_bwlimit("512") == 512 * k_kib);
+  CHECK(util::parse_bwlimit("512") == 512U);
   CHECK(util::parse_bwlimit("1.5M") == 3 * k_mib / 2);
   CHECK(util::parse_bwlimit("100B") == 100U);
   CHECK(util::parse_bwlimit("1G") == 1024 * k_mib);

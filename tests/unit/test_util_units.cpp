@@ -26,34 +26,89 @@ TEST_CASE("exact sizes and durations read back as the same value") {
     CHECK(util::parse_duration_ms(util::format_duration_exact(v)) == v);
 }
 
-TEST_CASE("sizes parse with binary and decimal units and reject junk") {
+TEST_CASE("one size grammar: a number, a binary unit in any spelling or none, and a bare number is bytes") {
   CHECK(util::parse_size("10MiB") == 10ULL << 20);
   CHECK(util::parse_size("5GiB") == 5ULL << 30);
   CHECK(util::parse_size("512") == 512U);
+  CHECK(util::parse_size("0") == 0U);
+  CHECK(util::parse_size("100B") == 100U);
+  CHECK(util::parse_size("100b") == 100U);
+  // --part-size 64M was refused while --min-size 10M was accepted: every spelling, every flag.
+  for (const char *s :
+       {"64M", "64m", "64Mi", "64mi", "64MiB", "64mib", "64MIB", "67108864", "65536K", "0.0625G", "0.0625g"})
+    CHECK_MESSAGE(util::parse_size(s) == 64ULL << 20, std::string(s));
+  CHECK(util::parse_size("1.5G") == 3ULL << 29);
+  CHECK(util::parse_size("1.5K") == 1536U);
+  CHECK(util::parse_size("1.1B") == 1U); // a fraction of a byte is dropped
+  CHECK(util::parse_size("1T") == 1ULL << 40);
+  CHECK(util::parse_size("1P") == 1ULL << 50);
+  CHECK(util::parse_size("18446744073709551615") == UINT64_MAX);
   // SI units are refused, with what to write instead: one meaning for every size.
-  CHECK_FALSE(util::parse_size("1KB"));
-  CHECK_FALSE(util::parse_size("1GB"));
-  CHECK_FALSE(util::parse_size("1g"));
-  CHECK(util::size_unit_hint("1GB") == "sizes are binary: write 1GiB (KiB, MiB, GiB, TiB are powers of "
-                                       "1024), or the exact number of bytes with B");
-  CHECK(util::size_unit_hint("10mib").value_or("").find("write 10MiB") != std::string::npos);
+  for (const char *s : {"1KB",
+                        "1GB",
+                        "16mb",
+                        "1g b",
+                        "",
+                        "M",
+                        "iB",
+                        "B",
+                        "-1",
+                        "+1",
+                        "-1B",
+                        "1e3",
+                        "inf",
+                        "nan",
+                        "1.",
+                        ".5",
+                        "1.2.3",
+                        "10 MiB",
+                        " 10M",
+                        "10M ",
+                        "10X",
+                        "10MiBs",
+                        "0x10",
+                        "1_000",
+                        "18446744073709551616",
+                        "16384P",
+                        "99999999999999999999TiB"})
+    CHECK_MESSAGE(!util::parse_size(s), std::string(s));
+  CHECK(util::size_unit_hint("1GB") ==
+        "sizes are binary: write 1GiB (KiB, MiB, GiB, TiB are powers of 1024), or the exact number of bytes");
+  CHECK(util::size_unit_hint("16mb").value_or("").find("write 16MiB") != std::string::npos);
   CHECK_FALSE(util::size_unit_hint("10parsecs"));
-  CHECK_FALSE(util::parse_size("10 MiB"));
-  CHECK_FALSE(util::parse_size("MiB"));
-  CHECK_FALSE(util::parse_size("-1B"));
-  CHECK_FALSE(util::parse_size("10mib"));
-  CHECK_FALSE(util::parse_size("99999999999999999999TiB"));
+  CHECK_FALSE(util::size_unit_hint("10M"));
 }
 
-TEST_CASE("durations parse ms s m h d") {
+TEST_CASE("one duration grammar: numbers each with a unit ms s m h d w M y; 0 alone is zero") {
   CHECK(util::parse_duration_ms("500ms") == 500);
+  CHECK(util::parse_duration_ms("90s") == 90'000);
   CHECK(util::parse_duration_ms("15m") == 900'000);
   CHECK(util::parse_duration_ms("2h") == 7'200'000);
   CHECK(util::parse_duration_ms("1d") == 86'400'000);
+  // 2w worked for --keep-within and --since, not for --expire-after or --lease.
+  CHECK(util::parse_duration_ms("2w") == 14 * 86'400'000LL);
+  CHECK(util::parse_duration_ms("1M") == 30 * 86'400'000LL);
+  CHECK(util::parse_duration_ms("1y") == 365 * 86'400'000LL);
+  CHECK(util::parse_duration_ms("1h30m") == 5'400'000);
+  CHECK(util::parse_duration_ms("1w2d") == 9 * 86'400'000LL);
+  CHECK(util::parse_duration_ms("1.5h") == 5'400'000);
+  CHECK(util::parse_duration_ms("1.5s") == 1'500);
+  CHECK(util::parse_duration_ms("0.0005s") == 0); // a fraction of a millisecond is dropped
   CHECK(util::parse_duration_ms("0") == 0);
-  CHECK_FALSE(util::parse_duration_ms("15"));
-  CHECK_FALSE(util::parse_duration_ms("1w"));
-  CHECK_FALSE(util::parse_duration_ms(""));
+  CHECK(util::parse_duration_ms("0s") == 0);
+  // A number without its unit is no duration (seconds? minutes?), nor is anything else.
+  for (const char *s : {"",           "15",
+                        "1700000000", "1.5",
+                        "1h30",       "s",
+                        "ms",         "1H",
+                        "2W",         "1hh",
+                        "1h 30m",     " 1h",
+                        "1h ",        "-1s",
+                        "+1s",        "1e3s",
+                        "inf",        "1.s",
+                        ".5s",        "1x",
+                        "300000000y", "99999999999999999999s"})
+    CHECK_MESSAGE(!util::parse_duration_ms(s), std::string(s));
 }
 
 TEST_CASE("terminal escaping neutralises control and bidi characters") {

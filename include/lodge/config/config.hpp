@@ -149,16 +149,46 @@ struct ConfigInputs {
 // bytes in all. nullopt when it is fine.
 [[nodiscard]] std::optional<std::string> run_prefix_problem(const std::string &prefix);
 
-// A bwlimit value in bytes per second: rclone's units ("10M" is 10 MiB/s, "512K"; a bare
-// number is KiB/s), "off" or "0" for none (0). Throws LodgeError(code) naming `what`.
+// The longest duration anything takes: durations are added to wall-clock times (ms since the
+// epoch, int64), and a century keeps every `now + deadline + grace` and every doubled backoff
+// far from overflow.
+inline constexpr int64_t k_max_duration_ms = 36'500LL * 86'400'000;
+
+// What a duration may be, for a flag and its configuration key alike.
+struct DurationRange {
+  int64_t min_ms = 1; // 0: zero is allowed
+  int64_t max_ms = k_max_duration_ms;
+  const char *why = "at most 36500d";
+};
+inline constexpr DurationRange k_any_duration{0, k_max_duration_ms, "at most 36500d"};
+// PostgreSQL takes statement_timeout and lock_timeout as an int of milliseconds.
+inline constexpr DurationRange k_ledger_timeout_range{
+    1, 2'147'483'647, "PostgreSQL's timeouts are at most 2147483647ms, about 24d20h"};
+// An upload's wait for another sender (0: none): a day is already far past any sensible bound.
+inline constexpr DurationRange k_in_progress_wait_range{0, 86'400'000, "at most 1d"};
+inline constexpr DurationRange k_stats_range{1'000, 86'400'000, "at most 1d"};
+
+// The one check of a size or a duration, whether a flag or a configuration key gives it: the
+// grammar (util::parse_size, util::parse_duration_ms), then the range. `name` is what the
+// message names (--lease, sweep.lease); `code` is USAGE for a flag, CONFIG_INVALID for a key
+// or an environment variable.
+[[nodiscard]] uint64_t size_value(const std::string &text, const std::string &name, Errc code,
+                                  uint64_t min = 0);
+[[nodiscard]] int64_t duration_value(const std::string &text, const std::string &name, Errc code,
+                                     DurationRange range = {});
+
+// A bwlimit value in bytes per second: a size ("10M" is 10 MiB/s, "512K"; a bare number is
+// bytes/s), "off" or "0" for none (0). Throws LodgeError(code) naming `what`.
 [[nodiscard]] uint64_t bwlimit_value(const std::string &text, const std::string &what, Errc code);
 // A stats interval in ms: "off" or "0" for none (0), else a duration from 1s to 1d. Throws
 // LodgeError(code) naming `what`.
 [[nodiscard]] int64_t stats_value(const std::string &text, const std::string &what, Errc code);
 // A part size or part concurrency as the part_size / part_concurrency keys take them (5MiB to
-// 5GiB; 1 to 64), from a flag's text; throws LodgeError(config_invalid) naming `name`.
-[[nodiscard]] uint64_t parse_part_size(const std::string &text, const std::string &name);
-[[nodiscard]] int parse_part_concurrency(const std::string &text, const std::string &name);
+// 5GiB; 1 to 64), from a flag's text; throws LodgeError(code) naming `name`.
+[[nodiscard]] uint64_t parse_part_size(const std::string &text, const std::string &name,
+                                       Errc code = Errc::usage);
+[[nodiscard]] int parse_part_concurrency(const std::string &text, const std::string &name,
+                                         Errc code = Errc::usage);
 
 // Loads and validates. Throws LodgeError(Errc::config_invalid) naming the key path and
 // what was expected, e.g. "policies.resume.max_size: expected a size like 10MiB".

@@ -53,13 +53,11 @@ struct FilterBounds {
   std::optional<int64_t> max_age_ms;
 };
 
-// --min-size/--max-size values: rclone's size suffixes (util::parse_size_suffix: "10M",
-// "512K", "1.5G"; a bare number is KiB), or "off" (nullopt). LodgeError(USAGE) naming
-// `flag` otherwise.
+// --min-size/--max-size values: a size (config::size_value: "10M", "512K", "1.5G"; a bare
+// number is bytes), or "off" (nullopt). LodgeError(USAGE) naming `flag` otherwise.
 [[nodiscard]] std::optional<uint64_t> parse_filter_size(std::string_view text, std::string_view flag);
-// --min-age/--max-age values in ms: rclone's durations, one or more number+unit pairs
-// ("2d", "1h30m", "1.5h") with units ms s m h d w M (30 days) y (365 days), a bare number
-// being seconds; or "off" (nullopt). Absolute dates are refused. LodgeError(USAGE) otherwise.
+// --min-age/--max-age values in ms: a duration (config::duration_value: "2d", "1h30m",
+// "1.5h", "2w"), or "off" (nullopt). Absolute dates are refused. LodgeError(USAGE) otherwise.
 [[nodiscard]] std::optional<int64_t> parse_filter_age(std::string_view text, std::string_view flag);
 
 class Filter {

@@ -49,9 +49,6 @@ void select_files(ledger::LedgerReports &l, const Selection &s,
 // An RFC 3339 date-time (or a date alone, midnight UTC) in epoch ms; nullopt when it is not one.
 [[nodiscard]] std::optional<int64_t> parse_rfc3339_ms(std::string_view text);
 
-// Epoch ms as RFC 3339 in UTC with milliseconds: "2026-12-01T10:00:00.000Z".
-[[nodiscard]] std::string format_rfc3339_ms(int64_t ms);
-
 // --metadata/--tag K=V: split at the first '=' (a metadata name lowercased, as upload
 // records it). LodgeError(USAGE) naming `flag` without a name or '='.
 [[nodiscard]] std::pair<std::string, std::string>

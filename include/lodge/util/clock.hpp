@@ -25,6 +25,9 @@ public:
 
 // Epoch milliseconds as UTC through strftime's `format` (seconds resolution).
 [[nodiscard]] std::string format_utc(int64_t epoch_ms, const char *format);
+// Epoch ms as RFC 3339 in UTC with milliseconds, "2026-12-01T10:00:00.000Z": the one time
+// format of every JSON output.
+[[nodiscard]] std::string format_rfc3339_ms(int64_t ms);
 
 // An RFC 1123 date ("Tue, 01 Dec 2026 18:02:08 GMT", as HTTP's Date and Last-Modified
 // headers carry it) in milliseconds since the epoch; nullopt when it does not parse.
