@@ -22,7 +22,7 @@ for lodge_ci_v in LODGE_STORE LODGE_CONFIG LODGE_DB LODGE_OWNER AWS_REGION; do
 done
 
 # Sets lodge_ci_metadata to --ci-metadata (the job's commit, ref, run id and URL recorded on
-# each file: cicommit, ciref, cirun, ciurl, cisystem), or to nothing when
+# each file: cicommit, ciref, cirun, ciurl, cisystem, cirepo, cireftype), or to nothing when
 # LODGE_CI_METADATA is false.
 lodge_ci_metadata_flag() {
     case ${LODGE_CI_METADATA:-true} in

@@ -6,7 +6,8 @@
 #   LODGE_CI_PREFIX  the run's prefix, e.g. builds/$CI_PIPELINE_ID (default: none)
 #   LODGE_CI_ARGS    more options of lodge upload (e.g. --exclude '*.tmp'), split at blanks
 #   LODGE_CI_METADATA  true (default): record the job's commit, ref, run id and URL on each file
-#                    (lodge upload --ci-metadata: cicommit, ciref, cirun, ciurl, cisystem)
+#                    (lodge upload --ci-metadata: cicommit, ciref, cirun, ciurl, cisystem, cirepo,
+#                    cireftype)
 # and lodge's own settings: LODGE_STORE, LODGE_CONFIG, LODGE_DB, LODGE_OWNER (see lodge(1)).
 # Exits with lodge's status: 0 when every file is stored (active or duplicate).
 set -eu

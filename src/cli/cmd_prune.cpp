@@ -20,6 +20,7 @@ struct PruneCli {
   std::string keep_last, keep_hourly, keep_daily, keep_weekly, keep_monthly, keep_yearly;
   std::vector<std::string> keep_tags, keep_metadata;
   bool expired = false, dry_run = false;
+  bool every_owner = false; // --owner '*'
 };
 
 ops::PrunePolicy policy_of(const PruneCli &o) {
@@ -160,46 +161,51 @@ Command add_prune(CLI::App &app) {
   sub->add_flag("--expired", o->expired, "Also delete files past the expiry upload --expire-after gave them");
   sub->add_flag("--dry-run", o->dry_run,
                 "Print the plan (kept with the rules that keep them, removed); change nothing");
-  return {sub, [o](Context &ctx) {
-            ops::PruneOptions po;
-            po.policy = policy_of(*o);
-            if (po.policy.empty() && !o->expired)
-              throw LodgeError(Errc::usage,
-                               "prune: no policy: give at least one --keep-* option, or --expired "
-                               "(an empty policy would remove every build)");
-            po.group_by = ops::parse_group_by(o->group_by);
-            if (!o->prefix_glob.empty()) {
-              (void)ops::Glob::compile(o->prefix_glob); // a bad pattern is a usage error before any work
-              po.prefix_glob = o->prefix_glob;
-            }
-            // As list: the owner's snapshots; --owner '*' every owner's. --expired alone needs
-            // no owner: an expiry is what each upload asked for, whoever's it is.
-            bool every_owner = ctx.g.owner == "*";
-            if (every_owner) ctx.g.owner.clear();
-            if (!po.policy.empty()) po.owner = every_owner ? std::string("*") : ctx.owner();
-            const auto &c = ctx.cfg();
-            po.expired = o->expired;
-            po.dry_run = o->dry_run;
-            // Rows do not choose the grace they get here: the longest, as sweep's.
-            po.grace_ms = ops::grace_for(c, std::nullopt);
-            po.max_retries = c.sweep.max_retries;
-            int64_t started = util::system_clock().now_ms();
-            auto &l = o->dry_run ? ctx.reader() : ctx.ledger();
-            auto rep = ops::prune(l, po, util::system_clock());
-            if (!o->dry_run)
-              ctx.ledger().record_job_run({"prune", default_worker(), started, util::system_clock().now_ms(),
-                                           "ok",
-                                           nlohmann::json{{"removed_snapshots", rep.removed_snapshots},
-                                                          {"deleted_files", rep.deleted_files},
-                                                          {"deleted_bytes", rep.deleted_bytes},
-                                                          {"expired_files", rep.expired_files},
-                                                          {"expired_bytes", rep.expired_bytes}}
-                                               .dump()});
-            if (ctx.g.json)
-              ctx.print_json(plan_json(rep, o->dry_run, o->expired));
-            else if (speak(ctx) || o->dry_run)
-              print_plan(rep, o->dry_run, o->expired);
-            return exit_status(Errc::ok);
+  Action body = [o](Context &ctx) {
+    ops::PruneOptions po;
+    po.policy = policy_of(*o);
+    if (po.policy.empty() && !o->expired)
+      throw LodgeError(Errc::usage, "prune: no policy: give at least one --keep-* option, or --expired "
+                                    "(an empty policy would remove every build)");
+    po.group_by = ops::parse_group_by(o->group_by);
+    if (!o->prefix_glob.empty()) {
+      (void)ops::Glob::compile(o->prefix_glob); // a bad pattern is a usage error before any work
+      po.prefix_glob = o->prefix_glob;
+    }
+    // As list: the owner's snapshots; --owner '*' every owner's. --expired alone needs
+    // no owner: an expiry is what each upload asked for, whoever's it is.
+    if (!po.policy.empty()) po.owner = o->every_owner ? std::string("*") : ctx.owner();
+    const auto &c = ctx.cfg();
+    po.expired = o->expired;
+    po.dry_run = o->dry_run;
+    // Rows do not choose the grace they get here: the longest, as sweep's.
+    po.grace_ms = ops::grace_for(c, std::nullopt);
+    po.max_retries = c.sweep.max_retries;
+    int64_t started = util::system_clock().now_ms();
+    auto &l = o->dry_run ? ctx.reader() : ctx.ledger();
+    auto rep = ops::prune(l, po, util::system_clock());
+    if (!o->dry_run)
+      ctx.ledger().record_job_run({"prune", default_worker(), started, util::system_clock().now_ms(), "ok",
+                                   nlohmann::json{{"removed_snapshots", rep.removed_snapshots},
+                                                  {"deleted_files", rep.deleted_files},
+                                                  {"deleted_bytes", rep.deleted_bytes},
+                                                  {"expired_files", rep.expired_files},
+                                                  {"expired_bytes", rep.expired_bytes}}
+                                       .dump()});
+    if (ctx.g.json)
+      ctx.print_json(plan_json(rep, o->dry_run, o->expired));
+    else if (speak(ctx) || o->dry_run)
+      print_plan(rep, o->dry_run, o->expired);
+    return exit_status(Errc::ok);
+  };
+  // '*' is no owner id: taken out before anything loads the configuration, which the job's
+  // record (opening the ledger first, unless --dry-run) does before the command runs, so
+  // that a run and its dry run take the same arguments.
+  Action recorded = recorded_job("prune", {sub, std::move(body)}).run;
+  return {sub, [o, recorded](Context &ctx) {
+            o->every_owner = ctx.g.owner == "*";
+            if (o->every_owner) ctx.g.owner.clear();
+            return recorded(ctx);
           }};
 }
 

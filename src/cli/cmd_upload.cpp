@@ -49,8 +49,9 @@ struct UploadOptions {
   // The object options, as given (merged over the policy's in the command).
   std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
   std::vector<std::string> metadata, tags;
-  bool ci_metadata = false; // --ci-metadata: the CI job's commit, ref, run, URL as metadata
-  std::string expire_after; // --expire-after: a duration or "never" ("" for the policy's)
+  bool ci_metadata = false;         // --ci-metadata: the CI job's commit, ref, run, URL as metadata
+  std::string expire_after;         // --expire-after: a duration or "never" ("" for the policy's)
+  std::string if_no_files = "warn"; // --if-no-files: warn, error or ignore
   // --include, --exclude, --filter and the *-from flags as (flag, value), in command-line
   // order: the first matching rule wins, so their order is their meaning.
   std::vector<std::pair<std::string, std::string>> filter_rules;
@@ -288,8 +289,9 @@ void check_one_input(const UploadOptions &o) {
 // --ci-metadata and --expire-after, of upload and reserve.
 void add_ci_options(CLI::App *sub, UploadOptions &o) {
   sub->add_flag("--ci-metadata", o.ci_metadata,
-                "Record the CI job's commit, ref, run id, URL and CI as metadata cicommit, ciref, cirun, "
-                "ciurl, cisystem (GitHub Actions, GitLab CI, Buildkite, Jenkins; --metadata wins)");
+                "Record the CI job's commit, ref, run id, URL, CI, repository and ref type (branch or tag) "
+                "as metadata cicommit, ciref, cirun, ciurl, cisystem, cirepo, cireftype (GitHub Actions, "
+                "GitLab CI, Buildkite, Jenkins; --metadata wins)");
   sub->add_option("--expire-after", o.expire_after,
                   "Each file expires this long after its upload (30d, 12h; 'never'), for `lodge prune "
                   "--expired` (default: the policy's expire_after, else never)")
@@ -380,6 +382,29 @@ std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
   return f;
 }
 
+// Whether the run found no file at all to upload (nothing but what it skipped: links,
+// FIFOs; what the filters left out is not a file of the run).
+bool no_file_found(const ops::RunReport &rep) {
+  return !rep.interrupted && rep.tally.files == rep.tally.skipped;
+}
+
+// What --if-no-files says: the sources named, and what the filters left out of them.
+std::string no_files_message(const UploadOptions &o, const ops::RunTally &t) {
+  std::string sources;
+  for (const auto &p : o.paths)
+    sources += (sources.empty() ? "" : ", ") + ("'" + util::escape_for_terminal(p) + "'");
+  if (!o.files_from.empty())
+    sources +=
+        (sources.empty() ? "" : ", ") + std::string("--files-from ") +
+        (o.files_from == "-" ? std::string("stdin") : "'" + util::escape_for_terminal(o.files_from) + "'");
+  std::string left_out;
+  if (t.excluded > 0) left_out += util::plural(t.excluded, "entry", "entries") + " excluded by the filters";
+  if (t.skipped > 0)
+    left_out += (left_out.empty() ? "" : ", ") + util::plural(t.skipped, "entry", "entries") + " skipped";
+  return "upload: no file found in " + sources + (left_out.empty() ? "" : " (" + left_out + ")") +
+         ": nothing was uploaded";
+}
+
 // What the user sees of an upload run: a line (or a JSON object) per file on stdout, the
 // progress line on a terminal's stderr, the summary. The run calls one method at a time.
 class UploadPrinter final : public ops::RunObserver {
@@ -388,6 +413,10 @@ public:
   UploadPrinter(Context &ctx, bool progress, bool dry_run, int64_t stats_ms)
       : m_ctx(ctx), m_progress(progress), m_dry_run(dry_run), m_stats_ms(stats_ms), m_next_stats_ms(stats_ms),
         m_list_excluded(!ctx.g.quiet && (dry_run || ctx.g.verbose > 0)) {}
+
+  // --if-no-files warn: a run that found no file says so (stderr, and the JSON summary's
+  // "warning"), with this message.
+  std::function<std::string(const ops::RunTally &)> warn_no_files;
 
   // Listed on stderr with -v and by --dry-run; counted always.
   void on_excluded(const ops::InputFile &f) override {
@@ -461,6 +490,12 @@ public:
       std::fprintf(stderr, "%s%s\n", stats_line(last, true).c_str(), concurrency_of(rep.concurrency).c_str());
       std::fflush(stderr);
     }
+    if (warn_no_files && no_file_found(rep)) {
+      m_no_files = warn_no_files(rep.tally);
+      if (!m_ctx.g.quiet)
+        std::fprintf(stderr, "lodge: warning: %s (%s)\n", m_no_files.c_str(),
+                     std::string(errc_name(Errc::not_found)).c_str());
+    }
     summary(rep);
     if (!rep.interrupted) return;
     std::string why = rep.broken_pipe ? "stdout was closed" : "interrupted by a signal";
@@ -488,6 +523,8 @@ private:
                          {"interrupted", rep.interrupted},
                          {"aborted", rep.aborted}};
       sum["excluded"] = t.excluded; // left out by the filters; always present
+      if (!m_no_files.empty())
+        sum["warning"] = {{"code", errc_name(Errc::not_found)}, {"message", m_no_files}};
       sum["concurrency"] = {{"level", rep.concurrency.level},
                             {"peak", rep.concurrency.peak},
                             {"adaptive", rep.concurrency.adaptive}};
@@ -532,6 +569,7 @@ private:
   int64_t m_next_stats_ms;
   ops::RunProgress m_last; // the latest snapshot, for the final stats line
   bool m_list_excluded;
+  std::string m_no_files; // the warning said, when the run found no file
 };
 
 // Whether someone chose the jobs (--jobs, the config's jobs, LODGE_JOBS, the AWS profile's
@@ -635,6 +673,11 @@ Command add_upload(CLI::App &app) {
                   "How long to wait for another process sending the same content before reporting the "
                   "file in_progress (default: config in_progress_wait, 30s; a direct reservation is "
                   "never waited for)");
+  choices(sub->add_option("--if-no-files", o->if_no_files,
+                          "When no file is found to upload (an empty directory, everything filtered "
+                          "out): warn (say so, exit 0; the default), error (NOT_FOUND, exit 1) or ignore"),
+          {"warn", "error", "ignore"})
+      ->type_name("MODE");
   add_filter_options(sub, o);
   return {sub, [o](Context &ctx) {
             ctx.g.bwlimit = o->bwlimit;
@@ -684,6 +727,8 @@ Command add_upload(CLI::App &app) {
             if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
             install_interrupt_handlers(!ctx.g.quiet);
             UploadPrinter printer(ctx, progress, o->dry_run, stats_ms);
+            if (o->if_no_files == "warn")
+              printer.warn_no_files = [o](const ops::RunTally &t) { return no_files_message(*o, t); };
             ops::RunDeps deps{ctx.ledger(),
                               [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
                               *store,
@@ -693,7 +738,11 @@ Command add_upload(CLI::App &app) {
                               run_cancel(),
                               {},
                               ctx.backpressure()};
-            return ops::exit_status(ops::run_upload(spec, deps, printer));
+            auto rep = ops::run_upload(spec, deps, printer);
+            // As upload-artifact's if-no-files-found: error fails the step (NOT_FOUND, exit 1).
+            if (o->if_no_files == "error" && no_file_found(rep))
+              throw LodgeError(Errc::not_found, no_files_message(*o, rep.tally));
+            return ops::exit_status(rep);
           }};
 }
 

@@ -495,7 +495,7 @@ std::vector<Command> add_commands(CLI::App &app) {
                                 recorded_job("sweep", add_sweep(app)),
                                 recorded_job("repair", add_repair(app)),
                                 recorded_job("reconcile", add_reconcile(app)),
-                                recorded_job("prune", add_prune(app)),
+                                add_prune(app), // recorded_job inside: --owner '*' is taken first
                                 recorded_job("relay", add_relay(app)),
                                 recorded_job("consume", add_consume(app)),
                                 add_delete(app),

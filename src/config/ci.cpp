@@ -1,6 +1,7 @@
 #include <array>
 #include <lodge/config/ci.hpp>
 #include <lodge/util/strings.hpp>
+#include <string_view>
 
 namespace lodge::config {
 namespace {
@@ -14,14 +15,22 @@ struct CiSystem {
   const char *run;     // -> cirun
   const char *url;     // -> ciurl (nullptr: made from other variables)
   bool marker_is_true; // the marker must be "true", not only set
+  const char *repo;    // -> cirepo
+  // -> cireftype: GitHub's GITHUB_REF_TYPE says it (branch or tag); the others set a variable
+  // to the tag's name only when the job builds a tag (tag), else the ref is a branch.
+  const char *ref_type;
+  bool ref_type_is_tag_name;
 };
 
 constexpr std::array<CiSystem, 4> k_systems{{
-    {"github", "GITHUB_ACTIONS", "GITHUB_SHA", "GITHUB_REF_NAME", "GITHUB_RUN_ID", nullptr, true},
-    {"gitlab", "GITLAB_CI", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME", "CI_PIPELINE_ID", "CI_JOB_URL", true},
+    {"github", "GITHUB_ACTIONS", "GITHUB_SHA", "GITHUB_REF_NAME", "GITHUB_RUN_ID", nullptr, true,
+     "GITHUB_REPOSITORY", "GITHUB_REF_TYPE", false},
+    {"gitlab", "GITLAB_CI", "CI_COMMIT_SHA", "CI_COMMIT_REF_NAME", "CI_PIPELINE_ID", "CI_JOB_URL", true,
+     "CI_PROJECT_PATH", "CI_COMMIT_TAG", true},
     {"buildkite", "BUILDKITE", "BUILDKITE_COMMIT", "BUILDKITE_BRANCH", "BUILDKITE_BUILD_NUMBER",
-     "BUILDKITE_BUILD_URL", true},
-    {"jenkins", "JENKINS_URL", "GIT_COMMIT", "GIT_BRANCH", "BUILD_NUMBER", "BUILD_URL", false},
+     "BUILDKITE_BUILD_URL", true, "BUILDKITE_REPO", "BUILDKITE_TAG", true},
+    {"jenkins", "JENKINS_URL", "GIT_COMMIT", "GIT_BRANCH", "BUILD_NUMBER", "BUILD_URL", false, "GIT_URL",
+     "TAG_NAME", true},
 }};
 
 std::string value_of(const std::map<std::string, std::string> &env, const char *name) {
@@ -47,6 +56,26 @@ std::string github_run_url(const std::map<std::string, std::string> &env) {
   return base + "/" + repo + "/actions/runs/" + run;
 }
 
+// A repository URL without the user and password it may carry (https://user:token@host/x:
+// https://host/x), which must reach no object nor the ledger; scp-like git@host:x is kept.
+std::string without_userinfo(const std::string &url) {
+  const auto scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  const auto host = scheme + 3;
+  const auto path = url.find('/', host);
+  const auto at = url.rfind('@', path == std::string::npos ? std::string::npos : path);
+  if (at == std::string::npos || at < host) return url;
+  return url.substr(0, host) + url.substr(at + 1);
+}
+
+// cireftype: "branch" or "tag" when the CI says which; "" when it does not.
+std::string ref_type_of(const CiSystem &s, const std::map<std::string, std::string> &env, bool ref_known) {
+  const std::string v = value_of(env, s.ref_type);
+  if (!s.ref_type_is_tag_name) return v == "branch" || v == "tag" ? v : "";
+  if (!v.empty()) return "tag";
+  return ref_known ? "branch" : "";
+}
+
 std::string looked_for() {
   std::string out;
   for (const auto &s : k_systems) {
@@ -65,10 +94,14 @@ Result<std::map<std::string, std::string>> ci_metadata(const std::map<std::strin
     if (s.marker_is_true ? marker != "true" : marker.empty()) continue;
     std::map<std::string, std::string> out;
     // Each value with the variable it came from, for an error that names it.
-    const std::array<std::pair<const char *, const char *>, 4> vars{
-        {{k_ci_commit, s.commit}, {k_ci_ref, s.ref}, {k_ci_run, s.run}, {k_ci_url, s.url}}};
+    const std::array<std::pair<const char *, const char *>, 5> vars{{{k_ci_commit, s.commit},
+                                                                     {k_ci_ref, s.ref},
+                                                                     {k_ci_run, s.run},
+                                                                     {k_ci_url, s.url},
+                                                                     {k_ci_repo, s.repo}}};
     for (const auto &[name, var] : vars) {
-      const std::string v = var ? value_of(env, var) : github_run_url(env);
+      std::string v = var ? value_of(env, var) : github_run_url(env);
+      if (std::string_view(name) == k_ci_repo) v = without_userinfo(v);
       if (v.empty()) continue;
       if (!printable_ascii(v))
         return Error(Errc::usage,
@@ -81,6 +114,7 @@ Result<std::map<std::string, std::string>> ci_metadata(const std::map<std::strin
       return Error(Errc::usage, std::string("--ci-metadata: ") + s.marker + " says this is a " + s.name +
                                     " job, but none of " + s.commit + ", " + s.ref + ", " + s.run + ", " +
                                     (s.url ? s.url : "GITHUB_SERVER_URL/GITHUB_REPOSITORY") + " is set");
+    if (auto t = ref_type_of(s, env, out.contains(k_ci_ref)); !t.empty()) out[k_ci_ref_type] = t;
     out[k_ci_system] = s.name;
     return out;
   }

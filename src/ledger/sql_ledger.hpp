@@ -76,8 +76,10 @@ public:
   [[nodiscard]] std::optional<FileRecord> find_file(int64_t id) override;
   void scan_files(const FileQuery &f, const std::function<bool(const FileRecord &)> &visit) override;
   void prefix_summaries(const FileQuery &f, const std::function<bool(const PrefixSummary &)> &visit) override;
-  [[nodiscard]] std::vector<SharedRow> shared_outside(const std::string &owner,
-                                                      const std::string &run_prefix) override;
+  [[nodiscard]] std::vector<std::string> metadata_values(const std::string &owner, const std::string &name,
+                                                         const std::string &start, int limit) override;
+  [[nodiscard]] std::vector<SharedRow> shared_outside(const std::string &owner, const std::string &run_prefix,
+                                                      std::optional<int64_t> unexpired_at) override;
   [[nodiscard]] std::vector<FileRecord> find_by_path(const std::string &owner, const std::string &run_prefix,
                                                      const std::string &relative_path) override;
   [[nodiscard]] std::optional<TaskRecord> find_task_for(int64_t record_id) override;

@@ -113,6 +113,7 @@ Selection select_of(const FileQuery &q, sql::Dialect dialect) {
   // IS NOT NULL spelled out: SQLite takes the partial index only when the query's terms
   // name its condition.
   if (q.expired_by) w.add("expires_at IS NOT NULL AND expires_at <= " + w.param(*q.expired_by));
+  if (q.unexpired_at) w.add("(expires_at IS NULL OR expires_at > " + w.param(*q.unexpired_at) + ")");
   return s;
 }
 
@@ -231,7 +232,25 @@ void SqlLedger::prefix_summaries(const FileQuery &f,
   }
 }
 
-std::vector<SharedRow> SqlLedger::shared_outside(const std::string &owner, const std::string &run_prefix) {
+std::vector<std::string> SqlLedger::metadata_values(const std::string &owner, const std::string &name,
+                                                    const std::string &start, int limit) {
+  // file_attr's primary key (kind, name, value, ...) serves the range; each value once.
+  Where w;
+  w.add("kind = 'meta' AND name = " + w.param(name));
+  starts_with(w, "value", start);
+  if (owner != "*")
+    w.add("EXISTS (SELECT 1 FROM file_upload WHERE id = record_id AND owner_id = " + w.param(owner) + ")");
+  auto st = q("SELECT DISTINCT value FROM file_attr" + w.sql() + " ORDER BY value LIMIT " +
+              w.param(static_cast<int64_t>(std::max(0, limit))));
+  w.bind(st);
+  std::vector<std::string> out;
+  while (st.step())
+    out.push_back(st.col_text(0));
+  return out;
+}
+
+std::vector<SharedRow> SqlLedger::shared_outside(const std::string &owner, const std::string &run_prefix,
+                                                 std::optional<int64_t> unexpired_at) {
   // The object a row uses is COALESCE(content_key, object_key); the other alive rows using
   // it are the one that wrote it (object_key, unique) and those sharing it (content_key,
   // indexed): one indexed lookup each.
@@ -239,13 +258,17 @@ std::vector<SharedRow> SqlLedger::shared_outside(const std::string &owner, const
       " FROM file_upload r JOIN file_upload o ON o.%s = COALESCE(r.content_key, r.object_key)"
       " WHERE r.owner_id = ?1 AND r.run_prefix = ?2 AND r.is_deleted = 0 AND o.is_deleted = 0"
       " AND o.id <> r.id AND (o.owner_id <> ?1 OR o.run_prefix <> ?2)";
+  const std::string unexpired = unexpired_at ? " AND (r.expires_at IS NULL OR r.expires_at > ?3)"
+                                               " AND (o.expires_at IS NULL OR o.expires_at > ?3)"
+                                             : "";
   auto with = [&](const char *col) {
-    auto s = from;
+    auto s = from + unexpired;
     s.replace(s.find("%s"), 2, col);
     return "SELECT r.id, o.owner_id, o.run_prefix" + s;
   };
   auto st = q(with("object_key") + " UNION " + with("content_key") + " ORDER BY 1, 2, 3");
   st.bind(1, owner).bind(2, run_prefix);
+  if (unexpired_at) st.bind(3, *unexpired_at);
   std::vector<SharedRow> out;
   while (st.step())
     out.push_back({st.col_int(0), st.col_text(1), st.col_text(2)});

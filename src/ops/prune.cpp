@@ -204,8 +204,8 @@ std::string hold_name(const char *kind, const std::pair<std::string, std::string
 using SnapshotKey = std::pair<std::string, std::string>; // owner, run prefix
 
 // The group of a snapshot within its owner (GroupBy).
-std::string group_of(ledger::LedgerReports &reads, const GroupBy &g, const std::string &owner,
-                     const std::string &prefix) {
+std::string group_of(ledger::LedgerReports &reads, const GroupBy &g, const ledger::FileQuery &selected,
+                     const std::string &owner, const std::string &prefix) {
   if (g.segments > 0) {
     // The first N segments; a prefix with no more than N is a group of its own.
     size_t end = 0, from = 0;
@@ -222,6 +222,7 @@ std::string group_of(ledger::LedgerReports &reads, const GroupBy &g, const std::
   ledger::FileQuery q;
   q.owner = owner;
   q.run_prefix = prefix;
+  q.unexpired_at = selected.unexpired_at;
   q.sort = ledger::FileSort::time;
   q.descending = true;
   reads.scan_files(q, [&](const ledger::FileRecord &r) {
@@ -240,9 +241,13 @@ std::string group_of(ledger::LedgerReports &reads, const GroupBy &g, const std::
 }
 
 // The snapshots the options select, with their group and the keep rules their files hold.
-std::vector<Snapshot> collect_snapshots(ledger::LedgerReports &reads, const PruneOptions &o) {
+// With --expired, as they stay once the rows expired at `expired_at` are gone: a dry run,
+// which deletes none, plans what its run would.
+std::vector<Snapshot> collect_snapshots(ledger::LedgerReports &reads, const PruneOptions &o,
+                                        int64_t expired_at) {
   ledger::FileQuery q;
   q.owner = o.owner;
+  if (o.expired) q.unexpired_at = expired_at;
   std::optional<Glob> glob;
   if (o.prefix_glob) {
     // Anchored: 'builds/*' selects builds/1, never old/builds/1 (a prune must not reach
@@ -287,13 +292,15 @@ std::vector<Snapshot> collect_snapshots(ledger::LedgerReports &reads, const Prun
   });
   // Read after the summaries' scan: a meta group needs one more read per snapshot.
   for (auto &s : out)
-    s.group = group_of(reads, o.group_by, s.owner_id, s.run_prefix);
+    s.group = group_of(reads, o.group_by, q, s.owner_id, s.run_prefix);
   return out;
 }
 
 // The rows of each removed snapshot that a snapshot not removed shares (a kept build's
 // de-duplicated file points at them): they stay, and the plan says so.
-void find_kept_shared(ledger::LedgerReports &reads, std::vector<GroupPlan> &groups) {
+// With --expired, the rows expired at `unexpired_at` count as gone, as the run deletes them first.
+void find_kept_shared(ledger::LedgerReports &reads, std::vector<GroupPlan> &groups,
+                      std::optional<int64_t> unexpired_at) {
   std::set<SnapshotKey> removed;
   for (const auto &g : groups)
     for (const auto &d : g.snapshots)
@@ -302,7 +309,7 @@ void find_kept_shared(ledger::LedgerReports &reads, std::vector<GroupPlan> &grou
     for (auto &d : g.snapshots) {
       if (d.keep) continue;
       std::set<int64_t> seen;
-      for (const auto &row : reads.shared_outside(d.snapshot.owner_id, d.snapshot.run_prefix)) {
+      for (const auto &row : reads.shared_outside(d.snapshot.owner_id, d.snapshot.run_prefix, unexpired_at)) {
         if (removed.contains({row.sharer_owner, row.sharer_prefix}) || seen.contains(row.id)) continue;
         // Only the row whose object the sharer points to (it wrote it) is kept: a row that
         // itself shares another's object holds nothing up, and goes.
@@ -342,11 +349,12 @@ void prune_expired(PruneLedger l, const PruneOptions &o, int64_t now, PruneRepor
 PruneReport prune(PruneLedger l, const PruneOptions &o, const util::Clock &clock) {
   PruneReport rep;
   // Expired rows go first, so the plan below sees the snapshots as they stay.
-  if (o.expired) prune_expired(l, o, clock.now_ms(), rep);
+  const int64_t expired_at = clock.now_ms();
+  if (o.expired) prune_expired(l, o, expired_at, rep);
   if (o.policy.empty()) return rep;
 
-  rep.groups = plan_snapshots(collect_snapshots(l.reads, o), o.policy, clock.now_ms());
-  find_kept_shared(l.reads, rep.groups);
+  rep.groups = plan_snapshots(collect_snapshots(l.reads, o, expired_at), o.policy, clock.now_ms());
+  find_kept_shared(l.reads, rep.groups, o.expired ? std::optional<int64_t>(expired_at) : std::nullopt);
 
   std::vector<const SnapshotDecision *> removals;
   for (const auto &g : rep.groups)

@@ -2,6 +2,7 @@
 #include <cctype>
 #include <cstdio>
 #include <ctime>
+#include <lodge/config/ci.hpp>
 #include <lodge/ops/filter.hpp>
 #include <lodge/ops/select.hpp>
 #include <lodge/util/clock.hpp>
@@ -162,9 +163,77 @@ std::vector<std::string> matching_prefixes(ledger::LedgerReports &l, const std::
   return {out.begin(), out.end()};
 }
 
+void resolve_short_commits(ledger::LedgerReports &l, ledger::FileQuery &q) {
+  constexpr size_t k_min_abbrev = 4; // git's shortest abbreviation (MINIMUM_ABBREV)
+  constexpr int k_shown = 10;
+  for (auto &[name, value] : q.metadata) {
+    if (name != config::k_ci_commit || value.size() < k_min_abbrev ||
+        value.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+      continue;
+    const std::string hex = util::to_lower(value);
+    auto found = l.metadata_values(q.owner, name, hex, k_shown + 1);
+    if (found.size() == 1) {
+      value = found.front();
+      continue;
+    }
+    if (found.empty()) continue; // as given: nothing starts with it, nothing matches
+    std::string names;
+    for (size_t i = 0; i < found.size() && i < static_cast<size_t>(k_shown); ++i)
+      names += (names.empty() ? "" : ", ") + util::escape_for_terminal(found[i]);
+    if (found.size() > static_cast<size_t>(k_shown)) names += ", ...";
+    throw LodgeError(Errc::usage, "--metadata " + name + "=" + util::escape_for_terminal(value) +
+                                      ": short commit " + util::escape_for_terminal(value) +
+                                      " is ambiguous: the recorded commits " + names +
+                                      " start with it; give more digits");
+  }
+}
+
+namespace {
+
+using RowTest = std::function<bool(const ledger::FileRecord &)>;
+
+// The rows of q that pass `passes`, to `visit`; q.limit counts the rows visited (read here
+// past the ledger's own limit when `filtered_here` may drop rows).
+void scan_passing(ledger::LedgerReports &l, ledger::FileQuery q, bool filtered_here, const RowTest &passes,
+                  const RowTest &visit) {
+  std::optional<int64_t> limit = q.limit;
+  if (filtered_here) q.limit.reset();
+  if (limit && *limit <= 0) return;
+  int64_t seen = 0;
+  l.scan_files(q, [&](const ledger::FileRecord &r) {
+    if (!passes(r)) return true;
+    if (!visit(r)) return false;
+    ++seen;
+    return !(filtered_here && limit && seen >= *limit);
+  });
+}
+
+// The (owner, run prefix) of the newest alive ACTIVE row of q (its every field but latest,
+// order and limit) that passes `passes`, newest by (created_at, id); nullopt when none.
+std::optional<std::pair<std::string, std::string>>
+newest_snapshot(ledger::LedgerReports &l, const ledger::FileQuery &q, const RowTest &passes) {
+  ledger::FileQuery n = q;
+  n.latest = false;
+  n.include_dead = false;
+  n.sort = ledger::FileSort::time;
+  n.descending = true;
+  n.limit.reset();
+  n.after.reset();
+  std::optional<std::pair<std::string, std::string>> out;
+  l.scan_files(n, [&](const ledger::FileRecord &r) {
+    if (r.is_deleted || r.upload_status != ledger::FileStatus::active || !passes(r)) return true;
+    out = {r.owner_id, r.run_prefix};
+    return false;
+  });
+  return out;
+}
+
+} // namespace
+
 void select_files(ledger::LedgerReports &l, const Selection &s,
                   const std::function<bool(const ledger::FileRecord &)> &visit) {
   ledger::FileQuery q = s.query;
+  resolve_short_commits(l, q);
   std::optional<Glob> path_glob;
   if (s.path_glob) {
     path_glob = Glob::compile(*s.path_glob);
@@ -196,20 +265,37 @@ void select_files(ledger::LedgerReports &l, const Selection &s,
       prefixes_here.insert(prefixes.begin(), prefixes.end());
     }
   }
-  // What is decided here after the ledger's read counts against the limit here too.
-  const bool filtered_here = path_glob.has_value() || s.active_only || !prefixes_here.empty();
-  std::optional<int64_t> limit = q.limit;
-  if (filtered_here) q.limit.reset();
-  if (limit && *limit <= 0) return;
-  int64_t seen = 0;
-  l.scan_files(q, [&](const ledger::FileRecord &r) {
-    if (s.active_only && (r.is_deleted || r.upload_status != ledger::FileStatus::active)) return true;
-    if (path_glob && !path_glob->matches(r.relative_path)) return true;
-    if (!prefixes_here.empty() && !prefixes_here.contains(r.run_prefix)) return true;
-    if (!visit(r)) return false;
-    ++seen;
-    return !(filtered_here && limit && seen >= *limit);
-  });
+  // Whether a row the ledger read passes what is decided here.
+  auto passes = [&](const ledger::FileRecord &r) {
+    if (s.active_only && (r.is_deleted || r.upload_status != ledger::FileStatus::active)) return false;
+    if (path_glob && !path_glob->matches(r.relative_path)) return false;
+    return prefixes_here.empty() || prefixes_here.contains(r.run_prefix);
+  };
+  if (q.latest) {
+    // The latest build: the snapshot (owner, run prefix) holding the newest matching alive
+    // ACTIVE row, by (created_at, id) as prune times a snapshot; then, within it alone, the
+    // newest row of each path (ledger's latest). A prune between the two reads may remove
+    // the snapshot found: then the newest is looked for again.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      auto newest = newest_snapshot(l, q, passes);
+      if (!newest) return;
+      ledger::FileQuery within = q;
+      within.owner = newest->first;
+      within.run_prefix = newest->second;
+      within.run_prefixes.clear();
+      within.prefix_start.reset();
+      bool any = false;
+      bool stopped = false;
+      scan_passing(l, within, path_glob.has_value(), passes, [&](const ledger::FileRecord &r) {
+        any = true;
+        stopped = !visit(r);
+        return !stopped;
+      });
+      if (any || stopped) return;
+    }
+    return;
+  }
+  scan_passing(l, q, path_glob.has_value() || s.active_only || !prefixes_here.empty(), passes, visit);
 }
 
 } // namespace lodge::ops

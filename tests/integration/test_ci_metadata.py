@@ -6,8 +6,10 @@ explicit --metadata over them and over the policy's; outside a CI the flag is a 
 naming what it looked for, and nothing is recorded; --expire-after (and a policy's
 expire_after) puts each row's expiry at its reserve plus the duration."""
 
+import hashlib
 import json
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
@@ -17,11 +19,11 @@ SHA = "0123456789abcdef0123456789abcdef01234567"
 GITHUB = {"GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_SHA": SHA, "GITHUB_REF_NAME": "main",
           "GITHUB_RUN_ID": "4242", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "acme/app"}
 GITHUB_METADATA = {"cicommit": SHA, "ciref": "main", "cirun": "4242", "cisystem": "github",
-                   "ciurl": "https://github.com/acme/app/actions/runs/4242"}
+                   "ciurl": "https://github.com/acme/app/actions/runs/4242", "cirepo": "acme/app"}
 GITLAB = {"GITLAB_CI": "true", "CI": "true", "CI_COMMIT_SHA": "89abcdef", "CI_COMMIT_REF_NAME": "release-1.2",
           "CI_PIPELINE_ID": "977", "CI_JOB_URL": "https://gitlab.example/acme/app/-/jobs/31"}
 GITLAB_METADATA = {"cicommit": "89abcdef", "ciref": "release-1.2", "cirun": "977", "cisystem": "gitlab",
-                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31"}
+                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31", "cireftype": "branch"}
 CONFIG = {"policies": {
     "default": {"grace": "1s"},
     "tagged": {"metadata": {"team": "web", "ciref": "from-the-policy"}},
@@ -69,8 +71,29 @@ class CiMetadataMixin:
         j = self.lodge("--json", "show", rows[0]["id"]).json()
         self.assertEqual(j["object_options"]["metadata"], GITHUB_METADATA)
         text = self.lodge("show", rows[0]["id"]).out
-        self.assertRegex(text, rf"(?m)^metadata\s+cicommit={SHA} ciref=main cirun=4242 cisystem=github "
+        self.assertRegex(text, rf"(?m)^metadata\s+cicommit={SHA} ciref=main cirepo=acme/app cirun=4242 cisystem=github "
                                r"ciurl=https://github.com/acme/app/actions/runs/4242$")
+
+    def test_two_repositories_main_builds_are_told_apart_and_a_tag_from_a_branch(self):
+        for repo, run in (("acme/app", "1"), ("acme/site", "2")):
+            env = dict(GITHUB, GITHUB_REPOSITORY=repo, GITHUB_RUN_ID=run, GITHUB_REF_TYPE="branch")
+            self.upload("--ci-metadata", "--prefix", f"builds/{run}", os.path.join(self.dir, "build"), env=env)
+        tag = dict(GITLAB, CI_PROJECT_PATH="acme/app", CI_COMMIT_TAG="v1.2", CI_COMMIT_REF_NAME="v1.2")
+        self.upload("--ci-metadata", "--prefix", "builds/3", os.path.join(self.dir, "build"), env=tag)
+
+        def prefixes(*args):
+            r = self.lodge("--json", "list", *args)
+            self.assertEqual(r.rc, 0, r)
+            return sorted({j["prefix"] for j in r.json_lines()})
+        self.assertEqual(prefixes("--metadata", "ciref=main"), ["builds/1", "builds/2"])
+        self.assertEqual(prefixes("--metadata", "ciref=main", "--metadata", "cirepo=acme/app"), ["builds/1"])
+        self.assertEqual(prefixes("--metadata", "ciref=main", "--metadata", "cirepo=acme/site"), ["builds/2"])
+        self.assertEqual(prefixes("--latest", "--metadata", "cirepo=acme/app", "--metadata", "cireftype=branch"),
+                         ["builds/1"])
+        self.assertEqual(prefixes("--metadata", "cireftype=tag"), ["builds/3"])
+        row = self.rows("builds/3")[0]
+        self.assertEqual(self.user_metadata(row["object_key"])["cirepo"], "acme/app")
+        self.assertEqual(row["object_options"]["metadata"]["cireftype"], "tag")
 
     def test_gitlab_job_and_an_explicit_metadata_over_it_and_the_policy(self):
         self.upload("--ci-metadata", "--prefix", "builds/977", os.path.join(self.dir, "build"), env=GITLAB)
@@ -143,10 +166,98 @@ class CiMetadataS3(CiMetadataMixin, S3TestCase):
         return sorted(self.objects())
 
 
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+def commit_body(i):
+    return (f"tree {EMPTY_TREE}\nauthor A <a@example.com> {1700000000 + i} +0000\n"
+            f"committer A <a@example.com> {1700000000 + i} +0000\n\ncommit {i}\n").encode()
+
+
+def commit_sha(body):
+    return hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+
+
+def colliding_commits():
+    """Commit bodies whose SHAs share exactly 4, 5, 6 and 7 leading hex digits in pairs, and
+    a few others: found by hashing candidates (deterministic), so git's real ambiguity is met."""
+    by_prefix = {n: {} for n in (4, 5, 6, 7)}
+    chosen = {}
+    for i in range(400_000):
+        body = commit_body(i)
+        sha = commit_sha(body)
+        if sha.startswith(EMPTY_TREE[:4]):
+            continue
+        for n, seen in by_prefix.items():
+            other = seen.get(sha[:n])
+            # A pair that shares exactly n digits (not n + 1), with nothing chosen sharing 4.
+            if (other and other[0][n] != sha[n] and n not in {k for k, _ in chosen.values()}
+                    and not any(c.startswith(sha[:4]) or c.startswith(other[0][:4]) for c in chosen)):
+                chosen[other[0]] = (n, other[1])
+                chosen[sha] = (n, body)
+            seen.setdefault(sha[:n], (sha, body))
+        if len(chosen) == 8:
+            break
+    singles = [commit_body(1_000_000 + i) for i in range(4)]
+    return [b for _, b in chosen.values()] + singles
+
+
 class CiMetadataFile(CiMetadataMixin, LodgeTestCase):
     def store_env(self):
         self.root = os.path.join(self.dir, "store")
         self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+
+    def test_a_short_commit_finds_what_git_rev_parse_finds_on_the_same_commits(self):
+        bodies = colliding_commits()
+        self.assertEqual(len(bodies), 12)
+        # A real repository holding exactly these commits (and the empty tree they point at).
+        repo = os.path.join(self.dir, "repo")
+        git = ["git", "-C", repo]
+        subprocess.run(["git", "init", "-q", repo], check=True)
+        subprocess.run(git + ["hash-object", "-w", "-t", "tree", "/dev/null"], check=True, capture_output=True)
+        shas = []
+        for i, body in enumerate(bodies):
+            out = subprocess.run(git + ["hash-object", "-w", "-t", "commit", "--stdin"], input=body, check=True,
+                                 capture_output=True).stdout.decode().strip()
+            self.assertEqual(out, commit_sha(body))
+            shas.append(out)
+            self.write(f"c{i}/app.bin", f"app of {out}\n".encode())
+            r = self.lodge("upload", "--prefix", f"c/{i}", "--metadata", "cicommit=" + out,
+                           os.path.join(self.dir, f"c{i}"))
+            self.assertEqual(r.rc, 0, r)
+        queries = sorted({sha[:n] for sha in shas for n in (3, 4, 5, 6, 7, 8, 40)}
+                         | {shas[0][:7].upper(), shas[-1][:9].upper(), "0000000", "ffffffff", "xyz1234"})
+        # git's answer for each: the commit it names, "ambiguous", or "missing".
+        want = {}
+        for q in queries:
+            p = subprocess.run(git + ["rev-parse", "--verify", q + "^{commit}"], capture_output=True, text=True)
+            want[q] = (p.stdout.strip() if p.returncode == 0
+                       else "ambiguous" if "is ambiguous" in p.stderr else "missing")
+        self.assertIn("ambiguous", want.values())
+        for q in queries:
+            with self.subTest(query=q):
+                r = self.lodge("--json", "list", "--metadata", "cicommit=" + q)
+                if r.rc == 2:
+                    got = "ambiguous" if "ambiguous" in r.err else r.err
+                else:
+                    self.assertEqual(r.rc, 0, r)
+                    found = {j["object_options"]["metadata"]["cicommit"] for j in r.json_lines()}
+                    self.assertLessEqual(len(found), 1, found)
+                    got = found.pop() if found else "missing"
+                self.assertEqual(got, want[q])
+        # The error names the candidates, as git's hint does.
+        four = next(q for q in queries if len(q) == 4 and want[q] == "ambiguous")
+        r = self.lodge("list", "--metadata", "cicommit=" + four)
+        self.assertIn("USAGE", r.err)
+        for sha in shas:
+            if sha.startswith(four):
+                self.assertIn(sha, r.err)
+        # get takes the same selection.
+        r = self.lodge("get", "--latest", "--metadata", "cicommit=" + shas[-1][:7], "-o",
+                       os.path.join(self.dir, "out") + "/")
+        self.assertEqual(r.rc, 0, r)
+        with open(os.path.join(self.dir, "out", "app.bin"), "rb") as f:
+            self.assertEqual(f.read(), f"app of {shas[-1]}\n".encode())
 
     def stored_metadata(self, key):
         path = os.path.join(self.root, key)

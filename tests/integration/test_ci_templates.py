@@ -30,7 +30,7 @@ APP = gzip.compress(b"app " * 1000, mtime=0)  # a .gz must hold gzip (lodge chec
 GITHUB_SHA = "0123456789abcdef0123456789abcdef01234567"
 GITLAB_SHA = "89abcdef0123456789abcdef0123456789abcdef"
 GITLAB_METADATA = {"cicommit": GITLAB_SHA, "ciref": "release/1.2", "cirun": "977", "cisystem": "gitlab",
-                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31"}
+                   "ciurl": "https://gitlab.example/acme/app/-/jobs/31", "cirepo": "acme/app", "cireftype": "branch"}
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl"
 
 
@@ -161,7 +161,8 @@ class Templates(S3TestCase):
         for f in (out_file, summary_file):
             open(f, "w").close()
         env = dict(self.runner_env, GITHUB_ACTIONS="true", CI="true", RUNNER_TEMP=temp, GITHUB_RUN_ID="4242",
-                   GITHUB_SHA=GITHUB_SHA, GITHUB_REF_NAME="main", GITHUB_SERVER_URL="https://github.com",
+                   GITHUB_SHA=GITHUB_SHA, GITHUB_REF_NAME="main", GITHUB_REF_TYPE="branch",
+                   GITHUB_SERVER_URL="https://github.com",
                    GITHUB_REPOSITORY="acme/app", GITHUB_OUTPUT=out_file, GITHUB_STEP_SUMMARY=summary_file,
                    GITHUB_ACTION_PATH=os.path.join(CI_DIR, "github"))
         env.update(extra_env or {})
@@ -210,7 +211,7 @@ class Templates(S3TestCase):
         # The action passes --ci-metadata: each file says which run made it.
         self.assert_ci_metadata("builds/4242", {
             "cicommit": GITHUB_SHA, "ciref": "main", "cirun": "4242", "cisystem": "github",
-            "ciurl": "https://github.com/acme/app/actions/runs/4242"})
+            "ciurl": "https://github.com/acme/app/actions/runs/4242", "cirepo": "acme/app", "cireftype": "branch"})
         found = self.lodge("--json", "list", "--metadata", "cicommit=" + GITHUB_SHA)
         if found.rc == 0:  # list --metadata is another change's; once there, it finds the run
             self.assertEqual(sorted(j["id"] for j in found.json_lines()), ids)
@@ -274,7 +275,7 @@ class Templates(S3TestCase):
 
     def gitlab_env(self):
         return dict(self.runner_env, GITLAB_CI="true", CI="true", CI_PIPELINE_ID="977", CI_JOB_ID="31",
-                    CI_COMMIT_SHA=GITLAB_SHA, CI_COMMIT_REF_NAME="release/1.2",
+                    CI_COMMIT_SHA=GITLAB_SHA, CI_COMMIT_REF_NAME="release/1.2", CI_PROJECT_PATH="acme/app",
                     CI_JOB_URL="https://gitlab.example/acme/app/-/jobs/31", CI_PROJECT_DIR=self.work, LODGE_STORE=self.store, LODGE_DB=self.db, LODGE_OWNER="ci")
 
     def test_gitlab_upload_job_uploads_under_the_pipeline_and_passes_the_ids_on(self):

@@ -11,10 +11,12 @@ once past it. The CI's metadata finds a build: list --metadata, get --latest --m
 import json
 import os
 import re
+import shlex
+import sqlite3
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LodgeTestCase, S3TestCase, aws, check_invariants, main  # noqa: E402
+from lodgetest import LodgeTestCase, S3TestCase, aws, check_invariants, main, pg_server  # noqa: E402
 
 BRANCHES = ("main", "dev", "feature")
 BUILDS = (1, 2, 3, 4)
@@ -245,10 +247,142 @@ class PruneS3(PruneMixin, S3TestCase):
         return sorted(o["Key"] for o in listing.get("Contents", []) if "/.lodge/" not in o["Key"])
 
 
+# The snapshots the dry-run/run comparison prunes: (owner, prefix, ref, age, upload flags).
+SNAPSHOTS = (
+    ("ci", "builds/1", "main", "-400d", ()),
+    ("ci", "builds/2", "feature/x", "-40d", ()),
+    ("ci", "builds/3", "main", "-10d", ("--tag", "keep=yes")),
+    ("ci", "builds/4", "renovate/@types-node", "-3d", ("--metadata", "release=1")),
+    ("ci", "builds/5", "main", "-2h", ("--expire-after", "1h")),  # past its expiry now
+    ("ci", "builds/6", "main", None, ()),
+    ("ci", "nightly/1", "v1.2+build.7", "-1d", ()),
+    ("qa", "builds/7", "main", "-5d", ()),
+    ("qa", "builds/8", "feature/x", "-1h", ()),
+)
+# Every option of prune, alone or with what it needs (a --keep-* rule, --expired).
+PRUNE_OPTIONS = (
+    ("--keep-last", "1"),
+    ("--keep-within", "5d"),
+    ("--keep-hourly", "1"),
+    ("--keep-daily", "2"),
+    ("--keep-weekly", "1"),
+    ("--keep-monthly", "2"),
+    ("--keep-yearly", "1"),
+    ("--keep-last", "1", "--keep-tag", "keep=yes"),
+    ("--keep-last", "1", "--keep-metadata", "release=1"),
+    ("--prefix-glob", "builds/*", "--keep-last", "2"),
+    ("--group-by", "segment:1", "--keep-last", "1"),
+    ("--group-by", "meta:ciref", "--keep-last", "1"),
+    ("--expired",),
+    ("--expired", "--keep-last", "2"),
+    ("--owner", "*", "--keep-last", "1"),
+    ("--owner", "*", "--expired", "--group-by", "meta:ciref", "--keep-last", "1", "--keep-tag", "keep=yes"),
+    ("--owner", "qa", "--keep-within", "1d"),
+)
+
+
 class PruneFile(PruneMixin, LodgeTestCase):
     def store_env(self):
         self.root = os.path.join(self.dir, "store")
         self.env.update({"LODGE_STORE": "file://" + self.root, "LODGE_OWNER": "ci"})
+
+    def fork_ledger(self, n):
+        """A copy of the test's ledger as it is now (bound to the same store)."""
+        if self.postgres:
+            name = f"{self.pg_database}_f{n}"
+            pg_server().sql(f'CREATE DATABASE "{name}" TEMPLATE "{self.pg_database}"')
+            return pg_server().db_url(name)
+        path = os.path.join(self.dir, f"fork{n}.db")
+        src, dst = sqlite3.connect(self.db), sqlite3.connect(path)
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+        os.chmod(path, 0o600)
+        return path
+
+    def test_a_dry_run_plans_exactly_what_its_run_deletes_for_every_option(self):
+        for i, (owner, prefix, ref, age, flags) in enumerate(SNAPSHOTS):
+            self.write(f"s{i}/app-{i}.bin", f"app {i}\n".encode())
+            self.write(f"s{i}/LICENSE", LICENSE)
+            env = dict(github_env(ref, i), LODGE_OWNER=owner, GITHUB_REF_NAME=ref)
+            r = self.lodge("upload", "--policy", "ci", "--ci-metadata", "--prefix", prefix, *flags,
+                           os.path.join(self.dir, f"s{i}"), env=env, later=age)
+            self.assertEqual(r.rc, 0, r)
+        before = self.rows()
+        self.assertEqual(len(before), 2 * len(SNAPSHOTS))
+        for n, options in enumerate(PRUNE_OPTIONS):
+            with self.subTest(options=options):
+                db = self.fork_ledger(n)
+                head, rest = (options[:2], options[2:]) if options[0] == "--owner" else ((), options)
+                dry = self.lodge("--db", db, "--json", *head, "prune", *rest, "--dry-run", db=False)
+                self.assertEqual(dry.rc, 0, dry)
+                run = self.lodge("--db", db, "--json", *head, "prune", *rest, db=False)
+                self.assertEqual(run.rc, 0, run)
+                plan, done = dry.json(), run.json()
+                self.assertEqual(dict(plan, dry_run=False), done, "the run's plan is the dry run's")
+                after = {j["id"]: j for j in self.lodge("--db", db, "--json", "--owner", "*", "list", "--all",
+                                                        db=False).json_lines()}
+                deleted = {i for i, j in after.items() if j["deleted"]}
+                # What the dry run said: each removed snapshot's alive files but those kept shared,
+                # and (--expired) the files past their expiry.
+                predicted = set()
+                for g in plan["groups"]:
+                    for snap in g["snapshots"]:
+                        if snap["action"] != "remove":
+                            continue
+                        kept = {k["id"] for k in snap["kept_shared"]}
+                        ids = {i for i, j in before.items() if j["owner"] == g["owner"]
+                               and j["prefix"] == snap["prefix"] and i not in kept}
+                        self.assertEqual(len(ids), snap["removed_files"], snap)
+                        predicted |= ids
+                expired = {i for i, j in before.items() if j["expires_at"]}
+                if "--expired" in options:
+                    self.assertEqual(plan["expired"]["files"], len(expired), plan)
+                    predicted |= expired
+                self.assertEqual(deleted, predicted)
+                self.assertEqual(plan["removed"]["files"] + (plan["expired"] or {}).get("files", 0), len(deleted))
+                self.assertEqual(self.sql_on(db, "SELECT outcome FROM job_run WHERE job = 'prune'"), [("ok",)])
+
+    def test_the_readmes_retention_recipe_keeps_the_last_builds_of_refs_with_slash_at_and_plus(self):
+        # The cron line of README's "Retention" section, run as written (its five time fields
+        # dropped) over builds of refs that cannot be a prefix segment.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")) as f:
+            recipe = re.search(r"^```cron\n(.*?)\n```", f.read(), re.M | re.S).group(1)
+        argv = shlex.split(recipe)[5:]
+        self.assertEqual(argv[0], "lodge", recipe)
+        keep = int(argv[argv.index("--keep-last") + 1])
+        glob = argv[argv.index("--prefix-glob") + 1]
+        self.assertEqual(glob.count("*"), 1, "a build's prefix is the glob with its run id for the '*'")
+        refs = ("feature/x", "renovate/@types-node", "v1.2.3+build.7", "main")
+        runs = {}  # ref -> [run ids], oldest first
+        run_id = 100
+        for n in range(keep + 1):
+            for ref in refs:
+                run_id += 1
+                self.write(f"r{run_id}/app.bin", f"app {run_id}\n".encode())
+                tag = ("--tag", "keep=yes") if (n, ref) == (0, "main") else ()
+                r = self.lodge("upload", "--ci-metadata", "--prefix", glob.replace("*", str(run_id)), *tag,
+                               os.path.join(self.dir, f"r{run_id}"), env=github_env(ref, run_id))
+                self.assertEqual(r.rc, 0, r)
+                runs.setdefault(ref, []).append(run_id)
+        r = self.lodge(*argv[1:])
+        self.assertEqual(r.rc, 0, r)
+        alive = {j["prefix"] for j in self.lodge("--json", "list").json_lines()}
+        for ref, ids in runs.items():
+            with self.subTest(ref=ref):
+                kept = ids[-keep:] + ([ids[0]] if ref == "main" and "--keep-tag" in argv else [])
+                self.assertEqual({p for p in alive if int(p.rsplit("/", 1)[1]) in ids},
+                                 {glob.replace("*", str(i)) for i in kept})
+
+    def sql_on(self, db, query):
+        saved = self.db
+        self.db = db
+        try:
+            return self.sql(query)
+        finally:
+            self.db = saved
 
     def key_root(self):
         return "ci/"

@@ -1,7 +1,8 @@
 """`lodge list` as a search and `lodge get` of a selection, on moto (or Azurite) through
 StoreTestCase and on file://, on both ledgers (the _pg entry): each filter (metadata, tags,
 creation time, digest, size, order, limit, prefix glob, --latest) against an answer worked
-out by hand from the builds uploaded; `get --latest --metadata` restores exactly the chosen
+out by hand from the builds uploaded; `--latest` is the newest build's (prefix's) files, a file
+deleted since not taken from an older build; `get --latest --metadata` restores exactly the chosen
 files; bad values are USAGE errors naming the option."""
 
 import datetime
@@ -152,8 +153,10 @@ class SearchMixin:
         self.assertIn("expires 2030-03-17T17:46:40.123Z", text.out, text)
 
     def test_latest_and_get_of_a_selection(self):
-        # The newest ACTIVE row per path by activation: main/1 was activated three days back.
-        self.assertEqual(self.found("--latest"), [("builds/main/2", "lib/big.bin"), ("other/1", "a.txt")])
+        # The latest build: the snapshot (prefix) with the newest matching file, all of its
+        # matching files and nothing of an older one (other/1 was uploaded last; main/1 three
+        # days back).
+        self.assertEqual(self.found("--latest"), [("other/1", "a.txt")])
         self.assertEqual(self.found("--latest", "--prefix-glob", "builds/main/*"),
                          [("builds/main/2", "a.txt"), ("builds/main/2", "lib/big.bin")])
         self.assertEqual(self.found("--latest", "--metadata", "commit=aaa"),
@@ -161,6 +164,8 @@ class SearchMixin:
                          "latest among the rows the other filters select")
         self.assertEqual(self.found("--latest", "--path-glob", "a.txt", "--prefix-glob", "builds/**"),
                          [("builds/dev/1", "a.txt")])
+        self.assertEqual(self.found("--latest", "--path-glob", "**.bin"), [("builds/main/2", "lib/big.bin")],
+                         "the newest build that holds a matching file, not the newest build")
         out = os.path.join(self.dir, "out")
         r = self.lodge("get", "--latest", "--metadata", "commit=aaa", "-o", out + "/")
         self.assertEqual(r.rc, 0, r)
@@ -173,10 +178,10 @@ class SearchMixin:
         r = self.lodge("get", "--json", "--latest", "--metadata", "commit=bbb", "-o", out2)
         self.assertEqual(r.rc, 0, r)
         got = r.json_lines()
-        self.assertEqual(sorted((x["path"], x["id"]) for x in got[:-1]),
-                         [("a.txt", self.ids[("other/1", "a.txt")]),
-                          ("lib/big.bin", self.ids[("builds/main/2", "lib/big.bin")])])
-        self.assertEqual(got[-1]["summary"]["written"], 2)
+        # other/1 is the newer of the two builds of commit bbb: its one file, not main/2's big.bin.
+        self.assertEqual(sorted((x["path"], x["id"]) for x in got[:-1]), [("a.txt", self.ids[("other/1", "a.txt")])])
+        self.assertEqual(got[-1]["summary"]["written"], 1)
+        self.assertEqual(os.listdir(out2), ["a.txt"])
         with open(os.path.join(out2, "a.txt"), "rb") as f:
             self.assertEqual(f.read(), MAIN_TWO)
         # Two rows restoring to one path: refused before anything is written.
@@ -192,6 +197,30 @@ class SearchMixin:
         r = self.lodge("get", "--latest", "--metadata", "commit=zzz", "-o", out3 + "/")
         self.assertEqual(r.rc, 1, r)
         self.assertIn("NOT_FOUND", r.err)
+
+    def test_latest_is_the_newest_builds_files_a_file_deleted_since_does_not_come_back(self):
+        # Three builds of one branch: old.txt is in the first only, gone.txt in the first two;
+        # the third has a.txt alone. Its files are the latest build's, whatever older builds had.
+        ref = ["--metadata", "ciref=feature/x"]
+        for n, files in ((1, {"a.txt": b"a1\n", "old.txt": b"old\n", "gone.txt": b"gone1\n"}),
+                         (2, {"a.txt": b"a2\n", "gone.txt": b"gone2\n"}),
+                         (3, {"a.txt": b"a3\n"})):
+            for rel, data in files.items():
+                self.write(f"feat{n}/{rel}", data)
+            r = self.lodge("upload", "--prefix", f"feat/{n}", *ref, os.path.join(self.dir, f"feat{n}"))
+            self.assertEqual(r.rc, 0, r)
+        self.assertEqual(self.found("--latest", *ref), [("feat/3", "a.txt")])
+        self.assertEqual(self.found("--latest", "--prefix-glob", "feat/*"), [("feat/3", "a.txt")])
+        out = os.path.join(self.dir, "latest") + "/"
+        r = self.lodge("get", "--latest", *ref, "-o", out)
+        self.assertEqual(r.rc, 0, r)
+        self.assertEqual(os.listdir(out), ["a.txt"], "a file the latest build did not upload is not restored")
+        with open(os.path.join(out, "a.txt"), "rb") as f:
+            self.assertEqual(f.read(), b"a3\n")
+        # The latest build deleted: the build before it is the latest, whole.
+        for row in self.rows("--prefix", "feat/3"):
+            self.assertEqual(self.lodge("delete", row["id"]).rc, 0)
+        self.assertEqual(self.found("--latest", *ref, "--sort", "path"), [("feat/2", "a.txt"), ("feat/2", "gone.txt")])
 
     def test_bad_values_are_usage_errors_naming_the_option(self):
         for args, named in [

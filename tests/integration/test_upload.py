@@ -470,6 +470,56 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    def test_an_upload_that_found_no_file_says_so_and_if_no_files_chooses_the_exit(self):
+        # An empty dist/, and one whose every file the filter leaves out: a CI step that uploads
+        # nothing is not a silent green one.
+        empty = os.path.join(self.dir, "dist")
+        os.makedirs(empty)
+        self.write("logs/a.tmp", b"tmp\n")
+        logs = os.path.join(self.dir, "logs")
+        for args, named in (([empty], [empty]), (["--exclude", "*.tmp", logs], [logs, "1 entry excluded"])):
+            with self.subTest(args=args):
+                for mode, rc in ((None, 0), ("warn", 0), ("error", 1), ("ignore", 0)):
+                    flag = ["--if-no-files", mode] if mode else []
+                    r = self.lodge("upload", *flag, *args)
+                    self.assertEqual(r.rc, rc, r)
+                    if mode == "ignore":
+                        self.assertNotIn("no file", r.err)
+                        continue
+                    self.assertIn("no file found in", r.err)
+                    self.assertIn("lodge: error:" if mode == "error" else "lodge: warning:", r.err)
+                    self.assertIn("NOT_FOUND", r.err)
+                    for n in named:
+                        self.assertIn(n, r.err)
+                    j = self.lodge("--json", "upload", *flag, *args)
+                    self.assertEqual(j.rc, rc, j)
+                    lines = j.json_lines()
+                    said = lines[-1]["error"] if mode == "error" else lines[-1]["summary"]["warning"]
+                    self.assertEqual(said["code"], "NOT_FOUND")
+                    self.assertIn("no file found in", said["message"])
+        # --files-from naming nothing, and a dry run, say it too.
+        none = self.write("none.txt", b"")
+        r = self.lodge("upload", "--if-no-files", "error", "--files-from", none)
+        self.assertEqual(r.rc, 1, r)
+        self.assertIn("--files-from", r.err)
+        r = self.lodge("upload", "--dry-run", empty)
+        self.assertEqual(r.rc, 0, r)
+        self.assertIn("no file found in", r.err)
+        # A run that found a file says nothing of it; a bad mode is a usage error.
+        self.write("one/a.txt", b"a\n")
+        r = self.lodge("upload", "--if-no-files", "error", os.path.join(self.dir, "one"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("no file found", r.err)
+        r = self.lodge("upload", "--if-no-files", "fail", empty)
+        self.assertEqual(r.rc, 2, r)
+        self.assertEqual(self.lodge("--json", "list").json_lines()[0]["path"], "a.txt")
+        help_text = self.lodge("upload", "--help").out
+        self.assertIn("--if-no-files", help_text)
+        for shell in ("bash", "zsh", "fish"):
+            script = self.lodge("completion", shell, db=False)
+            self.assertIn("if-no-files", script.out, shell)
+            self.assertIn("ignore", script.out, shell)
+
     def test_more_jobs_than_files_connects_only_the_workers_used(self):
         # A worker opens its ledger and store connections once it has a file: --jobs 256 for
         # 8 files must not open 256 of each (on PostgreSQL, past max_connections).

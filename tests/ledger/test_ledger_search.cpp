@@ -177,6 +177,21 @@ TEST_CASE("scan_files: metadata and tags (AND), time, digest, size and expiry") 
   CHECK(rows[0].expires_at == 20'000);
 }
 
+TEST_CASE("metadata_values: the distinct values of a metadata name starting so, per owner; unexpired_at") {
+  SearchEnv e;
+  using Values = std::vector<std::string>;
+  CHECK(e.l->metadata_values("o", "commit", "c", 10) == Values{"c1", "c2", "c3", "c4"}); // any state
+  CHECK(e.l->metadata_values("p", "commit", "c", 10) == Values{"c1"});
+  CHECK(e.l->metadata_values("*", "commit", "c", 2) == Values{"c1", "c2"}); // each once, at most `limit`
+  CHECK(e.l->metadata_values("o", "commit", "c3", 10) == Values{"c3"});
+  CHECK(e.l->metadata_values("o", "commit", "C", 10).empty()); // bytes: case counts
+  CHECK(e.l->metadata_values("o", "ci_ref", "m", 10) == Values{"main"});
+  CHECK(e.l->metadata_values("o", "nothing", "", 10).empty());
+  // unexpired_at: no expiry, or one after it (row 3 expires at 10000, row 4 at 20000).
+  CHECK(e.ids({.owner = "o", .unexpired_at = 10'000}) == Ids{1, 2, 4, 7, 8});
+  CHECK(e.ids({.owner = "o", .unexpired_at = 9'999}) == Ids{1, 2, 3, 4, 7, 8});
+}
+
 TEST_CASE("scan_files: latest is the newest alive ACTIVE row per (owner, path) among the matching ones") {
   SearchEnv e;
   using KV = std::vector<std::pair<std::string, std::string>>;
@@ -409,7 +424,7 @@ TEST_CASE("shared_outside: the snapshot's alive rows whose object another snapsh
   const auto c = sharer("s/3", "a.txt");
   auto outside = [&](const std::string &prefix) {
     std::vector<std::tuple<int64_t, std::string, std::string>> out;
-    for (const auto &s : e.l->shared_outside("o", prefix))
+    for (const auto &s : e.l->shared_outside("o", prefix, std::nullopt))
       out.emplace_back(s.id, s.sharer_owner, s.sharer_prefix);
     return out;
   };

@@ -130,6 +130,7 @@ bool matches(const FileQuery &q, const FileRecord &r) {
   if (q.sha256 && r.sha256 != *q.sha256) return false;
   if ((q.min_size && r.size < *q.min_size) || (q.max_size && r.size > *q.max_size)) return false;
   if (q.expired_by && (r.is_deleted || !r.expires_at || *r.expires_at > *q.expired_by)) return false;
+  if (q.unexpired_at && r.expires_at && *r.expires_at <= *q.unexpired_at) return false;
   return has_attrs(r, q.metadata, false) && has_attrs(r, q.tags, true);
 }
 
@@ -932,14 +933,35 @@ void FakeLedger::prefix_summaries(const FileQuery &q,
     if (!visit(s)) return;
 }
 
-std::vector<SharedRow> FakeLedger::shared_outside(const std::string &owner, const std::string &run_prefix) {
+std::vector<std::string> FakeLedger::metadata_values(const std::string &owner, const std::string &name,
+                                                     const std::string &start, int limit) {
+  return call("metadata_values", [&] {
+    std::set<std::string> values;
+    for (const auto &[id, r] : m_rows) {
+      if ((owner != "*" && r.owner_id != owner) || r.object_options.empty()) continue;
+      auto o = store::from_json(r.object_options);
+      if (auto it = o.metadata.find(name); it != o.metadata.end() && starts_with(it->second, start))
+        values.insert(it->second);
+    }
+    std::vector<std::string> out(values.begin(), values.end());
+    if (out.size() > static_cast<size_t>(std::max(0, limit)))
+      out.resize(static_cast<size_t>(std::max(0, limit)));
+    return out;
+  });
+}
+
+std::vector<SharedRow> FakeLedger::shared_outside(const std::string &owner, const std::string &run_prefix,
+                                                  std::optional<int64_t> unexpired_at) {
   return call("shared_outside", [&] {
+    auto gone = [&](const FileRecord &x) {
+      return x.is_deleted || (unexpired_at && x.expires_at && *x.expires_at <= *unexpired_at);
+    };
     std::vector<SharedRow> out;
     for (const auto &[id, r] : m_rows) {
-      if (r.is_deleted || r.owner_id != owner || r.run_prefix != run_prefix) continue;
+      if (gone(r) || r.owner_id != owner || r.run_prefix != run_prefix) continue;
       std::set<std::pair<std::string, std::string>> sharers;
       for (const auto &[oid, o] : m_rows)
-        if (oid != id && !o.is_deleted && o.object_key == r.object_key &&
+        if (oid != id && !gone(o) && o.object_key == r.object_key &&
             (o.owner_id != owner || o.run_prefix != run_prefix))
           sharers.emplace(o.owner_id, o.run_prefix);
       for (const auto &[so, sp] : sharers)
@@ -1370,6 +1392,13 @@ void FakeLedger::rows_by_key(const std::string &prefix, const std::string &after
       c.alive_sharers = std::count_if(m_rows.begin(), m_rows.end(), [&](const auto &e) {
         return e.second.content_of && e.second.object_key == r.object_key && !e.second.is_deleted;
       });
+      c.live_sharer_tasks = std::count_if(m_tasks.begin(), m_tasks.end(), [&](const auto &e) {
+        const auto &t = e.second;
+        const FileRecord *s = row_at(t.record_id);
+        return s && s->content_of && s->object_key == r.object_key &&
+               (t.status == TaskStatus::pending || t.status == TaskStatus::retry ||
+                t.status == TaskStatus::processing);
+      });
       out.push_back(std::move(c));
     }
     std::sort(out.begin(), out.end(),
@@ -1393,13 +1422,6 @@ QueueOutcome FakeLedger::requeue_task_for(int64_t record_id, int64_t now, int ma
 }
 
 DeadLetterOutcome FakeLedger::dead_letter_locked(const TaskRecord &t, const std::string &error, int64_t now) {
-      c.live_sharer_tasks = std::count_if(m_tasks.begin(), m_tasks.end(), [&](const auto &e) {
-        const auto &t = e.second;
-        const FileRecord *s = row_at(t.record_id);
-        return s && s->content_of && s->object_key == r.object_key &&
-               (t.status == TaskStatus::pending || t.status == TaskStatus::retry ||
-                t.status == TaskStatus::processing);
-      });
   auto *cur = held(t);
   if (!cur) return DeadLetterOutcome::lease_lost;
   set_task("dead_letter", *cur, [&](TaskRecord &x) {

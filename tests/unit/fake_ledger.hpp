@@ -135,8 +135,11 @@ public:
                   const std::function<bool(const ledger::FileRecord &)> &visit) override;
   void prefix_summaries(const ledger::FileQuery &q,
                         const std::function<bool(const ledger::PrefixSummary &)> &visit) override;
+  [[nodiscard]] std::vector<std::string> metadata_values(const std::string &owner, const std::string &name,
+                                                         const std::string &start, int limit) override;
   [[nodiscard]] std::vector<ledger::SharedRow> shared_outside(const std::string &owner,
-                                                              const std::string &run_prefix) override;
+                                                              const std::string &run_prefix,
+                                                              std::optional<int64_t> unexpired_at) override;
   [[nodiscard]] std::vector<ledger::FileRecord> find_by_path(const std::string &owner,
                                                              const std::string &run_prefix,
                                                              const std::string &relative_path) override;

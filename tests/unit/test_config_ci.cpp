@@ -31,7 +31,49 @@ TEST_CASE("ci metadata: GitHub Actions, its run URL made from the server, reposi
                  {"ciref", "main"},
                  {"cirun", "4242"},
                  {"ciurl", "https://github.com/acme/app/actions/runs/4242"},
+                 {"cirepo", "acme/app"},
                  {"cisystem", "github"}});
+  // GITHUB_REF_TYPE says branch or tag; another value is left out.
+  env["GITHUB_REF_TYPE"] = "tag";
+  CHECK(config::ci_metadata(env).take().at("cireftype") == "tag");
+  env["GITHUB_REF_TYPE"] = "branch";
+  CHECK(config::ci_metadata(env).take().at("cireftype") == "branch");
+  env["GITHUB_REF_TYPE"] = "pull";
+  CHECK_FALSE(config::ci_metadata(env).take().contains("cireftype"));
+}
+
+TEST_CASE(
+    "ci metadata: cirepo and cireftype on every CI; a tag told from a branch; a URL's password left out") {
+  auto gitlab = config::ci_metadata({{"GITLAB_CI", "true"},
+                                     {"CI_COMMIT_REF_NAME", "v1.2"},
+                                     {"CI_COMMIT_TAG", "v1.2"},
+                                     {"CI_PROJECT_PATH", "acme/group/app"}})
+                    .take();
+  CHECK(gitlab.at("cirepo") == "acme/group/app");
+  CHECK(gitlab.at("cireftype") == "tag");
+  auto buildkite = config::ci_metadata({{"BUILDKITE", "true"},
+                                        {"BUILDKITE_BRANCH", "main"},
+                                        {"BUILDKITE_TAG", ""},
+                                        {"BUILDKITE_REPO", "https://ci-bot:s3cr3t@github.com/acme/app.git"}})
+                       .take();
+  CHECK(buildkite.at("cirepo") == "https://github.com/acme/app.git");
+  CHECK(buildkite.at("cireftype") == "branch");
+  auto scp = config::ci_metadata({{"BUILDKITE", "true"},
+                                  {"BUILDKITE_BRANCH", "v2"},
+                                  {"BUILDKITE_TAG", "v2"},
+                                  {"BUILDKITE_REPO", "git@github.com:acme/app.git"}})
+                 .take();
+  CHECK(scp.at("cirepo") == "git@github.com:acme/app.git");
+  CHECK(scp.at("cireftype") == "tag");
+  auto jenkins = config::ci_metadata({{"JENKINS_URL", "https://ci.example/"},
+                                      {"GIT_BRANCH", "origin/main"},
+                                      {"GIT_URL", "https://git.example/acme/app.git"}})
+                     .take();
+  CHECK(jenkins.at("cirepo") == "https://git.example/acme/app.git");
+  CHECK(jenkins.at("cireftype") == "branch");
+  // No ref known: no ref type either.
+  auto bare = config::ci_metadata({{"JENKINS_URL", "https://ci.example/"}, {"BUILD_NUMBER", "3"}}).take();
+  CHECK_FALSE(bare.contains("cireftype"));
 }
 
 TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
@@ -43,6 +85,7 @@ TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
                     .take();
   CHECK(gitlab == Env{{"cicommit", "abc"},
                       {"ciref", "release/1.2"},
+                      {"cireftype", "branch"},
                       {"cirun", "977"},
                       {"ciurl", "https://gitlab.example/acme/app/-/jobs/31"},
                       {"cisystem", "gitlab"}});
@@ -54,6 +97,7 @@ TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
                        .take();
   CHECK(buildkite == Env{{"cicommit", "def"},
                          {"ciref", "feature-x"},
+                         {"cireftype", "branch"},
                          {"cirun", "15"},
                          {"ciurl", "https://buildkite.com/acme/app/builds/15"},
                          {"cisystem", "buildkite"}});
@@ -65,6 +109,7 @@ TEST_CASE("ci metadata: GitLab, Buildkite and Jenkins under the same names") {
                      .take();
   CHECK(jenkins == Env{{"cicommit", "fed"},
                        {"ciref", "origin/main"},
+                       {"cireftype", "branch"},
                        {"cirun", "88"},
                        {"ciurl", "https://ci.example/job/app/88/"},
                        {"cisystem", "jenkins"}});

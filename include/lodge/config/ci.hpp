@@ -18,6 +18,8 @@ inline constexpr const char *k_ci_ref = "ciref";
 inline constexpr const char *k_ci_run = "cirun";
 inline constexpr const char *k_ci_url = "ciurl";
 inline constexpr const char *k_ci_system = "cisystem";
+inline constexpr const char *k_ci_repo = "cirepo";
+inline constexpr const char *k_ci_ref_type = "cireftype";
 
 // The CI this environment is a job of, by the variable each sets in every job:
 // GITHUB_ACTIONS=true (github), GITLAB_CI=true (gitlab), BUILDKITE=true (buildkite),
@@ -27,7 +29,10 @@ inline constexpr const char *k_ci_system = "cisystem";
 //   gitlab:    CI_COMMIT_SHA, CI_COMMIT_REF_NAME, CI_PIPELINE_ID, CI_JOB_URL
 //   buildkite: BUILDKITE_COMMIT, BUILDKITE_BRANCH, BUILDKITE_BUILD_NUMBER, BUILDKITE_BUILD_URL
 //   jenkins:   GIT_COMMIT, GIT_BRANCH, BUILD_NUMBER, BUILD_URL
-// as cicommit, ciref, cirun, ciurl, and cisystem the CI's name. A variable unset or
+// as cicommit, ciref, cirun, ciurl, and cisystem the CI's name; the repository as cirepo
+// (GITHUB_REPOSITORY, CI_PROJECT_PATH, BUILDKITE_REPO, GIT_URL; a URL's user and password
+// left out) and cireftype, branch or tag (GITHUB_REF_TYPE; elsewhere "tag" when CI_COMMIT_TAG,
+// BUILDKITE_TAG or TAG_NAME is set, else "branch" when the ref is known). A variable unset or
 // empty is left out (Jenkins without its git plugin has no GIT_COMMIT). USAGE, naming what it
 // looked for, outside any of them or when the CI set none of the four; USAGE naming the
 // variable when a value is not printable ASCII (metadata travels in HTTP headers).

@@ -253,6 +253,7 @@ struct FileQuery {
   std::optional<std::string> sha256{};           // lowercase hex
   std::optional<int64_t> min_size{}, max_size{}; // inclusive
   std::optional<int64_t> expired_by{};           // alive rows with expires_at <= this
+  std::optional<int64_t> unexpired_at{};         // rows with no expires_at, or one after this
   // Among the rows matching every other field: the newest alive ACTIVE row per (owner,
   // relative_path), newest by (activated_at, id) as find_by_path orders. Implies alive ACTIVE.
   bool latest = false;
@@ -530,12 +531,20 @@ public:
   // plans over and `list --prefix-glob` matches.
   virtual void prefix_summaries(const FileQuery &q,
                                 const std::function<bool(const PrefixSummary &)> &visit) = 0;
+  // The distinct values of metadata `name` recorded on the rows (any state) of `owner` ("*":
+  // every owner) that start with `start` (bytes, case counts), in byte order, at most `limit`:
+  // what a short commit (`--metadata cicommit=3f2a9c1`) may name.
+  [[nodiscard]] virtual std::vector<std::string>
+  metadata_values(const std::string &owner, const std::string &name, const std::string &start, int limit) = 0;
   // The alive rows of the snapshot (owner, run_prefix) whose object an alive row of another
   // (owner, prefix) shares (content_of either way: the snapshot's row wrote it and another
   // shares it, or both share a third row's object), each with that sharer's owner and
-  // prefix (one entry per row and sharer prefix), by id.
+  // prefix (one entry per row and sharer prefix), by id. With `unexpired_at`, rows (of the
+  // snapshot and sharers) whose expires_at is at or before it count as gone (prune --expired
+  // deletes them first; its dry run plans as if it had).
   [[nodiscard]] virtual std::vector<SharedRow> shared_outside(const std::string &owner,
-                                                              const std::string &run_prefix) = 0;
+                                                              const std::string &run_prefix,
+                                                              std::optional<int64_t> unexpired_at) = 0;
   // The alive ACTIVE rows of (owner, run prefix, relative path), newest first (activated_at,
   // then id). More than one only under the "none" de-dup scope, or for different content.
   [[nodiscard]] virtual std::vector<FileRecord>

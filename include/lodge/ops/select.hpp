@@ -30,10 +30,22 @@ struct Selection {
 };
 
 // Streams the selected rows to `visit` in the query's order until it returns false.
-// query.limit counts rows visited. A bad glob is LodgeError(USAGE) naming it, before any
-// row is read; a prefix glob that matches no prefix selects nothing.
+// query.limit counts rows visited. query.latest selects the latest build's files: of the
+// snapshots (owner, run prefix: one upload's --prefix) holding a row that every other
+// option selects, the one with the newest such alive ACTIVE row (created_at, then id, as
+// prune times a snapshot), and of it alone the newest selected row of each relative path;
+// a path that build did not upload is not taken from an older one. A bad glob is
+// LodgeError(USAGE) naming it, before any row is read; a prefix glob that matches no prefix
+// selects nothing.
 void select_files(ledger::LedgerReports &l, const Selection &s,
                   const std::function<bool(const ledger::FileRecord &)> &visit);
+
+// A short commit, as git takes one: each `cicommit` pair of q.metadata whose value is 4 or
+// more hex digits (either case) becomes the one commit recorded (on a row of q.owner, any
+// state) that starts with it; it stays as given when none does (and matches nothing).
+// LodgeError(USAGE) "ambiguous", naming the candidates, when several different commits do.
+// Fewer digits, or other characters, match exactly. select_files does this first.
+void resolve_short_commits(ledger::LedgerReports &l, ledger::FileQuery &q);
 
 // The run prefixes matching `prefix_glob` (as Selection::prefix_glob) among the prefixes
 // of `owner` ("*": every owner) that hold alive rows, sorted, each once.
