@@ -237,14 +237,26 @@ class KilledWriters(FileStoreCase):
             os.utime(path, (now - age_s, now - age_s))
             return name
 
+        def removing(ms, age_s, inode_of=None):
+            """A delete's moved-aside object: its name carries the move's time and the inode
+            whose stamp the delete read (this file's own, or inode_of's)."""
+            name = temp(f"staging-{uuid.uuid4()}", age_s)
+            inode = os.stat(os.path.join(self.tmp, inode_of or name)).st_ino
+            final = f"removing-{ms}-{inode}-{uuid.uuid4()}"
+            os.rename(os.path.join(self.tmp, name), os.path.join(self.tmp, final))
+            return final
+
         old_tmp = temp(".lodge-0123456789abcdef.tmp", 3600)
         young_tmp = temp(".lodge-fedcba9876543210.tmp", 5)
-        old_removing = temp(f"removing-{now_ms - 3600_000}-{uuid.uuid4()}", 3600)
+        old_removing = removing(now_ms - 3600_000, 3600)
         # Moved aside a moment ago: its own time is its object's, long past.
-        young_removing = temp(f"removing-{now_ms - 1000}-{uuid.uuid4()}", 3600)
-        # Named as before the move time was in the name: the move (its ctime, now) is what counts.
-        legacy_removing = temp(f"removing-{uuid.uuid4()}", 3600)
+        young_removing = removing(now_ms - 1000, 3600)
         other = temp("notes.txt", 3600)
+        # Old, but not the inode the delete checked: another writer's file that the move took
+        # with it before a kill. Nothing proves it dead, so it stays.
+        foreign_removing = removing(now_ms - 3600_000, 3600, inode_of=other)
+        # Named before the inode was in the name: nothing proves which file it is either.
+        legacy_removing = temp(f"removing-{uuid.uuid4()}", 3600)
 
         rec = self.lodge("reconcile", "--json")
         self.assertEqual(rec.rc, 1, rec)
@@ -254,7 +266,7 @@ class KilledWriters(FileStoreCase):
         items = sorted((i["kind"], i["key"], i["applied"]) for i in j["items"])
         self.assertEqual(items, [("stale_temp", ".lodge-tmp/" + old_tmp, False),
                                  ("stale_temp", ".lodge-tmp/" + old_removing, False)], j)
-        self.assertEqual(len(self.temps()), 6, "report-only")
+        self.assertEqual(len(self.temps()), 7, "report-only")
         text = self.lodge("reconcile")
         self.assertEqual(text.rc, 1, text)
         self.assertIn("stale_temp", text.out)
@@ -263,7 +275,7 @@ class KilledWriters(FileStoreCase):
         self.assertEqual(ap.rc, 1, ap)
         self.assertEqual(sorted((i["key"], i["applied"]) for i in ap.json()["items"]),
                          [(".lodge-tmp/" + old_tmp, True), (".lodge-tmp/" + old_removing, True)], ap)
-        self.assertEqual(self.temps(), sorted([young_tmp, young_removing, legacy_removing, other]))
+        self.assertEqual(self.temps(), sorted([young_tmp, young_removing, foreign_removing, legacy_removing, other]))
         again = self.lodge("reconcile", "--json")
         self.assertEqual((again.rc, again.json()["found"]["stale_temp"]), (0, 0), again)
         got = self.lodge("get", kept.json_lines()[0]["id"], "-o", os.path.join(self.dir, "a.out"))

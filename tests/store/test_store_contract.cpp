@@ -33,6 +33,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <thread>
 #include <unistd.h>
@@ -964,6 +965,13 @@ TEST_SUITE("fileonly") {
     }
   }
 
+  // The inode number of the file at p.
+  uint64_t inode_of(const fs::path &p) {
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    return static_cast<uint64_t>(st.st_ino);
+  }
+
   TEST_CASE("temporary files: a killed writer's and deleter's are listed with when they were last used; "
             "removed only while that is before the time given") {
     Fixture f;
@@ -973,10 +981,19 @@ TEST_SUITE("fileonly") {
     const fs::path tmp = f.dir / ".lodge-tmp";
     fs::create_directories(tmp);
     const int64_t now = util::system_clock().now_ms();
-    const std::string removing = "removing-" + std::to_string(now - 60'000) + "-" + crypto::random_uuid();
     for (const char *n : {".lodge-0123456789abcdef.tmp", "notes.txt", ".lodge-short.tmp"})
       std::ofstream(tmp / n) << "x";
-    std::ofstream(tmp / removing) << "xy";
+    // A delete's moved-aside object names the inode whose stamp it read: this file's own, and
+    // one that names another inode (a file another writer put at the key), never listed.
+    std::ofstream(tmp / "aside") << "xy";
+    const std::string removing = "removing-" + std::to_string(now - 60'000) + "-" +
+                                 std::to_string(inode_of(tmp / "aside")) + "-" + crypto::random_uuid();
+    fs::rename(tmp / "aside", tmp / removing);
+    std::ofstream(tmp / "other") << "z";
+    const std::string foreign = "removing-" + std::to_string(now - 60'000) + "-" +
+                                std::to_string(inode_of(tmp / "notes.txt")) + "-" + crypto::random_uuid();
+    fs::rename(tmp / "other", tmp / foreign);
+    std::ofstream(tmp / ("removing-" + crypto::random_uuid())) << "legacy";
     std::vector<store::StoreTemp> listed;
     REQUIRE(s->list_temps([&](const store::StoreTemp &t) {
                listed.push_back(t);
@@ -994,7 +1011,9 @@ TEST_SUITE("fileonly") {
     CHECK(s->remove_temp(listed[1].name, now).value() == false); // gone
     CHECK(s->remove_temp(".lodge-tmp/notes.txt", now + 60'000).error().code == Errc::storage_error);
     CHECK(s->remove_temp("t/obj", now + 60'000).error().code == Errc::storage_error);
+    CHECK(s->remove_temp(".lodge-tmp/" + foreign, now + 60'000).error().code == Errc::storage_error);
     CHECK(fs::exists(tmp / "notes.txt"));
+    CHECK(fs::exists(tmp / foreign));
     CHECK(fs::exists(f.dir / "t" / "obj"));
   }
 
