@@ -310,6 +310,7 @@ std::optional<ReserveResult> SqlLedger::revive_resumable(const ReserveRequest &r
     ReserveResult res;
     res.outcome = ReserveOutcome::resumed;
     res.record = read_file(row);
+    res.cleanup_due_before = task->next_retry_at;
     row.reset();
     // An owed verify pass stays owed: the row's earlier sender may have had a completion in
     // flight when the row failed without an answer or by its deadline, and only that pass

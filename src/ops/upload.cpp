@@ -539,7 +539,15 @@ std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFi
       r.error = e;
       return r;
     }
-    fail(r, rec, e, !e.details.ambiguous, note.staged_kept);
+    std::optional<int64_t> kept_until;
+    if (note.staged_kept) {
+      // Kept one grace for the next run to resume; a resumed row failing again keeps the time
+      // its cleanup had: a file re-sent more often than the grace would otherwise never see
+      // its staged upload cleaned up.
+      kept_until = m_clock.now_ms() + m_s.cleanup.grace_ms;
+      if (note.cleanup_due_before) kept_until = std::min(*kept_until, *note.cleanup_due_before);
+    }
+    fail(r, rec, e, !e.details.ambiguous, kept_until);
     return r;
   }
   // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
@@ -574,6 +582,7 @@ ledger::ReserveRequest Uploader::reserve_request(const std::string &name, const 
   req.object_options = m_options_json;
   // A path whose new content is already stored elsewhere is shared, and --replace retires
   // the path's older rows then as confirm does otherwise.
+  if (note.resume) note.cleanup_due_before = res.cleanup_due_before;
   if (m_s.replace) req.retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
   return req;
 }
@@ -1007,6 +1016,15 @@ Result<store::PutResult> Uploader::transfer_staged(int fd, const ledger::FileRec
 }
 
 Result<std::optional<Uploader::Resumable>>
+// Whether listing a staged upload's parts failed for a reason that does not pass by itself:
+// refused (403: credentials without the right to list parts; file://: EACCES), a request the
+// store will never take (another 4xx; file://: a part it cannot open, such as a symlink
+// loop), or its record unreadable. Not a 5xx, a throttle or a timeout, which a later run may
+// get past.
+bool listing_refused_for_good(const Error &e) {
+  return e.code == Errc::access_denied || e.code == Errc::storage_error || e.code == Errc::metadata_corrupt;
+}
+
 Uploader::stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d, const std::string &handle) {
   const std::string what = "the staged upload of file #" + std::to_string(rec.id);
   auto listed = m_store.list_parts(rec.object_key, handle);
@@ -1082,6 +1100,13 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
         uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
         auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1),
                                 {fd, off, n, d.parts[i], sent_counter()}, renewal.bound());
+    if (listing_refused_for_good(listed.error())) {
+      // Credentials without the right to list parts (S3's s3:ListMultipartUploadParts), a part
+      // that cannot be read: every later run would be refused the same, and fail, for ever.
+      util::log::warn(what + " cannot be resumed (" + listed.error().message + "): uploading it anew");
+      abort_or_warn(m_store, rec.object_key, handle);
+      return std::optional<Resumable>();
+    }
         if (p && t == 0 && failpoint::hit("upload.between_parts"))
           p = Error(Errc::storage_unavailable, "injected failure between parts");
         if (!p) return record_failure(renewal.explain(p.error()));
@@ -1148,7 +1173,7 @@ Result<Digests> Uploader::hash_file(int fd, uint64_t size, bool multipart) {
 }
 
 void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
-                    bool staged_kept) {
+                    std::optional<int64_t> kept_until) {
   r.outcome = UploadOutcome::failed;
   r.error = e;
   if (failpoint::hit("upload.mark_failed")) {
@@ -1159,10 +1184,10 @@ void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e
   try {
     const std::string reason = std::string(e.name()) + ": " + e.message;
     const int64_t now = m_clock.now_ms();
-    if (staged_kept) {
+    if (kept_until) {
       // Its staged upload stays for the next upload of the same content to resume; the
-      // cleanup (which aborts it) waits for the grace.
-      (void)m_ledger.uploads.fail_resumable(rec.id, reason, now + m_s.cleanup.grace_ms, now);
+      // cleanup (which aborts it) waits until then.
+      (void)m_ledger.uploads.fail_resumable(rec.id, reason, *kept_until, now);
       return;
     }
     marked = m_ledger.uploads.mark_failed(rec.id, reason, definite, now) == ledger::MarkFailedOutcome::failed;

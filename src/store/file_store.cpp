@@ -49,6 +49,15 @@ Error io_error(const std::string &what, int err) {
   return Error(Errc::storage_unavailable, what + ": " + std::strerror(err));
 }
 
+// A staged part that cannot be read: refused (EACCES, EPERM) or not a part at all (ELOOP: a
+// symlink at its path, which lodge never writes) does not pass by itself, unlike a failing
+// disk; the codes say so as S3's 403 and 4xx do.
+Error part_unreadable(const std::string &what, int err) {
+  if (err == EACCES || err == EPERM) return Error(Errc::access_denied, what + ": " + std::strerror(err));
+  if (err == ELOOP) return Error(Errc::storage_error, what + ": " + std::strerror(err));
+  return io_error(what, err);
+}
+
 // When `name`, a regular file under k_tmp_dir, was last in use, in ms since the epoch, if it
 // is one of lodge's own temporary files there and provably dead once old; nullopt for any
 // other (never removed). util::AtomicFile's (".lodge-" + 16 hex digits + ".tmp"): its last
@@ -527,7 +536,7 @@ public:
     }
     if (ec == std::errc::no_such_file_or_directory || !load_upload(key, upload_id))
       return Error(Errc::not_found, "LIST PARTS " + key + ": multipart upload " + upload_id + " is gone");
-    if (ec) return io_error("LIST PARTS " + dir.string(), ec.value());
+    if (ec) return part_unreadable("LIST PARTS " + dir.string(), ec.value());
     std::sort(out.begin(), out.end(),
               [](const StoredPart &a, const StoredPart &b) { return a.number < b.number; });
     return out;
@@ -912,7 +921,7 @@ private:
     util::Fd in(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (!in.valid()) {
       if (errno == ENOENT) return std::optional<std::pair<uint64_t, std::string>>();
-      return io_error(what + ": " + path.string(), errno);
+      return part_unreadable(what + ": " + path.string(), errno);
     }
     crypto::Sha256 h;
     uint64_t size = 0;
@@ -920,7 +929,7 @@ private:
     while (true) {
       ssize_t n = ::read(in.get(), buf.data(), buf.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return io_error(what + ": reading " + path.string(), errno);
+      if (n < 0) return part_unreadable(what + ": reading " + path.string(), errno);
       if (n == 0) break;
       h.update(buf.data(), static_cast<size_t>(n));
       size += static_cast<uint64_t>(n);

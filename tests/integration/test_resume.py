@@ -193,8 +193,74 @@ class Stalled:
         self.assert_resumed(rid, doc, sent)
 
 
-class ResumeS3(Resume, PlantedPart, Stalled, S3TestCase):
+class Unlistable:
+    """A staged upload whose parts cannot be listed for a reason that does not pass by itself
+    (S3: credentials without s3:ListMultipartUploadParts, its ListParts answered 403 by the
+    fault proxy; file://: a part that cannot be read, a symlink loop at its path, which is
+    ELOOP for root too): the next upload of the file aborts it and sends the file afresh,
+    where each run used to fail again and move the cleanup one grace later."""
+
+    def fail_after_one_part(self):
+        """An upload of 3 parts whose second part fails: the row failed, its staged upload kept."""
+        self.data = os.urandom(3 * PART)
+        self.path = self.write("in/three.bin", self.data)
+        r = self.lodge("--json", "upload", self.path, env={"LODGE_FAILPOINTS": "upload.between_parts=error"})
+        self.assertEqual(r.rc, 1, r)
+        (rid, status, key, handle), = self.sql(
+            "SELECT id, upload_status, object_key, multipart_upload_id FROM file_upload")
+        self.assertEqual(status, "UPLOAD_FAILED")
+        self.assertEqual(len(self.staged()), 1, "kept for the next run")
+        return rid, key, handle
+
+    def cleanup_due(self, rid):
+        return self.sql("SELECT next_retry_at FROM cleanup_task WHERE record_id = ?", (rid,))[0][0]
+
+    def upload_doc(self, *args, env=None):
+        r = self.lodge("--json", "upload", *args, self.path, env=env)
+        return r, [d for d in r.json_lines() if "outcome" in d][0]
+
+    def test_parts_that_cannot_be_listed_are_abandoned_and_the_file_stored(self):
+        rid, key, handle = self.fail_after_one_part()
+        self.refuse_listing(handle)
+        r, doc = self.upload_doc()
+        self.assertEqual((r.rc, doc["outcome"]), (0, "active"), r)
+        self.assertEqual(doc["id"], rid, "the same record, with a new staged upload")
+        self.assertEqual(doc.get("resumed_bytes", 0), 0, doc)
+        self.assertIn("cannot be resumed", r.err)
+        self.assertEqual(self.object_bytes(doc["object_key"]), self.data)
+        self.assertEqual(self.staged(), [], "the staged upload that could not be listed was aborted")
+        self.assertNotEqual(self.sql("SELECT multipart_upload_id FROM file_upload")[0][0], handle)
+        check_invariants(self)
+        converge(self)
+
+
+class ResumeS3(Resume, PlantedPart, Stalled, Unlistable, S3TestCase):
     part_marker = "partNumber="
+
+    def refuse_listing(self, handle):
+        # ListParts is the one GET that names an uploadId.
+        self.proxy.set_rules([{"method": "GET", "path_contains": "uploadId=", "action": "403", "times": 1000}])
+
+    def test_a_resume_that_fails_again_never_postpones_the_cleanup(self):
+        # A listing that may pass (503) is no reason to abandon the parts: the run fails, the
+        # staged upload stays, and its cleanup stays when it was due, not one grace later.
+        rid, _, handle = self.fail_after_one_part()
+        due = self.cleanup_due(rid)
+        self.proxy.set_rules([{"method": "GET", "path_contains": "uploadId=", "action": "503", "times": 1000}])
+        r, doc = self.upload_doc(env={"AWS_MAX_ATTEMPTS": "1"})
+        self.assertNotEqual(r.rc, 0, r)
+        self.assertEqual((doc["outcome"], doc["id"]), ("failed", rid), r)
+        self.assertEqual(self.first_record(), (rid, "UPLOAD_FAILED"))
+        self.assertLessEqual(self.cleanup_due(rid), due, "a re-failure never postpones the cleanup")
+        self.assertEqual(self.staged(), [self.sql("SELECT object_key FROM file_upload")[0][0]])
+        # Within the grace the next run resumes it.
+        self.proxy.set_rules([])
+        r, doc = self.upload_doc()
+        self.assertEqual((r.rc, doc["outcome"], doc["id"]), (0, "active", rid), r)
+        self.assertGreaterEqual(doc.get("resumed_bytes", 0), PART, doc)
+        self.assertEqual(self.object_bytes(doc["object_key"]), self.data)
+        self.assertEqual(self.sql("SELECT multipart_upload_id FROM file_upload")[0][0], handle)
+        check_invariants(self)
 
     def plant_part(self, key, handle, number, body):
         self.s3.upload_part(Bucket=self.bucket, Key=key, UploadId=handle, PartNumber=number, Body=body)
@@ -274,8 +340,13 @@ class FileStoreCase(LodgeTestCase):
         return sorted(os.listdir(mpu)) if os.path.isdir(mpu) else []
 
 
-class ResumeFile(Resume, PlantedPart, FileStoreCase):
+class ResumeFile(Resume, PlantedPart, Unlistable, FileStoreCase):
     proxied = False
+
+    def refuse_listing(self, handle):
+        part = os.path.join(self.root, ".lodge-mpu", handle, "part-00001")
+        os.remove(part)
+        os.symlink("part-00001", part)  # a loop: open(2) says ELOOP, whoever runs it
 
     def plant_part(self, key, handle, number, body):
         with open(os.path.join(self.root, ".lodge-mpu", handle, "part-%05d" % number), "wb") as f:

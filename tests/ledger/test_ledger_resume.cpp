@@ -101,6 +101,23 @@ template <class F> void on_threads(int n, F fn, std::vector<std::string> &errors
 
 TEST_SUITE_BEGIN("contract");
 
+TEST_CASE("resume: the revive says when the row's cleanup was due before it, for a re-failure to keep") {
+  LedgerFixture e;
+  auto a = failed_staged(e, staged("o", "due"));
+  const int64_t due = e.task_of(a.id).next_retry_at;
+  e.clock.t += 300;
+  auto res = e.l->reserve(staged("o", "due"), e.now());
+  REQUIRE(res.outcome == ReserveOutcome::resumed);
+  CHECK(res.cleanup_due_before == due);
+  CHECK(e.task_of(a.id).next_retry_at > due); // postponed while this attempt runs
+  // Failing again with the earlier time: the cleanup is where it was.
+  REQUIRE(e.l->fail_resumable(a.id, "ACCESS_DENIED: listing parts", *res.cleanup_due_before, e.now()) ==
+          ledger::MarkFailedOutcome::failed);
+  CHECK(e.task_of(a.id).next_retry_at == due);
+  // A fresh reserve says nothing of it.
+  CHECK_FALSE(e.l->reserve(request("o", "fresh"), e.now()).cleanup_due_before.has_value());
+}
+
 TEST_CASE("fail_resumable: UPLOAD_FAILED + deleted, its task due at the time given, no verify pass") {
   LedgerFixture e;
   auto r = staged("o", "a");

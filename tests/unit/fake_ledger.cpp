@@ -648,6 +648,7 @@ std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &
   };
   ReserveResult res;
   res.outcome = ReserveOutcome::resumed;
+  res.cleanup_due_before = task->next_retry_at;
   if (req.dry_run) { // rolled back: nothing written
     res.record = *found;
     revive(res.record);

@@ -164,6 +164,32 @@ TEST_CASE("resume: a listing that fails leaves the row failed and resumable agai
   CHECK(again.resumed_bytes == 3 * k_part);
 }
 
+TEST_CASE("resume: a listing that fails again never moves the cleanup later") {
+  World w;
+  auto first = w.fail_at_part_four();
+  const int64_t due = w.l.task_of(*first.id).next_retry_at;
+  w.clock.t += 600; // within the grace
+  w.store.fail("list_parts", Error(Errc::storage_unavailable, "503"), 1);
+  auto r = w.upload();
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  CHECK(w.l.task_of(*first.id).next_retry_at == due);
+}
+
+TEST_CASE("resume: a listing refused for good (403, an unreadable part) starts the staged upload afresh") {
+  for (Errc refused : {Errc::access_denied, Errc::storage_error}) {
+    CAPTURE(errc_name(refused));
+    World w;
+    auto first = w.fail_at_part_four();
+    w.store.fail("list_parts", Error(refused, "refused"), 1);
+    auto r = w.upload();
+    REQUIRE(r.outcome == ops::UploadOutcome::active);
+    CHECK(r.id == first.id);
+    CHECK(r.resumed_bytes == 0);
+    CHECK(w.store.count("abort_staged") == 1);
+    CHECK(w.store.open_uploads().empty());
+  }
+}
+
 TEST_CASE(
     "resume: a file that changed is uploaded afresh as a new row; the old parts wait for their cleanup") {
   World w;

@@ -131,6 +131,9 @@ enum class ReserveOutcome {
 struct ReserveResult {
   ReserveOutcome outcome = ReserveOutcome::reserved;
   FileRecord record; // the new row, or the existing one for duplicate/replayed/in_progress/resumed
+  // resumed: when the row's cleanup was due before the revive postponed it for this attempt.
+  // Should the attempt fail again, the cleanup is due no later (a re-failure never postpones it).
+  std::optional<int64_t> cleanup_due_before;
 };
 
 // What a cleanup worker may do with its task, decided in a transaction under its lease.

@@ -281,7 +281,9 @@ private:
   // What a transfer learned besides its result. (Renewal: a transfer's monotonic bound,
   // renewed by its progress, defined in upload.cpp.)
   struct TransferNote {
-    bool resume = false;        // in: the row was resumed (its staged upload may hold parts)
+    bool resume = false; // in: the row was resumed (its staged upload may hold parts)
+    // in: a resumed row's cleanup due time before the revive (ledger::ReserveResult)
+    std::optional<int64_t> cleanup_due_before;
     uint64_t resumed_bytes = 0; // out: the bytes of parts already stored, not sent again
     bool staged_kept = false;   // out: failed, its staged upload kept for a later resume
   };
@@ -316,10 +318,10 @@ private:
                                              const std::string &upload_id, Renewal &renewal,
                                              std::vector<std::optional<store::Part>> done);
   // Marks the row failed (definite: nothing more can land; then compensates at once unless
-  // `staged_kept`: the staged upload stays for a later run to resume, its cleanup due one
-  // grace from now).
+  // `kept_until` is set: the staged upload stays for a later run to resume, its cleanup due
+  // then).
   void fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
-            bool staged_kept = false);
+            std::optional<int64_t> kept_until = std::nullopt);
   // The object's metadata: the user's, with lodge's stamp for the row over it.
   [[nodiscard]] store::Metadata object_metadata(const ledger::FileRecord &rec) const;
   // The presigned PUT of a reserved row's object, with the run's options.
