@@ -6,6 +6,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <mutex>
+#include <optional>
 
 namespace lodge::http {
 
@@ -34,7 +35,11 @@ struct CurlEasyCleanup {
 struct SlistFree {
   void operator()(curl_slist *l) const noexcept { curl_slist_free_all(l); }
 };
+struct CurlMultiCleanup {
+  void operator()(CURLM *m) const noexcept { curl_multi_cleanup(m); }
+};
 using CurlHandle = std::unique_ptr<CURL, CurlEasyCleanup>;
+using CurlMultiHandle = std::unique_ptr<CURLM, CurlMultiCleanup>;
 using SlistHandle = std::unique_ptr<curl_slist, SlistFree>;
 
 struct Exchange {
@@ -120,8 +125,10 @@ size_t on_header(char *data, size_t size, size_t nitems, void *user) {
 
 class CurlTransport final : public Transport {
 public:
-  explicit CurlTransport(TransportOptions opts) : m_opts(std::move(opts)), m_curl(curl_easy_init()) {
+  explicit CurlTransport(TransportOptions opts)
+      : m_opts(std::move(opts)), m_curl(curl_easy_init()), m_multi(curl_multi_init()) {
     if (!m_curl) throw LodgeError(Errc::internal, "curl_easy_init failed");
+    if (!m_multi) throw LodgeError(Errc::internal, "curl_multi_init failed");
   }
 
   Result<Response> perform(const Request &req) override {
@@ -168,11 +175,16 @@ public:
     set(CURLOPT_HEADERDATA, &ex);
     set(CURLOPT_WRITEFUNCTION, on_write);
     set(CURLOPT_WRITEDATA, &ex);
+    char curl_says[CURL_ERROR_SIZE] = "";
+    set(CURLOPT_ERRORBUFFER, curl_says);
+    // A body whose bound moves while it is sent (its upload renewed by these very bytes) is
+    // held to that bound by run(); any other request to its deadline by curl's own timeout.
+    const util::TransferWatch *watch = req.body ? req.body->watch() : nullptr;
     int64_t timeout = m_opts.total_timeout_ms;
-    if (req.deadline_steady_ms > 0) {
-      int64_t left = req.deadline_steady_ms - util::steady_ms();
+    if (const int64_t deadline = watch ? watch->bound_ms() : req.deadline_steady_ms; deadline > 0) {
+      int64_t left = deadline - util::steady_ms();
       if (left <= 0) return Error(Errc::deadline_exceeded, "deadline passed before the request started");
-      timeout = timeout > 0 ? std::min(timeout, left) : left;
+      if (!watch) timeout = timeout > 0 ? std::min(timeout, left) : left;
     }
     if (timeout > 0) set(CURLOPT_TIMEOUT_MS, static_cast<long>(timeout));
     if (req.method == "HEAD") {
@@ -198,7 +210,8 @@ public:
     }
     if (!ok) return Error(Errc::internal, "curl_easy_setopt failed");
 
-    CURLcode rc = curl_easy_perform(c);
+    const std::optional<CURLcode> ran = run(c, watch);
+    const CURLcode rc = ran.value_or(CURLE_OPERATION_TIMEDOUT);
     if (rc == CURLE_OK) {
       long status = 0;
       curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -215,18 +228,59 @@ public:
     uint64_t size = req.body ? req.body->size() : 0;
     // Whole body sent, no status line back: the server may still have acted on it.
     d.ambiguous = req.method != "GET" && req.method != "HEAD" && ex.sent >= size && !ex.got_headers;
+    const std::string what = " (" + req.method + " " + util::log::redact(req.url) + ")";
+    if (!ran) return Error(Errc::deadline_exceeded, "deadline passed during the transfer" + what, d);
     Errc code = rc == CURLE_ABORTED_BY_CALLBACK ? Errc::interrupted : Errc::storage_unavailable;
-    if (rc == CURLE_OPERATION_TIMEDOUT && req.deadline_steady_ms > 0 &&
+    if (rc == CURLE_OPERATION_TIMEDOUT && !watch && req.deadline_steady_ms > 0 &&
         util::steady_ms() >= req.deadline_steady_ms - 5)
-      code = Errc::deadline_exceeded;
-    return Error(
-        code,
-        std::string(curl_easy_strerror(rc)) + " (" + req.method + " " + util::log::redact(req.url) + ")", d);
+      return Error(Errc::deadline_exceeded, "deadline passed: " + std::string(curl_easy_strerror(rc)) + what,
+                   d);
+    // curl's own limits (the low-speed abort, the request's total timeout): said as such.
+    if (rc == CURLE_OPERATION_TIMEDOUT)
+      return Error(code,
+                   "the connection's own timeout: " +
+                       std::string(curl_says[0] ? curl_says : curl_easy_strerror(rc)) + what,
+                   d);
+    return Error(code, std::string(curl_easy_strerror(rc)) + what, d);
   }
 
 private:
+  // Runs the transfer set up on `c` through m_multi (its connection cache keeps connections
+  // alive between requests, as curl_easy_perform's own would), checking watch's bound
+  // between every two steps: nullopt when that bound passed first (the transfer is then
+  // abandoned and its connection closed), else curl's result.
+  std::optional<CURLcode> run(CURL *c, const util::TransferWatch *watch) {
+    CURLM *m = m_multi.get();
+    if (curl_multi_add_handle(m, c) != CURLM_OK) return CURLE_FAILED_INIT;
+    std::optional<CURLcode> out;
+    for (;;) {
+      int running = 0;
+      if (curl_multi_perform(m, &running) != CURLM_OK) {
+        out = CURLE_BAD_FUNCTION_ARGUMENT;
+        break;
+      }
+      int queued = 0;
+      while (const CURLMsg *msg = curl_multi_info_read(m, &queued))
+        if (msg->msg == CURLMSG_DONE && msg->easy_handle == c) out = msg->data.result;
+      if (out) break;
+      int64_t wait_ms = 1000;
+      if (watch) {
+        const int64_t left = watch->bound_ms() - util::steady_ms();
+        if (left <= 0) break;
+        wait_ms = std::min(wait_ms, left);
+      }
+      if (curl_multi_poll(m, nullptr, 0, static_cast<int>(wait_ms), nullptr) != CURLM_OK) {
+        out = CURLE_BAD_FUNCTION_ARGUMENT;
+        break;
+      }
+    }
+    curl_multi_remove_handle(m, c);
+    return out;
+  }
+
   TransportOptions m_opts;
   CurlHandle m_curl;
+  CurlMultiHandle m_multi; // declared after m_curl: cleaned up first, as curl asks
 };
 } // namespace
 

@@ -320,8 +320,12 @@ public:
       m_settings.progress = std::make_shared<Progress>();
     if (!spec.jobs_fixed) m_gate = std::make_unique<Gate>(m_control.level());
     if (!m_settings.id_blocks) m_settings.id_blocks = std::make_shared<IdBlocks>();
-    // Each worker's next file is hashed and reserved while its PUT is in flight.
+    // Each worker's next file is hashed and reserved while its PUT is in flight; that PUT's
+    // bytes renew its row through a ledger of the sender's own.
     m_settings.send_ahead = true;
+    m_settings.open_ledger = [open = deps.worker_ledger]() -> std::shared_ptr<ledger::UploadLedger> {
+      return open();
+    };
   }
 
   RunReport run() {

@@ -15,6 +15,7 @@
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/threads.hpp>
+#include <lodge/util/transfer_watch.hpp>
 #include <lodge/util/units.hpp>
 #include <mutex>
 #include <sys/stat.h>
@@ -275,16 +276,18 @@ Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
 }
 
 // The monotonic bound of one file's transfer and its renewal by progress. The row's deadline
-// is `policy.deadline` after the reserve; each finished part is progress, and progress at
-// least a quarter deadline after the last renewal renews the row (UploadLedger::renew): its
-// deadline becomes `policy.deadline` from now and its task's not-before that + grace. The
-// steady bound moves only once a renewal committed, to the same length from a steady time
-// taken before the renewal's wall time, less the margin: no request may end after the
-// deadline the row shows (measured by this host's monotonic clock). A request begun now must
-// also end within `policy.stall` of the last progress: a link that moves no part for that
-// long aborts the transfer. Renewal is judged by the wall clock (its `now` is the ledger's),
-// the bound by the monotonic one. Thread-safe: the part threads share one.
-class Uploader::Renewal {
+// is `policy.deadline` after the reserve; progress is bytes sent (the store tells of them as
+// they leave: util::TransferWatch) and parts finished, and progress at least a quarter
+// deadline after the last renewal renews the row (UploadLedger::renew, fenced: only while the
+// row is still this sender's and its deadline ahead): its deadline becomes `policy.deadline`
+// from now and its task's not-before that + grace. The steady bound moves only once a renewal
+// committed, to the same length from a steady time taken before the renewal's wall time, less
+// the margin: no request may end after the deadline the row shows (measured by this host's
+// monotonic clock). A transfer must also move a byte within `policy.stall` of the last
+// progress. Renewal is judged by the wall clock (its `now` is the ledger's), the bound by the
+// monotonic one. Thread-safe: the part threads share one; one renewal runs at a time, outside
+// the lock, so the other parts' bytes never wait for it.
+class Uploader::Renewal final : public util::TransferWatch {
 public:
   Renewal(ledger::UploadLedger &l, const util::Clock &clock, const ledger::FileRecord &rec,
           const config::Policy &policy, int64_t grace_ms, int64_t steady_deadline, int64_t margin)
@@ -293,39 +296,53 @@ public:
         m_every_ms(std::max<int64_t>(policy.deadline_ms / 4, 1)), m_steady_deadline(steady_deadline),
         m_last_progress(util::steady_ms()), m_last_renewal(clock.now_ms()) {}
 
-  // The row's bound (for one PUT, which is not renewed mid-request, and the stall bound does
-  // not apply: it is one request whose progress is not seen here).
-  [[nodiscard]] int64_t row_bound() const {
+  // A PUT sent on the sender thread renews through the ledger `via` gives there (the worker's
+  // own is busy with the next file); null from it: not renewed. Set before the PUT begins.
+  void renew_through(std::function<ledger::UploadLedger *()> via) { m_via = std::move(via); }
+  // The transfer begins now: the stall counts from here (a PUT queued behind another waited).
+  void begin() {
     std::lock_guard lock(m_mutex);
-    return m_steady_deadline;
+    m_last_progress = util::steady_ms();
   }
-  // The steady time a part or the completion begun now must end by.
+
+  // The steady time a request begun now must end by (checked again as it goes when its body
+  // is watched): the row's bound, or the stall's from the last progress; past once stopped.
   [[nodiscard]] int64_t bound() const {
     std::lock_guard lock(m_mutex);
+    if (m_stop) return 1;
     return std::min(m_steady_deadline, m_last_progress + m_stall_ms);
   }
-  // A part finished. An error stops the transfer: the row is no longer this sender's to send
-  // (failed by repair or sweep, or held by another sender).
+  [[nodiscard]] int64_t bound_ms() const override { return bound(); }
+  // Bytes left: progress. A refused renewal stops the transfer (bound() passes at once).
+  void on_bytes(uint64_t /*n*/) override { (void)progress(); }
+
+  // Progress (bytes sent, a part finished). An error stops the transfer: the row is no longer
+  // this sender's to send (failed by repair or sweep, or held by another sender).
   Status progress() {
-    std::lock_guard lock(m_mutex);
     const int64_t steady = util::steady_ms(); // before the wall time the row's deadline counts from
-    m_last_progress = steady;
-    if (!m_holder) return Unit{}; // a row without a holder cannot be fenced: its deadline stays
-    const int64_t now = m_clock.now_ms();
-    if (now - m_last_renewal < m_every_ms) return Unit{};
-    ledger::RenewOutcome out{};
-    try {
-      out = m_ledger.renew(m_id, *m_holder, now + m_deadline_ms, now + m_deadline_ms + m_grace_ms, now);
-    } catch (const LodgeError &e) {
-      // Not renewed: the bound stays where the row's deadline is; the next part tries again.
-      util::log::warn("could not renew the deadline of file #" + std::to_string(m_id) + ": " +
-                      e.error().message);
+    int64_t now = 0;
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_stop) return *m_stop;
+      m_last_progress = steady;
+      if (!m_holder || m_renewing) return Unit{}; // a row without a holder cannot be fenced
+      now = m_clock.now_ms();
+      if (now - m_last_renewal < m_every_ms) return Unit{};
+      m_renewing = true;
+    }
+    const auto out = ask(now);
+    std::lock_guard lock(m_mutex);
+    m_renewing = false;
+    if (!out) {
+      // Not renewed: the bound stays where the row's deadline is; tried again a sixteenth
+      // deadline later (not at every chunk of bytes).
+      m_last_renewal = now - m_every_ms + m_every_ms / 4;
       return Unit{};
     }
     m_last_renewal = now;
-    switch (out) {
+    switch (*out) {
     case ledger::RenewOutcome::renewed:
-      m_steady_deadline = steady + m_deadline_ms - m_margin_ms;
+      m_steady_deadline = std::max(m_steady_deadline, steady + m_deadline_ms - m_margin_ms);
       return Unit{};
     case ledger::RenewOutcome::past_deadline:
       // By this host's wall clock the row is overdue, its steady bound not yet (a clock step):
@@ -333,23 +350,41 @@ public:
       return Unit{};
     case ledger::RenewOutcome::not_holder:
       m_taken_over = true;
-      return Error(Errc::state_changed,
-                   "file #" + std::to_string(m_id) +
-                       " is held by another sender now (its deadline was not renewed); not stored");
+      m_stop =
+          Error(Errc::state_changed, "file #" + std::to_string(m_id) +
+                                         " is held by another sender now (its deadline was not renewed); "
+                                         "not stored");
+      return *m_stop;
     case ledger::RenewOutcome::not_uploading:
       break;
     }
-    return Error(Errc::state_changed, "file #" + std::to_string(m_id) +
-                                          " changed state during the upload (failed by repair or a sweep?); "
-                                          "its deadline was not renewed; not stored");
+    m_stop =
+        Error(Errc::state_changed, "file #" + std::to_string(m_id) +
+                                       " changed state during the upload (failed by repair or a sweep?); "
+                                       "its deadline was not renewed; not stored");
+    return *m_stop;
   }
-  // A part's DEADLINE_EXCEEDED before the row's bound came from the stall bound: said so.
+  // A transfer's error as the bound that ended it says it: the renewal refused (the row is not
+  // this sender's any more), the stall (no byte for policy.stall) or the row's deadline.
   [[nodiscard]] Error explain(Error e) const {
     std::lock_guard lock(m_mutex);
-    if (e.code == Errc::deadline_exceeded && util::steady_ms() < m_steady_deadline - 5)
-      e.message = "no part finished for " + util::format_duration_ms(m_stall_ms) +
+    if (m_stop) {
+      Error stopped = *m_stop;
+      stopped.details = e.details;
+      return stopped;
+    }
+    if (e.code != Errc::deadline_exceeded) return e;
+    if (m_last_progress + m_stall_ms < m_steady_deadline)
+      e.message = "no bytes sent for " + util::format_duration_exact(m_stall_ms) +
                   " (the policy's stall): " + e.message;
+    else
+      e.message = "the record's deadline passed: no progress renewed it within the policy's deadline (" +
+                  util::format_duration_exact(m_deadline_ms) + "): " + e.message;
     return e;
+  }
+  [[nodiscard]] Result<store::PutResult> explain(Result<store::PutResult> put) const {
+    if (!put) return explain(put.error());
+    return put;
   }
   [[nodiscard]] bool taken_over() const {
     std::lock_guard lock(m_mutex);
@@ -357,6 +392,19 @@ public:
   }
 
 private:
+  // One renewal asked of the ledger (outside the lock); nullopt when it could not be asked.
+  std::optional<ledger::RenewOutcome> ask(int64_t now) {
+    ledger::UploadLedger *via = m_via ? m_via() : &m_ledger;
+    if (via == nullptr) return std::nullopt;
+    try {
+      return via->renew(m_id, *m_holder, now + m_deadline_ms, now + m_deadline_ms + m_grace_ms, now);
+    } catch (const LodgeError &e) {
+      util::log::warn("could not renew the deadline of file #" + std::to_string(m_id) + ": " +
+                      e.error().message);
+      return std::nullopt;
+    }
+  }
+
   ledger::UploadLedger &m_ledger;
   const util::Clock &m_clock;
   const int64_t m_id;
@@ -366,10 +414,13 @@ private:
   const int64_t m_grace_ms;
   const int64_t m_margin_ms;
   const int64_t m_every_ms;
+  std::function<ledger::UploadLedger *()> m_via; // set before the transfer, read-only during it
   mutable std::mutex m_mutex;
   int64_t m_steady_deadline;
   int64_t m_last_progress;
   int64_t m_last_renewal;
+  bool m_renewing = false;     // a renewal is being asked, outside the lock
+  std::optional<Error> m_stop; // a renewal was refused: the transfer stops with this
   bool m_taken_over = false;
 };
 
@@ -412,6 +463,22 @@ bool Uploader::can_send_ahead(const Digests &d) {
   return m_send_store != nullptr;
 }
 
+ledger::UploadLedger *Uploader::sender_ledger() {
+  if (!m_send_ledger && !m_send_ledger_failed) {
+    if (!m_s.open_ledger) {
+      m_send_ledger_failed = true;
+    } else {
+      try {
+        m_send_ledger = m_s.open_ledger();
+      } catch (const LodgeError &e) {
+        m_send_ledger_failed = true;
+        util::log::warn("a PUT sent ahead is not renewed while its bytes flow: " + e.error().message);
+      }
+    }
+  }
+  return m_send_ledger.get();
+}
+
 void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
                             std::unique_ptr<Renewal> renewal) {
   auto fl = std::make_unique<Flight>();
@@ -421,6 +488,8 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
   fl->renewal = std::move(renewal);
   // Made here, on the worker: the sender touches its own connection and the file alone.
   store::PutRequest req = single_request(fl->f.fd.get(), fl->rec, *fl->renewal);
+  // Its bytes renew its row from the sender thread, through the sender's own ledger.
+  fl->renewal->renew_through([this] { return sender_ledger(); });
   Flight *raw = fl.get();
   store::ObjectStore &via = *m_send_store;
   // One thread per worker sends every flight: a thread made per file cost more CPU than its PUT.
@@ -429,7 +498,8 @@ void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileReco
   // Queued behind the PUT already in the air, if any: it starts the moment that one ends.
   raw->ticket = m_sender->post([raw, &via, req = std::move(req)] {
     try {
-      raw->put = ours_if_landed(via, raw->rec, via.put(req));
+      raw->renewal->begin();
+      raw->put = ours_if_landed(via, raw->rec, raw->renewal->explain(via.put(req)));
     } catch (const LodgeError &e) {
       raw->put = e.error();
     } catch (const std::exception &e) {
@@ -504,6 +574,7 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
   }
   TransferNote note;
   note.resume = res.outcome == ledger::ReserveOutcome::resumed;
+  if (note.resume) note.cleanup_due_before = res.cleanup_due_before;
   if (!note.resume && can_send_ahead(digests)) {
     // Queued on the sender behind the previous file's PUT, which then lands: the connection
     // never idles between the two, and one reserved file waits per worker at most (for one
@@ -582,7 +653,6 @@ ledger::ReserveRequest Uploader::reserve_request(const std::string &name, const 
   req.object_options = m_options_json;
   // A path whose new content is already stored elsewhere is shared, and --replace retires
   // the path's older rows then as confirm does otherwise.
-  if (note.resume) note.cleanup_due_before = res.cleanup_due_before;
   if (m_s.replace) req.retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
   return req;
 }
@@ -896,23 +966,23 @@ store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
   return meta;
 }
 
-store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec,
-                                           const Renewal &renewal) const {
+store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec, Renewal &renewal) const {
   store::PutRequest req;
   req.key = rec.object_key;
-  req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter()};
+  req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter(), &renewal};
   req.content_type = rec.object_content_type();
   req.metadata = object_metadata(rec);
   req.options = m_s.options;
   req.options.metadata.clear(); // sent above
   req.options.content_type.clear();
-  req.deadline_steady_ms = renewal.row_bound();
+  req.deadline_steady_ms = renewal.bound(); // where it starts: the body's watch moves it
   return req;
 }
 
 Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &rec, const Digests &d,
                                             Renewal &renewal, TransferNote &note) {
-  if (d.parts.empty()) return ours_if_landed(m_store, rec, m_store.put(single_request(fd, rec, renewal)));
+  if (d.parts.empty())
+    return ours_if_landed(m_store, rec, renewal.explain(m_store.put(single_request(fd, rec, renewal))));
   store::ObjectOptions options = m_s.options;
   options.metadata.clear(); // sent in meta
   options.content_type.clear();
@@ -944,6 +1014,15 @@ namespace {
 // failure is lodge's own (INTERNAL: nothing is known of what was sent).
 bool keep_for_resume(const Error &e) {
   return e.code != Errc::file_changed && e.code != Errc::state_changed && e.code != Errc::internal;
+}
+
+// Whether listing a staged upload's parts failed for a reason that does not pass by itself:
+// refused (403: credentials without the right to list parts; file://: EACCES), a request the
+// store will never take (another 4xx; file://: a part it cannot open, such as a symlink
+// loop), or its record unreadable. Not a 5xx, a throttle or a timeout, which a later run may
+// get past.
+bool listing_refused_for_good(const Error &e) {
+  return e.code == Errc::access_denied || e.code == Errc::storage_error || e.code == Errc::metadata_corrupt;
 }
 
 // The MD5 of `n` bytes of the file from `off` (a stored part's ETag is its MD5), in hex.
@@ -1010,26 +1089,24 @@ Result<store::PutResult> Uploader::transfer_staged(int fd, const ledger::FileRec
       abort_or_warn(m_store, rec.object_key, handle);
     return e;
   }
-  auto put = m_store.complete_staged(staged, handle, parts.value(), renewal.bound());
+  auto put = renewal.explain(m_store.complete_staged(staged, handle, parts.value(), renewal.bound()));
   if (!put && !put.error().details.ambiguous) abort_or_warn(m_store, rec.object_key, handle);
   return put;
 }
 
 Result<std::optional<Uploader::Resumable>>
-// Whether listing a staged upload's parts failed for a reason that does not pass by itself:
-// refused (403: credentials without the right to list parts; file://: EACCES), a request the
-// store will never take (another 4xx; file://: a part it cannot open, such as a symlink
-// loop), or its record unreadable. Not a 5xx, a throttle or a timeout, which a later run may
-// get past.
-bool listing_refused_for_good(const Error &e) {
-  return e.code == Errc::access_denied || e.code == Errc::storage_error || e.code == Errc::metadata_corrupt;
-}
-
 Uploader::stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d, const std::string &handle) {
   const std::string what = "the staged upload of file #" + std::to_string(rec.id);
   auto listed = m_store.list_parts(rec.object_key, handle);
   if (!listed) {
     const Errc c = listed.error().code;
+    if (listing_refused_for_good(listed.error())) {
+      // Credentials without the right to list parts (S3's s3:ListMultipartUploadParts), a part
+      // that cannot be read: every later run would be refused the same, and fail, for ever.
+      util::log::warn(what + " cannot be resumed (" + listed.error().message + "): uploading it anew");
+      abort_or_warn(m_store, rec.object_key, handle);
+      return std::optional<Resumable>();
+    }
     if (c != Errc::not_found && c != Errc::unsupported) return listed.error();
     util::log::info(what + " is gone (" + listed.error().message + "): uploading it anew");
     if (c == Errc::unsupported) abort_or_warn(m_store, rec.object_key, handle);
@@ -1099,14 +1176,7 @@ Result<std::vector<store::Part>> Uploader::put_parts(int fd, const ledger::FileR
         uint64_t off = i * m_s.part_size;
         uint64_t n = std::min<uint64_t>(m_s.part_size, static_cast<uint64_t>(rec.size) - off);
         auto p = store.put_part(rec.object_key, upload_id, static_cast<int>(i + 1),
-                                {fd, off, n, d.parts[i], sent_counter()}, renewal.bound());
-    if (listing_refused_for_good(listed.error())) {
-      // Credentials without the right to list parts (S3's s3:ListMultipartUploadParts), a part
-      // that cannot be read: every later run would be refused the same, and fail, for ever.
-      util::log::warn(what + " cannot be resumed (" + listed.error().message + "): uploading it anew");
-      abort_or_warn(m_store, rec.object_key, handle);
-      return std::optional<Resumable>();
-    }
+                                {fd, off, n, d.parts[i], sent_counter(), &renewal}, renewal.bound());
         if (p && t == 0 && failpoint::hit("upload.between_parts"))
           p = Error(Errc::storage_unavailable, "injected failure between parts");
         if (!p) return record_failure(renewal.explain(p.error()));

@@ -12,7 +12,8 @@ namespace lodge::store {
 
 class FileRangeBody final : public http::BodySource {
 public:
-  explicit FileRangeBody(const Body &b) : m_fd(b.fd), m_offset(b.offset), m_size(b.size), m_sent(b.sent) {}
+  explicit FileRangeBody(const Body &b)
+      : m_fd(b.fd), m_offset(b.offset), m_size(b.size), m_sent(b.sent), m_watch(b.watch) {}
   [[nodiscard]] uint64_t size() const override { return m_size; }
   void rewind() override {
     if (m_sent) m_sent->fetch_sub(m_pos, std::memory_order_relaxed);
@@ -34,8 +35,10 @@ public:
     m_hash.update(buf, static_cast<size_t>(got));
     m_pos += static_cast<uint64_t>(got);
     if (m_sent) m_sent->fetch_add(static_cast<uint64_t>(got), std::memory_order_relaxed);
+    if (m_watch) m_watch->on_bytes(static_cast<uint64_t>(got));
     return got;
   }
+  [[nodiscard]] const util::TransferWatch *watch() const override { return m_watch; }
   // The digest of what the last attempt read (complete only when it read everything).
   [[nodiscard]] std::string sent_sha256_hex() { return crypto::to_hex(m_hash.finish()); }
   [[nodiscard]] bool shrank() const { return m_short; }
@@ -47,6 +50,7 @@ private:
   uint64_t m_pos = 0;
   bool m_short = false;
   std::atomic<uint64_t> *m_sent;
+  util::TransferWatch *m_watch;
   crypto::Sha256 m_hash;
 };
 

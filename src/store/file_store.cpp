@@ -859,7 +859,9 @@ private:
       return e;
     };
     while (done < body.size) {
-      if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
+      // A watched body's bound moves as its bytes land (body.watch); the deadline given is its start.
+      const int64_t bound = body.watch ? body.watch->bound_ms() : deadline_steady_ms;
+      if (bound > 0 && util::steady_ms() >= bound)
         return fail(Error(Errc::deadline_exceeded, "PUT: deadline passed during the transfer"));
       if (http::abort_requested()) return fail(Error(Errc::interrupted, "PUT: aborted by a second signal"));
       size_t want = static_cast<size_t>(std::min<uint64_t>(sizeof buf, body.size - done));
@@ -876,6 +878,7 @@ private:
         return fail(io_error("PUT", tmp.error().err));
       done += static_cast<uint64_t>(n);
       if (body.sent) body.sent->fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      if (body.watch) body.watch->on_bytes(static_cast<uint64_t>(n));
     }
     // No fsync: flush() makes it durable before anything relies on it.
     if (!body.sha256_hex.empty() && crypto::to_hex(h.finish()) != body.sha256_hex)

@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import FaultProxy, S3TestCase, check_invariants, converge, main  # noqa: E402
+from lodgetest import FaultProxy, LodgeTestCase, S3TestCase, check_invariants, converge, main  # noqa: E402
 
 MIB = 1 << 20
 DEADLINE_MS = 4000
@@ -91,6 +91,117 @@ class Renewal(S3TestCase):
         converge(self)
         check_invariants(self)
         self.assertEqual(self.objects(), {})
+
+
+# The deadline is time without progress, and progress is bytes: the issue's scenario (parts of
+# 8 MiB two at a time under --bwlimit, each part longer than the deadline) scaled to a few
+# seconds. Before renewal from bytes, each failed DEADLINE_EXCEEDED at the deadline less the
+# margin (1.8 s), with bytes moving all along.
+BYTES_DEADLINE = {"deadline": "2s", "grace": "2s"}
+PARTS_CONFIG = {"multipart_threshold": "8MiB", "part_size": "8MiB", "part_concurrency": 2,
+                "policies": {"default": BYTES_DEADLINE}}
+SINGLE_CONFIG = {"multipart_threshold": "64MiB", "policies": {"default": BYTES_DEADLINE}}
+
+
+class RenewalByBytes:
+    """Shared by the S3 (moto) and file:// cases: the uploader renews from the bytes it sends."""
+
+    def configure(self, cfg):
+        self.env["LODGE_CONFIG"] = self.write("bytes-config.json", json.dumps(cfg))
+
+    def row(self):
+        rows = self.sql("SELECT upload_status, created_at, upload_deadline_at FROM file_upload")
+        self.assertEqual(len(rows), 1, rows)
+        return rows[0]
+
+    def check_sent_longer_than_the_deadline(self, size, at_least_s):
+        big = self.write("in/big.bin", os.urandom(size))
+        start = time.monotonic()
+        r = self.lodge("--json", "upload", "--bwlimit", "2M", big)
+        secs = time.monotonic() - start
+        self.assertEqual(r.rc, 0, r)
+        self.assertGreater(secs, at_least_s, r)  # far past the 2 s deadline
+        status, created, deadline = self.row()
+        self.assertEqual(status, "ACTIVE")
+        self.assertGreater(deadline, created + 2000 + 1000)  # renewed
+        self.assertEqual(list(self.objects().values()), [size])
+        check_invariants(self)
+
+    def test_parts_longer_than_the_deadline_renew_while_their_bytes_flow(self):
+        # 12 MiB at 2 MiB/s in parts of 8 MiB, two at once: the first part alone takes ~5 s.
+        self.configure(PARTS_CONFIG)
+        self.check_sent_longer_than_the_deadline(12 * MIB, 4)
+
+    def test_a_single_put_longer_than_the_deadline_renews_while_its_bytes_flow(self):
+        # 8 MiB in one PUT (below multipart_threshold) at 2 MiB/s: ~3 s.
+        self.configure(SINGLE_CONFIG)
+        self.check_sent_longer_than_the_deadline(8 * MIB, 2.5)
+
+
+class RenewalByBytesS3(RenewalByBytes, S3TestCase):
+    def stopped_put(self, policy):
+        """A single PUT of 32 MiB whose bytes stop after the first MiB (the fault proxy takes
+        no more, and never answers): (result, its outcome line, seconds)."""
+        self.configure({"multipart_threshold": "64MiB", "policies": {"default": policy}})
+        big = self.write("in/big.bin", os.urandom(32 * MIB))
+        proxy = FaultProxy(self.server_port, self.dir)
+        try:
+            proxy.set_rules([{"method": "PUT", "path_contains": "big.bin", "action": "stall",
+                              "bytes": MIB, "hold_s": 120, "times": 10}])
+            env = self.endpoint_env(proxy.endpoint)
+            self.rebind(env)
+            start = time.monotonic()
+            r = self.lodge("--json", "upload", big, env=env)
+            secs = time.monotonic() - start
+            self.rebind({})
+        finally:
+            proxy.stop()
+        doc = [json.loads(line) for line in r.out.splitlines() if '"outcome"' in line][0]
+        return r, doc, secs
+
+    def test_a_single_put_whose_bytes_stop_fails_on_the_stall(self):
+        r, doc, secs = self.stopped_put({"deadline": "60s", "stall": "2s", "grace": "2s"})
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(doc["outcome"], "failed", r)
+        self.assertEqual(doc["error"]["code"], "DEADLINE_EXCEEDED", r)
+        self.assertIn("no bytes sent for 2s (the policy's stall)", doc["error"]["message"], r)
+        self.assertLess(secs, 20, r)  # the stall, not the deadline (60 s) or curl's own 30 s
+        self.assertEqual(self.row()[0], "UPLOAD_FAILED")
+        converge(self)
+        check_invariants(self)
+        self.assertEqual(self.objects(), {})
+
+    def test_a_single_put_whose_bytes_stop_past_the_deadline_says_the_deadline_ended_it(self):
+        r, doc, secs = self.stopped_put({"deadline": "3s", "stall": "60s", "grace": "2s"})
+        self.assertEqual(r.rc, 1, r)
+        self.assertEqual(doc["error"]["code"], "DEADLINE_EXCEEDED", r)
+        self.assertIn("the policy's deadline", doc["error"]["message"], r)
+        self.assertNotIn("stall", doc["error"]["message"], r)
+        self.assertLess(secs, 20, r)
+        converge(self)
+        check_invariants(self)
+
+
+class RenewalByBytesFile(RenewalByBytes, LodgeTestCase):
+    """file:// copies the bytes itself (no HTTP): the same renewal, through its own loop."""
+
+    def setUp(self):
+        super().setUp()
+        self.store = os.path.join(self.dir, "store")
+        self.env.update({"LODGE_STORE": "file://" + self.store, "LODGE_OWNER": "ci"})
+        self.init()
+
+    def objects(self):
+        """key -> size of every object, lodge's own folders left out."""
+        out = {}
+        for top, dirs, files in os.walk(self.store):
+            if top == self.store:
+                dirs[:] = [d for d in dirs if not d.startswith(".lodge")]
+                files = [f for f in files if not f.startswith(".lodge")]
+            for f in files:
+                path = os.path.join(top, f)
+                out[os.path.relpath(path, self.store)] = os.path.getsize(path)
+        return out
 
 
 if __name__ == "__main__":

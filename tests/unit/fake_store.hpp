@@ -57,6 +57,7 @@ public:
   [[nodiscard]] std::unique_ptr<FakeStore> connection() const {
     auto c = std::unique_ptr<FakeStore>(new FakeStore(m_state, on_put_part));
     c->on_put = on_put;
+    c->on_bytes = on_bytes;
     return c;
   }
 
@@ -111,6 +112,9 @@ public:
   // Runs inside put, first, outside any lock (to look at the ledger as a PUT begins, or to
   // hold it in flight). Connections made later get it too.
   std::function<void(const std::string &key)> on_put;
+  // Runs as each KiB of a watched body (store::Body::watch: a PUT's or a part's) leaves, with
+  // that body's bytes sent so far, outside any lock (to move a clock, or to hold the bytes).
+  std::function<void(uint64_t sent)> on_bytes;
 
   // The next `times` calls of op fail with e (times < 0: every call until cleared).
   void fail(const std::string &op, Error e, int times = -1) {
@@ -165,7 +169,9 @@ public:
 
   Result<store::PutResult> put(const store::PutRequest &req) override {
     if (on_put) on_put(req.key);
+    auto sent = send_watched(req.body, "PUT " + req.key);
     std::lock_guard lock(m_state->mutex);
+    if (!sent) return refuse("put", req.key, sent.error().code, sent.error().message);
     if (auto e = scripted("put", req.key)) return *e;
     if (m_state->objects.count(req.key)) return refuse("put", req.key, Errc::precondition_failed, "exists");
     std::string bytes(req.body.size, '\0');
@@ -335,7 +341,9 @@ public:
     // As a real store's request: one that ends past its deadline fails (a part held by the hook).
     if (deadline_steady_ms > 0 && util::steady_ms() >= deadline_steady_ms)
       return Error(Errc::deadline_exceeded, "Timeout was reached (PUT part " + std::to_string(number) + ")");
+    auto sent = send_watched(b, "PUT part " + std::to_string(number));
     std::lock_guard lock(m_state->mutex);
+    if (!sent) return refuse("put_part", key, sent.error().code, sent.error().message);
     if (auto e = scripted("put_part", key)) return *e;
     record("put_part", key, true);
     if (m_state->uploads.count(upload_id)) {
@@ -461,6 +469,22 @@ public:
 private:
   FakeStore(std::shared_ptr<State> s, std::function<void(int)> hook)
       : on_put_part(std::move(hook)), m_state(std::move(s)) {}
+
+  // A watched body sent as a real store sends it: a KiB at a time, each told to its watch
+  // (then on_bytes), failing once the watch's bound passed. Nothing to do for another body.
+  Status send_watched(const store::Body &b, const std::string &what) const {
+    if (b.watch == nullptr) return ok_status();
+    auto passed = [&] { return util::steady_ms() >= b.watch->bound_ms(); };
+    for (uint64_t sent = 0; sent < b.size;) {
+      if (passed()) return Error(Errc::deadline_exceeded, "Timeout was reached (" + what + ")");
+      const uint64_t n = std::min<uint64_t>(1024, b.size - sent);
+      sent += n;
+      b.watch->on_bytes(n);
+      if (on_bytes) on_bytes(sent);
+    }
+    if (passed()) return Error(Errc::deadline_exceeded, "Timeout was reached (" + what + ")");
+    return ok_status();
+  }
 
   // With the lock held.
   void record(const std::string &op, const std::string &key, bool ok) {

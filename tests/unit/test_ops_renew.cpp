@@ -1,7 +1,8 @@
 // A deadline renewed by progress, on the ledger fake and the fake store: the uploader renews
-// its row as parts finish (at most once a quarter deadline), stops at once when a renewal is
-// refused, and aborts a transfer whose parts stall; repair and sweep judge a renewed row by
-// its current deadline.
+// its row as bytes leave and parts finish (at most once a quarter deadline), for a single PUT
+// too, stops at once when a renewal is refused, and aborts a transfer whose bytes stop (the
+// stall) or whose deadline passes, saying which; repair and sweep judge a renewed row by its
+// current deadline.
 #include "fake_ledger.hpp"
 #include "fake_store.hpp"
 #include "ops_fixture.hpp"
@@ -198,4 +199,136 @@ TEST_CASE("repair and sweep judge a renewed row by its current deadline: never f
   CHECK(w.l.row(rec.id).upload_status == ledger::FileStatus::upload_failed);
   (void)ops::sweep(w.l, w.store, so, w.clock);
   CHECK_FALSE(w.store.has(rec.object_key));
+}
+
+namespace {
+// `s` with every file of these tests sent in one PUT (below multipart_threshold).
+ops::UploadSettings single_put(ops::UploadSettings s) {
+  s.multipart_threshold = 1U << 20;
+  return s;
+}
+
+int64_t deadline_of_only_row(test::FakeLedger &l) {
+  ledger::FileQuery all;
+  all.owner = "o";
+  auto rows = l.list_files(all);
+  REQUIRE(rows.size() == 1);
+  return rows[0].upload_deadline_at;
+}
+} // namespace
+
+TEST_CASE("renewal: a single PUT's bytes renew its row while they flow, at most once a quarter deadline") {
+  REQUIRE(ops::this_process().has_value());
+  test::TempDir dir;
+  test::FakeLedger l;
+  test::FakeStore store;
+  test::ManualClock clock;
+  const int64_t t0 = clock.now_ms();
+  // Each KiB takes a second by the wall clock: the 10 KiB PUT outlasts the 8 s deadline.
+  store.on_bytes = [&clock](uint64_t) { clock.advance(1'000); };
+  int64_t deadline_before_confirm = 0;
+  l.before_next("confirm", [&] { deadline_before_confirm = deadline_of_only_row(l); });
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
+  ops::Uploader up(l, store, single_put(renew_settings(8'000)), clock);
+  auto r = up.upload(dir.file("big.bin"));
+  REQUIRE_MESSAGE(r.outcome == ops::UploadOutcome::active, (r.error ? r.error->message : ""));
+  CHECK(store.count("put") == 1);
+  // KiB n leaves at n - 1 s: renewed as KiB 3, 5, 7 and 9 leave (2, 4, 6 and 8 s), never more often.
+  CHECK(l.count("renew") == 4);
+  CHECK(deadline_before_confirm == t0 + 8'000 + 8'000);
+}
+
+TEST_CASE("renewal: a part's bytes renew its row before the part ends") {
+  REQUIRE(ops::this_process().has_value());
+  test::TempDir dir;
+  test::FakeLedger l;
+  test::FakeStore store;
+  test::ManualClock clock;
+  const int64_t t0 = clock.now_ms();
+  store.on_bytes = [&clock](uint64_t) { clock.advance(1'000); };
+  int64_t deadline_before_confirm = 0;
+  l.before_next("confirm", [&] { deadline_before_confirm = deadline_of_only_row(l); });
+  // Two parts of 10 KiB, each 10 s: longer than the 8 s deadline by itself.
+  auto s = renew_settings(8'000);
+  s.part_size = size_t{10} * 1024;
+  test::write_file(dir.file("big.bin"), std::string(size_t{20} * 1024, 'x'));
+  ops::Uploader up(l, store, s, clock);
+  auto r = up.upload(dir.file("big.bin"));
+  REQUIRE_MESSAGE(r.outcome == ops::UploadOutcome::active, (r.error ? r.error->message : ""));
+  CHECK(store.count("put_part") == 2);
+  CHECK(l.count("renew") == 10);
+  CHECK(deadline_before_confirm == t0 + 20'000 + 8'000);
+}
+
+TEST_CASE("renewal refused while a single PUT's bytes flow: the PUT stops at once, nothing stored") {
+  REQUIRE(ops::this_process().has_value());
+  test::TempDir dir;
+  test::FakeLedger l;
+  test::FakeStore store;
+  test::ManualClock clock;
+  uint64_t sent = 0;
+  store.on_bytes = [&](uint64_t n) {
+    sent = n;
+    clock.advance(1'000);
+  };
+  // Just before the first renewal, another host's repair (its clock past the deadline) fails the row.
+  l.before_next("renew", [&] {
+    ledger::FileQuery all;
+    all.owner = "o";
+    auto rows = l.list_files(all);
+    REQUIRE(rows.size() == 1);
+    REQUIRE(l.repair_row(rows[0].id, rows[0].upload_deadline_at + 1, 1'000, 8) ==
+            ledger::RepairOutcome::repaired);
+  });
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
+  ops::Uploader up(l, store, single_put(renew_settings(8'000)), clock);
+  auto r = up.upload(dir.file("big.bin"));
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::state_changed);
+  CHECK(r.error->message.find("not renewed") != std::string::npos);
+  CHECK(sent == 3072); // the renewal as the third KiB left (2 s in) was refused: not one KiB more
+  CHECK(l.count("confirm") == 0);
+  CHECK(l.row(*r.id).upload_status == ledger::FileStatus::upload_failed);
+  CHECK_FALSE(store.has(l.row(*r.id).object_key));
+}
+
+TEST_CASE("stall: a single PUT whose bytes stop for the policy's stall fails DEADLINE_EXCEEDED, naming the "
+          "stall") {
+  test::TempDir dir;
+  test::FakeLedger l;
+  test::FakeStore store;
+  // After 3 KiB the link moves nothing for 400 ms: past the 150 ms stall; the deadline is a minute.
+  store.on_bytes = [](uint64_t n) {
+    if (n == 3 * 1024) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  };
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
+  ops::Uploader up(l, store, single_put(renew_settings(60'000, 150)), util::system_clock());
+  auto r = up.upload(dir.file("big.bin"));
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::deadline_exceeded);
+  CHECK_MESSAGE(r.error->message.find("no bytes sent for 150ms (the policy's stall)") != std::string::npos,
+                r.error->message);
+  CHECK(l.row(*r.id).upload_status == ledger::FileStatus::upload_failed);
+}
+
+TEST_CASE("deadline: bytes that stop until the row's deadline passes fail DEADLINE_EXCEEDED, naming the "
+          "deadline") {
+  test::TempDir dir;
+  test::FakeLedger l;
+  test::FakeStore store;
+  // A 1 s deadline (its margin 200 ms: the bound is 800 ms after the reserve), a minute's
+  // stall: after the first KiB nothing moves for a second.
+  store.on_bytes = [](uint64_t n) {
+    if (n == 1024) std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+  };
+  test::write_file(dir.file("big.bin"), std::string(size_t{10} * 1024, 'x'));
+  ops::Uploader up(l, store, single_put(renew_settings(1'000, 60'000)), util::system_clock());
+  auto r = up.upload(dir.file("big.bin"));
+  REQUIRE(r.outcome == ops::UploadOutcome::failed);
+  REQUIRE(r.error);
+  CHECK(r.error->code == Errc::deadline_exceeded);
+  CHECK_MESSAGE(r.error->message.find("the policy's deadline (1s)") != std::string::npos, r.error->message);
+  CHECK(r.error->message.find("stall") == std::string::npos);
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/util/token_bucket.hpp>
+#include <lodge/util/transfer_watch.hpp>
 #include <memory>
 #include <string>
 #include <utility>
@@ -26,6 +27,9 @@ public:
   virtual void rewind() = 0;
   // Fills up to n bytes; returns the count (0 at the end) or -1 on a read error.
   virtual int64_t read(char *buf, size_t n) = 0;
+  // The bound this body's transfer ends by while it runs (checked as it goes, instead of
+  // Request::deadline_steady_ms), or null.
+  [[nodiscard]] virtual const util::TransferWatch *watch() const { return nullptr; }
 };
 
 class StringBody final : public BodySource {
@@ -56,7 +60,7 @@ struct Request {
   // Called once with the status and headers of a 2xx answer, before its first body byte
   // reaches sink; false refuses the body (the attempt fails with STORAGE_ERROR).
   std::function<bool(const Response &)> accept;
-  int64_t deadline_steady_ms = 0; // 0: no deadline beyond the timeouts
+  int64_t deadline_steady_ms = 0; // 0: no deadline beyond the timeouts (see BodySource::watch)
 };
 
 struct TransportOptions {

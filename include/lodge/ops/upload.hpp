@@ -58,6 +58,9 @@ struct UploadSettings {
   int part_concurrency = 1;
   // Opens another connection to the same store, for parts sent in parallel.
   std::function<std::unique_ptr<store::ObjectStore>()> open_store;
+  // Opens another connection to the same ledger, for the sender thread (send_ahead): a PUT in
+  // flight there renews its row through it as its bytes flow. Null: such a PUT is not renewed.
+  std::function<std::shared_ptr<ledger::UploadLedger>()> open_ledger;
   int max_retries = 8;
   int64_t lease_ms = 120'000;
   CleanupSettings cleanup;
@@ -249,6 +252,9 @@ private:
   struct Flight;
   // Whether this file's PUT can go ahead on the sender (its connection opened on first use).
   bool can_send_ahead(const Digests &d);
+  // The sender thread's own ledger connection (UploadSettings::open_ledger), opened on the
+  // first renewal of a PUT in flight; null when there is none. Called on the sender only.
+  ledger::UploadLedger *sender_ledger();
   void start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
                     std::unique_ptr<Renewal> renewal);
   // Waits for the PUTs on the sender, oldest first, until `keep` are left, and lands each in
@@ -292,7 +298,7 @@ private:
                                     TransferNote &note);
   // One PUT's request (made on the worker: the stamp reads the ledger's uuid).
   [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec,
-                                                 const Renewal &renewal) const;
+                                                 Renewal &renewal) const;
   // A PUT (or completion) through `via`, a refused create-only one checked for our own earlier
   // attempt (thread-safe for the sender: it touches `via` alone).
   static Result<store::PutResult> ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
@@ -358,7 +364,9 @@ private:
   std::vector<FileResult> m_done;                                 // what upload_next returns
   std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
   bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
-  std::unique_ptr<util::TaskThread> m_sender;                     // runs the flights' PUTs, one at a time
+  std::shared_ptr<ledger::UploadLedger> m_send_ledger; // the sender's renewals (sender thread only)
+  bool m_send_ledger_failed = false;                   // none: a PUT in flight is not renewed
+  std::unique_ptr<util::TaskThread> m_sender;          // runs the flights' PUTs, one at a time
   // The PUTs on the sender, oldest first: the one in the air and at most one queued behind it
   // (declared last: waited for first).
   std::deque<std::unique_ptr<Flight>> m_flights;

@@ -13,6 +13,7 @@
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/backpressure.hpp>
 #include <lodge/util/token_bucket.hpp>
+#include <lodge/util/transfer_watch.hpp>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -73,6 +74,9 @@ struct Body {
   // When set, every byte read to be sent is added here as it leaves (and what a retried
   // attempt had counted is taken back): the upload's progress line reads it.
   std::atomic<uint64_t> *sent = nullptr;
+  // When set, told of every byte read to be sent, and the bound the transfer ends by while
+  // it runs (the deadline given beside the body is then only the bound at its start).
+  util::TransferWatch *watch = nullptr;
 };
 
 struct PutRequest {
