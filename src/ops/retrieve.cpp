@@ -436,6 +436,10 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
     if (S_ISDIR(sb.st_mode))
       return fail(
           Error(Errc::output_exists, res.file + " is a directory; file " + describe(r) + " not written"));
+    // A FIFO, a device node or a symlink is never replaced, --force or not (util::AtomicFile).
+    if (!S_ISREG(sb.st_mode))
+      return fail(Error(Errc::io_error, res.file + " is " + util::file_kind(sb.st_mode) +
+                                            ", not a regular file; file " + describe(r) + " not written"));
     if (S_ISREG(sb.st_mode) && sb.st_size == r.size) {
       auto h = hash_existing(dfd, name, res.file);
       if (!h) return fail(h.error());
@@ -446,7 +450,6 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
     }
     if (!opts.force)
       return fail(Error(Errc::output_exists, res.file + " exists and differs from file " + describe(r) +
-                                                 (S_ISLNK(sb.st_mode) ? " (a symlink, not followed)" : "") +
                                                  "; not replaced (--force replaces it)"));
   } else if (errno != ENOENT) {
     return fail(io_error("checking " + res.file, errno));
@@ -475,6 +478,9 @@ GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destinat
     if (e.err == EEXIST && !opts.force)
       return fail(Error(Errc::output_exists, res.file + " appeared while file " + describe(r) +
                                                  " was being read; not replaced (--force replaces it)"));
+    if (*e.found != '\0')
+      return fail(Error(Errc::io_error, res.file + " is " + e.found + ", not a regular file; file " +
+                                            describe(r) + " not written"));
     if (step == "rename") return fail(io_error("renaming the temporary file to " + res.file, e.err));
     if (step == "link") return fail(io_error("linking the temporary file to " + res.file, e.err));
     if (step == "fsync the directory") return fail(io_error("fsync of the directory of " + res.file, e.err));

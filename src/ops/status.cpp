@@ -257,8 +257,10 @@ std::string status_prometheus(const ledger::StatusReport &r, const Health &h) {
 }
 
 namespace {
-[[noreturn]] void write_failed(const std::string &path, const char *step, int err) {
-  throw LodgeError(Errc::io_error, path + ": cannot write (" + step + "): " + std::strerror(err));
+[[noreturn]] void write_failed(const std::string &path, const util::FileError &e) {
+  if (*e.found != '\0')
+    throw LodgeError(Errc::io_error, path + " is " + e.found + ", not a regular file: not replaced");
+  throw LodgeError(Errc::io_error, path + ": cannot write (" + e.step + "): " + std::strerror(e.err));
 }
 } // namespace
 
@@ -268,7 +270,7 @@ void write_file_atomically(const std::string &path, const std::string &text, uns
   o.exact_mode = true; // lodge runs under umask 077: node_exporter must read the textfile
   util::AtomicFile f(path, o);
   // Whatever fails, the temporary file goes and the old file stays as it was.
-  if (!f.open() || !f.write(text) || !f.commit()) write_failed(path, f.error().step, f.error().err);
+  if (!f.open() || !f.write(text) || !f.commit()) write_failed(path, f.error());
 }
 
 } // namespace lodge::ops

@@ -34,6 +34,27 @@ bool proc_fd_links() {
 
 } // namespace
 
+const char *file_kind(unsigned mode) {
+  switch (mode & S_IFMT) {
+  case S_IFREG:
+    return "a regular file";
+  case S_IFDIR:
+    return "a directory";
+  case S_IFLNK:
+    return "a symlink";
+  case S_IFIFO:
+    return "a FIFO";
+  case S_IFCHR:
+    return "a character device";
+  case S_IFBLK:
+    return "a block device";
+  case S_IFSOCK:
+    return "a socket";
+  default:
+    return "not a regular file";
+  }
+}
+
 AtomicFile::AtomicFile(std::string target, Options options)
     : m_dir(AT_FDCWD), m_target(std::move(target)), m_options(std::move(options)), m_temp_dir(AT_FDCWD) {}
 
@@ -104,6 +125,7 @@ bool AtomicFile::write(std::string_view bytes) {
 }
 
 bool AtomicFile::commit() {
+  if (m_options.replace && !replaceable_target()) return false;
   // A delayed write error (NFS, a full thin volume) shows only in fsync or close.
   if (m_options.durable && ::fsync(m_fd.get()) != 0) return fail("fsync", errno);
   // A named file is closed first, for close(2) to report what fsync did not; an anonymous
@@ -114,6 +136,19 @@ bool AtomicFile::commit() {
   m_temp.clear();
   m_fd.reset(); // an anonymous file: linked, so its descriptor is no longer needed
   return !m_options.durable || sync_directory();
+}
+
+// Whether the target is absent or a regular file: rename(2) would replace a FIFO or a device
+// node (as root, /dev/null for the whole machine) with a regular file, and a symlink rather
+// than what it points to, which no operator means by "write the file there". Not followed.
+bool AtomicFile::replaceable_target() {
+  struct stat st {};
+  if (::fstatat(m_dir, m_target.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT || fail("check the target", errno);
+  if (S_ISREG(st.st_mode)) return true;
+  fail("check the target", S_ISDIR(st.st_mode) ? EISDIR : EEXIST);
+  m_error.found = file_kind(st.st_mode);
+  return false;
 }
 
 // Gives the complete temporary file the target's name; false with m_error (the temporary

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <lodge/util/atomic_file.hpp>
 #include <optional>
 #include <string>
@@ -268,4 +269,58 @@ TEST_CASE("a failing step reports its errno and leaves nothing behind") {
     CHECK(fs::is_directory(dir.path() / "a-directory"));
     CHECK(names_in(dir.path()) == std::vector<std::string>{"a-directory"});
   }
+}
+
+TEST_CASE("only a regular file is replaced: a FIFO, a directory or a symlink at the target stays, commit "
+          "fails naming it") {
+  test::TempDir dir;
+  const auto path = dir.file("out.prom");
+  const auto elsewhere = dir.file("elsewhere.txt");
+  test::write_file(elsewhere, "an operator's file");
+  struct Case {
+    const char *name;
+    std::function<void()> make;
+    const char *found;
+    int err;
+  };
+  const std::vector<Case> cases{
+      {"a FIFO", [&] { REQUIRE(::mkfifo(path.c_str(), 0600) == 0); }, "a FIFO", EEXIST},
+      {"a directory", [&] { fs::create_directory(path); }, "a directory", EISDIR},
+      {"a symlink", [&] { fs::create_symlink(elsewhere, path); }, "a symlink", EEXIST},
+  };
+  for (const auto &c : cases) {
+    for (bool anonymous : {false, true}) {
+      CAPTURE(c.name);
+      CAPTURE(anonymous);
+      c.make();
+      struct stat before {};
+      REQUIRE(::lstat(path.c_str(), &before) == 0);
+      util::AtomicFile::Options o;
+      o.anonymous = anonymous;
+      util::AtomicFile f(path, o);
+      REQUIRE(f.open());
+      REQUIRE(f.write("lodge_health_ok 1\n"));
+      CHECK(!f.commit());
+      CHECK(std::string(f.error().step) == "check the target");
+      CHECK(std::string(f.error().found) == c.found);
+      CHECK(f.error().err == c.err);
+      struct stat after {};
+      REQUIRE(::lstat(path.c_str(), &after) == 0);
+      CHECK(after.st_ino == before.st_ino);
+      CHECK((after.st_mode & S_IFMT) == (before.st_mode & S_IFMT));
+      CHECK(test::read_file(elsewhere) == "an operator's file");
+      CHECK(names_in(dir.path()) == std::vector<std::string>{"elsewhere.txt", "out.prom"});
+      fs::remove(path);
+    }
+  }
+}
+
+TEST_CASE("file_kind names each type of file") {
+  CHECK(std::string(util::file_kind(S_IFREG | 0644)) == "a regular file");
+  CHECK(std::string(util::file_kind(S_IFIFO | 0600)) == "a FIFO");
+  CHECK(std::string(util::file_kind(S_IFCHR | 0666)) == "a character device");
+  CHECK(std::string(util::file_kind(S_IFBLK | 0660)) == "a block device");
+  CHECK(std::string(util::file_kind(S_IFSOCK | 0755)) == "a socket");
+  CHECK(std::string(util::file_kind(S_IFLNK | 0777)) == "a symlink");
+  CHECK(std::string(util::file_kind(S_IFDIR | 0755)) == "a directory");
 }

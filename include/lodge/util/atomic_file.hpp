@@ -14,10 +14,17 @@ namespace lodge::util {
 
 // The step of an AtomicFile that failed and its errno.
 struct FileError {
-  // "open", "chmod", "write", "fsync", "close", "rename", "link", "fsync the directory"
+  // "open", "chmod", "write", "fsync", "close", "check the target", "rename", "link",
+  // "fsync the directory"
   const char *step = "";
   int err = 0;
+  // "check the target": what is there instead of a regular file (file_kind), never replaced.
+  const char *found = "";
 };
+
+// What a file of this st_mode is, as a message names it: "a FIFO", "a character device",
+// "a block device", "a socket", "a symlink", "a directory", "a regular file".
+[[nodiscard]] const char *file_kind(unsigned mode);
 
 class AtomicFile {
 public:
@@ -58,8 +65,10 @@ public:
   [[nodiscard]] int fd() const { return m_fd.get(); }
   [[nodiscard]] bool write(std::string_view bytes);
   // Publishes the temporary file at the target (see Options); false with error() on
-  // failure, the temporary file then removed. After a failure in "fsync the directory"
-  // the target has been published but may not survive a crash.
+  // failure, the temporary file then removed. Only a regular file is ever replaced: anything
+  // else at the target (a FIFO, a device, a directory, a symlink: lstat(2), just before the
+  // rename) fails "check the target" with EISDIR or EEXIST and error().found, and stays. After a failure in
+  // "fsync the directory" the target has been published but may not survive a crash.
   [[nodiscard]] bool commit();
   // Removes the temporary file, if not committed; the target is untouched.
   void discard();
@@ -67,6 +76,7 @@ public:
 
 private:
   bool fail(const char *step, int err);
+  bool replaceable_target();
   bool publish();
   bool sync_directory();
   [[nodiscard]] std::string temp_directory() const;
