@@ -353,8 +353,7 @@ std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
                        "upload: --" + flag +
                            " -: stdin is already read (by --files-from - or another filter file)");
     stdin_used = true;
-    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    (f.get()->*lines)(text, "-");
+    (f.get()->*lines)(ops::read_rule_fd(STDIN_FILENO, "-"), "-");
   };
   for (const auto &[flag, v] : o.filter_rules) {
     if (flag == "include")

@@ -1,12 +1,15 @@
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/store/store.hpp>
+#include <lodge/util/fd.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
@@ -609,11 +612,16 @@ Config load(const ConfigInputs &in) {
     }
   }
   if (!path.empty()) {
-    std::ifstream f(path);
-    if (!f) throw LodgeError(Errc::config_invalid, path + ": cannot read configuration file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    c = parse_json(ss.str(), path, std::move(c));
+    // Bounded: an endless input (/dev/zero) is refused, not read until memory runs out.
+    constexpr size_t k_max_config_bytes = size_t{1} << 20;
+    auto text = util::read_file_limited(path, k_max_config_bytes);
+    if (!text && errno == EFBIG)
+      throw LodgeError(Errc::config_invalid,
+                       path + ": holds more than 1 MiB: not a lodge configuration file");
+    if (!text)
+      throw LodgeError(Errc::config_invalid,
+                       path + ": cannot read configuration file: " + std::strerror(errno));
+    c = parse_json(*text, path, std::move(c));
     c.config_file = path;
   }
 

@@ -4,13 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/ops/filter.hpp>
+#include <lodge/util/fd.hpp>
 #include <lodge/util/units.hpp>
-#include <sstream>
 #include <utility>
 
 namespace lodge::ops {
@@ -131,8 +130,15 @@ struct Glob::Seq {
 
 namespace {
 
+// Braces nest this deep at most: each level is a recursion in the parser and the matcher.
+constexpr int k_max_brace_depth = 32;
+
 [[noreturn]] void bad_pattern(std::string_view pattern, const std::string &why) {
-  throw LodgeError(Errc::usage, "bad filter pattern '" + std::string(pattern) + "': " + why);
+  // A hostile pattern may be megabytes long: its start names it.
+  constexpr size_t k_shown = 200;
+  std::string shown(pattern.substr(0, k_shown));
+  if (pattern.size() > k_shown) shown += "... (" + std::to_string(pattern.size()) + " bytes)";
+  throw LodgeError(Errc::usage, "bad filter pattern '" + shown + "': " + why);
 }
 
 // A recursive-descent reader of one pattern into a Seq.
@@ -192,6 +198,9 @@ private:
     }
   }
 
+  // rclone hands `\c` to Go's regexp, which reads a letter or digit as an escape of its
+  // own (\n, \b, \pL, \1...) and refuses a non-ASCII one: only \d \s \w and their
+  // capitals mean here what they mean there, so any other is refused.
   Node parse_escape(bool in_class, Node &n) {
     if (!more()) bad_pattern(m_pattern, in_class ? "'[' without its ']'" : "a '\\' with nothing to escape");
     char32_t c = m_text[m_pos++];
@@ -200,15 +209,22 @@ private:
       n.ranges = std::move(*r);
       return n;
     }
+    bool alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (alnum || c >= 0x80)
+      bad_pattern(m_pattern, "a '\\' escapes punctuation or a space, or is one of \\d \\s \\w \\D \\S \\W");
     n.ch = c;
     return n;
   }
 
-  // After '[': members up to the closing ']'. A ']' first (after any '!' or '^') is a member.
+  // After '[': members up to the closing ']', as Go's regexp reads them (rclone hands the
+  // class to it): '^' first negates, '!' is a member. rclone finds the class's end by
+  // counting '[' and ']' (a '\' does not escape them there); a class whose end the two
+  // readings place differently ("[]x]", "[\]]", "[a[b]c]") is refused.
   Node parse_class() {
+    const size_t counted_end = rclone_class_end();
     Node n;
     n.kind = Kind::cls;
-    if (more() && (peek() == '!' || peek() == '^')) {
+    if (more() && peek() == '^') {
       n.negated = true;
       ++m_pos;
     }
@@ -234,8 +250,21 @@ private:
       }
       n.ranges.emplace_back(*lo, hi);
     }
+    if (m_pos != counted_end)
+      bad_pattern(m_pattern, "a '[' or ']' inside a class other than a [:name:]'s (match them outside a "
+                             "class, as \\[ and \\])");
     ++m_pos; // the ']'
     return n;
+  }
+
+  // Where rclone ends the class that starts at m_pos: the ']' that balances the '[' before it.
+  [[nodiscard]] size_t rclone_class_end() const {
+    size_t depth = 1;
+    for (size_t i = m_pos; i < m_text.size(); ++i) {
+      if (m_text[i] == '[') ++depth;
+      if (m_text[i] == ']' && --depth == 0) return i;
+    }
+    bad_pattern(m_pattern, "'[' without its ']'");
   }
 
   // One character of a class, or nullopt when it was \d-style (its ranges added to n).
@@ -264,6 +293,8 @@ private:
 
   Node parse_braces() {
     if (more() && peek() == '{') bad_pattern(m_pattern, "regular expressions ('{{...}}') are not supported");
+    if (++m_depth > k_max_brace_depth)
+      bad_pattern(m_pattern, "braces nest more than " + std::to_string(k_max_brace_depth) + " levels deep");
     Node n;
     n.kind = Kind::alt;
     while (true) {
@@ -271,17 +302,18 @@ private:
       if (!more()) bad_pattern(m_pattern, "'{' without its '}'");
       if (m_text[m_pos++] == '}') break;
     }
+    --m_depth;
     return n;
   }
 
   std::string_view m_pattern;
   std::u32string m_text;
   size_t m_pos = 0;
+  int m_depth = 0; // of braces
 };
 
+// As in Go's regexp, a class may take a '/': [^x], \W and [!-0] do ('?' and '*' never).
 bool class_matches(const Node &n, char32_t c) {
-  // No class takes '/': a pattern's character stands for one character of a name.
-  if (c == '/') return false;
   bool in = std::any_of(n.ranges.begin(), n.ranges.end(),
                         [c](const auto &r) { return r.first <= c && c <= r.second; });
   return in != n.negated;
@@ -386,17 +418,28 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-std::string read_rule_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    throw LodgeError(Errc::usage, "cannot read filter file '" + path + "': " + std::strerror(err));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw LodgeError(Errc::usage, "cannot read filter file '" + path + "': read failed");
-  return text.str();
+// The rule text read, or the error of the read that failed (errno) naming `source`.
+std::string rule_text_or_throw(std::optional<std::string> text, std::string_view source) {
+  if (text) return std::move(*text);
+  int err = errno;
+  std::string name = "filter file '" + std::string(source) + "'";
+  if (err == EFBIG)
+    throw LodgeError(Errc::usage, name + " holds more than " + std::to_string(k_max_rule_file_bytes >> 20) +
+                                      " MiB: not a list of rules");
+  throw LodgeError(Errc::usage, "cannot read " + name + ": " + std::strerror(err));
 }
+
+std::string read_rule_file(const std::string &path) {
+  return rule_text_or_throw(util::read_file_limited(path, k_max_rule_file_bytes), path);
+}
+
+} // namespace
+
+std::string read_rule_fd(int fd, std::string_view source) {
+  return rule_text_or_throw(util::read_fd_limited(fd, k_max_rule_file_bytes), source);
+}
+
+namespace {
 
 // Calls fn(line) for each line that is not blank or a comment, naming source:line in the
 // error fn throws.
@@ -418,28 +461,36 @@ template <class Fn> void for_each_rule_line(std::string_view text, std::string_v
   }
 }
 
-// rclone's directory globs for a file glob: the directories a matching file could lie
-// in, each ending in '/'. {"/**"} (every directory) when it cannot tell. Unlike rclone, an
-// unanchored pattern ("a/b/*.jpg") may match at any depth, so it too gets "/**": narrowing
-// it to "a/b/" and "a/" would prune "x/" although "x/a/b/c.jpg" matches.
+// rclone's directory globs for a file glob (its globToDirGlobs): the directories a matching
+// file could lie in, each ending in '/', or {"/**"} (every directory) when it cannot tell.
+// As rclone's, an unanchored "a/b/*.jpg" gives "a/b/" and "a/": x/ is not walked to find
+// x/a/b/c.jpg, although that path matches the file rule.
 std::vector<std::string> dir_globs(std::string glob) {
   auto too_hard = [&glob] {
+    // rclone's test, which does not read escapes: "{{", "}}", or braces around a '/' or '**'.
+    if (glob.find("{{") != std::string::npos || glob.find("}}") != std::string::npos) return true;
+    size_t open = std::string::npos;
+    for (size_t i = 0; i < glob.size(); ++i) {
+      if (glob[i] == '{') open = i;
+      if (glob[i] != '}' || open == std::string::npos) continue;
+      std::string_view inner = std::string_view(glob).substr(open + 1, i - open - 1);
+      if (inner.find('/') != std::string_view::npos || inner.find("**") != std::string_view::npos)
+        return true;
+      open = std::string::npos;
+    }
+    // Nested braces, which rclone refuses.
     int depth = 0;
     for (size_t i = 0; i < glob.size(); ++i) {
-      char c = glob[i];
-      if (c == '\\') {
+      if (glob[i] == '\\')
         ++i;
-      } else if (c == '{') {
-        if (++depth > 1) return true; // nested braces
-      } else if (c == '}') {
+      else if (glob[i] == '{' && ++depth > 1)
+        return true;
+      else if (glob[i] == '}')
         --depth;
-      } else if (depth > 0 && (c == '/' || (c == '*' && i + 1 < glob.size() && glob[i + 1] == '*'))) {
-        return true; // a '/' or '**' inside braces spans directories
-      }
     }
     return false;
   };
-  if (glob.empty() || glob.front() != '/' || too_hard()) return {"/**"};
+  if (too_hard()) return {"/**"};
   std::string squashed;
   for (char c : glob)
     if (c != '/' || squashed.empty() || squashed.back() != '/') squashed.push_back(c);
@@ -458,6 +509,7 @@ std::vector<std::string> dir_globs(std::string glob) {
     std::string dir = glob + what + "/";
     if (out.empty() || out.back() != dir) out.push_back(std::move(dir));
   }
+  if (out.empty()) out.emplace_back("/**");
   return out;
 }
 

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/holder.hpp>
@@ -244,13 +246,34 @@ private:
   bool m_closed = false;
 };
 
-// Reads newline- or NUL-separated paths.
-void read_list(std::istream &in, bool nul, const std::function<bool(const std::string &)> &each) {
+// The most bytes a --files-from list may hold between two paths (a path is at most
+// PATH_MAX): an endless line or run of empty entries (/dev/zero) stops there.
+constexpr size_t k_max_list_gap = 4096;
+
+// Reads newline- or NUL-separated paths; `source` names the list in errors.
+void read_list(std::istream &in, bool nul, const std::string &source,
+               const std::function<bool(const std::string &)> &each) {
+  std::streambuf *buf = in.rdbuf();
+  const int sep = nul ? '\0' : '\n';
   std::string item;
-  while (std::getline(in, item, nul ? '\0' : '\n')) {
-    if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
-    if (item.empty()) continue;
-    if (!each(item)) return;
+  size_t gap = 0; // bytes since the last path
+  int64_t entry = 1;
+  while (true) {
+    int c = buf->sbumpc();
+    if (c != std::char_traits<char>::eof() && c != sep) {
+      item.push_back(static_cast<char>(c));
+    } else {
+      if (!nul && !item.empty() && item.back() == '\r') item.pop_back();
+      if (!item.empty() && !each(item)) return;
+      if (!item.empty()) gap = 0;
+      if (c == std::char_traits<char>::eof()) return;
+      item.clear();
+      ++entry;
+    }
+    if (++gap > k_max_list_gap)
+      throw LodgeError(Errc::usage, "--files-from '" + source + "': more than " +
+                                        std::to_string(k_max_list_gap) + " bytes without a path, at entry " +
+                                        std::to_string(entry) + ": not a list of paths");
   }
 }
 
@@ -663,6 +686,19 @@ bool Run::feed(const std::string &p) {
 }
 
 void Run::walk_and_work() {
+  // The --files-from file is opened before anything is sent: one that cannot be read stops
+  // the run at once (a directory, which would read as an empty list, too).
+  std::ifstream list_file;
+  if (!m_spec.files_from_stream && !m_spec.files_from_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(m_spec.files_from_file, ec))
+      throw LodgeError(Errc::usage,
+                       "--files-from '" + m_spec.files_from_file + "': is a directory, not a list");
+    list_file.open(m_spec.files_from_file, std::ios::binary);
+    if (!list_file)
+      throw LodgeError(Errc::usage,
+                       "--files-from '" + m_spec.files_from_file + "': cannot read: " + std::strerror(errno));
+  }
   // A worker that throws stops the run (nothing new starts); join() rethrows it.
   util::ThreadGroup workers([this] {
     m_queue.close();
@@ -690,17 +726,11 @@ void Run::walk_and_work() {
     if (!(fed = feed(p))) break;
   start_workers_once();
   auto each = [this](const std::string &p) { return feed(p); };
-  if (fed && m_spec.files_from_stream) {
-    read_list(*m_spec.files_from_stream, m_spec.null_separated, each);
-  } else if (fed && !m_spec.files_from_file.empty()) {
-    std::ifstream f(m_spec.files_from_file, std::ios::binary);
-    if (!f) {
-      m_queue.close();
-      workers.join();
-      throw LodgeError(Errc::usage, "--files-from: cannot read " + m_spec.files_from_file);
-    }
-    read_list(f, m_spec.null_separated, each);
-  }
+  // A list that fails part way (too long an entry) stops the feed; what was fed goes on.
+  if (fed && m_spec.files_from_stream)
+    read_list(*m_spec.files_from_stream, m_spec.null_separated, "-", each);
+  else if (fed && list_file.is_open())
+    read_list(list_file, m_spec.null_separated, m_spec.files_from_file, each);
   m_walked = true;
   m_queue.close();
   workers.join();

@@ -131,13 +131,17 @@ private:
     return m_filter->path_exclusion(f.relative_path);
   }
 
-  // Whether the directory open at fd holds one of the filter's markers (--exclude-if-present).
+  // Whether the directory open at fd holds one of the filter's markers (--exclude-if-present):
+  // as rclone's, an entry that is not a directory (a file, FIFO, device or link; with
+  // --follow-symlinks a link to a directory is a directory), or a directory for "NAME/".
   [[nodiscard]] std::optional<std::string> marker_in(const util::Fd &fd) const {
     if (!m_filter || m_filter->marker_names().empty()) return std::nullopt;
     return m_filter->marker_exclusion([&](std::string_view name, bool want_dir) {
+      std::string n(name);
       struct stat st {};
-      return ::fstatat(fd.get(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-             (!want_dir || S_ISDIR(st.st_mode));
+      bool found = (m_follow && ::fstatat(fd.get(), n.c_str(), &st, 0) == 0) ||
+                   ::fstatat(fd.get(), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      return found && (S_ISDIR(st.st_mode) != 0) == want_dir;
     });
   }
 

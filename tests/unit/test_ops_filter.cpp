@@ -92,13 +92,9 @@ TEST_CASE("filter glob: stars, classes and braces in detail") {
   CHECK(glob_match("/a/**z", "a/z"));
   CHECK_FALSE(glob_match("/a/?", "a/"));
   CHECK_FALSE(glob_match("/a?b", "a/b")); // '?' never matches '/'
-  CHECK_FALSE(glob_match("/a[!x]b", "a/b"));
-  CHECK(glob_match("/[!a]*", "b"));
   CHECK(glob_match("/[^a]*", "b"));
-  CHECK_FALSE(glob_match("/[!a]*", "a"));
-  CHECK(glob_match("/[]x]", "]"));
+  CHECK_FALSE(glob_match("/[^a]*", "a"));
   CHECK(glob_match("/[a-]", "-"));
-  CHECK(glob_match("/[\\]]", "]"));
   CHECK(glob_match("/x{a,{b,c}d}", "xcd")); // nested braces
   CHECK(glob_match("/x{,y}", "x"));         // an empty alternative
   CHECK(glob_match("/a,b", "a,b"));         // ',' outside braces is itself
@@ -135,6 +131,52 @@ TEST_CASE("filter glob: hostile names") {
                                        "b")));
   CHECK(glob_match("*", std::string("\xc3\x28")));
   CHECK_FALSE(glob_match("/?", std::string("\xc3\x28")));
+}
+
+TEST_CASE("filter glob: classes as rclone's: '!' is a member, '^' negates, a negated class takes '/'") {
+  // rclone hands a class to Go's regexp: only '^' negates.
+  CHECK(glob_match("/[!x]*", "!b"));
+  CHECK(glob_match("/[!x]*", "x1"));
+  CHECK_FALSE(glob_match("/[!x]*", "ab"));
+  CHECK(glob_match("/[^x]*", "ab"));
+  CHECK_FALSE(glob_match("/[^x]*", "x1"));
+  // A negated class, \W, \D, \S and a range over '/' take a '/' (a '?' or '*' never does).
+  CHECK(glob_match("/y[^q]bq", "y/bq"));
+  CHECK(glob_match("/y\\Wbq", "y/bq"));
+  CHECK(glob_match("/y[!-0]bq", "y/bq"));
+  CHECK(glob_match("/y[[:^alpha:]]bq", "y/bq"));
+  CHECK_FALSE(glob_match("/y?bq", "y/bq"));
+  // What rclone refuses or reads otherwise is refused: a ']' or '[' as a member (rclone
+  // counts brackets), a '\\' before a letter or digit that is not \d \s \w or their capitals
+  // (Go's regexp reads \n, \b, \pL...), or before a non-ASCII character.
+  for (const char *bad :
+       {"[]x]", "[^]x]", "[\\]]", "[a[b]", "[a[b]c]", "\\n*", "\\b*", "*\\1", "\\pL", "[\\t]", "\\é"}) {
+    Error e = error_of([&] { (void)glob_match(bad, "x"); });
+    CHECK_MESSAGE(e.code == Errc::usage, bad);
+    CHECK_MESSAGE(mentions(e, std::string("'") + bad + "'"), e.message);
+  }
+  CHECK(glob_match("/\\ \\!\\#\\]", " !#]"));
+}
+
+TEST_CASE("filter glob: braces nest up to a limit, a deeper pattern is a usage error") {
+  std::string ok = "/";
+  for (int i = 0; i < 32; ++i)
+    ok += "{a,";
+  ok += "b" + std::string(32, '}');
+  CHECK(glob_match(ok, "b"));
+  CHECK(glob_match(ok, "a"));
+  // 30,000 levels once overflowed the stack; one past the limit is refused at once.
+  for (size_t depth : {33U, 30'000U}) {
+    std::string deep;
+    for (size_t i = 0; i < depth; ++i)
+      deep += "{a,";
+    deep += "b" + std::string(depth, '}');
+    Error e = error_of([&] { (void)glob_match(deep, "b"); });
+    CHECK(e.code == Errc::usage);
+    CHECK(mentions(e, "more than 32 levels"));
+    CHECK(mentions(e, "'{a,{a,"));
+    CHECK(e.message.size() < 400); // the pattern is named, shortened
+  }
 }
 
 TEST_CASE("filter glob: bad patterns are usage errors naming the pattern") {
@@ -266,6 +308,18 @@ TEST_CASE("filter rules: errors name the file, the line and the pattern") {
   CHECK(missing.code == Errc::usage);
   CHECK(mentions(missing, "cannot read filter file '" + tmp.file("absent") + "'"));
   CHECK(mentions(missing, "No such file"));
+  // A directory is no rule file (it read as an empty one); an endless input ends at the
+  // bound, named, instead of filling memory.
+  for (auto add : {&Filter::add_exclude_from, &Filter::add_include_from, &Filter::add_filter_from}) {
+    Error dir = error_of([&] { (Filter().*add)(tmp.path().string()); });
+    CHECK(dir.code == Errc::usage);
+    CHECK(mentions(dir, "'" + tmp.path().string() + "'"));
+    CHECK(mentions(dir, "Is a directory"));
+    Error endless = error_of([&] { (Filter().*add)("/dev/zero"); });
+    CHECK(endless.code == Errc::usage);
+    CHECK(mentions(endless, "'/dev/zero'"));
+    CHECK(mentions(endless, "more than 16 MiB"));
+  }
   Error unbalanced = error_of([] { Filter().add_include("{a,b"); });
   CHECK(unbalanced.code == Errc::usage);
   CHECK(mentions(unbalanced, "'{a,b'"));
@@ -334,12 +388,20 @@ TEST_CASE("filter directories: includes keep only the directories they can reach
   CHECK(dironly.dir_excluded("other"));
   CHECK_FALSE(dironly.path_included("directory/file"));
 
-  // An unanchored include may match at any depth: no directory can be ruled out.
+  // As rclone: an unanchored include keeps the directories its own path names, wherever
+  // they are, and no other: "x/a/b/c.jpg" matches, but x/ is never walked to find it.
   Filter tail;
   tail.add_include("a/b/*.jpg");
-  CHECK_FALSE(tail.dir_excluded("x"));
-  CHECK_FALSE(tail.dir_excluded("x/y/z"));
+  CHECK_FALSE(tail.dir_excluded("a"));
+  CHECK_FALSE(tail.dir_excluded("a/b"));
+  CHECK(tail.dir_excluded("x"));
+  CHECK(tail.dir_excluded("x/y/z"));
   CHECK(tail.path_included("x/a/b/c.jpg"));
+  Filter unanchored_deep;
+  unanchored_deep.add_include("deep/**");
+  CHECK_FALSE(unanchored_deep.dir_excluded("deep"));
+  CHECK_FALSE(unanchored_deep.dir_excluded("deep/er/est"));
+  CHECK(unanchored_deep.dir_excluded("y"));
   Filter ext;
   ext.add_include("*.jpg");
   CHECK_FALSE(ext.dir_excluded("any/where"));

@@ -4,13 +4,17 @@
 // marker files that exclude their directory (--exclude-if-present). Pure: the walker asks,
 // this answers; no file is opened here except the rule files handed to add_*_from.
 //
-// Patterns (glob_match): `*` any run of characters but `/`, `**` any run including `/`,
-// `?` one character but `/`, `[...]` a class (`[!...]` or `[^...]` negated, ranges, `\`
-// escapes, [:alpha:]-style names, \d \s \w and their capitals), `{a,b}` alternatives (may
-// nest), `\c` the character c. A leading `/` anchors the pattern at the root; otherwise it
-// matches the path's tail starting at a `/` boundary ("file.jpg" matches "a/file.jpg", not
-// "afile.jpg"). Characters are Unicode code points of UTF-8 paths; a byte that is not UTF-8
-// is a character of its own. Rclone's `{{regexp}}` is refused.
+// Patterns (glob_match) mean what rclone's mean (it turns them into Go regular expressions):
+// `*` any run of characters but `/`, `**` any run including `/`, `?` one character but `/`,
+// `[...]` a class as Go reads it (`[^...]` negated, and then it may take a `/`; `!` is a
+// member; ranges, [:alpha:]-style names, \d \s \w and their capitals), `{a,b}`
+// alternatives (which may nest, 32 levels at most, where rclone refuses any nesting), `\c`
+// the character c for punctuation and space. A leading `/` anchors the pattern at the root;
+// otherwise it matches the path's tail starting at a `/` boundary ("file.jpg" matches
+// "a/file.jpg", not "afile.jpg"). Characters are Unicode code points of UTF-8 paths; a byte
+// that is not UTF-8 is a character of its own. Refused, where rclone would read them with
+// Go's regexp: `{{regexp}}`, a `\` before a letter, digit or non-ASCII character other than
+// \d \s \w \D \S \W, and a `[` or `]` inside a class other than a [:name:]'s.
 
 #include <cstdint>
 #include <functional>
@@ -39,6 +43,13 @@ private:
   bool m_anchored = false;
   std::shared_ptr<const Seq> m_seq;
 };
+
+// The most a rule file (--filter-from, --include-from, --exclude-from) may hold: an
+// endless input such as /dev/zero stops there.
+inline constexpr size_t k_max_rule_file_bytes = size_t{16} << 20;
+// Reads a rule file from an open descriptor (the CLI's stdin, "-") within that bound;
+// LodgeError(USAGE) naming `source` when it cannot be read or holds more.
+[[nodiscard]] std::string read_rule_fd(int fd, std::string_view source);
 
 // Glob::compile(pattern).matches(path): for one-off checks (`lodge list --path-glob`).
 // Throws LodgeError(USAGE) on a bad pattern.
@@ -71,8 +82,8 @@ public:
   // does not imply "- /**" (rclone's difference between --filter "+ x" and --include x).
   void add_filter(std::string_view rule);
   // The *-from flags read a file: blank lines and lines starting with `#` or `;` are
-  // skipped, the rest trimmed of surrounding whitespace. An unreadable file is
-  // LodgeError(USAGE) naming it.
+  // skipped, the rest trimmed of surrounding whitespace. An unreadable file, a directory
+  // or one larger than k_max_rule_file_bytes is LodgeError(USAGE) naming it.
   void add_include_from(const std::string &path);
   void add_exclude_from(const std::string &path);
   void add_filter_from(const std::string &path);
@@ -85,12 +96,13 @@ public:
   void set_bounds(const FilterBounds &bounds);
   [[nodiscard]] const FilterBounds &bounds() const { return m_bounds; }
 
-  // --exclude-if-present NAME: a directory holding NAME is skipped with all it holds. NAME
-  // is one path element; a trailing `/` asks for a directory of that name.
+  // --exclude-if-present NAME: a directory holding NAME, not a directory, is skipped with all
+  // it holds. NAME is one path element; a trailing `/` asks for a directory of that name.
   void add_exclude_if_present(std::string_view name);
   [[nodiscard]] const std::vector<std::string> &marker_names() const { return m_markers; }
   // Whether a directory is excluded by a marker; `dir_has(name, want_dir)` says whether the
-  // directory holds an entry `name` (a directory when want_dir). Takes precedence over
+  // directory holds an entry `name` that is a directory exactly when want_dir (as rclone's,
+  // a file, FIFO, device or link is a marker; a directory is not). Takes precedence over
   // every rule.
   [[nodiscard]] bool
   excluded_by_marker(const std::function<bool(std::string_view name, bool want_dir)> &dir_has) const;

@@ -2,6 +2,8 @@
 // RAII owner of a POSIX file descriptor. Move-only.
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace lodge::util {
@@ -33,5 +35,11 @@ private:
 
 // Writes all n bytes (retrying short writes and EINTR); false with errno set on failure.
 [[nodiscard]] bool write_all(int fd, const char *p, size_t n);
+
+// The whole content of the file at `path` (or of the open `fd`), when it holds at most
+// `limit` bytes; nullopt with errno set otherwise: EISDIR for a directory, EFBIG past the
+// limit (where an endless input such as /dev/zero stops, instead of filling memory).
+[[nodiscard]] std::optional<std::string> read_file_limited(const std::string &path, size_t limit);
+[[nodiscard]] std::optional<std::string> read_fd_limited(int fd, size_t limit);
 
 } // namespace lodge::util
