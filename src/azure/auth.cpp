@@ -1,4 +1,5 @@
 #include <lodge/azure/auth.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 
 namespace lodge::azure {
@@ -26,14 +27,16 @@ std::string strip_sas(std::string s) {
 
 Result<std::map<std::string, std::string>> parse_connection_string(const std::string &text) {
   std::map<std::string, std::string> out;
+  size_t n = 0;
   for (const auto &part : util::split(text, ';')) {
+    ++n;
     auto item = util::trim(part);
     if (item.empty()) continue;
     auto eq = item.find('=');
+    // Not echoed: an AccountKey that lost its '=' is the key itself.
     if (eq == std::string::npos || eq == 0)
-      return Error(Errc::config_invalid,
-                   "AZURE_STORAGE_CONNECTION_STRING: expected Name=Value elements separated by ';', got '" +
-                       util::escape_for_terminal(item.substr(0, 40)) + "'");
+      return Error(Errc::config_invalid, "AZURE_STORAGE_CONNECTION_STRING: element " + std::to_string(n) +
+                                             " is not Name=Value (elements are separated by ';')");
     out[util::to_lower(util::trim(item.substr(0, eq)))] = util::trim(item.substr(eq + 1));
   }
   return out;
@@ -44,6 +47,13 @@ Result<Endpoint> parse_endpoint(const std::string &url, const std::string &what)
   while (!e.empty() && e.back() == '/')
     e.pop_back();
   auto scheme_end = e.find("://");
+  // A password there would be printed wherever the endpoint is and recorded in the ledger's
+  // binding: refused, and not echoed.
+  if (util::log::url_has_userinfo(e))
+    return Error(Errc::config_invalid, what +
+                                           ": user information (user:password@ before the host) is refused "
+                                           "in an endpoint URL; Azure takes AZURE_STORAGE_KEY, a SAS or a "
+                                           "connection string");
   auto bad = [&](const std::string &why) {
     return Error(Errc::config_invalid, what + ": " + why + ", got '" + util::escape_for_terminal(url) + "'");
   };

@@ -6,6 +6,7 @@
 #include <lodge/http/transport.hpp>
 #include <lodge/ops/doctor.hpp>
 #include <lodge/util/clock.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 
 namespace lodge::cli {
@@ -129,8 +130,12 @@ Command add_doctor(CLI::App &app) {
               store_checks(ctx, checks);
             }
             bool failed = false;
-            for (const auto &c : checks)
+            for (auto &c : checks) {
               failed = failed || c.level == Level::fail;
+              // A check may name the ledger's location or an endpoint as given: never a password.
+              c.message = util::log::redact(c.message);
+              c.fix = util::log::redact(c.fix);
+            }
             if (ctx.g.json) {
               auto arr = nlohmann::json::array();
               for (const auto &c : checks)

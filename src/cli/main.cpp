@@ -106,7 +106,8 @@ std::optional<LodgeError> Context::binding_refusal(const ledger::StoreBinding &h
   const auto shown = store::describe(want);
   return LodgeError(
       Errc::store_mismatch,
-      "the ledger " + (m_ledger ? m_ledger->location() : cfg().ledger) + " is bound to the store " + shown +
+      "the ledger " + (m_ledger ? m_ledger->location() : ledger::shown_location(cfg().ledger)) +
+          " is bound to the store " + shown +
           (tags
                ? " with state tags (its objects are tagged lodge-state pending, then committed once ACTIVE), "
                  "but this configuration does not tag them"
@@ -123,7 +124,7 @@ LodgeError Context::store_mismatch(const ledger::StoreBinding &have, const store
   auto had = store::describe(from_ledger(have));
   auto given = store::describe(want);
   return LodgeError(Errc::store_mismatch,
-                    "the ledger " + (m_ledger ? m_ledger->location() : cfg().ledger) +
+                    "the ledger " + (m_ledger ? m_ledger->location() : ledger::shown_location(cfg().ledger)) +
                         " is bound to the store " + had + ", not " + given +
                         " (the store given). A ledger serves one store: use " + had +
                         ", or another ledger for this store (lodge --db OTHER init). If the data was moved "
@@ -349,11 +350,13 @@ std::map<std::string, std::string> read_environment() {
 }
 
 int report(const Context &ctx, const Error &e) {
-  std::string msg = util::escape_for_terminal(e.message);
+  // The last guard: a URL's password or a password= a library quoted never reaches either.
+  const std::string redacted = util::log::redact(e.message);
+  std::string msg = util::escape_for_terminal(redacted);
   std::fprintf(stderr, "lodge: error: %s (%s)\n", msg.c_str(), std::string(e.name()).c_str());
   if (ctx.g.json) {
     nlohmann::json j;
-    j["error"] = {{"code", e.name()}, {"message", e.message}};
+    j["error"] = {{"code", e.name()}, {"message", redacted}};
     ctx.print_json(j);
   }
   return e.exit_code();
@@ -450,7 +453,8 @@ int main(int argc, char **argv) {
 namespace {
 // Declares the global options (before or after the command), each into its field of g.
 void add_global_options(CLI::App &app, Globals &g) {
-  app.add_option("--db", g.db, "Ledger: a SQLite file, or a postgres:// URL (env LODGE_DB)")
+  app.add_option("--db", g.db,
+                 "Ledger: a SQLite file, a postgres:// URL or a libpq keyword string (env LODGE_DB)")
       ->type_name("PATH")
       ->group("Global options");
   app.add_option("--ledger-timeout", g.ledger_timeout,

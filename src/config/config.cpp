@@ -10,6 +10,7 @@
 #include <lodge/error.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/fd.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
@@ -314,15 +315,8 @@ void parse_sweep(const json &s, SweepSettings &sweep) {
 } // namespace
 
 std::string without_password(const std::string &url) {
-  // scheme://user:password@host...: the password shown as ***.
-  auto scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  auto at = url.find('@', scheme + 3);
-  auto slash = url.find('/', scheme + 3);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
-  auto colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+  // The one redaction: a malformed URL's password (a raw '/' or '?' in it) too.
+  return util::log::redact(url, url);
 }
 
 namespace {

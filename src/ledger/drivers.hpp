@@ -25,7 +25,7 @@ namespace lodge::ledger {
 void refuse_network_fs(const std::string &path, unsigned long f_type, bool force);
 
 // The PostgreSQL ledger at opts.location (a postgres:// or postgresql:// URL, or a libpq
-// conninfo string starting with "postgres:"; pg_driver.cpp).
+// keyword string; pg_driver.cpp). A location libpq cannot read is CONFIG_INVALID.
 [[nodiscard]] std::unique_ptr<sql::Conn> open_postgres(const OpenOptions &opts);
 
 class Db;

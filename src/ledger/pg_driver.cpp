@@ -16,6 +16,7 @@
 #include <lodge/crypto/random.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/util/clock.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/units.hpp>
 #include <poll.h>
 #include <string>
@@ -296,7 +297,11 @@ private:
   int read_version();
   void setup_schema(const PgOpen &o);
   int64_t query_int(const std::string &sql);
+  // A libpq message as lodge shows it: on one line, without any secret of the location
+  // (libpq quotes the piece of a location it could not parse, the password included).
+  [[nodiscard]] std::string said(const char *message) const;
 
+  std::string m_location; // as given: only for said()
   std::string m_display;
   PgConnHandle m_conn;
   bool m_lost = false;
@@ -367,7 +372,7 @@ int64_t PgStmt::col_int(int col) const {
 }
 
 PgConn::PgConn(const PgOpen &o)
-    : m_display(display_location(o.location)), m_timeout_ms(o.timeout_ms),
+    : m_location(o.location), m_display(display_location(o.location)), m_timeout_ms(o.timeout_ms),
       m_answer_ms(answer_wait_ms(o.timeout_ms, 0)) {
   const Bounds b = bounds_for(o.timeout_ms, o.lock_timeout_ms);
   connect(o.location, b);
@@ -375,7 +380,7 @@ PgConn::PgConn(const PgOpen &o)
   // Non-blocking: no send waits unbounded either (exchange flushes under its deadline).
   if (PQsetnonblocking(m_conn.get(), 1) != 0)
     throw LodgeError(Errc::ledger_unavailable,
-                     m_display + ": cannot use the connection: " + trim(PQerrorMessage(m_conn.get())));
+                     m_display + ": cannot use the connection: " + said(PQerrorMessage(m_conn.get())));
   set_session_timeouts(b);
   if (o.read_only) simple("SET default_transaction_read_only = on");
   setup_schema(o);
@@ -386,7 +391,22 @@ PgConn::PgConn(const PgOpen &o)
                      m_display + ": file_upload.id has no sequence: not a lodge ledger");
 }
 
+std::string PgConn::said(const char *message) const {
+  return util::log::redact(trim(message ? message : ""), m_location);
+}
+
 void PgConn::connect(const std::string &location, const Bounds &b) {
+  // A location libpq cannot read is the configuration's fault, not the server's; its message
+  // quotes what it could not parse, so it goes through said().
+  char *parse_error = nullptr;
+  ConninfoHandle parsed(PQconninfoParse(location.c_str(), &parse_error), PQconninfoFree);
+  if (!parsed) {
+    std::string why = parse_error ? said(parse_error) : std::string("out of memory");
+    if (parse_error) PQfreemem(parse_error);
+    throw LodgeError(Errc::config_invalid,
+                     "the ledger location is not a PostgreSQL URL or keyword string that libpq reads: " +
+                         why);
+  }
   // Keywords before dbname are defaults the location may override; those after it win.
   // client_encoding: lodge speaks UTF-8. fallback_application_name: "lodge" unless the
   // location or PGAPPNAME names the application. The bounds: see Bounds. connect_timeout
@@ -415,7 +435,7 @@ void PgConn::connect(const std::string &location, const Bounds &b) {
   m_conn.reset(PQconnectdbParams(keys.data(), vals.data(), 1));
   if (!m_conn) throw LodgeError(Errc::ledger_unavailable, m_display + ": cannot connect (out of memory)");
   if (PQstatus(m_conn.get()) == CONNECTION_OK) return;
-  std::string msg = trim(PQerrorMessage(m_conn.get()));
+  std::string msg = said(PQerrorMessage(m_conn.get()));
   ErrorDetails d;
   if (msg.find("database \"") != std::string::npos && msg.find("does not exist") != std::string::npos) {
     d.sqlstate = "3D000";
@@ -457,8 +477,8 @@ void PgConn::ensure_alive() const {
 
 [[noreturn]] void PgConn::fail(const PGresult *r) {
   std::string state = result_field(r, PG_DIAG_SQLSTATE);
-  std::string msg = trim(result_field(r, PG_DIAG_MESSAGE_PRIMARY));
-  if (msg.empty()) msg = trim(PQerrorMessage(m_conn.get()));
+  std::string msg = said(result_field(r, PG_DIAG_MESSAGE_PRIMARY).c_str());
+  if (msg.empty()) msg = said(PQerrorMessage(m_conn.get()));
   bool lost = PQstatus(m_conn.get()) == CONNECTION_BAD;
   Error e = map_error(state, lost, msg, m_display);
   if (state == "57014")
@@ -589,7 +609,7 @@ void PgConn::rollback() noexcept {
   }
   if (PQstatus(m_conn.get()) == CONNECTION_BAD) {
     m_lost = true;
-    m_lost_message = trim(PQerrorMessage(m_conn.get()));
+    m_lost_message = said(PQerrorMessage(m_conn.get()));
   }
 }
 

@@ -3,17 +3,25 @@
 #include "drivers.hpp"
 #include "pg.hpp"
 
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
 
 namespace lodge::ledger {
 
 bool is_postgres_location(std::string_view location) {
-  return location.rfind("postgres:", 0) == 0 || location.rfind("postgresql:", 0) == 0;
+  if (location.rfind("postgres:", 0) == 0 || location.rfind("postgresql:", 0) == 0) return true;
+  // A libpq keyword string ("host=db dbname=lodge password=..."): psql reads a database name
+  // holding a '=' as one. Taken for a file name, it made a local ledger named after it (the
+  // password included) where the host meant the shared one. A path spelt as one (/..., ./...)
+  // stays a file whatever it holds.
+  return !location.empty() && location.front() != '/' && location.front() != '.' &&
+         location.find('=') != std::string_view::npos;
 }
 
 std::string shown_location(const std::string &location) {
-  return is_postgres_location(location) ? pg::display_location(location) : location;
+  // A file path as it is; whatever else (a URL of another scheme, refused on open) without a password.
+  return is_postgres_location(location) ? pg::display_location(location) : util::log::redact(location);
 }
 
 std::unique_ptr<Ledger> open_ledger(const OpenOptions &opts) {

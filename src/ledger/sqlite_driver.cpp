@@ -14,6 +14,7 @@
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
 #include <lodge/util/fs.hpp>
+#include <lodge/util/log.hpp>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -319,13 +320,27 @@ sql::Health SqliteConn::health() {
           {"synchronous", sync >= 0 && sync < 4 ? std::string(k_sync[sync]) : std::to_string(sync)}};
 }
 
+// A URL of another scheme (mysql://..., a misspelt postgres://) is no file name: SQLite would
+// make a local ledger, and directories, named after it, any password in it included.
+void refuse_url(const std::string &path) {
+  auto scheme = path.find("://");
+  if (scheme == std::string::npos || path.front() == '/' || path.front() == '.') return;
+  throw LodgeError(Errc::config_invalid,
+                   "the ledger location '" + util::log::redact(path) + "' is a URL of scheme '" +
+                       path.substr(0, scheme) +
+                       "': a ledger is a SQLite file path, a postgres:// URL or a libpq "
+                       "keyword string (a file whose name holds '://' is written ./NAME)");
+}
+
 } // namespace
 
 std::unique_ptr<sql::Conn> open_sqlite_to_inspect(const std::string &path, int64_t busy_timeout_ms) {
+  refuse_url(path);
   return std::make_unique<SqliteConn>(path, busy_timeout_ms, SqliteConn::InspectOnly{});
 }
 
 std::unique_ptr<sql::Conn> open_sqlite(const OpenOptions &opts) {
+  refuse_url(opts.location);
   // Only `lodge init` creates a ledger: a typo in --db must not make a fresh, empty one
   // (that status --check would call healthy).
   struct stat st {};

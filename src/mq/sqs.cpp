@@ -319,6 +319,11 @@ Result<std::unique_ptr<MessageQueue>> make_sqs_queue(const QueueUrl &url, const 
                                                      : "https://sqs." + options.region + ".amazonaws.com";
   while (!endpoint.empty() && endpoint.back() == '/')
     endpoint.pop_back();
+  if (util::log::url_has_userinfo(endpoint)) // not echoed: the password would be
+    return Error(Errc::config_invalid,
+                 "queue " + url.text +
+                     ": the SQS endpoint (AWS_ENDPOINT_URL_SQS or AWS_ENDPOINT_URL) has user "
+                     "information (user:password@ before the host), which is refused");
   auto scheme_end = endpoint.find("://");
   std::string scheme = scheme_end == std::string::npos ? "" : endpoint.substr(0, scheme_end);
   if (scheme != "http" && scheme != "https")

@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <lodge/mq/queue.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <optional>
 
@@ -19,21 +20,10 @@ constexpr size_t k_sqs_name_max = 80 - 4;
 // and ':' (names of the amq. prefix are the broker's own).
 constexpr size_t k_amqp_name_max = 255 - k_suffix;
 
-// The URL with the password of its user information replaced by "***".
+// The URL with the password of its user information replaced by "***" (a malformed one's
+// too: a raw '/' or '?' in the password, an unclosed '[').
 std::string redacted(std::string_view url) {
-  auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return std::string(url);
-  auto start = scheme + 3;
-  auto end = url.find_first_of("/?#", start);
-  auto authority = url.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-  auto at = authority.rfind('@');
-  if (at == std::string_view::npos) return std::string(url);
-  auto colon = authority.substr(0, at).find(':');
-  if (colon == std::string_view::npos) return std::string(url);
-  std::string out(url.substr(0, start + colon + 1));
-  out += "***";
-  out += url.substr(start + at);
-  return out;
+  return util::log::redact(url, url);
 }
 
 Error bad(const std::string &text, const std::string &why) {

@@ -3,6 +3,7 @@
 #include <lodge/error.hpp>
 #include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/settings.hpp>
+#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -217,6 +218,13 @@ S3Settings parse_s3_settings(const GivenSettings &given, const Env &env) {
     }
   }
   apply_aws_shared(s, env, endpoint_from_aws, file_endpoint, file_endpoint_source);
+  // Credentials come from the credential chain; a password in the endpoint would be printed
+  // wherever the endpoint is (config, every store error, -vv) and recorded in the ledger's
+  // binding. The endpoint is not echoed.
+  if (util::log::url_has_userinfo(s.endpoint))
+    bad("endpoint (" + src["endpoint"] + ")",
+        "user information (user:password@ before the host) is refused in an endpoint URL; S3 takes "
+        "credentials from the AWS credential chain");
   for (const char *k : {"endpoint", "region", "ca_bundle", "profile", "addressing_style", "max_attempts",
                         "retry_mode", "request_checksum_calculation"})
     if (!src.contains(k)) src[k] = "default";

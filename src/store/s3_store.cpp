@@ -490,6 +490,11 @@ s3::CredentialChain walk_chain(const StoreOptions &o) {
   s3::ChainAccess sts;
   auto it = o.env.find("AWS_ENDPOINT_URL_STS");
   sts.sts_endpoint = it != o.env.end() && !it->second.empty() ? it->second : s.endpoint;
+  if (util::log::url_has_userinfo(sts.sts_endpoint)) // as parse_s3_settings refuses one for S3
+    throw LodgeError(
+        Errc::config_invalid,
+        "endpoint (env AWS_ENDPOINT_URL_STS): user information (user:password@ before the host) is "
+        "refused in an endpoint URL");
   sts.region = s.region;
   sts.sts_transport = [o, ca_bundle = s.ca_bundle] {
     http::TransportOptions t;

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <initializer_list>
+#include <lodge/error.hpp>
+#include <lodge/util/log.hpp>
 #include <nlohmann/json.hpp>
 
 namespace lodge::store {
@@ -25,7 +27,15 @@ const std::array<Layer, 5> k_layers{{
 
 class CommonConfig final : public StoreConfig {
 public:
-  explicit CommonConfig(Settings layered) : m_s(std::move(layered)) {}
+  explicit CommonConfig(Settings layered) : m_s(std::move(layered)) {
+    // As parse_s3_settings refuses one for S3: a password in the endpoint would be printed
+    // wherever the endpoint is (config, store errors) and recorded in the ledger's binding.
+    const auto &e = m_s.at("endpoint");
+    if (util::log::url_has_userinfo(e.value))
+      throw LodgeError(Errc::config_invalid, "endpoint (" + e.source +
+                                                 "): user information (user:password@ before the host) is "
+                                                 "refused in an endpoint URL");
+  }
   [[nodiscard]] const std::string &endpoint() const override { return m_s.at("endpoint").value; }
   [[nodiscard]] const std::string &ca_bundle() const override { return m_s.at("ca_bundle").value; }
   void to_json(nlohmann::json &out) const override {

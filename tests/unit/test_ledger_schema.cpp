@@ -1,6 +1,7 @@
 #include "support.hpp"
 
 #include <cctype>
+#include <filesystem>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/schema.hpp>
@@ -384,14 +385,36 @@ TEST_CASE(
   CHECK(l->schema_version() == ledger::k_schema_version);
 }
 
-TEST_CASE("a ledger location is PostgreSQL only as a postgres: or postgresql: URL or conninfo") {
+TEST_CASE("a ledger location is PostgreSQL as a postgres: or postgresql: URL or a libpq keyword string") {
   CHECK(ledger::is_postgres_location("postgres://lodge@db.example/lodge"));
   CHECK(ledger::is_postgres_location("postgresql://db.example:5432/lodge?sslmode=require"));
   CHECK(ledger::is_postgres_location("postgres:host=db.example dbname=lodge"));
+  // A keyword string, as psql tells one (a '='), malformed ones included: never a file name.
+  CHECK(ledger::is_postgres_location("host=db port=5432 dbname=lodge password=pw"));
+  CHECK(ledger::is_postgres_location(" dbname = lodge"));
+  CHECK(ledger::is_postgres_location("hots=db password='unterminated"));
+  CHECK(ledger::is_postgres_location("data/a=b.db"));
   CHECK_FALSE(ledger::is_postgres_location("/var/lib/lodge/ledger.db"));
+  CHECK_FALSE(ledger::is_postgres_location("/var/lib/a=b/ledger.db"));
+  CHECK_FALSE(ledger::is_postgres_location("./a=b.db"));
   CHECK_FALSE(ledger::is_postgres_location("postgres.db"));
   CHECK_FALSE(ledger::is_postgres_location("./postgres://x"));
   CHECK_FALSE(ledger::is_postgres_location(""));
+}
+
+TEST_CASE("a URL of another scheme is refused as a ledger, and nothing is made of it") {
+  ledger::OpenOptions o;
+  o.location = "postgress://lodge:pw-in-url@db.example/lodge";
+  o.create = true;
+  try {
+    (void)ledger::open_ledger(o);
+    FAIL("opened");
+  } catch (const LodgeError &e) {
+    CHECK(e.error().code == Errc::config_invalid);
+    CHECK(e.error().message.find("pw-in-url") == std::string::npos);
+    CHECK(e.error().message.find("postgress://lodge:***@db.example/lodge") != std::string::npos);
+  }
+  CHECK_FALSE(std::filesystem::exists("postgress:"));
 }
 
 TEST_CASE("the store binding: recorded once, kept unless rebound, read back by every connection") {

@@ -25,7 +25,7 @@ namespace lodge::ledger {
 
 struct OpenOptions {
   // Where the ledger is: a SQLite file path, or a PostgreSQL URL (postgres://...,
-  // postgresql://...) or libpq conninfo string starting with "postgres:".
+  // postgresql://...) or libpq keyword string (is_postgres_location).
   std::string location;
   // Only `lodge init` creates a ledger; every other open of a location with none (or an
   // empty file) throws LEDGER_NOT_FOUND.
@@ -633,8 +633,9 @@ struct PoolOptions {
 [[nodiscard]] std::shared_ptr<LedgerPool> open_ledger_pool(const OpenOptions &opts,
                                                            const PoolOptions &pool = {});
 
-// Whether a ledger location names a PostgreSQL database (postgres:... or postgresql:...)
-// rather than a SQLite file: nothing may treat it as a path then.
+// Whether a ledger location names a PostgreSQL database (postgres:... or postgresql:..., or
+// a libpq keyword string: one holding a '=' that does not start with '/' or '.') rather than
+// a SQLite file: nothing may treat it as a path then.
 [[nodiscard]] bool is_postgres_location(std::string_view location);
 // A ledger location as people may see it (messages, `lodge config`): a SQLite path as it
 // is; a PostgreSQL location as postgres://user@host:port/dbname, never its password.

@@ -31,7 +31,18 @@ inline void debug(std::string_view m) {
 }
 
 // Removes secrets from a line: Authorization header values, X-Amz-Signature and
-// X-Amz-Security-Token query values, x-amz-security-token headers, an Azure SAS's sig=.
+// X-Amz-Security-Token query values, x-amz-security-token headers, an Azure SAS's sig=, a
+// URL's password (scheme://user:***@), a password= value (libpq's keyword strings, a URL's
+// query), an Azure connection string's AccountKey= and SharedAccessSignature=.
 [[nodiscard]] std::string redact(std::string_view line);
+// redact(line), after replacing by *** every secret `source` holds wherever the line has it:
+// the password of its URL user information and each password= value, raw and
+// percent-decoded. For a library's message about `source` (a ledger location, a queue URL),
+// which may quote a piece of one it could not parse ("invalid percent-encoded token: ...").
+[[nodiscard]] std::string redact(std::string_view line, std::string_view source);
+// Whether a URL (scheme://...) carries user information: an '@' anywhere after "://" (a
+// malformed one's password may hold '/' or '?'). Endpoints refuse it: a password there
+// would reach every message that names the endpoint, and the ledger's store binding.
+[[nodiscard]] bool url_has_userinfo(std::string_view url);
 
 } // namespace lodge::util::log
