@@ -609,6 +609,29 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   s.dry_run = o.dry_run;
   return s;
 }
+// Upload's CI options: reserve's (--ci-metadata, --expire-after) and --if-no-files, what a
+// run that found no file does (as upload-artifact's if-no-files-found).
+void add_upload_ci_options(CLI::App *sub, UploadOptions &o) {
+  add_ci_options(sub, o);
+  choices(sub->add_option("--if-no-files", o.if_no_files,
+                          "When no file is found to upload (an empty directory, everything filtered "
+                          "out): warn (say so, exit 0; the default), error (NOT_FOUND, exit 1) or ignore"),
+          {"warn", "error", "ignore"})
+      ->type_name("MODE");
+}
+
+// Runs the upload; --if-no-files decides what a run that found no file does: warn (the
+// printer says it), error (as upload-artifact's if-no-files-found: NOT_FOUND, exit 1) or
+// ignore. The run's exit status otherwise.
+int run_reporting_no_files(const UploadOptions &o, const ops::RunSpec &spec, ops::RunDeps &deps,
+                           UploadPrinter printer) {
+  if (o.if_no_files == "warn")
+    printer.warn_no_files = [&o](const ops::RunTally &t) { return no_files_message(o, t); };
+  auto rep = ops::run_upload(spec, deps, printer);
+  if (o.if_no_files == "error" && no_file_found(rep))
+    throw LodgeError(Errc::not_found, no_files_message(o, rep.tally));
+  return ops::exit_status(rep);
+}
 } // namespace
 
 Command add_upload(CLI::App &app) {
@@ -660,7 +683,7 @@ Command add_upload(CLI::App &app) {
   sub->add_option("--tag", o->tags,
                   "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
       ->allow_extra_args(false);
-  add_ci_options(sub, *o);
+  add_upload_ci_options(sub, *o);
   sub->add_option(
       "--storage-class", o->storage_class,
       "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
@@ -672,11 +695,6 @@ Command add_upload(CLI::App &app) {
                   "How long to wait for another process sending the same content before reporting the "
                   "file in_progress (default: config in_progress_wait, 30s; a direct reservation is "
                   "never waited for)");
-  choices(sub->add_option("--if-no-files", o->if_no_files,
-                          "When no file is found to upload (an empty directory, everything filtered "
-                          "out): warn (say so, exit 0; the default), error (NOT_FOUND, exit 1) or ignore"),
-          {"warn", "error", "ignore"})
-      ->type_name("MODE");
   add_filter_options(sub, o);
   return {sub, [o](Context &ctx) {
             ctx.g.bwlimit = o->bwlimit;
@@ -725,9 +743,6 @@ Command add_upload(CLI::App &app) {
             if (stats_ms > 0) spec.progress_interval_ms = stats_ms;
             if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
             install_interrupt_handlers(!ctx.g.quiet);
-            UploadPrinter printer(ctx, progress, o->dry_run, stats_ms);
-            if (o->if_no_files == "warn")
-              printer.warn_no_files = [o](const ops::RunTally &t) { return no_files_message(*o, t); };
             ops::RunDeps deps{ctx.ledger(),
                               [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
                               *store,
@@ -737,11 +752,7 @@ Command add_upload(CLI::App &app) {
                               run_cancel(),
                               {},
                               ctx.backpressure()};
-            auto rep = ops::run_upload(spec, deps, printer);
-            // As upload-artifact's if-no-files-found: error fails the step (NOT_FOUND, exit 1).
-            if (o->if_no_files == "error" && no_file_found(rep))
-              throw LodgeError(Errc::not_found, no_files_message(*o, rep.tally));
-            return ops::exit_status(rep);
+            return run_reporting_no_files(*o, spec, deps, UploadPrinter(ctx, progress, o->dry_run, stats_ms));
           }};
 }
 
