@@ -514,6 +514,21 @@ class LodgeTestCase(unittest.TestCase):
 
     moto = None  # set by subclasses that need S3 (class-wide server)
 
+    def fp(self, spec):
+        """The environment that arms the failpoints in spec, each firing logged to self.fplog
+        (the test's fp.log unless the test names another)."""
+        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self._fplog()}
+
+    def fired(self):
+        """The failpoints fired so far under fp(), in order."""
+        if not os.path.exists(self._fplog()):
+            return []
+        with open(self._fplog()) as f:
+            return [line.split()[1] for line in f if line.strip()]
+
+    def _fplog(self):
+        return getattr(self, "fplog", None) or os.path.join(self.dir, "fp.log")
+
     def setUp(self):
         self.assertTrue(LODGE and os.access(LODGE, os.X_OK), "LODGE_BIN must name the built lodge binary")
         self.dir = tempfile.mkdtemp(prefix="lodge-it-")

@@ -137,15 +137,6 @@ class LodgeOnAzure(AzureTestCase):
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
         self.fplog = os.path.join(self.dir, "fp.log")
 
-    def fp(self, spec):
-        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self.fplog}
-
-    def fired(self):
-        if not os.path.exists(self.fplog):
-            return []
-        with open(self.fplog) as f:
-            return [line.split()[1] for line in f if line.strip()]
-
     def upload(self, name, data, *args, env=None, later=None):
         r = self.lodge("upload", "--json", *args, self.write(name, data), env=env, later=later)
         lines = r.json_lines() if r.out.strip() else []

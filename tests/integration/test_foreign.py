@@ -40,15 +40,6 @@ class Foreign(S3TestCase):
         self.fplog = os.path.join(self.dir, "fp.log")
         self.db_b = os.path.join(self.dir, "b.db")
 
-    def fp(self, spec):
-        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self.fplog}
-
-    def fired(self):
-        if not os.path.exists(self.fplog):
-            return []
-        with open(self.fplog) as f:
-            return [line.split()[1] for line in f if line.strip()]
-
     def lodge_b(self, *args, **kw):
         return self.lodge("--db", self.db_b, *args, db=False, **kw)
 

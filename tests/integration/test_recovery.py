@@ -42,15 +42,6 @@ class Recovery(StoreTestCase):
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(CONFIG))
         self.fplog = os.path.join(self.dir, "fp.log")
 
-    def fp(self, spec):
-        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self.fplog}
-
-    def fired(self):
-        if not os.path.exists(self.fplog):
-            return []
-        with open(self.fplog) as f:
-            return [l.split()[1] for l in f if l.strip()]
-
     def upload(self, name, data, *args, env=None, later=None):
         path = self.write(name, data)
         r = self.lodge("upload", "--json", *args, path, env=env, later=later)

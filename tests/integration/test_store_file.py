@@ -115,15 +115,6 @@ class FileStoreCase(LodgeTestCase):
                          "LODGE_CONFIG": self.write("config.json", json.dumps(STAGED))})
         self.init()
 
-    def fp(self, spec):
-        return {"LODGE_FAILPOINTS": spec, "LODGE_FAILPOINTS_LOG": self.fplog}
-
-    def fired(self):
-        if not os.path.exists(self.fplog):
-            return []
-        with open(self.fplog) as f:
-            return [line.split()[1] for line in f if line.strip()]
-
     def objects(self):
         """key -> size of every object, lodge's own folders left out."""
         out = {}
