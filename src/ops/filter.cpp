@@ -211,7 +211,7 @@ private:
     }
     bool alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
     if (alnum || c >= 0x80)
-      bad_pattern(m_pattern, "a '\\' escapes punctuation or a space, or is one of \\d \\s \\w \\D \\S \\W");
+      bad_pattern(m_pattern, R"(a '\' escapes punctuation or a space, or is one of \d \s \w \D \S \W)");
     n.ch = c;
     return n;
   }

@@ -254,7 +254,7 @@ constexpr size_t k_max_list_gap = 4096;
 void read_list(std::istream &in, bool nul, const std::string &source,
                const std::function<bool(const std::string &)> &each) {
   std::streambuf *buf = in.rdbuf();
-  const int sep = nul ? '\0' : '\n';
+  const int sep = std::char_traits<char>::to_int_type(nul ? '\0' : '\n');
   std::string item;
   size_t gap = 0; // bytes since the last path
   int64_t entry = 1;
