@@ -8,8 +8,8 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/outbox.hpp>
 #include <lodge/mq/queue.hpp>
-#include <lodge/ops/run.hpp>
-#include <lodge/ops/select.hpp>
+#include <lodge/ops/read/select.hpp>
+#include <lodge/ops/upload/run.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/backpressure.hpp>
 #include <map>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <lodge/failpoint.hpp>
-#include <lodge/ops/status.hpp>
+#include <lodge/ops/read/status.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>

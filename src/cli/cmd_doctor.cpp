@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <lodge/crypto/random.hpp>
 #include <lodge/http/transport.hpp>
-#include <lodge/ops/doctor.hpp>
+#include <lodge/ops/read/doctor.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <lodge/config/config.hpp>
-#include <lodge/ops/retrieve.hpp>
+#include <lodge/ops/read/retrieve.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <lodge/ops/grace.hpp>
-#include <lodge/ops/jobs.hpp>
+#include <lodge/ops/jobs/jobs.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>

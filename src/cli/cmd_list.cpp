@@ -3,9 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <lodge/ops/filter.hpp>
-#include <lodge/ops/retrieve.hpp>
-#include <lodge/ops/select.hpp>
+#include <lodge/match/filter.hpp>
+#include <lodge/ops/read/retrieve.hpp>
+#include <lodge/ops/read/select.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
@@ -16,7 +16,7 @@ namespace {
 
 std::optional<int64_t> size_bound(const std::string &text, const char *flag) {
   if (text.empty()) return std::nullopt;
-  auto v = ops::parse_filter_size(text, flag);
+  auto v = match::parse_filter_size(text, flag);
   if (!v) return std::nullopt;
   if (*v > static_cast<uint64_t>(INT64_MAX)) throw LodgeError(Errc::usage, std::string(flag) + ": too large");
   return static_cast<int64_t>(*v);
@@ -145,11 +145,11 @@ ops::Selection make_selection(const SelectionCli &o, int64_t now_ms) {
   if (!o.limit.empty()) q.limit = parse_limit(o.limit);
   q.latest = o.latest;
   if (!o.path_glob.empty()) {
-    (void)ops::Glob::compile(o.path_glob); // a bad pattern is USAGE before the ledger is opened
+    (void)match::Glob::compile(o.path_glob); // a bad pattern is USAGE before the ledger is opened
     s.path_glob = o.path_glob;
   }
   if (!o.prefix_glob.empty()) {
-    (void)ops::Glob::compile(o.prefix_glob);
+    (void)match::Glob::compile(o.prefix_glob);
     s.prefix_glob = o.prefix_glob;
   }
   return s;

@@ -5,13 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <lodge/aws/aws_config.hpp>
+#include <lodge/aws/credential_chain.hpp>
 #include <lodge/ledger/outbox.hpp>
 #include <lodge/mq/queue.hpp>
 #include <lodge/ops/grace.hpp>
-#include <lodge/ops/outbox.hpp>
-#include <lodge/s3/aws_config.hpp>
+#include <lodge/ops/jobs/outbox.hpp>
 #include <lodge/s3/client.hpp>
-#include <lodge/s3/credential_chain.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>

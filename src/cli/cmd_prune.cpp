@@ -3,9 +3,9 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <lodge/ops/filter.hpp>
+#include <lodge/match/filter.hpp>
 #include <lodge/ops/grace.hpp>
-#include <lodge/ops/prune.hpp>
+#include <lodge/ops/jobs/prune.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -169,7 +169,7 @@ Command add_prune(CLI::App &app) {
                                     "(an empty policy would remove every build)");
     po.group_by = ops::parse_group_by(o->group_by);
     if (!o->prefix_glob.empty()) {
-      (void)ops::Glob::compile(o->prefix_glob); // a bad pattern is a usage error before any work
+      (void)match::Glob::compile(o->prefix_glob); // a bad pattern is a usage error before any work
       po.prefix_glob = o->prefix_glob;
     }
     // As list: the owner's snapshots; --owner '*' every owner's. --expired alone needs

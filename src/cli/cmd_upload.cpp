@@ -8,14 +8,14 @@
 #include <iostream>
 #include <iterator>
 #include <lodge/config/ci.hpp>
-#include <lodge/ops/filter.hpp>
+#include <lodge/match/filter.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
-#include <lodge/ops/open_files.hpp>
-#include <lodge/ops/retrieve.hpp>
-#include <lodge/ops/run.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/read/retrieve.hpp>
+#include <lodge/ops/upload/open_files.hpp>
+#include <lodge/ops/upload/run.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -341,19 +341,19 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
 
 // The run's filter from the flags; null when none was given. A filter file "-" is stdin,
 // read here (the core never reads stdin), once, and not when --files-from takes it.
-std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
-  auto f = std::make_shared<ops::Filter>();
+std::shared_ptr<const match::Filter> build_filter(const UploadOptions &o) {
+  auto f = std::make_shared<match::Filter>();
   bool stdin_used = o.files_from == "-";
   auto from = [&](const std::string &flag, const std::string &file,
-                  void (ops::Filter::*lines)(std::string_view, std::string_view),
-                  void (ops::Filter::*path)(const std::string &)) {
+                  void (match::Filter::*lines)(std::string_view, std::string_view),
+                  void (match::Filter::*path)(const std::string &)) {
     if (file != "-") return (f.get()->*path)(file);
     if (stdin_used)
       throw LodgeError(Errc::usage,
                        "upload: --" + flag +
                            " -: stdin is already read (by --files-from - or another filter file)");
     stdin_used = true;
-    (f.get()->*lines)(ops::read_rule_fd(STDIN_FILENO, "-"), "-");
+    (f.get()->*lines)(match::read_rule_fd(STDIN_FILENO, "-"), "-");
   };
   for (const auto &[flag, v] : o.filter_rules) {
     if (flag == "include")
@@ -363,19 +363,19 @@ std::shared_ptr<const ops::Filter> build_filter(const UploadOptions &o) {
     else if (flag == "filter")
       f->add_filter(v);
     else if (flag == "filter-from")
-      from(flag, v, &ops::Filter::add_filter_lines, &ops::Filter::add_filter_from);
+      from(flag, v, &match::Filter::add_filter_lines, &match::Filter::add_filter_from);
     else if (flag == "include-from")
-      from(flag, v, &ops::Filter::add_include_lines, &ops::Filter::add_include_from);
+      from(flag, v, &match::Filter::add_include_lines, &match::Filter::add_include_from);
     else if (flag == "exclude-from")
-      from(flag, v, &ops::Filter::add_exclude_lines, &ops::Filter::add_exclude_from);
+      from(flag, v, &match::Filter::add_exclude_lines, &match::Filter::add_exclude_from);
   }
   for (const auto &m : o.exclude_if_present)
     f->add_exclude_if_present(m);
-  ops::FilterBounds b;
-  if (!o.min_size.empty()) b.min_size = ops::parse_filter_size(o.min_size, "--min-size");
-  if (!o.max_size.empty()) b.max_size = ops::parse_filter_size(o.max_size, "--max-size");
-  if (!o.min_age.empty()) b.min_age_ms = ops::parse_filter_age(o.min_age, "--min-age");
-  if (!o.max_age.empty()) b.max_age_ms = ops::parse_filter_age(o.max_age, "--max-age");
+  match::FilterBounds b;
+  if (!o.min_size.empty()) b.min_size = match::parse_filter_size(o.min_size, "--min-size");
+  if (!o.max_size.empty()) b.max_size = match::parse_filter_size(o.max_size, "--max-size");
+  if (!o.min_age.empty()) b.min_age_ms = match::parse_filter_age(o.min_age, "--min-age");
+  if (!o.max_age.empty()) b.max_age_ms = match::parse_filter_age(o.max_age, "--max-age");
   f->set_bounds(b);
   if (!f->active()) return nullptr;
   return f;

@@ -9,9 +9,9 @@
 #include "backends.hpp"
 
 #include <algorithm>
+#include <lodge/aws/signer.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/s3/client.hpp>
-#include <lodge/s3/signer.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>

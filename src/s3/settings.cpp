@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <iterator>
+#include <lodge/aws/aws_config.hpp>
 #include <lodge/error.hpp>
-#include <lodge/s3/aws_config.hpp>
 #include <lodge/s3/settings.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>

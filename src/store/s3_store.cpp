@@ -1,9 +1,9 @@
 #include "file_body.hpp"
 #include "stores.hpp"
 
-#include <lodge/s3/aws_config.hpp>
+#include <lodge/aws/aws_config.hpp>
+#include <lodge/aws/credential_chain.hpp>
 #include <lodge/s3/client.hpp>
-#include <lodge/s3/credential_chain.hpp>
 #include <lodge/s3/settings.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/store/lifecycle.hpp>

@@ -3,10 +3,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <lodge/aws/signer.hpp>
 #include <lodge/error.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/inspect.hpp>
-#include <lodge/s3/signer.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <string>

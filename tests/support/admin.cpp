@@ -2,9 +2,9 @@
 
 #include "decode.hpp"
 
+#include <lodge/aws/signer.hpp>
 #include <lodge/azure/signer.hpp>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/s3/signer.hpp>
 #include <lodge/util/clock.hpp>
 
 namespace lodge::test {

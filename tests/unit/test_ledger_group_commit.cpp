@@ -9,7 +9,7 @@
 #include <atomic>
 #include <future>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <lodge/util/log.hpp>
 #include <mutex>
 

@@ -3,7 +3,7 @@
 #include "support.hpp"
 
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/retrieve.hpp>
+#include <lodge/ops/read/retrieve.hpp>
 
 using namespace lodge;
 

@@ -6,7 +6,7 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
-#include <lodge/ops/status.hpp>
+#include <lodge/ops/read/status.hpp>
 #include <sys/stat.h>
 
 using namespace lodge;

@@ -7,7 +7,7 @@
 
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/inspect.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 
 using namespace lodge;
 

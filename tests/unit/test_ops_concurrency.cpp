@@ -4,8 +4,8 @@
 #include "support.hpp"
 
 #include <functional>
-#include <lodge/ops/concurrency.hpp>
-#include <lodge/ops/open_files.hpp>
+#include <lodge/ops/upload/concurrency.hpp>
+#include <lodge/ops/upload/open_files.hpp>
 #include <vector>
 
 using namespace lodge;

@@ -8,7 +8,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <lodge/util/fd.hpp>
 
 using namespace lodge;

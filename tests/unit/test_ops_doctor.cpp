@@ -4,7 +4,7 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/ledger/sqlite.hpp>
-#include <lodge/ops/doctor.hpp>
+#include <lodge/ops/read/doctor.hpp>
 #include <lodge/util/clock.hpp>
 
 using namespace lodge;

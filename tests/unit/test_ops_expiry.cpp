@@ -6,7 +6,7 @@
 #include "support.hpp"
 
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 
 using namespace lodge;
 

@@ -6,8 +6,8 @@
 #include "support.hpp"
 
 #include <lodge/crypto/random.hpp>
-#include <lodge/ops/listing_cache.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/listing_cache.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <set>
 
 using namespace lodge;

@@ -1,6 +1,6 @@
 #include "support.hpp"
 
-#include <lodge/ops/open_files.hpp>
+#include <lodge/ops/upload/open_files.hpp>
 
 using namespace lodge;
 

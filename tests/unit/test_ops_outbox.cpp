@@ -8,8 +8,8 @@
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/outbox.hpp>
-#include <lodge/ops/jobs.hpp>
-#include <lodge/ops/outbox.hpp>
+#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/outbox.hpp>
 #include <nlohmann/json.hpp>
 
 using namespace lodge;

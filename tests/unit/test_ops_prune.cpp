@@ -6,8 +6,8 @@
 
 #include <chrono>
 #include <doctest/doctest.h>
-#include <lodge/ops/prune.hpp>
-#include <lodge/ops/status.hpp>
+#include <lodge/ops/jobs/prune.hpp>
+#include <lodge/ops/read/status.hpp>
 #include <lodge/store/object_options.hpp>
 
 using namespace lodge;

@@ -12,8 +12,8 @@
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/holder.hpp>
-#include <lodge/ops/jobs.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <thread>
 
 using namespace lodge;

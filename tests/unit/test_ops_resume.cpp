@@ -8,7 +8,7 @@
 
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 
 using namespace lodge;
 

@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/ops/retrieve.hpp>
+#include <lodge/ops/read/retrieve.hpp>
 #include <sys/stat.h>
 #include <unistd.h>
 

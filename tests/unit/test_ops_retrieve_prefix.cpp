@@ -7,7 +7,7 @@
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/retrieve.hpp>
+#include <lodge/ops/read/retrieve.hpp>
 #include <string>
 #include <vector>
 

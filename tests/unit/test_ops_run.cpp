@@ -11,7 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/ops/run.hpp>
+#include <lodge/ops/upload/run.hpp>
 #include <lodge/util/clock.hpp>
 #include <map>
 #include <mutex>

@@ -4,7 +4,7 @@
 #include "ops_fixture.hpp"
 
 #include <doctest/doctest.h>
-#include <lodge/ops/select.hpp>
+#include <lodge/ops/read/select.hpp>
 #include <lodge/util/clock.hpp>
 #include <string>
 #include <utility>

@@ -4,7 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
-#include <lodge/ops/status.hpp>
+#include <lodge/ops/read/status.hpp>
 #include <sys/stat.h>
 
 using namespace lodge;

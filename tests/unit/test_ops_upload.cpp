@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/upload.hpp>
+#include <lodge/ops/upload/upload.hpp>
 #include <lodge/util/log.hpp>
 #include <mutex>
 #include <stdexcept>

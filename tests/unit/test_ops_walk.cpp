@@ -1,8 +1,8 @@
 #include "support.hpp"
 
 #include <fcntl.h>
-#include <lodge/ops/filter.hpp>
-#include <lodge/ops/walk.hpp>
+#include <lodge/match/filter.hpp>
+#include <lodge/ops/upload/walk.hpp>
 #include <map>
 #include <string>
 #include <sys/stat.h>
@@ -12,7 +12,7 @@ using namespace lodge;
 
 namespace {
 // What a walk visits: path -> "excluded: why", "skipped", "error" or "file".
-std::map<std::string, std::string> walk(const std::string &root, const ops::Filter &f, int64_t now_ms) {
+std::map<std::string, std::string> walk(const std::string &root, const match::Filter &f, int64_t now_ms) {
   std::map<std::string, std::string> seen;
   ops::WalkSkips skips;
   skips.filter = {&f, now_ms};
@@ -60,7 +60,7 @@ TEST_CASE("walk with a filter: an excluded directory is one entry and is never l
   const int64_t pruned_before = atime_ns(root + "/node_modules");
   const int64_t control_before = atime_ns(root + "/keep");
 
-  ops::Filter f;
+  match::Filter f;
   f.add_exclude("*.o");
   f.add_exclude("node_modules/");
   auto seen = walk(root, f, 0);
@@ -87,7 +87,7 @@ TEST_CASE("walk with a filter: a marker excludes its directory; bounds and the i
   test::write_file(root + "/src/big.c", std::string(4096, 'x'));
   test::write_file(root + "/src/notes.txt", "n");
 
-  ops::Filter f;
+  match::Filter f;
   f.add_include("*.c");
   f.add_exclude_if_present(".nobackup");
   f.set_bounds({std::nullopt, 1024, std::nullopt, std::nullopt});
@@ -107,7 +107,7 @@ TEST_CASE("walk with a filter: ages from the walk's stat and the run's now; anch
   test::write_file(root + "/sub/new.log", "n");
   struct timespec old_time[2] = {{0, UTIME_OMIT}, {1'000'000, 0}};
   REQUIRE(::utimensat(AT_FDCWD, (root + "/old.log").c_str(), old_time, 0) == 0);
-  ops::Filter f;
+  match::Filter f;
   f.add_exclude("/new.log"); // the argument's root, not sub/
   struct stat st {};
   REQUIRE(::stat((root + "/new.log").c_str(), &st) == 0);

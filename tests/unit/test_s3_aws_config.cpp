@@ -3,9 +3,9 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <lodge/s3/aws_config.hpp>
+#include <lodge/aws/aws_config.hpp>
+#include <lodge/aws/credential_chain.hpp>
 #include <lodge/s3/client.hpp>
-#include <lodge/s3/credential_chain.hpp>
 #include <mutex>
 #include <sys/stat.h>
 #include <thread>

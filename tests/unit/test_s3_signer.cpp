@@ -2,7 +2,7 @@
 #include "support/decode.hpp"
 
 #include <filesystem>
-#include <lodge/s3/signer.hpp>
+#include <lodge/aws/signer.hpp>
 #include <lodge/util/strings.hpp>
 #include <nlohmann/json.hpp>
 

@@ -4,7 +4,7 @@
 #include "ledger/drivers.hpp"
 #include "support.hpp"
 
-#include <lodge/ops/doctor.hpp>
+#include <lodge/ops/read/doctor.hpp>
 #include <lodge/util/fs.hpp>
 
 using namespace lodge;

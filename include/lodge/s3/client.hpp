@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <lodge/aws/signer.hpp>
 #include <lodge/error.hpp>
 #include <lodge/http/retry.hpp>
 #include <lodge/http/transport.hpp>
-#include <lodge/s3/signer.hpp>
 #include <lodge/s3/xml.hpp>
 #include <lodge/util/clock.hpp>
 #include <map>
