@@ -5,13 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <lodge/aws/aws_config.hpp>
-#include <lodge/aws/credential_chain.hpp>
 #include <lodge/ledger/outbox.hpp>
 #include <lodge/mq/queue.hpp>
+#include <lodge/mq/settings.hpp>
 #include <lodge/ops/grace.hpp>
 #include <lodge/ops/jobs/outbox.hpp>
-#include <lodge/s3/client.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
@@ -20,31 +18,12 @@
 namespace lodge::cli {
 namespace {
 
-std::string env_or(const Context &ctx, const char *name, const std::string &fallback = {}) {
-  auto it = ctx.env.find(name);
-  return it != ctx.env.end() && !it->second.empty() ? it->second : fallback;
-}
-
-// SQS is reached as the S3 store is: the AWS shared files' profile, the SDKs' credential
-// chain, AWS_REGION; the endpoint from the queue URL, else AWS_ENDPOINT_URL_SQS or
-// AWS_ENDPOINT_URL (as the AWS CLI reads them), else AWS's.
+// SQS is reached as the S3 store is (mq::resolve_sqs_options): the flags and the environment
+// handed in as read.
 mq::QueueOptions sqs_options(Context &ctx) {
-  mq::QueueOptions o;
-  s3::AwsShared::Inputs in{ctx.env, ctx.g.profile, ctx.g.profile.empty() ? "" : "flag --profile"};
-  auto shared = s3::AwsShared::load(in);
-  std::string region = ctx.g.region;
-  if (region.empty()) region = env_or(ctx, "AWS_REGION", env_or(ctx, "AWS_DEFAULT_REGION"));
-  if (region.empty())
-    if (auto r = shared.get("region")) region = r->value;
-  if (!region.empty()) o.region = region;
-  o.endpoint = env_or(ctx, "AWS_ENDPOINT_URL_SQS", env_or(ctx, "AWS_ENDPOINT_URL"));
-  auto chain = s3::resolve_credential_chain(ctx.env, shared);
-  if (!chain.credentials) throw LodgeError(chain.credentials.error());
-  auto env = ctx.env;
-  o.credentials = std::make_shared<s3::CredentialSource>(
-      chain.credentials.value(),
-      [env, shared] { return s3::resolve_credential_chain(env, shared).credentials; }, util::system_clock());
-  return o;
+  return mq::resolve_sqs_options(
+      {ctx.env, ctx.g.profile, ctx.g.profile.empty() ? "" : "flag --profile", ctx.g.region},
+      util::system_clock());
 }
 
 } // namespace
