@@ -208,13 +208,6 @@ Command recorded_job(const char *job, Command c);
   return exit_status(Errc::storage_error);
 }
 
-// --bwlimit RATE on a command that moves object bytes, bound to `flag` (checked when parsed).
-void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what);
-
-// An --expires value (url, reserve): a duration like the other duration flags, 1s to 7
-// days (SigV4's most); seconds.
-[[nodiscard]] int64_t expires_seconds(const std::string &text);
-
 // SIGINT, SIGTERM, SIGHUP, or a closed stdout: stop starting new work. A second signal
 // also aborts the transfers in flight (http::set_abort_flag): aborted().
 bool interrupted();

@@ -1,5 +1,6 @@
 // lodge show, lodge get, lodge cat, lodge url.
 #include "cli.hpp"
+#include "flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -215,12 +216,6 @@ struct Fetcher {
 
 } // namespace
 
-int64_t expires_seconds(const std::string &text) {
-  return config::duration_value(text, "--expires", Errc::usage,
-                                {1'000, 7 * 86'400'000LL, "a presigned URL lasts at most 7d"}) /
-         1000;
-}
-
 Command add_show(CLI::App &app) {
   auto id = std::make_shared<int64_t>(0);
   auto *sub =
@@ -251,7 +246,7 @@ Command add_get(CLI::App &app) {
       "The upload prefix the path is under; with no file, restore every ACTIVE file under it ('': the "
       "files uploaded without one)"));
   sub->add_flag("--force", o->force, "Replace an existing different file");
-  add_bwlimit_option(sub, o->bwlimit, "received");
+  flags::add_bwlimit_option(sub, o->bwlimit, "received");
   add_selection_options(sub, o->sel);
   return {sub, [o, prefix_opt](Context &ctx) {
             ctx.g.bwlimit = o->bwlimit;
@@ -307,7 +302,7 @@ Command add_cat(CLI::App &app) {
   sub->add_option("file", *target, "File id, or its relative path (with --owner and --prefix)")->required();
   sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
   auto bwlimit = std::make_shared<std::string>();
-  add_bwlimit_option(sub, *bwlimit, "received");
+  flags::add_bwlimit_option(sub, *bwlimit, "received");
   return {sub, [target, prefix, bwlimit](Context &ctx) {
             ctx.g.bwlimit = *bwlimit;
             auto r = lookup(ctx, "cat", *target, *prefix);
@@ -344,7 +339,7 @@ Command add_url(CLI::App &app) {
   sub->add_option("--prefix", *prefix, "The upload prefix the path is under");
   sub->add_option("--expires", *expires, "How long the URL works (default 1h, at most 7d)");
   return {sub, [target, prefix, expires](Context &ctx) {
-            int64_t secs = expires_seconds(*expires);
+            int64_t secs = flags::expires_seconds(*expires);
             auto r = lookup(ctx, "url", *target, *prefix);
             ops::require_active(r).take();
             auto st = ctx.open_store();

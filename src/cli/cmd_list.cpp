@@ -1,5 +1,6 @@
 // lodge list, and the selection options list and get share.
 #include "cli.hpp"
+#include "flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -13,24 +14,6 @@
 
 namespace lodge::cli {
 namespace {
-
-std::optional<int64_t> size_bound(const std::string &text, const char *flag) {
-  if (text.empty()) return std::nullopt;
-  auto v = match::parse_filter_size(text, flag);
-  if (!v) return std::nullopt;
-  if (*v > static_cast<uint64_t>(INT64_MAX)) throw LodgeError(Errc::usage, std::string(flag) + ": too large");
-  return static_cast<int64_t>(*v);
-}
-
-int64_t parse_limit(const std::string &text) {
-  int64_t v = 0;
-  bool ok = !text.empty() && text.size() <= 18 && text.find_first_not_of("0123456789") == std::string::npos;
-  if (ok) v = std::stoll(text);
-  if (!ok || v < 1)
-    throw LodgeError(Errc::usage, "--limit: expected a number of files (1 or more), got '" +
-                                      util::escape_for_terminal(text) + "'");
-  return v;
-}
 
 nlohmann::json list_json(const ledger::FileRecord &f) {
   auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
@@ -131,8 +114,8 @@ ops::Selection make_selection(const SelectionCli &o, int64_t now_ms) {
     throw LodgeError(Errc::usage,
                      "--since " + o.since + " is after --until " + o.until + ": nothing is between");
   if (!o.sha256.empty()) q.sha256 = ops::parse_sha256_hex(o.sha256, "--sha256");
-  q.min_size = size_bound(o.min_size, "--min-size");
-  q.max_size = size_bound(o.max_size, "--max-size");
+  q.min_size = flags::size_bound(o.min_size, "--min-size");
+  q.max_size = flags::size_bound(o.max_size, "--max-size");
   if (q.min_size && q.max_size && *q.min_size > *q.max_size)
     throw LodgeError(Errc::usage, "--min-size " + o.min_size + " is above --max-size " + o.max_size);
   if (o.sort == "time")
@@ -142,7 +125,8 @@ ops::Selection make_selection(const SelectionCli &o, int64_t now_ms) {
   else if (o.sort == "size")
     q.sort = ledger::FileSort::size;
   q.descending = o.reverse;
-  if (!o.limit.empty()) q.limit = parse_limit(o.limit);
+  if (!o.limit.empty())
+    q.limit = flags::count(o.limit, "--limit", 1, INT64_MAX, "a number of files (1 or more)");
   q.latest = o.latest;
   if (!o.path_glob.empty()) {
     (void)match::Glob::compile(o.path_glob); // a bad pattern is USAGE before the ledger is opened

@@ -1,5 +1,6 @@
 // lodge upload, lodge list.
 #include "cli.hpp"
+#include "flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -166,14 +167,6 @@ std::string level_change_line(const ops::LevelChange &c) {
 std::string concurrency_of(const ops::RunConcurrency &c) {
   if (!c.adaptive) return ", concurrency " + std::to_string(c.level) + " (fixed)";
   return ", concurrency " + std::to_string(c.level) + " (adaptive, peak " + std::to_string(c.peak) + ")";
-}
-
-// The rows' expiry: --expire-after over the policy's expire_after; "never" clears the
-// policy's. A duration past zero, at most a century (it is added to a wall-clock time).
-std::optional<int64_t> expire_after_ms(const UploadOptions &o, const config::Policy &p) {
-  if (o.expire_after.empty()) return p.expire_after_ms;
-  if (o.expire_after == "never") return std::nullopt;
-  return config::duration_value(o.expire_after, "--expire-after", Errc::usage); // as expire_after
 }
 
 // The descriptors this process may open: as many as the hard limit allows (the soft limit
@@ -592,10 +585,8 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
   s.multipart_threshold = cfg.multipart_threshold;
   // Flags over the configuration (over the store's own: the AWS profile's s3 keys).
-  s.part_size = o.part_size.empty() ? cfg.part_size : config::parse_part_size(o.part_size, "--part-size");
-  s.part_concurrency = o.part_concurrency.empty()
-                           ? cfg.part_concurrency
-                           : config::parse_part_concurrency(o.part_concurrency, "--part-concurrency");
+  s.part_size = flags::part_size(o.part_size, cfg.part_size);
+  s.part_concurrency = flags::part_concurrency(o.part_concurrency, cfg.part_concurrency);
   s.open_store = [&ctx] { return ctx.open_store(); };
   s.max_retries = cfg.sweep.max_retries;
   s.lease_ms = cfg.sweep.lease_ms;
@@ -603,7 +594,7 @@ ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
   s.follow_symlinks = o.follow_symlinks;
   s.worker_id = "upload-" + std::to_string(::getpid());
   s.options = object_options(o, s.policy, ctx.env);
-  s.expire_after_ms = expire_after_ms(o, s.policy);
+  s.expire_after_ms = flags::duration_or_never(o.expire_after, "--expire-after", s.policy.expire_after_ms);
   s.checksum = o.checksum;
   s.replace = o.replace;
   s.dry_run = o.dry_run;
@@ -666,7 +657,7 @@ Command add_upload(CLI::App &app) {
                   "every INTERVAL (1m, 10s) and a final one: files, bytes sent, rate, elapsed, ETA, in "
                   "flight (default: config stats, env LODGE_STATS, off; -q silences it)")
       ->type_name("INTERVAL");
-  add_bwlimit_option(sub, o->bwlimit, "sent");
+  flags::add_bwlimit_option(sub, o->bwlimit, "sent");
   sub->add_flag("--checksum", o->checksum,
                 "Read and hash every file, even one the ledger's stat cache knows unchanged");
   sub->add_flag("--replace", o->replace,
@@ -721,12 +712,9 @@ Command add_upload(CLI::App &app) {
             spec.queue_capacity = queue_capacity_for(open_files);
             fit_to_open_files(spec, open_files, ctx.g.quiet);
             spec.in_progress_wait_ms =
-                o->in_progress_wait.empty()
-                    ? cfg.in_progress_wait_ms
-                    : config::duration_value(o->in_progress_wait, "--in-progress-wait", Errc::usage,
-                                             config::k_in_progress_wait_range);
-            int64_t stats_ms =
-                o->stats.empty() ? cfg.stats_ms : config::stats_value(o->stats, "--stats", Errc::usage);
+                flags::duration(o->in_progress_wait, "--in-progress-wait", cfg.in_progress_wait_ms,
+                                config::k_in_progress_wait_range);
+            int64_t stats_ms = flags::stats(o->stats, cfg.stats_ms);
             // A PostgreSQL ledger has no files here to keep out of the upload.
             spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
                           store::file_store_root(cfg.store),
@@ -918,15 +906,14 @@ Command add_reserve(CLI::App &app) {
         std::string hex = util::to_lower(*sha);
         if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
           throw LodgeError(Errc::usage, "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
-        const int64_t expires_s = expires_seconds(*expires);
+        const int64_t expires_s = flags::expires_seconds(*expires);
         if (!part_size->empty() && !*parts)
           throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
-        const uint64_t part_bytes = !*parts              ? 0
-                                    : part_size->empty() ? ctx.cfg().part_size
-                                                         : config::parse_part_size(*part_size, "--part-size");
+        const uint64_t part_bytes = *parts ? flags::part_size(*part_size, ctx.cfg().part_size) : 0;
         ops::UploadSettings s = direct_settings(ctx, *o, true);
         s.options = object_options(*o, s.policy, ctx.env);
-        s.expire_after_ms = expire_after_ms(*o, s.policy);
+        s.expire_after_ms =
+            flags::duration_or_never(o->expire_after, "--expire-after", s.policy.expire_after_ms);
         auto store = ctx.open_store();
         if (!store->capabilities().presign)
           throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +

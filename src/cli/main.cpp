@@ -1,4 +1,5 @@
 #include "cli.hpp"
+#include "flags.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -189,22 +190,10 @@ store::Backend &Context::backend() {
 }
 
 uint64_t Context::bwlimit() {
-  if (!g.bwlimit.empty()) return config::bwlimit_value(g.bwlimit, "--bwlimit", Errc::usage);
+  if (auto rate = flags::bwlimit(g.bwlimit)) return *rate;
   if (cfg().bwlimit) return *cfg().bwlimit;
   // Neither set: the store's own default (an S3 store's AWS profile, `s3 = max_bandwidth`).
   return cfg().store_bandwidth;
-}
-
-void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what) {
-  sub->add_option(
-         "--bwlimit", flag,
-         std::string("Limit the bytes ") + what +
-             " per second, shared by every transfer of the process: a SIZE (10M, 512K; see VALUES in "
-             "lodge(1)), or off (default: config bwlimit, env LODGE_BWLIMIT)")
-      ->check([](const std::string &v) -> std::string {
-        return util::parse_bwlimit(v) ? "" : "expected a size per second like 10M or 512K, or off";
-      })
-      ->type_name("RATE");
 }
 
 std::string Context::owner() {
