@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <lodge/ops/grace.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/reconcile.hpp>
+#include <lodge/ops/jobs/repair.hpp>
+#include <lodge/ops/jobs/sweep.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>

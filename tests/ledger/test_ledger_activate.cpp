@@ -8,7 +8,7 @@
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/activate.hpp>
 #include <lodge/ops/cleanup.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/reconcile.hpp>
 #include <lodge/store/object_options.hpp>
 
 using namespace lodge;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/cleanup.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/sweep.hpp>
 
 using namespace lodge;
 

@@ -8,8 +8,9 @@
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/outbox.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
 #include <lodge/ops/jobs/outbox.hpp>
+#include <lodge/ops/jobs/repair.hpp>
+#include <lodge/ops/jobs/sweep.hpp>
 #include <nlohmann/json.hpp>
 
 using namespace lodge;

@@ -12,7 +12,8 @@
 #include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/ops/holder.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/repair.hpp>
+#include <lodge/ops/jobs/sweep.hpp>
 #include <lodge/ops/upload/upload.hpp>
 #include <thread>
 

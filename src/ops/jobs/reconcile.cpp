@@ -1,92 +1,14 @@
+// reconcile: the store's listing and the ledger's rows compared in key order, in constant
+// memory; what is found reported as found, and with --apply what is safe to apply applied.
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/failpoint.hpp>
 #include <lodge/ops/activate.hpp>
-#include <lodge/ops/grace.hpp>
-#include <lodge/ops/holder.hpp>
-#include <lodge/ops/jobs/jobs.hpp>
+#include <lodge/ops/jobs/reconcile.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
-#include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 
 namespace lodge::ops {
-
-SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o, const util::Clock &clock) {
-  SweepSummary sum;
-  if (o.dry_run) {
-    sum.would_claim = static_cast<int64_t>(l.tasks.due_tasks(clock.now_ms(), o.limit).size());
-    return sum;
-  }
-  // A restored ledger would delete objects confirmed after its backup: look first.
-  auto diverged = check_divergence({l.reads, l.blocks}, s, clock);
-  if (!diverged) throw LodgeError(diverged.error());
-  refuse_if_diverged(diverged.value(), "sweep");
-  std::vector<std::unique_ptr<store::ObjectStore>> extra;
-  std::vector<store::ObjectStore *> stores{&s};
-  for (int i = 1; i < o.jobs && o.open_store; ++i) {
-    extra.push_back(o.open_store());
-    stores.push_back(extra.back().get());
-  }
-  // Cleanup through a queue: the first deletes go relay -> consume; sweep keeps the verify
-  // passes and the owed tags, which no message carries.
-  const bool queued = l.outbox.outbox_settings().cleanup_via == ledger::CleanupVia::queue;
-  int64_t started = util::steady_ms();
-  while (sum.claimed < o.limit) {
-    if (o.max_runtime_ms > 0 && util::steady_ms() - started >= o.max_runtime_ms) break;
-    int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.claimed));
-    auto tasks = queued ? l.outbox.claim_due_not_queued(clock.now_ms(), n, o.worker_id, o.lease_ms)
-                        : l.tasks.claim_due(clock.now_ms(), n, o.worker_id, o.lease_ms);
-    if (tasks.empty()) break;
-    sum.claimed += static_cast<int64_t>(tasks.size());
-    if (failpoint::hit("sweep.after_claim"))
-      throw LodgeError(Errc::internal,
-                       "injected failure after claiming " + std::to_string(tasks.size()) + " tasks");
-    auto results = run_claimed_batch({l.tasks, l.reads}, stores, tasks, o.cleanup, clock);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      const auto &t = tasks[i];
-      const auto &r = results[i];
-      sum.add(r);
-      if (r.outcome == CleanupOutcome::deleted && t.verify_pass == ledger::k_verify_due) ++sum.verified;
-      if (!r.error.empty()) sum.errors.push_back("task " + std::to_string(t.id) + ": " + r.error);
-    }
-  }
-  return sum;
-}
-
-RepairSummary repair(RepairLedger l, const RepairOptions &o, const util::Clock &clock) {
-  RepairSummary sum;
-  if (!o.dry_run) refuse_if_diverged(l.blocks.id_blocks().diverged, "repair");
-  if (!o.dry_run && !o.config)
-    throw LodgeError(Errc::internal, "repair: no configuration to take the grace from");
-  if (!o.dry_run) {
-    // Rows of killed runs on this host first: they need not wait for their deadline.
-    auto a = recover_abandoned(l, *o.config, o.max_retries, clock);
-    sum.examined += a.examined;
-    sum.repaired += a.failed;
-    sum.abandoned = a.failed;
-    sum.skipped += a.examined - a.failed;
-  }
-  while (sum.examined < o.limit) {
-    int n = static_cast<int>(std::min<int64_t>(o.batch, o.limit - sum.examined));
-    auto rows = l.recovery.overdue_uploads(clock.now_ms(), n);
-    if (rows.empty()) break;
-    for (const auto &r : rows) {
-      ++sum.examined;
-      if (o.dry_run) continue;
-      int64_t grace = grace_for(*o.config, r.policy);
-      if (l.recovery.repair_row(r.id, clock.now_ms(), grace, o.max_retries) ==
-          ledger::RepairOutcome::repaired) {
-        ++sum.repaired;
-        util::log::info("repaired file #" + std::to_string(r.id) + " (" + r.object_key + ")");
-      } else {
-        ++sum.skipped;
-      }
-    }
-    if (o.dry_run) break;
-  }
-  return sum;
-}
 
 bool others_object(const std::string &kind) {
   return kind == "unmanaged" || kind == "foreign";

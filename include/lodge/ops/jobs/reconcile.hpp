@@ -1,36 +1,19 @@
 #pragma once
-// The unattended jobs: sweep (run due cleanup tasks under leases), repair (fail overdue
-// uploads and make sure their cleanup is scheduled), reconcile (compare the store's
-// listing with the ledger, in key order, in constant memory).
+// reconcile: the store's listing and the ledger's rows compared in key order, in constant
+// memory; each mismatch a finding, reported as found. With --apply what is safe to apply is
+// applied (a leftover queued for sweep, a stale multipart aborted, lodge's state tag put
+// back, a stale temporary file removed); others' objects are never touched.
 
 #include <cstdint>
 #include <functional>
-#include <lodge/config/config.hpp>
 #include <lodge/ledger/ledger.hpp>
-#include <lodge/ops/cleanup.hpp>
-#include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 namespace lodge::ops {
-
-// The ledger roles sweep takes: the claims (tasks), each task's run (CleanupLedger), the
-// divergence check before it (MarkLedger), and where cleanup runs (outbox: on a queue-mode
-// ledger sweep claims only what the queue does not carry). Made from the whole ledger
-// implicitly.
-struct SweepLedger {
-  ledger::TaskLedger &tasks;
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  ledger::OutboxLedger &outbox;
-  SweepLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
-      : tasks(l), reads(l), blocks(l), outbox(l) {}
-};
 
 // reconcile's: the rows in key order, their tasks and the stamp checks (reads), a leftover's
 // requeue (tasks), a roll-forward's activation (uploads), the divergence check and its end
@@ -43,47 +26,6 @@ struct ReconcileLedger {
   ReconcileLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
       : uploads(l), tasks(l), reads(l), blocks(l) {}
 };
-
-struct SweepOptions {
-  int limit = 1000; // tasks per run
-  int batch = 64;   // tasks per claim: a batch shares its commits and its flush; its lease covers its work
-  int64_t lease_ms = 120'000;
-  int64_t max_runtime_ms = 0; // 0: no limit
-  std::string worker_id;
-  bool dry_run = false;
-  CleanupSettings cleanup;
-  // Store connections the work of a batch is spread over (one thread each); the extra ones
-  // come from open_store (unset: one connection, the one sweep is given).
-  int jobs = 1;
-  std::function<std::unique_ptr<store::ObjectStore>()> open_store;
-};
-
-struct SweepSummary : CleanupTally {
-  int64_t claimed = 0;
-  int64_t verified = 0;    // of the deleted: this was the verify pass
-  int64_t would_claim = 0; // --dry-run
-  std::vector<std::string> errors;
-};
-
-[[nodiscard]] SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o,
-                                 const util::Clock &clock);
-
-struct RepairOptions {
-  int limit = 1000;
-  int batch = 100;
-  bool dry_run = false;
-  int max_retries = 8;
-  // Required: the configuration whose policies give each row its grace (ops::grace_for).
-  const config::Config *config = nullptr;
-};
-
-struct RepairSummary {
-  int64_t examined = 0, repaired = 0, skipped = 0;
-  int64_t abandoned =
-      0; // of the repaired: held by a process of this host that is gone (before their deadline)
-};
-
-[[nodiscard]] RepairSummary repair(RepairLedger l, const RepairOptions &o, const util::Clock &clock);
 
 struct ReconcileOptions {
   bool apply = false;
