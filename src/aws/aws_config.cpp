@@ -9,7 +9,7 @@
 #include <sstream>
 #include <sys/stat.h>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 namespace {
 [[noreturn]] void bad_line(const std::string &path, int line, const std::string &why) {
   throw LodgeError(Errc::config_invalid, path + ":" + std::to_string(line) + ": " + why);
@@ -252,4 +252,4 @@ std::optional<AwsValue> AwsShared::service(const std::string &service, const std
                                    (config_section() ? config_section()->name : m_profile) + "])"};
 }
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 namespace {
 std::string env_value(const Env &env, const char *k) {
   auto it = env.find(k);
@@ -640,4 +640,4 @@ CredentialChain resolve_credential_chain(const Env &env, const AwsShared &shared
   return Walk(env, shared, access).run();
 }
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 namespace {
 constexpr size_t k_max_output = 1 << 20; // a credentials document is a few hundred bytes
 
@@ -142,4 +142,4 @@ Result<Credentials> run_credential_process(const std::string &command, const std
   return c;
 }
 
-} // namespace lodge::s3
+} // namespace lodge::aws

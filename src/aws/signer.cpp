@@ -6,7 +6,7 @@
 #include <lodge/util/strings.hpp>
 #include <map>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 
 std::string uri_encode(std::string_view s, bool keep_slash) {
   static constexpr char k_hex[] = "0123456789ABCDEF";
@@ -176,4 +176,4 @@ std::string presign_query(SignInput in, const Credentials &c, std::string_view r
   return q;
 }
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -9,7 +9,7 @@
 #include <lodge/util/strings.hpp>
 #include <lodge/util/xml.hpp>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 namespace {
 std::string form(const Params &p) {
   std::string out;
@@ -146,4 +146,4 @@ Result<Credentials> assume_role(const ChainAccess &sts, const Credentials &sourc
   return r;
 }
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -1,5 +1,5 @@
 // SQS through its JSON protocol (AWS JSON 1.0: POST / with X-Amz-Target AmazonSQS.ACTION),
-// signed with SigV4 (service "sqs") by the S3 layer's signer and credential chain, sent
+// signed with SigV4 (service "sqs") by the aws layer's signer and credential source, sent
 // through the libcurl transport and the HTTP retry loop every store backend uses.
 //
 // Retries re-send a whole call: a SendMessageBatch whose answer was lost may be delivered
@@ -9,9 +9,9 @@
 #include "backends.hpp"
 
 #include <algorithm>
+#include <lodge/aws/credentials.hpp>
 #include <lodge/aws/signer.hpp>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/s3/client.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -256,17 +256,17 @@ private:
   Result<http::Response> send_once(const std::string &action, const std::string &text,
                                    const std::string &what, int64_t deadline) {
     int64_t now = util::system_clock().now_ms();
-    s3::SignInput in;
+    aws::SignInput in;
     in.method = "POST";
     in.raw_path = "/";
     in.payload_hash = crypto::sha256_hex(text);
     in.headers = {{"host", m_host},
-                  {"x-amz-date", s3::amz_date(now)},
+                  {"x-amz-date", aws::amz_date(now)},
                   {"x-amz-target", "AmazonSQS." + action},
                   {"content-type", "application/x-amz-json-1.0"}};
     auto creds = m_options.credentials->current();
     if (!creds->session_token.empty()) in.headers.emplace_back("x-amz-security-token", creds->session_token);
-    auto s = s3::sign_header(in, *creds, m_options.region, "sqs", now, &m_keys);
+    auto s = aws::sign_header(in, *creds, m_options.region, "sqs", now, &m_keys);
     http::StringBody body(text);
     http::Request req;
     req.method = "POST";
@@ -303,7 +303,7 @@ private:
   std::unique_ptr<http::Transport> m_transport;
   http::Sleeper &m_sleeper;
   http::RetryPolicy m_retry;
-  s3::SigningKeyCache m_keys;
+  aws::SigningKeyCache m_keys;
   std::string m_queue_url, m_dlq_url;
 };
 

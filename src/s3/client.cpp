@@ -56,38 +56,6 @@ std::shared_ptr<ServerTraits> traits_for(const std::string &server) {
   return t;
 }
 
-CredentialSource::CredentialSource(Credentials initial, Fetch fetch, const util::Clock &clock,
-                                   int64_t margin_ms)
-    : m_fetch(std::move(fetch)), m_clock(clock), m_margin_ms(margin_ms),
-      m_current(std::make_shared<const Credentials>(std::move(initial))) {}
-
-std::shared_ptr<const Credentials> CredentialSource::current() {
-  std::shared_ptr<const Credentials> now;
-  {
-    std::lock_guard lock(m_mutex);
-    now = m_current;
-    if (now->expires_ms == 0 || m_clock.now_ms() < now->expires_ms - m_margin_ms || m_fetching || !m_fetch)
-      return now;
-    m_fetching = true; // this caller renews; the lock is not held across the fetch
-  }
-  auto fresh = m_fetch();
-  std::lock_guard lock(m_mutex);
-  m_fetching = false;
-  if (!fresh) {
-    util::log::warn("could not renew the temporary S3 credentials (" + fresh.error().message +
-                    "); going on with the current ones");
-    return m_current;
-  }
-  ++m_renewals;
-  m_current = std::make_shared<const Credentials>(std::move(fresh.value()));
-  return m_current;
-}
-
-int CredentialSource::renewals() const {
-  std::lock_guard lock(m_mutex);
-  return m_renewals;
-}
-
 Client::Client(ClientConfig cfg, std::unique_ptr<http::Transport> transport, const util::Clock &clock,
                Sleeper &sleeper)
     : m_cfg(std::move(cfg)), m_transport(std::move(transport)), m_clock(clock), m_sleeper(sleeper),
@@ -163,26 +131,26 @@ Result<http::Response> Client::send_once(const Call &call,
   path += "/" + call.key;
   if (call.key.empty() && !m_path_style) path = "/";
   int64_t now = m_clock.now_ms();
-  SignInput in;
+  aws::SignInput in;
   in.method = call.method;
   in.raw_path = path;
   in.raw_query = call.query;
-  in.payload_hash = call.payload_hash.empty() ? std::string(k_empty_sha256) : call.payload_hash;
+  in.payload_hash = call.payload_hash.empty() ? std::string(aws::k_empty_sha256) : call.payload_hash;
   in.headers = call.headers;
   in.headers.emplace_back("host", m_host);
-  in.headers.emplace_back("x-amz-date", amz_date(now));
+  in.headers.emplace_back("x-amz-date", aws::amz_date(now));
   in.headers.emplace_back("x-amz-content-sha256", in.payload_hash);
   auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
-  const Credentials &creds = held ? *held : m_cfg.credentials;
+  const aws::Credentials &creds = held ? *held : m_cfg.credentials;
   if (!creds.session_token.empty()) in.headers.emplace_back("x-amz-security-token", creds.session_token);
-  auto s = sign_header(in, creds, m_cfg.region, "s3", now, &m_keys);
+  auto s = aws::sign_header(in, creds, m_cfg.region, "s3", now, &m_keys);
   if (util::log::enabled(util::log::Level::debug))
     util::log::debug("canonical request:\n" + s.canonical_request + "\nstring to sign:\n" + s.string_to_sign);
 
   http::Request req;
   req.method = call.method;
-  req.url = m_base_url + canonical_uri(path);
-  if (!call.query.empty()) req.url += "?" + canonical_query(call.query);
+  req.url = m_base_url + aws::canonical_uri(path);
+  if (!call.query.empty()) req.url += "?" + aws::canonical_query(call.query);
   req.headers = in.headers;
   req.headers.emplace_back("authorization", s.authorization);
   req.body = call.body;
@@ -255,7 +223,8 @@ Result<HeadResult> Client::head_object(const std::string &key, const std::string
 }
 
 Result<std::string> Client::presign(const std::string &method, const std::string &key,
-                                    const http::Headers &headers, int64_t expires_s, const Params &query) {
+                                    const http::Headers &headers, int64_t expires_s,
+                                    const aws::Params &query) {
   if (expires_s < 1 || expires_s > 604'800)
     return Error(Errc::usage, "presigned URL of " + key + ": expiry must be 1s to 7d, got " +
                                   std::to_string(expires_s) + "s");
@@ -263,18 +232,18 @@ Result<std::string> Client::presign(const std::string &method, const std::string
     return Error(Errc::storage_error,
                  "presigned URL: invalid object key '" + util::escape_for_terminal(key) + "'");
   std::string path = (m_path_style ? "/" + m_cfg.bucket : "") + "/" + key;
-  SignInput in;
+  aws::SignInput in;
   in.method = method;
   in.raw_path = path;
-  in.payload_hash = std::string(k_unsigned_payload);
+  in.payload_hash = std::string(aws::k_unsigned_payload);
   in.raw_query = query;
   in.headers.emplace_back("host", m_host);
   for (const auto &h : headers)
     in.headers.push_back(h);
   auto held = m_cfg.credential_source ? m_cfg.credential_source->current() : nullptr;
-  std::string q =
-      presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3", m_clock.now_ms(), expires_s);
-  return m_base_url + canonical_uri(path) + "?" + q;
+  std::string q = aws::presign_query(in, held ? *held : m_cfg.credentials, m_cfg.region, "s3",
+                                     m_clock.now_ms(), expires_s);
+  return m_base_url + aws::canonical_uri(path) + "?" + q;
 }
 
 Result<std::string> Client::presign_get(const std::string &key, int64_t expires_s) {
@@ -539,7 +508,7 @@ Status Client::list_multipart_uploads(const std::string &prefix,
   }
 }
 
-Result<http::Response> Client::send_xml(const std::string &method, const std::string &key, Params query,
+Result<http::Response> Client::send_xml(const std::string &method, const std::string &key, aws::Params query,
                                         const std::string &xml, const std::string &what) {
   http::StringBody body(xml);
   Call c{method, key, std::move(query), {}, &body, crypto::sha256_hex(xml), {}, 0, what};

@@ -31,7 +31,7 @@ bool aws_bool(const std::string &v, const std::string &where) {
 
 // The AWS endpoint settings, env and file: dropped when the profile or the environment says
 // to ignore them; otherwise the profile's endpoint where nothing above it named one.
-void apply_endpoint(S3Settings &s, const AwsShared &shared, const Env &env, bool endpoint_from_aws,
+void apply_endpoint(S3Settings &s, const aws::AwsShared &shared, const Env &env, bool endpoint_from_aws,
                     const std::string &file_endpoint, const std::string &file_endpoint_source) {
   auto &src = s.sources;
   bool ignore = false;
@@ -58,7 +58,7 @@ void apply_endpoint(S3Settings &s, const AwsShared &shared, const Env &env, bool
 
 // The profile's `s3 =` transfer settings, each checked as the CLI would, and the checksum
 // setting (the environment over the profile). An error names the file, profile and key.
-void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
+void apply_transfer(S3Settings &s, const aws::AwsShared &shared, const Env &env) {
   auto &src = s.sources;
   auto got = [&](const char *key) { return shared.sub("s3", key); };
   if (auto v = got("max_concurrent_requests")) {
@@ -72,7 +72,7 @@ void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
   auto size = [&](const char *key, uint64_t &field, uint64_t min, const char *why) {
     auto v = got(key);
     if (!v) return;
-    auto n = parse_aws_size(v->value);
+    auto n = aws::parse_aws_size(v->value);
     if (!n)
       bad(v->source,
           "expected a size like 8MB or 16777216 (bytes), got '" + util::escape_for_terminal(v->value) + "'");
@@ -85,16 +85,16 @@ void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
   size("multipart_chunksize", s.multipart_chunksize, 5ULL << 20,
        "S3 takes parts of 5MB (5242880 bytes) to 5GB");
   if (auto v = got("max_bandwidth")) {
-    auto n = parse_aws_rate(v->value);
+    auto n = aws::parse_aws_rate(v->value);
     if (!n)
       bad(v->source, "expected bytes per second like 50MB/s, 300KB/s or 1048576, got '" +
                          util::escape_for_terminal(v->value) + "'");
     s.max_bandwidth = *n;
     src["max_bandwidth"] = v->source;
   }
-  std::optional<AwsValue> calc;
+  std::optional<aws::AwsValue> calc;
   if (auto v = env_or(env, "AWS_REQUEST_CHECKSUM_CALCULATION"); !v.empty())
-    calc = AwsValue{v, "env AWS_REQUEST_CHECKSUM_CALCULATION"};
+    calc = aws::AwsValue{v, "env AWS_REQUEST_CHECKSUM_CALCULATION"};
   else
     calc = shared.get("request_checksum_calculation");
   if (calc) {
@@ -112,7 +112,7 @@ void apply_transfer(S3Settings &s, const AwsShared &shared, const Env &env) {
 void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, const std::string &file_endpoint,
                       const std::string &file_endpoint_source) {
   auto &src = s.sources;
-  AwsShared::Inputs ai;
+  aws::AwsShared::Inputs ai;
   ai.env = env;
   // --profile, or lodge's config file when no AWS_PROFILE / AWS_DEFAULT_PROFILE overrode it.
   if (src.contains("profile") &&
@@ -120,7 +120,7 @@ void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, con
     ai.profile = s.profile;
     ai.profile_source = src["profile"];
   }
-  auto shared = std::make_shared<AwsShared>(AwsShared::load(ai));
+  auto shared = std::make_shared<aws::AwsShared>(aws::AwsShared::load(ai));
   s.credentials_file = shared->credentials_file().path;
   s.aws_config_file = shared->config_file().path;
   src["profile"] = shared->profile_source();
@@ -142,9 +142,9 @@ void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, con
     s.addressing_style = l;
     src["addressing_style"] = v->source;
   }
-  std::optional<AwsValue> attempts;
+  std::optional<aws::AwsValue> attempts;
   if (auto v = env_or(env, "AWS_MAX_ATTEMPTS"); !v.empty())
-    attempts = AwsValue{v, "env AWS_MAX_ATTEMPTS"};
+    attempts = aws::AwsValue{v, "env AWS_MAX_ATTEMPTS"};
   else
     attempts = shared->get("max_attempts");
   if (attempts) {
@@ -153,9 +153,9 @@ void apply_aws_shared(S3Settings &s, const Env &env, bool endpoint_from_aws, con
     s.max_attempts = static_cast<int>(*n);
     src["max_attempts"] = attempts->source;
   }
-  std::optional<AwsValue> mode;
+  std::optional<aws::AwsValue> mode;
   if (auto v = env_or(env, "AWS_RETRY_MODE"); !v.empty())
-    mode = AwsValue{v, "env AWS_RETRY_MODE"};
+    mode = aws::AwsValue{v, "env AWS_RETRY_MODE"};
   else
     mode = shared->get("retry_mode");
   if (mode) {

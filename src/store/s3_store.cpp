@@ -3,6 +3,7 @@
 
 #include <lodge/aws/aws_config.hpp>
 #include <lodge/aws/credential_chain.hpp>
+#include <lodge/aws/credentials.hpp>
 #include <lodge/s3/client.hpp>
 #include <lodge/s3/settings.hpp>
 #include <lodge/s3/xml.hpp>
@@ -74,8 +75,8 @@ const s3::S3Settings &settings_of(const StoreOptions &o) {
 
 class S3Store final : public ObjectStore {
 public:
-  S3Store(const StoreOptions &o, const s3::Credentials &credentials,
-          std::shared_ptr<s3::CredentialSource> source, std::string bucket, std::string prefix)
+  S3Store(const StoreOptions &o, const aws::Credentials &credentials,
+          std::shared_ptr<aws::CredentialSource> source, std::string bucket, std::string prefix)
       : m_url(o.url), m_prefix(std::move(prefix)), m_tag_state(settings_of(o).tag_state),
         m_aws(settings_of(o).endpoint.empty()), m_sends_checksums(settings_of(o).sends_checksums()) {
     const auto &s = settings_of(o);
@@ -267,7 +268,7 @@ public:
       i.key = o.key;
       i.size = o.size;
       i.etag = o.etag;
-      i.last_modified_ms = s3::parse_iso8601_ms(o.last_modified).value_or(0);
+      i.last_modified_ms = aws::parse_iso8601_ms(o.last_modified).value_or(0);
       return visit(i);
     });
   }
@@ -326,7 +327,7 @@ public:
   Status list_staged(const std::string &prefix,
                      const std::function<bool(const StagedUpload &)> &visit) override {
     return m_client->list_multipart_uploads(prefix, [&](const s3::ListedUpload &u) {
-      return visit(StagedUpload{u.key, u.upload_id, s3::parse_iso8601_ms(u.initiated).value_or(0)});
+      return visit(StagedUpload{u.key, u.upload_id, aws::parse_iso8601_ms(u.initiated).value_or(0)});
     });
   }
 
@@ -483,11 +484,11 @@ Binding bind(const std::string &url, const std::string &endpoint) {
 }
 
 // The credentials chain, walked once for the process, over the AWS shared files the settings read.
-s3::CredentialChain walk_chain(const StoreOptions &o) {
+aws::CredentialChain walk_chain(const StoreOptions &o) {
   const auto &s = settings_of(o);
   // STS (web identity) at AWS_ENDPOINT_URL_STS, else at the configured endpoint: a local
   // server (moto) answers both, and a surprise trip to AWS is what the endpoint rules out.
-  s3::ChainAccess sts;
+  aws::ChainAccess sts;
   auto it = o.env.find("AWS_ENDPOINT_URL_STS");
   sts.sts_endpoint = it != o.env.end() && !it->second.empty() ? it->second : s.endpoint;
   if (util::log::url_has_userinfo(sts.sts_endpoint)) // as parse_s3_settings refuses one for S3
@@ -514,9 +515,9 @@ s3::CredentialChain walk_chain(const StoreOptions &o) {
     return http::make_curl_transport(t);
   };
   try {
-    return s3::resolve_credential_chain(o.env, *s.aws, &sts);
+    return aws::resolve_credential_chain(o.env, *s.aws, &sts);
   } catch (const LodgeError &e) {
-    s3::CredentialChain c;
+    aws::CredentialChain c;
     c.credentials = e.error();
     return c;
   }
@@ -533,7 +534,7 @@ public:
     // Temporary credentials (STS, credential_process, container, IMDS) are renewed by walking the chain
     // again, five minutes before they expire, for every connection of the process at once.
     if (m_chain.credentials && m_chain.credentials->expires_ms != 0)
-      m_source = std::make_shared<s3::CredentialSource>(
+      m_source = std::make_shared<aws::CredentialSource>(
           m_chain.credentials.value(), [opts = o] { return walk_chain(opts).credentials; },
           util::system_clock());
   }
@@ -561,8 +562,8 @@ public:
 
 private:
   StoreOptions m_opts;
-  s3::CredentialChain m_chain;
-  std::shared_ptr<s3::CredentialSource> m_source; // temporary credentials only
+  aws::CredentialChain m_chain;
+  std::shared_ptr<aws::CredentialSource> m_source; // temporary credentials only
   std::string m_bucket;
   std::string m_prefix;
 };

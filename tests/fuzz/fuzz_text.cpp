@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)lodge::util::parse_duration_ms(in);
   (void)lodge::util::base64_decode(in);
   (void)lodge::util::hex_decode(in);
-  if (lodge::test::uri_decode(lodge::s3::uri_encode(in, true)) != in) std::abort();
+  if (lodge::test::uri_decode(lodge::aws::uri_encode(in, true)) != in) std::abort();
   try {
     lodge::failpoint::configure(in, "");
   } catch (const lodge::LodgeError &e) {

@@ -11,9 +11,9 @@
 
 #include <cstdlib>
 #include <doctest/doctest.h>
+#include <lodge/aws/credentials.hpp>
 #include <lodge/crypto/random.hpp>
 #include <lodge/mq/queue.hpp>
-#include <lodge/s3/client.hpp>
 #include <lodge/util/clock.hpp>
 #include <map>
 #include <memory>
@@ -47,11 +47,11 @@ mq::QueueOptions options(int64_t visibility_ms = 0, const std::string &key_id = 
                          const std::string &secret = "testing") {
   mq::QueueOptions o;
   o.endpoint = env("LODGE_TEST_SQS_ENDPOINT");
-  s3::Credentials c;
+  aws::Credentials c;
   c.access_key_id = key_id;
   c.secret_access_key = secret;
-  o.credentials = std::make_shared<s3::CredentialSource>(
-      c, [c]() -> Result<s3::Credentials> { return c; }, util::system_clock());
+  o.credentials = std::make_shared<aws::CredentialSource>(
+      c, [c]() -> Result<aws::Credentials> { return c; }, util::system_clock());
   o.timeout_ms = 10'000;
   o.visibility_timeout_ms = visibility_ms;
   return o;

@@ -63,7 +63,7 @@ bool lacks(const std::string &what) {
 }
 
 // The server's test keys: moto takes any, s3rver only its own (S3RVER/S3RVER).
-s3::Credentials test_creds() {
+aws::Credentials test_creds() {
   std::string id = env("LODGE_TEST_S3_KEY_ID"), secret = env("LODGE_TEST_S3_SECRET");
   return {id.empty() ? "testing" : id, secret.empty() ? "testing" : secret, "", "test"};
 }

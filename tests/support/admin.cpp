@@ -24,7 +24,7 @@ Result<http::Response> perform(http::Request &req, const std::string &what) {
 
 // A bucket-level S3 request, SigV4-signed, path-style.
 Result<http::Response> s3_bucket_call(const s3::ClientConfig &c, const std::string &method,
-                                      const s3::Params &query, const std::string &xml,
+                                      const aws::Params &query, const std::string &xml,
                                       const std::string &what) {
   std::string base = c.endpoint;
   while (!base.empty() && base.back() == '/')
@@ -33,23 +33,23 @@ Result<http::Response> s3_bucket_call(const s3::ClientConfig &c, const std::stri
   if (c.endpoint.empty() || scheme_end == std::string::npos)
     return Error(Errc::usage, what + ": the tests' set-up needs an endpoint URL, got '" + c.endpoint + "'");
   const int64_t now = util::system_clock().now_ms();
-  s3::SignInput in;
+  aws::SignInput in;
   in.method = method;
   in.raw_path = "/" + c.bucket;
   in.raw_query = query;
   in.payload_hash = crypto::sha256_hex(xml);
   in.headers = {{"host", base.substr(scheme_end + 3)},
-                {"x-amz-date", s3::amz_date(now)},
+                {"x-amz-date", aws::amz_date(now)},
                 {"x-amz-content-sha256", in.payload_hash}};
   if (!xml.empty()) in.headers.emplace_back("content-type", "application/xml");
   if (!c.credentials.session_token.empty())
     in.headers.emplace_back("x-amz-security-token", c.credentials.session_token);
-  auto s = s3::sign_header(in, c.credentials, c.region, "s3", now);
+  auto s = aws::sign_header(in, c.credentials, c.region, "s3", now);
   http::StringBody body(xml);
   http::Request req;
   req.method = method;
-  req.url = base + s3::canonical_uri(in.raw_path);
-  if (!query.empty()) req.url += "?" + s3::canonical_query(query);
+  req.url = base + aws::canonical_uri(in.raw_path);
+  if (!query.empty()) req.url += "?" + aws::canonical_query(query);
   req.headers = in.headers;
   req.headers.emplace_back("authorization", s.authorization);
   req.body = method == "PUT" ? &body : nullptr;

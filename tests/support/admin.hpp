@@ -1,7 +1,7 @@
 #pragma once
 // Set-up of the buckets and containers the store tests run in, and what they read behind a
 // store's back (a blob's index tags): signed requests of the tests' own over the public
-// signers (s3::sign_header, azure::authorization) and a curl transport, on the test servers'
+// signers (aws::sign_header, azure::authorization) and a curl transport, on the test servers'
 // path-style endpoints (moto, s3rver, Azurite). lodge never makes these calls, so they live
 // here, in lodge_testsupport, not in lodge_core.
 

@@ -28,7 +28,7 @@ struct ObjectKeyParts {
 // followed by two hex digits.
 [[nodiscard]] std::optional<std::string> percent_decode(std::string_view s);
 
-// s3::uri_encode's inverse: decodes %XX escapes (a '+' stays a '+'); bad escapes are kept.
+// aws::uri_encode's inverse: decodes %XX escapes (a '+' stays a '+'); bad escapes are kept.
 [[nodiscard]] std::string uri_decode(std::string_view s);
 
 // The tags of an Azure Get Blob Tags answer (<Tags><TagSet><Tag><Key>k</Key><Value>v</Value>...),

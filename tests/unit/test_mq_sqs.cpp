@@ -3,7 +3,7 @@
 #include "fake_transport.hpp"
 #include "support.hpp"
 
-#include <lodge/s3/client.hpp>
+#include <lodge/aws/credentials.hpp>
 #include <mq/backends.hpp>
 #include <nlohmann/json.hpp>
 
@@ -25,11 +25,11 @@ struct Sqs {
   explicit Sqs(const std::string &url = "sqs+http://127.0.0.1:4566/123456789012/events") {
     mq::QueueOptions o;
     o.region = "eu-west-1";
-    s3::Credentials c;
+    aws::Credentials c;
     c.access_key_id = "AKID";
     c.secret_access_key = "secret";
-    o.credentials = std::make_shared<s3::CredentialSource>(
-        c, [c]() -> Result<s3::Credentials> { return c; }, util::system_clock());
+    o.credentials = std::make_shared<aws::CredentialSource>(
+        c, [c]() -> Result<aws::Credentials> { return c; }, util::system_clock());
     auto q = mq::make_sqs_queue(mq::parse_queue_url(url).value(), o,
                                 std::make_unique<testing::ForwardingTransport>(transport), sleeper);
     REQUIRE(q.ok());

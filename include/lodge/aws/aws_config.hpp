@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 
 struct IniValue {
   std::string value;                      // trimmed; "" for a key that only opens sub-settings
@@ -107,4 +107,4 @@ private:
 // A shell-style leading ~ of path replaced by home (as the CLI expands AWS_CONFIG_FILE).
 [[nodiscard]] std::string expand_home(const std::string &path, const std::string &home);
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -1,5 +1,6 @@
 #pragma once
-// The S3 credentials as the AWS SDKs' default chain finds them, one provider after another:
+// The AWS credentials (S3's, SQS's) as the AWS SDKs' default chain finds them, one provider
+// after another:
 // https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html
 //
 //   1. environment           AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY [+ AWS_SESSION_TOKEN]
@@ -26,7 +27,7 @@
 #include <string>
 #include <vector>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 
 using Env = std::map<std::string, std::string>;
 
@@ -42,9 +43,9 @@ struct CredentialChain {
   std::vector<ProviderStep> steps; // in the order they were asked, up to the one that answered
 };
 
-// How the chain reaches the network. STS is at `sts_endpoint` (AWS_ENDPOINT_URL_STS, else
-// the configured S3 endpoint, else https://sts.REGION.amazonaws.com). Without
-// `metadata_transport` the container and instance metadata providers are not asked.
+// How the chain reaches the network. STS is at `sts_endpoint` (the s3:// store sets
+// AWS_ENDPOINT_URL_STS, else its configured endpoint; "" is https://sts.REGION.amazonaws.com).
+// Without `metadata_transport` the container and instance metadata providers are not asked.
 struct ChainAccess {
   std::string sts_endpoint;
   std::string region = "us-east-1";
@@ -94,4 +95,4 @@ struct AssumeRoleInput {
 [[nodiscard]] CredentialChain resolve_credential_chain(const Env &env, const AwsShared &shared,
                                                        const ChainAccess *access = nullptr);
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -5,6 +5,7 @@
 // hash is the real SHA-256 when known, UNSIGNED-PAYLOAD only for presigned URLs.
 
 #include <cstdint>
+#include <lodge/aws/credentials.hpp>
 #include <lodge/crypto/sha256.hpp>
 #include <mutex>
 #include <string>
@@ -12,15 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace lodge::s3 {
-
-struct Credentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token; // empty when none
-  std::string source;        // where they came from: "environment", "file:PROFILE"
-  int64_t expires_ms = 0;    // temporary credentials: when they expire (ms since the epoch); 0: never
-};
+namespace lodge::aws {
 
 using Params = std::vector<std::pair<std::string, std::string>>;
 
@@ -94,4 +87,4 @@ struct Signed {
                                         std::string_view service, int64_t now_ms, int64_t expires_s,
                                         bool sign_token = true, Signed *debug = nullptr);
 
-} // namespace lodge::s3
+} // namespace lodge::aws

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-namespace lodge::s3 {
+namespace lodge::aws {
 class CredentialSource;
 }
 
@@ -41,13 +41,13 @@ struct QueueUrl {
 // USAGE error naming what is wrong for anything else.
 [[nodiscard]] Result<QueueUrl> parse_queue_url(std::string_view url);
 
-// What opening a queue needs beyond its URL (the CLI builds it from the configuration and
-// the AWS shared config: the same credential chain and region as the S3 store).
+// What opening a queue needs beyond its URL (for SQS, resolve_sqs_options in mq/settings.hpp
+// builds it from what the CLI read: the same credential chain and region as the S3 store).
 struct QueueOptions {
-  std::string region = "us-east-1";                  // sqs
-  std::string endpoint;                              // sqs://NAME: e.g. http://127.0.0.1:PORT; "" = AWS's
-  std::shared_ptr<s3::CredentialSource> credentials; // sqs
-  int64_t timeout_ms = 30'000;                       // a connection, a request, a publisher confirmation
+  std::string region = "us-east-1";                   // sqs
+  std::string endpoint;                               // sqs://NAME: e.g. http://127.0.0.1:PORT; "" = AWS's
+  std::shared_ptr<aws::CredentialSource> credentials; // sqs
+  int64_t timeout_ms = 30'000;                        // a connection, a request, a publisher confirmation
   // sqs: how long a received message stays invisible (ReceiveMessage's VisibilityTimeout,
   // rounded up to seconds); 0: the queue's own. AMQP has none: a delivery is held until
   // settled or its connection closes.

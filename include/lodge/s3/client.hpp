@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <lodge/aws/credentials.hpp>
 #include <lodge/aws/signer.hpp>
 #include <lodge/error.hpp>
 #include <lodge/http/retry.hpp>
@@ -43,29 +44,6 @@ private:
 // One ServerTraits per name (endpoint and bucket) for the whole process.
 [[nodiscard]] std::shared_ptr<ServerTraits> traits_for(const std::string &server);
 
-// Temporary credentials shared by every client of a process, renewed before they expire:
-// the one caller that finds them within `margin_ms` of expiry fetches new ones with no
-// lock held (the others go on signing with the current ones meanwhile), then swaps them in.
-class CredentialSource {
-public:
-  using Fetch = std::function<Result<Credentials>()>;
-  CredentialSource(Credentials initial, Fetch fetch, const util::Clock &clock, int64_t margin_ms = 300'000);
-  // The credentials to sign with now (never null). A failed renewal keeps the current ones
-  // (logged as a warning) and is tried again by the next caller.
-  [[nodiscard]] std::shared_ptr<const Credentials> current();
-  // How many renewals have been fetched (tests).
-  [[nodiscard]] int renewals() const;
-
-private:
-  Fetch m_fetch;
-  const util::Clock &m_clock;
-  int64_t m_margin_ms;
-  mutable std::mutex m_mutex;
-  std::shared_ptr<const Credentials> m_current;
-  bool m_fetching = false;
-  int m_renewals = 0;
-};
-
 struct ClientConfig {
   std::string endpoint; // "" = AWS (virtual-hosted); otherwise path-style, e.g. http://127.0.0.1:9000
   std::string region = "us-east-1";
@@ -73,8 +51,8 @@ struct ClientConfig {
   // custom endpoint; "path" or "virtual" forces one (the profile's s3.addressing_style).
   std::string addressing_style = "auto";
   std::string bucket;
-  Credentials credentials;
-  std::shared_ptr<CredentialSource> credential_source; // when set: signs with its current ones instead
+  aws::Credentials credentials;
+  std::shared_ptr<aws::CredentialSource> credential_source; // when set: signs with its current ones instead
   RetryPolicy retry;
   std::shared_ptr<ServerTraits> traits; // shared knowledge of the server; a fresh one when unset
   // x-amz-checksum-* headers (and a part's ChecksumSHA256) with what is uploaded; false for
@@ -199,7 +177,7 @@ private:
   struct Call {
     std::string method;
     std::string key; // object key; empty for bucket-level calls
-    Params query;
+    aws::Params query;
     http::Headers headers;
     http::BodySource *body = nullptr;
     std::string payload_hash;
@@ -210,7 +188,7 @@ private:
   Result<http::Response> send(const Call &call);
   // A SigV4 query-signed URL of the key with `headers` signed in (host added).
   Result<std::string> presign(const std::string &method, const std::string &key, const http::Headers &headers,
-                              int64_t expires_s, const Params &query = {});
+                              int64_t expires_s, const aws::Params &query = {});
   // What a new object carries besides its bytes (PutObject and CreateMultipartUpload take
   // the same headers): metadata, tags, storage class, encryption, Cache-Control.
   static void add_object_headers(Call &c, const PutOptions &o);
@@ -220,7 +198,7 @@ private:
   // Records a feature's presence or absence from a call's outcome (warning once).
   void learn(Feature f, const Status &outcome);
   // A bucket- or object-level call with an XML body, its Content-MD5 and SHA-256 checksum.
-  Result<http::Response> send_xml(const std::string &method, const std::string &key, Params query,
+  Result<http::Response> send_xml(const std::string &method, const std::string &key, aws::Params query,
                                   const std::string &xml, const std::string &what);
   [[nodiscard]] Error error_from(const http::Response &r, const std::string &what) const;
 
@@ -228,7 +206,7 @@ private:
   std::unique_ptr<http::Transport> m_transport;
   const util::Clock &m_clock;
   Sleeper &m_sleeper;
-  SigningKeyCache m_keys;
+  aws::SigningKeyCache m_keys;
   std::shared_ptr<ServerTraits> m_traits;
   std::string m_base_url; // scheme://host[:port]
   std::string m_host;     // Host header

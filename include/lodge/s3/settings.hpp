@@ -11,9 +11,11 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
-namespace lodge::s3 {
-
+namespace lodge::aws {
 class AwsShared;
+}
+
+namespace lodge::s3 {
 
 // A store key as given, and where it came from: "file PATH", "flag --region", "env
 // AWS_REGION", "file PATH [profile P]", "the store options", or "default".
@@ -54,7 +56,7 @@ struct S3Settings {
   // Where each setting came from. Keys: endpoint region ca_bundle addressing_style
   // max_attempts retry_mode profile request_checksum_calculation, and the `s3 =` keys set.
   std::map<std::string, std::string> sources;
-  std::shared_ptr<const AwsShared> aws; // the AWS shared files and profile, as read
+  std::shared_ptr<const aws::AwsShared> aws; // the AWS shared files and profile, as read
 };
 
 // Resolves an s3:// store's settings. `given` holds the store keys already layered by

@@ -5,23 +5,23 @@
 #include <condition_variable>
 #include <lodge/aws/aws_config.hpp>
 #include <lodge/aws/credential_chain.hpp>
-#include <lodge/s3/client.hpp>
+#include <lodge/aws/credentials.hpp>
 #include <mutex>
 #include <sys/stat.h>
 #include <thread>
 
 using namespace lodge;
-using lodge::s3::Env;
+using lodge::aws::Env;
 
 namespace {
-s3::AwsShared shared(const std::string &config, const std::string &credentials, const std::string &profile) {
-  return s3::AwsShared(s3::parse_ini(config, "/c/config"), s3::parse_ini(credentials, "/c/credentials"),
-                       profile, "test");
+aws::AwsShared shared(const std::string &config, const std::string &credentials, const std::string &profile) {
+  return aws::AwsShared(aws::parse_ini(config, "/c/config"), aws::parse_ini(credentials, "/c/credentials"),
+                        profile, "test");
 }
 
 std::string error_of(const std::string &text) {
   try {
-    (void)s3::parse_ini(text, "/etc/aws/config");
+    (void)aws::parse_ini(text, "/etc/aws/config");
   } catch (const LodgeError &e) {
     CHECK(e.error().code == Errc::config_invalid);
     return e.error().message;
@@ -31,11 +31,11 @@ std::string error_of(const std::string &text) {
 } // namespace
 
 TEST_CASE("ini: sections, comments, whitespace and key case") {
-  auto f = s3::parse_ini("# a comment\n; another\n\n[default]\nregion=eu-west-1\n"
-                         "  \t\n[profile ci]   # after a header\n"
-                         "Region = us-west-2 ; inline\noutput: json\nendpoint_url = http://h:9000#frag\n"
-                         "note = first\n  second\n",
-                         "/x");
+  auto f = aws::parse_ini("# a comment\n; another\n\n[default]\nregion=eu-west-1\n"
+                          "  \t\n[profile ci]   # after a header\n"
+                          "Region = us-west-2 ; inline\noutput: json\nendpoint_url = http://h:9000#frag\n"
+                          "note = first\n  second\n",
+                          "/x");
   REQUIRE(f.find("default"));
   CHECK(f.find("default")->values.at("region").value == "eu-west-1");
   const auto *ci = f.find("profile ci");
@@ -51,9 +51,9 @@ TEST_CASE("ini: sections, comments, whitespace and key case") {
 }
 
 TEST_CASE("ini: indented sub-settings under a key without a value") {
-  auto f = s3::parse_ini("[services local]\ns3 =\n  endpoint_url = http://127.0.0.1:9000\n"
-                         "  addressing_style = path # comment\n\ndynamodb =\n\tendpoint_url = http://d\n",
-                         "/x");
+  auto f = aws::parse_ini("[services local]\ns3 =\n  endpoint_url = http://127.0.0.1:9000\n"
+                          "  addressing_style = path # comment\n\ndynamodb =\n\tendpoint_url = http://d\n",
+                          "/x");
   const auto *s = f.find("services local");
   REQUIRE(s);
   CHECK(s->values.at("s3").value.empty());
@@ -75,20 +75,20 @@ TEST_CASE("ini: malformed lines are errors naming the file and line, never the t
 
 TEST_CASE("ini: a missing file is no settings; an unreadable one is an error naming it") {
   test::TempDir dir;
-  auto missing = s3::read_ini(dir.file("nope"));
+  auto missing = aws::read_ini(dir.file("nope"));
   CHECK_FALSE(missing.exists);
   CHECK(missing.sections.empty());
   auto e = dir.file("adir");
   ::mkdir(e.c_str(), 0700);
   try {
-    (void)s3::read_ini(e);
+    (void)aws::read_ini(e);
     FAIL("a directory was read");
   } catch (const LodgeError &err) {
     CHECK(err.error().message == e + ": cannot read: is a directory");
   }
   test::write_file(dir.file("bad"), "[default]\nregion\n");
   try {
-    (void)s3::read_ini(dir.file("bad"));
+    (void)aws::read_ini(dir.file("bad"));
     FAIL("a malformed file was accepted");
   } catch (const LodgeError &err) {
     CHECK(err.error().message == dir.file("bad") + ":2: expected [section], 'name = value' or a comment");
@@ -121,7 +121,7 @@ TEST_CASE("aws profile: a named profile neither file has is an error naming it")
                                          {"AWS_SHARED_CREDENTIALS_FILE", dir.file("credentials")},
                                          {"AWS_PROFILE", "x"}};
   try {
-    (void)s3::AwsShared::load({env, "", ""});
+    (void)aws::AwsShared::load({env, "", ""});
     FAIL("a missing profile was accepted");
   } catch (const LodgeError &e) {
     CHECK(e.error().message.rfind("The config profile (x) could not be found (named by env AWS_PROFILE", 0) ==
@@ -129,12 +129,12 @@ TEST_CASE("aws profile: a named profile neither file has is an error naming it")
   }
   env.erase("AWS_PROFILE");
   env["AWS_DEFAULT_PROFILE"] = "other";
-  CHECK(s3::AwsShared::load({env, "", ""}).profile() == "other");
+  CHECK(aws::AwsShared::load({env, "", ""}).profile() == "other");
   env.erase("AWS_DEFAULT_PROFILE");
-  CHECK(s3::AwsShared::load({env, "", ""}).profile() == "default"); // may be absent
+  CHECK(aws::AwsShared::load({env, "", ""}).profile() == "default"); // may be absent
   env["HOME"] = dir.path().string();
   env["AWS_CONFIG_FILE"] = "~/config";
-  CHECK(s3::AwsShared::load({env, "", ""}).config_file().path == dir.path().string() + "/config");
+  CHECK(aws::AwsShared::load({env, "", ""}).config_file().path == dir.path().string() + "/config");
 }
 
 TEST_CASE("credential chain: environment first, then the credentials file, then the config file") {
@@ -142,7 +142,7 @@ TEST_CASE("credential chain: environment first, then the credentials file, then 
                   "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
                   "[ci]\naws_access_key_id=CIKEY\naws_secret_access_key=cisecret\naws_session_token=tok\n",
                   "ci");
-  auto c = s3::resolve_credential_chain({}, s);
+  auto c = aws::resolve_credential_chain({}, s);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "CIKEY");
   CHECK(c.credentials->session_token == "tok");
@@ -153,18 +153,18 @@ TEST_CASE("credential chain: environment first, then the credentials file, then 
 
   auto only_config = shared("[profile ci]\naws_access_key_id = CFGKEY\naws_secret_access_key = cfgsecret\n",
                             "[default]\naws_access_key_id = DEF\naws_secret_access_key = d\n", "ci");
-  c = s3::resolve_credential_chain({}, only_config);
+  c = aws::resolve_credential_chain({}, only_config);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "CFGKEY");
   CHECK(c.steps[2].why == "no profile section for it");
 
   std::map<std::string, std::string> env{{"AWS_ACCESS_KEY_ID", "ENVKEY"},
                                          {"AWS_SECRET_ACCESS_KEY", "envsecret"}};
-  c = s3::resolve_credential_chain(env, s);
+  c = aws::resolve_credential_chain(env, s);
   CHECK(c.credentials->access_key_id == "ENVKEY");
   CHECK(c.credentials->source == "environment");
 
-  auto none = s3::resolve_credential_chain({}, shared("", "", "nope"));
+  auto none = aws::resolve_credential_chain({}, shared("", "", "nope"));
   REQUIRE_FALSE(none.credentials.ok());
   CHECK(none.credentials.error().code == Errc::config_invalid);
 }
@@ -172,19 +172,19 @@ TEST_CASE("credential chain: environment first, then the credentials file, then 
 TEST_CASE("credential chain: --profile takes the profile's keys over the environment's, as aws --profile") {
   Env env{{"AWS_ACCESS_KEY_ID", "ENVKEY"}, {"AWS_SECRET_ACCESS_KEY", "envsecret"}};
   auto creds =
-      s3::parse_ini("[ci]\naws_access_key_id = CIKEY\naws_secret_access_key = c\n", "/c/credentials");
-  s3::AwsShared by_flag(s3::parse_ini("", "/c/config"), creds, "ci", "flag --profile");
-  auto c = s3::resolve_credential_chain(env, by_flag);
+      aws::parse_ini("[ci]\naws_access_key_id = CIKEY\naws_secret_access_key = c\n", "/c/credentials");
+  aws::AwsShared by_flag(aws::parse_ini("", "/c/config"), creds, "ci", "flag --profile");
+  auto c = aws::resolve_credential_chain(env, by_flag);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "CIKEY");
   CHECK(c.steps[0].why.rfind("skipped: --profile chooses", 0) == 0);
   // AWS_PROFILE does not: the environment's keys still come first.
-  s3::AwsShared by_env(s3::parse_ini("", "/c/config"), creds, "ci", "env AWS_PROFILE");
-  CHECK(s3::resolve_credential_chain(env, by_env).credentials->access_key_id == "ENVKEY");
+  aws::AwsShared by_env(aws::parse_ini("", "/c/config"), creds, "ci", "env AWS_PROFILE");
+  CHECK(aws::resolve_credential_chain(env, by_env).credentials->access_key_id == "ENVKEY");
   // A --profile without keys is no credentials, and the error says why the environment's were not taken.
-  s3::AwsShared empty(s3::parse_ini("[profile ci]\nregion = x\n", "/c/config"),
-                      s3::parse_ini("", "/c/credentials"), "ci", "flag --profile");
-  auto none = s3::resolve_credential_chain(env, empty);
+  aws::AwsShared empty(aws::parse_ini("[profile ci]\nregion = x\n", "/c/config"),
+                       aws::parse_ini("", "/c/credentials"), "ci", "flag --profile");
+  auto none = aws::resolve_credential_chain(env, empty);
   REQUIRE_FALSE(none.credentials.ok());
   CHECK(none.credentials.error().message.find(
             "AWS_ACCESS_KEY_ID is set, but --profile takes the profile's") != std::string::npos);
@@ -192,15 +192,15 @@ TEST_CASE("credential chain: --profile takes the profile's keys over the environ
 
 TEST_CASE("credential chain: partial credentials are an error naming what is missing") {
   auto s = shared("", "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n", "default");
-  auto c = s3::resolve_credential_chain({{"AWS_ACCESS_KEY_ID", "ENVKEY"}}, s);
+  auto c = aws::resolve_credential_chain({{"AWS_ACCESS_KEY_ID", "ENVKEY"}}, s);
   REQUIRE_FALSE(c.credentials.ok());
   CHECK(c.credentials.error().message == "partial credentials found in the environment: AWS_ACCESS_KEY_ID is "
                                          "set but AWS_SECRET_ACCESS_KEY is missing");
-  c = s3::resolve_credential_chain({{"AWS_SECRET_ACCESS_KEY", "s"}}, s);
+  c = aws::resolve_credential_chain({{"AWS_SECRET_ACCESS_KEY", "s"}}, s);
   CHECK(c.credentials.error().message == "partial credentials found in the environment: "
                                          "AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is missing");
   auto half = shared("", "[default]\naws_access_key_id = DEF\n", "default");
-  c = s3::resolve_credential_chain({}, half);
+  c = aws::resolve_credential_chain({}, half);
   REQUIRE_FALSE(c.credentials.ok());
   CHECK(c.credentials.error().message ==
         "partial credentials in [default] of /c/credentials: aws_secret_access_key is missing");
@@ -209,17 +209,17 @@ TEST_CASE("credential chain: partial credentials are an error naming what is mis
 TEST_CASE("credential chain: a configured provider that fails is an error, never another identity") {
   auto s = shared("[profile ci]\ncredential_process = /nonexistent/creds\n",
                   "[default]\naws_access_key_id = DEF\naws_secret_access_key = d\n", "ci");
-  auto c = s3::resolve_credential_chain({}, s);
+  auto c = aws::resolve_credential_chain({}, s);
   REQUIRE_FALSE(c.credentials.ok());
   CHECK(c.credentials.error().message.rfind(
             "credential_process in file /c/config [profile ci]: the program exited with status 127", 0) == 0);
   // A web identity token without its role is an error, not the files' static keys.
-  auto w = s3::resolve_credential_chain(
+  auto w = aws::resolve_credential_chain(
       {{"AWS_WEB_IDENTITY_TOKEN_FILE", "/t"}},
       shared("", "[default]\naws_access_key_id = A\naws_secret_access_key = B\n", "default"));
   REQUIRE_FALSE(w.credentials.ok());
   CHECK(w.credentials.error().message.rfind("AWS_WEB_IDENTITY_TOKEN_FILE is set but no role", 0) == 0);
-  auto sso = s3::resolve_credential_chain(
+  auto sso = aws::resolve_credential_chain(
       {}, shared("[profile ci]\nsso_session = corp\n",
                  "[ci]\naws_access_key_id = A\naws_secret_access_key = B\n", "ci"));
   REQUIRE_FALSE(sso.credentials.ok());
@@ -244,7 +244,7 @@ ScriptedTransport::Step step(long status, std::string body = {}, int curl_error 
 struct Net {
   ScriptedTransport t;
   std::vector<int64_t> metadata_timeouts;
-  s3::ChainAccess access;
+  aws::ChainAccess access;
   Net() {
     access.sts_endpoint = "http://sts.test:9";
     access.region = "eu-west-1";
@@ -284,7 +284,7 @@ TEST_CASE("credential chain: role_arn + source_profile assumes the role, signed 
                   "[base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = basesecret\n"
                   "[ci]\naws_access_key_id = AKIDCI\naws_secret_access_key = cisecret\n",
                   "ci");
-  auto c = s3::resolve_credential_chain({}, s, &net.access);
+  auto c = aws::resolve_credential_chain({}, s, &net.access);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "ASIAROLE"); // never the profile's own static keys
   CHECK(c.credentials->session_token == "tok-ASIAROLE");
@@ -313,7 +313,7 @@ TEST_CASE("credential chain: roles chain through source_profile, each signed by 
                   "[profile mid]\nrole_arn = arn:aws:iam::1:role/mid\nsource_profile = base\n"
                   "[profile base]\naws_access_key_id = AKIDBASE\naws_secret_access_key = b\n",
                   "", "top");
-  auto c = s3::resolve_credential_chain({}, s, &net.access);
+  auto c = aws::resolve_credential_chain({}, s, &net.access);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "ASIATOP");
   REQUIRE(net.t.seen.size() == 2);
@@ -332,7 +332,7 @@ TEST_CASE("credential chain: roles chain through source_profile, each signed by 
                     "[me]\naws_access_key_id = AKIDME\naws_secret_access_key = m\n"
                     "role_arn = arn:aws:iam::1:role/me\nsource_profile = me\n",
                     "me");
-  auto o = s3::resolve_credential_chain({}, own, &self.access);
+  auto o = aws::resolve_credential_chain({}, own, &self.access);
   REQUIRE(o.credentials.ok());
   CHECK(o.credentials->access_key_id == "ASIASELF");
   CHECK(has(self.header(0, "authorization"), "Credential=AKIDME/"));
@@ -341,7 +341,7 @@ TEST_CASE("credential chain: roles chain through source_profile, each signed by 
 TEST_CASE("credential chain: a source_profile cycle and other role mistakes are errors, with nothing sent") {
   auto error_for = [](const std::string &config, const std::string &profile, const Env &env = {}) {
     Net net;
-    auto c = s3::resolve_credential_chain(env, shared(config, "", profile), &net.access);
+    auto c = aws::resolve_credential_chain(env, shared(config, "", profile), &net.access);
     CHECK(net.t.seen.empty());
     REQUIRE_FALSE(c.credentials.ok());
     CHECK(c.credentials.error().code == Errc::config_invalid);
@@ -386,7 +386,7 @@ TEST_CASE("credential chain: a source_profile cycle and other role mistakes are 
   Env env{{"AWS_ACCESS_KEY_ID", "AKIDENV"}, {"AWS_SECRET_ACCESS_KEY", "e"}};
   auto s =
       shared("[profile a]\nrole_arn = arn:aws:iam::1:role/a\ncredential_source = Environment\n", "", "a");
-  auto top = s3::resolve_credential_chain(env, s, &net.access);
+  auto top = aws::resolve_credential_chain(env, s, &net.access);
   CHECK(top.credentials->access_key_id == "AKIDENV");
   CHECK(net.t.seen.empty());
 }
@@ -405,7 +405,7 @@ TEST_CASE("credential chain: credential_process, its JSON contract and its failu
                          "\"s\", \"SessionToken\": \"t\", \"Expiration\": \"2026-12-02T10:00:00.000Z\"}'\n");
   auto s = shared("[profile ci]\ncredential_process = " + good + " --account 1\n",
                   "[default]\naws_access_key_id = DEF\naws_secret_access_key = d\n", "ci");
-  auto c = s3::resolve_credential_chain({}, s);
+  auto c = aws::resolve_credential_chain({}, s);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "AKIDPROC");
   CHECK(c.credentials->session_token == "t");
@@ -415,7 +415,7 @@ TEST_CASE("credential chain: credential_process, its JSON contract and its failu
 
   auto error_of_script = [&](const std::string &body) {
     auto path = script("bad", body);
-    auto r = s3::run_credential_process(path, "credential_process in X", 2'000);
+    auto r = aws::run_credential_process(path, "credential_process in X", 2'000);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == Errc::config_invalid);
     return r.error().message;
@@ -446,7 +446,7 @@ TEST_CASE("credential chain: container credentials, with the authorization token
   Env env{{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:51679/creds"},
           {"AWS_CONTAINER_AUTHORIZATION_TOKEN", "ignored-when-the-file-is-set"},
           {"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", dir.file("token")}};
-  auto c = s3::resolve_credential_chain(env, shared("", "", "default"), &net.access);
+  auto c = aws::resolve_credential_chain(env, shared("", "", "default"), &net.access);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "ASIACONT");
   CHECK(c.credentials->session_token == "t");
@@ -458,15 +458,15 @@ TEST_CASE("credential chain: container credentials, with the authorization token
 
   Net rel;
   rel.t.script = {step(200, R"({"AccessKeyId":"A","SecretAccessKey":"s","Token":"t"})")};
-  auto r = s3::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/x"}},
-                                        shared("", "", "default"), &rel.access);
+  auto r = aws::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "/v2/credentials/x"}},
+                                         shared("", "", "default"), &rel.access);
   REQUIRE(r.credentials.ok());
   CHECK(rel.t.seen.at(0).url == "http://169.254.170.2/v2/credentials/x");
 
   Net none;
   auto refused =
-      s3::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://evil.example/c"}},
-                                   shared("", "", "default"), &none.access);
+      aws::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://evil.example/c"}},
+                                    shared("", "", "default"), &none.access);
   REQUIRE_FALSE(refused.credentials.ok());
   CHECK(refused.credentials.error().message ==
         "AWS_CONTAINER_CREDENTIALS_FULL_URI: plain http to evil.example is refused; use https, a loopback "
@@ -475,13 +475,13 @@ TEST_CASE("credential chain: container credentials, with the authorization token
 
   Net down;
   down.t.script = {step(503, ""), step(503, ""), step(401, "no")};
-  auto d = s3::resolve_credential_chain(
+  auto d = aws::resolve_credential_chain(
       {{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/c"}},
       shared("", "[default]\naws_access_key_id = A\naws_secret_access_key = B\n", "default"), &down.access);
   // The files' keys come before the container in the chain, so they answer first...
   CHECK(d.credentials->access_key_id == "A");
-  auto d2 = s3::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/c"}},
-                                         shared("", "", "default"), &down.access);
+  auto d2 = aws::resolve_credential_chain({{"AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://127.0.0.1:1/c"}},
+                                          shared("", "", "default"), &down.access);
   // ... and a failing container service is an error, retried on 5xx, never the next provider.
   REQUIRE_FALSE(d2.credentials.ok());
   CHECK(d2.credentials.error().code == Errc::access_denied);
@@ -494,7 +494,7 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   Net net;
   net.t.script = {step(200, "SESSION-TOKEN"), step(200, "web-role\n"), step(200, creds)};
   Env env{{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:8111/"}};
-  auto c = s3::resolve_credential_chain(env, shared("", "", "default"), &net.access);
+  auto c = aws::resolve_credential_chain(env, shared("", "", "default"), &net.access);
   REQUIRE(c.credentials.ok());
   CHECK(c.credentials->access_key_id == "ASIAIMDS");
   CHECK(c.credentials->source == "instance metadata (role web-role)");
@@ -511,8 +511,8 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
 
   // Disabled: not asked at all.
   Net off;
-  auto d = s3::resolve_credential_chain({{"AWS_EC2_METADATA_DISABLED", "TRUE"}}, shared("", "", "default"),
-                                        &off.access);
+  auto d = aws::resolve_credential_chain({{"AWS_EC2_METADATA_DISABLED", "TRUE"}}, shared("", "", "default"),
+                                         &off.access);
   REQUIRE_FALSE(d.credentials.ok());
   CHECK(off.t.seen.empty());
   CHECK(d.steps.back().why == "disabled by AWS_EC2_METADATA_DISABLED");
@@ -521,8 +521,8 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   // Not reachable (no instance): no credentials, the step says why.
   Net away;
   away.t.script = {step(0, "", 28)};
-  auto a = s3::resolve_credential_chain({{"AWS_METADATA_SERVICE_TIMEOUT", "3"}}, shared("", "", "default"),
-                                        &away.access);
+  auto a = aws::resolve_credential_chain({{"AWS_METADATA_SERVICE_TIMEOUT", "3"}}, shared("", "", "default"),
+                                         &away.access);
   REQUIRE_FALSE(a.credentials.ok());
   CHECK(away.metadata_timeouts == std::vector<int64_t>{3'000});
   CHECK(away.t.seen.at(0).url == "http://169.254.169.254/latest/api/token");
@@ -531,12 +531,12 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   // A service that does not know the token call: IMDSv1, unless it is disabled.
   Net v1;
   v1.t.script = {step(404, ""), step(200, "r"), step(200, creds)};
-  auto one = s3::resolve_credential_chain(env, shared("", "", "default"), &v1.access);
+  auto one = aws::resolve_credential_chain(env, shared("", "", "default"), &v1.access);
   REQUIRE(one.credentials.ok());
   CHECK(v1.header(1, "x-aws-ec2-metadata-token") == "(none)");
   Net v2only;
   v2only.t.script = {step(404, "")};
-  auto no = s3::resolve_credential_chain(
+  auto no = aws::resolve_credential_chain(
       {{"AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:8111"}},
       shared("[default]\nec2_metadata_v1_disabled = true\n", "", "default"), &v2only.access);
   REQUIRE_FALSE(no.credentials.ok());
@@ -547,7 +547,7 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   // from it, and the chain's own error, not the proxy's.
   Net blocked;
   blocked.t.script = {step(403, ""), step(403, "")};
-  auto b = s3::resolve_credential_chain({}, shared("", "", "default"), &blocked.access);
+  auto b = aws::resolve_credential_chain({}, shared("", "", "default"), &blocked.access);
   REQUIRE_FALSE(b.credentials.ok());
   CHECK(b.credentials.error().message.rfind("no S3 credentials: set AWS_ACCESS_KEY_ID", 0) == 0);
   CHECK(b.steps.back().why == "failed: instance metadata at "
@@ -556,7 +556,7 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   // An instance without a role: no credentials from it.
   Net norole;
   norole.t.script = {step(200, "T"), step(404, "")};
-  auto nr = s3::resolve_credential_chain(env, shared("", "", "default"), &norole.access);
+  auto nr = aws::resolve_credential_chain(env, shared("", "", "default"), &norole.access);
   REQUIRE_FALSE(nr.credentials.ok());
   CHECK(nr.steps.back().why == "the instance has no IAM role");
 
@@ -564,7 +564,7 @@ TEST_CASE("credential chain: instance metadata with an IMDSv2 session token") {
   Net src;
   src.t.script = {step(200, "T"), step(200, "r"), step(200, creds),
                   step(200, assume_role_answer("ASIAFROMIMDS"))};
-  auto role = s3::resolve_credential_chain(
+  auto role = aws::resolve_credential_chain(
       env,
       shared("[profile x]\nrole_arn = arn:aws:iam::1:role/x\ncredential_source = Ec2InstanceMetadata\n", "",
              "x"),
@@ -581,8 +581,8 @@ public:
   std::atomic<int64_t> m_now{1'000'000};
 };
 
-s3::Credentials temporary(const std::string &id, int64_t expires_ms) {
-  s3::Credentials c;
+aws::Credentials temporary(const std::string &id, int64_t expires_ms) {
+  aws::Credentials c;
   c.access_key_id = id;
   c.secret_access_key = "secret-" + id;
   c.session_token = "token-" + id;
@@ -597,9 +597,9 @@ TEST_CASE("credential source: renewed within the margin of expiry, by one caller
   std::condition_variable cv;
   bool fetch_started = false, release = false;
   int fetches = 0;
-  s3::CredentialSource source(
+  aws::CredentialSource source(
       temporary("ASIA1", 2'000'000),
-      [&]() -> Result<s3::Credentials> {
+      [&]() -> Result<aws::Credentials> {
         std::unique_lock lock(gate);
         ++fetches;
         fetch_started = true;
@@ -633,9 +633,9 @@ TEST_CASE("credential source: renewed within the margin of expiry, by one caller
 TEST_CASE("credential source: a failed renewal keeps the current credentials and is tried again") {
   SteppedClock clock;
   int calls = 0;
-  s3::CredentialSource source(
+  aws::CredentialSource source(
       temporary("ASIA1", 1'100'000),
-      [&]() -> Result<s3::Credentials> {
+      [&]() -> Result<aws::Credentials> {
         if (++calls == 1) return Error(Errc::storage_unavailable, "STS down");
         return temporary("ASIA3", 9'000'000);
       },
@@ -646,37 +646,37 @@ TEST_CASE("credential source: a failed renewal keeps the current credentials and
   CHECK(calls == 2);
   CHECK(source.current()->access_key_id == "ASIA3"); // fresh: no more fetches
   CHECK(calls == 2);
-  s3::CredentialSource forever(
-      temporary("AKIA", 0), [&]() -> Result<s3::Credentials> { return Error(Errc::internal, "x"); }, clock);
+  aws::CredentialSource forever(
+      temporary("AKIA", 0), [&]() -> Result<aws::Credentials> { return Error(Errc::internal, "x"); }, clock);
   clock.m_now = 99'000'000'000;
   CHECK(forever.current()->access_key_id == "AKIA"); // static keys never expire
 }
 
 TEST_CASE("aws s3 units: sizes as the CLI reads them, its MB a MiB") {
-  CHECK(s3::parse_aws_size("16777216") == 16777216ULL);
-  CHECK(s3::parse_aws_size("8MB") == 8ULL << 20);
-  CHECK(s3::parse_aws_size("8mb") == 8ULL << 20);
-  CHECK(s3::parse_aws_size("64MiB") == 64ULL << 20);
-  CHECK(s3::parse_aws_size("512KB") == 512ULL << 10);
-  CHECK(s3::parse_aws_size("1GB") == 1ULL << 30);
-  CHECK(s3::parse_aws_size("2TiB") == 2ULL << 40);
-  CHECK(s3::parse_aws_size(" 5 MB ") == 5ULL << 20);
+  CHECK(aws::parse_aws_size("16777216") == 16777216ULL);
+  CHECK(aws::parse_aws_size("8MB") == 8ULL << 20);
+  CHECK(aws::parse_aws_size("8mb") == 8ULL << 20);
+  CHECK(aws::parse_aws_size("64MiB") == 64ULL << 20);
+  CHECK(aws::parse_aws_size("512KB") == 512ULL << 10);
+  CHECK(aws::parse_aws_size("1GB") == 1ULL << 30);
+  CHECK(aws::parse_aws_size("2TiB") == 2ULL << 40);
+  CHECK(aws::parse_aws_size(" 5 MB ") == 5ULL << 20);
   for (const char *bad :
        {"", "0", "MB", "8M", "8 megabytes", "-8MB", "1.5MB", "8MB/s", "99999999999999999999"})
-    CHECK_MESSAGE(!s3::parse_aws_size(bad), bad);
-  CHECK_FALSE(s3::parse_aws_size("20000000TB")); // overflows
+    CHECK_MESSAGE(!aws::parse_aws_size(bad), bad);
+  CHECK_FALSE(aws::parse_aws_size("20000000TB")); // overflows
 }
 
 TEST_CASE("aws s3 units: max_bandwidth in bytes per second") {
-  CHECK(s3::parse_aws_rate("1048576") == 1048576ULL);
-  CHECK(s3::parse_aws_rate("1048576B/s") == 1048576ULL);
-  CHECK(s3::parse_aws_rate("50MB/s") == 50ULL << 20);
-  CHECK(s3::parse_aws_rate("300KB/s") == 300ULL << 10);
-  CHECK(s3::parse_aws_rate("1GB/s") == 1ULL << 30);
-  CHECK(s3::parse_aws_rate("2MiB/s") == 2ULL << 20);
-  CHECK(s3::parse_aws_rate("50Mb/s") == 50ULL << 20); // the CLI lowercases it
+  CHECK(aws::parse_aws_rate("1048576") == 1048576ULL);
+  CHECK(aws::parse_aws_rate("1048576B/s") == 1048576ULL);
+  CHECK(aws::parse_aws_rate("50MB/s") == 50ULL << 20);
+  CHECK(aws::parse_aws_rate("300KB/s") == 300ULL << 10);
+  CHECK(aws::parse_aws_rate("1GB/s") == 1ULL << 30);
+  CHECK(aws::parse_aws_rate("2MiB/s") == 2ULL << 20);
+  CHECK(aws::parse_aws_rate("50Mb/s") == 50ULL << 20); // the CLI lowercases it
   for (const char *bad : {"", "50MB", "fast", "0B/s", "B/s", "50MB/min", "1.5MB/s"})
-    CHECK_MESSAGE(!s3::parse_aws_rate(bad), bad);
+    CHECK_MESSAGE(!aws::parse_aws_rate(bad), bad);
 }
 
 TEST_CASE("aws profile: the s3 sub-section's transfer keys, nested and from the credentials file too") {

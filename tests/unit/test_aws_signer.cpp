@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 namespace {
 struct Vector {
   std::string name;
-  s3::SignInput input;
+  aws::SignInput input;
   std::string body;
   nlohmann::json context;
 };
@@ -60,8 +60,8 @@ Vector load(const fs::path &dir) {
   return v;
 }
 
-s3::Credentials creds(const nlohmann::json &ctx) {
-  s3::Credentials c;
+aws::Credentials creds(const nlohmann::json &ctx) {
+  aws::Credentials c;
   c.access_key_id = ctx["credentials"]["access_key_id"];
   c.secret_access_key = ctx["credentials"]["secret_access_key"];
   if (ctx["credentials"].contains("token")) c.session_token = ctx["credentials"]["token"];
@@ -97,13 +97,13 @@ TEST_CASE("SigV4 header signing matches every applicable published vector") {
     auto c = creds(v.context);
     int64_t now = epoch_ms(v.context["timestamp"]);
     auto in = v.input;
-    in.headers.emplace_back("X-Amz-Date", s3::amz_date(now));
+    in.headers.emplace_back("X-Amz-Date", aws::amz_date(now));
     bool omit_token = v.context.value("omit_session_token", false);
     if (!c.session_token.empty() && !omit_token)
       in.headers.emplace_back("X-Amz-Security-Token", c.session_token);
     if (v.context.value("sign_body", false)) in.headers.emplace_back("X-Amz-Content-Sha256", in.payload_hash);
-    auto s = s3::sign_header(in, c, v.context["region"].get<std::string>(),
-                             v.context["service"].get<std::string>(), now);
+    auto s = aws::sign_header(in, c, v.context["region"].get<std::string>(),
+                              v.context["service"].get<std::string>(), now);
     CHECK(s.canonical_request ==
           strip_trailing_newlines(test::read_file((dir / "header-canonical-request.txt").string())));
     CHECK(s.string_to_sign ==
@@ -122,10 +122,10 @@ TEST_CASE("SigV4 query presigning matches every applicable published vector") {
     auto c = creds(v.context);
     int64_t now = epoch_ms(v.context["timestamp"]);
     bool omit_token = v.context.value("omit_session_token", false);
-    s3::Signed dbg;
-    auto q = s3::presign_query(v.input, c, v.context["region"].get<std::string>(),
-                               v.context["service"].get<std::string>(), now,
-                               v.context["expiration_in_seconds"].get<int64_t>(), !omit_token, &dbg);
+    aws::Signed dbg;
+    auto q = aws::presign_query(v.input, c, v.context["region"].get<std::string>(),
+                                v.context["service"].get<std::string>(), now,
+                                v.context["expiration_in_seconds"].get<int64_t>(), !omit_token, &dbg);
     CHECK(dbg.canonical_request ==
           strip_trailing_newlines(test::read_file((dir / "query-canonical-request.txt").string())));
     CHECK(dbg.string_to_sign ==
@@ -136,45 +136,45 @@ TEST_CASE("SigV4 query presigning matches every applicable published vector") {
 }
 
 TEST_CASE("S3 object keys are encoded once, slashes kept, never normalized") {
-  CHECK(s3::canonical_uri("/bucket/a b/c+d=e&f:g%h~i/j") == "/bucket/a%20b/c%2Bd%3De%26f%3Ag%25h~i/j");
-  CHECK(s3::canonical_uri("/bucket/caf\xC3\xA9/./x/../y//z") == "/bucket/caf%C3%A9/./x/../y//z");
-  CHECK(s3::canonical_query({{"prefix", "dir/"}, {"list-type", "2"}, {"continuation-token", "a+b="}}) ==
+  CHECK(aws::canonical_uri("/bucket/a b/c+d=e&f:g%h~i/j") == "/bucket/a%20b/c%2Bd%3De%26f%3Ag%25h~i/j");
+  CHECK(aws::canonical_uri("/bucket/caf\xC3\xA9/./x/../y//z") == "/bucket/caf%C3%A9/./x/../y//z");
+  CHECK(aws::canonical_query({{"prefix", "dir/"}, {"list-type", "2"}, {"continuation-token", "a+b="}}) ==
         "continuation-token=a%2Bb%3D&list-type=2&prefix=dir%2F");
   CHECK(test::uri_decode("%E1%88%B4+x%zz") == "\xE1\x88\xB4+x%zz");
 }
 
 TEST_CASE("the signing key cache derives once per day and scope") {
-  s3::SigningKeyCache cache;
+  aws::SigningKeyCache cache;
   CHECK(cache.derivations() == 0);
   auto a = cache.get("secret", "20150830", "us-east-1", "s3");
-  CHECK(a == s3::signing_key("secret", "20150830", "us-east-1", "s3"));
+  CHECK(a == aws::signing_key("secret", "20150830", "us-east-1", "s3"));
   for (int i = 0; i < 3; ++i)
     CHECK(cache.get("secret", "20150830", "us-east-1", "s3") == a);
   CHECK(cache.derivations() == 1); // the same day and scope: derived once
   CHECK(cache.get("secret", "20150831", "us-east-1", "s3") ==
-        s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+        aws::signing_key("secret", "20150831", "us-east-1", "s3"));
   CHECK(cache.derivations() == 2); // a new day: derived again
   CHECK(cache.get("other", "20150831", "us-east-1", "s3") !=
-        s3::signing_key("secret", "20150831", "us-east-1", "s3"));
+        aws::signing_key("secret", "20150831", "us-east-1", "s3"));
   CHECK(cache.derivations() == 3); // another secret: never served the old key
 }
 
 TEST_CASE("signing many requests on one day derives the key once") {
-  s3::SigningKeyCache cache;
-  s3::Credentials c;
+  aws::SigningKeyCache cache;
+  aws::Credentials c;
   c.access_key_id = "AKIDEXAMPLE";
   c.secret_access_key = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
-  s3::SignInput in;
+  aws::SignInput in;
   in.method = "GET";
   in.raw_path = "/";
   in.headers = {{"host", "example.amazonaws.com"}, {"x-amz-date", "20150830T123600Z"}};
   in.payload_hash = "UNSIGNED-PAYLOAD";
   const int64_t t = 1440938160000; // 2015-08-30T12:36:00Z
-  auto first = s3::sign_header(in, c, "us-east-1", "s3", t, &cache);
+  auto first = aws::sign_header(in, c, "us-east-1", "s3", t, &cache);
   for (int i = 1; i < 10; ++i)
-    CHECK(s3::sign_header(in, c, "us-east-1", "s3", t + i * 60'000, &cache).authorization.size() ==
+    CHECK(aws::sign_header(in, c, "us-east-1", "s3", t + i * 60'000, &cache).authorization.size() ==
           first.authorization.size());
   CHECK(cache.derivations() == 1);
   // The cached key signs exactly as a freshly derived one.
-  CHECK(first.authorization == s3::sign_header(in, c, "us-east-1", "s3", t).authorization);
+  CHECK(first.authorization == aws::sign_header(in, c, "us-east-1", "s3", t).authorization);
 }
