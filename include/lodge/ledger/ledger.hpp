@@ -1,10 +1,12 @@
 #pragma once
 // The ledger: every upload's intent and every compensation's execution state.
-// Ledger is the interface, split into roles (LedgerMeta, UploadLedger, TaskLedger,
-// RecoveryLedger, LedgerReports, IdBlockLedger, OutboxLedger) of which each operation takes only the
-// ones it uses; SqlLedger (src/ledger/sql_ledger*.cpp) is its one implementation, over a database driver
-// (ledger/sql.hpp: SQLite, the embedded default, or PostgreSQL). Every write is one short transaction; every
-// state change is a conditional UPDATE whose changed row count is checked.
+// Ledger is the interface. Its methods are declared once, in method groups (LedgerMeta,
+// UploadLedger, TaskLedger, RecoveryLedger, LedgerReports, IdBlockLedger, OutboxLedger); a
+// caller takes the group it uses or, when it uses several, its caller role (CleanupLedger,
+// SweepLedger, ... below), built from those groups. SqlLedger (src/ledger/sql_ledger*.cpp) is its
+// one implementation, over a database driver (ledger/sql.hpp: SQLite, the embedded default, or
+// PostgreSQL). Every write is one short transaction; every state change is a conditional UPDATE
+// whose changed row count is checked.
 
 #include <cstddef>
 #include <cstdint>
@@ -287,10 +289,11 @@ struct PruneOutcome {
   int64_t deleted = 0, bytes = 0;
 };
 
-// The ledger's interface, split into the roles its callers use. Every method belongs to one
-// role; Ledger (below) is all of them, and SqlLedger implements Ledger. An operation takes
-// only the roles it uses (ops/*.hpp), so its signature says which part of the ledger it
-// touches, and a fake for its tests needs to behave only there.
+// The ledger's interface, in method groups: every method is declared in exactly one group.
+// An operation takes the one group it uses, or its caller role (below: the groups it uses,
+// inherited virtually), so its signature says which part of the ledger it touches, and a fake
+// for its tests needs to behave only there. Ledger is every group and every caller role;
+// SqlLedger implements Ledger.
 
 // The ledger's own records: its schema, the store it is bound to, the job log (the cli's
 // init, store binding checks, doctor, and the job commands' run records).
@@ -597,16 +600,55 @@ public:
   [[nodiscard]] virtual AcceptOutcome accept_divergence(int64_t now) = 0;
 };
 
-// The whole ledger: every role. What open_ledger and LedgerPool::worker give (the cli holds
-// one and passes it where a role is asked for) and what SqlLedger (and a test's fake)
-// implement.
-class Ledger : public LedgerMeta,
-               public UploadLedger,
-               public TaskLedger,
-               public RecoveryLedger,
-               public LedgerReports,
-               public IdBlockLedger,
-               public OutboxLedger {};
+// Caller roles: what each operation that uses more than one method group takes. Each declares
+// nothing: it inherits its groups virtually (a method reached along two paths is one method),
+// through the roles of the operations it calls in turn, so a caller passes its own role on.
+// They are here, not in outbox.hpp, because this header includes that one. A Ledger converts
+// implicitly to every one.
+
+// ops::run_claimed_task and ops::run_claimed_batch (sweep, consume, an upload's compensation).
+class CleanupLedger : public virtual TaskLedger, public virtual LedgerReports {};
+// ops::IdBlocks::advance and ops::check_divergence (the store's id marker).
+class MarkLedger : public virtual LedgerReports, public virtual IdBlockLedger {};
+// ops::IdBlocks::reserve.
+class ReserveLedger : public virtual MarkLedger, public virtual UploadLedger {};
+// ops::recover_abandoned and ops::repair.
+class RepairLedger : public virtual IdBlockLedger, public virtual RecoveryLedger {};
+// ops::wait_for_upload and ops::wait_for_holder.
+class WaitLedger : public virtual RepairLedger, public virtual LedgerReports {};
+// ops::sweep.
+class SweepLedger : public virtual CleanupLedger, public virtual MarkLedger, public virtual OutboxLedger {};
+// ops::reconcile.
+class ReconcileLedger : public virtual MarkLedger, public virtual UploadLedger, public virtual TaskLedger {};
+// ops::consume.
+class ConsumeLedger : public virtual CleanupLedger, public virtual OutboxLedger {};
+// ops::prune.
+class PruneLedger : public virtual RecoveryLedger, public virtual LedgerReports {};
+// ops::Uploader and ops::run_upload (every group but LedgerMeta).
+class UploaderLedger : public virtual ReserveLedger,
+                       public virtual CleanupLedger,
+                       public virtual WaitLedger {};
+
+// The whole ledger: every method group and every caller role. What open_ledger and
+// LedgerPool::worker give (the cli holds one and passes it where a role is asked for) and
+// what SqlLedger (and a test's fake) implement.
+class Ledger : public virtual LedgerMeta,
+               public virtual UploadLedger,
+               public virtual TaskLedger,
+               public virtual RecoveryLedger,
+               public virtual LedgerReports,
+               public virtual IdBlockLedger,
+               public virtual OutboxLedger,
+               public virtual CleanupLedger,
+               public virtual MarkLedger,
+               public virtual ReserveLedger,
+               public virtual RepairLedger,
+               public virtual WaitLedger,
+               public virtual SweepLedger,
+               public virtual ReconcileLedger,
+               public virtual ConsumeLedger,
+               public virtual PruneLedger,
+               public virtual UploaderLedger {};
 
 // Ledgers for the worker threads of one process, one worker() per thread.
 // On SQLite, the upload path's writes of every worker (reserve, set_multipart_upload_id,
