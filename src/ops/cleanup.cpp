@@ -295,28 +295,28 @@ int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grac
   return now + deadline_len + grace_ms;
 }
 
-CleanupResult run_claimed_task(CleanupLedger ledger, store::ObjectStore &store,
+CleanupResult run_claimed_task(ledger::CleanupLedger &l, store::ObjectStore &store,
                                const ledger::TaskRecord &task, const CleanupSettings &s,
                                const util::Clock &clock) {
-  auto w = work_on([&reads = ledger.reads](int64_t id) { return reads.find_file(id); }, ledger.reads.uuid(),
-                   store, task, ledger.tasks.decide(task, clock.now_ms(), s.grace_ms), s, clock);
+  auto w = work_on([&l](int64_t id) { return l.find_file(id); }, l.uuid(), store, task,
+                   l.decide(task, clock.now_ms(), s.grace_ms), s, clock);
   if (w.done) return *w.done;
   make_deletes_durable(store, {&w}, s, clock);
-  return conclude(w, end_one(ledger.tasks, w.end, clock.now_ms()), s.voice);
+  return conclude(w, end_one(l, w.end, clock.now_ms()), s.voice);
 }
 
-std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger, store::ObjectStore &store,
+std::vector<CleanupResult> run_claimed_batch(ledger::CleanupLedger &l, store::ObjectStore &store,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
-  return run_claimed_batch(ledger, std::vector<store::ObjectStore *>{&store}, tasks, s, clock);
+  return run_claimed_batch(l, std::vector<store::ObjectStore *>{&store}, tasks, s, clock);
 }
 
-std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger,
+std::vector<CleanupResult> run_claimed_batch(ledger::CleanupLedger &l,
                                              const std::vector<store::ObjectStore *> &stores,
                                              const std::vector<ledger::TaskRecord> &tasks,
                                              const CleanupSettings &s, const util::Clock &clock) {
   if (stores.empty()) throw LodgeError(Errc::internal, "run_claimed_batch: no store connection");
-  auto decisions = ledger.tasks.decide_many(tasks, clock.now_ms(), s.grace_ms);
+  auto decisions = l.decide_many(tasks, clock.now_ms(), s.grace_ms);
   if (decisions.size() != tasks.size())
     throw LodgeError(Errc::internal, "decide_many returned " + std::to_string(decisions.size()) +
                                          " decisions for " + std::to_string(tasks.size()) + " tasks");
@@ -326,9 +326,9 @@ std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger,
   std::mutex reads;
   const RowLookup find_row = [&](int64_t id) {
     std::lock_guard lock(reads);
-    return ledger.reads.find_file(id);
+    return l.find_file(id);
   };
-  const std::string &uuid = ledger.reads.uuid();
+  const std::string &uuid = l.uuid();
   const size_t lanes = std::min(stores.size(), tasks.size());
   // Each lane then makes its own deletes durable (a flush covers what its connection did;
   // concurrent flushes of one file:// store share one syncfs).
@@ -363,7 +363,7 @@ std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger,
     ends.push_back(work[i].end);
     ending.push_back(i);
   }
-  auto finishes = ledger.tasks.finish_many(ends, clock.now_ms());
+  auto finishes = l.finish_many(ends, clock.now_ms());
   if (finishes.size() != ends.size())
     throw LodgeError(Errc::internal, "finish_many returned " + std::to_string(finishes.size()) +
                                          " outcomes for " + std::to_string(ends.size()) + " tasks");

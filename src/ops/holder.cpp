@@ -138,27 +138,27 @@ HolderState holder_state(const std::optional<std::string> &holder) {
 
 namespace {
 // Fails row r now when its sender is provably gone (as repair would at its deadline).
-bool fail_if_gone(RepairLedger l, const ledger::FileRecord &r, const config::Config &c, int max_retries,
-                  const util::Clock &clock) {
+bool fail_if_gone(ledger::RepairLedger &l, const ledger::FileRecord &r, const config::Config &c,
+                  int max_retries, const util::Clock &clock) {
   if (!c.fail_killed_runs || holder_state(r.holder) != HolderState::gone) return false;
-  if (l.blocks.id_blocks().diverged) return false; // a restored copy: the row may be ACTIVE in the other
+  if (l.id_blocks().diverged) return false; // a restored copy: the row may be ACTIVE in the other
   auto h = parse_holder(*r.holder);
   std::string reason = "INTERRUPTED: the process that was uploading it (pid " + std::to_string(h->pid) +
                        " on this host) is gone";
-  return l.recovery.fail_abandoned(r.id, *r.holder, reason, clock.now_ms(), grace_for(c, r.policy),
-                                   max_retries) == ledger::RepairOutcome::repaired;
+  return l.fail_abandoned(r.id, *r.holder, reason, clock.now_ms(), grace_for(c, r.policy), max_retries) ==
+         ledger::RepairOutcome::repaired;
 }
 } // namespace
 
-RecoverSummary recover_abandoned(RepairLedger l, const config::Config &c, int max_retries,
+RecoverSummary recover_abandoned(ledger::RepairLedger &l, const config::Config &c, int max_retries,
                                  const util::Clock &clock, const std::function<bool()> &history_ok) {
   RecoverSummary sum;
   const auto &me = this_process();
   // A diverged ledger (restored from a backup) holds rows whose confirm happened in the
   // other copy's history: a gone sender proves nothing there.
-  if (!me || !c.fail_killed_runs || l.blocks.id_blocks().diverged) return sum;
+  if (!me || !c.fail_killed_runs || l.id_blocks().diverged) return sum;
   std::optional<bool> ours; // history_ok(), asked once, only when there is something to fail
-  for (const auto &r : l.recovery.held_uploads(me->scope(), 10'000)) {
+  for (const auto &r : l.held_uploads(me->scope(), 10'000)) {
     ++sum.examined;
     if (holder_state(r.holder) != HolderState::gone) continue;
     if (!ours) ours = !history_ok || history_ok();
@@ -172,7 +172,7 @@ RecoverSummary recover_abandoned(RepairLedger l, const config::Config &c, int ma
   return sum;
 }
 
-bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
+bool wait_for_upload(ledger::WaitLedger &l, int64_t id, const config::Config &c, int max_retries,
                      const util::Clock &clock, const std::function<bool()> &stop) {
   return wait_for_holder(l, id, c, max_retries, clock, INT64_MAX, stop, {}).settled;
 }
@@ -194,14 +194,14 @@ std::string describe_holder(const ledger::FileRecord &row) {
   return "being uploaded by another process (its deadline " + utc(row.upload_deadline_at) + ")";
 }
 
-HolderWait wait_for_holder(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
+HolderWait wait_for_holder(ledger::WaitLedger &l, int64_t id, const config::Config &c, int max_retries,
                            const util::Clock &clock, int64_t until_ms, const std::function<bool()> &stop,
                            const std::function<void(int64_t ms)> &pause) {
   int64_t pause_ms = 20;
   while (true) {
-    auto row = l.reads.find_file(id);
+    auto row = l.find_file(id);
     if (!row || row->is_deleted || row->upload_status != ledger::FileStatus::uploading) return {true, {}};
-    if (fail_if_gone({l.blocks, l.recovery}, *row, c, max_retries, clock)) return {true, {}};
+    if (fail_if_gone(l, *row, c, max_retries, clock)) return {true, {}};
     const int64_t now = clock.now_ms();
     if (direct_until(row->holder) || now > row->upload_deadline_at || now >= until_ms || (stop && stop()))
       return {false, describe_holder(*row)};

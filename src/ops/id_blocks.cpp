@@ -26,9 +26,10 @@ void say_diverged(const ledger::LedgerReports &l, int64_t mark, int64_t sequence
 // A mark above everything the ledger reserved (intent included: an advance of another
 // process records its intent before writing the store, and the ledger is read after the
 // marker) can only come from another copy of this ledger.
-bool handle_divergence(MarkLedger l, const IdMarker &m, const ledger::IdBlockState &st, int64_t now) {
+bool handle_divergence(ledger::MarkLedger &l, const IdMarker &m, const ledger::IdBlockState &st,
+                       int64_t now) {
   if (m.high_water <= st.block_intent) return false;
-  if (l.blocks.record_divergence(m.high_water, now)) say_diverged(l.reads, m.high_water, st.sequence);
+  if (l.record_divergence(m.high_water, now)) say_diverged(l, m.high_water, st.sequence);
   return true;
 }
 
@@ -67,20 +68,20 @@ int64_t IdBlocks::block_end() const {
   return m_end;
 }
 
-Status IdBlocks::advance(MarkLedger l, store::ObjectStore &s, int64_t need, bool fresh,
+Status IdBlocks::advance(ledger::MarkLedger &l, store::ObjectStore &s, int64_t need, bool fresh,
                          const util::Clock &clock) {
   std::lock_guard lock(m_mutex);
   return advance_locked(l, s, need, fresh, clock);
 }
 
-Status IdBlocks::advance_locked(MarkLedger l, store::ObjectStore &s, int64_t need, bool fresh,
+Status IdBlocks::advance_locked(ledger::MarkLedger &l, store::ObjectStore &s, int64_t need, bool fresh,
                                 const util::Clock &clock) {
   for (int attempt = 0; attempt < k_attempts; ++attempt) {
     int64_t now = clock.now_ms();
     // The marker first, then the ledger: see handle_divergence.
-    auto m = read_id_marker(s, l.reads.uuid());
+    auto m = read_id_marker(s, l.uuid());
     if (!m) return m.error();
-    auto st = l.blocks.id_blocks();
+    auto st = l.id_blocks();
     if (handle_divergence(l, m.value(), st, now)) continue; // the sequence moved past the mark
     if (!fresh && st.block_end >= need) {
       m_end = st.block_end;
@@ -90,56 +91,55 @@ Status IdBlocks::advance_locked(MarkLedger l, store::ObjectStore &s, int64_t nee
     if (fresh || target < need) {
       target = std::max({st.block_intent, st.sequence, m->high_water, need - 1}) + m_block;
       // The ledger's transaction decides who advances; a loser reads again.
-      if (l.blocks.begin_id_block(st.block_intent, target, now) == ledger::BlockOutcome::moved) continue;
+      if (l.begin_id_block(st.block_intent, target, now) == ledger::BlockOutcome::moved) continue;
       fresh = false;
       need = target; // ours now: finished even if a conditional write below loses a round
     }
     // Here the ledger's intent is `target` (ours, or another process's that we finish):
     // the store's marker goes up to it, conditionally on the version read.
     if (m->high_water < target) {
-      auto put = s.put_small(id_marker_key(s, l.reads.uuid()), marker_json(l.reads.uuid(), target, now),
+      auto put = s.put_small(id_marker_key(s, l.uuid()), marker_json(l.uuid(), target, now),
                              m->exists ? m->tag : std::string());
       if (!put && put.error().code == Errc::precondition_failed) continue;
       if (!put) return put.error();
     }
-    l.blocks.end_id_block(target, now);
+    l.end_id_block(target, now);
     m_end = std::max(m_end, target);
     if (m_end >= need) return ok_status();
   }
-  return Error(Errc::ledger_locked, "could not advance the id marker " + id_marker_key(s, l.reads.uuid()) +
-                                        " in " + std::to_string(k_attempts) +
+  return Error(Errc::ledger_locked, "could not advance the id marker " + id_marker_key(s, l.uuid()) + " in " +
+                                        std::to_string(k_attempts) +
                                         " rounds (other processes kept winning)");
 }
 
-Result<ledger::ReserveResult> IdBlocks::reserve(ReserveLedger l, store::ObjectStore &s,
+Result<ledger::ReserveResult> IdBlocks::reserve(ledger::ReserveLedger &l, store::ObjectStore &s,
                                                 ledger::ReserveRequest req, int64_t now,
                                                 const util::Clock &clock) {
   for (int attempt = 0; attempt < k_attempts; ++attempt) {
     {
       std::lock_guard lock(m_mutex);
       if (!m_opened) {
-        if (auto a = advance_locked({l.reads, l.blocks}, s, 0, true, clock); !a) return a.error();
+        if (auto a = advance_locked(l, s, 0, true, clock); !a) return a.error();
         m_opened = true;
       }
       req.id_limit = m_end;
     }
-    auto res = l.uploads.reserve(req, now);
+    auto res = l.reserve(req, now);
     if (res.outcome != ledger::ReserveOutcome::id_limit_reached) return res;
     std::lock_guard lock(m_mutex);
     if (m_end <= *req.id_limit)
-      if (auto a = advance_locked({l.reads, l.blocks}, s, *req.id_limit + 1, false, clock); !a)
-        return a.error();
+      if (auto a = advance_locked(l, s, *req.id_limit + 1, false, clock); !a) return a.error();
   }
   return Error(Errc::ledger_locked, "could not reserve a record id inside the id marker's block in " +
                                         std::to_string(k_attempts) + " rounds");
 }
 
-Result<std::optional<ledger::Divergence>> check_divergence(MarkLedger l, store::ObjectStore &s,
+Result<std::optional<ledger::Divergence>> check_divergence(ledger::MarkLedger &l, store::ObjectStore &s,
                                                            const util::Clock &clock) {
-  auto m = read_id_marker(s, l.reads.uuid());
+  auto m = read_id_marker(s, l.uuid());
   if (!m) return m.error();
-  auto st = l.blocks.id_blocks();
-  if (handle_divergence(l, m.value(), st, clock.now_ms())) st = l.blocks.id_blocks();
+  auto st = l.id_blocks();
+  if (handle_divergence(l, m.value(), st, clock.now_ms())) st = l.id_blocks();
   return st.diverged;
 }
 

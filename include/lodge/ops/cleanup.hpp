@@ -12,16 +12,6 @@
 
 namespace lodge::ops {
 
-// The ledger roles running a claimed task takes: its decision and end (tasks), the row and
-// the ledger's uuid it checks the object's stamp against (reads). Made from the whole
-// ledger where a caller has it (implicitly: the cli, upload, tests).
-struct CleanupLedger {
-  ledger::TaskLedger &tasks;
-  ledger::LedgerReports &reads;
-  CleanupLedger(ledger::Ledger &l) : tasks(l), reads(l) {} // NOLINT(google-explicit-constructor)
-  CleanupLedger(ledger::TaskLedger &t, ledger::LedgerReports &r) : tasks(t), reads(r) {}
-};
-
 struct CleanupSettings {
   int64_t grace_ms = 300'000; // 5m
   int64_t backoff_base_ms = 30'000;
@@ -70,7 +60,9 @@ struct CleanupTally {
 // stamp, another ledger's or another record's) is never deleted: the task ends IGNORED
 // with the reason as its last_error (kept), and a warning says so. A failed store call
 // retries the task.
-[[nodiscard]] CleanupResult run_claimed_task(CleanupLedger ledger, store::ObjectStore &store,
+// The ledger (ledger::CleanupLedger): the task's decision and end, and the row and the
+// ledger's uuid the object's stamp is checked against.
+[[nodiscard]] CleanupResult run_claimed_task(ledger::CleanupLedger &l, store::ObjectStore &store,
                                              const ledger::TaskRecord &task, const CleanupSettings &s,
                                              const util::Clock &clock);
 
@@ -78,13 +70,14 @@ struct CleanupTally {
 // (TaskLedger::decide_many), the store work per task, then every end in one transaction
 // (TaskLedger::finish_many). Each task's decision, store work, fencing and result are exactly
 // run_claimed_task's; the results are in the order of `tasks`.
-[[nodiscard]] std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger, store::ObjectStore &store,
+[[nodiscard]] std::vector<CleanupResult> run_claimed_batch(ledger::CleanupLedger &l,
+                                                           store::ObjectStore &store,
                                                            const std::vector<ledger::TaskRecord> &tasks,
                                                            const CleanupSettings &s,
                                                            const util::Clock &clock);
 // The same, the store work spread over `stores` (connections to one store, one thread
 // each): a batch's deletes overlap their waits.
-[[nodiscard]] std::vector<CleanupResult> run_claimed_batch(CleanupLedger ledger,
+[[nodiscard]] std::vector<CleanupResult> run_claimed_batch(ledger::CleanupLedger &l,
                                                            const std::vector<store::ObjectStore *> &stores,
                                                            const std::vector<ledger::TaskRecord> &tasks,
                                                            const CleanupSettings &s,

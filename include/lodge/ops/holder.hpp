@@ -37,26 +37,6 @@ enum class HolderState { alive, gone, not_ours };
 // not_ours: another boot, namespace or host, or no holder at all.
 [[nodiscard]] HolderState holder_state(const std::optional<std::string> &holder);
 
-// The ledger roles failing a gone sender's rows takes: the rows and their failure
-// (recovery), and whether the ledger diverged (blocks: a restored copy fails nothing).
-// Made from the whole ledger implicitly. repair takes it too.
-struct RepairLedger {
-  ledger::IdBlockLedger &blocks;
-  ledger::RecoveryLedger &recovery;
-  RepairLedger(ledger::Ledger &l) : blocks(l), recovery(l) {} // NOLINT(google-explicit-constructor)
-  RepairLedger(ledger::IdBlockLedger &b, ledger::RecoveryLedger &r) : blocks(b), recovery(r) {}
-};
-
-// wait_for_upload's: RepairLedger's, and the row it polls (reads).
-struct WaitLedger {
-  ledger::IdBlockLedger &blocks;
-  ledger::RecoveryLedger &recovery;
-  ledger::LedgerReports &reads;
-  WaitLedger(ledger::Ledger &l) : blocks(l), recovery(l), reads(l) {} // NOLINT(google-explicit-constructor)
-  WaitLedger(ledger::IdBlockLedger &b, ledger::RecoveryLedger &r, ledger::LedgerReports &q)
-      : blocks(b), recovery(r), reads(q) {}
-};
-
 struct RecoverSummary {
   int64_t examined = 0, failed = 0;
 };
@@ -65,17 +45,20 @@ struct RecoverSummary {
 // process of this boot and namespace that is gone; their cleanup still waits for the grace.
 // The rows of live processes, and of anywhere else, are left to their deadline.
 // `history_ok`, when given, is asked once, and only when some sender is gone: false (the
-// ledger's history is not the store's: a restored copy) fails nothing.
-[[nodiscard]] RecoverSummary recover_abandoned(RepairLedger l, const config::Config &c, int max_retries,
-                                               const util::Clock &clock,
+// ledger's history is not the store's: a restored copy) fails nothing, as does a diverged
+// ledger. The ledger (ledger::RepairLedger): the rows and their failure, and its divergence.
+[[nodiscard]] RecoverSummary recover_abandoned(ledger::RepairLedger &l, const config::Config &c,
+                                               int max_retries, const util::Clock &clock,
                                                const std::function<bool()> &history_ok = {});
 
 // Waits, polling the ledger, until row `id` is no longer an alive UPLOADING row (its
 // sender confirmed or failed it), or its sender is found gone here (then the row is failed
 // as recover_abandoned would). False when it gave up first: the row's deadline passed
-// or stop() said so.
-[[nodiscard]] bool wait_for_upload(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
-                                   const util::Clock &clock, const std::function<bool()> &stop);
+// or stop() said so. The ledger (ledger::WaitLedger): the row it polls, and
+// recover_abandoned's.
+[[nodiscard]] bool wait_for_upload(ledger::WaitLedger &l, int64_t id, const config::Config &c,
+                                   int max_retries, const util::Clock &clock,
+                                   const std::function<bool()> &stop);
 
 // The URL expiry of a direct reservation's holder ("direct until=<ms>", followed by
 // " parts=<part size>" for reserve --parts); nullopt for any
@@ -94,8 +77,8 @@ struct HolderWait {
 // wait_for_upload bounded by `until_ms` too (by `clock`), pausing with `pause`: a direct
 // reservation is never waited for (its sender is a person with a URL, done when they are);
 // a live sender is waited for until the bound or its deadline, whichever is first.
-[[nodiscard]] HolderWait wait_for_holder(WaitLedger l, int64_t id, const config::Config &c, int max_retries,
-                                         const util::Clock &clock, int64_t until_ms,
+[[nodiscard]] HolderWait wait_for_holder(ledger::WaitLedger &l, int64_t id, const config::Config &c,
+                                         int max_retries, const util::Clock &clock, int64_t until_ms,
                                          const std::function<bool()> &stop,
                                          const std::function<void(int64_t ms)> &pause);
 

@@ -25,26 +25,6 @@ inline constexpr int64_t k_id_block = 1000;
 // The key of a ledger's id marker: "<root>/.lodge/<uuid>".
 [[nodiscard]] std::string id_marker_key(const store::ObjectStore &s, const std::string &uuid);
 
-// The ledger roles the marker's rule takes: the numbers (blocks), and the ledger's uuid the
-// marker is named by and its location for messages (reads). Made from the whole ledger
-// implicitly.
-struct MarkLedger {
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  MarkLedger(ledger::Ledger &l) : reads(l), blocks(l) {} // NOLINT(google-explicit-constructor)
-  MarkLedger(ledger::LedgerReports &r, ledger::IdBlockLedger &b) : reads(r), blocks(b) {}
-};
-
-// IdBlocks::reserve's: the marker's roles and the reserve itself (uploads).
-struct ReserveLedger {
-  ledger::UploadLedger &uploads;
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  ReserveLedger(ledger::Ledger &l) : uploads(l), reads(l), blocks(l) {} // NOLINT(google-explicit-constructor)
-  ReserveLedger(ledger::UploadLedger &u, ledger::LedgerReports &r, ledger::IdBlockLedger &b)
-      : uploads(u), reads(r), blocks(b) {}
-};
-
 struct IdMarker {
   bool exists = false;
   int64_t high_water = 0; // the highest id the ledger may issue
@@ -64,19 +44,22 @@ public:
   explicit IdBlocks(int64_t block_size = k_id_block) : m_block(block_size) {}
   // UploadLedger::reserve with req.id_limit set to the end the store's marker covers; advances
   // the block (and handles a divergence) when the ledger says the id would pass it.
-  // Errors: reading or writing the marker failed (nothing was reserved).
-  [[nodiscard]] Result<ledger::ReserveResult> reserve(ReserveLedger l, store::ObjectStore &s,
+  // Errors: reading or writing the marker failed (nothing was reserved). The ledger: the
+  // reserve, and advance's.
+  [[nodiscard]] Result<ledger::ReserveResult> reserve(ledger::ReserveLedger &l, store::ObjectStore &s,
                                                       ledger::ReserveRequest req, int64_t now,
                                                       const util::Clock &clock);
   // Makes the ledger's block end at least `need` (a new block regardless when `fresh`),
   // writing the store's marker first. Safe with other processes: the ledger's
   // transaction decides who advances, the marker is replaced only over the version read.
-  [[nodiscard]] Status advance(MarkLedger l, store::ObjectStore &s, int64_t need, bool fresh,
+  // The ledger: the numbers (its id blocks), the uuid the marker is named by and the
+  // location messages name.
+  [[nodiscard]] Status advance(ledger::MarkLedger &l, store::ObjectStore &s, int64_t need, bool fresh,
                                const util::Clock &clock);
   [[nodiscard]] int64_t block_end() const;
 
 private:
-  Status advance_locked(MarkLedger l, store::ObjectStore &s, int64_t need, bool fresh,
+  Status advance_locked(ledger::MarkLedger &l, store::ObjectStore &s, int64_t need, bool fresh,
                         const util::Clock &clock);
   mutable std::mutex m_mutex;
   int64_t m_block;
@@ -88,8 +71,8 @@ private:
 // a mark above everything the ledger reserved is recorded as a divergence (said once).
 // Returns the ledger's divergence state after the check. Errors: the marker could not
 // be read.
-[[nodiscard]] Result<std::optional<ledger::Divergence>> check_divergence(MarkLedger l, store::ObjectStore &s,
-                                                                         const util::Clock &clock);
+[[nodiscard]] Result<std::optional<ledger::Divergence>>
+check_divergence(ledger::MarkLedger &l, store::ObjectStore &s, const util::Clock &clock);
 
 // LEDGER_DIVERGED for `what` (repair, sweep, reconcile --apply) while the ledger is diverged.
 void refuse_if_diverged(const std::optional<ledger::Divergence> &d, const std::string &what);
