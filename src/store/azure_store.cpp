@@ -1,32 +1,23 @@
-#include "file_body.hpp"
-#include "stores.hpp"
+// az://container/prefix — blobs in an Azure Storage container, through azure::Client.
+// Lodge's state is a blob index tag (state=pending, then committed) that the lifecycle rule
+// reads; a guarded delete is conditional on the ETag whose stamp was read and on the tag.
+// Here: the URL and the scheme's entry, the puts, reads, tags, listing and deletes;
+// staged uploads (uncommitted blocks) are in azure_store_staged.cpp.
+#include "azure_store.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <lodge/azure/client.hpp>
-#include <lodge/crypto/md5.hpp>
-#include <lodge/crypto/random.hpp>
 #include <lodge/store/lifecycle.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
 #include <map>
 #include <optional>
 
-namespace lodge::store {
-namespace {
-
-const std::map<std::string, std::string> k_pending{{"state", "pending"}};
-const std::map<std::string, std::string> k_committed{{"state", "committed"}};
-constexpr int k_max_blocks = 50'000; // committed blocks of one blob
+namespace lodge::store::az {
 
 Error file_changed(const std::string &key) {
   return Error(Errc::file_changed, "the file changed while it was being sent as " + key);
 }
 
-// The MD5 of a byte range of a file, read before it is sent (Content-MD5 goes in the
-// headers, ahead of the body). The same read is hashed to SHA-256: bytes other than the
-// reserved ones are FILE_CHANGED before anything is sent (Azure has no SHA-256 check of
-// its own); a change after this read is caught by the service's MD5 check.
 Result<crypto::Md5Digest> range_md5(const Body &b, const std::string &key) {
   crypto::Md5 md5;
   crypto::Sha256 sha;
@@ -48,8 +39,6 @@ Result<crypto::Md5Digest> range_md5(const Body &b, const std::string &key) {
   return md5.finish();
 }
 
-// The bytes sent must be the bytes reserved: a server-side MD5 mismatch or a digest of
-// the sent bytes other than the reserved one is FILE_CHANGED, as on S3.
 Error changed_or(FileRangeBody &body, const Error &e, const std::string &key) {
   if (body.shrank() || e.code == Errc::unreadable || e.code == Errc::bad_digest) {
     Error c = file_changed(key);
@@ -59,65 +48,7 @@ Error changed_or(FileRangeBody &body, const Error &e, const std::string &key) {
   return e;
 }
 
-std::string random_handle() {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx",
-                static_cast<unsigned long long>(crypto::random_below(UINT64_MAX)));
-  return buf;
-}
-
-// A block id, before its base64: the staged upload's handle (16 hex digits), '-', the part
-// number in six digits, '-', and the part's MD5 in lowercase hex: 56 bytes (Azure takes up
-// to 64, and every block id of a blob must have one length). The MD5 is the one Put Block
-// sent as Content-MD5, which the service checks against the bytes before it stages them: so
-// the id itself proves what a staged block holds (Get Block List lists only ids and sizes),
-// and a staged upload can be resumed from it. A part a client sends through a presigned URL
-// (reserve --parts) carries no Content-MD5 lodge chose, so its id has k_unchecked in the
-// MD5's place: same length, never taken for a digest. Ids lodge wrote before the MD5 was
-// added (handle-NNNNNN, 23 bytes) are still read, without a digest.
-constexpr size_t k_md5_hex_size = 32;
-const std::string k_unchecked(k_md5_hex_size, '-');
-
-struct BlockId {
-  std::string handle;
-  int number = 0;
-  std::string md5_hex; // "" when the id vouches for no digest
-  bool legacy = false; // the old form, handle-NNNNNN
-};
-
-std::string block_id(const std::string &handle, int number, const std::string &md5_hex) {
-  char n[16];
-  std::snprintf(n, sizeof n, "%06d", number);
-  return util::base64_encode(handle + "-" + n + "-" + (md5_hex.empty() ? k_unchecked : md5_hex));
-}
-
-bool lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-// nullopt for an id lodge did not make (another writer's blocks at the key).
-std::optional<BlockId> parse_block_id(const std::string &id) {
-  auto raw = util::base64_decode(id);
-  if (!raw) return std::nullopt;
-  const auto dash = raw->find('-');
-  if (dash == 0 || dash == std::string::npos) return std::nullopt;
-  std::string_view rest = std::string_view(*raw).substr(dash + 1);
-  constexpr size_t k_digits = 6;
-  if (rest.size() < k_digits ||
-      !std::all_of(rest.begin(), rest.begin() + k_digits, [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  BlockId out{raw->substr(0, dash), static_cast<int>(*util::parse_int(rest.substr(0, k_digits))), {}};
-  if (rest.size() == k_digits) { // the old form
-    out.legacy = true;
-    return out;
-  }
-  std::string_view digest = rest.substr(k_digits + 1);
-  if (rest[k_digits] != '-' || digest.size() != k_md5_hex_size) return std::nullopt;
-  if (lower_hex(digest)) out.md5_hex = std::string(digest);
-  return out;
-}
-
+namespace {
 std::optional<std::string> container_problem(const std::string &c) {
   if (c.size() < 3 || c.size() > 63) return "a container name has 3 to 63 characters";
   for (char ch : c)
@@ -155,507 +86,355 @@ Binding bind(const std::string &url, const std::string &endpoint) {
   b.root = join_segments(prefix);
   return b;
 }
+} // namespace
 
-class AzureStore final : public ObjectStore {
-public:
-  AzureStore(const StoreOptions &o, const azure::Account &account, const std::string &container,
-             std::string prefix)
-      : m_url(o.url), m_prefix(std::move(prefix)) {
-    azure::ClientConfig cfg;
-    cfg.account = account;
-    cfg.container = container;
-    // The retry policy's own bound unless the caller set one: AWS_MAX_ATTEMPTS and the AWS
-    // profile speak for S3 only.
-    if (o.max_attempts > 0) cfg.retry.max_attempts = o.max_attempts;
-    cfg.retry.backpressure = o.backpressure;
-    cfg.traits = azure::traits_for(account.endpoint + " " + container);
-    http::TransportOptions t;
-    t.ca_bundle = o.config->ca_bundle();
-    t.verify_tls = o.verify_tls;
-    t.connect_timeout_ms = o.connect_timeout_ms;
-    t.low_speed_time_s = o.low_speed_time_s;
-    t.limiter = o.limiter;
-    m_client = std::make_unique<azure::Client>(cfg, http::make_curl_transport(t), util::system_clock());
-  }
+AzureStore::AzureStore(const StoreOptions &o, const azure::Account &account, const std::string &container,
+                       std::string prefix)
+    : m_url(o.url), m_prefix(std::move(prefix)) {
+  azure::ClientConfig cfg;
+  cfg.account = account;
+  cfg.container = container;
+  // The retry policy's own bound unless the caller set one: AWS_MAX_ATTEMPTS and the AWS
+  // profile speak for S3 only.
+  if (o.max_attempts > 0) cfg.retry.max_attempts = o.max_attempts;
+  cfg.retry.backpressure = o.backpressure;
+  cfg.traits = azure::traits_for(account.endpoint + " " + container);
+  http::TransportOptions t;
+  t.ca_bundle = o.config->ca_bundle();
+  t.verify_tls = o.verify_tls;
+  t.connect_timeout_ms = o.connect_timeout_ms;
+  t.low_speed_time_s = o.low_speed_time_s;
+  t.limiter = o.limiter;
+  m_client = std::make_unique<azure::Client>(cfg, http::make_curl_transport(t), util::system_clock());
+}
 
-  [[nodiscard]] std::string describe() const override { return m_url; }
-  [[nodiscard]] const std::string &key_prefix() const override { return m_prefix; }
-  [[nodiscard]] Support support(Capability c) const override {
-    if (c == Capability::staged_listing) return Support::present;
-    auto s = m_client->versions_support();
-    return s == azure::Support::present  ? Support::present
-           : s == azure::Support::absent ? Support::absent
-                                         : Support::unknown;
-  }
-  [[nodiscard]] Capabilities capabilities() const override {
-    Capabilities c;
-    c.versions = true; // where the account keeps versions; learned from the listing
-    c.staged_listing = true;
-    c.guarded_delete = true;
-    c.state_tags = true;
-    c.presign = !m_client->config().account.key.empty();
-    c.max_presigned_put = 5000ULL << 20;
-    // Put Block through a SAS (presign_part); a blob commits up to 50,000 blocks of up to
-    // 4000 MiB each, and a block has no least size.
-    c.presign_parts = c.presign;
-    c.max_part_size = 4000ULL << 20;
-    c.max_parts = k_max_blocks;
-    return c;
-  }
+Support AzureStore::support(Capability c) const {
+  if (c == Capability::staged_listing) return Support::present;
+  auto s = m_client->versions_support();
+  return s == azure::Support::present  ? Support::present
+         : s == azure::Support::absent ? Support::absent
+                                       : Support::unknown;
+}
 
-  static void set_options(azure::WriteOptions &o, const ObjectOptions &opt) {
-    o.tags = opt.tags;
-    o.tags.insert(k_pending.begin(), k_pending.end());
-    o.access_tier = opt.storage_class;
-    o.cache_control = opt.cache_control;
-  }
+Capabilities AzureStore::capabilities() const {
+  Capabilities c;
+  c.versions = true; // where the account keeps versions; learned from the listing
+  c.staged_listing = true;
+  c.guarded_delete = true;
+  c.state_tags = true;
+  c.presign = !m_client->config().account.key.empty();
+  c.max_presigned_put = 5000ULL << 20;
+  // Put Block through a SAS (presign_part); a blob commits up to 50,000 blocks of up to
+  // 4000 MiB each, and a block has no least size.
+  c.presign_parts = c.presign;
+  c.max_part_size = 4000ULL << 20;
+  c.max_parts = k_max_blocks;
+  return c;
+}
 
-  Result<PutResult> put(const PutRequest &req) override {
-    auto md5 = range_md5(req.body, req.key);
-    if (!md5) return md5.error();
-    FileRangeBody body(req.body);
-    azure::WriteOptions o;
-    o.content_type = req.content_type;
-    o.content_md5 = crypto::to_base64(md5.value());
-    o.metadata = req.metadata;
-    set_options(o, req.options);
-    o.deadline_steady_ms = req.deadline_steady_ms;
-    auto r = m_client->put_blob(req.key, body, o);
-    if (!r) return changed_or(body, r.error(), req.key);
-    if (body.sent_sha256_hex() != req.body.sha256_hex) return file_changed(req.key);
-    return PutResult{r->etag, r->version_id};
-  }
+Result<PutResult> AzureStore::put(const PutRequest &req) {
+  auto md5 = range_md5(req.body, req.key);
+  if (!md5) return md5.error();
+  FileRangeBody body(req.body);
+  azure::WriteOptions o;
+  o.content_type = req.content_type;
+  o.content_md5 = crypto::to_base64(md5.value());
+  o.metadata = req.metadata;
+  set_options(o, req.options);
+  o.deadline_steady_ms = req.deadline_steady_ms;
+  auto r = m_client->put_blob(req.key, body, o);
+  if (!r) return changed_or(body, r.error(), req.key);
+  if (body.sent_sha256_hex() != req.body.sha256_hex) return file_changed(req.key);
+  return PutResult{r->etag, r->version_id};
+}
 
-  // A SAS pins no header (rsct and its kin only override what a GET through that SAS
-  // answers): whoever holds it may create this one blob (never overwrite it) until it
-  // expires, and do nothing else. Its permission is c alone: with t (which Azure asks of a
-  // Put Blob that sends x-ms-tags) the holder could set the blob's tags at any time, such as
-  // state=pending on a confirmed blob, which the lifecycle rule then deletes. So the sender
-  // sends no tags: the blob arrives untagged, confirm tags it committed (with the user's
-  // tags), and a failed upload's guarded delete counts an untagged blob as pending
-  // (remove_owned). What arrives is checked by lodge confirm, byte for byte, type included.
-  Result<PresignedPut> presign_put(const PresignPutRequest &req) override {
-    azure::WriteOptions o;
-    o.content_type = req.content_type;
-    o.metadata = req.metadata;
-    o.access_tier = req.options.storage_class;
-    o.cache_control = req.options.cache_control;
-    // `c` alone (create, never overwrite). Not `t`: its holder could then tag the blob
-    // whenever it likes (state=pending on a confirmed blob, which the backstop deletes). So the
-    // sender sends no tags; the blob arrives untagged and lodge tags it at confirm.
-    auto url = m_client->presign(req.key, req.expires_s, "c");
-    if (!url) return url.error();
-    PresignedPut p;
-    p.url = url.value();
-    p.headers.emplace_back("content-length", std::to_string(req.size));
-    for (auto &h : m_client->write_headers(o))
-      p.headers.push_back(std::move(h));
-    return p;
-  }
+// A SAS pins no header (rsct and its kin only override what a GET through that SAS
+// answers): whoever holds it may create this one blob (never overwrite it) until it
+// expires, and do nothing else. Its permission is c alone: with t (which Azure asks of a
+// Put Blob that sends x-ms-tags) the holder could set the blob's tags at any time, such as
+// state=pending on a confirmed blob, which the lifecycle rule then deletes. So the sender
+// sends no tags: the blob arrives untagged, confirm tags it committed (with the user's
+// tags), and a failed upload's guarded delete counts an untagged blob as pending
+// (remove_owned). What arrives is checked by lodge confirm, byte for byte, type included.
+Result<PresignedPut> AzureStore::presign_put(const PresignPutRequest &req) {
+  azure::WriteOptions o;
+  o.content_type = req.content_type;
+  o.metadata = req.metadata;
+  o.access_tier = req.options.storage_class;
+  o.cache_control = req.options.cache_control;
+  // `c` alone (create, never overwrite). Not `t`: its holder could then tag the blob
+  // whenever it likes (state=pending on a confirmed blob, which the backstop deletes). So the
+  // sender sends no tags; the blob arrives untagged and lodge tags it at confirm.
+  auto url = m_client->presign(req.key, req.expires_s, "c");
+  if (!url) return url.error();
+  PresignedPut p;
+  p.url = url.value();
+  p.headers.emplace_back("content-length", std::to_string(req.size));
+  for (auto &h : m_client->write_headers(o))
+    p.headers.push_back(std::move(h));
+  return p;
+}
 
-  Result<ObjectInfo> head(const std::string &key) override {
-    auto r = m_client->get_properties(key);
-    if (!r) return r.error();
+Result<ObjectInfo> AzureStore::head(const std::string &key) {
+  auto r = m_client->get_properties(key);
+  if (!r) return r.error();
+  ObjectInfo i;
+  i.key = key;
+  i.size = r->size;
+  i.etag = r->etag;
+  i.content_type = r->content_type;
+  i.metadata = r->metadata;
+  i.last_modified_ms = r->last_modified_ms;
+  if (auto it = i.metadata.find(meta::sha256); it != i.metadata.end()) i.sha256_hex = it->second;
+  i.version_id = r->version_id;
+  return i;
+}
+
+Status AzureStore::read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) {
+  return m_client->get_blob(key, sink);
+}
+
+Result<std::string> AzureStore::presign_get(const std::string &key, int64_t expires_s) {
+  return m_client->presign_get(key, expires_s);
+}
+
+// Set Blob Tags replaces the whole set: the user's tags go with lodge's state.
+Status AzureStore::mark_committed(const std::string &key,
+                                  const std::map<std::string, std::string> &user_tags) {
+  auto tags = user_tags;
+  tags.insert(k_committed.begin(), k_committed.end());
+  return m_client->set_tags(key, tags);
+}
+
+Status AzureStore::mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) {
+  auto tags = user_tags;
+  tags.insert(k_pending.begin(), k_pending.end());
+  return m_client->set_tags(key, tags);
+}
+
+Result<std::optional<std::string>> AzureStore::guard_refusal(const std::string &key) {
+  auto tags = m_client->get_tags(key);
+  if (!tags) return tags.error();
+  if (tags->empty()) return std::optional<std::string>(); // counts as pending (remove_current)
+  auto it = tags->find(k_pending.begin()->first);
+  if (it == tags->end()) return std::optional<std::string>("has no state tag");
+  if (it->second == "pending") return std::optional<std::string>();
+  return std::optional<std::string>("is tagged state=" + it->second);
+}
+
+Status AzureStore::accepts(const ObjectOptions &o) const {
+  if (!o.sse.empty())
+    return Error(Errc::unsupported, describe() +
+                                        ": Azure Storage encrypts every blob itself; --sse is for S3 "
+                                        "(an encryption scope is set on the container)");
+  if (!o.storage_class.empty() && o.storage_class != "Hot" && o.storage_class != "Cool" &&
+      o.storage_class != "Cold" && o.storage_class != "Archive")
+    return Error(Errc::usage, "storage class '" + o.storage_class + "': " + describe() +
+                                  " takes an access tier: Hot, Cool, Cold or Archive");
+  if (o.tags.size() > k_max_tags - 1)
+    return Error(Errc::usage, std::to_string(o.tags.size()) + " tags; " + describe() + " takes at most " +
+                                  std::to_string(k_max_tags - 1) + " (lodge's state tag is the tenth)");
+  if (o.tags.contains("state")) return Error(Errc::usage, "tag 'state' is lodge's own on " + describe());
+  return ok_status();
+}
+
+Result<Removal> AzureStore::remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) {
+  Removal out;
+  if (auto s = remove_current(key, stamp, guard, out); !s) return s.error();
+  if (auto s = remove_versions(key, stamp, out); !s) return s.error();
+  // Something not ours is at the key: its writer may be staging blocks there too.
+  if (!out.kept.empty() || out.refused) return out;
+  if (auto s = clear_uncommitted(key); !s) return s.error();
+  return out;
+}
+
+Status AzureStore::remove_small(const std::string &key) {
+  if (auto s = m_client->delete_blob(key); !s) return s;
+  if (m_client->versions_support() == azure::Support::absent) return ok_status();
+  std::vector<std::string> versions;
+  auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
+    if (b.name == key && !b.version_id.empty()) versions.push_back(b.version_id);
+    return true;
+  });
+  if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
+  if (!s) return s;
+  for (const auto &v : versions)
+    if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+  return ok_status();
+}
+
+// With each blob's tags (reconcile compares lodge's state tag with the row), unless the
+// credential may not read tags (a SAS without 't'): then once without, and said once.
+Status AzureStore::list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) {
+  bool visited = false;
+  auto each = [&](const azure::ListedBlob &b) {
+    visited = true;
     ObjectInfo i;
-    i.key = key;
-    i.size = r->size;
-    i.etag = r->etag;
-    i.content_type = r->content_type;
-    i.metadata = r->metadata;
-    i.last_modified_ms = r->last_modified_ms;
-    if (auto it = i.metadata.find(meta::sha256); it != i.metadata.end()) i.sha256_hex = it->second;
-    i.version_id = r->version_id;
-    return i;
-  }
+    i.key = b.name;
+    i.size = b.size;
+    i.etag = b.etag;
+    // reconcile leaves objects younger than its --older-than alone (maybe in flight).
+    i.last_modified_ms = util::parse_http_date_ms(b.last_modified).value_or(0);
+    if (m_list_tags) {
+      auto it = b.tags.find(k_pending.begin()->first);
+      i.state_tag = it == b.tags.end() ? std::string() : it->second;
+    }
+    return visit(i);
+  };
+  auto listed = m_client->list_blobs(prefix, m_list_tags ? azure::Include::tags : azure::Include::none, each);
+  if (listed || !m_list_tags || visited || listed.error().code != Errc::access_denied) return listed;
+  util::log::warn("cannot list the tags of " + m_url + " (" + listed.error().message +
+                  "); listing without them: state tags are not compared with the ledger");
+  m_list_tags = false;
+  return m_client->list_blobs(prefix, azure::Include::none, each);
+}
 
-  Status read(const std::string &key, const std::function<bool(const char *, size_t)> &sink) override {
-    return m_client->get_blob(key, sink);
-  }
+Result<SmallObject> AzureStore::get_small(const std::string &key) {
+  auto r = m_client->get_small_blob(key);
+  if (!r) return r.error();
+  return SmallObject{std::move(r->first), std::move(r->second)};
+}
 
-  Result<std::string> presign_get(const std::string &key, int64_t expires_s) override {
-    return m_client->presign_get(key, expires_s);
-  }
+// lodge's own marker: never tagged pending (the backstop rule would expire it).
+Result<std::string> AzureStore::put_small(const std::string &key, const std::string &bytes,
+                                          const std::string &if_tag) {
+  http::StringBody body(bytes);
+  azure::WriteOptions o;
+  o.content_type = "application/json";
+  o.content_md5 = crypto::md5_base64(bytes);
+  o.if_none_match = if_tag.empty();
+  o.if_match = if_tag;
+  auto r = m_client->put_blob(key, body, o);
+  if (!r) return r.error();
+  return r->etag;
+}
 
-  // Set Blob Tags replaces the whole set: the user's tags go with lodge's state.
-  Status mark_committed(const std::string &key,
-                        const std::map<std::string, std::string> &user_tags) override {
-    auto tags = user_tags;
-    tags.insert(k_committed.begin(), k_committed.end());
-    return m_client->set_tags(key, tags);
-  }
+Result<LifecycleRule> AzureStore::lifecycle_rule(int days) {
+  if (days < 1) return Error(Errc::usage, "lifecycle: days must be at least 1, got " + std::to_string(days));
+  const auto &cfg = m_client->config();
+  LifecycleRule r;
+  r.format = "azure-management-policy-json";
+  r.document = lifecycle::azure_management_policy(cfg.container, m_prefix, days) + "\n";
+  r.apply_hint = lifecycle::azure_apply_hint(cfg.account.name);
+  r.can_apply = false;
+  return r;
+}
 
-  Status mark_pending(const std::string &key, const std::map<std::string, std::string> &user_tags) override {
-    auto tags = user_tags;
-    tags.insert(k_pending.begin(), k_pending.end());
-    return m_client->set_tags(key, tags);
-  }
+Result<std::vector<std::string>> AzureStore::installed_lifecycle_rules() {
+  return Error(Errc::unsupported, "lodge cannot read the lifecycle policy of " +
+                                      m_client->config().account.name +
+                                      " (the account's management policy: a storage key cannot read it)");
+}
 
-  Result<std::optional<std::string>> guard_refusal(const std::string &key) override {
-    auto tags = m_client->get_tags(key);
-    if (!tags) return tags.error();
-    if (tags->empty()) return std::optional<std::string>(); // counts as pending (remove_current)
-    auto it = tags->find(k_pending.begin()->first);
-    if (it == tags->end()) return std::optional<std::string>("has no state tag");
-    if (it->second == "pending") return std::optional<std::string>();
-    return std::optional<std::string>("is tagged state=" + it->second);
-  }
+void AzureStore::set_options(azure::WriteOptions &o, const ObjectOptions &opt) {
+  o.tags = opt.tags;
+  o.tags.insert(k_pending.begin(), k_pending.end());
+  o.access_tier = opt.storage_class;
+  o.cache_control = opt.cache_control;
+}
 
-  [[nodiscard]] Status accepts(const ObjectOptions &o) const override {
-    if (!o.sse.empty())
-      return Error(Errc::unsupported, describe() +
-                                          ": Azure Storage encrypts every blob itself; --sse is for S3 "
-                                          "(an encryption scope is set on the container)");
-    if (!o.storage_class.empty() && o.storage_class != "Hot" && o.storage_class != "Cool" &&
-        o.storage_class != "Cold" && o.storage_class != "Archive")
-      return Error(Errc::usage, "storage class '" + o.storage_class + "': " + describe() +
-                                    " takes an access tier: Hot, Cool, Cold or Archive");
-    if (o.tags.size() > k_max_tags - 1)
-      return Error(Errc::usage, std::to_string(o.tags.size()) + " tags; " + describe() + " takes at most " +
-                                    std::to_string(k_max_tags - 1) + " (lodge's state tag is the tenth)");
-    if (o.tags.contains("state")) return Error(Errc::usage, "tag 'state' is lodge's own on " + describe());
+// The current blob, if its stamp is `stamp`'s: deleted under If-Match on the ETag whose
+// metadata was read (and, guarded, x-ms-if-tags state = 'pending'), so a blob written
+// over it meanwhile is never the one deleted. A 412 is told apart by reading the blob
+// again: another ETag is a change (an error: the caller's retry looks again), the same
+// one is the tag condition (refused).
+// A blob of this row with no tag at all is a direct upload's (its sender may not set
+// tags: its SAS has no t), never a committed object (only lodge tags, and only an ACTIVE
+// row's object committed): it counts as pending, so it is tagged pending first and then
+// deleted under the tag condition and the ETag read (tagging keeps the ETag; Set Blob
+// Tags takes no ETag condition, so a blob written over the key in between would be
+// tagged pending, and then kept by the If-Match).
+Status AzureStore::remove_current(const std::string &key, const Stamp &stamp, DeleteGuard guard,
+                                  Removal &out) {
+  auto p = m_client->get_properties(key);
+  if (!p && p.error().code == Errc::not_found) return ok_status();
+  if (!p) return p.error();
+  if (auto why = stamp_mismatch(p->metadata, stamp.ledger_uuid, stamp.record_id)) {
+    out.kept.push_back(key + ": " + *why);
     return ok_status();
   }
-
-  Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
-    Removal out;
-    if (auto s = remove_current(key, stamp, guard, out); !s) return s.error();
-    if (auto s = remove_versions(key, stamp, out); !s) return s.error();
-    // Something not ours is at the key: its writer may be staging blocks there too.
-    if (!out.kept.empty() || out.refused) return out;
-    if (auto s = clear_uncommitted(key); !s) return s.error();
-    return out;
+  azure::DeleteOptions d;
+  d.if_match = p->etag;
+  if (guard == DeleteGuard::pending_only) {
+    d.if_tags = azure::k_if_pending;
+    if (p->tag_count == 0) {
+      if (auto t = m_client->set_tags(key, k_pending); !t) return t;
+    } else if (auto why = guard_refusal(key); why && why.value()) {
+      // Azure enforces both conditions; Azurite 3.37 stops at If-Match and ignores
+      // x-ms-if-tags beside it, so the tag is also read first.
+      out.refused = key + " " + *why.value();
+      return ok_status();
+    }
   }
-
-  Status remove_small(const std::string &key) override {
-    if (auto s = m_client->delete_blob(key); !s) return s;
-    if (m_client->versions_support() == azure::Support::absent) return ok_status();
-    std::vector<std::string> versions;
-    auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
-      if (b.name == key && !b.version_id.empty()) versions.push_back(b.version_id);
-      return true;
-    });
-    if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
-    if (!s) return s;
-    for (const auto &v : versions)
-      if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+  auto del = m_client->delete_blob(key, d);
+  if (del) {
+    ++out.removed;
     return ok_status();
   }
+  if (del.error().code != Errc::precondition_failed) return del;
+  auto again = m_client->get_properties(key);
+  if (!again && again.error().code == Errc::not_found) return ok_status(); // deleted meanwhile
+  if (!again) return again.error();
+  if (again->etag != p->etag)
+    return Error(Errc::storage_error,
+                 "DELETE BLOB " + key + ": it changed between reading its stamp and its delete",
+                 del.error().details);
+  auto why = guard_refusal(key);
+  out.refused = key + " " + (why && why.value() ? *why.value() : std::string("is not tagged state=pending")) +
+                " (the service refused the guarded delete: " + del.error().message + ")";
+  return ok_status();
+}
 
-  // With each blob's tags (reconcile compares lodge's state tag with the row), unless the
-  // credential may not read tags (a SAS without 't'): then once without, and said once.
-  Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
-    bool visited = false;
-    auto each = [&](const azure::ListedBlob &b) {
-      visited = true;
-      ObjectInfo i;
-      i.key = b.name;
-      i.size = b.size;
-      i.etag = b.etag;
-      // reconcile leaves objects younger than its --older-than alone (maybe in flight).
-      i.last_modified_ms = util::parse_http_date_ms(b.last_modified).value_or(0);
-      if (m_list_tags) {
-        auto it = b.tags.find(k_pending.begin()->first);
-        i.state_tag = it == b.tags.end() ? std::string() : it->second;
-      }
-      return visit(i);
-    };
-    auto listed =
-        m_client->list_blobs(prefix, m_list_tags ? azure::Include::tags : azure::Include::none, each);
-    if (listed || !m_list_tags || visited || listed.error().code != Errc::access_denied) return listed;
-    util::log::warn("cannot list the tags of " + m_url + " (" + listed.error().message +
-                    "); listing without them: state tags are not compared with the ledger");
-    m_list_tags = false;
-    return m_client->list_blobs(prefix, azure::Include::none, each);
-  }
-
-  // No request: Azure has no upload object; the handle names the blocks.
-  Result<std::string> begin_staged(const StagedRequest & /*req*/) override { return random_handle(); }
-
-  Result<Part> put_part(const std::string &key, const std::string &handle, int number, const Body &b,
-                        int64_t deadline_steady_ms) override {
-    if (number < 1 || number > k_max_blocks)
-      return Error(Errc::internal,
-                   "PUT BLOCK " + key + ": part number " + std::to_string(number) + " out of range");
-    auto md5 = range_md5(b, key);
-    if (!md5) return md5.error();
-    FileRangeBody body(b);
-    // The id names the MD5 the service checks (block_id): a part re-sent with the same bytes
-    // replaces its block; with other bytes it is another block, and the one completed is
-    // the one this Part names.
-    std::string id = block_id(handle, number, util::hex_encode(md5->data(), md5->size()));
-    auto r = m_client->put_block(key, id, body, crypto::to_base64(md5.value()), deadline_steady_ms);
-    if (!r) return changed_or(body, r.error(), key);
-    if (body.sent_sha256_hex() != b.sha256_hex) return file_changed(key);
-    return Part{number, id, b.sha256_hex};
-  }
-
-  Result<PutResult> complete_staged(const StagedRequest &req, const std::string &handle,
-                                    const std::vector<Part> &parts, int64_t deadline_steady_ms) override {
-    std::vector<Part> sorted = parts;
-    std::sort(sorted.begin(), sorted.end(), [](const Part &a, const Part &b) { return a.number < b.number; });
-    std::vector<std::string> ids;
-    ids.reserve(sorted.size());
-    for (const auto &p : sorted) {
-      // Each part's block by the id put_part or list_parts gave it (its etag): the id
-      // carries the part's MD5, which lodge cannot make again from a number.
-      if (p.etag.empty()) {
-        ids.push_back(block_id(handle, p.number, {}));
-        continue;
-      }
-      auto id = parse_block_id(p.etag);
-      if (!id || id->handle != handle || id->number != p.number)
-        return Error(Errc::internal, "PUT BLOCK LIST " + req.key + ": part " + std::to_string(p.number) +
-                                         " names a block of another part or upload");
-      ids.push_back(p.etag);
-    }
-    azure::WriteOptions o;
-    o.content_type = req.content_type;
-    o.metadata = req.metadata;
-    set_options(o, req.options);
-    o.deadline_steady_ms = deadline_steady_ms;
-    auto r = m_client->put_block_list(req.key, ids, o);
-    if (!r) return r.error();
-    return PutResult{r->etag, r->version_id};
-  }
-
-  Status abort_staged(const std::string &key, const std::string & /*handle*/) override {
-    return clear_uncommitted(key);
-  }
-
-  Status list_staged(const std::string &prefix,
-                     const std::function<bool(const StagedUpload &)> &visit) override {
-    // A blob with only uncommitted blocks is listed (length 0) by include=uncommittedblobs
-    // and unknown to Get Blob Properties; its handle is in its block ids.
-    std::vector<std::pair<std::string, int64_t>> candidates;
-    auto s = m_client->list_blobs(prefix, azure::Include::uncommitted, [&](const azure::ListedBlob &b) {
-      if (b.size == 0) candidates.emplace_back(b.name, 0);
-      return true;
-    });
-    if (!s) return s;
-    for (const auto &[name, when] : candidates) {
-      auto p = m_client->get_properties(name);
-      if (p) continue;
-      if (p.error().code != Errc::not_found) return p.error();
-      auto blocks = m_client->get_block_list(name, azure::BlockListType::uncommitted);
-      if (!blocks && blocks.error().code == Errc::not_found) continue;
-      if (!blocks) return blocks.error();
-      if (blocks->uncommitted.empty()) continue;
-      const std::string &first = blocks->uncommitted.front().name;
-      std::string handle;
-      if (auto id = parse_block_id(first)) {
-        handle = id->handle;
-      } else { // not lodge's: what comes before its last '-'
-        handle = util::base64_decode(first).value_or("");
-        handle = handle.substr(0, handle.rfind('-'));
-      }
-      if (!visit(StagedUpload{name, handle, when})) return ok_status();
-    }
-    return ok_status();
-  }
-
-  // The blocks of this handle staged and not committed, one per part number: Get Block List
-  // gives each id and size, the id the part's MD5 (block_id). Put Block of an id already
-  // staged replaces that block; a part re-sent with other bytes has another id, and the
-  // service lists uncommitted blocks in the order they were staged (Azurite 3.37 does so,
-  // a same id moving to the end), so the last block of a number is the newest. Whichever
-  // block of a number is listed, its id names exactly that block's bytes: completing with it
-  // stores what its MD5 says.
-  Result<std::vector<StoredPart>> list_parts(const std::string &key, const std::string &handle) override {
-    auto blocks = m_client->get_block_list(key, azure::BlockListType::uncommitted);
-    if (!blocks) return blocks.error(); // NOT_FOUND: no blob of that name, not even uncommitted
-    std::map<int, StoredPart> parts;
-    for (const auto &b : blocks->uncommitted) {
-      auto id = parse_block_id(b.name);
-      if (!id || id->handle != handle) continue; // another staged upload's, or not lodge's
-      // Staged by a lodge before the MD5 was in the id: no block of this blob can be staged
-      // in the new form (one length per blob), so it cannot go on; like one gone, it is
-      // aborted and begun again.
-      if (id->legacy)
-        return Error(Errc::not_found, "LIST PARTS " + key + ": staged upload " + handle +
-                                          " has block ids of an earlier lodge (no digest): it cannot be "
-                                          "continued");
-      parts[id->number] = StoredPart{id->number, b.size, b.name, {}, id->md5_hex};
-    }
-    // A committed (or cleared) staged upload leaves no uncommitted blocks: it is gone.
-    if (parts.empty())
-      return Error(Errc::not_found, "LIST PARTS " + key + ": no staged upload " + handle + " (no blocks)");
-    std::vector<StoredPart> out;
-    out.reserve(parts.size());
-    for (auto &[number, p] : parts)
-      out.push_back(std::move(p));
-    return out;
-  }
-
-  // A SAS with `w` (Put Block needs write; Azure has no permission for Put Block alone) on
-  // this blob and the part's block id in the URL. A SAS pins no query parameter nor header:
-  // until it expires its holder may also stage other blocks, commit a block list or write
-  // the blob with Put Blob (and set its metadata), even after lodge confirm; never read,
-  // delete or tag it (no r, d, t). So confirm checks each part's number and size and the
-  // whole object (size, stamp, SHA-256) before the row is ACTIVE, and the URLs should expire
-  // soon after the upload is meant to end. The id has k_unchecked for the MD5: the sender
-  // chooses whether to send Content-MD5, so no digest lodge knows is vouched for.
-  Result<PresignedPut> presign_part(const PresignPartRequest &req) override {
-    if (req.number < 1 || req.number > k_max_blocks)
-      return Error(Errc::internal, "presigned PUT BLOCK " + req.key + ": part number " +
-                                       std::to_string(req.number) + " out of range");
-    auto url = m_client->presign(req.key, req.expires_s, "w");
-    if (!url) return url.error();
-    const std::string &u = url.value();
-    const auto q = u.find('?');
-    PresignedPut p;
-    p.url = u.substr(0, q) +
-            "?comp=block&blockid=" + azure::url_encode(block_id(req.handle, req.number, {}), false) + "&" +
-            u.substr(q + 1);
-    p.headers.emplace_back("content-length", std::to_string(req.size));
-    return p;
-  }
-
-  Result<SmallObject> get_small(const std::string &key) override {
-    auto r = m_client->get_small_blob(key);
-    if (!r) return r.error();
-    return SmallObject{std::move(r->first), std::move(r->second)};
-  }
-
-  // lodge's own marker: never tagged pending (the backstop rule would expire it).
-  Result<std::string> put_small(const std::string &key, const std::string &bytes,
-                                const std::string &if_tag) override {
-    http::StringBody body(bytes);
-    azure::WriteOptions o;
-    o.content_type = "application/json";
-    o.content_md5 = crypto::md5_base64(bytes);
-    o.if_none_match = if_tag.empty();
-    o.if_match = if_tag;
-    auto r = m_client->put_blob(key, body, o);
-    if (!r) return r.error();
-    return r->etag;
-  }
-
-  Result<LifecycleRule> lifecycle_rule(int days) override {
-    if (days < 1)
-      return Error(Errc::usage, "lifecycle: days must be at least 1, got " + std::to_string(days));
-    const auto &cfg = m_client->config();
-    LifecycleRule r;
-    r.format = "azure-management-policy-json";
-    r.document = lifecycle::azure_management_policy(cfg.container, m_prefix, days) + "\n";
-    r.apply_hint = lifecycle::azure_apply_hint(cfg.account.name);
-    r.can_apply = false;
-    return r;
-  }
-
-  Result<std::vector<std::string>> installed_lifecycle_rules() override {
-    return Error(Errc::unsupported, "lodge cannot read the lifecycle policy of " +
-                                        m_client->config().account.name +
-                                        " (the account's management policy: a storage key cannot read it)");
-  }
-
-private:
-  // The current blob, if its stamp is `stamp`'s: deleted under If-Match on the ETag whose
-  // metadata was read (and, guarded, x-ms-if-tags state = 'pending'), so a blob written
-  // over it meanwhile is never the one deleted. A 412 is told apart by reading the blob
-  // again: another ETag is a change (an error: the caller's retry looks again), the same
-  // one is the tag condition (refused).
-  // A blob of this row with no tag at all is a direct upload's (its sender may not set
-  // tags: its SAS has no t), never a committed object (only lodge tags, and only an ACTIVE
-  // row's object committed): it counts as pending, so it is tagged pending first and then
-  // deleted under the tag condition and the ETag read (tagging keeps the ETag; Set Blob
-  // Tags takes no ETag condition, so a blob written over the key in between would be
-  // tagged pending, and then kept by the If-Match).
-  Status remove_current(const std::string &key, const Stamp &stamp, DeleteGuard guard, Removal &out) {
-    auto p = m_client->get_properties(key);
-    if (!p && p.error().code == Errc::not_found) return ok_status();
+// Older versions of exactly this name, where the account keeps versions: each whose
+// stamp is `stamp`'s (a version is immutable: the one read is the one deleted).
+Status AzureStore::remove_versions(const std::string &key, const Stamp &stamp, Removal &out) {
+  if (m_client->versions_support() == azure::Support::absent) return ok_status();
+  std::vector<std::string> versions;
+  auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
+    if (b.name == key && !b.version_id.empty() && !b.is_current_version) versions.push_back(b.version_id);
+    return true;
+  });
+  if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
+  if (!s) return s;
+  for (const auto &v : versions) {
+    auto p = m_client->get_properties(key, v);
+    if (!p && p.error().code == Errc::not_found) continue;
     if (!p) return p.error();
     if (auto why = stamp_mismatch(p->metadata, stamp.ledger_uuid, stamp.record_id)) {
-      out.kept.push_back(key + ": " + *why);
-      return ok_status();
+      out.kept.push_back("version " + v + " of " + key + ": " + *why);
+      continue;
     }
-    azure::DeleteOptions d;
-    d.if_match = p->etag;
-    if (guard == DeleteGuard::pending_only) {
-      d.if_tags = azure::k_if_pending;
-      if (p->tag_count == 0) {
-        if (auto t = m_client->set_tags(key, k_pending); !t) return t;
-      } else if (auto why = guard_refusal(key); why && why.value()) {
-        // Azure enforces both conditions; Azurite 3.37 stops at If-Match and ignores
-        // x-ms-if-tags beside it, so the tag is also read first.
-        out.refused = key + " " + *why.value();
-        return ok_status();
-      }
-    }
-    auto del = m_client->delete_blob(key, d);
-    if (del) {
-      ++out.removed;
-      return ok_status();
-    }
-    if (del.error().code != Errc::precondition_failed) return del;
-    auto again = m_client->get_properties(key);
-    if (!again && again.error().code == Errc::not_found) return ok_status(); // deleted meanwhile
-    if (!again) return again.error();
-    if (again->etag != p->etag)
-      return Error(Errc::storage_error,
-                   "DELETE BLOB " + key + ": it changed between reading its stamp and its delete",
-                   del.error().details);
-    auto why = guard_refusal(key);
-    out.refused = key + " " +
-                  (why && why.value() ? *why.value() : std::string("is not tagged state=pending")) +
-                  " (the service refused the guarded delete: " + del.error().message + ")";
-    return ok_status();
+    if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
+    ++out.removed;
   }
+  return ok_status();
+}
 
-  // Older versions of exactly this name, where the account keeps versions: each whose
-  // stamp is `stamp`'s (a version is immutable: the one read is the one deleted).
-  Status remove_versions(const std::string &key, const Stamp &stamp, Removal &out) {
-    if (m_client->versions_support() == azure::Support::absent) return ok_status();
-    std::vector<std::string> versions;
-    auto s = m_client->list_blobs(key, azure::Include::versions, [&](const azure::ListedBlob &b) {
-      if (b.name == key && !b.version_id.empty() && !b.is_current_version) versions.push_back(b.version_id);
-      return true;
-    });
-    if (!s && s.error().code == Errc::unsupported) return ok_status(); // said once by the client
-    if (!s) return s;
-    for (const auto &v : versions) {
-      auto p = m_client->get_properties(key, v);
-      if (!p && p.error().code == Errc::not_found) continue;
-      if (!p) return p.error();
-      if (auto why = stamp_mismatch(p->metadata, stamp.ledger_uuid, stamp.record_id)) {
-        out.kept.push_back("version " + v + " of " + key + ": " + *why);
-        continue;
-      }
-      if (auto d = m_client->delete_blob(key, {"", "", v}); !d) return d;
-      ++out.removed;
-    }
-    return ok_status();
-  }
+// A blob holding only uncommitted blocks (a losing or abandoned staged upload) is made
+// real by committing an empty block list under lodge's conditions, which drops every
+// uncommitted block, then deleted under the ETag just made and the pending tag.
+// Uncommitted blocks of a committed blob are never touched (it is not ours to clear).
+Status AzureStore::clear_uncommitted(const std::string &key) {
+  auto blocks = m_client->get_block_list(key, azure::BlockListType::all);
+  if (!blocks && blocks.error().code == Errc::not_found) return ok_status();
+  if (!blocks) return blocks.error();
+  if (blocks->uncommitted.empty() || !blocks->committed.empty()) return ok_status();
+  if (m_client->get_properties(key)) return ok_status(); // a committed (empty) blob
+  azure::WriteOptions o;
+  o.tags = k_pending;
+  o.metadata = {{meta::record, "0"}};
+  auto made = m_client->put_block_list(key, {}, o);
+  if (!made && made.error().code == Errc::precondition_failed) return ok_status(); // someone committed
+  if (!made) return made.error();
+  azure::DeleteOptions d;
+  d.if_tags = azure::k_if_pending;
+  d.if_match = made->etag;
+  auto del = m_client->delete_blob(key, d);
+  if (!del && del.error().code == Errc::precondition_failed) return ok_status();
+  return del;
+}
 
-  // A blob holding only uncommitted blocks (a losing or abandoned staged upload) is made
-  // real by committing an empty block list under lodge's conditions, which drops every
-  // uncommitted block, then deleted under the ETag just made and the pending tag.
-  // Uncommitted blocks of a committed blob are never touched (it is not ours to clear).
-  Status clear_uncommitted(const std::string &key) {
-    auto blocks = m_client->get_block_list(key, azure::BlockListType::all);
-    if (!blocks && blocks.error().code == Errc::not_found) return ok_status();
-    if (!blocks) return blocks.error();
-    if (blocks->uncommitted.empty() || !blocks->committed.empty()) return ok_status();
-    if (m_client->get_properties(key)) return ok_status(); // a committed (empty) blob
-    azure::WriteOptions o;
-    o.tags = k_pending;
-    o.metadata = {{meta::record, "0"}};
-    auto made = m_client->put_block_list(key, {}, o);
-    if (!made && made.error().code == Errc::precondition_failed) return ok_status(); // someone committed
-    if (!made) return made.error();
-    azure::DeleteOptions d;
-    d.if_tags = azure::k_if_pending;
-    d.if_match = made->etag;
-    auto del = m_client->delete_blob(key, d);
-    if (!del && del.error().code == Errc::precondition_failed) return ok_status();
-    return del;
-  }
-
-  std::string m_url;
-  std::string m_prefix;
-  std::unique_ptr<azure::Client> m_client;
-  bool m_list_tags = true; // list() asks for tags (until the credential is found not to allow it)
-};
-
+namespace {
 // The container and prefix parsed, the account and credential resolved once for every
 // connection of the process.
 class AzureBackend final : public Backend {
@@ -694,13 +473,16 @@ std::shared_ptr<Backend> open(const StoreOptions &o) {
   return std::make_shared<AzureBackend>(o);
 }
 } // namespace
+} // namespace lodge::store::az
+
+namespace lodge::store {
 
 const Scheme &az_scheme() {
   // endpoint and ca_bundle; S3's keys (region, profile, tag_state) are ignored, as they
   // always were: one configuration may serve hosts of both clouds, and tagging is not a
   // choice here (Azure always tags).
-  static const Scheme k{"az",  "az://container/prefix",       Scheme::Tagging::always, &check_url,
-                        &bind, {{"endpoint"}, {"ca_bundle"}}, &common_config,          &open};
+  static const Scheme k{"az",      "az://container/prefix",       Scheme::Tagging::always, &az::check_url,
+                        &az::bind, {{"endpoint"}, {"ca_bundle"}}, &common_config,          &az::open};
   return k;
 }
 
