@@ -1,6 +1,7 @@
 #pragma once
-// The PostgreSQL driver's internals (pg_driver.cpp): RAII owners for libpq's handles, and
-// the pure pieces the driver is built from, declared here so unit tests can reach them.
+// The PostgreSQL driver's internals (pg_driver.cpp, pg_stmt.cpp, pg_schema.cpp; its classes are
+// in pg_conn.hpp): RAII owners for libpq's handles, and the pure pieces the driver is built
+// from, declared here so unit tests can reach them.
 
 #include <cstdint>
 #include <libpq-fe.h>

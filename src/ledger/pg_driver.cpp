@@ -1,170 +1,28 @@
-// The PostgreSQL driver (sql::Conn over libpq): connects, keeps the schema (schema_pg.sql,
-// its version in ledger_meta), prepares each SQL text once per connection and runs it with
-// every parameter bound, bounds every wait for the server by ledger_timeout, and maps
-// SQLSTATEs onto lodge's error codes.
+// The PostgreSQL driver (sql::Conn over libpq): connects, bounds every wait for the server by
+// ledger_timeout, runs transactions, and maps SQLSTATEs onto lodge's error codes. Its
+// statements are in pg_stmt.cpp, the schema's creation and migration in pg_schema.cpp.
 
 #include "drivers.hpp"
 #include "pg.hpp"
+#include "pg_conn.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <functional>
 #include <limits>
-#include <lodge/crypto/random.hpp>
-#include <lodge/ledger/schema.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/units.hpp>
 #include <poll.h>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace lodge::ledger::pg {
 
 namespace {
-
-// The oldest PostgreSQL schema version this build migrates from (the first one it had).
-constexpr int k_oldest_pg_schema_version = 4;
-// Step i brings a PostgreSQL ledger from version k_oldest_pg_schema_version + i to the next
-// one; run in the schema transaction, under the schema lock. Version 4 -> 5: as SQLite's
-// (src/ledger/migrations.cpp), the (owner, sha256) index of alive rows and owner_usage.
-// Version 5 -> 6: file_upload.holder. Version 6 -> 7: the object's options and the stat cache.
-// Version 7 -> 8: rows sharing another row's object (content_of, content_key).
-// Version 8 -> 9: cleanup_task.tag_owed, set as SQLite's step sets it.
-// Version 9 -> 10: expires_at, file_attr filled from object_options, the indexes on
-// expires_at and created_at, job 'prune' (as SQLite's step).
-// Version 10 -> 11: the outbox: cleanup_task.sent_at and message_id, outbox_event, its
-// index and trigger, jobs 'relay' and 'consume' (as SQLite's step).
-constexpr std::array<std::string_view, 7> k_pg_steps{
-    R"sql(
-DROP INDEX file_upload_owner_alive;
-CREATE INDEX file_upload_alive_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
-CREATE TABLE owner_usage (
-  owner_id     TEXT COLLATE "C" PRIMARY KEY,
-  alive_files  BIGINT NOT NULL CHECK (alive_files >= 0)
-);
-INSERT INTO owner_usage (owner_id, alive_files)
-  SELECT owner_id, count(*) FROM file_upload WHERE is_deleted = 0 GROUP BY owner_id;
-CREATE FUNCTION file_upload_usage() RETURNS trigger LANGUAGE plpgsql AS $lodge$
-BEGIN
-  IF TG_OP = 'INSERT' THEN
-    IF NEW.is_deleted = 0 THEN
-      INSERT INTO owner_usage (owner_id, alive_files) VALUES (NEW.owner_id, 1)
-        ON CONFLICT (owner_id) DO UPDATE SET alive_files = owner_usage.alive_files + 1;
-    END IF;
-  ELSIF OLD.is_deleted = 0 AND NEW.is_deleted = 1 THEN
-    UPDATE owner_usage SET alive_files = alive_files - 1 WHERE owner_id = OLD.owner_id;
-  END IF;
-  RETURN NULL;
-END $lodge$;
-CREATE TRIGGER file_upload_usage
-  AFTER INSERT OR UPDATE OF is_deleted ON file_upload
-  FOR EACH ROW EXECUTE FUNCTION file_upload_usage();
-)sql",
-    R"sql(
-ALTER TABLE file_upload ADD COLUMN holder TEXT COLLATE "C";
-)sql",
-    R"sql(
-ALTER TABLE file_upload
-  ADD COLUMN content_type TEXT COLLATE "C",
-  ADD COLUMN object_options TEXT COLLATE "C",
-  ADD COLUMN stat_dev BIGINT,
-  ADD COLUMN stat_ino BIGINT,
-  ADD COLUMN stat_mtime_ns BIGINT,
-  ADD COLUMN stat_ctime_ns BIGINT;
-)sql",
-    R"sql(
-ALTER TABLE file_upload
-  ADD COLUMN content_of BIGINT REFERENCES file_upload (id),
-  ADD COLUMN content_key TEXT COLLATE "C";
-DROP INDEX file_upload_alive_owner_digest;
-DROP INDEX file_upload_alive_prefix_digest;
-CREATE UNIQUE INDEX file_upload_alive_owner_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
-CREATE UNIQUE INDEX file_upload_alive_prefix_digest
-  ON file_upload (owner_id, run_prefix, sha256)
-  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
-CREATE INDEX file_upload_content_key
-  ON file_upload (content_key) WHERE content_key IS NOT NULL;
-)sql",
-    R"sql(
-ALTER TABLE cleanup_task
-  ADD COLUMN tag_owed BIGINT NOT NULL DEFAULT 0 CHECK (tag_owed IN (0, 1));
-UPDATE cleanup_task SET tag_owed = 1
-  WHERE status IN ('PENDING', 'RETRY', 'PROCESSING')
-    AND record_id IN (SELECT id FROM file_upload WHERE upload_status = 'ACTIVE' AND is_deleted = 0);
-)sql",
-    R"sql(
-ALTER TABLE file_upload ADD COLUMN expires_at BIGINT;
-CREATE INDEX file_upload_expiry
-  ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
-CREATE INDEX file_upload_created
-  ON file_upload (created_at);
-CREATE TABLE file_attr (
-  record_id  BIGINT NOT NULL REFERENCES file_upload (id),
-  kind       TEXT COLLATE "C" NOT NULL CHECK (kind IN ('meta', 'tag')),
-  name       TEXT COLLATE "C" NOT NULL,
-  value      TEXT COLLATE "C" NOT NULL,
-  PRIMARY KEY (kind, name, value, record_id)
-);
-INSERT INTO file_attr (record_id, kind, name, value)
-  SELECT f.id, 'meta', j.key, j.value FROM file_upload f,
-    jsonb_each_text(NULLIF(f.object_options, '')::jsonb -> 'metadata') j;
-INSERT INTO file_attr (record_id, kind, name, value)
-  SELECT f.id, 'tag', j.key, j.value FROM file_upload f,
-    jsonb_each_text(NULLIF(f.object_options, '')::jsonb -> 'tags') j;
-ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;
-ALTER TABLE job_run ADD CONSTRAINT job_run_job_check
-  CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune'));
-)sql",
-    R"sql(
-ALTER TABLE cleanup_task
-  ADD COLUMN sent_at BIGINT,
-  ADD COLUMN message_id TEXT COLLATE "C";
-CREATE TABLE outbox_event (
-  id          BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-  event_type  TEXT COLLATE "C" NOT NULL CHECK (event_type IN ('file.active', 'file.deleted', 'file.failed')),
-  record_id   BIGINT NOT NULL REFERENCES file_upload (id),
-  occurred_at BIGINT NOT NULL,
-  sent_at     BIGINT,
-  message_id  TEXT COLLATE "C"
-);
-CREATE INDEX outbox_event_unsent ON outbox_event (id) WHERE sent_at IS NULL;
-CREATE FUNCTION file_upload_event() RETURNS trigger LANGUAGE plpgsql AS $lodge$
-DECLARE
-  kind TEXT;
-BEGIN
-  IF TG_OP = 'INSERT' THEN
-    IF NEW.upload_status = 'ACTIVE' THEN kind := 'file.active'; END IF;
-  ELSIF NEW.upload_status = 'ACTIVE' AND OLD.upload_status <> 'ACTIVE' THEN
-    kind := 'file.active';
-  ELSIF NEW.upload_status = 'UPLOAD_FAILED' AND OLD.upload_status <> 'UPLOAD_FAILED' THEN
-    kind := 'file.failed';
-  ELSIF OLD.upload_status = 'ACTIVE' AND NEW.upload_status = 'ACTIVE' AND OLD.is_deleted = 0
-        AND NEW.is_deleted = 1 THEN
-    kind := 'file.deleted';
-  END IF;
-  IF kind IS NOT NULL AND kind = ANY (string_to_array(
-       (SELECT value FROM ledger_meta WHERE key = 'event_types'), ',')) THEN
-    INSERT INTO outbox_event (event_type, record_id, occurred_at) VALUES (kind, NEW.id, NEW.updated_at);
-  END IF;
-  RETURN NULL;
-END $lodge$;
-CREATE TRIGGER file_upload_event
-  AFTER INSERT OR UPDATE OF upload_status, is_deleted ON file_upload
-  FOR EACH ROW EXECUTE FUNCTION file_upload_event();
-ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;
-ALTER TABLE job_run ADD CONSTRAINT job_run_job_check
-  CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune', 'relay', 'consume'));
-)sql"};
-static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
-              "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");
 
 // libpq's messages span lines ("...failed: Connection refused\n\tIs the server running...");
 // lodge prints one line per error: each run of white space becomes one space.
@@ -198,178 +56,7 @@ std::string result_field(const PGresult *r, int field) {
   return v ? std::string(v) : std::string();
 }
 
-class PgConn;
-
-class PgStmt final : public sql::StmtImpl {
-public:
-  PgStmt(PgConn *conn, const std::string *name, int nparams)
-      : m_conn(conn), m_name(name), m_values(static_cast<size_t>(nparams)),
-        m_state(static_cast<size_t>(nparams), Param::unbound) {}
-  void bind_int(int i, int64_t v) override { set(i, std::to_string(v), Param::value); }
-  void bind_text(int i, std::string_view v) override;
-  void bind_null(int i) override { set(i, std::string(), Param::null); }
-  bool step() override;
-  int64_t exec() override;
-  void reset() override {
-    m_result.reset();
-    m_row = -1;
-    m_rows = 0;
-  }
-  [[nodiscard]] bool is_null(int col) const override { return PQgetisnull(row_result(col), m_row, col) != 0; }
-  [[nodiscard]] int64_t col_int(int col) const override;
-  [[nodiscard]] std::string col_text(int col) const override {
-    const PGresult *r = row_result(col);
-    return {PQgetvalue(r, m_row, col), static_cast<size_t>(PQgetlength(r, m_row, col))};
-  }
-
-private:
-  enum class Param { unbound, value, null };
-  void set(int i, std::string v, Param p) {
-    if (i < 1 || static_cast<size_t>(i) > m_values.size())
-      throw LodgeError(Errc::internal, "SQL parameter ?" + std::to_string(i) +
-                                           " out of range (the statement has " +
-                                           std::to_string(m_values.size()) + ")");
-    m_values[static_cast<size_t>(i - 1)] = std::move(v);
-    m_state[static_cast<size_t>(i - 1)] = p;
-  }
-  [[nodiscard]] const PGresult *row_result(int col) const {
-    if (!m_result || m_row < 0 || m_row >= m_rows || col < 0 || col >= PQnfields(m_result.get()))
-      throw LodgeError(Errc::internal,
-                       "SQL column " + std::to_string(col) + " read with no row or out of range");
-    return m_result.get();
-  }
-  void run();
-
-  PgConn *m_conn;
-  const std::string *m_name;
-  std::vector<std::string> m_values;
-  std::vector<Param> m_state;
-  PgResultHandle m_result;
-  int m_row = -1;
-  int m_rows = 0;
-};
-
-class PgConn final : public sql::Conn {
-public:
-  explicit PgConn(const PgOpen &o);
-  [[nodiscard]] sql::Dialect dialect() const override { return sql::Dialect::postgres; }
-  [[nodiscard]] const std::string &display_name() const override { return m_display; }
-  [[nodiscard]] std::unique_ptr<sql::StmtImpl> prepare(std::string_view sql) override;
-  void begin_write() override { simple("BEGIN ISOLATION LEVEL READ COMMITTED"); }
-  void begin_read() override { simple("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); }
-  void commit() override;
-  void rollback() noexcept override;
-  void exec_plain(std::string_view sql) override { simple(std::string(sql)); }
-  [[nodiscard]] bool in_transaction() const override {
-    auto s = m_conn ? PQtransactionStatus(m_conn.get()) : PQTRANS_UNKNOWN;
-    return s == PQTRANS_INTRANS || s == PQTRANS_INERROR || s == PQTRANS_ACTIVE;
-  }
-  void lock_key(std::string_view key) override;
-  [[nodiscard]] const char *for_update() const override { return " FOR UPDATE"; }
-  [[nodiscard]] const char *skip_locked() const override { return " FOR UPDATE SKIP LOCKED"; }
-  [[nodiscard]] int64_t max_record_id() override;
-  void raise_record_id(int64_t id) override;
-  [[nodiscard]] int schema_version() override;
-  [[nodiscard]] sql::Health health() override;
-  [[nodiscard]] std::string integrity_check() override;
-
-  // Runs a prepared statement; the result of a statement that succeeded, else throws.
-  PgResultHandle exec_prepared(const std::string &name, const std::vector<const char *> &values);
-
-private:
-  void connect(const std::string &location, const Bounds &b);
-  void set_session_timeouts(const Bounds &b);
-  void ensure_alive() const;
-  // Runs SQL (one or more statements, no parameters) and returns its last result.
-  PgResultHandle simple(const std::string &sql);
-  // Sends a request with `send` (a PQsend* call) and reads its whole answer, waiting at
-  // most m_answer_ms in all; the last result (the first error, if any), or null when libpq
-  // failed (its error message says why). Past the bound: no_answer().
-  PgResultHandle exchange(const std::function<int(PGconn *)> &send);
-  // Waits until the socket is ready for `events`; false once `until` (steady ms) passed.
-  [[nodiscard]] bool wait_socket(short events, int64_t until) const;
-  // No answer in time: the connection is closed (the server rolls back what it ran for us
-  // when it sees that, unless a COMMIT had reached it) and LEDGER_UNAVAILABLE thrown. Closed,
-  // not cancelled: libpq 15's PQcancel waits for the server without a timeout.
-  [[noreturn]] void no_answer();
-  PgResultHandle checked(PGresult *r);
-  [[noreturn]] void fail(const PGresult *r);
-  int read_version();
-  void setup_schema(const PgOpen &o);
-  int64_t query_int(const std::string &sql);
-  // A libpq message as lodge shows it: on one line, without any secret of the location
-  // (libpq quotes the piece of a location it could not parse, the password included).
-  [[nodiscard]] std::string said(const char *message) const;
-
-  std::string m_location; // as given: only for said()
-  std::string m_display;
-  PgConnHandle m_conn;
-  bool m_lost = false;
-  std::string m_lost_message;
-  int64_t m_timeout_ms;       // ledger_timeout
-  int64_t m_answer_ms;        // answer_wait_ms: the most one exchange waits
-  int64_t m_statement_ms = 0; // the session's statement_timeout (0: none)
-  // SQL text → its prepared statement's name and parameter count, for this connection.
-  struct Prepared {
-    std::string name;
-    int nparams = 0;
-  };
-  std::unordered_map<std::string, Prepared> m_prepared;
-  std::string m_sequence; // file_upload's id sequence, as a quoted, qualified name
-};
-
-void PgStmt::bind_text(int i, std::string_view v) {
-  // libpq passes text parameters as C strings: a NUL would cut the value short unseen.
-  if (v.find('\0') != std::string_view::npos) {
-    ErrorDetails d;
-    d.sqlstate = "22P05";
-    throw LodgeError(
-        Errc::bad_name,
-        m_conn->display_name() + ": the ledger's database takes only UTF-8 text: a NUL byte in a value", d);
-  }
-  set(i, std::string(v), Param::value);
-}
-
-bool PgStmt::step() {
-  if (!m_result) run();
-  ++m_row;
-  return m_row < m_rows;
-}
-
-int64_t PgStmt::exec() {
-  reset();
-  run();
-  const char *n = PQcmdTuples(m_result.get());
-  int64_t v = 0;
-  if (n && *n) std::from_chars(n, n + std::char_traits<char>::length(n), v);
-  return v;
-}
-
-void PgStmt::run() {
-  std::vector<const char *> values(m_values.size());
-  for (size_t i = 0; i < m_values.size(); ++i) {
-    if (m_state[i] == Param::unbound)
-      throw LodgeError(Errc::internal, "SQL parameter ?" + std::to_string(i + 1) + " not bound");
-    values[i] = m_state[i] == Param::null ? nullptr : m_values[i].c_str();
-  }
-  m_result = m_conn->exec_prepared(*m_name, values);
-  m_row = -1;
-  m_rows = PQntuples(m_result.get());
-}
-
-int64_t PgStmt::col_int(int col) const {
-  const PGresult *r = row_result(col);
-  if (PQgetisnull(r, m_row, col) != 0) return 0;
-  std::string_view v(PQgetvalue(r, m_row, col), static_cast<size_t>(PQgetlength(r, m_row, col)));
-  if (v == "t") return 1; // a boolean expression's value
-  if (v == "f") return 0;
-  int64_t out = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (ec != std::errc() || end != v.data() + v.size())
-    throw LodgeError(Errc::internal,
-                     "SQL column " + std::to_string(col) + " is not an integer: '" + std::string(v) + "'");
-  return out;
-}
+} // namespace
 
 PgConn::PgConn(const PgOpen &o)
     : m_location(o.location), m_display(display_location(o.location)), m_timeout_ms(o.timeout_ms),
@@ -559,22 +246,6 @@ void PgConn::no_answer() {
                        "was not committed");
 }
 
-std::unique_ptr<sql::StmtImpl> PgConn::prepare(std::string_view sql) {
-  ensure_alive();
-  std::string key(sql);
-  auto it = m_prepared.find(key);
-  if (it == m_prepared.end()) {
-    Prepared p{"lodge_" + std::to_string(m_prepared.size() + 1), max_placeholder(sql)};
-    // Parameter types are left to the server, inferred from where each one is used.
-    const std::string text = translate_placeholders(sql);
-    checked(exchange([&](PGconn *c) {
-              return PQsendPrepare(c, p.name.c_str(), text.c_str(), 0, nullptr);
-            }).release());
-    it = m_prepared.emplace(std::move(key), std::move(p)).first;
-  }
-  return std::make_unique<PgStmt>(this, &it->second.name, it->second.nparams);
-}
-
 void PgConn::commit() {
   PgResultHandle r;
   bool was_lost = m_lost;
@@ -650,89 +321,6 @@ void PgConn::raise_record_id(int64_t id) {
   st.bind(1, id).step();
 }
 
-int PgConn::read_version() {
-  // Read from pg_class itself, under the statement's snapshot: to_regclass would consult
-  // the catalog caches, which a transaction that began before another one created the
-  // table (two inits at once) may still hold as "no such table".
-  auto r = simple("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON "
-                  "n.oid = c.relnamespace WHERE c.relname = 'ledger_meta' AND n.nspname = current_schema())");
-  if (std::string_view(PQgetvalue(r.get(), 0, 0)) != "t") return 0;
-  r = simple("SELECT value FROM ledger_meta WHERE key = 'schema_version'");
-  std::string v = PQntuples(r.get()) > 0 ? PQgetvalue(r.get(), 0, 0) : "";
-  int out = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (v.empty() || ec != std::errc() || end != v.data() + v.size() || out <= 0)
-    throw LodgeError(Errc::ledger_unusable, m_display +
-                                                ": the database has a ledger_meta table with no valid " +
-                                                "schema_version ('" + v + "'): not a lodge ledger");
-  return out;
-}
-
-int PgConn::schema_version() {
-  return read_version();
-}
-
-void PgConn::setup_schema(const PgOpen &o) {
-  auto too_new = [&](int v) {
-    return LodgeError(Errc::ledger_too_new, m_display + ": the ledger has schema version " +
-                                                std::to_string(v) + " but this lodge knows up to " +
-                                                std::to_string(k_schema_version) + "; upgrade lodge");
-  };
-  auto not_found = [&] {
-    return LodgeError(Errc::ledger_not_found, m_display +
-                                                  ": no lodge ledger in this database (it has no ledger_meta "
-                                                  "table). Run `lodge init --db " +
-                                                  m_display + "` to create one");
-  };
-  int v = read_version();
-  if (v > k_schema_version) throw too_new(v);
-  if (v == k_schema_version) return;
-  if (o.read_only) {
-    if (v == 0) throw not_found();
-    throw LodgeError(Errc::ledger_unusable,
-                     m_display + ": the ledger has schema version " + std::to_string(v) +
-                         ", older than this lodge's " + std::to_string(k_schema_version) +
-                         "; this command only reads it and does not migrate: run `lodge "
-                         "init` first");
-  }
-  if (v == 0 && !o.create) throw not_found();
-  // Creation and migration: one transaction, under the schema lock, deciding on the
-  // version read after the lock is held (another process may have just done it).
-  simple("BEGIN ISOLATION LEVEL READ COMMITTED");
-  try {
-    simple("SELECT pg_advisory_xact_lock(" + std::to_string(sql::k_lock_namespace) + ", " +
-           std::to_string(sql::k_schema_lock) + ")");
-    v = read_version();
-    if (v > k_schema_version) throw too_new(v);
-    if (v == 0) {
-      if (!o.create) throw not_found();
-      simple(k_schema_pg_sql);
-      sql::Stmt ins(
-          prepare("INSERT INTO ledger_meta (key, value) VALUES ('schema_version', ?1), ('uuid', ?2), "
-                  "('created_at', ?3)"));
-      ins.bind(1, std::to_string(k_schema_version))
-          .bind(2, crypto::random_uuid())
-          .bind(3, std::to_string(o.now_ms));
-      ins.exec();
-    } else if (v < k_schema_version) {
-      if (v < k_oldest_pg_schema_version)
-        throw LodgeError(Errc::ledger_unusable,
-                         m_display + ": ledger schema version " + std::to_string(v) +
-                             " cannot be migrated (this lodge reads PostgreSQL versions " +
-                             std::to_string(k_oldest_pg_schema_version) + " to " +
-                             std::to_string(k_schema_version) + ")");
-      for (int step = v; step < k_schema_version; ++step)
-        simple(std::string(k_pg_steps.at(static_cast<size_t>(step - k_oldest_pg_schema_version))));
-      sql::Stmt up(prepare("UPDATE ledger_meta SET value = ?1 WHERE key = 'schema_version'"));
-      up.bind(1, std::to_string(k_schema_version)).exec();
-    }
-    commit();
-  } catch (...) {
-    rollback();
-    throw;
-  }
-}
-
 std::string PgConn::integrity_check() {
   for (const char *table : {"ledger_meta", "file_upload", "cleanup_task"})
     (void)simple(std::string("SELECT count(*) FROM ") + table); // throws what the server says
@@ -764,8 +352,6 @@ sql::Health PgConn::health() {
   return h;
 }
 
-} // namespace
-
 Bounds bounds_for(int64_t timeout_ms, int64_t lock_timeout_ms) {
   Bounds b;
   const int64_t t = std::max<int64_t>(timeout_ms, 1);
@@ -783,38 +369,6 @@ Bounds bounds_for(int64_t timeout_ms, int64_t lock_timeout_ms) {
 
 int64_t answer_wait_ms(int64_t timeout_ms, int64_t statement_timeout_ms) {
   return std::max(timeout_ms, statement_timeout_ms) + k_answer_margin_ms;
-}
-
-std::string translate_placeholders(std::string_view sql) {
-  std::string out;
-  out.reserve(sql.size() + 8);
-  for (size_t i = 0; i < sql.size(); ++i) {
-    if (sql[i] != '?') {
-      out += sql[i];
-      continue;
-    }
-    size_t j = i + 1;
-    while (j < sql.size() && std::isdigit(static_cast<unsigned char>(sql[j])) != 0)
-      ++j;
-    if (j == i + 1 || sql[i + 1] == '0')
-      throw LodgeError(Errc::internal, "SQL with a '?' that is not a parameter ?1..?N: " + std::string(sql));
-    out += '$';
-    out.append(sql.substr(i + 1, j - i - 1));
-    i = j - 1;
-  }
-  return out;
-}
-
-int max_placeholder(std::string_view sql) {
-  int best = 0;
-  for (size_t i = 0; i < sql.size(); ++i) {
-    if (sql[i] != '?') continue;
-    int n = 0;
-    auto [end, ec] = std::from_chars(sql.data() + i + 1, sql.data() + sql.size(), n);
-    if (ec == std::errc()) best = std::max(best, n);
-    i = static_cast<size_t>(end - sql.data()) - 1;
-  }
-  return best;
 }
 
 std::string display_location(const std::string &location) {
