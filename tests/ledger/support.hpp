@@ -83,10 +83,7 @@ struct LedgerFixture {
   // The workers' ledgers of one process, as `lodge upload --jobs N` gets them: on SQLite
   // their upload writes are group-committed through one shared writer.
   [[nodiscard]] std::shared_ptr<ledger::LedgerPool> pool() const {
-    ledger::OpenOptions o;
-    o.location = fresh.location();
-    o.clock = &clock;
-    return ledger::open_ledger_pool(o);
+    return open_ledger_pool(fresh.location(), &clock);
   }
   // Reserves seed's content for owner "o"; the test fails unless it is reserved.
   ledger::FileRecord reserve(const std::string &seed, std::optional<int64_t> max_files = std::nullopt) {

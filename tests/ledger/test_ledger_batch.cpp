@@ -59,7 +59,8 @@ std::string too_long_name() {
 }
 } // namespace
 
-TEST_SUITE_BEGIN("contract");
+// SQL itself, on both databases: savepoints and the quota's counter read on a raw connection.
+TEST_SUITE_BEGIN("sqlonly");
 
 TEST_CASE(
     "a write inside a write is a savepoint: a body that rolls back or throws undoes only its own work") {
@@ -180,7 +181,7 @@ TEST_CASE("pooled workers: each reserve's answer is what committed, whatever the
   check_usage_counts(*c);
 }
 
-TEST_SUITE_END();
+TEST_SUITE_END(); // sqlonly
 
 TEST_SUITE_BEGIN("sqliteonly");
 

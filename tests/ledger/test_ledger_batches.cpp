@@ -29,8 +29,7 @@ std::vector<ledger::TaskRecord> claimed_mix(LedgerFixture &e, int64_t &now, ledg
   auto uploading = e.reserve("a");
   auto active = e.reserve("b");
   REQUIRE(e.l->confirm(active.id, "etag", "", now, tag) == test::confirm_outcome::confirmed);
-  e.fresh.exec_raw("UPDATE cleanup_task SET status = 'PENDING', next_retry_at = 0 WHERE record_id = " +
-                   std::to_string(active.id));
+  e.fresh.set_task_pending(active.id, 0);
   auto failed = e.reserve("c");
   REQUIRE(e.l->mark_failed(failed.id, "refused", true, now) == ledger::MarkFailedOutcome::failed);
   auto lost = e.reserve("e");

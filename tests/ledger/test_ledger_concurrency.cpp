@@ -197,6 +197,12 @@ TEST_CASE("claims never hand one task to two workers whose leases overlap") {
   }
 }
 
+TEST_SUITE_END(); // contract
+
+// Opening a database: its schema version, none there yet, a migration under way (on both
+// databases; the fake has no database to open).
+TEST_SUITE_BEGIN("sqlonly");
+
 TEST_CASE("a ledger whose schema is newer than this lodge is refused with LEDGER_TOO_NEW") {
   test::FreshLedger fresh;
   test::ManualClock clock;
@@ -266,7 +272,7 @@ TEST_CASE("migration: several processes creating one ledger at once all succeed 
   }
 }
 
-TEST_SUITE_END(); // contract
+TEST_SUITE_END(); // sqlonly
 
 // The SQLite ledger's own history: ledgers made by older lodges, from the frozen schemas
 // in tests/data/ledger. (PostgreSQL ledgers start at today's schema.)

@@ -98,6 +98,10 @@ TEST_CASE(
   REQUIRE(e.l->set_outbox_settings(queue) == SetOutboxOutcome::set);
   CHECK(e.l->outbox_settings() == queue);
   CHECK(e.connect()->outbox_settings() == queue); // recorded, not cached
+  // Read back in k_event_types' order, each type once, however the caller listed them.
+  REQUIRE(e.l->set_outbox_settings({CleanupVia::queue, {k_failed, k_active, k_failed}}) ==
+          SetOutboxOutcome::set);
+  CHECK(e.l->outbox_settings() == queue);
 
   auto a = e.put("1", false);
   e.sent(a.id);
@@ -528,6 +532,11 @@ TEST_CASE("outbox_counts: the relay's backlog, in flight, dead letters, unsent u
   CHECK(e.l->outbox_counts(e.now()).cleanup_in_flight == 1);
 }
 
+TEST_SUITE_END(); // contract
+
+// The migration of a database (on both; the fake has no schema).
+TEST_SUITE_BEGIN("sqlonly");
+
 TEST_CASE("migration 10 -> 11: tasks unsent, no events until recorded, jobs relay and consume") {
   Env e;
   auto a = e.put("1");
@@ -554,4 +563,4 @@ TEST_CASE("migration 10 -> 11: tasks unsent, no events until recorded, jobs rela
   CHECK(e.task_of(a.id).message_id == "msg");
 }
 
-TEST_SUITE_END();
+TEST_SUITE_END(); // sqlonly

@@ -79,8 +79,7 @@ TEST_CASE("decide reads the tag owed from the task: `tag`, then end_tag ignores 
   REQUIRE(e.l->confirm(plain.id, "etag", "", e.now(), ledger::CommitTag::none) ==
           test::confirm_outcome::confirmed);
   // The plain row's task as if a sweep still found it pending: nothing recorded, nothing to tag.
-  e.fresh.exec_raw("UPDATE cleanup_task SET status = 'PENDING' WHERE record_id = " +
-                   std::to_string(plain.id));
+  e.fresh.set_task_pending(plain.id);
   auto t = e.claim_at_due(owed.id);
   auto u = e.claim_at_due(plain.id);
   // No store and no configuration is asked: the task's record decides.
@@ -268,6 +267,11 @@ TEST_CASE("a user-deleted ACTIVE row's committed object is deleted without the g
   CHECK_FALSE(e.store.has(a.object_key));
 }
 
+TEST_SUITE_END(); // contract
+
+// The migration of a database (on both; the fake has no schema).
+TEST_SUITE_BEGIN("sqlonly");
+
 TEST_CASE("migration to tag_owed: an ACTIVE row whose task is still live is owed the tag, nothing else") {
   Env e;
   // One row for every shape the ledger had before the step (version 8 -> 9) that adds
@@ -312,4 +316,4 @@ TEST_CASE("migration to tag_owed: an ACTIVE row whose task is still live is owed
   CHECK(e.l->decide(t, e.now(), 1'000) == ledger::TaskDecision::tag);
 }
 
-TEST_SUITE_END();
+TEST_SUITE_END(); // sqlonly

@@ -3,8 +3,9 @@
 // with rows made as an upload makes them (reserved, the object stored with lodge's stamp,
 // confirmed) without running the uploader.
 
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/ledger.hpp>

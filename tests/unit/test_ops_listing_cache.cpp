@@ -1,9 +1,9 @@
 // Re-runs verified in bulk: the run's listing cache proves would-be duplicates' objects
 // present with a listing per shard instead of a HEAD each, and proves nothing it did not
 // see exactly as the row recorded it (the uploader then HEADs, as before).
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <lodge/crypto/random.hpp>
 #include <lodge/ops/upload/listing_cache.hpp>

@@ -3,10 +3,11 @@
 // too, stops at once when a renewal is refused, and aborts a transfer whose bytes stop (the
 // stall) or whose deadline passes, saying which; repair and sweep judge a renewed row by its
 // current deadline.
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
 #include "ops_fixture.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <chrono>
 #include <lodge/config/config.hpp>

@@ -2,9 +2,10 @@
 // (its row failed with the cleanup one grace later), and the next upload of the same content
 // revives the row and sends only the parts not proven stored; anything unexpected starts the
 // staged upload afresh, and a changed file never leaves its parts for a resume.
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ledger/ledger.hpp>

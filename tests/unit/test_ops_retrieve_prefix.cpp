@@ -3,7 +3,7 @@
 // path order, whatever the page size (a path's rows split across pages included); rows
 // without a relative path restore to their original name and merge with a path of that
 // name. The same answer as active_under_prefix, which collects it.
-#include "fake_ledger.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <doctest/doctest.h>
 #include <lodge/ledger/ledger.hpp>

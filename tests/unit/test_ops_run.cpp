@@ -1,10 +1,11 @@
 // The upload run (ops::run_upload) on the ledger fake and the fake store: the exit status
 // of every mix of outcomes, cancellation, the bound on waiting for another sender, and the
 // order in which the observer hears of it all. No network, no real sleeping.
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
 #include "ops_fixture.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <algorithm>
 #include <atomic>

@@ -2,9 +2,9 @@
 // connections, and every outcome, the ledger's failures and lost answers included, leaves
 // the ledger in the state the protocol promises. (Its confirms on a group-committing SQLite
 // ledger: test_ledger_group_commit.cpp.)
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <algorithm>
 #include <condition_variable>

@@ -1,13 +1,16 @@
 // The ledger fake (fake_ledger.hpp). Each method is SqlLedger's transaction of the same name
-// (src/ledger/sql_uploads.cpp, sql_marks.cpp) done on the maps under one lock: the same
-// preconditions, the same outcomes, the same fields written; the rules are the protocol's
-// own (ledger::decide_task, ledger::dead_letters, ledger::object_key_for).
+// (src/ledger/sql_*.cpp) done on the maps under one lock: the same preconditions, the same
+// outcomes, the same fields written; the rules are the protocol's own (ledger::decide_task,
+// ledger::dead_letters, ledger::object_key_for). The ledger contract (tests/ledger, run with
+// LODGE_TEST_LEDGER=fake) holds it to SqlLedger's behaviour.
 #include "fake_ledger.hpp"
 
 #include <algorithm>
 #include <lodge/ledger/protocol.hpp>
 #include <lodge/ledger/schema.hpp>
 #include <lodge/store/object_options.hpp>
+#include <map>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <tuple>
@@ -159,34 +162,75 @@ std::string uuid_for(int64_t id) {
 }
 } // namespace
 
+// The ledger itself, shared by every connection to it.
+struct FakeLedger::State {
+  std::mutex mutex;
+  std::string location;
+  std::string uuid = "f4ce0000-0000-4000-8000-000000000001";
+  std::map<int64_t, FileRecord> rows;  // by id
+  std::map<int64_t, TaskRecord> tasks; // by task id
+  int64_t sequence = 0;                // the highest record id issued
+  int64_t next_task = 1;
+  int64_t block_end = 0, block_intent = 0;
+  std::optional<Divergence> diverged;
+  std::optional<StoreBinding> binding;
+  std::vector<JobRun> runs;
+  OutboxSettings outbox;
+  std::vector<FakeEvent> events; // by id
+
+  std::vector<Script> scripts;
+  std::vector<LedgerTransition> transitions;
+  std::vector<std::string> calls;
+  std::vector<int64_t> abandoned;
+  bool defer = false;
+};
+
+FakeLedger::FakeLedger(std::string location) : m_s(std::make_shared<State>()) {
+  m_s->location = std::move(location);
+}
+
+FakeLedger::FakeLedger(std::shared_ptr<State> state) : m_s(std::move(state)) {}
+
+std::unique_ptr<FakeLedger> FakeLedger::connect() const {
+  return std::unique_ptr<FakeLedger>(new FakeLedger(m_s));
+}
+
+const std::string &FakeLedger::location() const {
+  return m_s->location;
+}
+
+const std::string &FakeLedger::uuid() const {
+  return m_s->uuid;
+}
+
 // --- scripting and records ---
 
 void FakeLedger::fail_next(const std::string &op, Errc code, int times) {
   known_op(op);
-  std::lock_guard lock(m_mutex);
-  m_scripts.push_back({op, Script::Kind::fail, code, times, {}});
+  std::lock_guard lock(m_s->mutex);
+  m_s->scripts.push_back({op, Script::Kind::fail, code, times, {}});
 }
 
 void FakeLedger::lose_answer(const std::string &op, int times) {
   known_op(op);
-  std::lock_guard lock(m_mutex);
-  m_scripts.push_back({op, Script::Kind::lose, Errc::ledger_unavailable, times, {}});
+  std::lock_guard lock(m_s->mutex);
+  m_s->scripts.push_back({op, Script::Kind::lose, Errc::ledger_unavailable, times, {}});
 }
 
 void FakeLedger::before_next(const std::string &op, std::function<void()> fn) {
   known_op(op);
-  std::lock_guard lock(m_mutex);
-  m_scripts.push_back({op, Script::Kind::before, Errc::ledger_unavailable, 1, std::move(fn)});
+  std::lock_guard lock(m_s->mutex);
+  m_s->scripts.push_back({op, Script::Kind::before, Errc::ledger_unavailable, 1, std::move(fn)});
 }
 
 void FakeLedger::defer_confirms(bool on) {
-  std::lock_guard lock(m_mutex);
-  m_defer = on;
+  std::lock_guard lock(m_s->mutex);
+  m_s->defer = on;
 }
 
 std::vector<LedgerTransition> FakeLedger::transitions() const {
-  std::lock_guard lock(m_mutex);
-  return m_transitions;
+  std::lock_guard lock(m_s->mutex);
+  return m_s->transitions;
 }
 
 std::vector<std::string> FakeLedger::history(std::optional<int64_t> record_id) const {
@@ -197,8 +241,8 @@ std::vector<std::string> FakeLedger::history(std::optional<int64_t> record_id) c
 }
 
 std::vector<std::string> FakeLedger::calls() const {
-  std::lock_guard lock(m_mutex);
-  return m_calls;
+  std::lock_guard lock(m_s->mutex);
+  return m_s->calls;
 }
 
 size_t FakeLedger::count(const std::string &op) const {
@@ -207,39 +251,46 @@ size_t FakeLedger::count(const std::string &op) const {
 }
 
 std::vector<int64_t> FakeLedger::abandoned_confirms() const {
-  std::lock_guard lock(m_mutex);
-  return m_abandoned;
+  std::lock_guard lock(m_s->mutex);
+  return m_s->abandoned;
 }
 
 std::vector<JobRun> FakeLedger::job_runs() const {
-  std::lock_guard lock(m_mutex);
-  return m_runs;
+  std::lock_guard lock(m_s->mutex);
+  return m_s->runs;
 }
 
 FileRecord FakeLedger::row(int64_t id) const {
-  std::lock_guard lock(m_mutex);
-  auto it = m_rows.find(id);
-  if (it == m_rows.end()) throw std::logic_error("FakeLedger: no row #" + std::to_string(id));
+  std::lock_guard lock(m_s->mutex);
+  auto it = m_s->rows.find(id);
+  if (it == m_s->rows.end()) throw std::logic_error("FakeLedger: no row #" + std::to_string(id));
   return it->second;
 }
 
 TaskRecord FakeLedger::task_of(int64_t record_id) const {
-  std::lock_guard lock(m_mutex);
-  for (const auto &[id, t] : m_tasks)
+  std::lock_guard lock(m_s->mutex);
+  for (const auto &[id, t] : m_s->tasks)
     if (t.record_id == record_id) return t;
   throw std::logic_error("FakeLedger: no task of row #" + std::to_string(record_id));
 }
 
 std::vector<FakeEvent> FakeLedger::events() const {
-  std::lock_guard lock(m_mutex);
-  return m_events;
+  std::lock_guard lock(m_s->mutex);
+  return m_s->events;
+}
+
+void FakeLedger::edit_task(int64_t record_id, const std::function<void(TaskRecord &)> &change) {
+  std::lock_guard lock(m_s->mutex);
+  auto *t = task_for(record_id);
+  if (!t) throw std::logic_error("FakeLedger: no task of row #" + std::to_string(record_id));
+  change(*t);
 }
 
 bool FakeLedger::take(const std::string &op, Script::Kind kind, Errc *code) {
-  for (auto it = m_scripts.begin(); it != m_scripts.end(); ++it) {
+  for (auto it = m_s->scripts.begin(); it != m_s->scripts.end(); ++it) {
     if (it->op != op || it->kind != kind) continue;
     if (code) *code = it->code;
-    if (--it->times <= 0) m_scripts.erase(it);
+    if (--it->times <= 0) m_s->scripts.erase(it);
     return true;
   }
   return false;
@@ -248,17 +299,17 @@ bool FakeLedger::take(const std::string &op, Script::Kind kind, Errc *code) {
 template <class F> auto FakeLedger::call(const char *op, F &&body) -> decltype(body()) {
   std::function<void()> before;
   {
-    std::lock_guard lock(m_mutex);
-    for (auto it = m_scripts.begin(); it != m_scripts.end(); ++it)
+    std::lock_guard lock(m_s->mutex);
+    for (auto it = m_s->scripts.begin(); it != m_s->scripts.end(); ++it)
       if (it->op == op && it->kind == Script::Kind::before) {
         before = std::move(it->fn);
-        m_scripts.erase(it);
+        m_s->scripts.erase(it);
         break;
       }
   }
   if (before) before(); // outside the lock: it may call this ledger
-  std::lock_guard lock(m_mutex);
-  m_calls.emplace_back(op);
+  std::lock_guard lock(m_s->mutex);
+  m_s->calls.emplace_back(op);
   Errc code = Errc::ledger_unavailable;
   if (take(op, Script::Kind::fail, &code))
     throw LodgeError(code, std::string("ledger fake-ledger: ") + op + " failed (injected)");
@@ -279,19 +330,19 @@ template <class F> auto FakeLedger::call(const char *op, F &&body) -> decltype(b
 // --- state, with the lock held ---
 
 FileRecord *FakeLedger::row_at(int64_t id) {
-  auto it = m_rows.find(id);
-  return it == m_rows.end() ? nullptr : &it->second;
+  auto it = m_s->rows.find(id);
+  return it == m_s->rows.end() ? nullptr : &it->second;
 }
 
 TaskRecord *FakeLedger::task_for(int64_t record_id) {
-  for (auto &[id, t] : m_tasks)
+  for (auto &[id, t] : m_s->tasks)
     if (t.record_id == record_id) return &t;
   return nullptr;
 }
 
 TaskRecord *FakeLedger::task_at(int64_t task_id) {
-  auto it = m_tasks.find(task_id);
-  return it == m_tasks.end() ? nullptr : &it->second;
+  auto it = m_s->tasks.find(task_id);
+  return it == m_s->tasks.end() ? nullptr : &it->second;
 }
 
 TaskRecord *FakeLedger::held(const TaskRecord &t) {
@@ -303,7 +354,7 @@ TaskRecord *FakeLedger::held(const TaskRecord &t) {
 void FakeLedger::set_row(const char *op, FileRecord &r, const std::function<void(FileRecord &)> &change) {
   const FileRecord before = r;
   change(r);
-  m_transitions.push_back({op, r.id, "row", row_state(before), row_state(r)});
+  m_s->transitions.push_back({op, r.id, "row", row_state(before), row_state(r)});
   record_events(&before, r);
 }
 
@@ -316,22 +367,22 @@ void FakeLedger::set_task(const char *op, TaskRecord &t, const std::function<voi
     t.sent_at.reset();
     t.message_id.reset();
   }
-  m_transitions.push_back({op, t.record_id, "task", from, task_state(t)});
+  m_s->transitions.push_back({op, t.record_id, "task", from, task_state(t)});
 }
 
 void FakeLedger::record_events(const FileRecord *before, const FileRecord &after) {
   // The schema's triggers (schema.sql): AFTER INSERT of an ACTIVE row; AFTER UPDATE that
   // makes a row ACTIVE or UPLOAD_FAILED, or deletes an ACTIVE one.
   auto write = [&](EventType type) {
-    if (std::find(m_outbox.event_types.begin(), m_outbox.event_types.end(), type) ==
-        m_outbox.event_types.end())
+    if (std::find(m_s->outbox.event_types.begin(), m_s->outbox.event_types.end(), type) ==
+        m_s->outbox.event_types.end())
       return;
     FakeEvent e;
-    e.id = static_cast<int64_t>(m_events.size()) + 1;
+    e.id = static_cast<int64_t>(m_s->events.size()) + 1;
     e.type = type;
     e.record_id = after.id;
     e.occurred_at = after.updated_at;
-    m_events.push_back(e);
+    m_s->events.push_back(e);
   };
   const bool was_active = before && before->upload_status == FileStatus::active;
   if (after.upload_status == FileStatus::active && !was_active) write(EventType::file_active);
@@ -346,7 +397,7 @@ void FakeLedger::record_events(const FileRecord *before, const FileRecord &after
 bool FakeLedger::key_in_use(const std::string &key, int64_t except_id) const {
   // A shared row's object_key is the shared object's (as SqlLedger reads it): one comparison
   // covers the row that wrote the object and every row sharing it.
-  return std::any_of(m_rows.begin(), m_rows.end(), [&](const auto &e) {
+  return std::any_of(m_s->rows.begin(), m_s->rows.end(), [&](const auto &e) {
     return e.first != except_id && !e.second.is_deleted && e.second.object_key == key;
   });
 }
@@ -362,7 +413,7 @@ QueueOutcome FakeLedger::ensure_pending_task(const char *op, int64_t record_id, 
   auto *t = task_for(record_id);
   if (!t) {
     TaskRecord n;
-    n.id = m_next_task++;
+    n.id = m_s->next_task++;
     n.record_id = record_id;
     n.task_type = "DELETE_OBJECT";
     n.object_key = key;
@@ -371,8 +422,8 @@ QueueOutcome FakeLedger::ensure_pending_task(const char *op, int64_t record_id, 
     n.max_retries = max_retries;
     n.verify_pass = pass;
     n.created_at = n.updated_at = now;
-    m_transitions.push_back({op, record_id, "task", "", task_state(n)});
-    m_tasks[n.id] = n;
+    m_s->transitions.push_back({op, record_id, "task", "", task_state(n)});
+    m_s->tasks[n.id] = n;
     return QueueOutcome::queued;
   }
   if (t->status == TaskStatus::processing) return QueueOutcome::held;
@@ -413,7 +464,7 @@ bool FakeLedger::fail_overdue_row(const char *op, int64_t id, int64_t now, const
 
 void FakeLedger::retire_others(const char *op, int64_t id, const Retire &retire, int64_t now) {
   const FileRecord n = *row_at(id);
-  for (auto &[old_id, o] : m_rows) {
+  for (auto &[old_id, o] : m_s->rows) {
     if (old_id == id || o.owner_id != n.owner_id || o.run_prefix != n.run_prefix ||
         o.relative_path != n.relative_path || !alive_active(&o))
       continue;
@@ -437,21 +488,21 @@ StatusReport FakeLedger::status(int64_t /*now*/, int64_t /*failed_since*/) {
 }
 
 void FakeLedger::record_job_run(const JobRun &run) {
-  call("record_job_run", [&] { m_runs.push_back(run); });
+  call("record_job_run", [&] { m_s->runs.push_back(run); });
 }
 
 std::optional<StoreBinding> FakeLedger::store_binding() {
-  return call("store_binding", [&] { return m_binding; });
+  return call("store_binding", [&] { return m_s->binding; });
 }
 
 BindResult FakeLedger::bind_store(const StoreBinding &b, Rebind rebind) {
   return call("bind_store", [&] {
     BindResult out;
-    out.previous = m_binding;
-    if (!m_binding || rebind == Rebind::yes ||
-        (m_binding->same_store(b) && m_binding->tagging.empty() && !b.tagging.empty())) {
-      if (!m_binding || !(*m_binding == b)) {
-        m_binding = b;
+    out.previous = m_s->binding;
+    if (!m_s->binding || rebind == Rebind::yes ||
+        (m_s->binding->same_store(b) && m_s->binding->tagging.empty() && !b.tagging.empty())) {
+      if (!m_s->binding || !(*m_s->binding == b)) {
+        m_s->binding = b;
         out.written = true;
       }
     }
@@ -466,7 +517,7 @@ std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req,
   const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
   // The path's current row: the newest alive ACTIVE one (activated_at, then id).
   const FileRecord *current = nullptr;
-  for (const auto &[id, r] : m_rows)
+  for (const auto &[id, r] : m_s->rows)
     if (r.owner_id == req.owner_id && r.run_prefix == req.run_prefix && r.relative_path == path &&
         alive_active(&r) &&
         (!current || std::make_pair(r.activated_at.value_or(0), r.id) >
@@ -492,7 +543,7 @@ std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req,
     return std::make_tuple(r.run_prefix == req.run_prefix ? 0 : 1,
                            r.upload_status == FileStatus::active ? 0 : 1, r.id);
   };
-  for (const auto &[id, r] : m_rows)
+  for (const auto &[id, r] : m_s->rows)
     if (r.owner_id == req.owner_id && r.sha256 == req.sha256 && !r.is_deleted &&
         (req.dedup == DedupScope::owner || r.run_prefix == req.run_prefix) &&
         (!alive || rank(r) < rank(*alive)))
@@ -511,7 +562,7 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     // reservation is known to be written (below).
     FileRecord *prior = nullptr;
     if (req.idempotency_key)
-      for (auto &[id, r] : m_rows)
+      for (auto &[id, r] : m_s->rows)
         if (r.owner_id == req.owner_id && r.idempotency_key == req.idempotency_key) prior = &r;
     if (prior) {
       res.record = *prior;
@@ -532,7 +583,7 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     std::optional<FileRecord> share;
     if (auto dedup = dedup_answer(req, share)) return *dedup;
     if (req.max_files) {
-      const auto alive = std::count_if(m_rows.begin(), m_rows.end(), [&](const auto &e) {
+      const auto alive = std::count_if(m_s->rows.begin(), m_s->rows.end(), [&](const auto &e) {
         return e.second.owner_id == req.owner_id && !e.second.is_deleted;
       });
       if (alive >= *req.max_files) {
@@ -543,7 +594,7 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     // Resume replaces only the insert.
     if (req.resume && !share)
       if (auto revived = revive_resumable(req, now, prior)) return *revived;
-    const int64_t id = m_sequence + 1;
+    const int64_t id = m_s->sequence + 1;
     const std::string &path = req.relative_path.empty() ? req.original_name : req.relative_path;
     const std::string key = object_key_for(req.key_prefix, req.owner_id, req.run_prefix, uuid_for(id), path);
     if (key.size() > k_max_key_bytes)
@@ -590,13 +641,13 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
       prior->idempotency_key.reset();
       prior->updated_at = now;
     }
-    m_sequence = id;
-    m_rows[id] = r;
-    m_transitions.push_back({"reserve", id, "row", "", row_state(r)});
+    m_s->sequence = id;
+    m_s->rows[id] = r;
+    m_s->transitions.push_back({"reserve", id, "row", "", row_state(r)});
     record_events(nullptr, r);
     // Every row has its task; a shared row's has nothing to do while the row is alive.
     TaskRecord t;
-    t.id = m_next_task++;
+    t.id = m_s->next_task++;
     t.record_id = id;
     t.task_type = "DELETE_OBJECT";
     t.object_key = r.object_key;
@@ -604,8 +655,8 @@ ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
     t.next_retry_at = share ? now : r.upload_deadline_at + req.grace_ms;
     t.max_retries = req.max_retries;
     t.created_at = t.updated_at = now;
-    m_tasks[t.id] = t;
-    m_transitions.push_back({"reserve", id, "task", "", task_state(t)});
+    m_s->tasks[t.id] = t;
+    m_s->transitions.push_back({"reserve", id, "task", "", task_state(t)});
     if (share && req.retire) retire_others("reserve", id, *req.retire, now);
     return res;
   });
@@ -617,7 +668,7 @@ std::optional<ReserveResult> FakeLedger::revive_resumable(const ReserveRequest &
   const std::string &content_type = req.content_type.empty() ? req.media_type : req.content_type;
   FileRecord *found = nullptr; // the newest (highest id) resumable row
   TaskRecord *task = nullptr;
-  for (auto &[id, r] : m_rows) {
+  for (auto &[id, r] : m_s->rows) {
     auto *t = task_for(id);
     if (r.owner_id == req.owner_id && r.run_prefix == req.run_prefix && r.relative_path == path &&
         r.sha256 == req.sha256 && r.size == req.size && r.upload_status == FileStatus::upload_failed &&
@@ -746,8 +797,8 @@ public:
   Deferred &operator=(const Deferred &) = delete;
   ~Deferred() override {
     if (m_run) {
-      std::lock_guard lock(m_l->m_mutex);
-      m_l->m_abandoned.push_back(m_id);
+      std::lock_guard lock(m_l->m_s->mutex);
+      m_l->m_s->abandoned.push_back(m_id);
     }
   }
   [[nodiscard]] ConfirmOutcome wait() override {
@@ -768,8 +819,8 @@ std::unique_ptr<Ledger::PendingConfirm> FakeLedger::confirm_later(int64_t id, co
                                                                   Durable durable) {
   bool defer = false;
   {
-    std::lock_guard lock(m_mutex);
-    defer = m_defer;
+    std::lock_guard lock(m_s->mutex);
+    defer = m_s->defer;
   }
   if (!defer) return Ledger::confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
   auto run = [this, id, etag, version_id, now, tag, retire, make = std::move(durable.make)] {
@@ -785,7 +836,7 @@ std::optional<FileRecord> FakeLedger::find_unchanged(const std::string &owner, c
                                                      int64_t size) {
   return call("find_unchanged", [&] {
     std::optional<FileRecord> newest; // by id
-    for (const auto &[id, r] : m_rows)
+    for (const auto &[id, r] : m_s->rows)
       if (r.owner_id == owner && r.run_prefix == run_prefix && r.relative_path == relative_path &&
           alive_active(&r) && r.size == size && r.stat == stat)
         newest = r;
@@ -879,7 +930,7 @@ void FakeLedger::scan_files(const FileQuery &q, const std::function<bool(const F
   // Read under the lock, visited outside it (the visitor may call the ledger).
   auto rows = call("scan_files", [&] {
     std::vector<FileRecord> out;
-    for (const auto &[id, r] : m_rows)
+    for (const auto &[id, r] : m_s->rows)
       if (matches(q, r) && (!q.latest || alive_active(&r))) out.push_back(r);
     if (q.latest) { // the newest by (activated_at, id) per (owner, relative_path)
       std::map<std::pair<std::string, std::string>, FileRecord> newest;
@@ -911,7 +962,7 @@ void FakeLedger::prefix_summaries(const FileQuery &q,
     FileQuery alive = q;
     alive.include_dead = false;
     std::map<std::pair<std::string, std::string>, PrefixSummary> by;
-    for (const auto &[id, r] : m_rows) {
+    for (const auto &[id, r] : m_s->rows) {
       if (!matches(alive, r) || r.upload_status == FileStatus::upload_failed) continue;
       auto &s = by[{r.owner_id, r.run_prefix}];
       s.owner_id = r.owner_id;
@@ -938,7 +989,7 @@ std::vector<std::string> FakeLedger::metadata_values(const std::string &owner, c
                                                      const std::string &start, int limit) {
   return call("metadata_values", [&] {
     std::set<std::string> values;
-    for (const auto &[id, r] : m_rows) {
+    for (const auto &[id, r] : m_s->rows) {
       if ((owner != "*" && r.owner_id != owner) || r.object_options.empty()) continue;
       auto o = store::from_json(r.object_options);
       if (auto it = o.metadata.find(name); it != o.metadata.end() && starts_with(it->second, start))
@@ -958,10 +1009,10 @@ std::vector<SharedRow> FakeLedger::shared_outside(const std::string &owner, cons
       return x.is_deleted || (unexpired_at && x.expires_at && *x.expires_at <= *unexpired_at);
     };
     std::vector<SharedRow> out;
-    for (const auto &[id, r] : m_rows) {
+    for (const auto &[id, r] : m_s->rows) {
       if (gone(r) || r.owner_id != owner || r.run_prefix != run_prefix) continue;
       std::set<std::pair<std::string, std::string>> sharers;
-      for (const auto &[oid, o] : m_rows)
+      for (const auto &[oid, o] : m_s->rows)
         if (oid != id && !gone(o) && o.object_key == r.object_key &&
             (o.owner_id != owner || o.run_prefix != run_prefix))
           sharers.emplace(o.owner_id, o.run_prefix);
@@ -976,7 +1027,7 @@ std::vector<FileRecord> FakeLedger::find_by_path(const std::string &owner, const
                                                  const std::string &relative_path) {
   return call("find_by_path", [&] {
     std::vector<FileRecord> out;
-    for (const auto &[id, r] : m_rows)
+    for (const auto &[id, r] : m_s->rows)
       if (r.owner_id == owner && r.run_prefix == run_prefix && r.relative_path == relative_path &&
           alive_active(&r))
         out.push_back(r);
@@ -1014,7 +1065,7 @@ std::vector<TaskRecord> FakeLedger::claim_due_locked(int64_t now, int limit, con
                                                      int64_t lease_ms,
                                                      const std::function<bool(const TaskRecord &)> &which) {
   std::vector<TaskRecord *> ready;
-  for (auto &[id, t] : m_tasks)
+  for (auto &[id, t] : m_s->tasks)
     if (due(t, now) && which(t)) ready.push_back(&t);
   std::stable_sort(ready.begin(), ready.end(), [](const TaskRecord *a, const TaskRecord *b) {
     return a->next_retry_at < b->next_retry_at;
@@ -1206,7 +1257,7 @@ std::vector<TaskFinish> FakeLedger::finish_many(const std::vector<TaskEnd> &ends
 std::vector<TaskRecord> FakeLedger::due_tasks(int64_t now, int limit) {
   return call("due_tasks", [&] {
     std::vector<TaskRecord> out;
-    for (const auto &[id, t] : m_tasks)
+    for (const auto &[id, t] : m_s->tasks)
       if (due(t, now)) out.push_back(t);
     std::stable_sort(out.begin(), out.end(), [](const TaskRecord &a, const TaskRecord &b) {
       return a.next_retry_at < b.next_retry_at;
@@ -1222,7 +1273,7 @@ void FakeLedger::scan_tasks(std::optional<TaskStatus> status,
   // Read under the lock, visited outside it (the visitor may call the ledger).
   auto tasks = call("scan_tasks", [&] {
     std::vector<TaskRecord> out;
-    for (const auto &[id, t] : m_tasks)
+    for (const auto &[id, t] : m_s->tasks)
       if (!status || t.status == *status) out.push_back(t);
     return out;
   });
@@ -1249,7 +1300,7 @@ RetryOutcome FakeLedger::retry_task(int64_t task_id, int64_t now) {
 std::vector<FileRecord> FakeLedger::overdue_uploads(int64_t now, int limit) {
   return call("overdue_uploads", [&] {
     std::vector<FileRecord> out;
-    for (const auto &[id, r] : m_rows)
+    for (const auto &[id, r] : m_s->rows)
       if (r.upload_status == FileStatus::uploading && !r.is_deleted && r.upload_deadline_at < now)
         out.push_back(r);
     std::stable_sort(out.begin(), out.end(), [](const FileRecord &a, const FileRecord &b) {
@@ -1275,7 +1326,7 @@ RepairOutcome FakeLedger::repair_row(int64_t id, int64_t now, int64_t grace_ms, 
 std::vector<FileRecord> FakeLedger::held_uploads(const std::string &holder_prefix, int limit) {
   return call("held_uploads", [&] {
     std::vector<FileRecord> out;
-    for (const auto &[id, r] : m_rows)
+    for (const auto &[id, r] : m_s->rows)
       if (r.upload_status == FileStatus::uploading && !r.is_deleted && r.holder &&
           r.holder->compare(0, holder_prefix.size(), holder_prefix) == 0 &&
           out.size() < static_cast<size_t>(std::max(limit, 0)))
@@ -1352,7 +1403,7 @@ PruneOutcome FakeLedger::prune_snapshot(const std::string &owner, const std::str
                                         int64_t now, int64_t grace_ms, int max_retries) {
   return call("prune_snapshot", [&] {
     PruneOutcome out;
-    for (auto &[id, r] : m_rows) {
+    for (auto &[id, r] : m_s->rows) {
       if (!alive_active(&r) || r.owner_id != owner || r.run_prefix != run_prefix ||
           r.created_at > created_until || std::find(keep_ids.begin(), keep_ids.end(), id) != keep_ids.end())
         continue;
@@ -1367,7 +1418,7 @@ PruneOutcome FakeLedger::prune_snapshot(const std::string &owner, const std::str
 PruneOutcome FakeLedger::soft_delete_expired(int64_t now, int64_t grace_ms, int max_retries, int limit) {
   return call("soft_delete_expired", [&] {
     PruneOutcome out;
-    for (auto &[id, r] : m_rows) {
+    for (auto &[id, r] : m_s->rows) {
       if (out.deleted >= limit) break;
       if (!alive_active(&r) || !r.expires_at || *r.expires_at > now) continue;
       soft_delete_locked("soft_delete_expired", r, now, grace_ms, max_retries);
@@ -1385,15 +1436,15 @@ void FakeLedger::rows_by_key(const std::string &prefix, const std::string &after
   // Read under the lock, visited outside it (the visitor may call the ledger).
   auto rows = call("rows_by_key", [&] {
     std::vector<FileRecord> out;
-    for (const auto &entry : m_rows) {
+    for (const auto &entry : m_s->rows) {
       const FileRecord &r = entry.second;
       if (r.content_of || r.object_key.compare(0, prefix.size(), prefix) != 0) continue;
       if (!after.empty() && after >= prefix && r.object_key <= after) continue;
       FileRecord c = r;
-      c.alive_sharers = std::count_if(m_rows.begin(), m_rows.end(), [&](const auto &e) {
+      c.alive_sharers = std::count_if(m_s->rows.begin(), m_s->rows.end(), [&](const auto &e) {
         return e.second.content_of && e.second.object_key == r.object_key && !e.second.is_deleted;
       });
-      c.live_sharer_tasks = std::count_if(m_tasks.begin(), m_tasks.end(), [&](const auto &e) {
+      c.live_sharer_tasks = std::count_if(m_s->tasks.begin(), m_s->tasks.end(), [&](const auto &e) {
         const auto &t = e.second;
         const FileRecord *s = row_at(t.record_id);
         return s && s->content_of && s->object_key == r.object_key &&
@@ -1411,7 +1462,7 @@ void FakeLedger::rows_by_key(const std::string &prefix, const std::string &after
 }
 
 int64_t FakeLedger::max_record_id() {
-  return call("max_record_id", [&] { return m_sequence; });
+  return call("max_record_id", [&] { return m_s->sequence; });
 }
 
 QueueOutcome FakeLedger::requeue_task_for(int64_t record_id, int64_t now, int max_retries) {
@@ -1443,56 +1494,56 @@ DeadLetterOutcome FakeLedger::dead_letter(const TaskRecord &t, const std::string
 IdBlockState FakeLedger::id_blocks() {
   return call("id_blocks", [&] {
     IdBlockState s;
-    s.sequence = m_sequence;
-    s.block_end = m_block_end;
-    s.block_intent = std::max(m_block_end, m_block_intent);
-    s.diverged = m_diverged;
+    s.sequence = m_s->sequence;
+    s.block_end = m_s->block_end;
+    s.block_intent = std::max(m_s->block_end, m_s->block_intent);
+    s.diverged = m_s->diverged;
     return s;
   });
 }
 
 BlockOutcome FakeLedger::begin_id_block(int64_t expected_intent, int64_t new_intent, int64_t /*now*/) {
   return call("begin_id_block", [&] {
-    const int64_t cur = std::max(m_block_end, m_block_intent);
+    const int64_t cur = std::max(m_s->block_end, m_s->block_intent);
     if (cur != expected_intent || new_intent <= cur) return BlockOutcome::moved;
-    m_block_intent = new_intent;
+    m_s->block_intent = new_intent;
     return BlockOutcome::begun;
   });
 }
 
 void FakeLedger::end_id_block(int64_t end, int64_t /*now*/) {
-  call("end_id_block", [&] { m_block_end = std::max(m_block_end, end); });
+  call("end_id_block", [&] { m_s->block_end = std::max(m_s->block_end, end); });
 }
 
 bool FakeLedger::record_divergence(int64_t store_mark, int64_t now) {
   return call("record_divergence", [&] {
-    const bool fresh = !m_diverged;
-    const int64_t before = m_sequence;
-    m_sequence = std::max(m_sequence, store_mark); // no id at or below the mark is issued again
-    m_block_end = std::max(store_mark, m_block_end);
-    m_block_intent = std::max(m_block_end, m_block_intent);
+    const bool fresh = !m_s->diverged;
+    const int64_t before = m_s->sequence;
+    m_s->sequence = std::max(m_s->sequence, store_mark); // no id at or below the mark is issued again
+    m_s->block_end = std::max(store_mark, m_s->block_end);
+    m_s->block_intent = std::max(m_s->block_end, m_s->block_intent);
     if (fresh) {
-      m_diverged = Divergence{};
-      m_diverged->detected_at = now;
-      m_diverged->sequence_before = before;
+      m_s->diverged = Divergence{};
+      m_s->diverged->detected_at = now;
+      m_s->diverged->sequence_before = before;
     }
-    m_diverged->store_mark = store_mark;
-    m_diverged->reconciled_at.reset();
+    m_s->diverged->store_mark = store_mark;
+    m_s->diverged->reconciled_at.reset();
     return fresh;
   });
 }
 
 void FakeLedger::note_reconciled(int64_t now) {
   call("note_reconciled", [&] {
-    if (m_diverged) m_diverged->reconciled_at = now;
+    if (m_s->diverged) m_s->diverged->reconciled_at = now;
   });
 }
 
 AcceptOutcome FakeLedger::accept_divergence(int64_t /*now*/) {
   return call("accept_divergence", [&] {
-    if (!m_diverged) return AcceptOutcome::not_diverged;
-    if (!m_diverged->reconciled_at) return AcceptOutcome::not_reconciled;
-    m_diverged.reset();
+    if (!m_s->diverged) return AcceptOutcome::not_diverged;
+    if (!m_s->diverged->reconciled_at) return AcceptOutcome::not_reconciled;
+    m_s->diverged.reset();
     return AcceptOutcome::accepted;
   });
 }
@@ -1518,16 +1569,20 @@ bool relayable(const TaskRecord &t, int64_t now) {
 } // namespace
 
 OutboxSettings FakeLedger::outbox_settings() {
-  return call("outbox_settings", [&] { return m_outbox; });
+  return call("outbox_settings", [&] { return m_s->outbox; });
 }
 
 SetOutboxOutcome FakeLedger::set_outbox_settings(const OutboxSettings &s) {
   return call("set_outbox_settings", [&] {
-    if (s.cleanup_via != m_outbox.cleanup_via &&
-        std::any_of(m_tasks.begin(), m_tasks.end(),
+    if (s.cleanup_via != m_s->outbox.cleanup_via &&
+        std::any_of(m_s->tasks.begin(), m_s->tasks.end(),
                     [](const auto &e) { return e.second.sent_at && !ended(e.second); }))
       return SetOutboxOutcome::in_flight;
-    m_outbox = s;
+    // Kept as SqlLedger reads them back: in k_event_types' order, each type once.
+    m_s->outbox = {s.cleanup_via, {}};
+    for (auto type : k_event_types)
+      if (std::find(s.event_types.begin(), s.event_types.end(), type) != s.event_types.end())
+        m_s->outbox.event_types.push_back(type);
     return SetOutboxOutcome::set;
   });
 }
@@ -1535,7 +1590,7 @@ SetOutboxOutcome FakeLedger::set_outbox_settings(const OutboxSettings &s) {
 std::vector<TaskRecord> FakeLedger::unsent_due_tasks(int64_t now, int limit) {
   return call("unsent_due_tasks", [&] {
     std::vector<TaskRecord> out;
-    for (const auto &[id, t] : m_tasks)
+    for (const auto &[id, t] : m_s->tasks)
       if (relayable(t, now) && static_cast<int>(out.size()) < limit) out.push_back(t);
     return out;
   });
@@ -1585,7 +1640,7 @@ EventClaim FakeLedger::claim_sent_task(int64_t task_id, int64_t now, const std::
 std::vector<UploadEvent> FakeLedger::unsent_events(int limit) {
   return call("unsent_events", [&] {
     std::vector<UploadEvent> out;
-    for (const auto &e : m_events) {
+    for (const auto &e : m_s->events) {
       if (e.sent_at) continue;
       if (static_cast<int>(out.size()) >= limit) break;
       UploadEvent u;
@@ -1603,8 +1658,8 @@ int64_t FakeLedger::mark_events_sent(const std::vector<SentMark> &marks, int64_t
   return call("mark_events_sent", [&] {
     int64_t n = 0;
     for (const auto &m : marks) {
-      if (m.id < 1 || m.id > static_cast<int64_t>(m_events.size())) continue;
-      auto &e = m_events[static_cast<size_t>(m.id - 1)];
+      if (m.id < 1 || m.id > static_cast<int64_t>(m_s->events.size())) continue;
+      auto &e = m_s->events[static_cast<size_t>(m.id - 1)];
       if (e.sent_at) continue;
       e.sent_at = now;
       e.message_id = m.message_id;
@@ -1618,7 +1673,7 @@ OutboxCounts FakeLedger::outbox_counts(int64_t now) {
   return call("outbox_counts", [&] {
     OutboxCounts c;
     auto oldest = [&](int64_t at) { c.oldest_unsent_at = std::min(c.oldest_unsent_at.value_or(at), at); };
-    for (const auto &[id, t] : m_tasks) {
+    for (const auto &[id, t] : m_s->tasks) {
       if (relayable(t, now)) {
         ++c.cleanup_due_unsent;
         oldest(t.next_retry_at);
@@ -1626,7 +1681,7 @@ OutboxCounts FakeLedger::outbox_counts(int64_t now) {
       if (t.sent_at && !ended(t)) ++c.cleanup_in_flight;
       if (t.sent_at && t.status == TaskStatus::failed) ++c.cleanup_dead;
     }
-    for (const auto &e : m_events)
+    for (const auto &e : m_s->events)
       if (!e.sent_at) {
         ++c.events_unsent;
         oldest(e.occurred_at);

@@ -1,39 +1,33 @@
 #pragma once
-// One Ledger fake for the ops unit tests: rows and tasks in memory, moved by the protocol's
-// own state machine (SqlLedger's transitions, deciding by ledger::decide_task), every
-// transition recorded in order, and calls failed on script: before their write (the
-// ledger was not reached) or after it (the write committed, its answer was lost). One
-// mutex: the uploader's part threads and a sweep's lanes call it concurrently.
+// One Ledger fake: rows and tasks in memory, moved by the protocol's own state machine
+// (SqlLedger's transitions, deciding by ledger::decide_task), every transition recorded in
+// order, and calls failed on script: before their write (the ledger was not reached) or after
+// it (the write committed, its answer was lost). One mutex per ledger: the uploader's part
+// threads, a sweep's lanes and the connections of connect() call it concurrently.
 //
 // The outbox (ledger/outbox.hpp) is modelled too: the task's sent_at and message_id (cleared
 // by every transition that makes a task PENDING), and the upload events the schema's triggers
 // write (file.active, file.deleted, file.failed, for the types set_outbox_settings recorded),
 // each written by the transition that reports it (set_row and reserve's insert).
 //
-// Not modelled (std::logic_error): status() only. Everything else behaves as SqlLedger
-// does for one process; what needs SQL itself (group commit, locks between processes,
-// the schema) is tested on SQLite and PostgreSQL by the ledger contract (tests/ledger).
+// It is the ledger contract's third backend (tests/ledger, LODGE_TEST_LEDGER=fake, beside
+// SQLite and PostgreSQL): every contract case but the SQL-only ones (the sqlonly suite) pins
+// it to SqlLedger's behaviour, so the ops unit tests (tests/unit) run on a ledger that behaves
+// as the real one. Not modelled (std::logic_error): status() only. What needs SQL itself (raw
+// connections, schema versions and migrations, group commit, locks between processes) is
+// the sqlonly suite's, on SQLite and PostgreSQL.
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <lodge/error.hpp>
 #include <lodge/ledger/ledger.hpp>
-#include <map>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace lodge::test {
-
-// A clock the test sets.
-class ManualClock final : public util::Clock {
-public:
-  std::atomic<int64_t> t{1'700'000'000'000};
-  [[nodiscard]] int64_t now_ms() const override { return t.load(); }
-  void advance(int64_t ms) { t += ms; }
-};
 
 // One upload event as the ledger holds it (outbox_event's row).
 struct FakeEvent {
@@ -65,7 +59,11 @@ struct LedgerTransition {
 
 class FakeLedger final : public ledger::Ledger {
 public:
-  FakeLedger() = default;
+  // A new, empty ledger; `location` is what location() says (messages name it).
+  explicit FakeLedger(std::string location = "fake-ledger");
+  // Another connection to this ledger, as another process opening its location gets: the
+  // same rows, tasks, scripts and records, behind the same lock.
+  [[nodiscard]] std::unique_ptr<FakeLedger> connect() const;
 
   // --- scripting ---
   // The next `times` calls of `op` (a method name: "confirm", "mark_failed", "finish_many",
@@ -97,9 +95,14 @@ public:
   // Every upload event written, by id (sent or not), without recording a call.
   [[nodiscard]] std::vector<FakeEvent> events() const;
 
+  // --- behind the ledger's back ---
+  // Changes the task of `record_id` as an UPDATE on a raw connection would (what no ledger
+  // call may, for a test's set-up): nothing else moves, nothing is recorded.
+  void edit_task(int64_t record_id, const std::function<void(ledger::TaskRecord &)> &change);
+
   // --- ledger::Ledger ---
-  [[nodiscard]] const std::string &location() const override { return m_location; }
-  [[nodiscard]] const std::string &uuid() const override { return m_uuid; }
+  [[nodiscard]] const std::string &location() const override;
+  [[nodiscard]] const std::string &uuid() const override;
   [[nodiscard]] int schema_version() override;
   using Ledger::status;
   [[nodiscard]] ledger::StatusReport status(int64_t now, int64_t failed_since) override;
@@ -221,7 +224,10 @@ private:
     int times = 1;
     std::function<void()> fn;
   };
+  struct State; // the ledger every connection shares: its data, scripts and records
   class Deferred;
+
+  explicit FakeLedger(std::shared_ptr<State> state);
 
   // Every public call: the scripts of `op`, then `body` under the lock.
   template <class F> auto call(const char *op, F &&body) -> decltype(body());
@@ -270,25 +276,7 @@ private:
   claim_due_locked(int64_t now, int limit, const std::string &worker, int64_t lease_ms,
                    const std::function<bool(const ledger::TaskRecord &)> &which);
 
-  mutable std::mutex m_mutex;
-  std::string m_location = "fake-ledger";
-  std::string m_uuid = "f4ce0000-0000-4000-8000-000000000001";
-  std::map<int64_t, ledger::FileRecord> m_rows;  // by id
-  std::map<int64_t, ledger::TaskRecord> m_tasks; // by task id
-  int64_t m_sequence = 0;                        // the highest record id issued
-  int64_t m_next_task = 1;
-  int64_t m_block_end = 0, m_block_intent = 0;
-  std::optional<ledger::Divergence> m_diverged;
-  std::optional<ledger::StoreBinding> m_binding;
-  std::vector<ledger::JobRun> m_runs;
-  ledger::OutboxSettings m_outbox;
-  std::vector<FakeEvent> m_events; // by id
-
-  std::vector<Script> m_scripts;
-  std::vector<LedgerTransition> m_transitions;
-  std::vector<std::string> m_calls;
-  std::vector<int64_t> m_abandoned;
-  bool m_defer = false;
+  std::shared_ptr<State> m_s;
 };
 
 // Worker ledgers for a run (ops::RunDeps::worker_ledger): every handle is the one fake,
