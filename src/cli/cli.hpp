@@ -9,12 +9,11 @@
 #include <lodge/ledger/outbox.hpp>
 #include <lodge/mq/queue.hpp>
 #include <lodge/ops/read/select.hpp>
+#include <lodge/ops/session.hpp>
 #include <lodge/ops/upload/run.hpp>
 #include <lodge/store/store.hpp>
-#include <lodge/util/backpressure.hpp>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -39,8 +38,9 @@ struct Globals {
   int verbose = 0;
 };
 
-// What every command gets: the parsed global options and the environment.
-class Context {
+// What every command gets: the parsed global options and the environment; what it opens
+// (the ledger, the store) is ops::Session's, from the configuration.
+class Context : public ops::Session {
 public:
   Globals g;
   std::map<std::string, std::string> env;
@@ -49,68 +49,22 @@ public:
 
   // The effective configuration (loaded once, on first use).
   const config::Config &cfg();
-  // The ledger (opened and migrated once, on first use). LEDGER_NOT_FOUND when there is
-  // none: only init_ledger() creates one.
-  ledger::Ledger &ledger();
-  // The ledger for `lodge init`: created when missing, migrated when older.
-  ledger::Ledger &init_ledger();
-  // The ledger for a command that only reads it (status, list, tasks): opened read-only
-  // (never migrated) unless this run already opened it for writing.
-  ledger::Ledger &reader();
-  // Whether ledger() has opened the ledger (for writing) in this run.
-  [[nodiscard]] bool ledger_opened() const { return m_ledger != nullptr; }
-  // A new ledger connection (for worker threads; each needs its own).
-  std::unique_ptr<ledger::Ledger> open_ledger(bool read_only = false, bool create = false);
-  // The ledgers of a run's worker threads (opened once per run): on SQLite their upload
-  // writes are group-committed through one shared writer (ledger::LedgerPool).
-  std::shared_ptr<ledger::LedgerPool> ledger_pool();
-  [[nodiscard]] ledger::OpenOptions ledger_options(bool read_only, bool create);
-  // A new store connection (credentials resolved once, by the backend). The first one of
-  // a run checks the ledger's binding: STORE_MISMATCH for another store; a ledger with no
-  // binding yet (made by an older lodge) is bound to this store, said once on stderr.
-  std::unique_ptr<store::ObjectStore> open_store();
-  // A store connection without the binding check (for `lodge init`, which makes it).
-  std::unique_ptr<store::ObjectStore> open_store_unbound();
-  // The binding of the configured store.
-  [[nodiscard]] store::Binding store_binding();
-  // The error for a ledger bound to `have` used with `want`.
-  [[nodiscard]] LodgeError store_mismatch(const ledger::StoreBinding &have, const store::Binding &want);
-  // Why a ledger bound to `have` refuses `want` (STORE_MISMATCH, exit 2): another store, or
-  // the same store tagged otherwise (a tagging mode not recorded yet refuses nothing).
-  [[nodiscard]] std::optional<LodgeError> binding_refusal(const ledger::StoreBinding &have,
-                                                          const store::Binding &want);
-  // Records that this run's store matches the ledger's binding (init made it so).
-  void binding_checked() { m_binding_checked = true; }
-  // The configured store's backend, opened once (its URL parsed, its credentials
-  // resolved, the process's rate limiter made); thread-safe.
-  store::Backend &backend();
-  // The process's byte budget per second (0: none), decided here and nowhere else: --bwlimit,
-  // else the configuration's bwlimit (LODGE_BWLIMIT over the file's key), else none.
-  [[nodiscard]] uint64_t bwlimit();
-  // What every store connection of the process heard that says "fewer at once" (counted by
-  // the backend's retry loop; the upload run adapts its concurrency to it).
-  [[nodiscard]] std::shared_ptr<const util::Backpressure> backpressure() const { return m_backpressure; }
   // The owner: --owner, LODGE_OWNER, then the config's default_owner; usage error if none.
   std::string owner();
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
   // valid UTF-8 (file names can be any bytes) are printed with U+FFFD, never refused.
   void print_json(const nlohmann::json &value, int indent = -1) const;
 
+protected:
+  const config::Config &configuration() override { return cfg(); }
+  [[nodiscard]] const std::map<std::string, std::string> &environment() const override { return env; }
+  [[nodiscard]] std::optional<uint64_t> rate_flag() override;
+  void note(const std::string &line) override;
+  void warn(const std::string &line) override;
+
 private:
   std::unique_ptr<config::Config> m_cfg;
-  std::unique_ptr<ledger::Ledger> m_ledger;
-  std::unique_ptr<ledger::Ledger> m_reader;
-  std::shared_ptr<ledger::LedgerPool> m_pool;
-  std::mutex m_binding_mutex;
-  bool m_binding_checked = false;
-  std::mutex m_backend_mutex;
-  std::shared_ptr<store::Backend> m_backend;
-  std::shared_ptr<util::Backpressure> m_backpressure = std::make_shared<util::Backpressure>();
 };
-
-// store::Binding as the ledger keeps it, and back.
-[[nodiscard]] ledger::StoreBinding to_ledger(const store::Binding &b);
-[[nodiscard]] store::Binding from_ledger(const ledger::StoreBinding &b);
 
 using Action = std::function<int(Context &)>;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/binding.hpp>
 #include <lodge/ops/read/status.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
@@ -44,33 +45,15 @@ Command add_init(CLI::App &app) {
             (void)ctx.open_store_unbound();
             auto want = ctx.store_binding();
             auto &l = ctx.init_ledger();
-            auto r = l.bind_store(to_ledger(want), *rebind ? ledger::Rebind::yes : ledger::Rebind::no);
-            if (!r.written && r.previous)
-              if (auto refused = ctx.binding_refusal(*r.previous, want)) throw *refused;
+            const auto done = ops::init_binding(l, l, l.location(),
+                                                {want, *rebind, *accept, util::system_clock().now_ms()});
             ctx.binding_checked();
-            // Filling in the tagging mode of a binding made before it was recorded is no rebind.
-            bool rebound = r.written && r.previous &&
-                           !(r.previous->tagging.empty() && r.previous->same_store(to_ledger(want)));
             auto store = store::describe(want);
-            if (*accept) {
-              switch (l.accept_divergence(util::system_clock().now_ms())) {
-              case ledger::AcceptOutcome::not_diverged:
-                throw LodgeError(Errc::usage,
-                                 "init --accept-diverged: ledger " + l.location() + " is not diverged");
-              case ledger::AcceptOutcome::not_reconciled:
-                throw LodgeError(
-                    Errc::ledger_diverged,
-                    "init --accept-diverged refused: no `lodge reconcile` ran since the divergence of " +
-                        l.location() + " was detected; run it first and read its report");
-              case ledger::AcceptOutcome::accepted:
-                if (!ctx.g.quiet && !ctx.g.json)
-                  std::fprintf(stderr,
-                               "lodge: the divergence of %s is accepted; repair, sweep and "
-                               "reconcile --apply run again\n",
-                               util::escape_for_terminal(l.location()).c_str());
-                break;
-              }
-            }
+            if (done.divergence_accepted && !ctx.g.quiet && !ctx.g.json)
+              std::fprintf(
+                  stderr,
+                  "lodge: the divergence of %s is accepted; repair, sweep and reconcile --apply run again\n",
+                  util::escape_for_terminal(l.location()).c_str());
             auto outbox = apply_outbox_settings(ctx, l, *via, *events);
             std::vector<std::string> types;
             std::string types_text;
@@ -79,21 +62,21 @@ Command add_init(CLI::App &app) {
               types_text += (types_text.empty() ? "" : ", ") + types.back();
             }
             if (ctx.g.json) {
-              nlohmann::json j{
-                  {"ledger", l.location()},
-                  {"cleanup_via", ledger::to_string(outbox.cleanup_via)},
-                  {"event_types", types},
-                  {"ledger_uuid", l.uuid()},
-                  {"schema_version", l.schema_version()},
-                  {"store", store},
-                  {"binding",
-                   {{"scheme", want.scheme},
-                    {"endpoint", want.endpoint},
-                    {"location", want.location},
-                    {"root", want.root},
-                    {"state_tags", want.state_tags}}},
-                  {"rebound_from", rebound ? nlohmann::json(store::describe(from_ledger(*r.previous)))
-                                           : nlohmann::json(nullptr)}};
+              nlohmann::json j{{"ledger", l.location()},
+                               {"cleanup_via", ledger::to_string(outbox.cleanup_via)},
+                               {"event_types", types},
+                               {"ledger_uuid", l.uuid()},
+                               {"schema_version", l.schema_version()},
+                               {"store", store},
+                               {"binding",
+                                {{"scheme", want.scheme},
+                                 {"endpoint", want.endpoint},
+                                 {"location", want.location},
+                                 {"root", want.root},
+                                 {"state_tags", want.state_tags}}},
+                               {"rebound_from", done.rebound_from
+                                                    ? nlohmann::json(store::describe(*done.rebound_from))
+                                                    : nlohmann::json(nullptr)}};
               ctx.print_json(j);
             } else if (!ctx.g.quiet) {
               std::printf("ledger %s ready (schema %d, uuid %s), bound to store %s\n",
@@ -103,9 +86,9 @@ Command add_init(CLI::App &app) {
                 std::printf("cleanup via %s; upload events: %s\n", ledger::to_string(outbox.cleanup_via),
                             types.empty() ? "none" : types_text.c_str());
             }
-            if (rebound) {
+            if (done.rebound_from) {
               // Say the tagging modes only when they changed.
-              auto was = from_ledger(*r.previous);
+              const auto &was = *done.rebound_from;
               auto tagging = [&](const store::Binding &b) {
                 return was.state_tags == want.state_tags ? ""
                        : b.state_tags                    ? " (with state tags)"
@@ -236,16 +219,7 @@ Command add_status(CLI::App &app) {
             auto &l = ctx.reader();
             auto settings = ctx.cfg().status;
             int64_t now = util::system_clock().now_ms();
-            auto report = l.status(now, now - settings.upload_failed_window_ms);
-            auto outbox = l.outbox_settings();
-            auto counts = l.outbox_counts(now);
-            report.cleanup_via = ledger::to_string(outbox.cleanup_via);
-            for (auto t : outbox.event_types)
-              report.event_types.emplace_back(ledger::to_string(t));
-            report.outbox_due_unsent = counts.cleanup_due_unsent;
-            report.outbox_in_flight = counts.cleanup_in_flight;
-            report.outbox_dead = counts.cleanup_dead;
-            report.events_unsent = counts.events_unsent;
+            auto report = ops::read_status(l, l, settings, now);
             auto health = ops::evaluate(report, settings);
             if (!opts->prometheus.empty())
               ops::write_file_atomically(opts->prometheus, ops::status_prometheus(report, health),

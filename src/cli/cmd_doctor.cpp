@@ -5,6 +5,7 @@
 #include <lodge/crypto/random.hpp>
 #include <lodge/http/transport.hpp>
 #include <lodge/ops/read/doctor.hpp>
+#include <lodge/ops/read/doctor_ledger.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
@@ -17,51 +18,6 @@ using ops::doctor::Level;
 
 Check fail(std::string name, std::string message, std::string fix) {
   return Check{std::move(name), Level::fail, std::move(message), std::move(fix)};
-}
-
-// The ledger: its location, and for SQLite its file's checks; then, when it opens, its
-// store binding against the configured store (the check every store command makes first).
-void ledger_checks(Context &ctx, std::vector<Check> &out) {
-  const auto &loc = ctx.cfg().ledger;
-  bool usable = false;
-  if (ledger::is_postgres_location(loc)) {
-    try {
-      auto l = ctx.open_ledger(true);
-      out.push_back({"ledger.location", Level::ok, ledger::shown_location(loc) + " (PostgreSQL)", ""});
-      out.push_back(
-          {"ledger.schema", Level::ok, "schema version " + std::to_string(l->schema_version()), ""});
-      usable = true;
-    } catch (const LodgeError &e) {
-      out.push_back(fail(
-          "ledger.location",
-          ledger::shown_location(loc) + ": " + e.error().message + " (" + std::string(e.error().name()) + ")",
-          e.error().code == Errc::ledger_not_found
-              ? "create it with `lodge init`"
-              : "check the server is up and the URL, user and password (PGPASSWORD, ~/.pgpass)"));
-    }
-  } else {
-    auto checks = ops::doctor::sqlite_ledger(loc, usable);
-    out.insert(out.end(), checks.begin(), checks.end());
-  }
-  if (!usable || ctx.cfg().store.empty()) return;
-  try {
-    auto &l = ctx.reader();
-    auto have = l.store_binding();
-    auto want = ctx.store_binding();
-    if (!have)
-      out.push_back(
-          {"ledger.binding", Level::warn, "the ledger is bound to no store yet",
-           "run `lodge init` with the store the ledger serves (the first command using a store binds it)"});
-    else if (auto refused = ctx.binding_refusal(*have, want))
-      out.push_back(fail("ledger.binding", refused->error().message,
-                         "use the store the ledger is bound to, configured as it records, or another ledger"
-                         " for this store"));
-    else
-      out.push_back({"ledger.binding", Level::ok, "bound to " + store::describe(want), ""});
-  } catch (const LodgeError &e) {
-    out.push_back(fail("ledger.binding", e.error().message + " (" + std::string(e.error().name()) + ")",
-                       "fix the ledger or the store URL first"));
-  }
 }
 
 // The server's Date header, from an unsigned HEAD of the endpoint (any answer carries one).
@@ -126,7 +82,7 @@ Command add_doctor(CLI::App &app) {
               configured = false;
             }
             if (configured) {
-              ledger_checks(ctx, checks);
+              checks = ops::doctor::ledger_checks(ctx, ctx.cfg());
               store_checks(ctx, checks);
             }
             bool failed = false;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <lodge/config/config.hpp>
+#include <lodge/ops/read/restore.hpp>
 #include <lodge/ops/read/retrieve.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
@@ -30,18 +31,10 @@ std::string text_or_dash(const std::optional<std::string> &s) {
   return s ? util::escape_for_terminal(*s) : "-";
 }
 
-// A --prefix value: validated like upload's.
-void check_prefix(const char *cmd, const std::string &prefix) {
-  if (prefix.empty()) return;
-  if (auto why = config::run_prefix_problem(prefix))
-    throw LodgeError(Errc::usage,
-                     std::string(cmd) + ": --prefix '" + util::escape_for_terminal(prefix) + "': " + *why);
-}
-
 // The row an ID|PATH argument names, of the owner and --prefix for a path.
 ledger::FileRecord lookup(Context &ctx, const char *cmd, const std::string &token,
                           const std::string &prefix) {
-  check_prefix(cmd, prefix);
+  flags::run_prefix(prefix, std::string(cmd) + ": --prefix");
   auto ref = ops::parse_file_ref(token);
   std::string owner = ref.id ? std::string() : ctx.owner();
   return ops::find_record(ctx.reader(), ref, owner, prefix).take();
@@ -104,36 +97,15 @@ struct GetCli {
   SelectionCli sel;
 };
 
-// The ACTIVE rows a selection takes, read whole before any download (no read transaction
-// stays open across the transfers). Two rows restoring to one path would overwrite each
-// other: refused, before anything is written.
+// The rows a selection takes (ops::rows_to_restore), of the owner and --prefix when given.
 std::vector<ledger::FileRecord> selected_rows(Context &ctx, const GetCli &o, bool prefix_given) {
   ops::Selection s = make_selection(o.sel, util::system_clock().now_ms());
   s.query.owner = ctx.owner();
   if (prefix_given) {
-    check_prefix("get", o.prefix);
+    flags::run_prefix(o.prefix, "get: --prefix");
     s.query.run_prefix = o.prefix;
   }
-  s.active_only = true;
-  std::vector<ledger::FileRecord> rows;
-  std::map<std::string, int64_t> by_path;
-  std::optional<std::string> clash;
-  ops::select_files(ctx.reader(), s, [&](const ledger::FileRecord &r) {
-    auto [it, fresh] = by_path.emplace(ops::restore_path(r), r.id);
-    if (!fresh) {
-      clash = "get: files #" + std::to_string(it->second) + " and #" + std::to_string(r.id) +
-              " both restore to '" + util::escape_for_terminal(it->first) +
-              "': add --latest, or narrow the selection (--prefix, --prefix-glob)";
-      return false;
-    }
-    rows.push_back(r);
-    return true;
-  });
-  if (clash) throw LodgeError(Errc::usage, *clash);
-  if (rows.empty())
-    throw LodgeError(Errc::not_found,
-                     "get: no ACTIVE file of owner " + ctx.owner() + " matches the selection");
-  return rows;
+  return ops::rows_to_restore(ctx.reader(), s);
 }
 
 nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &r) {
@@ -158,25 +130,13 @@ struct Fetcher {
   store::ObjectStore &st;
   ops::Destination &dest;
   ops::GetOptions go;
-  int64_t files = 0, written = 0, skipped = 0, failed = 0, unreachable = 0;
-  uint64_t bytes = 0;
-  std::optional<Error> last_error;
+  ops::RestoreTally tally;
 
   // False once interrupted (the caller stops).
   bool fetch(const ledger::FileRecord &r) {
     if (interrupted()) return false;
-    ++files;
     auto res = ops::get_file(st, r, dest, go);
-    if (res.outcome == ops::GetOutcome::written) {
-      ++written;
-      bytes += static_cast<uint64_t>(r.size);
-    } else if (res.outcome == ops::GetOutcome::skipped) {
-      ++skipped;
-    } else {
-      ++failed;
-      if (res.error && store::is_unreachable(*res.error)) ++unreachable;
-      last_error = res.error;
-    }
+    tally.add(res, r);
     if (ctx.g.json) {
       ctx.print_json(result_json(res, r));
     } else if (res.outcome == ops::GetOutcome::failed) {
@@ -191,26 +151,22 @@ struct Fetcher {
 
   // The summary, and the exit status.
   [[nodiscard]] int finish(bool many) const {
-    bool stopped = interrupted();
+    const bool stopped = interrupted();
+    const auto &t = tally;
     if (ctx.g.json)
       ctx.print_json(nlohmann::json{{"summary",
-                                     {{"files", files},
-                                      {"written", written},
-                                      {"skipped", skipped},
-                                      {"failed", failed},
-                                      {"bytes", bytes},
+                                     {{"files", t.files},
+                                      {"written", t.written},
+                                      {"skipped", t.skipped},
+                                      {"failed", t.failed},
+                                      {"bytes", t.bytes},
                                       {"interrupted", stopped}}}});
     else if (!ctx.g.quiet && many)
       std::printf("get: %s, written %lld (%s), skipped %lld (identical), failed %lld\n",
-                  util::plural(files, "file").c_str(), static_cast<long long>(written),
-                  util::format_size(bytes).c_str(), static_cast<long long>(skipped),
-                  static_cast<long long>(failed));
-    if (stopped) return exit_status(Errc::interrupted);
-    if (failed == 0) return exit_status(Errc::ok);
-    // One file: its error's exit status; many: 4 if the store was never reached, else 1.
-    if (files == 1 && last_error) return last_error->exit_code();
-    if (unreachable == failed && written + skipped == 0) return exit_status(Errc::storage_unavailable);
-    return exit_items_failed();
+                  util::plural(t.files, "file").c_str(), static_cast<long long>(t.written),
+                  util::format_size(t.bytes).c_str(), static_cast<long long>(t.skipped),
+                  static_cast<long long>(t.failed));
+    return t.exit_status(stopped);
   }
 };
 
@@ -264,17 +220,8 @@ Command add_get(CLI::App &app) {
             if (selecting) {
               rows = selected_rows(ctx, *o, prefix_opt->count() > 0);
             } else if (whole_prefix) {
-              check_prefix("get", o->prefix);
-              bool any = false; // refused before the output directory is made
-              ops::scan_active_under_prefix(ctx.reader(), ctx.owner(), o->prefix,
-                                            [&](const ledger::FileRecord &) {
-                                              any = true;
-                                              return false;
-                                            });
-              if (!any)
-                throw LodgeError(Errc::not_found, "no ACTIVE file of owner " + ctx.owner() +
-                                                      " under prefix '" +
-                                                      util::escape_for_terminal(o->prefix) + "'");
+              flags::run_prefix(o->prefix, "get: --prefix");
+              ops::require_any_under_prefix(ctx.reader(), ctx.owner(), o->prefix);
             } else {
               rows.push_back(lookup(ctx, "get", o->target, o->prefix));
               ops::require_active(rows.back()).take();

@@ -58,6 +58,12 @@ int part_concurrency(const std::string &text, int fallback) {
   return text.empty() ? fallback : config::parse_part_concurrency(text, "--part-concurrency");
 }
 
+void run_prefix(const std::string &text, const std::string &name) {
+  if (text.empty()) return;
+  if (auto why = config::run_prefix_problem(text))
+    throw LodgeError(Errc::usage, name + " '" + util::escape_for_terminal(text) + "': " + *why);
+}
+
 int64_t stats(const std::string &text, int64_t fallback) {
   return text.empty() ? fallback : config::stats_value(text, "--stats", Errc::usage);
 }

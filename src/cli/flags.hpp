@@ -31,10 +31,14 @@ namespace lodge::cli::flags {
 // A count: digits only, from `min` to `max`; USAGE "NAME: expected WHAT, got 'TEXT'".
 [[nodiscard]] int64_t count(const std::string &text, const char *name, int64_t min, int64_t max,
                             const char *what);
-// A part size (5MiB to 5GiB) and a part concurrency (1 to 64), as the configuration's
-// part_size and part_concurrency keys take them; `fallback` when not given.
+// A part size (5MiB to 5GiB), as the configuration's part_size takes it; `fallback` when not
+// given.
 [[nodiscard]] uint64_t part_size(const std::string &text, uint64_t fallback);
+// A part concurrency (1 to 64), as the configuration's part_concurrency; `fallback` when not given.
 [[nodiscard]] int part_concurrency(const std::string &text, int fallback);
+// An upload prefix (--prefix), checked as config::run_prefix_problem says: USAGE
+// "NAME 'TEXT': why"; '' passes (no prefix).
+void run_prefix(const std::string &text, const std::string &name);
 // A --stats interval in ms ("off" or 0: none; else 1s to 1d); `fallback` when not given.
 [[nodiscard]] int64_t stats(const std::string &text, int64_t fallback);
 // A --bwlimit rate in bytes per second ("off" or 0: none); none when not given.

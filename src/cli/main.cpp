@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <lodge/config/names.hpp>
+#include <lodge/config/owner.hpp>
 #include <lodge/failpoint.hpp>
 #include <lodge/http/transport.hpp>
 #include <lodge/http/version.hpp>
@@ -15,7 +17,6 @@
 #include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/token_bucket.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -46,162 +47,20 @@ const config::Config &Context::cfg() {
   return *m_cfg;
 }
 
-ledger::Ledger &Context::ledger() {
-  if (!m_ledger) m_ledger = open_ledger();
-  return *m_ledger;
+std::optional<uint64_t> Context::rate_flag() {
+  return flags::bwlimit(g.bwlimit);
 }
 
-ledger::Ledger &Context::init_ledger() {
-  if (!m_ledger) m_ledger = open_ledger(false, true);
-  return *m_ledger;
+void Context::note(const std::string &line) {
+  if (!g.quiet) std::fprintf(stderr, "lodge: %s\n", line.c_str());
 }
 
-ledger::Ledger &Context::reader() {
-  if (m_ledger) return *m_ledger;
-  if (!m_reader) m_reader = open_ledger(true);
-  return *m_reader;
-}
-
-ledger::OpenOptions Context::ledger_options(bool read_only, bool create) {
-  ledger::OpenOptions o;
-  o.read_only = read_only;
-  o.create = create;
-  o.location = cfg().ledger;
-  o.lock_timeout_ms = cfg().busy_timeout_ms;
-  o.timeout_ms = cfg().ledger_timeout_ms;
-  o.force_network_fs = cfg().force_network_fs;
-  return o;
-}
-
-std::unique_ptr<ledger::Ledger> Context::open_ledger(bool read_only, bool create) {
-  return ledger::open_ledger(ledger_options(read_only, create));
-}
-
-std::shared_ptr<ledger::LedgerPool> Context::ledger_pool() {
-  if (!m_pool) m_pool = ledger::open_ledger_pool(ledger_options(false, false));
-  return m_pool;
-}
-
-ledger::StoreBinding to_ledger(const store::Binding &b) {
-  return {b.scheme, b.endpoint, b.location, b.root,
-          b.state_tags ? ledger::k_tagging_state : ledger::k_tagging_none};
-}
-
-store::Binding from_ledger(const ledger::StoreBinding &b) {
-  return {b.scheme, b.endpoint, b.location, b.root, b.tagging == ledger::k_tagging_state};
-}
-
-store::Binding Context::store_binding() {
-  const auto &sc = *cfg().store_config;
-  return store::canonical_binding(cfg().store, sc.endpoint(), sc.tag_state());
-}
-
-std::optional<LodgeError> Context::binding_refusal(const ledger::StoreBinding &have,
-                                                   const store::Binding &want) {
-  const auto given = to_ledger(want);
-  if (!have.same_store(given)) return store_mismatch(have, want);
-  if (have.tagging.empty() || have.tagging == given.tagging) return std::nullopt;
-  // The same store, tagged otherwise: an upload from here would leave objects another
-  // host's lifecycle backstop expires (or tag nothing a backstop expects).
-  const bool tags = have.tagging == ledger::k_tagging_state;
-  const auto shown = store::describe(want);
-  return LodgeError(
-      Errc::store_mismatch,
-      "the ledger " + (m_ledger ? m_ledger->location() : ledger::shown_location(cfg().ledger)) +
-          " is bound to the store " + shown +
-          (tags
-               ? " with state tags (its objects are tagged lodge-state pending, then committed once ACTIVE), "
-                 "but this configuration does not tag them"
-               : " without state tags, but this configuration tags its objects lodge-state") +
-          ". Every host of a ledger must tag alike: " +
-          (tags ? std::string(want.scheme == "s3" ? "set \"tag_state\": true in this host's configuration"
-                                                  : "use a store that can tag objects")
-                : std::string("remove \"tag_state\" from this host's configuration")) +
-          ", or change the ledger's mode with `lodge init --rebind-store` from a host configured as every "
-          "host will be");
-}
-
-LodgeError Context::store_mismatch(const ledger::StoreBinding &have, const store::Binding &want) {
-  auto had = store::describe(from_ledger(have));
-  auto given = store::describe(want);
-  return LodgeError(Errc::store_mismatch,
-                    "the ledger " + (m_ledger ? m_ledger->location() : ledger::shown_location(cfg().ledger)) +
-                        " is bound to the store " + had + ", not " + given +
-                        " (the store given). A ledger serves one store: use " + had +
-                        ", or another ledger for this store (lodge --db OTHER init). If the data was moved "
-                        "to " +
-                        given + ", rebind with `lodge init --rebind-store` (only after moving the data)");
-}
-
-std::unique_ptr<store::ObjectStore> Context::open_store() {
-  auto st = open_store_unbound();
-  std::lock_guard lock(m_binding_mutex);
-  if (m_binding_checked) return st;
-  auto want = store_binding();
-  auto &l = ledger();
-  auto have = l.store_binding();
-  if (!have || (have->tagging.empty() && have->same_store(to_ledger(want)))) {
-    // A ledger made before bindings existed serves the store its first use names; one bound
-    // before tagging modes were records this store's.
-    auto r = l.bind_store(to_ledger(want), ledger::Rebind::no);
-    if (r.written) {
-      if (!g.quiet)
-        std::fprintf(stderr,
-                     "lodge: ledger %s is now bound to store %s%s (recorded on first use after upgrade)\n",
-                     util::escape_for_terminal(l.location()).c_str(),
-                     util::escape_for_terminal(store::describe(want)).c_str(),
-                     r.previous ? (want.state_tags ? ", with state tags" : ", without state tags") : "");
-      m_binding_checked = true;
-      return st;
-    }
-    have = r.previous; // another process recorded one meanwhile
-  }
-  if (have)
-    if (auto refused = binding_refusal(*have, want)) throw *refused;
-  m_binding_checked = true;
-  return st;
-}
-
-std::unique_ptr<store::ObjectStore> Context::open_store_unbound() {
-  return backend().connect();
-}
-
-store::Backend &Context::backend() {
-  // Workers and their part connections all open stores: resolve the credentials once.
-  std::lock_guard lock(m_backend_mutex);
-  if (!m_backend) {
-    const auto &c = cfg();
-    store::StoreOptions o;
-    o.url = c.store;
-    o.config = c.store_config;
-    o.env = env;
-    if (auto notice = c.store_config->notice(); !notice.empty() && !g.quiet)
-      std::fprintf(stderr, "lodge: warning: %s\n", notice.c_str());
-    o.verify_tls = c.verify_tls;
-    o.backpressure = m_backpressure;
-    // One budget for the whole process: every worker, every part, every connection. A burst
-    // of 1/8 s (not the bucket's default second): what leaves at once when a run starts or
-    // resumes stays small, so the rate holds over any few seconds, as a shared link sees it.
-    if (const uint64_t rate = bwlimit(); rate > 0)
-      o.limiter = std::make_shared<util::TokenBucket>(rate, rate / 8);
-    m_backend = store::open_backend(o);
-  }
-  return *m_backend;
-}
-
-uint64_t Context::bwlimit() {
-  if (auto rate = flags::bwlimit(g.bwlimit)) return *rate;
-  if (cfg().bwlimit) return *cfg().bwlimit;
-  // Neither set: the store's own default (an S3 store's AWS profile, `s3 = max_bandwidth`).
-  return cfg().store_bandwidth;
+void Context::warn(const std::string &line) {
+  if (!g.quiet) std::fprintf(stderr, "lodge: warning: %s\n", line.c_str());
 }
 
 std::string Context::owner() {
-  const auto &o = cfg().default_owner;
-  if (o.empty())
-    throw LodgeError(Errc::usage,
-                     "no owner: pass --owner, set LODGE_OWNER, or set default_owner in the config");
-  return o;
+  return config::owner(cfg());
 }
 
 namespace {
@@ -315,19 +174,6 @@ void Context::print_json(const nlohmann::json &value, int indent) const {
 
 namespace {
 
-size_t edit_distance(const std::string &a, const std::string &b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j)
-    prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::map<std::string, std::string> read_environment() {
   std::map<std::string, std::string> env;
   for (char **e = environ; e && *e; ++e) {
@@ -385,24 +231,10 @@ void add_global_footer(CLI::App &sub, const std::string &text) {
 
 // One warning per LODGE_* variable lodge does not know, with the nearest known name.
 void warn_unknown_environment(const std::map<std::string, std::string> &env) {
-  for (const auto &[name, value] : env) {
-    if (name.rfind("LODGE_", 0) != 0) continue;
-    std::string best;
-    size_t best_d = 4;
-    bool known = false;
-    for (const char *k : config::k_lodge_environment) {
-      if (name == k) known = true;
-      size_t d = edit_distance(name, k);
-      if (d < best_d) {
-        best_d = d;
-        best = k;
-      }
-    }
-    if (known) continue;
-    std::string hint = best.empty() ? "" : " (did you mean " + best + "?)";
+  for (const auto &[name, best] : config::unknown_environment(env))
     std::fprintf(stderr, "lodge: warning: unknown environment variable %s, ignored%s\n",
-                 util::escape_for_terminal(name).c_str(), hint.c_str());
-  }
+                 util::escape_for_terminal(name).c_str(),
+                 best.empty() ? "" : (" (did you mean " + best + "?)").c_str());
 }
 
 } // namespace
@@ -526,17 +358,11 @@ LodgeError usage_error(const CLI::ParseError &e, int argc, char **argv, CLI::App
       auto *opt = a.find('=') == std::string::npos ? app.get_option_no_throw(a) : nullptr;
       if (opt && opt->get_expected_min() > 0) ++i;
     }
-    bool is_command = false;
-    std::string best;
-    size_t best_d = 3;
-    for (const auto &c : commands) {
-      if (c.app->get_name() == first) is_command = true;
-      size_t d = edit_distance(first, c.app->get_name());
-      if (d < best_d) {
-        best_d = d;
-        best = c.app->get_name();
-      }
-    }
+    std::vector<std::string> names;
+    for (const auto &c : commands)
+      names.push_back(c.app->get_name());
+    const bool is_command = std::find(names.begin(), names.end(), first) != names.end();
+    const std::string best = config::nearest_name(first, names, 3);
     if (!first.empty() && !is_command && app.get_subcommands().empty()) {
       std::string msg = "unknown command '" + util::escape_for_terminal(first) + "'";
       if (!best.empty()) msg += "; did you mean '" + best + "'?";

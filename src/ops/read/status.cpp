@@ -57,6 +57,21 @@ Reason failed_run(const ledger::JobRun &run, int64_t now) {
 }
 } // namespace
 
+ledger::StatusReport read_status(ledger::LedgerReports &reads, ledger::OutboxLedger &outbox,
+                                 const config::StatusSettings &s, int64_t now) {
+  auto report = reads.status(now, now - s.upload_failed_window_ms);
+  auto settings = outbox.outbox_settings();
+  auto counts = outbox.outbox_counts(now);
+  report.cleanup_via = ledger::to_string(settings.cleanup_via);
+  for (auto t : settings.event_types)
+    report.event_types.emplace_back(ledger::to_string(t));
+  report.outbox_due_unsent = counts.cleanup_due_unsent;
+  report.outbox_in_flight = counts.cleanup_in_flight;
+  report.outbox_dead = counts.cleanup_dead;
+  report.events_unsent = counts.events_unsent;
+  return report;
+}
+
 Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s) {
   Health h;
   auto problem = [&](std::string code, std::string message) {

@@ -2,6 +2,8 @@
 // `lodge status`: health judgement over the ledger's figures, JSON and Prometheus forms.
 
 #include <lodge/config/config.hpp>
+#include <lodge/ledger/ledger.hpp>
+#include <lodge/ledger/outbox.hpp>
 #include <lodge/ledger/records.hpp>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -32,6 +34,11 @@ struct Health {
 // ledger is older than the interval); more than upload_failed_max rows failed since
 // r.failed_since.
 [[nodiscard]] Health evaluate(const ledger::StatusReport &r, const config::StatusSettings &s);
+
+// The figures `lodge status` reports at `now`: the ledger's counts (failures counted since
+// s.upload_failed_window_ms ago), the outbox's mode and what it holds.
+[[nodiscard]] ledger::StatusReport read_status(ledger::LedgerReports &reads, ledger::OutboxLedger &outbox,
+                                               const config::StatusSettings &s, int64_t now);
 
 [[nodiscard]] nlohmann::json status_json(const ledger::StatusReport &r, const Health &h,
                                          const std::string &ledger_path);
