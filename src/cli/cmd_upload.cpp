@@ -14,6 +14,7 @@
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/ops/read/retrieve.hpp>
+#include <lodge/ops/upload/direct.hpp>
 #include <lodge/ops/upload/open_files.hpp>
 #include <lodge/ops/upload/run.hpp>
 #include <lodge/ops/upload/upload.hpp>
@@ -801,7 +802,7 @@ int direct_status(const ops::FileResult &r) {
 } // namespace
 
 // A reservation's URLs: one PUT, or one per part (reserve --parts).
-void print_reservation(Context &ctx, const ops::Uploader::DirectReservation &d, const char *word) {
+void print_reservation(Context &ctx, const ops::DirectReservation &d, const char *word) {
   const auto &r = d.r;
   if (ctx.g.json) {
     auto j = result_json(r);
@@ -900,39 +901,38 @@ Command add_reserve(CLI::App &app) {
           {"AES256", "aws:kms"});
   sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms");
   sub->add_option("--cache-control", o->cache_control, "Cache-Control of the object");
-  return {
-      sub, [o, size, sha, expires, parts, part_size](Context &ctx) {
-        if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
-        std::string hex = util::to_lower(*sha);
-        if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
-          throw LodgeError(Errc::usage, "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
-        const int64_t expires_s = flags::expires_seconds(*expires);
-        if (!part_size->empty() && !*parts)
-          throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
-        const uint64_t part_bytes = *parts ? flags::part_size(*part_size, ctx.cfg().part_size) : 0;
-        ops::UploadSettings s = direct_settings(ctx, *o, true);
-        s.options = object_options(*o, s.policy, ctx.env);
-        s.expire_after_ms =
-            flags::duration_or_never(o->expire_after, "--expire-after", s.policy.expire_after_ms);
-        auto store = ctx.open_store();
-        if (!store->capabilities().presign)
-          throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
-                                                  " cannot sign an upload URL (direct uploads need an S3 "
-                                                  "store, or an Azure store with an account key)");
-        if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
-        ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
-        auto d =
-            up.reserve_direct({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s, part_bytes});
-        const auto &r = d.r;
-        const char *word = d.reserved                                   ? "reserved"
-                           : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
-                           : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
-                           : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
-                                                                        : "failed";
-        print_reservation(ctx, d, word);
-        return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
-                                                                       : direct_status(r);
-      }};
+  return {sub, [o, size, sha, expires, parts, part_size](Context &ctx) {
+            if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
+            std::string hex = util::to_lower(*sha);
+            if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+              throw LodgeError(Errc::usage,
+                               "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
+            const int64_t expires_s = flags::expires_seconds(*expires);
+            if (!part_size->empty() && !*parts)
+              throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
+            const uint64_t part_bytes = *parts ? flags::part_size(*part_size, ctx.cfg().part_size) : 0;
+            ops::UploadSettings s = direct_settings(ctx, *o, true);
+            s.options = object_options(*o, s.policy, ctx.env);
+            s.expire_after_ms =
+                flags::duration_or_never(o->expire_after, "--expire-after", s.policy.expire_after_ms);
+            auto store = ctx.open_store();
+            if (!store->capabilities().presign)
+              throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
+                                                      " cannot sign an upload URL (direct uploads need an S3 "
+                                                      "store, or an Azure store with an account key)");
+            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
+            ops::DirectUploads up(ctx.ledger(), *store, s, util::system_clock());
+            auto d = up.reserve({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s, part_bytes});
+            const auto &r = d.r;
+            const char *word = d.reserved                                   ? "reserved"
+                               : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
+                               : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
+                               : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
+                                                                            : "failed";
+            print_reservation(ctx, d, word);
+            return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
+                                                                           : direct_status(r);
+          }};
 }
 
 Command add_confirm(CLI::App &app) {
@@ -950,13 +950,13 @@ Command add_confirm(CLI::App &app) {
             UploadOptions none;
             ops::UploadSettings s = direct_settings(ctx, none, false);
             auto store = ctx.open_store();
-            ops::Uploader up(ctx.ledger(), *store, s, util::system_clock());
+            ops::DirectUploads up(ctx.ledger(), *store, s, util::system_clock());
             std::vector<ops::FileResult> results;
             if (*all_due) {
               results = up.confirm_due(100'000);
             } else {
               for (auto id : *ids)
-                results.push_back(up.confirm_direct(id));
+                results.push_back(up.confirm(id));
             }
             int status = exit_status(Errc::ok);
             for (const auto &r : results) {

@@ -1,15 +1,14 @@
 // Direct uploads (ops/direct.cpp) on the ledger fake and the fake store: the reservation a
 // presigned URL is handed out for, `lodge confirm`'s checks of what the client sent, and
 // what becomes of a reservation whose bytes differ, never came, or outlived its deadline.
+#include "fake_ledger.hpp"
 #include "fake_store.hpp"
-#include "manual_clock.hpp"
 #include "support.hpp"
-#include "support/fake_ledger.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <lodge/crypto/sha256.hpp>
-#include <lodge/ops/upload/upload.hpp>
+#include <lodge/ops/upload/direct.hpp>
 #include <lodge/util/fd.hpp>
 
 using namespace lodge;
@@ -36,9 +35,9 @@ struct Direct {
     s.worker_id = "w";
   }
   // A reservation of `content` as a.txt; its URL valid for k_expires_s.
-  ops::Uploader::DirectReservation reserve(const std::string &content) {
-    ops::Uploader up(l, store, s, clock);
-    auto d = up.reserve_direct({"a.txt", content.size(), sha256_of(content), k_expires_s});
+  ops::DirectReservation reserve(const std::string &content) {
+    ops::DirectUploads direct(l, store, s, clock);
+    auto d = direct.reserve({"a.txt", content.size(), sha256_of(content), k_expires_s});
     REQUIRE(d.reserved);
     REQUIRE(d.put);
     return d;
@@ -57,8 +56,8 @@ struct Direct {
     REQUIRE(store.put(p));
   }
   ops::FileResult confirm(int64_t id) {
-    ops::Uploader up(l, store, s, clock);
-    return up.confirm_direct(id);
+    ops::DirectUploads direct(l, store, s, clock);
+    return direct.confirm(id);
   }
 };
 } // namespace
@@ -155,8 +154,8 @@ TEST_CASE(
   Direct d;
   const int64_t expired = *d.reserve("first").r.id;
   d.clock.advance(Direct::k_expires_s * 1000);
-  ops::Uploader up(d.l, d.store, d.s, d.clock);
-  auto got = up.confirm_due(10);
+  ops::DirectUploads direct(d.l, d.store, d.s, d.clock);
+  auto got = direct.confirm_due(10);
   REQUIRE(got.size() == 1);
   CHECK(got[0].outcome == ops::UploadOutcome::failed);
   CHECK(got[0].error->code == Errc::not_found);
@@ -165,7 +164,7 @@ TEST_CASE(
 
   const int64_t overdue = *d.reserve("second").r.id;
   d.clock.t = d.l.row(overdue).upload_deadline_at + 1;
-  got = up.confirm_due(10);
+  got = direct.confirm_due(10);
   REQUIRE(got.size() == 1);
   CHECK(got[0].error->code == Errc::deadline_exceeded);
   CHECK(d.l.history(overdue).back() == "repair_row #" + std::to_string(overdue) +

@@ -1,12 +1,12 @@
 // Per-upload expiry (upload --expire-after, a policy's expire_after): each row the uploader
 // reserves records its reserve's time plus the duration, on the ledger fake and the fake
 // store; without one a row never expires.
+#include "fake_ledger.hpp"
 #include "fake_store.hpp"
-#include "manual_clock.hpp"
 #include "support.hpp"
-#include "support/fake_ledger.hpp"
 
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/upload/direct.hpp>
 #include <lodge/ops/upload/upload.hpp>
 
 using namespace lodge;
@@ -72,9 +72,9 @@ TEST_CASE("expiry: a direct reservation (lodge reserve) records it too") {
   Expiring e;
   e.s.expire_after_ms = 3'600'000;
   e.s.cleanup.grace_ms = 1'000;
-  ops::Uploader up(e.l, e.store, e.s, e.clock);
+  ops::DirectUploads direct(e.l, e.store, e.s, e.clock);
   const std::string content = "direct bytes";
-  auto d = up.reserve_direct({"x.bin", content.size(), sha256_of(content), 60});
+  auto d = direct.reserve({"x.bin", content.size(), sha256_of(content), 60});
   REQUIRE(d.reserved);
   REQUIRE(d.r.id);
   CHECK(e.l.row(*d.r.id).expires_at == e.clock.now_ms() + 3'600'000);

@@ -1,12 +1,12 @@
-// Direct uploads: a trusted host reserves and hands out a presigned PUT; the bytes go
-// straight to the store from a host without credentials; `lodge confirm` verifies the
-// object before the row becomes ACTIVE. The reserve and confirm transactions are the
-// upload's own; only who sends the bytes differs.
+// Direct uploads (see lodge/ops/upload/direct.hpp): the reservation a presigned URL is handed
+// out for, and `lodge confirm`'s checks of what the client sent before the upload's activation.
 
 #include <algorithm>
 #include <cstring>
 #include <lodge/crypto/sha256.hpp>
+#include <lodge/ops/activate.hpp>
 #include <lodge/ops/inspect.hpp>
+#include <lodge/ops/upload/direct.hpp>
 #include <lodge/ops/upload/upload.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/log.hpp>
@@ -75,12 +75,12 @@ void describe(FileResult &r, const ledger::FileRecord &rec) {
   r.media_type = rec.media_type;
   r.content_type = rec.object_content_type();
 }
+} // namespace
 
-FileResult refused(FileResult r, UploadOutcome o, Error e) {
-  r.outcome = o;
-  r.error = std::move(e);
-  return r;
-}
+DirectUploads::DirectUploads(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
+                             const util::Clock &clock)
+    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock),
+      m_reservation(m_ledger, m_store, m_s, m_clock), m_failure(m_ledger, m_store, m_s, m_clock) {}
 
 // What confirm refuses of an object that was sent: the row fails now, but its object is not
 // deleted while the URL is valid. Whoever holds the URL may PUT again until it expires; the
@@ -90,128 +90,95 @@ FileResult refused(FileResult r, UploadOutcome o, Error e) {
 // still arrive after the delete) and is due at the URL's expiry plus the grace; past the
 // expiry the delete runs at once, through sweep's path (I8's stamp check), as for any
 // failure that cleans up itself.
-void fail_sent(ledger::RecoveryLedger &recovery, CleanupLedger ledger, store::ObjectStore &store,
-               const UploadSettings &s, const util::Clock &clock, const ledger::FileRecord &rec,
-               const Error &e, int64_t url_until) {
-  const int64_t now = clock.now_ms();
+void DirectUploads::fail_sent(const ledger::FileRecord &rec, const Error &e, int64_t url_until) {
+  const int64_t now = m_clock.now_ms();
   // fail_abandoned's task is due at the earlier of now + `grace` and deadline + `grace`: the
   // sender here ends when the URL expires (before the deadline), so its grace runs from there.
-  const int64_t grace = std::max<int64_t>(0, url_until - now) + s.cleanup.grace_ms;
+  const int64_t grace = std::max<int64_t>(0, url_until - now) + m_s.cleanup.grace_ms;
   const bool expired = now >= url_until;
   try {
-    if (recovery.fail_abandoned(rec.id, rec.holder.value_or(""), std::string(e.name()) + ": " + e.message,
-                                now, expired ? 0 : grace, s.max_retries) != ledger::RepairOutcome::repaired)
+    if (m_ledger.recovery.fail_abandoned(rec.id, rec.holder.value_or(""),
+                                         std::string(e.name()) + ": " + e.message, now, expired ? 0 : grace,
+                                         m_s.max_retries) != ledger::RepairOutcome::repaired)
       return; // no longer UPLOADING as reserved: whoever moved it on owns the cleanup
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");
     return;
   }
-  if (!expired) return;
-  auto task = ledger.reads.find_task_for(rec.id);
-  if (!task) return;
-  auto claimed = ledger.tasks.claim_task(task->id, clock.now_ms(), s.worker_id, s.lease_ms);
-  if (!claimed) return;
-  auto cleanup = s.cleanup;
-  cleanup.voice = CleanupSettings::Voice::upload;
-  (void)run_claimed_task(ledger, store, *claimed, cleanup, clock);
+  if (expired) m_failure.clean_up_now(rec);
 }
-} // namespace
 
-Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
+Result<std::string> DirectUploads::check(const DirectRequest &d, FileResult &r) {
+  const std::string shown = util::escape_for_terminal(d.name);
+  if (!m_s.policy.media_types.empty())
+    return Error(Errc::usage, shown + ": policy " + m_s.policy.name +
+                                  " checks the media type detected from the content, which a direct "
+                                  "upload never shows lodge; use lodge upload, or a policy without "
+                                  "media_types");
+  if (d.size == 0 && !m_s.policy.allow_empty)
+    return Error(Errc::empty_file,
+                 shown + " is empty; policy " + m_s.policy.name + " does not allow empty files");
+  if (d.size > m_s.policy.max_size)
+    return Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; policy " +
+                                      m_s.policy.name + " allows " + std::to_string(m_s.policy.max_size));
+  if (d.part_size > 0) {
+    if (auto e = parts_refusal(m_store, shown, d.size, d.part_size)) return *e;
+  } else if (auto most = m_store.capabilities().max_presigned_put; most > 0 && d.size > most)
+    return Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; one presigned PUT to " +
+                                      m_store.describe() + " carries at most " + util::format_size(most) +
+                                      " (reserve it with --parts, or send it with lodge upload)");
+  auto name = sanitize_display_name(d.name);
+  if (!name) return name.error();
+  auto rel = sanitize_relative_path(d.name);
+  if (!rel) return rel.error();
+  r.relative_path = rel.value();
+  if (auto key = ledger::object_key_for(m_store.key_prefix(), m_s.owner, m_s.run_prefix, std::string(36, '0'),
+                                        r.relative_path);
+      key.size() > ledger::k_max_key_bytes)
+    return Error(Errc::bad_name, shown + ": its object key would be " + std::to_string(key.size()) +
+                                     " bytes, more than the " + std::to_string(ledger::k_max_key_bytes) +
+                                     " a store allows (a shorter name or --prefix)");
+  const std::string ext = extension_of(name.value());
+  if (auto s = check_extension(m_s.policy, ext); !s) return s.error();
+  // Nothing of the content is seen: the type the extension names, unless given.
+  r.content_type = m_s.options.content_type.empty() ? content_type_for(ext, "application/octet-stream")
+                                                    : m_s.options.content_type;
+  r.media_type = r.content_type;
+  return name;
+}
+
+DirectReservation DirectUploads::reserve(const DirectRequest &d) {
   DirectReservation out;
   FileResult &r = out.r;
   r.file = d.name;
   r.size = d.size;
   r.sha256 = d.sha256;
-  auto reject = [&](Error e) {
-    r = refused(r, UploadOutcome::rejected, std::move(e));
+  auto name = check(d, r);
+  if (!name) {
+    r = refused(r, UploadOutcome::rejected, name.error());
     return out;
-  };
-  const std::string shown = util::escape_for_terminal(d.name);
-  if (!m_s.policy.media_types.empty())
-    return reject(Error(Errc::usage, shown + ": policy " + m_s.policy.name +
-                                         " checks the media type detected from the content, which a direct "
-                                         "upload never shows lodge; use lodge upload, or a policy without "
-                                         "media_types"));
-  if (d.size == 0 && !m_s.policy.allow_empty)
-    return reject(Error(Errc::empty_file,
-                        shown + " is empty; policy " + m_s.policy.name + " does not allow empty files"));
-  if (d.size > m_s.policy.max_size)
-    return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) + " bytes; policy " +
-                                             m_s.policy.name + " allows " +
-                                             std::to_string(m_s.policy.max_size)));
-  if (d.part_size > 0) {
-    if (auto e = parts_refusal(m_store, shown, d.size, d.part_size)) return reject(*e);
-  } else if (auto most = m_store.capabilities().max_presigned_put; most > 0 && d.size > most)
-    return reject(Error(Errc::too_large, shown + " is " + std::to_string(d.size) +
-                                             " bytes; one presigned PUT to " + m_store.describe() +
-                                             " carries at most " + util::format_size(most) +
-                                             " (reserve it with --parts, or send it with lodge upload)"));
-  auto name = sanitize_display_name(d.name);
-  if (!name) return reject(name.error());
-  auto rel = sanitize_relative_path(d.name);
-  if (!rel) return reject(rel.error());
-  r.relative_path = rel.value();
-  if (auto key = ledger::object_key_for(m_store.key_prefix(), m_s.owner, m_s.run_prefix, std::string(36, '0'),
-                                        r.relative_path);
-      key.size() > ledger::k_max_key_bytes)
-    return reject(Error(Errc::bad_name, shown + ": its object key would be " + std::to_string(key.size()) +
-                                            " bytes, more than the " +
-                                            std::to_string(ledger::k_max_key_bytes) +
-                                            " a store allows (a shorter name or --prefix)"));
-  const std::string ext = extension_of(name.value());
-  if (auto s = check_extension(m_s.policy, ext); !s) return reject(s.error());
-  // Nothing of the content is seen: the type the extension names, unless given.
-  r.content_type = m_s.options.content_type.empty() ? content_type_for(ext, "application/octet-stream")
-                                                    : m_s.options.content_type;
-  r.media_type = r.content_type;
-
+  }
   const int64_t now = m_clock.now_ms();
-  ledger::ReserveRequest req = reserve_request(name.value(), r);
+  ledger::ReserveRequest req = m_reservation.request(name.value(), r);
   // A PUT begun just before the URL expires may take the policy's deadline to arrive.
   req.deadline_ms = d.expires_s * 1000 + m_s.policy.deadline_ms;
   req.holder = std::string(k_direct_holder) + std::to_string(now + d.expires_s * 1000);
   if (d.part_size > 0) *req.holder += std::string(k_parts_holder) + std::to_string(d.part_size);
-  ledger::ReserveResult res;
-  int64_t wall = 0, steady = 0;
-  if (auto done = reserve_row(req, r, res, wall, steady, nullptr)) {
-    r = *done;
-    // A replay of a reservation still open hands out its URL again, expiring with it.
-    const auto &rec = res.record;
-    auto until = direct_until(rec);
-    // The same key's reservation still open is answered in_progress by the ledger (an
-    // upload of it is under way): here that is the replay the key asks for.
-    const bool same_key = m_s.idempotency_key && rec.idempotency_key == m_s.idempotency_key;
-    if ((r.outcome == UploadOutcome::replayed ||
-         (same_key && r.error && r.error->code == Errc::in_progress)) &&
-        rec.upload_status == ledger::FileStatus::uploading && !rec.is_deleted && until &&
-        *until - m_clock.now_ms() >= 1000) {
-      r.outcome = UploadOutcome::replayed;
-      r.error.reset();
-      describe(r, rec);
-      int64_t left_s = (*until - m_clock.now_ms()) / 1000;
-      if (const uint64_t part_size = direct_part_size(rec); part_size > 0) {
-        auto parts = presign_parts(rec, part_size, left_s, false);
-        if (!parts) return out.r = refused(r, UploadOutcome::failed, parts.error()), out;
-        out.parts = std::move(parts.value());
-      } else {
-        auto put = presign(rec, left_s);
-        if (!put) return out.r = refused(r, UploadOutcome::failed, put.error()), out;
-        out.put = put.value();
-      }
-      out.url_expires_at = *until;
-    }
+  Reserved got = m_reservation.reserve(req, r);
+  if (got.done) {
+    r = *got.done;
+    replay(out, got.res.record);
     return out;
   }
-  const auto &rec = res.record;
+  const auto &rec = got.res.record;
   describe(r, rec);
   if (d.part_size > 0) {
     auto parts = presign_parts(rec, d.part_size, d.expires_s, true);
     if (!parts) {
       // Nothing can have been sent without the URLs: the row fails at once, definitely (its
       // cleanup aborts a staged upload begun).
-      fail(r, rec, parts.error(), true);
+      m_failure.fail(r, rec, parts.error(), true);
       return out;
     }
     out.parts = std::move(parts.value());
@@ -219,7 +186,7 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
     auto put = presign(rec, d.expires_s);
     if (!put) {
       // Nothing can have been sent without a URL: the row fails at once, definitely.
-      fail(r, rec, put.error(), true);
+      m_failure.fail(r, rec, put.error(), true);
       return out;
     }
     out.put = put.value();
@@ -230,27 +197,64 @@ Uploader::DirectReservation Uploader::reserve_direct(const DirectRequest &d) {
   return out;
 }
 
-Result<store::PresignedPut> Uploader::presign(const ledger::FileRecord &rec, int64_t expires_s) {
+void DirectUploads::replay(DirectReservation &out, const ledger::FileRecord &rec) {
+  FileResult &r = out.r;
+  // A replay of a reservation still open hands out its URL again, expiring with it.
+  auto until = direct_until(rec);
+  // The same key's reservation still open is answered in_progress by the ledger (an
+  // upload of it is under way): here that is the replay the key asks for.
+  const bool same_key = m_s.idempotency_key && rec.idempotency_key == m_s.idempotency_key;
+  if (!((r.outcome == UploadOutcome::replayed ||
+         (same_key && r.error && r.error->code == Errc::in_progress)) &&
+        rec.upload_status == ledger::FileStatus::uploading && !rec.is_deleted && until &&
+        *until - m_clock.now_ms() >= 1000))
+    return;
+  r.outcome = UploadOutcome::replayed;
+  r.error.reset();
+  describe(r, rec);
+  int64_t left_s = (*until - m_clock.now_ms()) / 1000;
+  if (const uint64_t part_size = direct_part_size(rec); part_size > 0) {
+    auto parts = presign_parts(rec, part_size, left_s, false);
+    if (!parts) {
+      r = refused(r, UploadOutcome::failed, parts.error());
+      return;
+    }
+    out.parts = std::move(parts.value());
+  } else {
+    auto put = presign(rec, left_s);
+    if (!put) {
+      r = refused(r, UploadOutcome::failed, put.error());
+      return;
+    }
+    out.put = put.value();
+  }
+  out.url_expires_at = *until;
+}
+
+Result<store::PresignedPut> DirectUploads::presign(const ledger::FileRecord &rec, int64_t expires_s) {
   store::ObjectOptions o = m_s.options;
   o.metadata.clear(); // in object_metadata
   o.content_type.clear();
   return m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
-                              rec.object_content_type(), object_metadata(rec), o, expires_s});
+                              rec.object_content_type(),
+                              object_metadata(m_s.options, rec, m_ledger.reads.uuid()), o, expires_s});
 }
 
-store::StagedRequest Uploader::direct_staged(const ledger::FileRecord &rec) const {
+store::StagedRequest DirectUploads::direct_staged(const ledger::FileRecord &rec) const {
   store::ObjectOptions o = m_s.options;
   o.metadata.clear(); // in object_metadata
   o.content_type.clear();
-  store::StagedRequest req{rec.object_key, rec.object_content_type(), object_metadata(rec), o};
+  store::StagedRequest req{rec.object_key, rec.object_content_type(),
+                           object_metadata(m_s.options, rec, m_ledger.reads.uuid()), o};
   // The client sends the parts without their digests: none is asked of each part; the
   // whole object's SHA-256 is verified by confirm.
   req.part_checksums = false;
   return req;
 }
 
-Result<std::vector<Uploader::DirectPart>>
-Uploader::presign_parts(const ledger::FileRecord &rec, uint64_t part_size, int64_t expires_s, bool begin) {
+Result<std::vector<DirectPart>> DirectUploads::presign_parts(const ledger::FileRecord &rec,
+                                                             uint64_t part_size, int64_t expires_s,
+                                                             bool begin) {
   std::string handle = rec.multipart_upload_id.value_or("");
   if (begin) {
     auto id = m_store.begin_staged(direct_staged(rec));
@@ -280,8 +284,8 @@ Uploader::presign_parts(const ledger::FileRecord &rec, uint64_t part_size, int64
   return out;
 }
 
-std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::FileRecord &rec,
-                                                   uint64_t part_size, int64_t url_until) {
+std::optional<FileResult> DirectUploads::complete_parts(FileResult &r, const ledger::FileRecord &rec,
+                                                        uint64_t part_size, int64_t url_until) {
   const std::string what = "file #" + std::to_string(rec.id);
   const std::string &handle = *rec.multipart_upload_id;
   auto h = m_store.head(rec.object_key);
@@ -303,9 +307,9 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
                                                 " uploaded yet (its URLs are valid for " +
                                                 util::format_duration_ms(url_until - now) + " more)"));
     // The staged upload is gone and nothing was completed: nothing can be stored now.
-    fail(r, rec,
-         Error(Errc::not_found, what + ": its staged upload is gone (" + listed.error().message + ")"),
-         false);
+    m_failure.fail(
+        r, rec, Error(Errc::not_found, what + ": its staged upload is gone (" + listed.error().message + ")"),
+        false);
     return r;
   }
   std::optional<std::string> why;
@@ -325,7 +329,7 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
   }
   if (why) {
     Error e(Errc::content_mismatch, what + ": the parts uploaded are not the ones reserved (" + *why + ")");
-    fail_sent(m_ledger.recovery, {m_ledger.tasks, m_ledger.reads}, m_store, m_s, m_clock, rec, e, url_until);
+    fail_sent(rec, e, url_until);
     return refused(r, UploadOutcome::failed, e);
   }
   if (parts.size() < count) {
@@ -334,8 +338,8 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
       return refused(r, UploadOutcome::failed,
                      Error(Errc::not_found, what + ": " + have + " uploaded yet (its URLs are valid for " +
                                                 util::format_duration_ms(url_until - now) + " more)"));
-    fail(r, rec, Error(Errc::not_found, what + ": its upload URLs expired with " + have + " uploaded"),
-         false);
+    m_failure.fail(
+        r, rec, Error(Errc::not_found, what + ": its upload URLs expired with " + have + " uploaded"), false);
     return r;
   }
   // Create-only, as the uploader completes: another object at the key stays.
@@ -347,7 +351,7 @@ std::optional<FileResult> Uploader::complete_parts(FileResult &r, const ledger::
   return std::nullopt;
 }
 
-FileResult Uploader::confirm_direct(int64_t id) {
+FileResult DirectUploads::confirm(int64_t id) {
   FileResult r;
   r.file = "#" + std::to_string(id);
   r.id = id;
@@ -389,7 +393,8 @@ FileResult Uploader::confirm_direct(int64_t id) {
                                                 util::format_duration_ms(*until - now) + " more)"));
     // The URL expired with nothing there. A PUT begun before the expiry may still land:
     // the cleanup waits for the grace, as repair's would.
-    fail(r, rec, Error(Errc::not_found, what + ": its upload URL expired and nothing was uploaded"), false);
+    m_failure.fail(r, rec, Error(Errc::not_found, what + ": its upload URL expired and nothing was uploaded"),
+                   false);
     return r;
   }
   std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.reads.uuid(), true);
@@ -421,7 +426,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
   if (why) {
     // Not the reserved bytes: the row fails now; its object stays while the URL is valid.
     Error e(Errc::content_mismatch, what + ": the object uploaded is not the one reserved (" + *why + ")");
-    fail_sent(m_ledger.recovery, {m_ledger.tasks, m_ledger.reads}, m_store, m_s, m_clock, rec, e, *until);
+    fail_sent(rec, e, *until);
     return refused(r, UploadOutcome::failed, e);
   }
   // The upload's own activation: the committed tag (with the row's tags) as any upload's.
@@ -451,7 +456,7 @@ FileResult Uploader::confirm_direct(int64_t id) {
   return r;
 }
 
-std::vector<FileResult> Uploader::confirm_due(int limit) {
+std::vector<FileResult> DirectUploads::confirm_due(int limit) {
   std::vector<FileResult> out;
   for (const auto &rec : m_ledger.recovery.held_uploads(std::string(k_direct_holder), limit)) {
     auto until = direct_until(rec);
@@ -468,7 +473,7 @@ std::vector<FileResult> Uploader::confirm_due(int limit) {
                                                                  " was not confirmed before its deadline")));
       continue;
     }
-    out.push_back(confirm_direct(rec.id));
+    out.push_back(confirm(rec.id));
   }
   return out;
 }

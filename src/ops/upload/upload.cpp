@@ -46,29 +46,15 @@ const char *to_string(UploadOutcome o) {
 }
 
 namespace {
-// The failure_reason of a row whose object a would-be duplicate's HEAD found missing.
-constexpr const char *k_object_missing = "object missing from the store";
 // The biggest file whose read and hash may delay the worker's pending confirms (they commit
 // with whatever batch comes next); before a bigger one they are waited for at once.
 constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
-
-// A row's expiry (upload --expire-after, a policy's expire_after), counted from the reserve
-// that records it: a long run's last files expire as long after their upload as its first.
-std::optional<int64_t> expiry_at(const UploadSettings &s, int64_t reserve_ms) {
-  if (!s.expire_after_ms) return std::nullopt;
-  return reserve_ms + *s.expire_after_ms;
-}
 } // namespace
 
 Uploader::Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
                    const util::Clock &clock)
-    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock) {
-  if (!m_s.id_blocks) m_s.id_blocks = std::make_shared<IdBlocks>();
-  // The content type is recorded in its own column; the rest as the row's JSON.
-  store::ObjectOptions rest = m_s.options;
-  rest.content_type.clear();
-  m_options_json = store::to_json(rest);
-}
+    : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock),
+      m_failure(m_ledger, m_store, m_s, m_clock), m_reservation(m_ledger, m_store, m_s, m_clock) {}
 
 FileResult Uploader::upload(const std::string &path) {
   InputFile f;
@@ -132,6 +118,13 @@ ledger::FileStat stat_of(const struct stat &st) {
 
 } // namespace
 
+bool OpenedFile::unchanged() const {
+  struct stat now {};
+  return ::fstat(fd.get(), &now) == 0 && now.st_size == st.st_size &&
+         ns_of(now.st_mtim) == ns_of(st.st_mtim) && ns_of(now.st_ctim) == ns_of(st.st_ctim) &&
+         now.st_ino == st.st_ino && now.st_dev == st.st_dev;
+}
+
 bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms) {
   constexpr int64_t k_second = 1'000'000'000;
   // Whole-second timestamps (ext4 with 128-byte inodes, ext3, HFS+) or FAT's two seconds:
@@ -143,21 +136,6 @@ bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms) {
 }
 
 namespace {
-// Whether a file still is what `before` saw: size, mtime and ctime (a write, a truncate,
-// a rename over it, a touch back to the old mtime all move ctime).
-bool same_file(const struct stat &before, int fd) {
-  struct stat now {};
-  return ::fstat(fd, &now) == 0 && now.st_size == before.st_size &&
-         ns_of(now.st_mtim) == ns_of(before.st_mtim) && ns_of(now.st_ctim) == ns_of(before.st_ctim) &&
-         now.st_ino == before.st_ino && now.st_dev == before.st_dev;
-}
-
-FileResult rejected(FileResult r, Error e) {
-  r.outcome = UploadOutcome::rejected;
-  r.error = std::move(e);
-  return r;
-}
-
 // Whether the file at fd is a regular file; the error names why not.
 Status regular_file(const std::string &path, int fd, struct stat &st) {
   if (::fstat(fd, &st) != 0) return Error(Errc::unreadable, path + ": " + std::strerror(errno));
@@ -173,15 +151,15 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
 
 std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   auto opened = open_checked(file, r);
-  if (!opened) return rejected(r, opened.error());
+  if (!opened) return refused(r, UploadOutcome::rejected, opened.error());
   OpenedFile &f = opened.value();
-  if (auto unchanged = unchanged_duplicate(f, r)) return unchanged;
+  if (auto unchanged = m_reservation.unchanged(r, f.ext, f.file_stat)) return unchanged;
   auto digests = digest_and_type(f, r);
-  if (!digests) return rejected(r, digests.error());
+  if (!digests) return refused(r, UploadOutcome::rejected, digests.error());
   return reserve_and_send(f, digests.value(), r);
 }
 
-Result<Uploader::OpenedFile> Uploader::open_checked(const InputFile &file, FileResult &r) {
+Result<OpenedFile> Uploader::open_checked(const InputFile &file, FileResult &r) {
   const std::string &path = file.path;
   OpenedFile f;
   // Relative to the directory the walk opened (the name is one component), so nothing the
@@ -234,28 +212,6 @@ Result<Uploader::OpenedFile> Uploader::open_checked(const InputFile &file, FileR
   if (auto s = check_extension(m_s.policy, f.ext); !s) return s.error();
   f.file_stat = stat_of(f.st);
   return f;
-}
-
-std::optional<FileResult> Uploader::unchanged_duplicate(const OpenedFile &f, FileResult &r) {
-  const auto scope = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
-  // The stat cache: this path's row whose file is exactly what it was then maps the file
-  // to that row without reading it (its object checked as any duplicate's is).
-  if (m_s.checksum || scope == ledger::DedupScope::none || m_s.idempotency_key) return std::nullopt;
-  auto cached = m_ledger.uploads.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, f.file_stat,
-                                                static_cast<int64_t>(r.size));
-  if (!cached || !check_media_type(m_s.policy, f.ext, cached->media_type) || !check_duplicate(*cached))
-    return std::nullopt;
-  r.outcome = UploadOutcome::duplicate;
-  r.unchanged = true;
-  r.id = cached->id;
-  r.shares = cached->content_of;
-  r.object_key = cached->object_key;
-  r.sha256 = cached->sha256;
-  r.media_type = cached->media_type;
-  r.content_type = cached->object_content_type();
-  r.error = Error(Errc::duplicate, "unchanged since it was stored as file #" + std::to_string(cached->id) +
-                                       " (not read again; --checksum reads it)");
-  return r;
 }
 
 Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
@@ -530,7 +486,7 @@ void Uploader::land(Flight &fl) {
 }
 
 std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r) {
-  ledger::ReserveRequest req = reserve_request(f.name, r);
+  ledger::ReserveRequest req = m_reservation.request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
   // A staged upload an earlier run of the same content left behind is resumed.
   req.resume = !digests.parts.empty();
@@ -540,17 +496,19 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
   if (cacheable) req.stat = f.file_stat;
   req.dry_run = m_s.dry_run;
   (void)failpoint::hit("upload.before_reserve");
-  int64_t wall_at_reserve = 0;
-  int64_t steady_at_reserve = 0;
-  ledger::ReserveResult res;
   auto own_duplicate = [&](const ledger::FileRecord &dup) {
     if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
-        dup.size == static_cast<int64_t>(r.size) && dup.stat != f.file_stat && same_file(f.st, f.fd.get()))
+        dup.size == static_cast<int64_t>(r.size) && dup.stat != f.file_stat && f.unchanged())
       (void)m_ledger.uploads.record_stat(dup.id, f.file_stat, m_clock.now_ms());
   };
-  if (auto done = reserve_row(req, r, res, wall_at_reserve, steady_at_reserve, own_duplicate)) return done;
-  const auto &rec = res.record;
+  // This worker's own PUT in flight, or its pending confirm, may hold the same content.
+  Reserved got = m_reservation.reserve(req, r, own_duplicate, [this] {
+    land_flights(0);
+    settle_tails(0);
+  });
+  if (got.done) return got.done;
+  const auto &rec = got.res.record;
   if (m_s.dry_run) {
     r.outcome = UploadOutcome::planned;
     return r;
@@ -564,17 +522,17 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
   // step here changes nothing; the PUT lands at most one deadline length after the reserve,
   // or after the last renewal that committed (Renewal).
   int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
-  int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
+  int64_t steady_deadline = got.steady_at_reserve + (rec.upload_deadline_at - got.wall_at_reserve) - margin;
   auto renewal = std::make_unique<Renewal>(m_ledger.uploads, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms,
                                            steady_deadline, margin);
 
   if (failpoint::hit("upload.before_put")) {
-    fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
+    m_failure.fail(r, rec, Error(Errc::storage_unavailable, "injected failure before the PUT"), true);
     return r;
   }
   TransferNote note;
-  note.resume = res.outcome == ledger::ReserveOutcome::resumed;
-  if (note.resume) note.cleanup_due_before = res.cleanup_due_before;
+  note.resume = got.res.outcome == ledger::ReserveOutcome::resumed;
+  if (note.resume) note.cleanup_due_before = got.res.cleanup_due_before;
   if (!note.resume && can_send_ahead(digests)) {
     // Queued on the sender behind the previous file's PUT, which then lands: the connection
     // never idles between the two, and one reserved file waits per worker at most (for one
@@ -598,7 +556,7 @@ std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFi
     // The bytes sent were checked against the digest; a file that grew or was rewritten
     // since we measured it is still not the file the user meant.
     // (ctime too: the row's stat must be the file its bytes came from.)
-    if (!same_file(f.st, f.fd.get()))
+    if (!f.unchanged())
       put = Error(Errc::file_changed,
                   util::escape_for_terminal(r.file) + " changed while it was being uploaded");
   }
@@ -618,7 +576,7 @@ std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFi
       kept_until = m_clock.now_ms() + m_s.cleanup.grace_ms;
       if (note.cleanup_due_before) kept_until = std::min(*kept_until, *note.cleanup_due_before);
     }
-    fail(r, rec, e, !e.details.ambiguous, kept_until);
+    m_failure.fail(r, rec, e, !e.details.ambiguous, kept_until);
     return r;
   }
   // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
@@ -633,154 +591,6 @@ std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFi
   return std::nullopt;
 }
 
-ledger::ReserveRequest Uploader::reserve_request(const std::string &name, const FileResult &r) const {
-  ledger::ReserveRequest req;
-  req.owner_id = m_s.owner;
-  req.original_name = name;
-  req.relative_path = r.relative_path;
-  req.run_prefix = m_s.run_prefix;
-  req.dedup = ledger::parse_dedup_scope(m_s.policy.dedup).value_or(ledger::DedupScope::prefix);
-  req.key_prefix = m_store.key_prefix();
-  req.media_type = r.media_type;
-  req.sha256 = r.sha256;
-  req.size = static_cast<int64_t>(r.size);
-  req.policy = m_s.policy.name;
-  req.max_files = m_s.policy.max_files;
-  req.grace_ms = m_s.cleanup.grace_ms; // ops::grace_for of the run's policy
-  req.max_retries = m_s.max_retries;
-  req.idempotency_key = m_s.idempotency_key;
-  req.content_type = r.content_type;
-  req.object_options = m_options_json;
-  // A path whose new content is already stored elsewhere is shared, and --replace retires
-  // the path's older rows then as confirm does otherwise.
-  if (m_s.replace) req.retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
-  return req;
-}
-
-std::optional<FileResult>
-Uploader::reserve_row(const ledger::ReserveRequest &req, FileResult &r, ledger::ReserveResult &res,
-                      int64_t &wall_at_reserve, int64_t &steady_at_reserve,
-                      const std::function<void(const ledger::FileRecord &)> &own_duplicate) {
-  // A duplicate is reported, and an object shared, only once the object is verified in the
-  // store. A row whose object is gone is retired (soft-deleted, its task harmless) and the
-  // reservation is made again, which then finds the next alive copy or makes a new row.
-  // Bounded: each round retires one row, and a third missing copy in a row is reported, not
-  // chased.
-  ledger::ReserveRequest ask = req;
-  int missing = 0;
-  int waits = 0;
-  for (int round = 0;; ++round) {
-    wall_at_reserve = m_clock.now_ms();
-    steady_at_reserve = util::steady_ms();
-    ask.expires_at = expiry_at(m_s, wall_at_reserve);
-    // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run
-                        ? Result<ledger::ReserveResult>(m_ledger.uploads.reserve(ask, wall_at_reserve))
-                        : m_s.id_blocks->reserve({m_ledger.uploads, m_ledger.reads, m_ledger.blocks}, m_store,
-                                                 ask, wall_at_reserve, m_clock);
-    if (!reserved) {
-      r.outcome = UploadOutcome::failed;
-      r.error = reserved.error();
-      return r;
-    }
-    res = reserved.value();
-    if (res.outcome == ledger::ReserveOutcome::share_gone && round < 8) {
-      ask.share_with.reset(); // deleted meanwhile: look again
-      continue;
-    }
-    if (res.outcome == ledger::ReserveOutcome::in_progress && wait_for_own(res.record, waits++)) continue;
-    if (res.outcome != ledger::ReserveOutcome::duplicate && res.outcome != ledger::ReserveOutcome::shareable)
-      break;
-    const auto &dup = res.record;
-    auto present = check_duplicate(dup);
-    if (present && res.outcome == ledger::ReserveOutcome::shareable) {
-      ask.share_with = dup.id; // the path gets its own row, sharing the verified object
-      continue;
-    }
-    if (present) {
-      // A file that is its own row's content under a stat the cache does not know (a row
-      // older than the cache, a touched file): recorded, so the next run need not read it.
-      if (own_duplicate) own_duplicate(dup);
-      r.outcome = UploadOutcome::duplicate;
-      r.id = dup.id;
-      r.shares = dup.content_of;
-      r.object_key = dup.object_key;
-      r.error =
-          Error(Errc::duplicate, "same content as file #" + std::to_string(dup.id) + " of owner " +
-                                     m_s.owner + (dup.run_prefix.empty() ? "" : " under " + dup.run_prefix));
-      return r;
-    }
-    if (m_s.dry_run && present.error().code == Errc::not_found) {
-      r.outcome = UploadOutcome::planned; // its copy is missing: a real run uploads it anew
-      return r;
-    }
-    if (present.error().code != Errc::not_found || missing == 2) {
-      r.outcome = UploadOutcome::failed;
-      r.error = present.error();
-      if (r.error->code == Errc::not_found)
-        r.error->message =
-            "three copies of the same content in a row were missing from the store (the last: " +
-            r.error->message + "); not uploaded this time, retry it";
-      return r;
-    }
-    ++missing;
-    if (m_ledger.recovery.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
-                                       m_s.max_retries) == ledger::MissingOutcome::marked_missing)
-      util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
-                      ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
-                      util::escape_for_terminal(r.file) + " anew");
-  }
-  const auto &rec = res.record;
-  switch (res.outcome) {
-  case ledger::ReserveOutcome::duplicate:
-  case ledger::ReserveOutcome::shareable:
-    break; // answered in the loop above
-  case ledger::ReserveOutcome::shared:
-    // Stored once, restorable by this path too: the path's row shares the object.
-    r.outcome = UploadOutcome::duplicate;
-    r.id = rec.id;
-    r.shares = rec.content_of;
-    r.object_key = rec.object_key;
-    r.error = Error(Errc::duplicate, "same content as file #" + std::to_string(*rec.content_of) +
-                                         "; stored once, shared by this path's row");
-    return r;
-  case ledger::ReserveOutcome::share_gone:
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::state_changed, "every stored copy of the same content was deleted while this "
-                                         "file was being reserved; retry it");
-    return r;
-  case ledger::ReserveOutcome::replayed:
-    r.outcome = UploadOutcome::replayed;
-    r.id = rec.id;
-    r.object_key = rec.object_key;
-    return r;
-  case ledger::ReserveOutcome::quota_exceeded:
-    return rejected(r,
-                    Error(Errc::quota_exceeded, "owner " + m_s.owner + " already has " +
-                                                    util::plural(m_s.policy.max_files.value_or(0), "file") +
-                                                    ", the most policy " + m_s.policy.name + " allows"));
-  case ledger::ReserveOutcome::key_reused:
-    r.id = rec.id;
-    return rejected(r, Error(Errc::idempotency_key_reused,
-                             "idempotency key '" + util::escape_for_terminal(*m_s.idempotency_key) +
-                                 "' was used for other content (file #" + std::to_string(rec.id) + ")"));
-  case ledger::ReserveOutcome::in_progress:
-    r.outcome = UploadOutcome::failed;
-    r.id = rec.id;
-    r.error = Error(Errc::in_progress, "an upload of the same content (file #" + std::to_string(rec.id) +
-                                           ") is still in progress; retry later");
-    return r;
-  case ledger::ReserveOutcome::id_limit_reached: // IdBlocks advances and retries: never seen here
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, "no record id inside the id marker's block");
-    return r;
-  case ledger::ReserveOutcome::reserved:
-  case ledger::ReserveOutcome::resumed:
-    break;
-  }
-  return std::nullopt;
-}
-
 void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
   FileResult &r = t.r;
   const auto &rec = t.rec;
@@ -791,8 +601,9 @@ void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
       ErrorDetails lost;
       lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
       lost.ambiguous = true;
-      fail(r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
-           false);
+      m_failure.fail(
+          r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
+          false);
       t.done = r;
       return;
     }
@@ -874,7 +685,7 @@ void Uploader::settle_front() {
     // perhaps stored, so its cleanup waits for the grace.
     Error err = e.error();
     err.details.ambiguous = true;
-    fail(r, rec, err, false);
+    m_failure.fail(r, rec, err, false);
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();
@@ -883,59 +694,6 @@ void Uploader::settle_front() {
     r.error = Error(Errc::internal, e.what());
   }
   end();
-}
-
-std::optional<std::string> object_differs(const store::ObjectInfo &h, const ledger::FileRecord &rec,
-                                          const std::string &ledger_uuid, bool full) {
-  auto stamp = [&](const char *name, const std::string &want) -> std::optional<std::string> {
-    auto it = h.metadata.find(name);
-    if (it == h.metadata.end()) return full ? std::optional(std::string(name) + " is missing") : std::nullopt;
-    if (it->second == want) return std::nullopt;
-    return std::string(name) + " is '" + util::escape_for_terminal(it->second) + "', not '" + want + "'";
-  };
-  if (h.size != static_cast<uint64_t>(rec.size))
-    return "its size is " + std::to_string(h.size) + ", not " + std::to_string(rec.size);
-  if (auto l = stamp(store::meta::ledger, ledger_uuid)) return l;
-  if (auto id = stamp(store::meta::record, std::to_string(rec.stamp_id()))) return id;
-  if (full) return stamp(store::meta::sha256, rec.sha256);
-  return std::nullopt;
-}
-
-bool Uploader::wait_for_own(const ledger::FileRecord &uploading, int waits) {
-  // The same content is being uploaded by this very run (another path of the tree, on this
-  // worker or another): its confirm is near, so this file waits for it and then shares its
-  // object, instead of failing "in progress". Bounded by that row's deadline.
-  const auto &me = this_process();
-  if (!me || uploading.holder != me->text() || m_clock.now_ms() >= uploading.upload_deadline_at) return false;
-  land_flights(0); // it may be this worker's own PUT in flight, or its pending confirm
-  settle_tails(0);
-  if (waits > 0)
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(2 << std::min(waits, 6), 100)));
-  return true;
-}
-
-Status Uploader::check_duplicate(const ledger::FileRecord &existing) {
-  // A re-run's unchanged files are proven by listing (one request per 1,000 keys); what a
-  // listing does not prove, a missing object above all, is HEADed as before.
-  if (m_s.listings && m_s.listings->proves(m_store, existing, m_ledger.reads.uuid())) return ok_status();
-  std::string what =
-      "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
-  auto h = m_store.head(existing.object_key);
-  if (!h) {
-    Error e = h.error();
-    if (e.code == Errc::not_found) return e;
-    // Never a duplicate, never a deletion: whether the copy is there is unknown.
-    e.message = "cannot check that " + what + ", of the same content, is in the store: " + e.message;
-    return e;
-  }
-  // The stamp is checked where the store returns one; an object that is another one (a
-  // foreign write, a restored ledger's reused key) is no copy of this file. A shared
-  // object's stamp names the row that wrote it (object_differs compares stamp_id()).
-  if (auto why = object_differs(h.value(), existing, m_ledger.reads.uuid(), false))
-    return Error(Errc::storage_error, "the object of " + what +
-                                          ", of the same content, is not the one its row recorded (" + *why +
-                                          "); not reported as a duplicate: run lodge reconcile");
-  return ok_status();
 }
 
 namespace {
@@ -950,14 +708,15 @@ void abort_or_warn(store::ObjectStore &store, const std::string &key, const std:
 }
 } // namespace
 
-store::Metadata Uploader::object_metadata(const ledger::FileRecord &rec) const {
+store::Metadata object_metadata(const store::ObjectOptions &options, const ledger::FileRecord &rec,
+                                const std::string &ledger_uuid) {
   // The path is percent-encoded: metadata values are printable ASCII on the wire, and
   // any UTF-8 name must come back byte for byte.
   // The user's metadata first: lodge's stamp names (reserved) are set over it.
-  store::Metadata meta(m_s.options.metadata.begin(), m_s.options.metadata.end());
+  store::Metadata meta(options.metadata.begin(), options.metadata.end());
   store::Metadata stamp{{store::meta::record, std::to_string(rec.id)},
                         {store::meta::sha256, rec.sha256},
-                        {store::meta::ledger, m_ledger.reads.uuid()},
+                        {store::meta::ledger, ledger_uuid},
                         {store::meta::owner, rec.owner_id},
                         {store::meta::path, util::percent_encode(rec.relative_path, true)}};
   if (!rec.run_prefix.empty()) stamp[store::meta::prefix] = rec.run_prefix;
@@ -971,7 +730,7 @@ store::PutRequest Uploader::single_request(int fd, const ledger::FileRecord &rec
   req.key = rec.object_key;
   req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter(), &renewal};
   req.content_type = rec.object_content_type();
-  req.metadata = object_metadata(rec);
+  req.metadata = object_metadata(m_s.options, rec, m_ledger.reads.uuid());
   req.options = m_s.options;
   req.options.metadata.clear(); // sent above
   req.options.content_type.clear();
@@ -986,7 +745,8 @@ Result<store::PutResult> Uploader::transfer(int fd, const ledger::FileRecord &re
   store::ObjectOptions options = m_s.options;
   options.metadata.clear(); // sent in meta
   options.content_type.clear();
-  store::StagedRequest staged{rec.object_key, rec.object_content_type(), object_metadata(rec), options};
+  store::StagedRequest staged{rec.object_key, rec.object_content_type(),
+                              object_metadata(m_s.options, rec, m_ledger.reads.uuid()), options};
   return ours_if_landed(m_store, rec, transfer_staged(fd, rec, d, staged, renewal, note));
 }
 
@@ -1240,41 +1000,6 @@ Result<Digests> Uploader::hash_file(int fd, uint64_t size, bool multipart) {
     p->hashed.fetch_sub(mine, std::memory_order_relaxed);
   }
   return d;
-}
-
-void Uploader::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
-                    std::optional<int64_t> kept_until) {
-  r.outcome = UploadOutcome::failed;
-  r.error = e;
-  if (failpoint::hit("upload.mark_failed")) {
-    util::log::error("could not mark file #" + std::to_string(rec.id) + " failed (injected); repair will");
-    return;
-  }
-  bool marked = false;
-  try {
-    const std::string reason = std::string(e.name()) + ": " + e.message;
-    const int64_t now = m_clock.now_ms();
-    if (kept_until) {
-      // Its staged upload stays for the next upload of the same content to resume; the
-      // cleanup (which aborts it) waits until then.
-      (void)m_ledger.uploads.fail_resumable(rec.id, reason, *kept_until, now);
-      return;
-    }
-    marked = m_ledger.uploads.mark_failed(rec.id, reason, definite, now) == ledger::MarkFailedOutcome::failed;
-  } catch (const LodgeError &le) {
-    util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
-                     "; repair will");
-    return;
-  }
-  if (!marked || !definite) return;
-  // A definite failure: nothing more can land, so compensate now, through sweep's path.
-  auto task = m_ledger.reads.find_task_for(rec.id);
-  if (!task) return;
-  auto claimed = m_ledger.tasks.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
-  if (!claimed) return;
-  auto cleanup = m_s.cleanup;
-  cleanup.voice = CleanupSettings::Voice::upload;
-  (void)run_claimed_task({m_ledger.tasks, m_ledger.reads}, m_store, *claimed, cleanup, m_clock);
 }
 
 } // namespace lodge::ops
