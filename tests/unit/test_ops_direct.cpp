@@ -1,9 +1,10 @@
 // Direct uploads (ops/direct.cpp) on the ledger fake and the fake store: the reservation a
 // presigned URL is handed out for, `lodge confirm`'s checks of what the client sent, and
 // what becomes of a reservation whose bytes differ, never came, or outlived its deadline.
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <doctest/doctest.h>
 #include <fcntl.h>

@@ -1,9 +1,10 @@
 // Per-upload expiry (upload --expire-after, a policy's expire_after): each row the uploader
 // reserves records its reserve's time plus the duration, on the ledger fake and the fake
 // store; without one a row never expires.
-#include "fake_ledger.hpp"
 #include "fake_store.hpp"
+#include "manual_clock.hpp"
 #include "support.hpp"
+#include "support/fake_ledger.hpp"
 
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/upload/direct.hpp>
