@@ -158,7 +158,8 @@ TEST_CASE(
     o.apply = true;
     o.roll_forward = true;
     std::vector<ops::Finding> found;
-    auto sum = ops::reconcile(*e.l, e.store, o, e.clock, [&](const ops::Finding &f) { found.push_back(f); });
+    auto sum =
+        ops::reconcile(*e.l, *e.l, e.store, o, e.clock, [&](const ops::Finding &f) { found.push_back(f); });
     REQUIRE_FALSE(sum.error.has_value());
     CHECK(sum.applied == 1);
     CHECK(e.row(a.id).upload_status == ledger::FileStatus::active);

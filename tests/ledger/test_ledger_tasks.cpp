@@ -115,7 +115,7 @@ TEST_CASE("sweep over several store connections: each task's store work done onc
     ++opened;
     return e.store.connection();
   };
-  auto s = ops::sweep(*e.l, e.store, o, e.clock);
+  auto s = ops::sweep(*e.l, *e.l, e.store, o, e.clock);
   CHECK(opened == 3); // the one given, and three more, opened once for the run
   CHECK(s.claimed == 20);
   CHECK(s.deleted == 20);
@@ -137,7 +137,7 @@ TEST_CASE("sweep does not re-claim a task it postponed or decided in the same ru
   auto a = e.reserve("a");
   auto b = e.reserve("b");
   e.clock.t += 12'000; // both overdue past deadline + grace, repair has not run
-  auto s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
+  auto s = ops::sweep(*e.l, *e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
   // It used to postpone each task to "now" and claim it again, up to --limit times.
   CHECK(s.claimed == 2);
   CHECK(s.postponed == 0);
@@ -151,7 +151,7 @@ TEST_CASE("sweep does not re-claim a task it postponed or decided in the same ru
     CHECK(e.l->find_file(r.id)->upload_status == ledger::FileStatus::upload_failed);
   }
   e.clock.t += 11'000;
-  s = ops::sweep(*e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
+  s = ops::sweep(*e.l, *e.l, e.store, {50'000, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
   CHECK(s.claimed == 2);
   CHECK(s.verified == 2);
   CHECK(e.l->find_task_for(a.id)->status == ledger::TaskStatus::success);
@@ -174,7 +174,7 @@ TEST_CASE("verify passes: owed after ambiguous and deadline failures, not after 
   CHECK(e.l->find_task_for(ambiguous.id)->verify_pass == ledger::k_verify_owed);
   CHECK(e.l->find_task_for(repaired.id)->verify_pass == ledger::k_verify_owed);
   CHECK(e.l->find_task_for(deleted.id)->verify_pass == ledger::k_verify_none);
-  auto s = ops::sweep(*e.l, e.store, {100, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
+  auto s = ops::sweep(*e.l, *e.l, e.store, {100, 16, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
   CHECK(s.deleted == 4);
   CHECK(s.verify_scheduled == 2);
   CHECK(e.l->find_task_for(definite.id)->status == ledger::TaskStatus::success);
@@ -208,7 +208,7 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   e.store.fail("remove_owned", Error(Errc::storage_unavailable, "fake outage"));
   std::vector<ops::CleanupOutcome> seen;
   for (int i = 0; i < 3; ++i) {
-    auto s = ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
+    auto s = ops::sweep(*e.l, *e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock);
     seen.push_back(s.dead_lettered ? ops::CleanupOutcome::dead_lettered : ops::CleanupOutcome::retried);
     auto t = e.l->find_task_for(a.id);
     if (t->status == ledger::TaskStatus::retry) {
@@ -225,7 +225,7 @@ TEST_CASE("failures back off and dead-letter past max_retries; retry revives") {
   REQUIRE(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::requeued);
   CHECK(e.l->retry_task(t->id, e.clock.t) == ledger::RetryOutcome::not_failed);
   e.store.clear_failures();
-  CHECK(ops::sweep(*e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock).deleted == 1);
+  CHECK(ops::sweep(*e.l, *e.l, e.store, {10, 4, 1'000, 0, "w", false, e.cs, 1, {}}, e.clock).deleted == 1);
 }
 
 TEST_SUITE_END(); // contract

@@ -30,15 +30,15 @@ struct World : test::OpsWorld {
     REQUIRE(l.set_outbox_settings(s) == ledger::SetOutboxOutcome::set);
   }
 
-  ops::RelaySummary relay(bool events = false) {
+  ops::RelayReport relay(bool events = false) {
     ops::RelayOptions o;
     o.cleanup = &broker;
     o.events = events ? &broker : nullptr;
     o.ledger_uuid = l.uuid();
-    return ops::relay(l, o, clock);
+    return ops::relay(l, l, o, clock);
   }
 
-  ops::ConsumeSummary consume(int64_t max = 0) {
+  ops::ConsumeReport consume(int64_t max = 0) {
     ops::ConsumeOptions o;
     o.queue = consumer_conn.get();
     o.ledger_uuid = l.uuid();
@@ -47,7 +47,7 @@ struct World : test::OpsWorld {
     o.cleanup = ops::CleanupSettings{k_grace_ms, 1'000, 8'000};
     o.max_messages = max;
     o.wait_ms = 0;
-    return ops::consume(l, store, o, clock);
+    return ops::consume(l, l, store, o, clock);
   }
 
   // Past every deadline and grace of the rows made so far.
@@ -286,9 +286,9 @@ TEST_CASE("sweep on a queue-mode ledger leaves first deletes to the queue and ru
   auto rec = w.reserve("late.txt", "1");
   (void)w.put(rec);
   w.later();
-  REQUIRE(ops::repair(w.l, ro, w.clock).repaired == 1);
+  REQUIRE(ops::repair(w.l, w.l, w.l, ro, w.clock).repaired == 1);
   w.clock.advance(test::OpsWorld::k_grace_ms + 1);
-  auto first = ops::sweep(w.l, w.store, so, w.clock);
+  auto first = ops::sweep(w.l, w.l, w.store, so, w.clock);
   CHECK(first.claimed == 0); // the first delete is the queue's
   CHECK(w.store.has(rec.object_key));
   CHECK(w.relay().cleanup_published == 1);
@@ -300,7 +300,7 @@ TEST_CASE("sweep on a queue-mode ledger leaves first deletes to the queue and ru
   // The verify pass is sweep's: no message carries it, the relay publishes nothing.
   w.clock.t = w.l.task_of(rec.id).next_retry_at;
   CHECK(w.relay().cleanup_published == 0);
-  auto verify = ops::sweep(w.l, w.store, so, w.clock);
+  auto verify = ops::sweep(w.l, w.l, w.store, so, w.clock);
   CHECK(verify.claimed == 1);
   CHECK(verify.verified == 1);
   CHECK(w.l.task_of(rec.id).status == ledger::TaskStatus::success);

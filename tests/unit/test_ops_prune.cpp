@@ -275,7 +275,7 @@ struct PruneWorld : test::OpsWorld {
 
   ops::PruneReport run(ops::PruneOptions o) {
     o.grace_ms = k_grace_ms;
-    return ops::prune(l, o, clock);
+    return ops::prune(l, l, o, clock);
   }
 };
 

@@ -189,17 +189,17 @@ TEST_CASE("repair and sweep judge a renewed row by its current deadline: never f
   so.cleanup = ops::CleanupSettings{test::OpsWorld::k_grace_ms, 1'000, 8'000};
   // Past the reserve's deadline and grace, within the renewed deadline: nothing happens.
   w.clock.t = rec.upload_deadline_at + test::OpsWorld::k_grace_ms + 1;
-  auto rep = ops::repair(w.l, ro, w.clock);
+  auto rep = ops::repair(w.l, w.l, w.l, ro, w.clock);
   CHECK(rep.repaired == 0);
-  auto sw = ops::sweep(w.l, w.store, so, w.clock);
+  auto sw = ops::sweep(w.l, w.l, w.store, so, w.clock);
   CHECK(sw.deleted == 0);
   CHECK(w.l.row(rec.id).upload_status == ledger::FileStatus::uploading);
   CHECK(w.store.has(rec.object_key));
   // Past the renewed deadline and its grace: repair fails it, sweep cleans it (the test sees both).
   w.clock.t = renewed_to + test::OpsWorld::k_grace_ms + 1;
-  CHECK(ops::repair(w.l, ro, w.clock).repaired == 1);
+  CHECK(ops::repair(w.l, w.l, w.l, ro, w.clock).repaired == 1);
   CHECK(w.l.row(rec.id).upload_status == ledger::FileStatus::upload_failed);
-  (void)ops::sweep(w.l, w.store, so, w.clock);
+  (void)ops::sweep(w.l, w.l, w.store, so, w.clock);
   CHECK_FALSE(w.store.has(rec.object_key));
 }
 

@@ -1,6 +1,7 @@
 // The consumer: a cleanup event's task run under its lease, as sweep runs it; the message
 // acknowledged only after the task's end is committed.
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/jobs/job_run.hpp>
 #include <lodge/ops/jobs/outbox.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/log.hpp>
@@ -36,14 +37,14 @@ Result<CleanupEvent> parse_event(const std::string &body, const std::string &led
   return e;
 }
 
-void note_error(ConsumeSummary &sum, const std::string &what) {
+void note_error(ConsumeReport &sum, const std::string &what) {
   if (sum.errors.size() < 20) sum.errors.push_back(what);
 }
 
 // The broker's answer to an ack, delay or dead-letter; a failure leaves the message to come
 // back (the broker's visibility timeout or the connection's end): harmless, it owes nothing
 // or is claimed again.
-void check(ConsumeSummary &sum, const Status &st, const std::string &what) {
+void check(ConsumeReport &sum, const Status &st, const std::string &what) {
   if (st) return;
   note_error(sum, what + ": " + st.error().message);
   util::log::warn("consume: " + what + ": " + st.error().message);
@@ -51,9 +52,10 @@ void check(ConsumeSummary &sum, const Status &st, const std::string &what) {
 
 // A claimed task run as sweep runs it; then the message's end: acknowledged, delayed by
 // the retry's back-off, or dead-lettered with the task.
-void run_task(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, const util::Clock &clock,
-              const mq::Delivery &d, const ledger::TaskRecord &task, ConsumeSummary &sum) {
-  auto r = run_claimed_task({l.tasks, l.reads}, s, task, o.cleanup, clock);
+void run_task(ledger::ConsumeLedger &l, store::ObjectStore &s, const ConsumeOptions &o,
+              const util::Clock &clock, const mq::Delivery &d, const ledger::TaskRecord &task,
+              ConsumeReport &sum) {
+  auto r = run_claimed_task(l, s, task, o.cleanup, clock);
   sum.add(r);
   std::string id = "task " + std::to_string(task.id);
   if (!r.error.empty()) note_error(sum, id + ": " + r.error);
@@ -64,7 +66,7 @@ void run_task(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, c
   if (r.outcome == CleanupOutcome::retried) {
     // The ledger decided the back-off (RETRY, due at next_retry_at): the broker keeps the
     // message away until then instead of handing it straight back.
-    auto t = l.reads.find_task_for(task.record_id);
+    auto t = l.find_task_for(task.record_id);
     int64_t due = t ? t->next_retry_at : clock.now_ms() + o.cleanup.backoff_base_ms;
     check(sum, o.queue->delay(d, std::max<int64_t>(1000, due - clock.now_ms())), "delay of " + id);
     ++sum.delayed;
@@ -77,8 +79,8 @@ void run_task(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, c
   check(sum, o.queue->ack(d), "ack of " + id);
 }
 
-void handle(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, const util::Clock &clock,
-            const mq::Delivery &d, ConsumeSummary &sum) {
+void handle(ledger::ConsumeLedger &l, store::ObjectStore &s, const ConsumeOptions &o,
+            const util::Clock &clock, const mq::Delivery &d, ConsumeReport &sum) {
   auto ev = parse_event(d.body, o.ledger_uuid);
   if (!ev) {
     // Never deleted on a message's word: set aside where an operator can read it.
@@ -91,7 +93,7 @@ void handle(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, con
   }
   // The message names a task; only the ledger's own record of it counts. A message whose
   // task, row or key do not match (forged, or from another deployment) deletes nothing.
-  auto known = l.reads.find_task_for(ev->record_id);
+  auto known = l.find_task_for(ev->record_id);
   if (!known || known->id != ev->task_id || known->object_key != ev->key) {
     ++sum.rejected;
     std::string why = "message for task " + std::to_string(ev->task_id) + " (" + ev->key +
@@ -102,7 +104,7 @@ void handle(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, con
           "dead-letter of message " + d.message_id);
     return;
   }
-  auto claim = l.outbox.claim_sent_task(ev->task_id, clock.now_ms(), o.worker_id, o.lease_ms);
+  auto claim = l.claim_sent_task(ev->task_id, clock.now_ms(), o.worker_id, o.lease_ms);
   std::string id = "task " + std::to_string(ev->task_id);
   switch (claim.kind) {
   case ledger::EventClaimKind::claimed:
@@ -122,11 +124,11 @@ void handle(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o, con
   }
 }
 
-} // namespace
-
-ConsumeSummary consume(ConsumeLedger l, store::ObjectStore &s, const ConsumeOptions &o,
-                       const util::Clock &clock) {
-  ConsumeSummary sum;
+// The work: deliveries received and handled until none comes (with --follow: until
+// stopped), the most messages or the run time.
+ConsumeReport receive_all(ledger::ConsumeLedger &l, store::ObjectStore &s, const ConsumeOptions &o,
+                          const util::Clock &clock) {
+  ConsumeReport sum;
   if (o.queue == nullptr) throw LodgeError(Errc::internal, "consume: no queue");
   int64_t started = util::steady_ms();
   for (;;) {
@@ -147,6 +149,34 @@ ConsumeSummary consume(ConsumeLedger l, store::ObjectStore &s, const ConsumeOpti
     if (got.value().empty() && !o.follow) break;
   }
   return sum;
+}
+
+} // namespace
+
+ConsumeReport consume(ledger::ConsumeLedger &l, ledger::LedgerMeta &log, store::ObjectStore &s,
+                      const ConsumeOptions &o, const util::Clock &clock) {
+  const int64_t started = clock.now_ms();
+  auto sum = receive_all(l, s, o, clock);
+  // A retried task is a failure too, though the run goes on: the job log says it failed.
+  record_run(log, "consume", o.worker_id, started,
+             sum.dead_lettered == 0 && sum.rejected == 0 && sum.retried == 0, job_counts(sum), clock);
+  return sum;
+}
+
+nlohmann::json job_counts(const ConsumeReport &r) {
+  nlohmann::json j{{"received", r.received},     {"deleted", r.deleted},   {"ignored", r.ignored},
+                   {"postponed", r.postponed},   {"retried", r.retried},   {"dead_lettered", r.dead_lettered},
+                   {"lease_lost", r.lease_lost}, {"kept", r.kept},         {"duplicates", r.duplicates},
+                   {"delayed", r.delayed},       {"rejected", r.rejected}, {"unreachable", r.unreachable}};
+  j["verify_scheduled"] = r.verify_scheduled;
+  return j;
+}
+
+int exit_status(const ConsumeReport &r) {
+  if (r.received > 0 && r.deleted + r.ignored + r.postponed + r.kept == 0 && r.unreachable > 0 &&
+      r.unreachable == r.retried + r.dead_lettered)
+    return errc_info(Errc::storage_unavailable).exit_code;
+  return r.dead_lettered + r.rejected > 0 ? items_failed_status() : errc_info(Errc::ok).exit_code;
 }
 
 } // namespace lodge::ops

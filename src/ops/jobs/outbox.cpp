@@ -1,6 +1,7 @@
 // The relay: the outbox's due events to the broker, each marked sent only once confirmed.
 #include <chrono>
 #include <lodge/failpoint.hpp>
+#include <lodge/ops/jobs/job_run.hpp>
 #include <lodge/ops/jobs/outbox.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
@@ -70,7 +71,7 @@ namespace {
 
 // Publishes `msgs`; the confirmed ones' marks (ids[i] for msgs[i]), failures counted.
 std::vector<ledger::SentMark> publish(mq::MessageQueue &q, const std::vector<mq::OutMessage> &msgs,
-                                      const std::vector<int64_t> &ids, RelaySummary &sum, const char *what) {
+                                      const std::vector<int64_t> &ids, RelayReport &sum, const char *what) {
   std::vector<ledger::SentMark> marks;
   auto results = q.publish(msgs);
   for (size_t i = 0; i < msgs.size(); ++i) {
@@ -88,7 +89,7 @@ std::vector<ledger::SentMark> publish(mq::MessageQueue &q, const std::vector<mq:
 }
 
 int64_t relay_cleanup(ledger::OutboxLedger &l, const RelayOptions &o, int n, const util::Clock &clock,
-                      RelaySummary &sum) {
+                      RelayReport &sum) {
   auto tasks = l.unsent_due_tasks(clock.now_ms(), n);
   if (tasks.empty()) return 0;
   std::vector<mq::OutMessage> msgs;
@@ -110,7 +111,7 @@ int64_t relay_cleanup(ledger::OutboxLedger &l, const RelayOptions &o, int n, con
 }
 
 int64_t relay_events(ledger::OutboxLedger &l, const RelayOptions &o, int n, const util::Clock &clock,
-                     RelaySummary &sum) {
+                     RelayReport &sum) {
   auto events = l.unsent_events(n);
   if (events.empty()) return 0;
   std::vector<mq::OutMessage> msgs;
@@ -138,10 +139,10 @@ void wait_ms(const Stopper &s, int64_t ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(100, until - util::steady_ms())));
 }
 
-} // namespace
-
-RelaySummary relay(ledger::OutboxLedger &l, const RelayOptions &o, const util::Clock &clock) {
-  RelaySummary sum;
+// The work: batches published until nothing is due (with --follow: until stopped), the limit
+// or the run time.
+RelayReport publish_due(ledger::OutboxLedger &l, const RelayOptions &o, const util::Clock &clock) {
+  RelayReport sum;
   auto settings = l.outbox_settings();
   // Cleanup events are the queue's only while the ledger says so: a task-table ledger's
   // tasks are sweep's, and publishing them would only race it.
@@ -168,6 +169,30 @@ RelaySummary relay(ledger::OutboxLedger &l, const RelayOptions &o, const util::C
     wait_ms(o.stop, std::max<int64_t>(0, std::min(o.poll_ms, left)));
   }
   return sum;
+}
+
+} // namespace
+
+RelayReport relay(ledger::OutboxLedger &l, ledger::LedgerMeta &log, const RelayOptions &o,
+                  const util::Clock &clock) {
+  const int64_t started = clock.now_ms();
+  auto sum = publish_due(l, o, clock);
+  record_run(log, "relay", o.worker_id, started, sum.failed == 0, job_counts(sum), clock);
+  return sum;
+}
+
+nlohmann::json job_counts(const RelayReport &r) {
+  return {{"cleanup_published", r.cleanup_published},
+          {"cleanup_marked", r.cleanup_marked},
+          {"events_published", r.events_published},
+          {"events_marked", r.events_marked},
+          {"failed", r.failed}};
+}
+
+int exit_status(const RelayReport &r) {
+  if (r.failed > 0 && r.cleanup_published + r.events_published == 0)
+    return errc_info(Errc::storage_unavailable).exit_code;
+  return r.failed > 0 ? items_failed_status() : errc_info(Errc::ok).exit_code;
 }
 
 } // namespace lodge::ops

@@ -1,8 +1,10 @@
 // lodge prune: the planner (restic's ApplyPolicy over snapshot summaries) and its apply.
 #include <algorithm>
 #include <chrono>
+#include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
 #include <lodge/match/filter.hpp>
+#include <lodge/ops/jobs/job_run.hpp>
 #include <lodge/ops/jobs/prune.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/strings.hpp>
@@ -92,6 +94,32 @@ int parse_keep_count(std::string_view text, std::string_view flag) {
                                       ": expected a count from 1 to 1000000 or 'unlimited', got '" +
                                       util::escape_for_terminal(text) + "'");
   return static_cast<int>(*n);
+}
+
+PrunePolicy parse_policy(const PolicyText &t) {
+  PrunePolicy p;
+  auto count = [](const std::string &text, const char *flag) {
+    return text.empty() ? 0 : parse_keep_count(text, flag);
+  };
+  p.keep_last = count(t.last, "--keep-last");
+  p.keep_hourly = count(t.hourly, "--keep-hourly");
+  p.keep_daily = count(t.daily, "--keep-daily");
+  p.keep_weekly = count(t.weekly, "--keep-weekly");
+  p.keep_monthly = count(t.monthly, "--keep-monthly");
+  p.keep_yearly = count(t.yearly, "--keep-yearly");
+  if (!t.within.empty()) p.keep_within_ms = config::duration_value(t.within, "--keep-within", Errc::usage);
+  for (const auto &tag : t.tags) {
+    auto kv = store::parse_assignment(tag, "--keep-tag");
+    if (!kv) throw LodgeError(kv.error());
+    p.keep_tags.emplace_back(kv->first, kv->second);
+  }
+  for (const auto &m : t.metadata) {
+    auto kv = store::parse_assignment(m, "--keep-metadata");
+    if (!kv) throw LodgeError(kv.error());
+    // Metadata names are recorded lowercase, as upload's --metadata records them.
+    p.keep_metadata.emplace_back(util::to_lower(kv->first), kv->second);
+  }
+  return p;
 }
 
 bool PrunePolicy::empty() const {
@@ -323,11 +351,11 @@ void find_kept_shared(ledger::LedgerReports &reads, std::vector<GroupPlan> &grou
     }
 }
 
-void prune_expired(PruneLedger l, const PruneOptions &o, int64_t now, PruneReport &rep) {
+void prune_expired(ledger::PruneLedger &l, const PruneOptions &o, int64_t now, PruneReport &rep) {
   if (o.dry_run) {
     ledger::FileQuery q;
     q.expired_by = now;
-    l.reads.scan_files(q, [&](const ledger::FileRecord &r) {
+    l.scan_files(q, [&](const ledger::FileRecord &r) {
       if (r.upload_status == ledger::FileStatus::active && !r.is_deleted) {
         ++rep.expired_files;
         rep.expired_bytes += r.size;
@@ -337,24 +365,23 @@ void prune_expired(PruneLedger l, const PruneOptions &o, int64_t now, PruneRepor
     return;
   }
   for (;;) {
-    auto out = l.recovery.soft_delete_expired(now, o.grace_ms, o.max_retries, o.expired_batch);
+    auto out = l.soft_delete_expired(now, o.grace_ms, o.max_retries, o.expired_batch);
     rep.expired_files += out.deleted;
     rep.expired_bytes += out.bytes;
     if (out.deleted == 0) break;
   }
 }
 
-} // namespace
-
-PruneReport prune(PruneLedger l, const PruneOptions &o, const util::Clock &clock) {
+// The plan, and unless dry_run its removals.
+PruneReport plan_and_apply(ledger::PruneLedger &l, const PruneOptions &o, const util::Clock &clock) {
   PruneReport rep;
   // Expired rows go first, so the plan below sees the snapshots as they stay.
   const int64_t expired_at = clock.now_ms();
   if (o.expired) prune_expired(l, o, expired_at, rep);
   if (o.policy.empty()) return rep;
 
-  rep.groups = plan_snapshots(collect_snapshots(l.reads, o, expired_at), o.policy, clock.now_ms());
-  find_kept_shared(l.reads, rep.groups, o.expired ? std::optional<int64_t>(expired_at) : std::nullopt);
+  rep.groups = plan_snapshots(collect_snapshots(l, o, expired_at), o.policy, clock.now_ms());
+  find_kept_shared(l, rep.groups, o.expired ? std::optional<int64_t>(expired_at) : std::nullopt);
 
   std::vector<const SnapshotDecision *> removals;
   for (const auto &g : rep.groups)
@@ -376,12 +403,70 @@ PruneReport prune(PruneLedger l, const PruneOptions &o, const util::Clock &clock
       keep_ids.push_back(k.id);
     // Bounded by the time the plan saw: a file uploaded under the prefix since (a re-run of
     // the build) is not part of what was planned, and stays.
-    auto out = l.recovery.prune_snapshot(d->snapshot.owner_id, d->snapshot.run_prefix, d->snapshot.time,
-                                         keep_ids, clock.now_ms(), o.grace_ms, o.max_retries);
+    auto out = l.prune_snapshot(d->snapshot.owner_id, d->snapshot.run_prefix, d->snapshot.time, keep_ids,
+                                clock.now_ms(), o.grace_ms, o.max_retries);
     rep.deleted_files += out.deleted;
     rep.deleted_bytes += out.bytes;
   }
   return rep;
+}
+
+} // namespace
+
+PruneReport prune(ledger::PruneLedger &l, ledger::LedgerMeta &log, const PruneOptions &o,
+                  const util::Clock &clock) {
+  const int64_t started = clock.now_ms();
+  auto rep = plan_and_apply(l, o, clock);
+  rep.dry_run = o.dry_run;
+  rep.expired = o.expired;
+  if (!o.dry_run) record_run(log, "prune", o.worker_id, started, true, job_counts(rep), clock);
+  return rep;
+}
+
+nlohmann::json job_counts(const PruneReport &r) {
+  return {{"removed_snapshots", r.removed_snapshots},
+          {"deleted_files", r.deleted_files},
+          {"deleted_bytes", r.deleted_bytes},
+          {"expired_files", r.expired_files},
+          {"expired_bytes", r.expired_bytes}};
+}
+
+nlohmann::json plan_json(const PruneReport &r) {
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto &g : r.groups) {
+    nlohmann::json snaps = nlohmann::json::array();
+    for (const auto &d : g.snapshots) {
+      nlohmann::json shared = nlohmann::json::array();
+      for (const auto &k : d.kept_shared)
+        shared.push_back({{"id", k.id},
+                          {"bytes", k.size},
+                          {"shared_by", {{"owner", k.sharer_owner}, {"prefix", k.sharer_prefix}}}});
+      snaps.push_back({{"prefix", d.snapshot.run_prefix},
+                       {"time", d.snapshot.time > 0 ? nlohmann::json(util::format_rfc3339_ms(d.snapshot.time))
+                                                    : nlohmann::json(nullptr)},
+                       {"files", d.snapshot.files},
+                       {"bytes", d.snapshot.bytes},
+                       {"uploading", d.snapshot.uploading},
+                       {"action", d.keep ? "keep" : "remove"},
+                       {"reasons", d.reasons},
+                       {"removed_files", d.removed_files()},
+                       {"removed_bytes", d.removed_bytes()},
+                       {"kept_shared", shared}});
+    }
+    groups.push_back({{"owner", g.owner_id}, {"group", g.group}, {"snapshots", snaps}});
+  }
+  nlohmann::json j{
+      {"dry_run", r.dry_run},
+      {"groups", groups},
+      {"removed",
+       {{"snapshots", r.removed_snapshots}, {"files", r.deleted_files}, {"bytes", r.deleted_bytes}}}};
+  j["expired"] = r.expired ? nlohmann::json{{"files", r.expired_files}, {"bytes", r.expired_bytes}}
+                           : nlohmann::json(nullptr);
+  return j;
+}
+
+int exit_status(const PruneReport & /*r*/) {
+  return errc_info(Errc::ok).exit_code;
 }
 
 } // namespace lodge::ops

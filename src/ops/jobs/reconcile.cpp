@@ -2,6 +2,7 @@
 // memory; what is found reported as found, and with --apply what is safe to apply applied.
 #include <lodge/crypto/sha256.hpp>
 #include <lodge/ops/activate.hpp>
+#include <lodge/ops/jobs/job_run.hpp>
 #include <lodge/ops/jobs/reconcile.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/clock.hpp>
@@ -10,11 +11,19 @@
 
 namespace lodge::ops {
 
+nlohmann::json finding_json(const Finding &f) {
+  return {{"kind", f.kind},
+          {"key", f.key},
+          {"record_id", f.record_id ? nlohmann::json(*f.record_id) : nlohmann::json(nullptr)},
+          {"detail", f.detail},
+          {"applied", f.applied}};
+}
+
 bool others_object(const std::string &kind) {
   return kind == "unmanaged" || kind == "foreign";
 }
 
-bool ReconcileSummary::clean() const {
+bool ReconcileReport::clean() const {
   for (const auto &[k, v] : counts)
     if (v > 0 && (strict || !others_object(k))) return false;
   return true;
@@ -110,8 +119,8 @@ private:
 // order, then the store's incomplete uploads; each mismatch a finding, reported as found.
 class Reconciler {
 public:
-  Reconciler(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o, const util::Clock &clock,
-             const std::function<void(const Finding &)> &report)
+  Reconciler(ledger::ReconcileLedger &l, store::ObjectStore &s, const ReconcileOptions &o,
+             const util::Clock &clock, const std::function<void(const Finding &)> &report)
       : m_l(l), m_s(s), m_o(o), m_clock(clock), m_report(report), m_prefix(s.key_prefix()),
         m_now(clock.now_ms()) {
     m_sum.strict = o.strict;
@@ -121,14 +130,14 @@ public:
   }
 
   // The whole run, in its order: divergence, objects against rows, incomplete uploads.
-  ReconcileSummary run() {
+  ReconcileReport run() {
     check_divergence_first();
     m_meta_prefix = metadata_prefix(m_s);
-    m_own_marker = id_marker_key(m_s, m_l.reads.uuid());
-    m_max_id = m_l.reads.max_record_id();
+    m_own_marker = id_marker_key(m_s, m_l.uuid());
+    m_max_id = m_l.max_record_id();
     if (m_sum.diverged) report_divergence();
     if (!compare_objects() || !compare_staged() || !compare_temps()) return m_sum;
-    if (m_sum.diverged) m_l.blocks.note_reconciled(m_clock.now_ms()); // the operator has the whole report now
+    if (m_sum.diverged) m_l.note_reconciled(m_clock.now_ms()); // the operator has the whole report now
     return m_sum;
   }
 
@@ -143,7 +152,7 @@ private:
   // Divergence first: it decides what may be applied, and moves the sequence past the
   // store's mark before max_id is read. Throws for --apply in a diverged ledger.
   void check_divergence_first() {
-    auto div = check_divergence({m_l.reads, m_l.blocks}, m_s, m_clock);
+    auto div = check_divergence(m_l, m_s, m_clock);
     if (!div) throw LodgeError(div.error());
     m_sum.diverged = div.value().has_value();
     if (m_sum.diverged && m_o.apply && !m_o.roll_forward)
@@ -166,7 +175,7 @@ private:
   // Walks the store's listing and the rows side by side; false when the listing failed
   // (m_sum.error: what was found and applied so far is reported; the rest is not known).
   bool compare_objects() {
-    RowCursor rows(m_l.reads, m_prefix);
+    RowCursor rows(m_l, m_prefix);
     auto listed = m_s.list(m_prefix, [&](const store::ObjectInfo &obj) {
       listed_object(obj, rows);
       return true;
@@ -230,13 +239,13 @@ private:
     if (!h && h.error().code == Errc::not_found) return std::nullopt; // gone meanwhile
     if (!h) // a failed HEAD, unreadable metadata: whose it is cannot be told
       return Finding{"unknown", key, std::nullopt, h.error().message + "; never touched", false};
-    if (!store::stamp_mismatch(h->metadata, m_l.reads.uuid(), expected_id)) return std::nullopt;
+    if (!store::stamp_mismatch(h->metadata, m_l.uuid(), expected_id)) return std::nullopt;
     const auto seen = store::read_stamp(h->metadata);
     auto named = seen.record_id ? std::optional<int64_t>(seen.record_id) : std::nullopt;
     if (!seen.ledger)
       return Finding{"unmanaged", key, std::nullopt, "no lodge stamp: another tool wrote it; never touched",
                      false};
-    if (*seen.ledger != m_l.reads.uuid())
+    if (*seen.ledger != m_l.uuid())
       return Finding{"foreign", key, named, "stamped by another ledger (" + *seen.ledger + "); never touched",
                      false};
     if (seen.record_id == 0) // this ledger's uuid, but no record id lodge would write
@@ -271,9 +280,9 @@ private:
   // is the object not being the row's (corrupt), not a tag to put back.
   void active_tag(const store::ObjectInfo &obj, const ledger::FileRecord &r) {
     if (!obj.state_tag || *obj.state_tag == "committed") return;
-    if (live_task(m_l.reads.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
+    if (live_task(m_l.find_task_for(r.id))) return; // still owed: sweep's `tag` decision sets it
     if (auto h = m_s.head(r.object_key); h) {
-      if (auto why = store::stamp_mismatch(h->metadata, m_l.reads.uuid(), r.id)) {
+      if (auto why = store::stamp_mismatch(h->metadata, m_l.uuid(), r.id)) {
         found({"corrupt", r.object_key, r.id,
                "not ACTIVE record #" + std::to_string(r.id) + "'s object (" + *why +
                    "): written over by another tool",
@@ -286,7 +295,7 @@ private:
                   ", not committed (another tool's doing): a lifecycle backstop rule would expire it",
               false};
     if (m_apply_cleanup) {
-      auto why = restore_state_tag(m_l.reads, m_s, r, true);
+      auto why = restore_state_tag(m_l, m_s, r, true);
       f.applied = !why;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
@@ -307,9 +316,8 @@ private:
                   "and queues it",
               false};
     if (m_apply_cleanup) {
-      auto why = restore_state_tag(m_l.reads, m_s, r, false);
-      f.applied =
-          !why && m_l.tasks.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
+      auto why = restore_state_tag(m_l, m_s, r, false);
+      f.applied = !why && m_l.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
       if (why) f.detail += "; not re-tagged: " + *why;
     }
     found(f);
@@ -329,7 +337,7 @@ private:
     }
     // A live task of this row, or of a path sharing its object (the last one deleted, within
     // its grace), still owns the object: no leftover until it ends (I8: no live task uses it).
-    if (r.is_deleted && r.live_sharer_tasks == 0 && !live_task(m_l.reads.find_task_for(r.id)))
+    if (r.is_deleted && r.live_sharer_tasks == 0 && !live_task(m_l.find_task_for(r.id)))
       dead_rows_object(obj, r);
   }
 
@@ -356,8 +364,7 @@ private:
   void confirmed_after_backup(const ledger::FileRecord &r) {
     auto h = m_s.head(r.object_key);
     if (!h || h->size != static_cast<uint64_t>(r.size) ||
-        store::stamp_mismatch(h->metadata, m_l.reads.uuid(), r.id) ||
-        h->metadata[store::meta::sha256] != r.sha256)
+        store::stamp_mismatch(h->metadata, m_l.uuid(), r.id) || h->metadata[store::meta::sha256] != r.sha256)
       return;
     Finding f{"confirmed_after_backup", r.object_key, r.id,
               "record #" + std::to_string(r.id) +
@@ -367,7 +374,7 @@ private:
     // Activated as its upload would have been: on a store that tags objects, the tag
     // owed is recorded and set (the object is still tagged pending).
     if (m_o.apply && m_o.roll_forward)
-      f.applied = activate(m_l.uploads, m_s, r, {h->etag, h->version_id}, m_clock).active();
+      f.applied = activate(m_l, m_s, r, {h->etag, h->version_id}, m_clock).active();
     found(f);
   }
 
@@ -390,7 +397,7 @@ private:
     Finding f{"leftover", r.object_key, r.id,
               "record #" + std::to_string(r.id) + " is dead but its object remains", false};
     if (m_apply_cleanup)
-      f.applied = m_l.tasks.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
+      f.applied = m_l.requeue_task_for(r.id, m_now, m_o.max_retries) == ledger::QueueOutcome::queued;
     found(f);
   }
 
@@ -453,7 +460,7 @@ private:
     if (!row.is_deleted || row.upload_status != ledger::FileStatus::upload_failed ||
         row.multipart_upload_id != handle)
       return false;
-    auto t = m_l.reads.find_task_for(row.id);
+    auto t = m_l.find_task_for(row.id);
     return t && t->status == ledger::TaskStatus::pending && t->lease_version == 0 && t->next_retry_at > m_now;
   }
 
@@ -462,7 +469,7 @@ private:
   // when its row is dead, or when it is an ACTIVE row's orphan.
   void staged_upload(const store::StagedUpload &u) {
     std::optional<ledger::FileRecord> row;
-    m_l.reads.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
+    m_l.rows_by_key(u.key, "", [&](const ledger::FileRecord &r) {
       if (r.object_key == u.key) row = r;
       return false;
     });
@@ -492,12 +499,12 @@ private:
     found(f);
   }
 
-  ReconcileLedger m_l;
+  ledger::ReconcileLedger &m_l;
   store::ObjectStore &m_s;
   const ReconcileOptions &m_o;
   const util::Clock &m_clock;
   const std::function<void(const Finding &)> &m_report;
-  ReconcileSummary m_sum;
+  ReconcileReport m_sum;
   const std::string m_prefix;
   const int64_t m_now;
   std::optional<ledger::Divergence> m_divergence;
@@ -508,9 +515,33 @@ private:
 };
 } // namespace
 
-ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
-                           const util::Clock &clock, const std::function<void(const Finding &)> &report) {
-  return Reconciler(l, s, o, clock, report).run();
+ReconcileReport reconcile(ledger::ReconcileLedger &l, ledger::LedgerMeta &log, store::ObjectStore &s,
+                          const ReconcileOptions &o, const util::Clock &clock,
+                          const std::function<void(const Finding &)> &report) {
+  const int64_t started = clock.now_ms();
+  auto sum = Reconciler(l, s, o, clock, report).run();
+  record_run(log, "reconcile", o.worker_id, started, sum.clean() && !sum.error, job_counts(sum), clock);
+  return sum;
+}
+
+nlohmann::json job_counts(const ReconcileReport &r) {
+  nlohmann::json j{{"objects", r.objects},
+                   {"rows", r.rows},
+                   {"found", nlohmann::json(r.counts)},
+                   {"skipped", nlohmann::json(r.skipped)},
+                   {"applied", r.applied},
+                   {"clean", r.clean() && !r.error}};
+  j["diverged"] = r.diverged;
+  if (r.error) { // as every failed run is recorded: the message, and the code apart
+    j["error"] = r.error->message;
+    j["code"] = std::string(r.error->name());
+  }
+  return j;
+}
+
+int exit_status(const ReconcileReport &r) {
+  if (r.error) return errc_info(r.error->code).exit_code;
+  return r.clean() ? errc_info(Errc::ok).exit_code : items_failed_status();
 }
 
 } // namespace lodge::ops

@@ -7,12 +7,13 @@
 // `plan_snapshots`). Removing a snapshot soft-deletes its alive ACTIVE rows in one
 // transaction (quota freed at once; the objects go by sweep after the grace, I5/I8
 // unchanged), except the rows whose object a snapshot not removed shares (de-dup under
-// "owner").
+// "owner"). A run (not a dry run) is recorded in the job log (ops/jobs/job_run.hpp).
 
 #include <cstdint>
 #include <functional>
 #include <lodge/ledger/ledger.hpp>
 #include <lodge/util/clock.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,14 +21,6 @@
 #include <vector>
 
 namespace lodge::ops {
-
-// The ledger roles prune takes: the reads that make the plan, the soft deletes that apply
-// it. Made from the whole ledger implicitly.
-struct PruneLedger {
-  ledger::RecoveryLedger &recovery;
-  ledger::LedgerReports &reads;
-  PruneLedger(ledger::Ledger &l) : recovery(l), reads(l) {} // NOLINT(google-explicit-constructor)
-};
 
 // How snapshots are grouped: always per owner (owners are separate tenants and quotas),
 // then, when set, by the run prefix's first `segments` '/'-separated segments
@@ -62,6 +55,17 @@ struct PrunePolicy {
   // No rule at all: refused (an empty policy would remove everything).
   [[nodiscard]] bool empty() const;
 };
+
+// The policy as its flags give it: each count's and --keep-within's text ("" when not
+// given), each --keep-tag and --keep-metadata NAME=VALUE.
+struct PolicyText {
+  std::string last, hourly, daily, weekly, monthly, yearly, within;
+  std::vector<std::string> tags, metadata;
+};
+
+// The policy those flags say (metadata names lowercase, as upload records them); USAGE
+// naming the flag for a value that is none.
+[[nodiscard]] PrunePolicy parse_policy(const PolicyText &t);
 
 // One snapshot as the planner sees it.
 struct Snapshot {
@@ -127,6 +131,7 @@ struct PruneOptions {
   int64_t grace_ms = 300'000; // the removed rows' objects stay this long (sweep deletes them after)
   int max_retries = 8;
   int expired_batch = 500; // rows per soft_delete_expired transaction
+  std::string worker_id;   // in the job log
 };
 
 struct PruneReport {
@@ -134,12 +139,22 @@ struct PruneReport {
   int64_t removed_snapshots = 0;                // snapshots planned for removal (and, unless dry, removed)
   int64_t deleted_files = 0, deleted_bytes = 0; // what the removals soft-deleted (dry: would)
   int64_t expired_files = 0, expired_bytes = 0; // --expired (dry: rows past their expiry now)
+  bool dry_run = false, expired = false;        // as the run was asked
 };
 
 // Plans (reads only) and, unless dry_run, applies: first the expired rows (when asked),
 // then one prune_snapshot per removed snapshot, newest first, each bounded by the time the
 // plan saw (a row created after it is never removed). With an empty policy only --expired
-// runs (the caller refuses a policy that is empty without it).
-[[nodiscard]] PruneReport prune(PruneLedger l, const PruneOptions &o, const util::Clock &clock);
+// runs (the caller refuses a policy that is empty without it). Then records the run in `log`
+// (not a dry run).
+[[nodiscard]] PruneReport prune(ledger::PruneLedger &l, ledger::LedgerMeta &log, const PruneOptions &o,
+                                const util::Clock &clock);
+// What a run records in the job log: what it removed and expired.
+[[nodiscard]] nlohmann::json job_counts(const PruneReport &r);
+// The plan as `--json` shows it: each group's snapshots (kept with their reasons, removed with
+// what stays shared), what was removed, and what expired (null unless asked).
+[[nodiscard]] nlohmann::json plan_json(const PruneReport &r);
+// A prune that returns has done what it planned: 0.
+[[nodiscard]] int exit_status(const PruneReport &r);
 
 } // namespace lodge::ops

@@ -2,7 +2,8 @@
 // reconcile: the store's listing and the ledger's rows compared in key order, in constant
 // memory; each mismatch a finding, reported as found. With --apply what is safe to apply is
 // applied (a leftover queued for sweep, a stale multipart aborted, lodge's state tag put
-// back, a stale temporary file removed); others' objects are never touched.
+// back, a stale temporary file removed); others' objects are never touched. The run is
+// recorded in the job log (ops/jobs/job_run.hpp).
 
 #include <cstdint>
 #include <functional>
@@ -10,22 +11,11 @@
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 namespace lodge::ops {
-
-// reconcile's: the rows in key order, their tasks and the stamp checks (reads), a leftover's
-// requeue (tasks), a roll-forward's activation (uploads), the divergence check and its end
-// (blocks). Everything but recovery and the ledger's own records.
-struct ReconcileLedger {
-  ledger::UploadLedger &uploads;
-  ledger::TaskLedger &tasks;
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  ReconcileLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
-      : uploads(l), tasks(l), reads(l), blocks(l) {}
-};
 
 struct ReconcileOptions {
   bool apply = false;
@@ -43,6 +33,7 @@ struct ReconcileOptions {
   // (stale_temp; removed with apply): the longest deadline plus the longest grace
   // (ops::temp_dead_after), past which no upload or delete can still be using one.
   int64_t temp_dead_after_ms = 1'200'000;
+  std::string worker_id; // in the job log
 };
 
 struct Finding {
@@ -55,11 +46,14 @@ struct Finding {
   bool applied = false;
 };
 
+// A finding as `--json` lists it.
+[[nodiscard]] nlohmann::json finding_json(const Finding &f);
+
 // Whether a finding is of an object another writer owns (unmanaged, foreign): reported,
 // never touched, and not a finding that needs the operator unless --strict.
 [[nodiscard]] bool others_object(const std::string &kind);
 
-struct ReconcileSummary {
+struct ReconcileReport {
   int64_t objects = 0, rows = 0;
   std::map<std::string, int64_t> counts; // by kind
   // Kinds not looked for, with the reason (the store cannot list what they need); a
@@ -73,13 +67,20 @@ struct ReconcileSummary {
   [[nodiscard]] bool clean() const;
 };
 
-// Reports each finding to `report` as it is found (so memory stays constant). A step that
-// fails once findings may have been applied ends the run with `error` set, so the caller
-// still prints and records what was applied. Throws LEDGER_DIVERGED for --apply (without
-// --roll-forward) in a diverged ledger; a full run while diverged is what lets
-// `init --accept-diverged` clear the state.
-[[nodiscard]] ReconcileSummary reconcile(ReconcileLedger l, store::ObjectStore &s, const ReconcileOptions &o,
-                                         const util::Clock &clock,
-                                         const std::function<void(const Finding &)> &report);
+// Reports each finding to `report` as it is found (so memory stays constant), then records
+// the run in `log`. A step that fails once findings may have been applied ends the run with
+// `error` set, so what was applied is still reported and recorded. Throws LEDGER_DIVERGED for
+// --apply (without --roll-forward) in a diverged ledger; a full run while diverged is what
+// lets `init --accept-diverged` clear the state.
+[[nodiscard]] ReconcileReport reconcile(ledger::ReconcileLedger &l, ledger::LedgerMeta &log,
+                                        store::ObjectStore &s, const ReconcileOptions &o,
+                                        const util::Clock &clock,
+                                        const std::function<void(const Finding &)> &report);
+
+// What a run records in the job log: the counts by kind, the kinds skipped, what was applied,
+// whether it is clean; a failed step's message as "error" and its code's name as "code".
+[[nodiscard]] nlohmann::json job_counts(const ReconcileReport &r);
+// The run's exit status: a failed step's code's, some items failed when it is not clean, else 0.
+[[nodiscard]] int exit_status(const ReconcileReport &r);
 
 } // namespace lodge::ops

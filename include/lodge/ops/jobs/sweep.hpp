@@ -1,6 +1,7 @@
 #pragma once
 // sweep: the due cleanup tasks claimed in batches under leases and run (ops/cleanup.hpp),
-// after a look at the store's id marker (a restored ledger deletes nothing).
+// after a look at the store's id marker (a restored ledger deletes nothing). The run is
+// recorded in the job log (ops/jobs/job_run.hpp); a dry run only counts what is due.
 
 #include <cstdint>
 #include <functional>
@@ -9,23 +10,11 @@
 #include <lodge/ops/id_blocks.hpp>
 #include <lodge/store/store.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace lodge::ops {
-
-// The ledger roles sweep takes: the claims (tasks), each task's run (CleanupLedger), the
-// divergence check before it (MarkLedger), and where cleanup runs (outbox: on a queue-mode
-// ledger sweep claims only what the queue does not carry). Made from the whole ledger
-// implicitly.
-struct SweepLedger {
-  ledger::TaskLedger &tasks;
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  ledger::OutboxLedger &outbox;
-  SweepLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
-      : tasks(l), reads(l), blocks(l), outbox(l) {}
-};
 
 struct SweepOptions {
   int limit = 1000; // tasks per run
@@ -41,14 +30,25 @@ struct SweepOptions {
   std::function<std::unique_ptr<store::ObjectStore>()> open_store;
 };
 
-struct SweepSummary : CleanupTally {
+struct SweepReport : CleanupTally {
   int64_t claimed = 0;
   int64_t verified = 0;    // of the deleted: this was the verify pass
   int64_t would_claim = 0; // --dry-run
+  bool dry_run = false;
   std::vector<std::string> errors;
 };
 
-[[nodiscard]] SweepSummary sweep(SweepLedger l, store::ObjectStore &s, const SweepOptions &o,
-                                 const util::Clock &clock);
+// Runs the due tasks (on a queue-mode ledger only those no message carries: the verify passes
+// and the owed tags) and records the run in `log` as worker_id's (not a dry run). Throws
+// LEDGER_DIVERGED in a diverged ledger, and what the marker's read or a claim throws.
+[[nodiscard]] SweepReport sweep(ledger::SweepLedger &l, ledger::LedgerMeta &log, store::ObjectStore &s,
+                                const SweepOptions &o, const util::Clock &clock);
+
+// What a run records in the job log, as `--json` shows it: the counts, or a dry run's due.
+[[nodiscard]] nlohmann::json job_counts(const SweepReport &r);
+// The run's exit status: STORAGE_UNAVAILABLE's when every task it claimed failed on a store
+// that gave no answer (nothing done), some items failed when any task was dead-lettered,
+// else 0.
+[[nodiscard]] int exit_status(const SweepReport &r);
 
 } // namespace lodge::ops
