@@ -7,7 +7,7 @@
 #include <lodge/ops/activate.hpp>
 #include <lodge/ops/inspect.hpp>
 #include <lodge/ops/upload/direct.hpp>
-#include <lodge/ops/upload/upload.hpp>
+#include <lodge/ops/upload/transfer.hpp>
 #include <lodge/store/object_options.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>

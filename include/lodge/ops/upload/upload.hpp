@@ -1,6 +1,6 @@
 #pragma once
 // `lodge upload`, per file: validate, digest, reserve (Reservation), PUT (single or multipart)
-// before the deadline, confirm — or mark failed and compensate (RowFailure). One Uploader per
+// before the deadline (Transfer), confirm — or mark failed and compensate (RowFailure). One Uploader per
 // worker thread, each with its own ledger connection, store connection and type detector.
 
 #include <atomic>
@@ -13,6 +13,7 @@
 #include <lodge/ops/upload/file.hpp>
 #include <lodge/ops/upload/reservation.hpp>
 #include <lodge/ops/upload/row_failure.hpp>
+#include <lodge/ops/upload/transfer.hpp>
 #include <lodge/ops/upload/upload_settings.hpp>
 #include <lodge/ops/upload/walk.hpp>
 #include <lodge/store/store.hpp>
@@ -26,11 +27,6 @@
 #include <vector>
 
 namespace lodge::ops {
-
-// The object's metadata: the user's (`options`), with lodge's stamp for the row over it (this
-// ledger's uuid, the record id, digest, owner, path and prefix).
-[[nodiscard]] store::Metadata object_metadata(const store::ObjectOptions &options,
-                                              const ledger::FileRecord &rec, const std::string &ledger_uuid);
 
 // git's "racy clean": a stat taken when the file's mtime or ctime was within the filesystem's
 // timestamp granularity of that moment (`taken_ms`, the wall clock) cannot tell a rewrite
@@ -85,8 +81,6 @@ private:
   std::optional<FileResult> reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r);
   // What follows a file's transfer: the file checked unchanged, then its confirm queued (nullopt)
   // or the row failed (r's final result).
-  class Renewal;
-  struct TransferNote;
   std::optional<FileResult> after_transfer(FileResult &r, const OpenedFile &f, const ledger::FileRecord &rec,
                                            Result<store::PutResult> put, const Renewal &renewal,
                                            const TransferNote &note);
@@ -112,50 +106,8 @@ private:
   void settle_front();
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
-  // What a transfer learned besides its result. (Renewal: a transfer's monotonic bound,
-  // renewed by its progress, defined in upload.cpp.)
-  struct TransferNote {
-    bool resume = false; // in: the row was resumed (its staged upload may hold parts)
-    // in: a resumed row's cleanup due time before the revive (ledger::ReserveResult)
-    std::optional<int64_t> cleanup_due_before;
-    uint64_t resumed_bytes = 0; // out: the bytes of parts already stored, not sent again
-    bool staged_kept = false;   // out: failed, its staged upload kept for a later resume
-  };
-  // The PUT (single or multipart); returns its etag and version id.
-  Result<store::PutResult> transfer(int fd, const ledger::FileRecord &rec, const Digests &d, Renewal &renewal,
-                                    TransferNote &note);
-  // One PUT's request (made on the worker: the stamp reads the ledger's uuid).
-  [[nodiscard]] store::PutRequest single_request(int fd, const ledger::FileRecord &rec,
-                                                 Renewal &renewal) const;
-  // A PUT (or completion) through `via`, a refused create-only one checked for our own earlier
-  // attempt (thread-safe for the sender: it touches `via` alone).
-  static Result<store::PutResult> ours_if_landed(store::ObjectStore &via, const ledger::FileRecord &rec,
-                                                 Result<store::PutResult> put);
-  // A multipart transfer: begins the staged upload (or resumes the row's), sends the parts
-  // not already stored, completes it.
-  Result<store::PutResult> transfer_staged(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                           const store::StagedRequest &staged, Renewal &renewal,
-                                           TransferNote &note);
-  // The parts of a resumed row's staged upload `handle` already stored with the file's bytes,
-  // by part number (index + 1), their size in `bytes`; nullopt when the staged upload cannot
-  // be resumed (gone, parts of another size or beyond the file) and is to be begun afresh.
-  struct Resumable {
-    std::vector<std::optional<store::Part>> parts;
-    uint64_t bytes = 0;
-  };
-  Result<std::optional<Resumable>> stored_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                                const std::string &handle);
-  // Sends every part not already in `done`, up to part_concurrency at once; the first failure
-  // stops the rest. Each finished part is progress: it may renew the row's deadline
-  // (Renewal::progress).
-  Result<std::vector<store::Part>> put_parts(int fd, const ledger::FileRecord &rec, const Digests &d,
-                                             const std::string &upload_id, Renewal &renewal,
-                                             std::vector<std::optional<store::Part>> done);
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
-  [[nodiscard]] std::atomic<uint64_t> *sent_counter() const {
-    return m_s.progress ? &m_s.progress->sent : nullptr;
-  }
 
   UploaderLedger m_ledger;
   store::ObjectStore &m_store;
@@ -165,11 +117,11 @@ private:
   std::vector<char> m_buf; // the read buffer, reused for every file
   RowFailure m_failure;    // reads m_s: declared after it
   Reservation m_reservation;
-  std::vector<std::unique_ptr<store::ObjectStore>> m_part_stores; // extra connections, kept
-  std::deque<Tail> m_tails;                                       // the files whose confirms are pending
-  std::vector<FileResult> m_done;                                 // what upload_next returns
-  std::unique_ptr<store::ObjectStore> m_send_store;               // send_ahead's connection
-  bool m_send_store_failed = false;                               // could not be opened: PUTs on the worker
+  Transfer m_transfer;
+  std::deque<Tail> m_tails;                            // the files whose confirms are pending
+  std::vector<FileResult> m_done;                      // what upload_next returns
+  std::unique_ptr<store::ObjectStore> m_send_store;    // send_ahead's connection
+  bool m_send_store_failed = false;                    // could not be opened: PUTs on the worker
   std::shared_ptr<ledger::UploadLedger> m_send_ledger; // the sender's renewals (sender thread only)
   bool m_send_ledger_failed = false;                   // none: a PUT in flight is not renewed
   std::unique_ptr<util::TaskThread> m_sender;          // runs the flights' PUTs, one at a time
