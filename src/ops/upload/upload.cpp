@@ -1,11 +1,10 @@
+// The uploader's sequence (see lodge/ops/upload/upload.hpp): a file opened and checked, found in
+// the stat cache or digested, then reserved, sent and confirmed through its collaborators.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <dirent.h>
 #include <fcntl.h>
-#include <filesystem>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/holder.hpp>
 #include <lodge/ops/upload/upload.hpp>
@@ -13,11 +12,7 @@
 #include <lodge/util/fd.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/threads.hpp>
-#include <lodge/util/units.hpp>
-#include <mutex>
 #include <sys/stat.h>
-#include <thread>
 
 namespace lodge::ops {
 
@@ -53,7 +48,10 @@ Uploader::Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSetti
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock),
       m_failure(m_ledger, m_store, m_s, m_clock), m_reservation(m_ledger, m_store, m_s, m_clock),
-      m_transfer(m_ledger, m_store, m_s, m_clock) {}
+      m_transfer(m_ledger, m_store, m_s, m_clock),
+      m_confirms(m_ledger, m_store, m_s, m_clock, m_transfer, m_failure) {}
+
+Uploader::~Uploader() = default;
 
 FileResult Uploader::upload(const std::string &path) {
   InputFile f;
@@ -70,7 +68,7 @@ FileResult Uploader::upload(const InputFile &file) {
 }
 
 std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
-  m_done.clear();
+  (void)m_confirms.take_done(); // only what this call finishes is returned
   // Filled as the upload goes, so a failure after the reservation still reports the
   // record id and key it reserved (they are in the ledger; the user needs them).
   FileResult r;
@@ -89,20 +87,12 @@ std::vector<FileResult> Uploader::upload_next(const InputFile &file) {
     // A worker thread must never die of one file: report it and go on.
     mine = failed(Error(Errc::internal, e.what()));
   }
-  if (mine) {
-    // The earlier files' first: results keep the files' order.
-    land_flights(0);
-    settle_tails(0);
-    m_done.push_back(std::move(*mine));
-  }
-  return std::move(m_done);
+  if (mine) m_confirms.end(std::move(*mine));
+  return m_confirms.take_done();
 }
 
 std::vector<FileResult> Uploader::finish() {
-  m_done.clear();
-  land_flights(0);
-  settle_tails(0);
-  return std::move(m_done);
+  return m_confirms.finish();
 }
 
 namespace {
@@ -115,26 +105,6 @@ ledger::FileStat stat_of(const struct stat &st) {
           ns_of(st.st_ctim)};
 }
 
-} // namespace
-
-bool OpenedFile::unchanged() const {
-  struct stat now {};
-  return ::fstat(fd.get(), &now) == 0 && now.st_size == st.st_size &&
-         ns_of(now.st_mtim) == ns_of(st.st_mtim) && ns_of(now.st_ctim) == ns_of(st.st_ctim) &&
-         now.st_ino == st.st_ino && now.st_dev == st.st_dev;
-}
-
-bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms) {
-  constexpr int64_t k_second = 1'000'000'000;
-  // Whole-second timestamps (ext4 with 128-byte inodes, ext3, HFS+) or FAT's two seconds:
-  // two seconds. Finer ones still advance by the kernel's clock tick: a tenth of a second
-  // covers any tick.
-  const bool whole_seconds = stat.mtime_ns % k_second == 0 && stat.ctime_ns % k_second == 0;
-  const int64_t granularity = whole_seconds ? 2 * k_second : k_second / 10;
-  return std::max(stat.mtime_ns, stat.ctime_ns) > taken_ms * 1'000'000 - granularity;
-}
-
-namespace {
 // Whether the file at fd is a regular file; the error names why not.
 Status regular_file(const std::string &path, int fd, struct stat &st) {
   if (::fstat(fd, &st) != 0) return Error(Errc::unreadable, path + ": " + std::strerror(errno));
@@ -147,6 +117,23 @@ Status regular_file(const std::string &path, int fd, struct stat &st) {
   return Error(Errc::not_regular_file, util::escape_for_terminal(path) + " is " + what);
 }
 } // namespace
+
+bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms) {
+  constexpr int64_t k_second = 1'000'000'000;
+  // Whole-second timestamps (ext4 with 128-byte inodes, ext3, HFS+) or FAT's two seconds:
+  // two seconds. Finer ones still advance by the kernel's clock tick: a tenth of a second
+  // covers any tick.
+  const bool whole_seconds = stat.mtime_ns % k_second == 0 && stat.ctime_ns % k_second == 0;
+  const int64_t granularity = whole_seconds ? 2 * k_second : k_second / 10;
+  return std::max(stat.mtime_ns, stat.ctime_ns) > taken_ms * 1'000'000 - granularity;
+}
+
+bool OpenedFile::unchanged() const {
+  struct stat now {};
+  return ::fstat(fd.get(), &now) == 0 && now.st_size == st.st_size &&
+         ns_of(now.st_mtim) == ns_of(st.st_mtim) && ns_of(now.st_ctim) == ns_of(st.st_ctim) &&
+         now.st_ino == st.st_ino && now.st_dev == st.st_dev;
+}
 
 std::optional<FileResult> Uploader::upload_unguarded(const InputFile &file, FileResult &r) {
   auto opened = open_checked(file, r);
@@ -182,10 +169,7 @@ Result<OpenedFile> Uploader::open_checked(const InputFile &file, FileResult &r) 
   r.size = static_cast<uint64_t>(f.st.st_size);
   // A big file's read would hold the pending confirms too long (their rows' deadlines run),
   // so they are waited for first.
-  if (r.size > k_confirm_alongside_max) {
-    land_flights(0);
-    settle_tails(0);
-  }
+  if (r.size > k_confirm_alongside_max) m_confirms.settle_all();
   if (r.size == 0 && !m_s.policy.allow_empty)
     return Error(Errc::empty_file, util::escape_for_terminal(path) + " is empty; policy " + m_s.policy.name +
                                        " does not allow empty files");
@@ -230,111 +214,6 @@ Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
   return digests;
 }
 
-// A file whose single PUT runs on the sender thread: what landing it needs once it ended.
-struct Uploader::Flight {
-  FileResult r;
-  OpenedFile f;
-  ledger::FileRecord rec;
-  std::unique_ptr<Renewal> renewal;
-  Result<store::PutResult> put = Error(Errc::internal, "the PUT did not run");
-  util::TaskThread *sender = nullptr; // runs this flight's PUT until it is waited for
-  uint64_t ticket = 0;                // the PUT's on the sender
-
-  Flight() = default;
-  Flight(const Flight &) = delete;
-  Flight &operator=(const Flight &) = delete;
-  // A flight dropped before it landed (the worker unwinding) waits for its PUT, which uses
-  // this flight's members.
-  ~Flight() {
-    if (sender == nullptr) return;
-    try {
-      sender->wait(ticket);
-    } catch (...) { // the task catches everything: nothing is thrown here
-    }
-  }
-};
-
-Uploader::~Uploader() = default;
-
-bool Uploader::can_send_ahead(const Digests &d) {
-  if (!m_s.send_ahead || !d.parts.empty() || m_s.dry_run || !m_s.open_store) return false;
-  if (!m_send_store && !m_send_store_failed) {
-    try {
-      m_send_store = m_s.open_store();
-    } catch (const LodgeError &e) {
-      m_send_store_failed = true;
-      util::log::warn("sending each file after the next one's reserve is off: " + e.error().message);
-    }
-  }
-  return m_send_store != nullptr;
-}
-
-ledger::UploadLedger *Uploader::sender_ledger() {
-  if (!m_send_ledger && !m_send_ledger_failed) {
-    if (!m_s.open_ledger) {
-      m_send_ledger_failed = true;
-    } else {
-      try {
-        m_send_ledger = m_s.open_ledger();
-      } catch (const LodgeError &e) {
-        m_send_ledger_failed = true;
-        util::log::warn("a PUT sent ahead is not renewed while its bytes flow: " + e.error().message);
-      }
-    }
-  }
-  return m_send_ledger.get();
-}
-
-void Uploader::start_flight(FileResult &r, OpenedFile &f, const ledger::FileRecord &rec,
-                            std::unique_ptr<Renewal> renewal) {
-  auto fl = std::make_unique<Flight>();
-  fl->r = r;
-  fl->f = std::move(f);
-  fl->rec = rec;
-  fl->renewal = std::move(renewal);
-  // Made here, on the worker: the sender touches its own connection and the file alone.
-  store::PutRequest req = m_transfer.single_request(fl->f.fd.get(), fl->rec, *fl->renewal);
-  // Its bytes renew its row from the sender thread, through the sender's own ledger.
-  fl->renewal->renew_through([this] { return sender_ledger(); });
-  Flight *raw = fl.get();
-  store::ObjectStore &via = *m_send_store;
-  // One thread per worker sends every flight: a thread made per file cost more CPU than its PUT.
-  if (!m_sender) m_sender = std::make_unique<util::TaskThread>();
-  raw->sender = m_sender.get();
-  // Queued behind the PUT already in the air, if any: it starts the moment that one ends.
-  raw->ticket = m_sender->post([raw, &via, req = std::move(req)] {
-    try {
-      raw->renewal->begin();
-      raw->put = Transfer::ours_if_landed(via, raw->rec, raw->renewal->explain(via.put(req)));
-    } catch (const LodgeError &e) {
-      raw->put = e.error();
-    } catch (const std::exception &e) {
-      raw->put = Error(Errc::internal, "sending " + raw->rec.object_key + ": " + e.what());
-    }
-  });
-  m_flights.push_back(std::move(fl));
-}
-
-void Uploader::land_flights(size_t keep) {
-  while (m_flights.size() > keep) {
-    std::unique_ptr<Flight> fl = std::move(m_flights.front());
-    m_flights.pop_front();
-    land(*fl);
-  }
-}
-
-void Uploader::land(Flight &fl) {
-  fl.sender->wait(fl.ticket); // the task catches everything: nothing to rethrow
-  fl.sender = nullptr;
-  const TransferNote note;
-  auto ended = after_transfer(fl.r, fl.f, fl.rec, std::move(fl.put), *fl.renewal, note);
-  if (!ended) return; // its confirm is pending, in m_tails
-  Tail t;
-  t.r = *ended;
-  t.done = std::move(*ended);
-  m_tails.push_back(std::move(t));
-}
-
 std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r) {
   ledger::ReserveRequest req = m_reservation.request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
@@ -353,10 +232,7 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
       (void)m_ledger.uploads.record_stat(dup.id, f.file_stat, m_clock.now_ms());
   };
   // This worker's own PUT in flight, or its pending confirm, may hold the same content.
-  Reserved got = m_reservation.reserve(req, r, own_duplicate, [this] {
-    land_flights(0);
-    settle_tails(0);
-  });
+  Reserved got = m_reservation.reserve(req, r, own_duplicate, [this] { m_confirms.settle_all(); });
   if (got.done) return got.done;
   const auto &rec = got.res.record;
   if (m_s.dry_run) {
@@ -375,167 +251,14 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
   TransferNote note;
   note.resume = got.res.outcome == ledger::ReserveOutcome::resumed;
   if (note.resume) note.cleanup_due_before = got.res.cleanup_due_before;
-  if (!note.resume && can_send_ahead(digests)) {
-    // Queued on the sender behind the previous file's PUT, which then lands: the connection
-    // never idles between the two, and one reserved file waits per worker at most (for one
-    // PUT), its result landing after the previous one's.
-    start_flight(r, f, rec, std::move(renewal));
-    land_flights(1);
+  if (!note.resume && m_confirms.can_send_ahead(digests)) {
+    m_confirms.send_ahead(r, f, rec, std::move(renewal));
     return std::nullopt;
   }
   // The previous file's PUT ends first: its result lands before this one's.
-  land_flights(0);
+  m_confirms.land_flights(0);
   auto put = m_transfer.send(f.fd.get(), rec, digests, *renewal, note);
-  return after_transfer(r, f, rec, std::move(put), *renewal, note);
-}
-
-std::optional<FileResult> Uploader::after_transfer(FileResult &r, const OpenedFile &f,
-                                                   const ledger::FileRecord &rec,
-                                                   Result<store::PutResult> put, const Renewal &renewal,
-                                                   const TransferNote &note) {
-  r.resumed_bytes = note.resumed_bytes;
-  if (put) {
-    // The bytes sent were checked against the digest; a file that grew or was rewritten
-    // since we measured it is still not the file the user meant.
-    // (ctime too: the row's stat must be the file its bytes came from.)
-    if (!f.unchanged())
-      put = Error(Errc::file_changed,
-                  util::escape_for_terminal(r.file) + " changed while it was being uploaded");
-  }
-  if (!put) {
-    const auto &e = put.error();
-    if (renewal.taken_over()) {
-      // Another sender holds the row now: its state and its staged upload are its own.
-      r.outcome = UploadOutcome::failed;
-      r.error = e;
-      return r;
-    }
-    std::optional<int64_t> kept_until;
-    if (note.staged_kept) {
-      // Kept one grace for the next run to resume; a resumed row failing again keeps the time
-      // its cleanup had: a file re-sent more often than the grace would otherwise never see
-      // its staged upload cleaned up.
-      kept_until = m_clock.now_ms() + m_s.cleanup.grace_ms;
-      if (note.cleanup_due_before) kept_until = std::min(*kept_until, *note.cleanup_due_before);
-    }
-    m_failure.fail(r, rec, e, !e.details.ambiguous, kept_until);
-    return r;
-  }
-  // Stored and checked: the confirm is queued and left pending (upload_next's caller learns
-  // of it once it committed), with at most k_pending_confirms others.
-  if (m_s.progress) m_s.progress->stored.fetch_add(1, std::memory_order_relaxed);
-  Tail t;
-  t.r = r;
-  t.rec = rec;
-  begin_tail(t, put.value());
-  m_tails.push_back(std::move(t));
-  settle_tails(k_pending_confirms);
-  return std::nullopt;
-}
-
-void Uploader::begin_tail(Tail &t, const store::PutResult &put) {
-  FileResult &r = t.r;
-  const auto &rec = t.rec;
-  try {
-    if (failpoint::hit("upload.after_put")) {
-      // What a real fault here looks like: the object landed, its answer was lost (a
-      // timeout). Ambiguous, so the cleanup waits for the grace instead of running now.
-      ErrorDetails lost;
-      lost.curl_code = 28; // CURLE_OPERATION_TIMEDOUT
-      lost.ambiguous = true;
-      m_failure.fail(
-          r, rec, Error(Errc::storage_unavailable, "PUT " + rec.object_key + ": no answer (injected)", lost),
-          false);
-      t.done = r;
-      return;
-    }
-    if (failpoint::hit("upload.confirm")) {
-      // The confirmation itself failed: the row stays UPLOADING with its task pending;
-      // repair and sweep take it from here. Never reported as success.
-      r.outcome = UploadOutcome::failed;
-      r.error =
-          Error(Errc::internal, "could not record the upload as active (injected); repair will clean it up");
-      t.done = r;
-      return;
-    }
-    std::optional<ledger::Retire> retire;
-    if (m_s.replace) retire = ledger::Retire{m_s.cleanup.grace_ms, m_s.max_retries};
-    // The object is durable before its row says so: file:// writes without fsync, and the
-    // confirm waits for a store flush, one for every confirm of its group-commit batch (one
-    // syncfs). A failed flush leaves the object perhaps stored (settle_front).
-    ledger::Durable durable;
-    if (const void *domain = m_store.flush_domain()) {
-      durable.domain = domain;
-      durable.make = m_store.flusher(); // not this connection: it may run after it is closed
-    }
-    t.pending.emplace(
-        activate_later(m_ledger.uploads, m_store, rec, put, retire, std::move(durable), m_clock));
-  } catch (const LodgeError &e) {
-    r.outcome = UploadOutcome::failed;
-    r.error = e.error();
-    t.done = r;
-  } catch (const std::exception &e) {
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, e.what());
-    t.done = r;
-  }
-}
-
-void Uploader::settle_tails(size_t keep) {
-  while (m_tails.size() > keep)
-    settle_front();
-}
-
-void Uploader::settle_front() {
-  Tail &t = m_tails.front();
-  FileResult &r = t.r;
-  const auto &rec = t.rec;
-  auto end = [&] {
-    m_done.push_back(std::move(r));
-    m_tails.pop_front();
-  };
-  if (t.done) {
-    r = std::move(*t.done);
-    end();
-    return;
-  }
-  try {
-    switch (t.pending->finish().confirm) {
-    case ledger::ConfirmOutcome::confirmed:
-      break;
-    case ledger::ConfirmOutcome::row_not_uploading:
-      r.outcome = UploadOutcome::failed;
-      r.error =
-          Error(Errc::state_changed,
-                "file #" + std::to_string(rec.id) +
-                    " changed state during the upload (failed by repair or a sweep past its deadline?); "
-                    "not stored");
-      end();
-      return;
-    case ledger::ConfirmOutcome::task_held:
-      r.outcome = UploadOutcome::failed;
-      r.error = Error(Errc::state_changed,
-                      "file #" + std::to_string(rec.id) +
-                          " could not be confirmed: a sweep is already cleaning it up (past its "
-                          "deadline?); not stored");
-      end();
-      return;
-    }
-    r.outcome = UploadOutcome::active;
-  } catch (const ledger::NotDurable &e) {
-    // The store could not make the object durable: the row stays unconfirmed, the object
-    // perhaps stored, so its cleanup waits for the grace.
-    Error err = e.error();
-    err.details.ambiguous = true;
-    m_failure.fail(r, rec, err, false);
-  } catch (const LodgeError &e) {
-    r.outcome = UploadOutcome::failed;
-    r.error = e.error();
-  } catch (const std::exception &e) {
-    r.outcome = UploadOutcome::failed;
-    r.error = Error(Errc::internal, e.what());
-  }
-  end();
+  return m_confirms.after_transfer(r, f, rec, std::move(put), *renewal, note);
 }
 
 Result<Digests> Uploader::hash_file(int fd, uint64_t size, bool multipart) {
