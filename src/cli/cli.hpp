@@ -2,6 +2,7 @@
 // The command line: parses arguments, builds the configuration from flags, environment
 // and file, calls the core, prints. Only this layer reads argv and the environment.
 
+#include <cstdio>
 #include <functional>
 #include <lodge/config/config.hpp>
 #include <lodge/error.hpp>
@@ -54,6 +55,8 @@ public:
   // Prints one JSON value on stdout (one line unless indent >= 0). Strings that are not
   // valid UTF-8 (file names can be any bytes) are printed with U+FFFD, never refused.
   void print_json(const nlohmann::json &value, int indent = -1) const;
+  // Writes text (a form ops made: a table, a record) to stdout as it is.
+  static void print_text(const std::string &text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
 protected:
   const config::Config &configuration() override { return cfg(); }

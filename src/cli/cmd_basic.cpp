@@ -2,19 +2,17 @@
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/binding.hpp>
+#include <lodge/ops/read/config_report.hpp>
 #include <lodge/ops/read/status.hpp>
+#include <lodge/ops/read/text.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/units.hpp>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <type_traits>
-#include <variant>
 
 namespace lodge::cli {
 
@@ -109,97 +107,6 @@ struct StatusOptions {
   std::string prometheus;
 };
 
-std::string ago(int64_t now, int64_t t) {
-  return util::format_duration_ms(now - t) + " ago";
-}
-
-void print_status_table(const ledger::StatusReport &r, const ops::Health &h, const std::string &path,
-                        bool verbose) {
-  std::printf("ledger            %s (schema %d)\n", util::escape_for_terminal(path).c_str(),
-              r.schema_version);
-  std::string backend = r.backend_kind;
-  const char *sep = ": ";
-  for (const auto &field : r.backend) {
-    std::string value = std::visit(
-        [](const auto &x) -> std::string {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, std::string>)
-            return x;
-          else if constexpr (std::is_same_v<T, bool>)
-            return x ? "yes" : "no";
-          else
-            return std::to_string(x);
-        },
-        field.second);
-    backend += sep + field.first + " " + value;
-    sep = ", ";
-  }
-  if (verbose) std::printf("backend           %s\n", util::escape_for_terminal(backend).c_str());
-  std::printf("files             uploading %lld, active %lld, failed %lld, deleted %lld\n",
-              static_cast<long long>(r.files_uploading), static_cast<long long>(r.files_active),
-              static_cast<long long>(r.files_failed), static_cast<long long>(r.files_deleted));
-  // What is left to clean up, in the user's words: pending (will run) and failed (gave up).
-  // The tasks themselves (IGNORED is every normal upload's) are internals: -v and --json.
-  auto task = [&](ledger::TaskStatus st) {
-    auto it = r.tasks.find(ledger::to_string(st));
-    return it == r.tasks.end() ? int64_t{0} : it->second;
-  };
-  int64_t pending = task(ledger::TaskStatus::pending) + task(ledger::TaskStatus::retry) +
-                    task(ledger::TaskStatus::processing);
-  std::printf("cleanup           pending %lld, failed %lld\n", static_cast<long long>(pending),
-              static_cast<long long>(task(ledger::TaskStatus::failed)));
-  if (verbose) {
-    std::printf("tasks             ");
-    bool first = true;
-    for (const auto &[k, v] : r.tasks) {
-      std::string lower;
-      for (char c : k)
-        lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-      std::printf("%s%s %lld", first ? "" : ", ", lower.c_str(), static_cast<long long>(v));
-      first = false;
-    }
-    std::printf("\n");
-    std::printf("tasks due         %lld\n", static_cast<long long>(r.tasks_due));
-    std::printf("expired leases    %lld\n", static_cast<long long>(r.expired_leases));
-  }
-  std::printf("overdue uploads   %lld\n", static_cast<long long>(r.overdue_uploading));
-  std::printf("oldest uploading  %s\n",
-              r.oldest_uploading_age_ms ? util::format_duration_ms(*r.oldest_uploading_age_ms).c_str() : "-");
-  bool outbox = r.cleanup_via != "tasks" || !r.event_types.empty();
-  if (outbox) {
-    std::string types;
-    for (const auto &t : r.event_types)
-      types += (types.empty() ? "" : ", ") + t;
-    std::printf("cleanup via       %s; upload events: %s\n", r.cleanup_via.c_str(),
-                types.empty() ? "none" : types.c_str());
-    std::printf(
-        "outbox            cleanup due %lld, in flight %lld, dead-lettered %lld; upload events unsent %lld\n",
-        static_cast<long long>(r.outbox_due_unsent), static_cast<long long>(r.outbox_in_flight),
-        static_cast<long long>(r.outbox_dead), static_cast<long long>(r.events_unsent));
-  }
-  for (const char *job : config::k_jobs) {
-    auto it = r.last_runs.find(job);
-    bool outbox_job = std::string_view(job) == "relay" || std::string_view(job) == "consume";
-    if (outbox_job && !outbox && (it == r.last_runs.end() || !it->second)) continue;
-    if (it == r.last_runs.end() || !it->second)
-      std::printf("last %-12s never\n", job);
-    else
-      std::printf("last %-12s %s (%s)\n", job, ago(r.now, it->second->finished_at).c_str(),
-                  it->second->outcome.c_str());
-  }
-  if (r.diverged)
-    std::printf("diverged          yes: store's id marker at #%lld, ledger was at #%lld (%s)\n",
-                static_cast<long long>(r.diverged->store_mark),
-                static_cast<long long>(r.diverged->sequence_before),
-                r.diverged->reconciled_at ? "reconciled since" : "not reconciled since");
-  if (h.healthy) {
-    std::printf("health            ok\n");
-  } else {
-    std::printf("health            UNHEALTHY\n");
-    for (const auto &reason : h.reasons)
-      std::printf("  - %s: %s\n", reason.code.c_str(), util::escape_for_terminal(reason.message).c_str());
-  }
-}
 } // namespace
 
 Command add_status(CLI::App &app) {
@@ -227,7 +134,7 @@ Command add_status(CLI::App &app) {
             if (ctx.g.json)
               ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
-              print_status_table(report, health, l.location(), ctx.g.verbose > 0);
+              ctx.print_text(ops::status_text(report, health, l.location(), ctx.g.verbose > 0));
             else if (opts->check) // -q: the reasons alone, one line each (what cron mails)
               for (const auto &reason : health.reasons)
                 std::printf("%s: %s\n", reason.code.c_str(),
@@ -295,43 +202,26 @@ Command add_config(CLI::App &app) {
       "--explain", *explain,
       "Say, for each credential provider in the order the AWS SDKs ask them, whether it was used and why");
   return {sub, [explain](Context &ctx) {
-            auto j = config::to_json(ctx.cfg());
-            j["ledger"] = ledger::shown_location(ctx.cfg().ledger); // a URL's password never
-            j["credentials"] = nullptr;
-            // Which credentials the store would use, never what they are.
-            auto v = ctx.backend().credentials();
-            if (v) {
-              if (v->error.empty())
-                j["credentials"] = {
-                    {"source", v->source},
-                    {"access_key_id", v->identity},
-                    {"secret_access_key", "(redacted)"},
-                    {"session_token", v->has_token ? nlohmann::json("(redacted)") : nlohmann::json(nullptr)}};
-              else
-                j["credentials"] = {{"error", v->error}};
-            }
+            const auto report = ops::config_report(ctx.cfg(), ctx.backend());
             if (*explain) {
-              auto chain = nlohmann::json::array();
-              if (v)
-                for (const auto &s : v->chain)
-                  chain.push_back({{"provider", s.provider}, {"used", s.used}, {"why", s.why}});
               if (ctx.g.json) {
-                ctx.print_json({{"credential_chain", chain}, {"credentials", j["credentials"]}});
+                ctx.print_json(
+                    {{"credential_chain", report.chain}, {"credentials", report.config["credentials"]}});
               } else {
-                if (!v) std::printf("this store needs no credentials\n");
-                for (const auto &s : chain)
+                if (!report.needs_credentials) std::printf("this store needs no credentials\n");
+                for (const auto &s : report.chain)
                   std::printf("%-8s %s: %s\n", s["used"].get<bool>() ? "used" : "not used",
                               util::escape_for_terminal(s["provider"].get<std::string>()).c_str(),
                               util::escape_for_terminal(s["why"].get<std::string>()).c_str());
-                if (v && !v->error.empty())
-                  std::printf("no credentials: %s\n", util::escape_for_terminal(v->error).c_str());
+                if (!report.error.empty())
+                  std::printf("no credentials: %s\n", util::escape_for_terminal(report.error).c_str());
               }
               return exit_status(Errc::ok);
             }
             if (ctx.g.json)
-              ctx.print_json(j, -1);
+              ctx.print_json(report.config, -1);
             else
-              print_config_text(j);
+              print_config_text(report.config);
             return exit_status(Errc::ok);
           }};
 }

@@ -6,30 +6,18 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
-#include <lodge/config/config.hpp>
 #include <lodge/ops/read/restore.hpp>
 #include <lodge/ops/read/retrieve.hpp>
-#include <lodge/store/object_options.hpp>
+#include <lodge/ops/read/text.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 #include <utility>
 
 namespace lodge::cli {
 namespace {
-
-// "2026-12-01T11:30:00.123Z" (UTC), or "-".
-std::string utc(const std::optional<int64_t> &ms) {
-  return ms ? util::format_rfc3339_ms(*ms) : "-";
-}
-
-std::string text_or_dash(const std::optional<std::string> &s) {
-  return s ? util::escape_for_terminal(*s) : "-";
-}
 
 // The row an ID|PATH argument names, of the owner and --prefix for a path.
 ledger::FileRecord lookup(Context &ctx, const char *cmd, const std::string &token,
@@ -38,54 +26,6 @@ ledger::FileRecord lookup(Context &ctx, const char *cmd, const std::string &toke
   auto ref = ops::parse_file_ref(token);
   std::string owner = ref.id ? std::string() : ctx.owner();
   return ops::find_record(ctx.reader(), ref, owner, prefix).take();
-}
-
-void print_show(const ledger::FileRecord &r, const std::optional<ledger::TaskRecord> &t) {
-  auto line = [](const char *k, const std::string &v) { std::printf("%-20s %s\n", k, v.c_str()); };
-  line("id", std::to_string(r.id));
-  line("owner", util::escape_for_terminal(r.owner_id));
-  line("path", util::escape_for_terminal(ops::restore_path(r)));
-  line("prefix", r.run_prefix.empty() ? "-" : util::escape_for_terminal(r.run_prefix));
-  line("name", util::escape_for_terminal(r.original_name));
-  line("status", ops::shown_status(r));
-  line("failure reason", text_or_dash(r.failure_reason));
-  line("policy", util::escape_for_terminal(r.policy) + " (dedup " + ledger::to_string(r.dedup_scope) + ")");
-  line("created", utc(r.created_at));
-  line("activated", utc(r.activated_at));
-  line("deleted", utc(r.deleted_at));
-  line("updated", utc(r.updated_at));
-  line("deadline", utc(r.upload_deadline_at));
-  line("expires", utc(r.expires_at));
-  // What the upload asked of the object: its metadata (--metadata, --ci-metadata's build)
-  // and tags, "name=value" in name order.
-  const auto options = store::from_json(r.object_options);
-  auto pairs = [](const std::map<std::string, std::string> &m) {
-    std::string out;
-    for (const auto &[k, v] : m)
-      out += (out.empty() ? "" : " ") + util::escape_for_terminal(k + "=" + v);
-    return out.empty() ? std::string("-") : out;
-  };
-  line("metadata", pairs(options.metadata));
-  line("tags", pairs(options.tags));
-  line("key", util::escape_for_terminal(r.object_key));
-  line("shares", r.content_of
-                     ? "the object of #" + std::to_string(*r.content_of) + " (same content, stored once)"
-                     : "-");
-  line("size", std::to_string(r.size) + " (" + util::format_size(static_cast<uint64_t>(r.size)) + ")");
-  line("sha256", r.sha256);
-  line("media type", util::escape_for_terminal(r.media_type));
-  line("etag", text_or_dash(r.etag));
-  line("version id", text_or_dash(r.version_id));
-  line("multipart upload id", text_or_dash(r.multipart_upload_id));
-  line("idempotency key", text_or_dash(r.idempotency_key));
-  if (!t) {
-    line("task", "-");
-    return;
-  }
-  line("task", "#" + std::to_string(t->id) + " " + t->task_type + " " + ledger::to_string(t->status));
-  line("task retries", std::to_string(t->retry_count) + " of " + std::to_string(t->max_retries));
-  line("task next retry", utc(t->next_retry_at));
-  line("task last error", text_or_dash(t->last_error));
 }
 
 struct GetCli {
@@ -108,21 +48,6 @@ std::vector<ledger::FileRecord> selected_rows(Context &ctx, const GetCli &o, boo
   return ops::rows_to_restore(ctx.reader(), s);
 }
 
-nlohmann::json result_json(const ops::GetResult &res, const ledger::FileRecord &r) {
-  nlohmann::json j{{"file", res.file},
-                   {"outcome", ops::to_string(res.outcome)},
-                   {"id", r.id},
-                   {"path", ops::restore_path(r)},
-                   {"object_key", r.object_key},
-                   {"sha256", r.sha256},
-                   {"size", r.size}};
-  if (res.error)
-    j["error"] = {{"code", res.error->name()}, {"message", res.error->message}};
-  else
-    j["error"] = nullptr;
-  return j;
-}
-
 // Downloads rows one at a time as they come, printing each outcome, and counts them.
 struct Fetcher {
   Fetcher(Context &c, store::ObjectStore &s, ops::Destination &d) : ctx(c), st(s), dest(d) {}
@@ -138,7 +63,7 @@ struct Fetcher {
     auto res = ops::get_file(st, r, dest, go);
     tally.add(res, r);
     if (ctx.g.json) {
-      ctx.print_json(result_json(res, r));
+      ctx.print_json(ops::get_json(res, r));
     } else if (res.outcome == ops::GetOutcome::failed) {
       std::fprintf(stderr, "lodge: error: %s: %s (%s)\n", res.file.c_str(),
                    util::escape_for_terminal(res.error->message).c_str(),
@@ -184,7 +109,7 @@ Command add_show(CLI::App &app) {
             if (ctx.g.json)
               ctx.print_json(ops::show_json(r, t));
             else
-              print_show(r, t);
+              ctx.print_text(ops::show_text(r, t));
             return exit_status(Errc::ok);
           }};
 }

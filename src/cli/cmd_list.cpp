@@ -15,35 +15,6 @@
 namespace lodge::cli {
 namespace {
 
-nlohmann::json list_json(const ledger::FileRecord &f) {
-  auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  auto time = [](std::optional<int64_t> ms) {
-    return ms ? nlohmann::json(util::format_rfc3339_ms(*ms)) : nlohmann::json(nullptr);
-  };
-  return nlohmann::json{{"id", f.id},
-                        {"owner", f.owner_id},
-                        {"name", f.original_name},
-                        {"path", f.relative_path},
-                        {"prefix", f.run_prefix},
-                        {"dedup", ledger::to_string(f.dedup_scope)},
-                        {"object_key", f.object_key},
-                        {"shares", opt(f.content_of)},
-                        {"status", ops::shown_status(f)},
-                        {"upload_status", ledger::to_string(f.upload_status)},
-                        {"deleted", f.is_deleted},
-                        {"sha256", f.sha256},
-                        {"size", f.size},
-                        {"media_type", f.media_type},
-                        {"content_type", f.object_content_type()},
-                        {"object_options", f.object_options.empty()
-                                               ? nlohmann::json::object()
-                                               : nlohmann::json::parse(f.object_options)},
-                        {"created_at", time(f.created_at)},
-                        {"activated_at", time(f.activated_at)},
-                        {"expires_at", time(f.expires_at)},
-                        {"failure_reason", opt(f.failure_reason)}};
-}
-
 // One line per row, as it comes: every column's width is fixed (a long value widens its own
 // line only), so nothing is measured over the result.
 void print_list_line(const ledger::FileRecord &f, bool every_owner) {
@@ -160,17 +131,14 @@ Command add_list(CLI::App &app) {
             // '*' is no owner id: taken out before the configuration checks the owner.
             bool every_owner = ctx.g.owner == "*";
             if (every_owner) ctx.g.owner.clear();
-            if (o->prefix_given && !o->prefix.empty())
-              if (auto why = config::run_prefix_problem(o->prefix))
-                throw LodgeError(Errc::usage,
-                                 "list: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
+            if (o->prefix_given) flags::run_prefix(o->prefix, "list: --prefix");
             ops::Selection s = make_selection(o->sel, util::system_clock().now_ms());
             s.query.owner = every_owner ? std::string("*") : ctx.owner();
             if (o->prefix_given) s.query.run_prefix = o->prefix;
             s.query.include_dead = o->all && !o->sel.latest; // --latest: alive ACTIVE rows only
             ops::select_files(ctx.reader(), s, [&](const ledger::FileRecord &f) {
               if (ctx.g.json)
-                ctx.print_json(list_json(f));
+                ctx.print_json(ops::list_json(f));
               else
                 print_list_line(f, every_owner);
               return true;

@@ -1,30 +1,22 @@
-// lodge upload, lodge list.
+// lodge upload, lodge reserve, lodge confirm: options mapped to ops inputs, results rendered.
 #include "cli.hpp"
 #include "flags.hpp"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <iterator>
-#include <lodge/config/ci.hpp>
 #include <lodge/match/filter.hpp>
-#include <lodge/ops/grace.hpp>
-#include <lodge/ops/holder.hpp>
-#include <lodge/ops/id_blocks.hpp>
-#include <lodge/ops/read/retrieve.hpp>
-#include <lodge/ops/upload/direct.hpp>
-#include <lodge/ops/upload/open_files.hpp>
+#include <lodge/ops/upload/direct_run.hpp>
+#include <lodge/ops/upload/report.hpp>
 #include <lodge/ops/upload/run.hpp>
+#include <lodge/ops/upload/run_text.hpp>
+#include <lodge/ops/upload/settings.hpp>
 #include <lodge/ops/upload/upload.hpp>
 #include <lodge/store/store.hpp>
 #include <lodge/util/clock.hpp>
 #include <lodge/util/strings.hpp>
 #include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace lodge::cli {
@@ -34,211 +26,30 @@ struct UploadOptions {
   std::vector<std::string> paths;
   std::string files_from;
   bool null_separated = false;
-  std::string policy = "default";
   int jobs = 0;
-  std::string idempotency_key;
-  std::string prefix;
-  bool follow_symlinks = false;
   bool no_progress = false;
-  std::string stats;   // --stats: an interval ("" for the config's)
-  std::string bwlimit; // --bwlimit: a rate ("" for the config's)
-  bool checksum = false;
-  bool replace = false;
-  bool dry_run = false;
-  std::string in_progress_wait; // --in-progress-wait: a duration ("" for the config's)
-  std::string part_size;        // --part-size ("" for the config's, or the AWS profile's)
-  std::string part_concurrency; // --part-concurrency ("" for the config's)
-  // The object options, as given (merged over the policy's in the command).
-  std::string content_type, storage_class, sse, sse_kms_key_id, cache_control;
-  std::vector<std::string> metadata, tags;
+  std::string stats;                // --stats: an interval ("" for the config's)
+  std::string bwlimit;              // --bwlimit: a rate ("" for the config's)
+  std::string in_progress_wait;     // --in-progress-wait: a duration ("" for the config's)
   bool ci_metadata = false;         // --ci-metadata: the CI job's commit, ref, run, URL as metadata
-  std::string expire_after;         // --expire-after: a duration or "never" ("" for the policy's)
   std::string if_no_files = "warn"; // --if-no-files: warn, error or ignore
+  ops::UploadInputs in;             // the settings' flags, as given
   // --include, --exclude, --filter and the *-from flags as (flag, value), in command-line
   // order: the first matching rule wins, so their order is their meaning.
-  std::vector<std::pair<std::string, std::string>> filter_rules;
-  std::vector<std::string> exclude_if_present;
+  ops::FilterInputs filter;
   std::string min_size, max_size, min_age, max_age;
 };
 
-// The policy's object options with the flags over them, checked before anything is
-// recorded: their shape here, what the store can keep by the store. --ci-metadata's values
-// are over the policy's, and an explicit --metadata of the same name over them.
-store::ObjectOptions object_options(const UploadOptions &o, const config::Policy &p,
-                                    const std::map<std::string, std::string> &env) {
-  store::ObjectOptions flags;
-  flags.content_type = o.content_type;
-  flags.storage_class = o.storage_class;
-  flags.sse = o.sse;
-  flags.sse_kms_key_id = o.sse_kms_key_id;
-  flags.cache_control = o.cache_control;
-  if (o.ci_metadata) flags.metadata = config::ci_metadata(env).take();
-  for (const auto &m : o.metadata) {
-    auto kv = store::parse_assignment(m, "--metadata");
-    if (!kv) throw LodgeError(kv.error());
-    flags.metadata[util::to_lower(kv->first)] = kv->second;
-  }
-  for (const auto &tag : o.tags) {
-    auto kv = store::parse_assignment(tag, "--tag");
-    if (!kv) throw LodgeError(kv.error());
-    flags.tags[kv->first] = kv->second;
-  }
-  store::ObjectOptions out = p.object;
-  out.merge(flags);
-  if (auto v = store::validate(out, "upload"); !v) throw LodgeError(v.error());
-  return out;
+// The settings' inputs, with what only the command knows: the environment for --ci-metadata.
+ops::UploadInputs inputs_of(const UploadOptions &o, const Context &ctx) {
+  ops::UploadInputs in = o.in;
+  in.object.ci_metadata = o.ci_metadata;
+  in.object.env = &ctx.env;
+  return in;
 }
 
 // The progress line is redrawn this often while nothing finishes.
 constexpr int64_t k_progress_redraw_ms = 250;
-
-// Bytes sent per second, averaged since the run began.
-double average_rate(const ops::RunProgress &p) {
-  const double secs = static_cast<double>(p.elapsed_ms) / 1000.0;
-  return secs > 0 ? static_cast<double>(p.bytes_sent) / secs : 0;
-}
-
-// "3/40 files": `known` false while the walk runs, when the total is a lower bound ("40+").
-std::string files_of(const ops::RunProgress &p, bool known) {
-  return std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + (known ? "" : "+") +
-         (p.files_total == 1 && known ? " file" : " files");
-}
-
-// The hashing pass of big files, which sends nothing for a while: ", hashing X of Y", or ""
-// while nothing big is being hashed.
-std::string hashing_of(const ops::RunProgress &p) {
-  if (p.hashing == 0 || p.hashing_size < (8ULL << 20)) return "";
-  return ", hashing " + util::format_size(p.hashed) + " of " + util::format_size(p.hashing_size);
-}
-
-// A --stats line: plain text for a log, never a terminal control. Until the walk ends the
-// totals are lower bounds, said with a "+". The rate is the average since the start; the
-// ETA is the bytes left at that rate ("-" while unknown). The final line says "done".
-std::string stats_line(const ops::RunProgress &p, bool final) {
-  const bool known = p.total_final || final;
-  const std::string plus = known ? "" : "+";
-  const double rate = average_rate(p);
-  std::string line = std::string("lodge: ") + (final ? "done: " : "") + files_of(p, known) + ", " +
-                     util::format_size(p.bytes_sent) + "/" + util::format_size(p.bytes_total) + plus +
-                     " sent, " + util::format_size(static_cast<uint64_t>(rate)) + "/s, elapsed " +
-                     util::format_duration_ms(p.elapsed_ms);
-  if (final) return line;
-  line += hashing_of(p);
-  std::string eta = "-";
-  if (p.total_final && rate > 0 && p.bytes_total > p.bytes_sent)
-    eta = util::format_duration_ms(
-        static_cast<int64_t>(static_cast<double>(p.bytes_total - p.bytes_sent) / rate * 1000.0));
-  return line + ", ETA " + eta + ", " + std::to_string(p.in_flight) + " in flight";
-}
-
-// A throughput change in words: "up 80%", "down 3%".
-std::string change_of(double gain) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%s %.0f%%", gain < 0 ? "down" : "up", std::abs(gain) * 100.0);
-  return buf;
-}
-
-// -v: why an adaptive run's level moved.
-std::string level_change_line(const ops::LevelChange &c) {
-  std::string why;
-  switch (c.why) {
-  case ops::LevelReason::grew:
-    why = "throughput " + change_of(c.gain);
-    break;
-  case ops::LevelReason::probe:
-    why = "trying more";
-    break;
-  case ops::LevelReason::not_worth_it:
-    why = "throughput " + change_of(c.gain) + " at " + std::to_string(c.from) + ": not worth it";
-    break;
-  case ops::LevelReason::throttled:
-    why = "the store asked to slow down";
-    break;
-  case ops::LevelReason::errors:
-    why = "requests failed";
-    break;
-  case ops::LevelReason::bound:
-    why = util::escape_for_terminal(c.detail);
-    break;
-  }
-  return "lodge: concurrency: " + std::to_string(c.from) + " -> " + std::to_string(c.to) + " (" + why + ")";
-}
-
-// The final --stats line's word on the requests in flight.
-std::string concurrency_of(const ops::RunConcurrency &c) {
-  if (!c.adaptive) return ", concurrency " + std::to_string(c.level) + " (fixed)";
-  return ", concurrency " + std::to_string(c.level) + " (adaptive, peak " + std::to_string(c.peak) + ")";
-}
-
-// The descriptors this process may open: as many as the hard limit allows (the soft limit
-// raised to it). 1024 when it cannot be read (the usual soft limit).
-uint64_t open_file_limit() {
-  struct rlimit rl {};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
-  if (rl.rlim_cur < rl.rlim_max) {
-    struct rlimit raised = rl;
-    raised.rlim_cur = rl.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
-  }
-  return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX / 2 : static_cast<uint64_t>(rl.rlim_cur);
-}
-
-// Each directory with a file waiting in the queue stays open (files are opened relative to
-// it): queue at most a quarter of the descriptors (measured: 1024 queued files in 1024
-// directories hold 1050 descriptors).
-size_t queue_capacity_for(uint64_t limit) {
-  return static_cast<size_t>(std::clamp<uint64_t>(limit / 4, 16, 1024));
-}
-
-// What the process holds besides the queue and the workers: stdio, the main ledger and
-// store connections, the log.
-constexpr uint64_t k_reserved_descriptors = 64;
-
-// jobs x part concurrency within what the queue leaves of the limit: lowered (part
-// concurrency first), said once, never refused.
-// An adaptive run: its start fitted so, and its bound the most workers that fit (at most 256).
-void fit_to_open_files(ops::RunSpec &spec, uint64_t limit, bool quiet) {
-  const uint64_t used = spec.queue_capacity + k_reserved_descriptors;
-  const uint64_t budget = limit > used ? limit - used : 0;
-  auto fit = spec.jobs_fixed
-                 ? ops::fit_open_files(spec.jobs, spec.settings.part_concurrency, budget)
-                 : ops::fit_adaptive(spec.jobs, ops::k_max_level, spec.settings.part_concurrency, budget);
-  if (!spec.jobs_fixed) spec.max_jobs = fit.jobs;
-  if (!fit.lowered) return;
-  const int jobs = std::min(spec.jobs, fit.jobs); // an adaptive run's bound is at least its start
-  if (!quiet)
-    std::fprintf(stderr,
-                 "lodge: warning: %d jobs x %d parts in flight would need more files open than the limit of "
-                 "%llu (ulimit -n) allows: using %d x %d\n",
-                 spec.jobs, spec.settings.part_concurrency, static_cast<unsigned long long>(limit), jobs,
-                 fit.part_concurrency);
-  spec.jobs = jobs;
-  spec.settings.part_concurrency = fit.part_concurrency;
-}
-
-nlohmann::json result_json(const ops::FileResult &r) {
-  nlohmann::json j;
-  j["file"] = r.file;
-  j["path"] = r.relative_path.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.relative_path);
-  j["outcome"] = ops::to_string(r.outcome);
-  j["id"] = r.id ? nlohmann::json(*r.id) : nlohmann::json(nullptr);
-  j["object_key"] = r.object_key.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.object_key);
-  j["sha256"] = r.sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sha256);
-  j["size"] = r.size;
-  j["media_type"] = r.media_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.media_type);
-  j["content_type"] = r.content_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.content_type);
-  if (r.outcome == ops::UploadOutcome::duplicate) {
-    j["unchanged"] = r.unchanged;
-    j["shares"] = r.shares ? nlohmann::json(*r.shares) : nlohmann::json(nullptr);
-  }
-  if (r.resumed_bytes > 0) j["resumed_bytes"] = r.resumed_bytes;
-  if (r.error && r.outcome != ops::UploadOutcome::duplicate)
-    j["error"] = {{"code", r.error->name()}, {"message", r.error->message}};
-  else
-    j["error"] = nullptr;
-  if (r.outcome == ops::UploadOutcome::skipped) j["reason"] = r.reason;
-  return j;
-}
 
 std::string result_line(const ops::FileResult &r) {
   std::string name = util::escape_for_terminal(r.file);
@@ -268,25 +79,13 @@ std::string result_line(const ops::FileResult &r) {
   return s;
 }
 
-// One idempotency key names one upload: every file of a directory would replay the first.
-void check_one_input(const UploadOptions &o) {
-  if (o.paths.size() != 1 || !o.files_from.empty())
-    throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file (got " +
-                                      std::string(o.files_from.empty() ? "several paths" : "--files-from") +
-                                      ")");
-  struct stat st {};
-  if (::stat(o.paths[0].c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw LodgeError(Errc::usage, "upload: --idempotency-key takes exactly one file, and " +
-                                      util::escape_for_terminal(o.paths[0]) + " is a directory");
-}
-
 // --ci-metadata and --expire-after, of upload and reserve.
 void add_ci_options(CLI::App *sub, UploadOptions &o) {
   sub->add_flag("--ci-metadata", o.ci_metadata,
                 "Record the CI job's commit, ref, run id, URL, CI, repository and ref type (branch or tag) "
                 "as metadata cicommit, ciref, cirun, ciurl, cisystem, cirepo, cireftype (GitHub Actions, "
                 "GitLab CI, Buildkite, Jenkins; --metadata wins)");
-  sub->add_option("--expire-after", o.expire_after,
+  sub->add_option("--expire-after", o.in.expire_after,
                   "Each file expires this long after its upload (30d, 12h; 'never'), for `lodge prune "
                   "--expired` (default: the policy's expire_after, else never)")
       ->type_name("DURATION");
@@ -299,7 +98,7 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
   auto rule = [&](const char *flag, const char *type, const char *help) {
     std::string name = std::string(flag).substr(2);
     sub->add_option_function<std::string>(
-           flag, [o, name](const std::string &v) { o->filter_rules.emplace_back(name, v); }, help)
+           flag, [o, name](const std::string &v) { o->filter.rules.emplace_back(name, v); }, help)
         ->trigger_on_parse()
         ->allow_extra_args(false)
         ->type_name(type)
@@ -314,7 +113,7 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
        "Read --filter rules from FILE ('-': stdin), one a line; '#' and ';' start comments");
   rule("--include-from", "FILE", "Read --include patterns from FILE ('-': stdin), one a line");
   rule("--exclude-from", "FILE", "Read --exclude patterns from FILE ('-': stdin), one a line");
-  sub->add_option("--exclude-if-present", o->exclude_if_present,
+  sub->add_option("--exclude-if-present", o->filter.exclude_if_present,
                   "Leave out every directory holding a file named NAME (e.g. .nobackup; repeatable)")
       ->allow_extra_args(false)
       ->type_name("NAME")
@@ -336,66 +135,14 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
 // The run's filter from the flags; null when none was given. A filter file "-" is stdin,
 // read here (the core never reads stdin), once, and not when --files-from takes it.
 std::shared_ptr<const match::Filter> build_filter(const UploadOptions &o) {
-  auto f = std::make_shared<match::Filter>();
-  bool stdin_used = o.files_from == "-";
-  auto from = [&](const std::string &flag, const std::string &file,
-                  void (match::Filter::*lines)(std::string_view, std::string_view),
-                  void (match::Filter::*path)(const std::string &)) {
-    if (file != "-") return (f.get()->*path)(file);
-    if (stdin_used)
-      throw LodgeError(Errc::usage,
-                       "upload: --" + flag +
-                           " -: stdin is already read (by --files-from - or another filter file)");
-    stdin_used = true;
-    (f.get()->*lines)(match::read_rule_fd(STDIN_FILENO, "-"), "-");
-  };
-  for (const auto &[flag, v] : o.filter_rules) {
-    if (flag == "include")
-      f->add_include(v);
-    else if (flag == "exclude")
-      f->add_exclude(v);
-    else if (flag == "filter")
-      f->add_filter(v);
-    else if (flag == "filter-from")
-      from(flag, v, &match::Filter::add_filter_lines, &match::Filter::add_filter_from);
-    else if (flag == "include-from")
-      from(flag, v, &match::Filter::add_include_lines, &match::Filter::add_include_from);
-    else if (flag == "exclude-from")
-      from(flag, v, &match::Filter::add_exclude_lines, &match::Filter::add_exclude_from);
-  }
-  for (const auto &m : o.exclude_if_present)
-    f->add_exclude_if_present(m);
-  match::FilterBounds b;
+  ops::FilterInputs in = o.filter;
+  in.stdin_taken = o.files_from == "-";
+  auto &b = in.bounds;
   if (!o.min_size.empty()) b.min_size = match::parse_filter_size(o.min_size, "--min-size");
   if (!o.max_size.empty()) b.max_size = match::parse_filter_size(o.max_size, "--max-size");
   if (!o.min_age.empty()) b.min_age_ms = match::parse_filter_age(o.min_age, "--min-age");
   if (!o.max_age.empty()) b.max_age_ms = match::parse_filter_age(o.max_age, "--max-age");
-  f->set_bounds(b);
-  if (!f->active()) return nullptr;
-  return f;
-}
-
-// Whether the run found no file at all to upload (nothing but what it skipped: links,
-// FIFOs; what the filters left out is not a file of the run).
-bool no_file_found(const ops::RunReport &rep) {
-  return !rep.interrupted && rep.tally.files == rep.tally.skipped;
-}
-
-// What --if-no-files says: the sources named, and what the filters left out of them.
-std::string no_files_message(const UploadOptions &o, const ops::RunTally &t) {
-  std::string sources;
-  for (const auto &p : o.paths)
-    sources += (sources.empty() ? "" : ", ") + ("'" + util::escape_for_terminal(p) + "'");
-  if (!o.files_from.empty())
-    sources +=
-        (sources.empty() ? "" : ", ") + std::string("--files-from ") +
-        (o.files_from == "-" ? std::string("stdin") : "'" + util::escape_for_terminal(o.files_from) + "'");
-  std::string left_out;
-  if (t.excluded > 0) left_out += util::plural(t.excluded, "entry", "entries") + " excluded by the filters";
-  if (t.skipped > 0)
-    left_out += (left_out.empty() ? "" : ", ") + util::plural(t.skipped, "entry", "entries") + " skipped";
-  return "upload: no file found in " + sources + (left_out.empty() ? "" : " (" + left_out + ")") +
-         ": nothing was uploaded";
+  return ops::make_filter(in, [] { return match::read_rule_fd(STDIN_FILENO, "-"); });
 }
 
 // What the user sees of an upload run: a line (or a JSON object) per file on stdout, the
@@ -423,7 +170,7 @@ public:
   void on_concurrency(const ops::LevelChange &c) override {
     if (m_ctx.g.verbose == 0 || m_ctx.g.quiet) return;
     if (m_progress) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "%s\n", level_change_line(c).c_str());
+    std::fprintf(stderr, "%s\n", ops::level_change_line(c).c_str());
   }
 
   void on_recovered(int64_t failed) override {
@@ -441,7 +188,7 @@ public:
     if (skipped && !m_ctx.g.json) {
       // Said on stderr only: stdout lists what was uploaded or refused.
     } else if (m_ctx.g.json) {
-      m_ctx.print_json(result_json(r));
+      m_ctx.print_json(ops::result_json(r));
     } else {
       bool bad = r.outcome == ops::UploadOutcome::rejected || r.outcome == ops::UploadOutcome::failed ||
                  r.outcome == ops::UploadOutcome::in_progress;
@@ -457,20 +204,12 @@ public:
   void on_progress(const ops::RunProgress &p) override {
     m_last = p;
     if (m_stats_ms > 0 && p.elapsed_ms >= m_next_stats_ms) {
-      std::fprintf(stderr, "%s\n", stats_line(p, false).c_str());
+      std::fprintf(stderr, "%s\n", ops::stats_line(p, false).c_str());
       std::fflush(stderr);
       m_next_stats_ms = (p.elapsed_ms / m_stats_ms + 1) * m_stats_ms; // on the interval's beat
     }
     if (!m_progress) return;
-    const bool walked = p.total_final; // until then the totals are lower bounds, said with a "+"
-    std::string line = files_of(p, walked);
-    if (p.bytes_total > 0) line += " (" + util::format_size(p.bytes_total) + (walked ? "" : "+") + ")";
-    line += ", " + util::format_size(p.bytes_sent) + " sent, " +
-            util::format_size(static_cast<uint64_t>(average_rate(p))) + "/s";
-    if (const auto hashing = hashing_of(p); !hashing.empty())
-      line += hashing + (p.hashing > 1 ? " (" + std::to_string(p.hashing) + " files)" : "");
-    if (walked && p.files_left > 0 && p.queued_done > 0)
-      line += ", ETA " + util::format_duration_ms(p.elapsed_ms * p.files_left / p.queued_done);
+    const std::string line = ops::progress_line(p);
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
     std::fflush(stderr);
   }
@@ -480,10 +219,11 @@ public:
     if (m_stats_ms > 0) {
       auto last = m_last;
       last.elapsed_ms = rep.elapsed_ms;
-      std::fprintf(stderr, "%s%s\n", stats_line(last, true).c_str(), concurrency_of(rep.concurrency).c_str());
+      std::fprintf(stderr, "%s%s\n", ops::stats_line(last, true).c_str(),
+                   ops::concurrency_of(rep.concurrency).c_str());
       std::fflush(stderr);
     }
-    if (warn_no_files && no_file_found(rep)) {
+    if (warn_no_files && ops::no_file_found(rep)) {
       m_no_files = warn_no_files(rep.tally);
       if (!m_ctx.g.quiet)
         std::fprintf(stderr, "lodge: warning: %s (%s)\n", m_no_files.c_str(),
@@ -503,29 +243,7 @@ private:
     const auto &t = rep.tally;
     double secs = static_cast<double>(rep.elapsed_ms) / 1000.0;
     if (m_ctx.g.json) {
-      nlohmann::json sum{{"files", t.files},
-                         {"active", t.active},
-                         {"duplicate", t.duplicate},
-                         {"replayed", t.replayed},
-                         {"rejected", t.rejected},
-                         {"failed", t.failed},
-                         {"skipped", t.skipped},
-                         {"in_progress", t.in_progress},
-                         {"bytes", t.bytes},
-                         {"seconds", secs},
-                         {"interrupted", rep.interrupted},
-                         {"aborted", rep.aborted}};
-      sum["excluded"] = t.excluded; // left out by the filters; always present
-      if (!m_no_files.empty())
-        sum["warning"] = {{"code", errc_name(Errc::not_found)}, {"message", m_no_files}};
-      sum["concurrency"] = {{"level", rep.concurrency.level},
-                            {"peak", rep.concurrency.peak},
-                            {"adaptive", rep.concurrency.adaptive}};
-      if (m_dry_run) {
-        sum["dry_run"] = true;
-        sum["planned"] = t.planned;
-      }
-      m_ctx.print_json(nlohmann::json{{"summary", sum}});
+      m_ctx.print_json(ops::summary_json(rep, m_dry_run, m_no_files));
       return;
     }
     if (m_ctx.g.quiet) return;
@@ -565,42 +283,6 @@ private:
   std::string m_no_files; // the warning said, when the run found no file
 };
 
-// Whether someone chose the jobs (--jobs, the config's jobs, LODGE_JOBS, the AWS profile's
-// max_concurrent_requests); if not, the run adapts its level, from 8.
-bool jobs_fixed(const UploadOptions &o, const config::Config &cfg) {
-  const auto source = cfg.sources.find("jobs");
-  return o.jobs > 0 || (source != cfg.sources.end() && source->second != "default");
-}
-
-// The run's settings from the options and the configuration.
-ops::UploadSettings upload_settings(Context &ctx, const UploadOptions &o) {
-  const auto &cfg = ctx.cfg();
-  ops::UploadSettings s;
-  s.id_blocks = std::make_shared<ops::IdBlocks>(); // one per run, shared by the workers
-  // Duplicates verified by listing, not a HEAD each; not on file://, where a HEAD is a
-  // local stat and a listing walks directories.
-  if (store::file_store_root(cfg.store).empty()) s.listings = std::make_shared<ops::ListingCache>();
-  s.policy = cfg.policy(o.policy);
-  s.run_prefix = o.prefix;
-  s.owner = ctx.owner();
-  if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
-  s.multipart_threshold = cfg.multipart_threshold;
-  // Flags over the configuration (over the store's own: the AWS profile's s3 keys).
-  s.part_size = flags::part_size(o.part_size, cfg.part_size);
-  s.part_concurrency = flags::part_concurrency(o.part_concurrency, cfg.part_concurrency);
-  s.open_store = [&ctx] { return ctx.open_store(); };
-  s.max_retries = cfg.sweep.max_retries;
-  s.lease_ms = cfg.sweep.lease_ms;
-  s.cleanup = {ops::grace_for(cfg, o.policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
-  s.follow_symlinks = o.follow_symlinks;
-  s.worker_id = "upload-" + std::to_string(::getpid());
-  s.options = object_options(o, s.policy, ctx.env);
-  s.expire_after_ms = flags::duration_or_never(o.expire_after, "--expire-after", s.policy.expire_after_ms);
-  s.checksum = o.checksum;
-  s.replace = o.replace;
-  s.dry_run = o.dry_run;
-  return s;
-}
 // Upload's CI options: reserve's (--ci-metadata, --expire-after) and --if-no-files, what a
 // run that found no file does (as upload-artifact's if-no-files-found).
 void add_upload_ci_options(CLI::App *sub, UploadOptions &o) {
@@ -618,10 +300,12 @@ void add_upload_ci_options(CLI::App *sub, UploadOptions &o) {
 int run_reporting_no_files(const UploadOptions &o, const ops::RunSpec &spec, ops::RunDeps &deps,
                            UploadPrinter printer) {
   if (o.if_no_files == "warn")
-    printer.warn_no_files = [&o](const ops::RunTally &t) { return no_files_message(o, t); };
+    printer.warn_no_files = [&o](const ops::RunTally &t) {
+      return ops::no_files_message(o.paths, o.files_from, t);
+    };
   auto rep = ops::run_upload(spec, deps, printer);
-  if (o.if_no_files == "error" && no_file_found(rep))
-    throw LodgeError(Errc::not_found, no_files_message(o, rep.tally));
+  if (o.if_no_files == "error" && ops::no_file_found(rep))
+    throw LodgeError(Errc::not_found, ops::no_files_message(o.paths, o.files_from, rep.tally));
   return ops::exit_status(rep);
 }
 } // namespace
@@ -633,24 +317,24 @@ Command add_upload(CLI::App &app) {
   sub->add_option("--files-from", o->files_from, "Read paths from FILE ('-' for stdin), one per line")
       ->type_name("FILE");
   sub->add_flag("-0,--null", o->null_separated, "Paths in --files-from are NUL-separated");
-  sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
+  sub->add_option("--policy", o->in.policy, "Policy to apply (default: default)");
   sub->add_option("-j,--jobs", o->jobs,
                   "Parallel uploads, fixed (default: config jobs, else the AWS profile's s3 "
                   "max_concurrent_requests on an S3 store, else adaptive: from 8 requests in flight, more "
                   "while the throughput grows, fewer on throttling or errors, at most 256; -v shows it)")
       ->check(CLI::Range(1, 256));
-  sub->add_option("--part-size", o->part_size,
+  sub->add_option("--part-size", o->in.part_size,
                   "Size of each part of a multipart upload, 5MiB to 5GiB (default: config part_size, else "
                   "the AWS profile's s3 multipart_chunksize, else 16MiB)");
-  sub->add_option("--part-concurrency", o->part_concurrency,
+  sub->add_option("--part-concurrency", o->in.part_concurrency,
                   "Parts of one file sent at once, 1 to 64 (default: config part_concurrency, 4); jobs x "
                   "parts is lowered, with a warning, to fit the open-file limit");
-  sub->add_option("--idempotency-key", o->idempotency_key,
+  sub->add_option("--idempotency-key", o->in.idempotency_key,
                   "Make a retry of this single upload return the first result");
-  sub->add_option("--prefix", o->prefix,
+  sub->add_option("--prefix", o->in.prefix,
                   "Put this run's files under <root>/<owner>/PREFIX/ (segments of A-Z a-z 0-9 . _ -, "
                   "'/' between them), e.g. builds/42");
-  sub->add_flag("--follow-symlinks", o->follow_symlinks,
+  sub->add_flag("--follow-symlinks", o->in.follow_symlinks,
                 "Follow symbolic links (never by default); a link back up the tree is skipped");
   sub->add_flag("--no-progress", o->no_progress, "Never show a progress line");
   sub->add_option("--stats", o->stats,
@@ -659,90 +343,87 @@ Command add_upload(CLI::App &app) {
                   "flight (default: config stats, env LODGE_STATS, off; -q silences it)")
       ->type_name("INTERVAL");
   flags::add_bwlimit_option(sub, o->bwlimit, "sent");
-  sub->add_flag("--checksum", o->checksum,
+  sub->add_flag("--checksum", o->in.checksum,
                 "Read and hash every file, even one the ledger's stat cache knows unchanged");
-  sub->add_flag("--replace", o->replace,
+  sub->add_flag("--replace", o->in.replace,
                 "A changed file retires the older file at its path once the new one is active (the old "
                 "object is removed by sweep after the grace)");
-  sub->add_flag("-n,--dry-run", o->dry_run,
+  sub->add_flag("-n,--dry-run", o->in.dry_run,
                 "Validate and hash (or use the stat cache), say what would happen, write nothing");
   sub->add_option(
-      "--content-type", o->content_type,
+      "--content-type", o->in.object.content_type,
       "Store every object with this Content-Type (default: from the extension via /etc/mime.types "
       "when the content agrees, else detected)");
-  sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE on every object (repeatable)")
+  sub->add_option("--metadata", o->in.object.metadata,
+                  "User metadata NAME=VALUE on every object (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("--tag", o->tags,
+  sub->add_option("--tag", o->in.object.tags,
                   "Object tag KEY=VALUE (repeatable; S3 object tagging, Azure blob index tags)")
       ->allow_extra_args(false);
   add_upload_ci_options(sub, *o);
   sub->add_option(
-      "--storage-class", o->storage_class,
+      "--storage-class", o->in.object.storage_class,
       "S3 storage class (STANDARD_IA, GLACIER_IR, ...) or Azure access tier (Hot, Cool, Cold, Archive)");
-  choices(sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms"),
+  choices(sub->add_option("--sse", o->in.object.sse, "S3 server-side encryption: AES256 or aws:kms"),
           {"AES256", "aws:kms"});
-  sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms (id, alias or ARN)");
-  sub->add_option("--cache-control", o->cache_control, "Cache-Control of every object, e.g. 'max-age=3600'");
+  sub->add_option("--sse-kms-key-id", o->in.object.sse_kms_key_id,
+                  "The KMS key for --sse aws:kms (id, alias or ARN)");
+  sub->add_option("--cache-control", o->in.object.cache_control,
+                  "Cache-Control of every object, e.g. 'max-age=3600'");
   sub->add_option("--in-progress-wait", o->in_progress_wait,
                   "How long to wait for another process sending the same content before reporting the "
                   "file in_progress (default: config in_progress_wait, 30s; a direct reservation is "
                   "never waited for)");
   add_filter_options(sub, o);
-  return {sub, [o](Context &ctx) {
-            ctx.g.bwlimit = o->bwlimit;
-            const auto &cfg = ctx.cfg();
-            if (o->paths.empty() && o->files_from.empty())
-              throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
-            if (!o->idempotency_key.empty()) check_one_input(*o);
-            if (!o->prefix.empty())
-              if (auto why = config::run_prefix_problem(o->prefix))
-                throw LodgeError(Errc::usage,
-                                 "upload: --prefix '" + util::escape_for_terminal(o->prefix) + "': " + *why);
-            ops::RunSpec spec;
-            spec.filter = build_filter(*o);
-            spec.settings = upload_settings(ctx, *o);
-            spec.paths = o->paths;
-            if (o->files_from == "-")
-              spec.files_from_stream = &std::cin;
-            else
-              spec.files_from_file = o->files_from;
-            spec.null_separated = o->null_separated;
-            spec.jobs = o->jobs > 0 ? o->jobs : cfg.jobs;
-            spec.jobs_fixed = jobs_fixed(*o, cfg);
-            const uint64_t open_files = open_file_limit();
-            spec.queue_capacity = queue_capacity_for(open_files);
-            fit_to_open_files(spec, open_files, ctx.g.quiet);
-            spec.in_progress_wait_ms =
-                flags::duration(o->in_progress_wait, "--in-progress-wait", cfg.in_progress_wait_ms,
-                                config::k_in_progress_wait_range);
-            int64_t stats_ms = flags::stats(o->stats, cfg.stats_ms);
-            // A PostgreSQL ledger has no files here to keep out of the upload.
-            spec.skips = {ledger::is_postgres_location(cfg.ledger) ? std::string() : cfg.ledger,
-                          store::file_store_root(cfg.store),
-                          {}};
-            // The store first: a bad store URL leaves nothing behind, and a file:// root
-            // exists before the walk, which must skip it.
-            auto store = ctx.open_store();
-            if (auto a = store->accepts(spec.settings.options); !a) throw LodgeError(a.error());
-            (void)ctx.ledger(); // migrate once, before the workers race to
-            auto pool = ctx.ledger_pool();
-            bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
-            // Stats lines where the progress line is not drawn (a log, --json, --no-progress).
-            if (progress || ctx.g.quiet) stats_ms = 0;
-            if (stats_ms > 0) spec.progress_interval_ms = stats_ms;
-            if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
-            install_interrupt_handlers(!ctx.g.quiet);
-            ops::RunDeps deps{ctx.ledger(),
-                              [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
-                              *store,
-                              [&ctx] { return ctx.open_store(); },
-                              cfg,
-                              util::system_clock(),
-                              run_cancel(),
-                              {},
-                              ctx.backpressure()};
-            return run_reporting_no_files(*o, spec, deps, UploadPrinter(ctx, progress, o->dry_run, stats_ms));
-          }};
+  return {
+      sub, [o](Context &ctx) {
+        ctx.g.bwlimit = o->bwlimit;
+        const auto &cfg = ctx.cfg();
+        if (o->paths.empty() && o->files_from.empty())
+          throw LodgeError(Errc::usage, "upload: give files or directories, or --files-from FILE");
+        if (!o->in.idempotency_key.empty()) ops::check_one_input(o->paths, o->files_from);
+        flags::run_prefix(o->in.prefix, "upload: --prefix");
+        ops::RunSpec spec;
+        spec.filter = build_filter(*o);
+        spec.settings = ops::upload_settings(cfg, inputs_of(*o, ctx), [&ctx] { return ctx.open_store(); });
+        spec.paths = o->paths;
+        if (o->files_from == "-")
+          spec.files_from_stream = &std::cin;
+        else
+          spec.files_from_file = o->files_from;
+        spec.null_separated = o->null_separated;
+        if (auto fit = ops::plan_run(spec, cfg, o->jobs, ops::open_file_limit()); fit && !ctx.g.quiet)
+          std::fprintf(stderr,
+                       "lodge: warning: %d jobs x %d parts in flight would need more files open than the "
+                       "limit of %llu (ulimit -n) allows: using %d x %d\n",
+                       fit->jobs, fit->part_concurrency, static_cast<unsigned long long>(fit->limit),
+                       fit->to_jobs, fit->to_part_concurrency);
+        spec.in_progress_wait_ms = flags::duration(o->in_progress_wait, "--in-progress-wait",
+                                                   cfg.in_progress_wait_ms, config::k_in_progress_wait_range);
+        int64_t stats_ms = flags::stats(o->stats, cfg.stats_ms);
+        // The store first: a bad store URL leaves nothing behind, and a file:// root
+        // exists before the walk, which must skip it.
+        auto store = ctx.open_store();
+        if (auto a = store->accepts(spec.settings.options); !a) throw LodgeError(a.error());
+        (void)ctx.ledger(); // migrate once, before the workers race to
+        auto pool = ctx.ledger_pool();
+        bool progress = ctx.stderr_tty && !ctx.g.json && !ctx.g.quiet && !o->no_progress;
+        // Stats lines where the progress line is not drawn (a log, --json, --no-progress).
+        if (progress || ctx.g.quiet) stats_ms = 0;
+        if (stats_ms > 0) spec.progress_interval_ms = stats_ms;
+        if (progress) spec.progress_interval_ms = k_progress_redraw_ms;
+        install_interrupt_handlers(!ctx.g.quiet);
+        ops::RunDeps deps{ctx.ledger(),
+                          [pool]() -> std::shared_ptr<ledger::Ledger> { return pool->worker(); },
+                          *store,
+                          [&ctx] { return ctx.open_store(); },
+                          cfg,
+                          util::system_clock(),
+                          run_cancel(),
+                          {},
+                          ctx.backpressure()};
+        return run_reporting_no_files(*o, spec, deps, UploadPrinter(ctx, progress, o->in.dry_run, stats_ms));
+      }};
 }
 
 namespace {
@@ -758,27 +439,9 @@ std::string utc_text(int64_t ms) {
   return util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ");
 }
 
-// The settings of a direct upload's reserve or confirm (no walk, no workers).
-ops::UploadSettings direct_settings(Context &ctx, const UploadOptions &o, bool with_owner) {
-  const auto &cfg = ctx.cfg();
-  if (!o.prefix.empty())
-    if (auto why = config::run_prefix_problem(o.prefix))
-      throw LodgeError(Errc::usage, "--prefix '" + util::escape_for_terminal(o.prefix) + "': " + *why);
-  ops::UploadSettings s;
-  s.policy = cfg.policy(o.policy);
-  s.run_prefix = o.prefix;
-  if (with_owner) s.owner = ctx.owner(); // confirm goes by the record's id alone
-  if (!o.idempotency_key.empty()) s.idempotency_key = o.idempotency_key;
-  s.max_retries = cfg.sweep.max_retries;
-  s.lease_ms = cfg.sweep.lease_ms;
-  s.cleanup = {ops::grace_for(cfg, o.policy), cfg.sweep.backoff_base_ms, cfg.sweep.backoff_max_ms};
-  s.worker_id = "direct-" + std::to_string(::getpid());
-  return s;
-}
-
 void print_direct_result(Context &ctx, const ops::FileResult &r, const char *word) {
   if (ctx.g.json) {
-    auto j = result_json(r);
+    auto j = ops::result_json(r);
     j["outcome"] = word;
     ctx.print_json(j);
     return;
@@ -791,45 +454,13 @@ void print_direct_result(Context &ctx, const ops::FileResult &r, const char *wor
   std::fprintf(stdout, "%s\n", line.c_str());
 }
 
-// The exit status of one direct result: 0 when it went as asked, the error's own status
-// when the whole command could not work (storage, ledger), 1 otherwise.
-int direct_status(const ops::FileResult &r) {
-  if (!r.error || r.outcome == ops::UploadOutcome::duplicate || r.outcome == ops::UploadOutcome::active)
-    return exit_status(Errc::ok);
-  int c = r.error->exit_code();
-  return c == exit_status(Errc::usage) || c > 1 ? c : exit_items_failed();
-}
 } // namespace
 
 // A reservation's URLs: one PUT, or one per part (reserve --parts).
 void print_reservation(Context &ctx, const ops::DirectReservation &d, const char *word) {
   const auto &r = d.r;
   if (ctx.g.json) {
-    auto j = result_json(r);
-    j["outcome"] = word;
-    auto headers = [](const store::PresignedPut &put) {
-      nlohmann::json h = nlohmann::json::object();
-      for (const auto &[k, val] : put.headers)
-        h[k] = val;
-      return h;
-    };
-    if (d.put) {
-      j["method"] = d.put->method;
-      j["url"] = d.put->url;
-      j["headers"] = headers(*d.put);
-    }
-    if (!d.parts.empty()) {
-      j["parts"] = nlohmann::json::array();
-      for (const auto &p : d.parts)
-        j["parts"].push_back({{"number", p.number},
-                              {"offset", p.offset},
-                              {"size", p.size},
-                              {"method", p.put.method},
-                              {"url", p.put.url},
-                              {"headers", headers(p.put)}});
-    }
-    if (d.put || !d.parts.empty()) j["expires_at"] = util::format_rfc3339_ms(d.url_expires_at);
-    ctx.print_json(j);
+    ctx.print_json(ops::reservation_json(d, word));
     return;
   }
   print_direct_result(ctx, r, word);
@@ -886,53 +517,40 @@ Command add_reserve(CLI::App &app) {
                 "5GiB); confirm checks each part's length and the whole SHA-256");
   sub->add_option("--part-size", *part_size,
                   "With --parts: each part's size, 5MiB to 5GiB (default: config part_size, else 16MiB)");
-  sub->add_option("--policy", o->policy, "Policy to apply (default: default)");
-  sub->add_option("--prefix", o->prefix, "Put the file under <root>/<owner>/PREFIX/");
-  sub->add_option("--idempotency-key", o->idempotency_key,
+  sub->add_option("--policy", o->in.policy, "Policy to apply (default: default)");
+  sub->add_option("--prefix", o->in.prefix, "Put the file under <root>/<owner>/PREFIX/");
+  sub->add_option("--idempotency-key", o->in.idempotency_key,
                   "Make a retry of this reservation return the first (and its URL again while it is valid)");
-  sub->add_option("--content-type", o->content_type,
+  sub->add_option("--content-type", o->in.object.content_type,
                   "The object's Content-Type (default: from the extension)");
-  sub->add_option("--metadata", o->metadata, "User metadata NAME=VALUE (repeatable)")
+  sub->add_option("--metadata", o->in.object.metadata, "User metadata NAME=VALUE (repeatable)")
       ->allow_extra_args(false);
-  sub->add_option("--tag", o->tags, "Object tag KEY=VALUE (repeatable)")->allow_extra_args(false);
+  sub->add_option("--tag", o->in.object.tags, "Object tag KEY=VALUE (repeatable)")->allow_extra_args(false);
   add_ci_options(sub, *o);
-  sub->add_option("--storage-class", o->storage_class, "S3 storage class or Azure access tier");
-  choices(sub->add_option("--sse", o->sse, "S3 server-side encryption: AES256 or aws:kms"),
+  sub->add_option("--storage-class", o->in.object.storage_class, "S3 storage class or Azure access tier");
+  choices(sub->add_option("--sse", o->in.object.sse, "S3 server-side encryption: AES256 or aws:kms"),
           {"AES256", "aws:kms"});
-  sub->add_option("--sse-kms-key-id", o->sse_kms_key_id, "The KMS key for --sse aws:kms");
-  sub->add_option("--cache-control", o->cache_control, "Cache-Control of the object");
-  return {sub, [o, size, sha, expires, parts, part_size](Context &ctx) {
-            if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
-            std::string hex = util::to_lower(*sha);
-            if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
-              throw LodgeError(Errc::usage,
-                               "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
-            const int64_t expires_s = flags::expires_seconds(*expires);
-            if (!part_size->empty() && !*parts)
-              throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
-            const uint64_t part_bytes = *parts ? flags::part_size(*part_size, ctx.cfg().part_size) : 0;
-            ops::UploadSettings s = direct_settings(ctx, *o, true);
-            s.options = object_options(*o, s.policy, ctx.env);
-            s.expire_after_ms =
-                flags::duration_or_never(o->expire_after, "--expire-after", s.policy.expire_after_ms);
-            auto store = ctx.open_store();
-            if (!store->capabilities().presign)
-              throw LodgeError(Errc::unsupported, "reserve: " + store->describe() +
-                                                      " cannot sign an upload URL (direct uploads need an S3 "
-                                                      "store, or an Azure store with an account key)");
-            if (auto a = store->accepts(s.options); !a) throw LodgeError(a.error());
-            ops::DirectUploads up(ctx.ledger(), *store, s, util::system_clock());
-            auto d = up.reserve({o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s, part_bytes});
-            const auto &r = d.r;
-            const char *word = d.reserved                                   ? "reserved"
-                               : r.outcome == ops::UploadOutcome::replayed  ? "replayed"
-                               : r.outcome == ops::UploadOutcome::duplicate ? "duplicate"
-                               : r.outcome == ops::UploadOutcome::rejected  ? "rejected"
-                                                                            : "failed";
-            print_reservation(ctx, d, word);
-            return d.reserved || r.outcome == ops::UploadOutcome::replayed ? exit_status(Errc::ok)
-                                                                           : direct_status(r);
-          }};
+  sub->add_option("--sse-kms-key-id", o->in.object.sse_kms_key_id, "The KMS key for --sse aws:kms");
+  sub->add_option("--cache-control", o->in.object.cache_control, "Cache-Control of the object");
+  return {
+      sub, [o, size, sha, expires, parts, part_size](Context &ctx) {
+        if (*size < 0) throw LodgeError(Errc::usage, "reserve: --size must be a byte count (0 or more)");
+        std::string hex = util::to_lower(*sha);
+        if (hex.size() != 64 || hex.find_first_not_of("0123456789abcdef") != std::string::npos)
+          throw LodgeError(Errc::usage, "reserve: --sha256 must be 64 hex digits (sha256sum's first column)");
+        const int64_t expires_s = flags::expires_seconds(*expires);
+        if (!part_size->empty() && !*parts)
+          throw LodgeError(Errc::usage, "reserve: --part-size needs --parts");
+        const uint64_t part_bytes = *parts ? flags::part_size(*part_size, ctx.cfg().part_size) : 0;
+        flags::run_prefix(o->in.prefix, "--prefix");
+        ops::UploadSettings s = ops::direct_settings(ctx.cfg(), inputs_of(*o, ctx), true);
+        auto store = ctx.open_store();
+        auto d =
+            ops::reserve_direct(ctx.ledger(), *store, s, util::system_clock(),
+                                {o->paths.front(), static_cast<uint64_t>(*size), hex, expires_s, part_bytes});
+        print_reservation(ctx, d, ops::reservation_word(d.reserved, d.r));
+        return ops::reservation_exit_status(d.reserved, d.r);
+      }};
 }
 
 Command add_confirm(CLI::App &app) {
@@ -947,26 +565,19 @@ Command add_confirm(CLI::App &app) {
   return {sub, [ids, all_due](Context &ctx) {
             if (ids->empty() == !*all_due)
               throw LodgeError(Errc::usage, "confirm: give file ids, or --all-due");
-            UploadOptions none;
-            ops::UploadSettings s = direct_settings(ctx, none, false);
+            ops::UploadInputs none;
+            none.with_owner = false;
+            ops::UploadSettings s = ops::direct_settings(ctx.cfg(), none, false);
             auto store = ctx.open_store();
-            ops::DirectUploads up(ctx.ledger(), *store, s, util::system_clock());
-            std::vector<ops::FileResult> results;
-            if (*all_due) {
-              results = up.confirm_due(100'000);
-            } else {
-              for (auto id : *ids)
-                results.push_back(up.confirm(id));
-            }
-            int status = exit_status(Errc::ok);
-            for (const auto &r : results) {
+            const auto report =
+                ops::confirm_direct(ctx.ledger(), *store, s, util::system_clock(), *ids, *all_due);
+            for (const auto &r : report.results)
               print_direct_result(ctx, r, r.outcome == ops::UploadOutcome::active ? "active" : "failed");
-              status = std::max(status, direct_status(r));
-            }
             if (*all_due && !ctx.g.json && !ctx.g.quiet)
-              std::fprintf(stderr, "lodge: %s whose URL expired\n",
-                           util::plural(static_cast<int64_t>(results.size()), "direct upload").c_str());
-            return status;
+              std::fprintf(
+                  stderr, "lodge: %s whose URL expired\n",
+                  util::plural(static_cast<int64_t>(report.results.size()), "direct upload").c_str());
+            return report.exit_status();
           }};
 }
 

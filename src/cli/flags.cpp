@@ -26,13 +26,6 @@ int64_t duration(const std::string &text, const char *name, int64_t fallback, co
   return text.empty() ? fallback : config::duration_value(text, name, Errc::usage, range);
 }
 
-std::optional<int64_t> duration_or_never(const std::string &text, const char *name,
-                                         std::optional<int64_t> fallback) {
-  if (text.empty()) return fallback;
-  if (text == "never") return std::nullopt;
-  return config::duration_value(text, name, Errc::usage);
-}
-
 int64_t expires_seconds(const std::string &text) {
   return config::duration_value(text, "--expires", Errc::usage,
                                 {1'000, 7 * 86'400'000LL, "a presigned URL lasts at most 7d"}) /
@@ -52,10 +45,6 @@ int64_t count(const std::string &text, const char *name, int64_t min, int64_t ma
 
 uint64_t part_size(const std::string &text, uint64_t fallback) {
   return text.empty() ? fallback : config::parse_part_size(text, "--part-size");
-}
-
-int part_concurrency(const std::string &text, int fallback) {
-  return text.empty() ? fallback : config::parse_part_concurrency(text, "--part-concurrency");
 }
 
 void run_prefix(const std::string &text, const std::string &name) {

@@ -23,9 +23,6 @@ namespace lodge::cli::flags {
 // A duration (15m, 1h30m, 2w; 0 alone is zero) within `range`; `fallback` when not given.
 [[nodiscard]] int64_t duration(const std::string &text, const char *name, int64_t fallback,
                                config::DurationRange range = config::k_any_duration);
-// A duration or "never" (none); `fallback` when not given (--expire-after).
-[[nodiscard]] std::optional<int64_t> duration_or_never(const std::string &text, const char *name,
-                                                       std::optional<int64_t> fallback);
 // An --expires value (url, reserve): a duration, 1s to 7 days (SigV4's most); seconds.
 [[nodiscard]] int64_t expires_seconds(const std::string &text);
 // A count: digits only, from `min` to `max`; USAGE "NAME: expected WHAT, got 'TEXT'".
@@ -34,8 +31,6 @@ namespace lodge::cli::flags {
 // A part size (5MiB to 5GiB), as the configuration's part_size takes it; `fallback` when not
 // given.
 [[nodiscard]] uint64_t part_size(const std::string &text, uint64_t fallback);
-// A part concurrency (1 to 64), as the configuration's part_concurrency; `fallback` when not given.
-[[nodiscard]] int part_concurrency(const std::string &text, int fallback);
 // An upload prefix (--prefix), checked as config::run_prefix_problem says: USAGE
 // "NAME 'TEXT': why"; '' passes (no prefix).
 void run_prefix(const std::string &text, const std::string &name);

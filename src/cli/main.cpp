@@ -6,7 +6,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <iostream>
 #include <lodge/config/names.hpp>
 #include <lodge/config/owner.hpp>
 #include <lodge/failpoint.hpp>
@@ -14,10 +13,8 @@
 #include <lodge/http/version.hpp>
 #include <lodge/ledger/version.hpp>
 #include <lodge/ops/version.hpp>
-#include <lodge/s3/client.hpp>
 #include <lodge/util/log.hpp>
 #include <lodge/util/strings.hpp>
-#include <lodge/util/units.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 #include <unistd.h>

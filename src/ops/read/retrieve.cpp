@@ -263,6 +263,46 @@ std::vector<ledger::FileRecord> active_under_prefix(ledger::LedgerReports &l, co
   return out;
 }
 
+nlohmann::json list_json(const ledger::FileRecord &f) {
+  auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto time = [](std::optional<int64_t> ms) {
+    return ms ? nlohmann::json(util::format_rfc3339_ms(*ms)) : nlohmann::json(nullptr);
+  };
+  return nlohmann::json{{"id", f.id},
+                        {"owner", f.owner_id},
+                        {"name", f.original_name},
+                        {"path", f.relative_path},
+                        {"prefix", f.run_prefix},
+                        {"dedup", ledger::to_string(f.dedup_scope)},
+                        {"object_key", f.object_key},
+                        {"shares", opt(f.content_of)},
+                        {"status", shown_status(f)},
+                        {"upload_status", ledger::to_string(f.upload_status)},
+                        {"deleted", f.is_deleted},
+                        {"sha256", f.sha256},
+                        {"size", f.size},
+                        {"media_type", f.media_type},
+                        {"content_type", f.object_content_type()},
+                        {"object_options", f.object_options.empty()
+                                               ? nlohmann::json::object()
+                                               : nlohmann::json::parse(f.object_options)},
+                        {"created_at", time(f.created_at)},
+                        {"activated_at", time(f.activated_at)},
+                        {"expires_at", time(f.expires_at)},
+                        {"failure_reason", opt(f.failure_reason)}};
+}
+
+nlohmann::json get_json(const GetResult &res, const ledger::FileRecord &r) {
+  nlohmann::json j{{"file", res.file},        {"outcome", to_string(res.outcome)}, {"id", r.id},
+                   {"path", restore_path(r)}, {"object_key", r.object_key},        {"sha256", r.sha256},
+                   {"size", r.size}};
+  if (res.error)
+    j["error"] = {{"code", res.error->name()}, {"message", res.error->message}};
+  else
+    j["error"] = nullptr;
+  return j;
+}
+
 nlohmann::json show_json(const ledger::FileRecord &r, const std::optional<ledger::TaskRecord> &t) {
   auto opt = [](const auto &v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   auto time = [](std::optional<int64_t> ms) {

@@ -65,6 +65,8 @@ void scan_active_under_prefix(ledger::LedgerReports &l, const std::string &owner
 // `lodge show`: the row's history-relevant fields and its cleanup task's state.
 [[nodiscard]] nlohmann::json show_json(const ledger::FileRecord &r,
                                        const std::optional<ledger::TaskRecord> &t);
+// `lodge list --json`: one row.
+[[nodiscard]] nlohmann::json list_json(const ledger::FileRecord &f);
 
 using Sink = std::function<bool(const char *, size_t)>;
 
@@ -110,5 +112,7 @@ struct GetResult {
 // failure the temporary file is removed and nothing is left under the final name.
 [[nodiscard]] GetResult get_file(store::ObjectStore &st, const ledger::FileRecord &r, Destination &dest,
                                  const GetOptions &opts);
+// `lodge get --json`: one file's outcome.
+[[nodiscard]] nlohmann::json get_json(const GetResult &res, const ledger::FileRecord &r);
 
 } // namespace lodge::ops
