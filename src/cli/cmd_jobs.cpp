@@ -31,21 +31,12 @@ Command recorded_job(const char *job, Command c) {
   c.run = [job, app, run = std::move(c.run)](Context &ctx) {
     auto *dry = app->get_option_no_throw("--dry-run");
     if (dry && dry->count() > 0) return run(ctx); // a dry run records nothing
-    int64_t started = util::system_clock().now_ms();
-    try {
-      (void)ctx.ledger(); // opened first, so a failure anywhere later can be recorded in it
-      return run(ctx);
-    } catch (const std::exception &e) {
-      try {
-        // A ledger that could not be opened cannot take the record either.
-        if (ctx.ledger_opened())
-          ops::record_failed_run(ctx.ledger(), job, default_worker(), started, e, util::system_clock());
-      } catch (const std::exception &again) {
-        std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
-                     util::escape_for_terminal(again.what()).c_str());
-      }
-      throw;
-    }
+    return ops::run_recorded(
+        ctx, job, default_worker(), util::system_clock(), [&] { return run(ctx); },
+        [job](const std::string &why) {
+          std::fprintf(stderr, "lodge: warning: could not record the failed %s run: %s\n", job,
+                       util::escape_for_terminal(why).c_str());
+        });
   };
   return c;
 }

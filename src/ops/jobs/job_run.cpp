@@ -16,6 +16,24 @@ void record_failed_run(ledger::LedgerMeta &log, const std::string &job, const st
   record_run(log, job, worker, started_at, false, counts, clock);
 }
 
+int run_recorded(Session &s, const std::string &job, const std::string &worker, const util::Clock &clock,
+                 const std::function<int()> &run,
+                 const std::function<void(const std::string &)> &unrecorded) {
+  const int64_t started = clock.now_ms();
+  try {
+    (void)s.ledger();
+    return run();
+  } catch (const std::exception &e) {
+    try {
+      // A ledger that could not be opened cannot take the record either.
+      if (s.ledger_opened()) record_failed_run(s.ledger(), job, worker, started, e, clock);
+    } catch (const std::exception &again) {
+      unrecorded(again.what());
+    }
+    throw;
+  }
+}
+
 int items_failed_status() {
   return errc_info(Errc::storage_error).exit_code;
 }

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <lodge/ledger/ledger.hpp>
+#include <lodge/ops/session.hpp>
 #include <lodge/util/clock.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +25,15 @@ void record_run(ledger::LedgerMeta &log, const std::string &job, const std::stri
 // LodgeError, its code's name as "code".
 void record_failed_run(ledger::LedgerMeta &log, const std::string &job, const std::string &worker,
                        int64_t started_at, const std::exception &e, const util::Clock &clock);
+
+// Runs a job's command (`run`, its exit status returned) so that every way it ends leaves a
+// run in the job log: the job records its own outcome when it returns; when `run` throws, a
+// failed run of `job` carrying the error is recorded (record_failed_run) before the exception
+// goes on, unless the session's ledger could not be opened (the ledger is opened first, so a
+// failure anywhere later can be recorded in it). `unrecorded` is told why, when even that
+// record failed.
+int run_recorded(Session &s, const std::string &job, const std::string &worker, const util::Clock &clock,
+                 const std::function<int()> &run, const std::function<void(const std::string &)> &unrecorded);
 
 // The exit status of a run in which some items failed or were found (a dead letter, a
 // rejection, a finding): the status every per-item code has (STORAGE_ERROR's).
