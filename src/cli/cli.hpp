@@ -136,6 +136,8 @@ Command add_completion(CLI::App &app);
 // An option whose value is one of `values`: checked when parsed ("expected A, B or C, got 'X'"),
 // and completed from the same list by `lodge completion`.
 CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
+// A word for a POSIX shell: single-quoted, its own quotes closed and escaped.
+[[nodiscard]] std::string shell_quote(const std::string &s);
 // An option for which '' is a value with its own meaning (list and get --prefix '': the files
 // uploaded without one). Every other option refuses an empty value (refuse_empty_values).
 CLI::Option *empty_is_a_value(CLI::Option *opt);

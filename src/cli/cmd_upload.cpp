@@ -427,14 +427,6 @@ Command add_upload(CLI::App &app) {
 }
 
 namespace {
-// A word for the shell: single-quoted, its own quotes closed and escaped.
-std::string shell_quote(const std::string &s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 std::string utc_text(int64_t ms) {
   return util::format_utc(ms, "%Y-%m-%dT%H:%M:%SZ");
 }

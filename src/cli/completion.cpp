@@ -43,6 +43,13 @@ CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values) {
   return opt->check(check);
 }
 
+std::string shell_quote(const std::string &s) {
+  std::string out = "'";
+  for (char c : s)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 namespace {
 
 // What a completion needs to know of one option.
@@ -154,14 +161,6 @@ private:
   std::vector<std::unique_ptr<Cmd>> m_cmds;
 };
 
-// Single-quoted for a POSIX shell.
-std::string quoted(const std::string &s) {
-  std::string out = "'";
-  for (char c : s)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 std::string bash_kind(const Opt &o) {
   if (!o.takes_value) return "flag";
   if (!o.values.empty()) return "choice:" + join(o.values, " ");
@@ -244,7 +243,7 @@ std::string bash_script(const Tree &tree) {
     std::vector<std::string> names;
     for (const auto *sub : c->subs)
       names.push_back(sub->path.back());
-    s << "    " << quoted(c->name()) << ") echo " << quoted(join(names, " ")) << " ;;\n";
+    s << "    " << shell_quote(c->name()) << ") echo " << shell_quote(join(names, " ")) << " ;;\n";
   }
   s << "    esac\n}\n\n_lodge_options() {\n    case $1 in\n";
   for (const auto &c : tree.commands()) {
@@ -252,23 +251,24 @@ std::string bash_script(const Tree &tree) {
     for (const auto &o : c->options)
       for (const auto &n : flag_names(o))
         names.push_back(n);
-    s << "    " << quoted(c->name()) << ") echo " << quoted(join(names, " ")) << " ;;\n";
+    s << "    " << shell_quote(c->name()) << ") echo " << shell_quote(join(names, " ")) << " ;;\n";
   }
   s << "    esac\n}\n\n# flag, value, path, dir or choice:VALUES\n_lodge_kind() {\n    case $1/$2 in\n";
   for (const auto &c : tree.commands())
     for (const auto &o : c->options) {
       std::vector<std::string> keys;
       for (const auto &n : flag_names(o))
-        keys.push_back(quoted(c->name() + "/" + n));
-      s << "    " << join(keys, " | ") << ") echo " << quoted(bash_kind(o)) << " ;;\n";
+        keys.push_back(shell_quote(c->name() + "/" + n));
+      s << "    " << join(keys, " | ") << ") echo " << shell_quote(bash_kind(o)) << " ;;\n";
     }
   s << "    esac\n}\n\n_lodge_positional_path() {\n    case $1 in\n";
   for (const auto &c : tree.commands())
-    if (c->positional_path) s << "    " << quoted(c->name()) << ") return 0 ;;\n";
+    if (c->positional_path) s << "    " << shell_quote(c->name()) << ") return 0 ;;\n";
   s << "    esac\n    return 1\n}\n\n_lodge_positional_values() {\n    case $1 in\n";
   for (const auto &c : tree.commands())
     if (!c->positional_values.empty())
-      s << "    " << quoted(c->name()) << ") echo " << quoted(join(c->positional_values, " ")) << " ;;\n";
+      s << "    " << shell_quote(c->name()) << ") echo " << shell_quote(join(c->positional_values, " "))
+        << " ;;\n";
   s << "    esac\n}\n" << k_bash_body;
   return s.str();
 }
@@ -414,7 +414,7 @@ end
 complete -c lodge -f
 )FISH";
   for (const auto &c : tree.commands()) {
-    const std::string cond = "-n " + fish_quoted("__lodge_is " + quoted(c->name()));
+    const std::string cond = "-n " + fish_quoted("__lodge_is " + shell_quote(c->name()));
     for (const auto *sub : c->subs)
       s << "complete -c lodge " << cond << " -a " << fish_quoted(sub->path.back()) << " -d "
         << fish_quoted(sub->help) << "\n";
