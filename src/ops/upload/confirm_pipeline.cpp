@@ -33,7 +33,7 @@ struct ConfirmPipeline::Flight {
   }
 };
 
-ConfirmPipeline::ConfirmPipeline(UploaderLedger ledger, store::ObjectStore &store,
+ConfirmPipeline::ConfirmPipeline(ledger::UploaderLedger &ledger, store::ObjectStore &store,
                                  const UploadSettings &settings, const util::Clock &clock, Transfer &transfer,
                                  RowFailure &failure)
     : m_ledger(ledger), m_store(store), m_s(settings), m_clock(clock), m_transfer(transfer),
@@ -221,8 +221,7 @@ void ConfirmPipeline::begin_tail(Tail &t, const store::PutResult &put) {
       durable.domain = domain;
       durable.make = m_store.flusher(); // not this connection: it may run after it is closed
     }
-    t.pending.emplace(
-        activate_later(m_ledger.uploads, m_store, rec, put, retire, std::move(durable), m_clock));
+    t.pending.emplace(activate_later(m_ledger, m_store, rec, put, retire, std::move(durable), m_clock));
   } catch (const LodgeError &e) {
     r.outcome = UploadOutcome::failed;
     r.error = e.error();

@@ -77,8 +77,8 @@ void describe(FileResult &r, const ledger::FileRecord &rec) {
 }
 } // namespace
 
-DirectUploads::DirectUploads(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
-                             const util::Clock &clock)
+DirectUploads::DirectUploads(ledger::UploaderLedger &ledger, store::ObjectStore &store,
+                             UploadSettings settings, const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock),
       m_reservation(m_ledger, m_store, m_s, m_clock), m_failure(m_ledger, m_store, m_s, m_clock) {}
 
@@ -97,9 +97,8 @@ void DirectUploads::fail_sent(const ledger::FileRecord &rec, const Error &e, int
   const int64_t grace = std::max<int64_t>(0, url_until - now) + m_s.cleanup.grace_ms;
   const bool expired = now >= url_until;
   try {
-    if (m_ledger.recovery.fail_abandoned(rec.id, rec.holder.value_or(""),
-                                         std::string(e.name()) + ": " + e.message, now, expired ? 0 : grace,
-                                         m_s.max_retries) != ledger::RepairOutcome::repaired)
+    if (m_ledger.fail_abandoned(rec.id, rec.holder.value_or(""), std::string(e.name()) + ": " + e.message,
+                                now, expired ? 0 : grace, m_s.max_retries) != ledger::RepairOutcome::repaired)
       return; // no longer UPLOADING as reserved: whoever moved it on owns the cleanup
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
@@ -236,8 +235,8 @@ Result<store::PresignedPut> DirectUploads::presign(const ledger::FileRecord &rec
   o.metadata.clear(); // in object_metadata
   o.content_type.clear();
   return m_store.presign_put({rec.object_key, static_cast<uint64_t>(rec.size), rec.sha256,
-                              rec.object_content_type(),
-                              object_metadata(m_s.options, rec, m_ledger.reads.uuid()), o, expires_s});
+                              rec.object_content_type(), object_metadata(m_s.options, rec, m_ledger.uuid()),
+                              o, expires_s});
 }
 
 store::StagedRequest DirectUploads::direct_staged(const ledger::FileRecord &rec) const {
@@ -245,7 +244,7 @@ store::StagedRequest DirectUploads::direct_staged(const ledger::FileRecord &rec)
   o.metadata.clear(); // in object_metadata
   o.content_type.clear();
   store::StagedRequest req{rec.object_key, rec.object_content_type(),
-                           object_metadata(m_s.options, rec, m_ledger.reads.uuid()), o};
+                           object_metadata(m_s.options, rec, m_ledger.uuid()), o};
   // The client sends the parts without their digests: none is asked of each part; the
   // whole object's SHA-256 is verified by confirm.
   req.part_checksums = false;
@@ -260,7 +259,7 @@ Result<std::vector<DirectPart>> DirectUploads::presign_parts(const ledger::FileR
     auto id = m_store.begin_staged(direct_staged(rec));
     if (!id) return id.error();
     // The handle is on the row before any URL is handed out, so cleanup can find it.
-    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+    if (m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
         ledger::SetUploadIdOutcome::not_uploading) {
       (void)m_store.abort_staged(rec.object_key, id.value());
       return Error(Errc::state_changed, "file #" + std::to_string(rec.id) + " changed state before its URLs");
@@ -355,7 +354,7 @@ FileResult DirectUploads::confirm(int64_t id) {
   FileResult r;
   r.file = "#" + std::to_string(id);
   r.id = id;
-  auto found = m_ledger.reads.find_file(id);
+  auto found = m_ledger.find_file(id);
   if (!found)
     return refused(r, UploadOutcome::failed, Error(Errc::not_found, "no file #" + std::to_string(id)));
   const ledger::FileRecord rec = *found;
@@ -397,7 +396,7 @@ FileResult DirectUploads::confirm(int64_t id) {
                    false);
     return r;
   }
-  std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.reads.uuid(), true);
+  std::optional<std::string> why = object_differs(h.value(), rec, m_ledger.uuid(), true);
   // The type it is served with (lodge url, a browser): S3 signs Content-Type in, but Azure's
   // SAS cannot pin it, so a sender could store text/html for a text/plain reservation.
   if (!why && h->content_type != rec.object_content_type())
@@ -430,12 +429,12 @@ FileResult DirectUploads::confirm(int64_t id) {
     return refused(r, UploadOutcome::failed, e);
   }
   // The upload's own activation: the committed tag (with the row's tags) as any upload's.
-  const auto confirmed = activate(m_ledger.uploads, m_store, rec, {h->etag, h->version_id}, m_clock).confirm;
+  const auto confirmed = activate(m_ledger, m_store, rec, {h->etag, h->version_id}, m_clock).confirm;
   // Another confirm of the same reservation (a second host, a retried cron line) may have
   // activated it since it was read: the object this one verified is the row's, so its answer
   // is the same. (The key is the row's alone and the object create-only.)
   if (confirmed != ledger::ConfirmOutcome::confirmed)
-    if (auto now_rec = m_ledger.reads.find_file(id);
+    if (auto now_rec = m_ledger.find_file(id);
         now_rec && now_rec->upload_status == ledger::FileStatus::active && !now_rec->is_deleted) {
       r.outcome = UploadOutcome::active;
       return r;
@@ -458,7 +457,7 @@ FileResult DirectUploads::confirm(int64_t id) {
 
 std::vector<FileResult> DirectUploads::confirm_due(int limit) {
   std::vector<FileResult> out;
-  for (const auto &rec : m_ledger.recovery.held_uploads(std::string(k_direct_holder), limit)) {
+  for (const auto &rec : m_ledger.held_uploads(std::string(k_direct_holder), limit)) {
     auto until = direct_until(rec);
     const int64_t now = m_clock.now_ms();
     if (!until || *until > now) continue; // its URL may still be used
@@ -466,7 +465,7 @@ std::vector<FileResult> DirectUploads::confirm_due(int limit) {
       // Past its deadline: failed as repair fails it, its cleanup due after the grace.
       FileResult r;
       describe(r, rec);
-      if (m_ledger.recovery.repair_row(rec.id, now, m_s.cleanup.grace_ms, m_s.max_retries) ==
+      if (m_ledger.repair_row(rec.id, now, m_s.cleanup.grace_ms, m_s.max_retries) ==
           ledger::RepairOutcome::repaired)
         out.push_back(refused(r, UploadOutcome::failed,
                               Error(Errc::deadline_exceeded, "file #" + std::to_string(rec.id) +

@@ -5,8 +5,8 @@
 
 namespace lodge::ops {
 
-DirectReservation reserve_direct(UploaderLedger ledger, store::ObjectStore &st, const UploadSettings &s,
-                                 const util::Clock &clock, const DirectRequest &d) {
+DirectReservation reserve_direct(ledger::UploaderLedger &ledger, store::ObjectStore &st,
+                                 const UploadSettings &s, const util::Clock &clock, const DirectRequest &d) {
   if (!st.capabilities().presign)
     throw LodgeError(Errc::unsupported,
                      "reserve: " + st.describe() +
@@ -24,7 +24,7 @@ int ConfirmReport::exit_status() const {
   return status;
 }
 
-ConfirmReport confirm_direct(UploaderLedger ledger, store::ObjectStore &st, const UploadSettings &s,
+ConfirmReport confirm_direct(ledger::UploaderLedger &ledger, store::ObjectStore &st, const UploadSettings &s,
                              const util::Clock &clock, const std::vector<int64_t> &ids, bool all_due) {
   DirectUploads up(ledger, st, s, clock);
   ConfirmReport out;

@@ -43,8 +43,8 @@ std::optional<std::string> object_differs(const store::ObjectInfo &h, const ledg
   return std::nullopt;
 }
 
-Reservation::Reservation(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
-                         const util::Clock &clock)
+Reservation::Reservation(ledger::UploaderLedger &ledger, store::ObjectStore &store,
+                         const UploadSettings &settings, const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(settings), m_clock(clock),
       m_id_blocks(settings.id_blocks ? settings.id_blocks : std::make_shared<IdBlocks>()) {
   // The content type is recorded in its own column; the rest as the row's JSON.
@@ -98,9 +98,8 @@ Reserved Reservation::reserve(const ledger::ReserveRequest &req, const FileResul
     out.steady_at_reserve = util::steady_ms();
     ask.expires_at = expiry_at(m_s, out.wall_at_reserve);
     // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run
-                        ? Result<ledger::ReserveResult>(m_ledger.uploads.reserve(ask, out.wall_at_reserve))
-                        : m_id_blocks->reserve(m_ledger.role, m_store, ask, out.wall_at_reserve, m_clock);
+    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(ask, out.wall_at_reserve))
+                                : m_id_blocks->reserve(m_ledger, m_store, ask, out.wall_at_reserve, m_clock);
     if (!reserved) return end(refused(r, UploadOutcome::failed, reserved.error()));
     out.res = reserved.value();
     const auto &res = out.res;
@@ -146,8 +145,8 @@ Reserved Reservation::reserve(const ledger::ReserveRequest &req, const FileResul
       return end(std::move(d));
     }
     ++missing;
-    if (m_ledger.recovery.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
-                                       m_s.max_retries) == ledger::MissingOutcome::marked_missing)
+    if (m_ledger.mark_missing(dup.id, k_object_missing, m_clock.now_ms(), m_s.cleanup.grace_ms,
+                              m_s.max_retries) == ledger::MissingOutcome::marked_missing)
       util::log::warn("file #" + std::to_string(dup.id) + " (" + util::escape_for_terminal(dup.object_key) +
                       ") is missing from the store: marked deleted (" + k_object_missing + "); uploading " +
                       util::escape_for_terminal(r.file) + " anew");
@@ -213,8 +212,8 @@ std::optional<FileResult> Reservation::unchanged(const FileResult &r, const std:
   // The stat cache: this path's row whose file is exactly what it was then maps the file
   // to that row without reading it (its object checked as any duplicate's is).
   if (m_s.checksum || scope == ledger::DedupScope::none || m_s.idempotency_key) return std::nullopt;
-  auto cached = m_ledger.uploads.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, stat,
-                                                static_cast<int64_t>(r.size));
+  auto cached =
+      m_ledger.find_unchanged(m_s.owner, m_s.run_prefix, r.relative_path, stat, static_cast<int64_t>(r.size));
   if (!cached || !check_media_type(m_s.policy, ext, cached->media_type) || !check_duplicate(*cached))
     return std::nullopt;
   FileResult d = r;
@@ -247,7 +246,7 @@ bool Reservation::wait_for_own(const ledger::FileRecord &uploading, int waits,
 Status Reservation::check_duplicate(const ledger::FileRecord &existing) {
   // A re-run's unchanged files are proven by listing (one request per 1,000 keys); what a
   // listing does not prove, a missing object above all, is HEADed as before.
-  if (m_s.listings && m_s.listings->proves(m_store, existing, m_ledger.reads.uuid())) return ok_status();
+  if (m_s.listings && m_s.listings->proves(m_store, existing, m_ledger.uuid())) return ok_status();
   std::string what =
       "file #" + std::to_string(existing.id) + " (" + util::escape_for_terminal(existing.object_key) + ")";
   auto h = m_store.head(existing.object_key);
@@ -261,7 +260,7 @@ Status Reservation::check_duplicate(const ledger::FileRecord &existing) {
   // The stamp is checked where the store returns one; an object that is another one (a
   // foreign write, a restored ledger's reused key) is no copy of this file. A shared
   // object's stamp names the row that wrote it (object_differs compares stamp_id()).
-  if (auto why = object_differs(h.value(), existing, m_ledger.reads.uuid(), false))
+  if (auto why = object_differs(h.value(), existing, m_ledger.uuid(), false))
     return Error(Errc::storage_error, "the object of " + what +
                                           ", of the same content, is not the one its row recorded (" + *why +
                                           "); not reported as a duplicate: run lodge reconcile");

@@ -7,8 +7,8 @@
 
 namespace lodge::ops {
 
-RowFailure::RowFailure(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
-                       const util::Clock &clock)
+RowFailure::RowFailure(ledger::UploaderLedger &ledger, store::ObjectStore &store,
+                       const UploadSettings &settings, const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(settings), m_clock(clock) {}
 
 void RowFailure::fail(FileResult &r, const ledger::FileRecord &rec, const Error &e, bool definite,
@@ -26,10 +26,10 @@ void RowFailure::fail(FileResult &r, const ledger::FileRecord &rec, const Error 
     if (kept_until) {
       // Its staged upload stays for the next upload of the same content to resume; the
       // cleanup (which aborts it) waits until then.
-      (void)m_ledger.uploads.fail_resumable(rec.id, reason, *kept_until, now);
+      (void)m_ledger.fail_resumable(rec.id, reason, *kept_until, now);
       return;
     }
-    marked = m_ledger.uploads.mark_failed(rec.id, reason, definite, now) == ledger::MarkFailedOutcome::failed;
+    marked = m_ledger.mark_failed(rec.id, reason, definite, now) == ledger::MarkFailedOutcome::failed;
   } catch (const LodgeError &le) {
     util::log::error("could not mark file #" + std::to_string(rec.id) + " failed: " + le.error().message +
                      "; repair will");
@@ -41,13 +41,13 @@ void RowFailure::fail(FileResult &r, const ledger::FileRecord &rec, const Error 
 }
 
 void RowFailure::clean_up_now(const ledger::FileRecord &rec) {
-  auto task = m_ledger.reads.find_task_for(rec.id);
+  auto task = m_ledger.find_task_for(rec.id);
   if (!task) return;
-  auto claimed = m_ledger.tasks.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
+  auto claimed = m_ledger.claim_task(task->id, m_clock.now_ms(), m_s.worker_id, m_s.lease_ms);
   if (!claimed) return;
   auto cleanup = m_s.cleanup;
   cleanup.voice = CleanupSettings::Voice::upload;
-  (void)run_claimed_task(m_ledger.role, m_store, *claimed, cleanup, m_clock);
+  (void)run_claimed_task(m_ledger, m_store, *claimed, cleanup, m_clock);
 }
 
 } // namespace lodge::ops

@@ -533,7 +533,7 @@ FileResult Run::retry_one(Uploader &up, const InputFile &file, int64_t until_ms)
   for (int round = 0;
        round < 5 && !m_settings.dry_run && held_elsewhere(r) && r.id && !m_deps.cancel.stopped(); ++round) {
     auto w = wait_for_holder(
-        m_deps.ledger.role, *r.id, m_deps.cfg, m_settings.max_retries, m_deps.clock, until_ms,
+        m_deps.ledger, *r.id, m_deps.cfg, m_settings.max_retries, m_deps.clock, until_ms,
         [this] { return m_deps.cancel.stopped(); }, m_deps.pause);
     if (!w.settled) {
       r.error = Error(Errc::in_progress, w.held_by);
@@ -554,11 +554,10 @@ RunReport run_upload(const RunSpec &spec, RunDeps &deps, RunObserver &obs) {
     // the store's id marker shows this ledger's history is the store's (as repair checks
     // first): a restored ledger's UPLOADING rows may be ACTIVE in the other.
     auto store_agrees = [&] {
-      auto d = check_divergence(deps.ledger.role, deps.store, deps.clock);
+      auto d = check_divergence(deps.ledger, deps.store, deps.clock);
       return d && !d.value();
     };
-    auto a =
-        recover_abandoned(deps.ledger.role, deps.cfg, spec.settings.max_retries, deps.clock, store_agrees);
+    auto a = recover_abandoned(deps.ledger, deps.cfg, spec.settings.max_retries, deps.clock, store_agrees);
     if (a.failed > 0) obs.on_recovered(a.failed);
   }
   Run run(spec, deps, obs);

@@ -114,7 +114,7 @@ std::optional<ledger::RenewOutcome> Renewal::ask(int64_t now) {
   }
 }
 
-Transfer::Transfer(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
+Transfer::Transfer(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(settings), m_clock(clock) {}
 
@@ -126,8 +126,8 @@ std::unique_ptr<Renewal> Transfer::renewal(const ledger::FileRecord &rec, int64_
   // or after the last renewal that committed (Renewal).
   int64_t margin = std::clamp<int64_t>(m_s.policy.deadline_ms / 10, 200, 30'000);
   int64_t steady_deadline = steady_at_reserve + (rec.upload_deadline_at - wall_at_reserve) - margin;
-  return std::make_unique<Renewal>(m_ledger.uploads, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms,
-                                   steady_deadline, margin);
+  return std::make_unique<Renewal>(m_ledger, m_clock, rec, m_s.policy, m_s.cleanup.grace_ms, steady_deadline,
+                                   margin);
 }
 
 store::Metadata object_metadata(const store::ObjectOptions &options, const ledger::FileRecord &rec,
@@ -152,7 +152,7 @@ store::PutRequest Transfer::single_request(int fd, const ledger::FileRecord &rec
   req.key = rec.object_key;
   req.body = {fd, 0, static_cast<uint64_t>(rec.size), rec.sha256, sent_counter(), &renewal};
   req.content_type = rec.object_content_type();
-  req.metadata = object_metadata(m_s.options, rec, m_ledger.reads.uuid());
+  req.metadata = object_metadata(m_s.options, rec, m_ledger.uuid());
   req.options = m_s.options;
   req.options.metadata.clear(); // sent above
   req.options.content_type.clear();
@@ -168,7 +168,7 @@ Result<store::PutResult> Transfer::send(int fd, const ledger::FileRecord &rec, c
   options.metadata.clear(); // sent in meta
   options.content_type.clear();
   store::StagedRequest staged{rec.object_key, rec.object_content_type(),
-                              object_metadata(m_s.options, rec, m_ledger.reads.uuid()), options};
+                              object_metadata(m_s.options, rec, m_ledger.uuid()), options};
   return ours_if_landed(m_store, rec, send_staged(fd, rec, d, staged, renewal, note));
 }
 
@@ -261,7 +261,7 @@ Result<store::PutResult> Transfer::send_staged(int fd, const ledger::FileRecord 
     auto id = m_store.begin_staged(staged);
     if (!id) return id.error();
     // The handle is on the row before the first part, so cleanup can find it.
-    if (m_ledger.uploads.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
+    if (m_ledger.set_multipart_upload_id(rec.id, id.value(), m_clock.now_ms()) ==
         ledger::SetUploadIdOutcome::not_uploading) {
       abort_or_warn(m_store, rec.object_key, id.value());
       return Error(Errc::state_changed,

@@ -44,7 +44,7 @@ namespace {
 constexpr uint64_t k_confirm_alongside_max = 1ULL << 20;
 } // namespace
 
-Uploader::Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
+Uploader::Uploader(ledger::UploaderLedger &ledger, store::ObjectStore &store, UploadSettings settings,
                    const util::Clock &clock)
     : m_ledger(ledger), m_store(store), m_s(std::move(settings)), m_clock(clock),
       m_failure(m_ledger, m_store, m_s, m_clock), m_reservation(m_ledger, m_store, m_s, m_clock),
@@ -229,7 +229,7 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
     if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
         dup.size == static_cast<int64_t>(r.size) && dup.stat != f.file_stat && f.unchanged())
-      (void)m_ledger.uploads.record_stat(dup.id, f.file_stat, m_clock.now_ms());
+      (void)m_ledger.record_stat(dup.id, f.file_stat, m_clock.now_ms());
   };
   // This worker's own PUT in flight, or its pending confirm, may hold the same content.
   Reserved got = m_reservation.reserve(req, r, own_duplicate, [this] { m_confirms.settle_all(); });

@@ -30,7 +30,7 @@ namespace lodge::ops {
 class ConfirmPipeline {
 public:
   // `transfer` makes a PUT sent ahead; `failure` fails the rows that end before their confirm.
-  ConfirmPipeline(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
+  ConfirmPipeline(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
                   const util::Clock &clock, Transfer &transfer, RowFailure &failure);
   // Waits for a PUT still in flight (its result is lost: finish() first).
   ~ConfirmPipeline();
@@ -91,7 +91,7 @@ private:
   // Settles the oldest pending files until at most `keep` are left.
   void settle_tails(size_t keep);
 
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   const UploadSettings &m_s;
   const util::Clock &m_clock;

@@ -48,7 +48,7 @@ struct DirectReservation {
 
 class DirectUploads {
 public:
-  DirectUploads(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
+  DirectUploads(ledger::UploaderLedger &ledger, store::ObjectStore &store, UploadSettings settings,
                 const util::Clock &clock);
   DirectUploads(const DirectUploads &) = delete;
   DirectUploads &operator=(const DirectUploads &) = delete;
@@ -95,7 +95,7 @@ private:
   // object goes).
   void fail_sent(const ledger::FileRecord &rec, const Error &e, int64_t url_until);
 
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   UploadSettings m_s; // the collaborators below read it: declared before them
   const util::Clock &m_clock;

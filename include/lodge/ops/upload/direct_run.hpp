@@ -12,7 +12,7 @@ namespace lodge::ops {
 
 // reserve: UNSUPPORTED when the store cannot sign an upload URL, the store's refusal of the
 // object options, then the reservation.
-[[nodiscard]] DirectReservation reserve_direct(UploaderLedger ledger, store::ObjectStore &st,
+[[nodiscard]] DirectReservation reserve_direct(ledger::UploaderLedger &ledger, store::ObjectStore &st,
                                                const UploadSettings &s, const util::Clock &clock,
                                                const DirectRequest &d);
 
@@ -22,7 +22,7 @@ struct ConfirmReport {
   // The worst of the results' (direct_exit_status); 0 when there were none.
   [[nodiscard]] int exit_status() const;
 };
-[[nodiscard]] ConfirmReport confirm_direct(UploaderLedger ledger, store::ObjectStore &st,
+[[nodiscard]] ConfirmReport confirm_direct(ledger::UploaderLedger &ledger, store::ObjectStore &st,
                                            const UploadSettings &s, const util::Clock &clock,
                                            const std::vector<int64_t> &ids, bool all_due);
 

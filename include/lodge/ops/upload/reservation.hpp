@@ -42,7 +42,7 @@ struct Reserved {
 
 class Reservation {
 public:
-  Reservation(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
+  Reservation(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
               const util::Clock &clock);
 
   // The run's part of a reserve request, and the file's from r (relative path, digest, size,
@@ -73,7 +73,7 @@ private:
   // caller reserves again; false when another process holds it or its deadline passed.
   bool wait_for_own(const ledger::FileRecord &uploading, int waits, const std::function<void()> &settle_own);
 
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   const UploadSettings &m_s;
   const util::Clock &m_clock;

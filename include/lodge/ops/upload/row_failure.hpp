@@ -16,7 +16,7 @@ namespace lodge::ops {
 
 class RowFailure {
 public:
-  RowFailure(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
+  RowFailure(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
              const util::Clock &clock);
   // Marks the row failed (definite: nothing more can land; then compensates at once unless
   // `kept_until` is set: the staged upload stays for a later run to resume, its cleanup due
@@ -28,7 +28,7 @@ public:
   void clean_up_now(const ledger::FileRecord &rec);
 
 private:
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   const UploadSettings &m_s;
   const util::Clock &m_clock;

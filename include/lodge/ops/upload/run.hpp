@@ -91,7 +91,7 @@ struct RunSpec {
 };
 
 struct RunDeps {
-  UploaderLedger ledger; // this thread's connection: recovery, the in-progress retries
+  ledger::UploaderLedger &ledger; // this thread's connection: recovery, the in-progress retries
   // One connection per worker (thread-safe to call): a ledger::LedgerPool's worker(), or a
   // test's handle onto its one fake.
   std::function<std::shared_ptr<ledger::Ledger>()> worker_ledger;

@@ -104,7 +104,7 @@ struct TransferNote {
 
 class Transfer {
 public:
-  Transfer(UploaderLedger ledger, store::ObjectStore &store, const UploadSettings &settings,
+  Transfer(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
            const util::Clock &clock);
 
   // The bound of a transfer of the row `rec` reserved at `wall_at_reserve` (the wall clock)
@@ -147,7 +147,7 @@ private:
     return m_s.progress ? &m_s.progress->sent : nullptr;
   }
 
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   const UploadSettings &m_s;
   const util::Clock &m_clock;

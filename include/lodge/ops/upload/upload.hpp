@@ -31,7 +31,7 @@ namespace lodge::ops {
 
 class Uploader {
 public:
-  Uploader(UploaderLedger ledger, store::ObjectStore &store, UploadSettings settings,
+  Uploader(ledger::UploaderLedger &ledger, store::ObjectStore &store, UploadSettings settings,
            const util::Clock &clock);
   // Waits for a PUT still in flight (its result is lost: finish() first).
   ~Uploader();
@@ -70,7 +70,7 @@ private:
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
 
-  UploaderLedger m_ledger;
+  ledger::UploaderLedger &m_ledger;
   store::ObjectStore &m_store;
   UploadSettings m_s; // the collaborators below read it: declared before them
   const util::Clock &m_clock;

@@ -1,6 +1,6 @@
 #pragma once
-// What every room of an upload is given: its settings (UploadSettings), the ledger roles it
-// takes (UploaderLedger) and the counters a run's progress line reads (Progress). The uploader
+// What every room of an upload is given besides its ledger role (ledger::UploaderLedger): its
+// settings (UploadSettings) and the counters a run's progress line reads (Progress). The uploader
 // (upload.hpp), the rooms it works through and direct uploads (direct.hpp) share them.
 
 #include <atomic>
@@ -73,23 +73,6 @@ struct UploadSettings {
   // one PUT at most); its PUT begins only after its reserve committed (I2). Parts stay on
   // the worker.
   bool send_ahead = false;
-};
-
-// The ledger roles an upload takes (the Uploader, and ops::run_upload's RunDeps): its own
-// transitions (uploads), the reserve's id block and the divergence check (blocks), the
-// compensation it runs for a failed file (tasks), the rows it reads and the uuid its
-// objects are stamped with (reads), a missing duplicate's row, a gone sender's rows and
-// direct uploads' failures (recovery). Everything but the ledger's own records (meta).
-// Made from the whole ledger implicitly.
-struct UploaderLedger {
-  ledger::UploadLedger &uploads;
-  ledger::TaskLedger &tasks;
-  ledger::RecoveryLedger &recovery;
-  ledger::LedgerReports &reads;
-  ledger::IdBlockLedger &blocks;
-  ledger::UploaderLedger &role;     // what IdBlocks::reserve, run_claimed_task and the holder's steps take
-  UploaderLedger(ledger::Ledger &l) // NOLINT(google-explicit-constructor)
-      : uploads(l), tasks(l), recovery(l), reads(l), blocks(l), role(l) {}
 };
 
 } // namespace lodge::ops
