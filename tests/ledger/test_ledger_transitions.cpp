@@ -1257,6 +1257,9 @@ TEST_CASE("record_job_run and status: counts by state, due and dead tasks, the l
 
 TEST_SUITE_END(); // sqlonly
 
+// In the contract like every case above: outside a suite no CTest entry ran it.
+TEST_SUITE_BEGIN("contract");
+
 TEST_CASE(
     "fail_abandoned: only an alive UPLOADING row still held by that holder; its task due after the grace") {
   LedgerFixture e;
@@ -1296,3 +1299,5 @@ TEST_CASE(
   CHECK(e.l->held_uploads("boot=b pidns=1 ", 10).empty());
   CHECK(e.l->held_uploads("boot=c pidns=1 ", 10).size() == 1);
 }
+
+TEST_SUITE_END(); // contract
