@@ -1,6 +1,7 @@
 #pragma once
-// The command line: parses arguments, builds the configuration from flags, environment
-// and file, calls the core, prints. Only this layer reads argv and the environment.
+// The command line, a renderer: it parses arguments, hands the flags and the environment to
+// the configuration and to ops, renders what ops returns and exits with the status ops
+// decided. Only this layer reads argv and the environment, prints or exits.
 
 #include <cstdio>
 #include <functional>

@@ -75,7 +75,7 @@ struct Fetcher {
   }
 
   // The summary, and the exit status.
-  [[nodiscard]] int finish(bool many) const {
+  [[nodiscard]] int summary(bool many) const {
     const bool stopped = interrupted();
     const auto &t = tally;
     if (ctx.g.json)
@@ -162,7 +162,7 @@ Command add_get(CLI::App &app) {
                                             [&](const ledger::FileRecord &r) { return f.fetch(r); });
             for (const auto &r : rows)
               if (!f.fetch(r)) break;
-            return f.finish(many);
+            return f.summary(many);
           }};
 }
 
