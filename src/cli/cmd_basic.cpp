@@ -134,7 +134,7 @@ Command add_status(CLI::App &app) {
             if (ctx.g.json)
               ctx.print_json(ops::status_json(report, health, l.location()));
             else if (!ctx.g.quiet)
-              ctx.print_text(ops::status_text(report, health, l.location(), ctx.g.verbose > 0));
+              Context::print_text(ops::status_text(report, health, l.location(), ctx.g.verbose > 0));
             else if (opts->check) // -q: the reasons alone, one line each (what cron mails)
               for (const auto &reason : health.reasons)
                 std::printf("%s: %s\n", reason.code.c_str(),

@@ -109,7 +109,7 @@ Command add_show(CLI::App &app) {
             if (ctx.g.json)
               ctx.print_json(ops::show_json(r, t));
             else
-              ctx.print_text(ops::show_text(r, t));
+              Context::print_text(ops::show_text(r, t));
             return exit_status(Errc::ok);
           }};
 }

@@ -356,6 +356,7 @@ LodgeError usage_error(const CLI::ParseError &e, int argc, char **argv, CLI::App
       if (opt && opt->get_expected_min() > 0) ++i;
     }
     std::vector<std::string> names;
+    names.reserve(commands.size());
     for (const auto &c : commands)
       names.push_back(c.app->get_name());
     const bool is_command = std::find(names.begin(), names.end(), first) != names.end();

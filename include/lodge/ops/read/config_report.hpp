@@ -11,7 +11,9 @@
 
 namespace lodge::ops {
 
-struct ConfigReport {
+// Its implicit destructor is nlohmann::json's, which frees nested values through a std::vector
+// (lodge does not handle running out of memory).
+struct ConfigReport {    // NOLINT(bugprone-exception-escape)
   nlohmann::json config; // config::to_json, with "ledger" and "credentials"
   nlohmann::json chain;  // [{provider, used, why}]
   bool needs_credentials = false;
