@@ -4,7 +4,10 @@
 # as outputs (GitHub: ids, summary, results; dotenv: LODGE_IDS, LODGE_SUMMARY, LODGE_RESULTS).
 #   LODGE_CI_PATHS   files and directories, separated by blanks or newlines (no globbing)
 #   LODGE_CI_PREFIX  the run's prefix, e.g. builds/$CI_PIPELINE_ID (default: none)
-#   LODGE_CI_ARGS    more options of lodge upload (e.g. --exclude '*.tmp'), split at blanks
+#   LODGE_CI_ARGS    more arguments of lodge upload, one a line, taken as they are (never split
+#                    at blanks, no quotes: --exclude and *.tmp on two lines, or --exclude=*.tmp)
+#   LODGE_CI_INIT    true (default): create the ledger with `lodge init` when there is none yet
+#                    (the first run); false: a missing ledger is an error (LEDGER_NOT_FOUND)
 #   LODGE_CI_METADATA  true (default): record the job's commit, ref, run id and URL on each file
 #                    (lodge upload --ci-metadata: cicommit, ciref, cirun, ciurl, cisystem, cirepo,
 #                    cireftype)
@@ -15,12 +18,44 @@ set -eu
 
 [ -n "${LODGE_CI_PATHS:-}" ] || lodge_ci_fail "LODGE_CI_PATHS is empty: name the files or directories to upload"
 lodge_ci_metadata_flag
+case ${LODGE_CI_INIT:-true} in
+true | false) ;;
+*) lodge_ci_fail "LODGE_CI_INIT is '$LODGE_CI_INIT': expected true or false" ;;
+esac
 lodge_ci_credentials
 results=${LODGE_CI_RESULTS:-$(lodge_ci_tmp)/uploaded.jsonl}
 
-set -f # the paths are taken as given, never globbed here
-# shellcheck disable=SC2086 # split at blanks on purpose
-set -- $lodge_ci_metadata ${LODGE_CI_ARGS:-} ${LODGE_CI_PREFIX:+--prefix "$LODGE_CI_PREFIX"} -- $LODGE_CI_PATHS
+# The first run of a pipeline has no ledger yet: only `lodge init` creates one (a no-op, or two
+# at once, for a ledger that is there; it is run only when status says there is none).
+if [ "${LODGE_CI_INIT:-true}" = true ]; then
+    case $(lodge_ci_lodge --json status 2>&1) in
+    *'"code":"LEDGER_NOT_FOUND"'*)
+        lodge_ci_lodge init >&2
+        echo "lodge-ci: there was no ledger: created it (lodge init)" >&2
+        ;;
+    esac
+fi
+
+set -f # the arguments and paths are taken as given, never globbed here
+# shellcheck disable=SC2086 # the flag, or nothing
+set -- $lodge_ci_metadata
+# LODGE_CI_ARGS: one argument a line (IFS a newline: blanks and quotes stay in the argument).
+lodge_ci_ifs=$IFS
+IFS='
+'
+for a in ${LODGE_CI_ARGS:-}; do
+    # An option's name holds no blank: "--exclude '*.map'" is the old blank-split form, whose
+    # quotes would reach lodge as part of the pattern.
+    case ${a%%=*} in
+    -*[[:blank:]]*) lodge_ci_fail "LODGE_CI_ARGS line \"$a\": one argument a line, no quotes: put ${a%%[[:blank:]]*} and its value on two lines, or write ${a%%[[:blank:]]*}=VALUE" ;;
+    esac
+    set -- "$@" "$a"
+done
+IFS=$lodge_ci_ifs
+if [ -n "${LODGE_CI_PREFIX:-}" ]; then set -- "$@" --prefix "$LODGE_CI_PREFIX"; fi
+set -- "$@" --
+# The paths: split at blanks and newlines.
+for p in $LODGE_CI_PATHS; do set -- "$@" "$p"; done
 set +f
 status=0
 lodge_ci_lodge --json upload "$@" > "$results" || status=$?
