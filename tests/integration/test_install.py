@@ -1,9 +1,13 @@
-"""What an installed lodge carries: `lodge --version` (its libraries, as they report themselves)
-and the systemd units of dist/systemd (each parses; each job and schedule is the README's)."""
+"""What an installed lodge carries: `lodge --version` (its libraries, as they report themselves),
+the systemd units of dist/systemd (each parses; each job and schedule is the README's; each
+scores at most 2.0 in systemd-analyze security; each runs as its command line says), the
+textfile step of lodge-status (dist/libexec/publish-textfile) and the one default ledger of the
+units, the example crontab and the example configuration."""
 
 import ctypes
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -13,7 +17,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, main  # noqa: E402
 
 UNITS_SRC = os.path.join(SOURCE_DIR, "dist", "systemd")
+UNITS_BUILT = os.path.join(os.path.dirname(LODGE), "systemd")
+PUBLISH = os.path.join(SOURCE_DIR, "dist", "libexec", "publish-textfile")
+INSTALLED_PUBLISH = "/usr/libexec/lodge/publish-textfile"
+EXAMPLES = os.path.join(SOURCE_DIR, "dist", "examples")
 JOBS = ("sweep", "repair", "reconcile", "status", "confirm", "prune")
+LEDGER = "/var/lib/lodge/ledger.db"
+TEXTFILE = "/var/lib/lodge/lodge.prom"
 
 
 def linked_library(fragment):
@@ -95,14 +105,15 @@ class Version(LodgeTestCase):
 
 def units_for_verify(dest):
     """The built services (build/systemd, ExecStart as installed) and the timers, copied to
-    `dest` with ExecStart naming the built binary (verify checks that it is executable)."""
-    built = os.path.join(os.path.dirname(LODGE), "systemd")
+    `dest` with ExecStart naming the built binary (verify checks that it is executable) and
+    ExecStopPost the source's publish-textfile."""
     paths = []
     for job in JOBS:
-        for src in (os.path.join(built, f"lodge-{job}.service"), os.path.join(UNITS_SRC, f"lodge-{job}.timer")):
+        for src in (os.path.join(UNITS_BUILT, f"lodge-{job}.service"), os.path.join(UNITS_SRC, f"lodge-{job}.timer")):
             with open(src) as f:
                 text = f.read()
             text = re.sub(r"^ExecStart=\S+", f"ExecStart={LODGE}", text, flags=re.M)
+            text = text.replace(INSTALLED_PUBLISH, PUBLISH)
             path = os.path.join(dest, os.path.basename(src))
             with open(path, "w") as f:
                 f.write(text)
@@ -121,20 +132,58 @@ def directives(path):
     return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
 
 
-def readme_crontab():
-    """Job name -> (cron schedule fields, command words) from README's "Running from cron"."""
+def all_values(d, key):
+    """Every value of `key` in directives(), as a list (none, one or several lines)."""
+    v = d.get(key, [])
+    return v if isinstance(v, list) else [v]
+
+
+def unit_environment(d):
+    """The unit's Environment= lines as a dict (each line one VAR=value here)."""
+    return dict(v.split("=", 1) for v in all_values(d, "Environment"))
+
+
+def crontab_lines(text):
+    """(environment assignments, job lines) of a crontab: comments and blank lines dropped."""
+    env, jobs = {}, []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", line):
+            k, v = line.split("=", 1)
+            env[k] = v
+        else:
+            jobs.append(line)
+    return env, jobs
+
+
+def readme_crontab_block():
+    """The first cron block of README's "Running from cron" (the lodge user's crontab)."""
     with open(os.path.join(SOURCE_DIR, "README.md")) as f:
         text = f.read()
-    block = text.split("## Running from cron", 1)[1].split("```cron", 1)[1].split("```", 1)[0]
+    return text.split("## Running from cron", 1)[1].split("```cron", 1)[1].split("```", 1)[0]
+
+
+def readme_crontab():
+    """Job name -> (cron schedule fields, command words) from README's "Running from cron"."""
+    _, lines = crontab_lines(readme_crontab_block())
     jobs = {}
-    for line in block.splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
+    for line in lines:
         words = line.split("#")[0].split()
         schedule, command = words[:5], words[5:]
         job = command[2]
         jobs.setdefault(job, []).append((schedule, command))
     return jobs
+
+
+# The sandbox's settings (what test_the_score_would_catch_a_unit_without_its_sandbox drops).
+SANDBOX_KEYS = {
+    "UMask", "ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices", "PrivateMounts", "PrivateUsers",
+    "NoNewPrivileges", "CapabilityBoundingSet", "AmbientCapabilities", "ProtectKernelTunables",
+    "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups", "ProtectClock", "ProtectHostname",
+    "RestrictAddressFamilies", "RestrictNamespaces", "RestrictRealtime", "RestrictSUIDSGID", "LockPersonality",
+    "MemoryDenyWriteExecute", "RemoveIPC", "KeyringMode", "DevicePolicy", "SystemCallArchitectures",
+    "SystemCallFilter", "SystemCallErrorNumber", "StateDirectory", "ReadWritePaths"}
 
 
 class SystemdUnits(LodgeTestCase):
@@ -166,10 +215,11 @@ class SystemdUnits(LodgeTestCase):
         p = self.verify([service])
         self.assertIn("Failed to parse protect system value", p.stdout + p.stderr)
 
+    def services(self):
+        return [p for p in units_for_verify(self.dir) if p.endswith(".service")]
+
     def test_each_service_is_a_sandboxed_oneshot_as_the_lodge_user(self):
-        for path in units_for_verify(self.dir):
-            if not path.endswith(".service"):
-                continue
+        for path in self.services():
             d = directives(path)
             with self.subTest(unit=os.path.basename(path)):
                 self.assertEqual(d["Type"], "oneshot")
@@ -177,17 +227,78 @@ class SystemdUnits(LodgeTestCase):
                 self.assertEqual(d["EnvironmentFile"], "-/etc/default/lodge")
                 self.assertEqual(d["StateDirectory"], "lodge")
                 self.assertEqual(d["ProtectSystem"], "strict")
-                self.assertIn("/var/lib/lodge", d["ReadWritePaths"].split())
-                for k in ("NoNewPrivileges", "PrivateTmp", "ProtectHome"):
+                self.assertEqual(d["ReadWritePaths"].split(), ["/var/lib/lodge"])
+                for k in ("NoNewPrivileges", "PrivateTmp", "PrivateDevices", "PrivateUsers"):
                     self.assertEqual(d[k], "true", k)
+                # Uploads read any path the administrator names: home directories stay readable.
+                self.assertEqual(d["ProtectHome"], "read-only")
+                self.assertEqual(d["RestrictAddressFamilies"].split(), ["AF_UNIX", "AF_INET", "AF_INET6"])
+                self.assertEqual(d["CapabilityBoundingSet"], "")
                 # XDG_DATA_HOME=/var/lib: lodge's default ledger is in the writable directory.
-                self.assertEqual(d["Environment"], "XDG_DATA_HOME=/var/lib")
+                self.assertEqual(unit_environment(d)["XDG_DATA_HOME"], "/var/lib")
+                # Idle until configured: the package enables the timers on install.
+                self.assertEqual(all_values(d, "ConditionPathExists"),
+                                 ["|/etc/default/lodge", "|/etc/lodge/config.json"])
+
+    def test_every_service_has_the_same_sandbox(self):
+        # One sandbox for the six jobs: the lines from StateDirectory= to the end of [Service].
+        sandboxes = set()
+        for path in self.services():
+            with open(path) as f:
+                text = f.read()
+            sandboxes.add(text[text.index("StateDirectory="):])
+        self.assertEqual(len(sandboxes), 1)
+
+    def security(self, path):
+        """systemd-analyze security's overall exposure of the unit file: (score, the output)."""
+        p = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", path],
+                           capture_output=True, text=True, cwd=self.dir)
+        m = re.search(r"Overall exposure level for \S+: (\d+\.\d+) ", p.stdout)
+        self.assertIsNotNone(m, p.stdout + p.stderr)
+        return float(m.group(1)), p.stdout
+
+    def test_each_service_scores_at_most_2_in_systemd_analyze_security(self):
+        for path in self.services():
+            with self.subTest(unit=os.path.basename(path)):
+                score, out = self.security(path)
+                self.assertLessEqual(score, 2.0, out)
+
+    def test_the_score_would_catch_a_unit_without_its_sandbox(self):
+        # The check above means something: the units as they were (user, ProtectSystem,
+        # ProtectHome, PrivateTmp, NoNewPrivileges only) scored 8.5.
+        path = self.services()[0]
+        with open(path) as f:
+            text = f.read()
+        keep = ("StateDirectory", "ReadWritePaths", "ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges")
+        text = "\n".join(line for line in text.splitlines()
+                         if not re.match(r"^[A-Z]\w*=", line) or line.split("=")[0] not in SANDBOX_KEYS
+                         or line.split("=")[0] in keep)
+        with open(path, "w") as f:
+            f.write(text + "\n")
+        score, out = self.security(path)
+        self.assertGreater(score, 2.0, out)
+
+    def test_the_three_settings_that_do_not_fit_lodge_are_off_and_said_why(self):
+        for path in self.services():
+            d = directives(path)
+            with open(path) as f:
+                comments = "".join(line for line in f if line.startswith("#"))
+            with self.subTest(unit=os.path.basename(path)):
+                # lodge calls setrlimit (its open-file limit): @resources stays allowed.
+                self.assertIn("@system-service", all_values(d, "SystemCallFilter"))
+                self.assertFalse([v for v in all_values(d, "SystemCallFilter") if "@resources" in v])
+                # It reads /proc/sys/kernel/random/boot_id, and other users' /proc/PID/stat.
+                self.assertNotIn("ProcSubset", d)
+                self.assertNotIn("ProtectProc", d)
+                for setting, why in (("SystemCallFilter=~@resources", "setrlimit"), ("ProcSubset=pid", "boot id"),
+                                     ("ProtectProc=invisible", "other users' uploads")):
+                    self.assertRegex(comments, rf"# - {re.escape(setting)}: [^\n]*{re.escape(why)}")
 
     def test_jobs_and_schedules_are_the_readme_crontabs(self):
         cron = readme_crontab()
         for job in JOBS:
             with self.subTest(job=job):
-                service = directives(os.path.join(os.path.dirname(LODGE), "systemd", f"lodge-{job}.service"))
+                service = directives(os.path.join(UNITS_BUILT, f"lodge-{job}.service"))
                 timer = directives(os.path.join(UNITS_SRC, f"lodge-{job}.timer"))
                 self.assertEqual(timer["Persistent"], "true")
                 self.assertIn("RandomizedDelaySec", timer)
@@ -197,13 +308,67 @@ class SystemdUnits(LodgeTestCase):
                 if job == "status":
                     # One unit does both status lines: the textfile, and --check's exit status
                     # (the unit fails, so OnFailure= alerts).
-                    self.assertEqual(args, ["-q", "status", "--check", "--prometheus",
-                                            "/var/lib/node_exporter/textfile/lodge.prom"])
-                    self.assertIn(["-q", "status", "--prometheus", "/var/lib/node_exporter/textfile/lodge.prom"],
-                                  commands)
+                    self.assertEqual(args, ["-q", "status", "--check", "--prometheus", TEXTFILE])
+                    self.assertIn(["-q", "status", "--prometheus", TEXTFILE], commands)
                 else:
                     self.assertIn(args, commands)
                 self.assertIn(self.cron_of(timer["OnCalendar"]), schedules)
+
+    def test_each_service_runs_as_its_command_lines_say(self):
+        # Each ExecStart (and lodge-status's ExecStopPost) as the unit runs it, with the unit's
+        # Environment= and an /etc/default/lodge naming a file:// store; /var/lib stands for a
+        # directory of the test's (the user lodge and the sandbox need systemd, not here).
+        var_lib = os.path.join(self.dir, "var-lib")
+        textfile_dir = os.path.join(self.dir, "node-exporter")
+        os.makedirs(os.path.join(var_lib, "lodge"))
+        os.makedirs(textfile_dir)
+        default = {"LODGE_STORE": f"file://{self.dir}/store", "LODGE_TEXTFILE_DIR": textfile_dir}
+
+        def command_line(d, key):
+            line = d[key].replace("/var/lib", var_lib).replace(INSTALLED_PUBLISH, PUBLISH)
+            line = re.sub(r"^[-+@:!]+", "", line)
+            env = {**unit_environment(d), **default}
+            env["XDG_DATA_HOME"] = env["XDG_DATA_HOME"].replace("/var/lib", var_lib)
+            words = [env.get(w[2:-1], "") if re.fullmatch(r"\$\{\w+\}", w) else w for w in line.split()]
+            return words, env
+
+        def run(words, env):
+            e = {k: v for k, v in self.env.items() if k not in ("XDG_DATA_HOME", "LODGE_DB")}
+            e.update(env)
+            return subprocess.run(words, capture_output=True, text=True, env=e, timeout=120)
+
+        services = {os.path.basename(p)[len("lodge-"):-len(".service")]: directives(p) for p in self.services()}
+        words, env = command_line(services["sweep"], "ExecStart")
+        p = run([LODGE, "-q", "init"], env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertTrue(os.path.exists(os.path.join(var_lib, "lodge", "ledger.db")))
+        for job in ("sweep", "repair", "confirm", "reconcile", "prune", "status"):
+            with self.subTest(job=job):
+                words, env = command_line(services[job], "ExecStart")
+                self.assertEqual(words[0], LODGE)
+                p = run(words, env)
+                self.assertEqual(p.returncode, 0, f"{words}: {p.stdout}{p.stderr}")
+        words, env = command_line(services["status"], "ExecStopPost")
+        self.assertEqual(words, [PUBLISH, os.path.join(var_lib, "lodge", "lodge.prom"), textfile_dir, "lodge"])
+        # As the current user here (the unit reads it as lodge): the same file, published.
+        words[-1] = pwd.getpwuid(os.getuid()).pw_name
+        p = run(words, env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(textfile_dir, "lodge.prom")) as f:
+            self.assertIn("lodge_health_ok 1\n", f.read())
+
+    def test_the_status_unit_publishes_into_debians_textfile_directory(self):
+        d = directives(os.path.join(UNITS_BUILT, "lodge-status.service"))
+        env = unit_environment(d)
+        # Debian's prometheus-node-exporter: --collector.textfile.directory's default there.
+        self.assertEqual(env["LODGE_TEXTFILE_DIR"], "/var/lib/prometheus/node-exporter")
+        self.assertEqual(d["ExecStopPost"], f"-+{INSTALLED_PUBLISH} {TEXTFILE} ${{LODGE_TEXTFILE_DIR}} lodge")
+        # /etc/default/lodge is read after Environment= (its LODGE_TEXTFILE_DIR wins), and says so.
+        with open(os.path.join(UNITS_BUILT, "lodge-status.service")) as f:
+            lines = [line.split("=", 1)[0] for line in f if not line.startswith("#")]
+        self.assertLess(max(i for i, k in enumerate(lines) if k == "Environment"), lines.index("EnvironmentFile"))
+        with open(os.path.join(EXAMPLES, "etc-default-lodge")) as f:
+            self.assertIn("#LODGE_TEXTFILE_DIR=/var/lib/prometheus/node-exporter\n", f.read())
 
     @staticmethod
     def cron_of(on_calendar):
@@ -222,6 +387,149 @@ class SystemdUnits(LodgeTestCase):
             p = subprocess.run(["systemd-analyze", "calendar", expr], capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stderr)
             self.assertIn(f"Normalized form: {normalized}", p.stdout)
+
+
+class OneLedger(LodgeTestCase):
+    """The units, the package's crontab (README's) and the example configuration name one
+    ledger, /var/lib/lodge/ledger.db, as lodge itself resolves it."""
+
+    def resolved_ledger(self, env, *args):
+        # As the user lodge gets it (home /var/lib/lodge), from cron or a unit: nothing of
+        # this machine's configuration (an empty --config stands for /etc/lodge/config.json).
+        empty = self.write("empty.json", "{}")
+        e = {"PATH": os.environ["PATH"], "HOME": "/var/lib/lodge", **env}
+        argv = [LODGE, "--json"] + (list(args) or ["--config", empty]) + ["config"]
+        p = subprocess.run(argv, capture_output=True, text=True, env=e, cwd=self.dir)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)["ledger"]
+
+    def test_units_crontab_and_config_json_name_the_same_ledger(self):
+        for job in JOBS:
+            with self.subTest(unit=f"lodge-{job}.service"):
+                d = directives(os.path.join(UNITS_BUILT, f"lodge-{job}.service"))
+                self.assertEqual(self.resolved_ledger(unit_environment(d)), LEDGER)
+        with open(os.path.join(EXAMPLES, "crontab")) as f:
+            cron_env, _ = crontab_lines(f.read())
+        self.assertEqual(self.resolved_ledger(cron_env), LEDGER)
+        self.assertEqual(self.resolved_ledger({}, "--config", os.path.join(EXAMPLES, "config.json")), LEDGER)
+
+    def test_without_its_environment_line_the_crontab_would_use_another_ledger(self):
+        # What the crontab's XDG_DATA_HOME line is for: cron's HOME is lodge's home.
+        self.assertEqual(self.resolved_ledger({}), "/var/lib/lodge/.local/share/lodge/ledger.db")
+
+    def test_readme_shows_the_packages_crontab(self):
+        with open(os.path.join(EXAMPLES, "crontab")) as f:
+            example = crontab_lines(f.read())
+        readme = crontab_lines(readme_crontab_block())
+        self.assertEqual(readme[0], example[0])
+        # The same jobs (README's comments may point at its own sections).
+        strip = lambda lines: [line.split("#")[0].rstrip() for line in lines]  # noqa: E731
+        self.assertEqual(strip(readme[1]), strip(example[1]))
+
+    def test_the_crontabs_textfile_is_where_the_lodge_user_writes(self):
+        with open(os.path.join(EXAMPLES, "crontab")) as f:
+            text = f.read()
+        self.assertIn(f"lodge -q status --prometheus {TEXTFILE}\n", text)
+        self.assertIn(f"root  {INSTALLED_PUBLISH} {TEXTFILE} /var/lib/prometheus/node-exporter\n", text)
+
+
+class PublishTextfile(LodgeTestCase):
+    """dist/libexec/publish-textfile: lodge-status's root step into node exporter's directory."""
+
+    def setUp(self):
+        super().setUp()
+        self.user = pwd.getpwuid(os.getuid()).pw_name
+        self.state = os.path.join(self.dir, "state")
+        self.textfiles = os.path.join(self.dir, "textfiles")
+        os.makedirs(self.state)
+        self.src = os.path.join(self.state, "lodge.prom")
+        r = self.lodge("init", env={"LODGE_STORE": f"file://{self.dir}/store"})
+        self.assertEqual(r.rc, 0, r)
+        r = self.lodge("-q", "status", "--prometheus", self.src)
+        self.assertEqual(r.rc, 0, r)
+
+    def publish(self, *args):
+        return subprocess.run([PUBLISH, self.src, self.textfiles, *args], capture_output=True, text=True,
+                              timeout=60)
+
+    def test_publishes_a_copy_readable_by_node_exporter_atomically(self):
+        os.makedirs(self.textfiles)
+        os.utime(self.src, (1700000000.5, 1700000000.5))
+        p = self.publish(self.user)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        dest = os.path.join(self.textfiles, "lodge.prom")
+        with open(dest) as f, open(self.src) as g:
+            self.assertEqual(f.read(), g.read())
+        st = os.stat(dest)
+        self.assertEqual(st.st_mode & 0o7777, 0o644)
+        # The time lodge wrote it: node_textfile_mtime_seconds says how old the metrics are.
+        self.assertEqual(st.st_mtime, 1700000000.5)
+        # Only the file: no temporary file left for node exporter to read.
+        self.assertEqual(os.listdir(self.textfiles), ["lodge.prom"])
+
+    def test_a_missing_directory_is_said_once_and_is_not_a_failure(self):
+        first = self.publish(self.user)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        self.assertIn(f"{self.textfiles} does not exist", first.stderr)
+        self.assertIn("LODGE_TEXTFILE_DIR", first.stderr)
+        again = self.publish(self.user)
+        self.assertEqual((again.returncode, again.stderr), (0, ""))
+        # Once it exists the file goes there, and its going away again is said again.
+        os.makedirs(self.textfiles)
+        p = self.publish(self.user)
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertTrue(os.path.exists(os.path.join(self.textfiles, "lodge.prom")))
+        shutil.rmtree(self.textfiles)
+        p = self.publish(self.user)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("does not exist", p.stderr)
+
+    def test_an_empty_directory_turns_publishing_off(self):
+        p = subprocess.run([PUBLISH, self.src, "", self.user], capture_output=True, text=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
+
+    def test_a_missing_textfile_fails_the_step_and_keeps_the_published_one(self):
+        os.makedirs(self.textfiles)
+        self.assertEqual(self.publish(self.user).returncode, 0)
+        os.unlink(self.src)
+        p = self.publish(self.user)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("not a regular file", p.stderr)
+        self.assertEqual(os.listdir(self.textfiles), ["lodge.prom"])
+
+    def test_a_link_planted_by_the_lodge_user_does_not_publish_a_secret(self):
+        # Root publishes, reading the textfile as the user whose directory holds it: a link
+        # there to a file only root may read publishes nothing. Needs root and another user.
+        if os.getuid() != 0:
+            self.skipTest("needs root: the step drops to the lodge user (setpriv) as root does")
+        nobody = pwd.getpwnam("nobody")
+        os.chmod(self.dir, 0o755)
+        os.chown(self.state, nobody.pw_uid, nobody.pw_gid)
+        os.makedirs(self.textfiles)
+        secret = self.write("shadow", "root:$y$secret-hash:19000:0:99999:7:::\n")
+        os.chmod(secret, 0o600)
+        os.unlink(self.src)
+        os.symlink(secret, self.src)
+        p = self.publish("nobody")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("cannot read it as nobody", p.stderr)
+        self.assertEqual(os.listdir(self.textfiles), [])
+        # The same link to a file nobody may read is published: it is the reading user that
+        # stopped the secret, not the link.
+        os.chmod(secret, 0o644)
+        p = self.publish("nobody")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(self.textfiles, "lodge.prom")) as f:
+            self.assertIn("secret-hash", f.read())
+
+    def test_a_fifo_is_not_read(self):
+        os.makedirs(self.textfiles)
+        os.unlink(self.src)
+        os.mkfifo(self.src)
+        p = self.publish(self.user)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("not a regular file", p.stderr)
+        self.assertEqual(os.listdir(self.textfiles), [])
 
 
 if __name__ == "__main__":
