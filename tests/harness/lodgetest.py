@@ -47,6 +47,30 @@ def _schema_version():
 
 SCHEMA_VERSION = _schema_version()
 
+
+def project_version():
+    """x.y.z of `project(lodge VERSION x.y.z` in this tree's CMakeLists.txt: the version a
+    release is tagged with and its assets are named after."""
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        m = re.search(r"^project\(lodge VERSION (\d+\.\d+\.\d+)[ )]", f.read(), re.M)
+    if not m:
+        raise AssertionError("CMakeLists.txt has no `project(lodge VERSION x.y.z`")
+    return m.group(1)
+
+
+def release_dist(os_release="/etc/os-release"):
+    """${ID}${VERSION_ID} of an os-release file (debian12, ubuntu24.04): a release asset's
+    <dist>, as the release workflow names its containers; "" when the file is missing."""
+    fields = {}
+    try:
+        with open(os_release) as f:
+            for line in f:
+                k, _, v = line.strip().partition("=")
+                fields[k] = v.strip('"')
+    except FileNotFoundError:
+        return ""
+    return fields.get("ID", "") + fields.get("VERSION_ID", "")
+
 LEDGER = os.environ.get("LODGE_TEST_LEDGER", "sqlite") or "sqlite"
 if LEDGER not in ("sqlite", "postgres"):
     raise SystemExit(f"LODGE_TEST_LEDGER={LEDGER!r}: must be 'sqlite' or 'postgres'")

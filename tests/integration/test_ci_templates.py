@@ -25,7 +25,7 @@ import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, PresignCheckingMoto, S3TestCase, SOURCE_DIR, main  # noqa: E402
+from lodgetest import LODGE, PresignCheckingMoto, S3TestCase, SOURCE_DIR, main, project_version, release_dist  # noqa: E402,E501
 
 try:
     import yaml
@@ -42,25 +42,10 @@ GITLAB_METADATA = {"cicommit": GITLAB_SHA, "ciref": "release/1.2", "cirun": "977
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJyZXBvOmFjbWUvYXBwIn0.c2lnbmF0dXJl"
 
 
-def _version():
-    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
-        return re.search(r"^project\(lodge VERSION ([0-9.]+)", f.read(), re.M).group(1)
-
-
-def _dist():
-    """ID and VERSION_ID of /etc/os-release (debian12, ubuntu24.04): a release asset's <dist>."""
-    fields = {}
-    with open("/etc/os-release") as f:
-        for line in f:
-            k, _, v = line.strip().partition("=")
-            fields[k] = v.strip('"')
-    return fields.get("ID", "") + fields.get("VERSION_ID", "")
-
-
-VERSION = _version()
+VERSION = project_version()
 ARCH = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip() \
     if shutil.which("dpkg") else ""
-DIST = _dist() if os.path.exists("/etc/os-release") else ""
+DIST = release_dist()
 ASSET = f"lodge_{VERSION}_{ARCH}_{DIST}.deb"
 
 _PACKAGE = {}

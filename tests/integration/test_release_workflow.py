@@ -21,7 +21,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import SOURCE_DIR, main  # noqa: E402
+from lodgetest import SOURCE_DIR, main, project_version, release_dist  # noqa: E402
 
 try:
     import yaml
@@ -43,25 +43,6 @@ HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?^\s*\1$", re.S | re.M)
 def load_workflow(path=WORKFLOW):
     with open(path) as f:
         return yaml.safe_load(f)
-
-
-def cmake_version():
-    """x.y.z of `project(lodge VERSION x.y.z` in CMakeLists.txt, read here independently."""
-    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
-        m = re.search(r"^project\(lodge VERSION (\d+\.\d+\.\d+)[ )]", f.read(), re.M)
-    if not m:
-        raise AssertionError("CMakeLists.txt has no `project(lodge VERSION x.y.z`")
-    return m.group(1)
-
-
-def this_dist():
-    """${ID}${VERSION_ID} of this machine's /etc/os-release, as the workflow names a container."""
-    fields = {}
-    with open("/etc/os-release") as f:
-        for line in f:
-            k, _, v = line.strip().partition("=")
-            fields[k] = v.strip('"')
-    return fields["ID"] + fields["VERSION_ID"]
 
 
 def expand(value, context):
@@ -246,7 +227,7 @@ class Steps(unittest.TestCase):
 
     def setUp(self):
         self.wf = load_workflow()
-        self.version = cmake_version()
+        self.version = project_version()
         self.tmp = tempfile.mkdtemp(prefix="lodge-release-")
         self.addCleanup(shutil.rmtree, self.tmp)
         self.arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True,
@@ -255,7 +236,7 @@ class Steps(unittest.TestCase):
     def context(self, **kw):
         c = {"github.ref_type": "tag", "github.ref_name": f"v{self.version}", "github.repository": "OWNER/lodge",
              "github.token": "token-of-the-run", "needs.version.outputs.version": self.version,
-             "matrix.dist": this_dist()}
+             "matrix.dist": release_dist()}
         c.update({k.replace("__", "."): v for k, v in kw.items()})
         return c
 
@@ -313,7 +294,7 @@ echo "$(cd "$BUILD_DIR" && pwd)/lodge_{deb_version or self.version}_{self.arch}.
     def test_the_deb_is_renamed_to_its_asset_name(self):
         p = self.package_step()
         self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
-        asset = f"assets/lodge_{self.version}_{self.arch}_{this_dist()}.deb"
+        asset = f"assets/lodge_{self.version}_{self.arch}_{release_dist()}.deb"
         self.assertEqual(p.stdout.splitlines()[-1], asset)
         self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, "assets"))), [os.path.basename(asset)])
         # What the upload step's pattern takes.
@@ -322,7 +303,7 @@ echo "$(cd "$BUILD_DIR" && pwd)/lodge_{deb_version or self.version}_{self.arch}.
     def test_a_container_that_is_not_the_matrix_dist_fails(self):
         p = self.package_step(matrix__dist="ubuntu99.04")
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn(f"this container is {this_dist()}, the matrix says ubuntu99.04", p.stdout)
+        self.assertIn(f"this container is {release_dist()}, the matrix says ubuntu99.04", p.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "assets")))
 
     def test_a_deb_of_another_version_fails(self):
@@ -414,7 +395,7 @@ class Readme(unittest.TestCase):
         arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True).stdout.strip()
         # The name the workflow's package step gives this machine's distribution, at the URL
         # the CI templates download from.
-        self.assertEqual(deb, f"lodge_{version}_{arch}_{this_dist()}.deb")
+        self.assertEqual(deb, f"lodge_{version}_{arch}_{release_dist()}.deb")
         self.assertEqual(base, f"https://github.com/OWNER/lodge/releases/download/v{version}")
         self.assertIn("sha256sum --check --ignore-missing SHA256SUMS && sudo apt install", block)
         for dist in CONTAINERS.values():
