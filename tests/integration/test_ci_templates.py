@@ -377,17 +377,18 @@ class Templates(S3TestCase):
             f.write(f"{digest or sha256_file(os.path.join(d, ASSET))}  {ASSET}\n")
         return "file://" + d
 
-    def readme_action_example(self):
-        """The workflow steps of README's GitHub Actions example (section "In CI")."""
-        with open(os.path.join(SOURCE_DIR, "README.md")) as f:
-            readme = f.read()
-        section = readme[readme.index("\n## In CI\n"):]
+    def guide_action_example(self):
+        """The workflow steps of the GitHub Actions example in docs/ci.md (section "GitHub Actions
+        and GitLab CI")."""
+        with open(os.path.join(SOURCE_DIR, "docs", "ci.md")) as f:
+            guide = f.read()
+        section = guide[guide.index("\n## GitHub Actions and GitLab CI\n"):]
         section = section[:section.index("\n## ", 1)]
         block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
         return yaml.safe_load(block)["steps"]
 
-    def test_readme_action_example_installs_lodge_from_the_release_creates_the_ledger_and_archives(self):
-        steps = self.readme_action_example()
+    def test_the_ci_guides_action_example_installs_lodge_from_the_release_creates_the_ledger_and_archives(self):
+        steps = self.guide_action_example()
         [action] = [s for s in steps if re.fullmatch(r"[\w-]+/lodge/ci/github@\S+", s.get("uses", ""))]
         given = dict(action["with"])
         for name in ("store", "ledger", "owner", "role-arn", "prefix", "paths"):
@@ -554,7 +555,7 @@ class Templates(S3TestCase):
         self.assert_ci_metadata("builds/977", GITLAB_METADATA)
 
     def test_gitlab_upload_job_installs_lodge_when_it_is_missing_and_caches_it(self):
-        # The pipeline's variables, as README's GitLab example sets them.
+        # The pipeline's variables, as the GitLab example of docs/ci.md sets them.
         pipeline = {"LODGE_CI_VERSION": VERSION, "LODGE_CI_RELEASE_URL": self.release(), "LODGE_CI_PATHS": "notes.txt"}
         env = dict(self.gitlab_env(), TMPDIR=self.dir, **self.runner_without_lodge())
         env.update({k: v for k, v in self.env.items() if k.startswith(("AWS_ACCESS", "AWS_SECRET"))})

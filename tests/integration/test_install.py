@@ -1,5 +1,5 @@
 """What an installed lodge carries: `lodge --version` (its libraries, as they report themselves),
-the systemd units of dist/systemd (each parses; each job and schedule is the README's; each
+the systemd units of dist/systemd (each parses; each job and schedule is docs/operations.md's; each
 scores at most 2.0 in systemd-analyze security; each runs as its command line says), the
 textfile step of lodge-status (dist/libexec/publish-textfile) and the one default ledger of the
 units, the example crontab and the example configuration."""
@@ -157,16 +157,16 @@ def crontab_lines(text):
     return env, jobs
 
 
-def readme_crontab_block():
-    """The first cron block of README's "Running from cron" (the lodge user's crontab)."""
-    with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+def guide_crontab_block():
+    """The first cron block of "Running from cron" in docs/operations.md (the lodge user's crontab)."""
+    with open(os.path.join(SOURCE_DIR, "docs", "operations.md")) as f:
         text = f.read()
     return text.split("## Running from cron", 1)[1].split("```cron", 1)[1].split("```", 1)[0]
 
 
-def readme_crontab():
-    """Job name -> (cron schedule fields, command words) from README's "Running from cron"."""
-    _, lines = crontab_lines(readme_crontab_block())
+def guide_crontab():
+    """Job name -> (cron schedule fields, command words) from docs/operations.md's "Running from cron"."""
+    _, lines = crontab_lines(guide_crontab_block())
     jobs = {}
     for line in lines:
         words = line.split("#")[0].split()
@@ -294,8 +294,8 @@ class SystemdUnits(LodgeTestCase):
                                      ("ProtectProc=invisible", "other users' uploads")):
                     self.assertRegex(comments, rf"# - {re.escape(setting)}: [^\n]*{re.escape(why)}")
 
-    def test_jobs_and_schedules_are_the_readme_crontabs(self):
-        cron = readme_crontab()
+    def test_jobs_and_schedules_are_the_operations_guides_crontabs(self):
+        cron = guide_crontab()
         for job in JOBS:
             with self.subTest(job=job):
                 service = directives(os.path.join(UNITS_BUILT, f"lodge-{job}.service"))
@@ -390,7 +390,7 @@ class SystemdUnits(LodgeTestCase):
 
 
 class OneLedger(LodgeTestCase):
-    """The units, the package's crontab (README's) and the example configuration name one
+    """The units, the package's crontab (docs/operations.md's) and the example configuration name one
     ledger, /var/lib/lodge/ledger.db, as lodge itself resolves it."""
 
     def resolved_ledger(self, env, *args):
@@ -417,14 +417,14 @@ class OneLedger(LodgeTestCase):
         # What the crontab's XDG_DATA_HOME line is for: cron's HOME is lodge's home.
         self.assertEqual(self.resolved_ledger({}), "/var/lib/lodge/.local/share/lodge/ledger.db")
 
-    def test_readme_shows_the_packages_crontab(self):
+    def test_the_operations_guide_shows_the_packages_crontab(self):
         with open(os.path.join(EXAMPLES, "crontab")) as f:
             example = crontab_lines(f.read())
-        readme = crontab_lines(readme_crontab_block())
-        self.assertEqual(readme[0], example[0])
-        # The same jobs (README's comments may point at its own sections).
+        guide = crontab_lines(guide_crontab_block())
+        self.assertEqual(guide[0], example[0])
+        # The same jobs (the guide's comments may point at its own sections).
         strip = lambda lines: [line.split("#")[0].rstrip() for line in lines]  # noqa: E731
-        self.assertEqual(strip(readme[1]), strip(example[1]))
+        self.assertEqual(strip(guide[1]), strip(example[1]))
 
     def test_the_crontabs_textfile_is_where_the_lodge_user_writes(self):
         with open(os.path.join(EXAMPLES, "crontab")) as f:

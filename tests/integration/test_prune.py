@@ -345,11 +345,12 @@ class PruneFile(PruneMixin, LodgeTestCase):
                 self.assertEqual(plan["removed"]["files"] + (plan["expired"] or {}).get("files", 0), len(deleted))
                 self.assertEqual(self.sql_on(db, "SELECT outcome FROM job_run WHERE job = 'prune'"), [("ok",)])
 
-    def test_the_readmes_retention_recipe_keeps_the_last_builds_of_refs_with_slash_at_and_plus(self):
-        # The cron line of README's "Retention" section, run as written (its five time fields
-        # dropped) over builds of refs that cannot be a prefix segment.
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")) as f:
-            recipe = re.search(r"^```cron\n(.*?)\n```", f.read(), re.M | re.S).group(1)
+    def test_the_ci_guides_retention_recipe_keeps_the_last_builds_of_refs_with_slash_at_and_plus(self):
+        # The cron line of the "Retention" section of docs/ci.md, run as written (its five time
+        # fields dropped) over builds of refs that cannot be a prefix segment.
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "ci.md")) as f:
+            section = f.read().split("\n## Retention: keeping the last builds\n", 1)[1].split("\n## ", 1)[0]
+        recipe = re.search(r"^```cron\n(.*?)\n```", section, re.M | re.S).group(1)
         argv = shlex.split(recipe)[5:]
         self.assertEqual(argv[0], "lodge", recipe)
         keep = int(argv[argv.index("--keep-last") + 1])

@@ -6,8 +6,8 @@ release. Every script and path a step names exists here, every action is pinned 
 version, every step's script parses in its shell. The scripts of the version check, the
 packaging's naming and the release step run here, as GitHub runs them (bash -eo pipefail, the
 expressions handed through env), on stand-ins for scripts/package and gh. README's Install and
-Releasing say the same names, and the license is Apache-2.0 in LICENSE, README and the package's
-copyright file."""
+CONTRIBUTING's Releasing say the same names, and the license is Apache-2.0 in LICENSE, README and
+the package's copyright file."""
 
 import fnmatch
 import glob
@@ -375,18 +375,18 @@ printf '%s\\n' "GH_TOKEN=$GH_TOKEN GH_REPO=$GH_REPO" "$@" >"{self.tmp}/gh-args"
 
 
 class Readme(unittest.TestCase):
-    """README's Install and Releasing say what the workflow does."""
+    """README's Install and CONTRIBUTING's Releasing say what the workflow does."""
 
-    def section(self, title):
-        with open(os.path.join(SOURCE_DIR, "README.md")) as f:
+    def section(self, title, document="README.md"):
+        with open(os.path.join(SOURCE_DIR, document)) as f:
             text = f.read()
-        m = re.search(rf"^## {title}\n(.*?)(?=^## )", text, re.S | re.M)
-        self.assertIsNotNone(m, f"README has no section {title}")
+        m = re.search(rf"^## {title}\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+        self.assertIsNotNone(m, f"{document} has no section {title}")
         return m.group(1)
 
     def test_the_install_lines_name_the_asset_of_this_machine(self):
         install = self.section("Install")
-        block = re.search(r"```sh\n(.*?)```", install, re.S).group(1)
+        block = re.search(r"```sh[^\n]*\n(.*?)```", install, re.S).group(1)
         lines = [line for line in block.splitlines() if line.startswith(("version=", "deb=", "base="))]
         self.assertEqual(len(lines), 3, block)
         p = subprocess.run(["bash", "-c", "\n".join(lines) + '\necho "$version $deb $base"'],
@@ -402,7 +402,7 @@ class Readme(unittest.TestCase):
             self.assertIn(f"`{dist}`", install)
 
     def test_releasing_names_what_the_workflow_runs(self):
-        releasing = self.section("Releasing")
+        releasing = self.section("Releasing", "CONTRIBUTING.md")
         for name in SERVERLESS_TESTS | {"scripts/deps build", "scripts/build", "scripts/package", "SHA256SUMS"}:
             self.assertIn(f"`{name}`", releasing)
         for image in CONTAINERS:
