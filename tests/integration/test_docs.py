@@ -3,8 +3,8 @@ start first, a table naming every guide under docs/, the license. Nothing of the
 replaced (1,821 lines) was lost: HEADING_MAP names the new place of each of its sections, and
 each place must exist. Every relative link in README.md, CONTRIBUTING.md, ARCHITECTURE.md and
 docs/*.md resolves: its file exists and its #anchor is a heading of that file, as GitHub makes
-anchors. Every shell block says whether the recipes test runs it: ```sh test, or
-```sh no-test: REASON (never a bare ```sh, ```bash, ```console or ```)."""
+anchors. Every shell block says whether the recipes test runs it: ```sh test (or ```sh test fresh),
+or ```sh no-test: REASON (never a bare ```sh, ```bash, ```console or ```)."""
 
 import glob
 import os
@@ -207,9 +207,9 @@ class ShellBlocks(unittest.TestCase):
                 if lang not in SHELL_INFO:
                     continue
                 rest = words[1] if len(words) > 1 else ""
-                if lang != "sh" or not (rest == "test" or re.fullmatch(r"no-test: \S.*", rest)):
+                if lang != "sh" or not (rest in ("test", "test fresh") or re.fullmatch(r"no-test: \S.*", rest)):
                     bad.append(f"{doc}:{n}: ```{info}")
-        self.assertEqual(bad, [], "a shell block is ```sh test or ```sh no-test: REASON")
+        self.assertEqual(bad, [], "a shell block is ```sh test, ```sh test fresh or ```sh no-test: REASON")
 
     def test_the_blocks_are_found(self):
         text = "a\n```sh test\nx\n```\n   ```sh no-test: why\n   y\n   ```\n```\nz\n```\n"
