@@ -15,7 +15,7 @@ struct Layer {
   const char *fallback;
 };
 
-// The environment variables that set lodge's store keys (README, man/lodge.1 ENVIRONMENT).
+// The environment variables that set lodge's store keys (docs/stores.md, lodge(1) ENVIRONMENT).
 // AWS_ENDPOINT_URL(_S3) name an S3 endpoint: S3 reads them itself (s3/settings.cpp).
 const std::array<Layer, 5> k_layers{{
     {"endpoint", {"LODGE_ENDPOINT"}, ""},

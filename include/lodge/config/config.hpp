@@ -58,7 +58,8 @@ struct OutboxConfig {
 // A URL with its password (scheme://user:PASSWORD@host) shown as ***, for output and logs.
 [[nodiscard]] std::string without_password(const std::string &url);
 
-// status --check: what makes a ledger unhealthy (README "What makes `status --check` unhealthy").
+// status --check: what makes a ledger unhealthy (docs/operations.md, "What makes `status --check`
+// unhealthy").
 struct StatusSettings {
   // Each job must have run within its interval; a job that never ran counts as overdue only
   // when it is required (and the ledger is older than its interval).
