@@ -107,6 +107,11 @@ ledger::OutboxSettings apply_outbox_settings(Context &ctx, ledger::Ledger &l, co
 // published, a dead-letter queue read); hidden under `debug`.
 Action add_debug_queue(CLI::App &debug);
 
+// The whole command line in `app`: lodge's description, --version (into `version`), the global
+// options (into `g`) and every command, in the order lodge --help lists them. run() parses with
+// it; lodge_mangen (src/cli/mangen/) writes the man pages from the same tree.
+std::vector<Command> build_app(CLI::App &app, Globals &g, bool &version);
+
 // Each command adds its subcommand to the app and returns what runs it.
 Command add_init(CLI::App &app);
 Command add_status(CLI::App &app);
@@ -137,6 +142,8 @@ Command add_completion(CLI::App &app);
 // An option whose value is one of `values`: checked when parsed ("expected A, B or C, got 'X'"),
 // and completed from the same list by `lodge completion`.
 CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values);
+// The fixed values choices() gave an option (empty: any value), for completion and the man pages.
+[[nodiscard]] std::vector<std::string> option_choices(CLI::Option *opt);
 // A word for a POSIX shell: single-quoted, its own quotes closed and escaped.
 [[nodiscard]] std::string shell_quote(const std::string &s);
 // An option for which '' is a value with its own meaning (list and get --prefix '': the files

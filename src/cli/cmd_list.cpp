@@ -52,7 +52,8 @@ void add_selection_options(CLI::App *sub, SelectionCli &o) {
       ->type_name("T");
   sub->add_option("--until", o.until, "Only files created at or before T (as --since)")->type_name("T");
   sub->add_option("--sha256", o.sha256, "Only files with this content (64 hex digits)")->type_name("HEX");
-  sub->add_option("--min-size", o.min_size, "Only files of at least SIZE (10M, 512K; see VALUES in lodge(1))")
+  sub->add_option("--min-size", o.min_size,
+                  "Only files of at least SIZE (10M, 512K; see VALUES in lodge.conf(5))")
       ->type_name("SIZE");
   sub->add_option("--max-size", o.max_size, "Only files of at most SIZE (as --min-size)")->type_name("SIZE");
   choices(sub->add_option("--sort", o.sort, "Order by creation time, prefix and path, or size (default: id)"),
@@ -64,10 +65,10 @@ void add_selection_options(CLI::App *sub, SelectionCli &o) {
       "Only the newest ACTIVE file of each relative path (among the files the other options select)");
   sub->add_option("--prefix-glob", o.prefix_glob,
                   "Only files under an upload prefix matching this pattern, anchored at the prefix's start "
-                  "('builds/*/*'; FILTERING in lodge(1))")
+                  "('builds/*/*'; lodge-filters(7))")
       ->type_name("GLOB");
   sub->add_option("--path-glob", o.path_glob,
-                  "Only files whose relative path matches this pattern (FILTERING in lodge(1): '*' stops at "
+                  "Only files whose relative path matches this pattern (lodge-filters(7): '*' stops at "
                   "'/', '**' crosses it, a leading '/' anchors)")
       ->type_name("GLOB");
 }

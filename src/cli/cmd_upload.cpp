@@ -94,7 +94,7 @@ void add_ci_options(CLI::App *sub, UploadOptions &o) {
 // The filter flags, in one group of `lodge upload --help`. Each rule flag appends to one
 // list as it is parsed (trigger_on_parse), which keeps the command line's order across flags.
 void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) {
-  const char *group = "Filtering (rclone's dialect, first matching rule wins; see FILTERING in lodge(1))";
+  const char *group = "Filtering (rclone's dialect, first matching rule wins; see lodge-filters(7))";
   auto rule = [&](const char *flag, const char *type, const char *help) {
     std::string name = std::string(flag).substr(2);
     sub->add_option_function<std::string>(
@@ -119,12 +119,12 @@ void add_filter_options(CLI::App *sub, const std::shared_ptr<UploadOptions> &o) 
       ->type_name("NAME")
       ->group(group);
   sub->add_option("--min-size", o->min_size,
-                  "Only files of at least SIZE (10M, 512K; see VALUES in lodge(1))")
+                  "Only files of at least SIZE (10M, 512K; see VALUES in lodge.conf(5))")
       ->type_name("SIZE")
       ->group(group);
   sub->add_option("--max-size", o->max_size, "Only files of at most SIZE")->type_name("SIZE")->group(group);
   sub->add_option("--min-age", o->min_age,
-                  "Only files modified at least AGE ago (2d, 1h30m; see VALUES in lodge(1))")
+                  "Only files modified at least AGE ago (2d, 1h30m; see VALUES in lodge.conf(5))")
       ->type_name("AGE")
       ->group(group);
   sub->add_option("--max-age", o->max_age, "Only files modified at most AGE ago")

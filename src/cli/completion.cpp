@@ -43,6 +43,20 @@ CLI::Option *choices(CLI::Option *opt, std::vector<std::string> values) {
   return opt->check(check);
 }
 
+std::vector<std::string> option_choices(CLI::Option *opt) {
+  std::vector<std::string> values;
+  try {
+    // The validator choices() added: its description is the set, "{A,B,C}".
+    auto desc = opt->get_validator(k_choices_validator)->get_description();
+    std::stringstream in(desc.substr(1, desc.size() - 2));
+    for (std::string v; std::getline(in, v, ',');)
+      values.push_back(v);
+  } catch (const CLI::OptionNotFound &) {
+    // no fixed set
+  }
+  return values;
+}
+
 std::string shell_quote(const std::string &s) {
   std::string out = "'";
   for (char c : s)
@@ -91,15 +105,7 @@ Opt describe_option(CLI::Option *o) {
   out.takes_value = o->get_expected_max() > 0;
   out.path = is_path_type(out.type_name);
   out.dir = out.type_name == "DIR";
-  try {
-    // The validator choices() added: its description is the set, "{A,B,C}".
-    auto desc = o->get_validator(k_choices_validator)->get_description();
-    std::stringstream in(desc.substr(1, desc.size() - 2));
-    for (std::string v; std::getline(in, v, ',');)
-      out.values.push_back(v);
-  } catch (const CLI::OptionNotFound &) {
-    // no fixed set
-  }
+  out.values = option_choices(o);
   return out;
 }
 

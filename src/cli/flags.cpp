@@ -67,7 +67,7 @@ void add_bwlimit_option(CLI::App *sub, std::string &flag, const char *what) {
          "--bwlimit", flag,
          std::string("Limit the bytes ") + what +
              " per second, shared by every transfer of the process: a SIZE (10M, 512K; see VALUES in "
-             "lodge(1)), or off (default: config bwlimit, env LODGE_BWLIMIT)")
+             "lodge.conf(5)), or off (default: config bwlimit, env LODGE_BWLIMIT)")
       ->check([](const std::string &v) -> std::string {
         return util::parse_bwlimit(v) ? "" : "expected a size per second like 10M or 512K, or off";
       })

@@ -417,6 +417,21 @@ void print_version(const Context &ctx) {
 }
 } // namespace
 
+std::vector<Command> build_app(CLI::App &app, Globals &g, bool &version) {
+  app.description("lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger");
+  app.name("lodge");
+  // --version is a plain flag, not CLI11's version flag, so that --json (before or after it)
+  // applies: the command is then optional, and "no command given" is said in run().
+  app.add_flag("--version", version,
+               "Print lodge's version and those of the libraries it runs with (libcurl and its TLS "
+               "backend, SQLite, libpq, libmagic); with --json, one object")
+      ->group("Global options");
+  app.require_subcommand(0, 1);
+  app.fallthrough();
+  add_global_options(app, g);
+  return add_commands(app);
+}
+
 int run(int argc, char **argv) {
   ::umask(077);
   http::global_init();
@@ -425,19 +440,9 @@ int run(int argc, char **argv) {
   ctx.stdout_tty = ::isatty(STDOUT_FILENO) != 0;
   ctx.stderr_tty = ::isatty(STDERR_FILENO) != 0;
 
-  CLI::App app{"lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger"};
-  app.name("lodge");
-  // --version is a plain flag, not CLI11's version flag, so that --json (before or after it)
-  // applies: the command is then optional, and "no command given" is said below.
+  CLI::App app;
   bool version = false;
-  app.add_flag("--version", version,
-               "Print lodge's version and those of the libraries it runs with (libcurl and its TLS "
-               "backend, SQLite, libpq, libmagic); with --json, one object")
-      ->group("Global options");
-  app.require_subcommand(0, 1);
-  app.fallthrough();
-  add_global_options(app, ctx.g);
-  std::vector<Command> commands = add_commands(app);
+  std::vector<Command> commands = build_app(app, ctx.g, version);
 
   try {
     try {

@@ -1,6 +1,6 @@
 """lodge's filters against rclone's, the dialect they claim: one generated awkward tree (hidden
 files, spaces, unicode, brackets, braces, names like `!x`, deep paths, markers), every rule set
-below plus every example of the man page's FILTERING section, run through `rclone lsf -R
+below plus every example of lodge-filters(7) (man/lodge-filters.7), run through `rclone lsf -R
 --files-only` (Debian's rclone) and `lodge upload -n --json`. Any difference fails the test
 unless the man page's "Differences from rclone" list names it, and each difference that list
 names must still be one (its example is run too). Then the edges rclone has no say in: a
@@ -21,7 +21,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import LODGE, SOURCE_DIR, LodgeTestCase, Result, main  # noqa: E402
 
-MAN = os.path.join(SOURCE_DIR, "man", "lodge.1")
+MAN = os.path.join(SOURCE_DIR, "man", "lodge-filters.7")
 DAY = 86400
 RCLONE = shutil.which("rclone")
 
@@ -100,13 +100,13 @@ def roff_text(s):
 def filtering_section():
     with open(MAN, encoding="utf-8") as f:
         text = f.read()
-    m = re.search(r"^\.SH FILTERING\n(.*?)^\.SH ", text, re.S | re.M)
-    assert m, "man/lodge.1 has no FILTERING section"
+    m = re.search(r"^\.SH DESCRIPTION\n(.*?)^\.SH ", text, re.S | re.M)
+    assert m, "lodge-filters(7) has no DESCRIPTION section"
     return m.group(1)
 
 
 def man_examples():
-    """The rule sets of the FILTERING section's examples: each `lodge upload` command's filter
+    """The rule sets of lodge-filters(7)'s examples: each `lodge upload` command's filter
     options, and each rules file (given with --filter-from)."""
     out = []
     for block in re.findall(r"^\.EX\n(.*?)^\.EE", filtering_section(), re.S | re.M):
@@ -118,14 +118,14 @@ def man_examples():
             out.append(("man example", args, {}))
         elif text.lstrip().startswith("#"):
             out.append(("man rules file", ["--filter-from", "@man-rules"], {"man-rules": text}))
-    assert out, "no example found in the FILTERING section"
+    assert out, "no example found in lodge-filters(7)"
     return out
 
 
 def man_differences():
     """The "Differences from rclone" list: each item's example rule set (its `.B "--..."` line)."""
     sec = re.search(r"^\.SS Differences from rclone\n(.*?)(?=^\.S[HS] |\Z)", filtering_section(), re.S | re.M)
-    assert sec, "the FILTERING section has no 'Differences from rclone' list"
+    assert sec, "lodge-filters(7) has no 'Differences from rclone' list"
     items = re.split(r"^\.IP .*\n", sec.group(1), flags=re.M)[1:]
     assert items, "the 'Differences from rclone' list is empty"
     out = []
@@ -239,7 +239,7 @@ class FiltersAgainstRclone(LodgeTestCase):
                 differ.append(self.describe(args, theirs, ours))
             elif theirs[0] == "refused":
                 differ.append(f"{name}: both refuse it; a rule set here should select something")
-        self.assertEqual(differ, [], "lodge and rclone disagree, and man/lodge.1 does not list it as "
+        self.assertEqual(differ, [], "lodge and rclone disagree, and lodge-filters(7) does not list it as "
                                      "a difference:\n" + "\n".join(differ))
         # The tree is awkward enough that the rule sets tell things apart.
         self.assertGreater(len({theirs for _, _, theirs, _ in results}), len(cases) // 2)
