@@ -119,7 +119,7 @@ std::string term(const CLI::Option *o) {
   std::string out;
   for (const auto &n : names_of(o))
     out += (out.empty() ? "" : ", ") + bold(n);
-  if (takes_value(o)) out += " " + italic(value_name(o)) + (repeats(o) ? "\\ ..." : "");
+  if (takes_value(o)) out += " " + italic(value_name(o)) + (repeats(o) ? "\\ ...\\&" : "");
   return out;
 }
 
@@ -146,20 +146,20 @@ std::string synopsis(CLI::App &cmd, bool brief) {
   std::string out = "\\%" + bold("lodge") + " [" + italic("global-options") + "] " + bold(cmd.get_name());
   bool optional = false;
   for (auto *o : options_of(cmd)) {
-    if (o->get_name() == "-h,--help" || o->get_lnames() == std::vector<std::string>{"help"}) continue;
+    if (o->get_lnames() == std::vector<std::string>{"help"}) continue;
     std::string word = bold(names_of(o).back());
-    if (takes_value(o)) word += " " + italic(value_name(o));
+    if (takes_value(o)) word += "\\ " + italic(value_name(o));
     if (o->get_required()) {
       out += "\n\\%" + word;
     } else if (brief) {
       optional = true;
     } else {
-      out += "\n\\%[" + word + "]" + (repeats(o) ? "\\ ..." : "");
+      out += "\n\\%[" + word + "]" + (repeats(o) ? "\\ ...\\&" : "");
     }
   }
   if (brief && optional) out += "\n\\%[" + italic("options") + "]";
   for (auto *p : positionals_of(cmd)) {
-    std::string word = italic(positional_word(p)) + (p->get_expected_max() > 1 ? "\\ ..." : "");
+    std::string word = italic(positional_word(p)) + (p->get_expected_max() > 1 ? "\\ ...\\&" : "");
     out += "\n\\%" + (p->get_required() ? word : "[" + word + "]");
   }
   return out + "\n";
@@ -216,7 +216,7 @@ std::vector<Item> parse_items(const std::vector<std::string> &lines, const std::
 std::string options_section(CLI::App &app, std::vector<Item> items, const std::string &where) {
   std::string out;
   for (auto *p : positionals_of(app))
-    out += ".TP\n" + italic(positional_word(p)) + (p->get_expected_max() > 1 ? "\\ ..." : "") + "\n" +
+    out += ".TP\n" + italic(positional_word(p)) + (p->get_expected_max() > 1 ? "\\ ...\\&" : "") + "\n" +
            roff(p->get_description()) + "\n";
   std::string group = "Options";
   const bool root = app.get_parent() == nullptr;
@@ -227,7 +227,7 @@ std::string options_section(CLI::App &app, std::vector<Item> items, const std::s
     }
     const auto names = names_of(o);
     auto it = std::find_if(items.begin(), items.end(), [&](const Item &item) {
-      return std::any_of(names.begin(), names.end(), [&](const auto &n) { return item.names.count(n) > 0; });
+      return std::any_of(names.begin(), names.end(), [&](const auto &n) { return item.names.contains(n); });
     });
     if (it == items.end()) {
       out += ".TP\n" + term(o) + "\n" + roff(o->get_description()) + "\n";
@@ -247,7 +247,7 @@ std::string options_section(CLI::App &app, std::vector<Item> items, const std::s
     for (size_t t = 1; t < it->terms.size(); ++t)
       out += ".TQ\n" + it->terms[t] + "\n";
     // A name the prose's term leaves out (a short form) is added as a term of its own.
-    if (std::any_of(names.begin(), names.end(), [&](const auto &n) { return it->names.count(n) == 0; }))
+    if (std::any_of(names.begin(), names.end(), [&](const auto &n) { return !it->names.contains(n); }))
       out += ".TQ\n" + term(o) + "\n";
     for (const auto &b : it->body)
       out += b + "\n";
@@ -366,7 +366,7 @@ std::vector<Page> find_pages(const fs::path &src, CLI::App &root) {
       p.app = &root;
     } else if (p.section == "1") {
       const std::string cmd = p.name.substr(std::string("lodge-").size());
-      if (!commands.count(cmd))
+      if (!commands.contains(cmd))
         throw std::runtime_error("man/" + file + ": lodge has no command '" + cmd + "'");
       p.app = root.get_subcommand(cmd);
       commands.erase(cmd);
