@@ -418,7 +418,7 @@ void print_version(const Context &ctx) {
 } // namespace
 
 std::vector<Command> build_app(CLI::App &app, Globals &g, bool &version) {
-  app.description("lodge: reliable uploads to S3-compatible object storage, kept in a SQLite ledger");
+  app.description("lodge: reliable uploads to S3-compatible, Azure or file:// storage, kept in a ledger");
   app.name("lodge");
   // --version is a plain flag, not CLI11's version flag, so that --json (before or after it)
   // applies: the command is then optional, and "no command given" is said in run().

@@ -1,5 +1,5 @@
 """One grammar for each kind of value: every size flag reads sizes alike, every duration flag
-durations alike (the man page's VALUES section), a flag and its configuration key share one
+durations alike (VALUES in lodge.conf(5)), a flag and its configuration key share one
 check, an empty value is refused by every flag, a configuration key given twice is refused, and
 what the object and the ledger record of metadata is the same value."""
 

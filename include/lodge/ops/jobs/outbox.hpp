@@ -24,7 +24,7 @@ namespace lodge::ops {
 
 // A cleanup event's message body: {"type":"cleanup","ledger":UUID,"task_id":N,"record_id":N,"key":K}.
 [[nodiscard]] std::string cleanup_message(const std::string &ledger_uuid, const ledger::TaskRecord &t);
-// An upload event's message body (schema 1, documented in man/lodge.1 "UPLOAD EVENTS"):
+// An upload event's message body (schema 1, documented in lodge-events(7)):
 // {"schema":1,"id":"UUID:event:N","type":"file.active","ledger":UUID,"record_id":N,"owner",
 //  "prefix","path","key","size","sha256","media_type","content_type","metadata":{},"tags":{},
 //  "created_at","activated_at","deleted_at","expires_at","occurred_at"} (times RFC 3339 UTC,

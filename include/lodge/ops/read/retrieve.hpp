@@ -46,7 +46,7 @@ struct FileRef {
 // when a path was uploaded more than once), in path order.
 // The rows `filter` selects whose relative path matches `path_glob` (when given) by lodge's
 // one matcher (match::glob_match: rclone's dialect, `*` stops at '/', `**` crosses it; see
-// FILTERING in lodge(1)). A bad pattern is LodgeError(USAGE) naming it, before the query.
+// lodge-filters(7)). A bad pattern is LodgeError(USAGE) naming it, before the query.
 [[nodiscard]] std::vector<ledger::FileRecord> list_files(ledger::LedgerReports &l,
                                                          const ledger::FileQuery &filter,
                                                          const std::optional<std::string> &path_glob);
