@@ -112,9 +112,17 @@ class History(unittest.TestCase):
         self.assertIn("](../../CHANGELOG.md)", intro)
 
     def test_every_dated_entry_is_kept(self):
+        """The journal goes on (new days on top, new entries in a day): what it held when it
+        moved is all still there, in order."""
         found = [(h[len("## "):].strip(), len(re.findall(r"(?m)^- ", body)))
                  for h, body in sections(self.text, "## ")]
-        self.assertEqual(found, JOURNAL, "the journal's dated headings and their entries")
+        dates = [d for d, _ in found]
+        self.assertTrue(all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d) for d in dates), dates)
+        self.assertEqual(dates, sorted(dates, reverse=True), "newest first")
+        counts = dict(found)
+        for date, entries in JOURNAL:
+            self.assertIn(date, counts, "a dated heading of the journal is gone")
+            self.assertGreaterEqual(counts[date], entries, f"entries of {date} are gone")
 
     def test_the_changelog_holds_no_journal(self):
         self.assertFalse(re.search(r"(?m)^## \d{4}-\d{2}-\d{2}", read(CHANGELOG)),
