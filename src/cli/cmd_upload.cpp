@@ -63,6 +63,11 @@ std::string result_line(const ops::FileResult &r) {
     if (r.resumed_bytes > 0) s += " resumed (" + util::format_size(r.resumed_bytes) + " already stored)";
     break;
   case ops::UploadOutcome::duplicate:
+    if (!r.id) { // a dry run's: no row was made
+      s += name + " (same content as #" + std::to_string(r.shares.value_or(0)) +
+           ": a real run shares its object)";
+      break;
+    }
     s += "#" + std::to_string(*r.id) + " " + name +
          (r.unchanged ? " (unchanged since it was stored)"
           : r.shares  ? " (same content as #" + std::to_string(*r.shares) + ": stored once, shared)"

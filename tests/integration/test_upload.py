@@ -470,6 +470,22 @@ class UploadFileStore(UploadMixin, LodgeTestCase):
                 out[os.path.relpath(p, self.root)] = os.path.getsize(p)
         return out
 
+    def test_a_dry_run_names_no_row_for_a_file_that_would_share_an_object(self):
+        # Another path with content already stored would get its own row sharing the object;
+        # a dry run makes no row, so it names none (it printed "duplicate #0").
+        self.write("a/x.bin", b"same bytes\n")
+        r = self.lodge("--json", "upload", os.path.join(self.dir, "a"))
+        self.assertEqual(r.rc, 0, r)
+        stored = r.json_lines()[0]["id"]
+        self.write("b/y.bin", b"same bytes\n")
+        r = self.lodge("upload", "-n", os.path.join(self.dir, "b"))
+        self.assertEqual(r.rc, 0, r)
+        self.assertNotIn("#0", r.out)
+        self.assertRegex(r.out, rf"(?m)^duplicate +\S*/y\.bin \(same content as #{stored}: a real run shares its object\)$")
+        j = self.lodge("--json", "upload", "-n", os.path.join(self.dir, "b")).json_lines()[0]
+        self.assertEqual((j["outcome"], j["id"]), ("duplicate", None), j)
+        self.assertEqual(len(self.lodge("--json", "list").json_lines()), 1)
+
     def test_an_upload_that_found_no_file_says_so_and_if_no_files_chooses_the_exit(self):
         # An empty dist/, and one whose every file the filter leaves out: a CI step that uploads
         # nothing is not a silent green one.

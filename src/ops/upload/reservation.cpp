@@ -163,13 +163,15 @@ std::optional<FileResult> Reservation::answer(const ledger::ReserveResult &res, 
   case ledger::ReserveOutcome::shareable:
     break; // answered in reserve's loop
   case ledger::ReserveOutcome::shared:
-    // Stored once, restorable by this path too: the path's row shares the object.
+    // Stored once, restorable by this path too: the path's row shares the object. A dry run's
+    // row was rolled back: it names none.
     d.outcome = UploadOutcome::duplicate;
-    d.id = rec.id;
+    if (!m_s.dry_run) d.id = rec.id;
     d.shares = rec.content_of;
     d.object_key = rec.object_key;
     d.error = Error(Errc::duplicate, "same content as file #" + std::to_string(*rec.content_of) +
-                                         "; stored once, shared by this path's row");
+                                         (m_s.dry_run ? "; a real run shares its object"
+                                                      : "; stored once, shared by this path's row"));
     return d;
   case ledger::ReserveOutcome::share_gone:
     return refused(d, UploadOutcome::failed,
