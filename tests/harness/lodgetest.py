@@ -58,6 +58,22 @@ def project_version():
     return m.group(1)
 
 
+def help_commands(text):
+    """The commands a CLI11 help lists under "Subcommands:"."""
+    section = text.split("Subcommands:", 1)[1] if "Subcommands:" in text else ""
+    return [m.group(1) for m in re.finditer(r"^  ([a-z][a-z-]*)\s", section, re.M)]
+
+
+def help_options(text):
+    """Every -x and --name a CLI11 help lists at the start of an option's line."""
+    names = set()
+    for line in text.splitlines():
+        m = re.match(r"^\s+(-[^ ]+(?:,\s*-[^ ]+)*)", line)
+        if m:
+            names.update(n.strip().split("=")[0] for n in m.group(1).split(","))
+    return names
+
+
 def release_dist(os_release="/etc/os-release"):
     """${ID}${VERSION_ID} of an os-release file (debian12, ubuntu24.04): a release asset's
     <dist>, as the release workflow names its containers; "" when the file is missing."""

@@ -12,7 +12,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, LodgeTestCase, main  # noqa: E402
+from lodgetest import LODGE, LodgeTestCase, help_commands, help_options, main  # noqa: E402
 
 TASK_STATUSES = ["PENDING", "PROCESSING", "RETRY", "SUCCESS", "FAILED", "IGNORED", "all"]
 
@@ -71,22 +71,6 @@ def bash_words(line):
     if line.endswith(" "):
         words.append("")
     return words
-
-
-def help_commands(text):
-    """The commands a CLI11 help lists under "Subcommands:"."""
-    section = text.split("Subcommands:", 1)[1] if "Subcommands:" in text else ""
-    return [m.group(1) for m in re.finditer(r"^  ([a-z][a-z-]*)\s", section, re.M)]
-
-
-def help_options(text):
-    """Every -x and --name a CLI11 help lists at the start of an option's line."""
-    names = set()
-    for line in text.splitlines():
-        m = re.match(r"^\s+(-[^ ]+(?:,\s*-[^ ]+)*)", line)
-        if m:
-            names.update(n.strip().split("=")[0] for n in m.group(1).split(","))
-    return names
 
 
 class Completion(LodgeTestCase):

@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import LODGE, SOURCE_DIR, LodgeTestCase, main  # noqa: E402
+from lodgetest import LODGE, LodgeTestCase, SOURCE_DIR, help_commands, help_options, main  # noqa: E402
 
 BUILD = os.path.dirname(os.path.abspath(LODGE)) if LODGE else ""
 DOC = os.path.join(BUILD, "doc")
@@ -52,22 +52,6 @@ def terms(text):
     """The option names of a rendered section's entries (the .TP and .TQ term lines, at the
     entries' indent): an option only mentioned in another's text is not documented."""
     return {n for line in re.findall(r"^ {7}(-.*)$", text, re.M) for n in OPTION.findall(line)}
-
-
-def help_commands(text):
-    """The commands a CLI11 help lists under "Subcommands:"."""
-    part = text.split("Subcommands:", 1)[1] if "Subcommands:" in text else ""
-    return [m.group(1) for m in re.finditer(r"^  ([a-z][a-z-]*)\s", part, re.M)]
-
-
-def help_options(text):
-    """Every -x and --name a CLI11 help lists at the start of an option's line."""
-    names = set()
-    for line in text.splitlines():
-        m = re.match(r"^\s+(-[^ ]+(?:,\s*-[^ ]+)*)", line)
-        if m:
-            names.update(n.strip().split("=")[0] for n in m.group(1).split(","))
-    return names
 
 
 @unittest.skipUnless(shutil.which("groff"), "groff is not installed (scripts/packages.txt lists groff-base)")
