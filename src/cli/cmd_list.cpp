@@ -137,13 +137,30 @@ Command add_list(CLI::App &app) {
             s.query.owner = every_owner ? std::string("*") : ctx.owner();
             if (o->prefix_given) s.query.run_prefix = o->prefix;
             s.query.include_dead = o->all && !o->sel.latest; // --latest: alive ACTIVE rows only
+            // --json: the lines gathered in one buffer and written when it is large (no flush
+            // per row), as the text lines go through stdio's; a closed stdout is seen by
+            // check_stdout at each write, as print_json's.
+            std::string lines;
+            auto write_lines = [&lines] {
+              std::fwrite(lines.data(), 1, lines.size(), stdout);
+              lines.clear();
+              check_stdout();
+            };
             ops::select_files(ctx.reader(), s, [&](const ledger::FileRecord &f) {
-              if (ctx.g.json)
-                ctx.print_json(ops::list_json(f));
-              else
+              if (ctx.g.json) {
+                ops::write_list_json(lines, f);
+                lines += '\n';
+                if (lines.size() >= 64 * 1024) write_lines();
+              } else {
                 print_list_line(f, every_owner);
+              }
               return true;
             });
+            if (!lines.empty()) write_lines();
+            if (ctx.g.json) {
+              std::fflush(stdout);
+              check_stdout();
+            }
             return exit_status(Errc::ok);
           }};
 }

@@ -292,6 +292,146 @@ nlohmann::json list_json(const ledger::FileRecord &f) {
                         {"failure_reason", opt(f.failure_reason)}};
 }
 
+namespace {
+
+// s as a JSON string, as nlohmann's dump(-1, ' ', false, replace) writes it: \b \f \n \r
+// \t \" \\, other control characters as \u00xx, the rest as it is; each byte where a UTF-8
+// sequence goes wrong becomes U+FFFD (a byte that cannot start one is replaced whole; one
+// that breaks a sequence ends it and is read again), and so does a sequence cut by the end.
+void put_json_string(std::string &out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  static constexpr std::string_view fffd = "\xEF\xBF\xBD";
+  out += '"';
+  size_t start = 0; // where the pending multi-byte sequence began
+  int need = 0;     // its continuation bytes still to come
+  unsigned char lo = 0x80, hi = 0xBF;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (need > 0) {
+      if (c >= lo && c <= hi) {
+        lo = 0x80, hi = 0xBF;
+        if (--need == 0) out.append(s.substr(start, i + 1 - start));
+        continue;
+      }
+      out += fffd;
+      need = 0;
+      --i; // read again as the start of what follows
+      continue;
+    }
+    if (c < 0x80) {
+      switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 0xF];
+        } else {
+          out += static_cast<char>(c);
+        }
+      }
+      continue;
+    }
+    // The well-formed sequences (Unicode's table 3-7): the bounds of the second byte.
+    start = i;
+    lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      out += fffd;
+    }
+  }
+  if (need > 0) out += fffd;
+  out += '"';
+}
+
+void put_json_time(std::string &out, std::optional<int64_t> ms) {
+  if (ms)
+    put_json_string(out, util::format_rfc3339_ms(*ms));
+  else
+    out += "null";
+}
+
+} // namespace
+
+void write_list_json(std::string &out, const ledger::FileRecord &f) {
+  // The keys in list_json's dump order: nlohmann's objects are sorted by key.
+  out += "{\"activated_at\":";
+  put_json_time(out, f.activated_at);
+  out += ",\"content_type\":";
+  put_json_string(out, f.object_content_type());
+  out += ",\"created_at\":";
+  put_json_time(out, f.created_at);
+  out += ",\"dedup\":";
+  put_json_string(out, ledger::to_string(f.dedup_scope));
+  out += f.is_deleted ? ",\"deleted\":true,\"expires_at\":" : ",\"deleted\":false,\"expires_at\":";
+  put_json_time(out, f.expires_at);
+  out += ",\"failure_reason\":";
+  if (f.failure_reason)
+    put_json_string(out, *f.failure_reason);
+  else
+    out += "null";
+  out += ",\"id\":";
+  out += std::to_string(f.id);
+  out += ",\"media_type\":";
+  put_json_string(out, f.media_type);
+  out += ",\"name\":";
+  put_json_string(out, f.original_name);
+  out += ",\"object_key\":";
+  put_json_string(out, f.object_key);
+  out += ",\"object_options\":";
+  if (f.object_options.empty() || f.object_options == "{}")
+    out += "{}";
+  else // rare and small: nlohmann's own dump of it, as list_json's
+    out += nlohmann::json::parse(f.object_options)
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += ",\"owner\":";
+  put_json_string(out, f.owner_id);
+  out += ",\"path\":";
+  put_json_string(out, f.relative_path);
+  out += ",\"prefix\":";
+  put_json_string(out, f.run_prefix);
+  out += ",\"sha256\":";
+  put_json_string(out, f.sha256);
+  out += ",\"shares\":";
+  out += f.content_of ? std::to_string(*f.content_of) : std::string("null");
+  out += ",\"size\":";
+  out += std::to_string(f.size);
+  out += ",\"status\":";
+  put_json_string(out, shown_status(f));
+  out += ",\"upload_status\":";
+  put_json_string(out, ledger::to_string(f.upload_status));
+  out += '}';
+}
+
 nlohmann::json get_json(const GetResult &res, const ledger::FileRecord &r) {
   nlohmann::json j{{"file", res.file},        {"outcome", to_string(res.outcome)}, {"id", r.id},
                    {"path", restore_path(r)}, {"object_key", r.object_key},        {"sha256", r.sha256},
