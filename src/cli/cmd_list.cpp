@@ -150,7 +150,7 @@ Command add_list(CLI::App &app) {
               if (ctx.g.json) {
                 ops::write_list_json(lines, f);
                 lines += '\n';
-                if (lines.size() >= 64 * 1024) write_lines();
+                if (lines.size() >= size_t{64} * 1024) write_lines();
               } else {
                 print_list_line(f, every_owner);
               }

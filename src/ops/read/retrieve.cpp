@@ -392,7 +392,7 @@ void write_list_json(std::string &out, const ledger::FileRecord &f) {
   put_json_time(out, f.created_at);
   out += ",\"dedup\":";
   put_json_string(out, ledger::to_string(f.dedup_scope));
-  out += f.is_deleted ? ",\"deleted\":true,\"expires_at\":" : ",\"deleted\":false,\"expires_at\":";
+  out += f.is_deleted ? R"(,"deleted":true,"expires_at":)" : R"(,"deleted":false,"expires_at":)";
   put_json_time(out, f.expires_at);
   out += ",\"failure_reason\":";
   if (f.failure_reason)
