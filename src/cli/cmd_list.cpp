@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <lodge/match/filter.hpp>
+#include <lodge/ops/read/list_json.hpp>
 #include <lodge/ops/read/retrieve.hpp>
 #include <lodge/ops/read/select.hpp>
 #include <lodge/util/clock.hpp>

@@ -65,12 +65,6 @@ void scan_active_under_prefix(ledger::LedgerReports &l, const std::string &owner
 // `lodge show`: the row's history-relevant fields and its cleanup task's state.
 [[nodiscard]] nlohmann::json show_json(const ledger::FileRecord &r,
                                        const std::optional<ledger::TaskRecord> &t);
-// `lodge list --json`: one row.
-[[nodiscard]] nlohmann::json list_json(const ledger::FileRecord &f);
-// The same line, appended to out without building it as an object: keys in the same
-// (alphabetical) order, strings escaped as nlohmann's dump with error_handler_t::replace
-// escapes them (invalid UTF-8 as U+FFFD), so the bytes are list_json(f)'s dump.
-void write_list_json(std::string &out, const ledger::FileRecord &f);
 
 using Sink = std::function<bool(const char *, size_t)>;
 
