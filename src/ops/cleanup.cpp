@@ -148,10 +148,11 @@ TaskWork refused_by_guard(const RowLookup &find_row, const ledger::TaskRecord &t
                     "--apply tags it pending again)");
 }
 
-// The store work for a task the ledger decided on: the stamped delete (or the tag).
-TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, store::ObjectStore &store,
-                 const ledger::TaskRecord &task, ledger::TaskDecision decision, const CleanupSettings &s,
-                 const util::Clock &clock) {
+// The work a decision settles without a removal (the tag is set here); nullopt when the
+// ledger allowed the delete, which follows.
+std::optional<TaskWork> without_removal(const RowLookup &find_row, store::ObjectStore &store,
+                                        const ledger::TaskRecord &task, ledger::TaskDecision decision,
+                                        const CleanupSettings &s, const util::Clock &clock) {
   switch (decision) {
   case ledger::TaskDecision::lease_lost:
     return finished(CleanupOutcome::lease_lost);
@@ -164,19 +165,36 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   case ledger::TaskDecision::allowed:
     break;
   }
+  return std::nullopt;
+}
+
+// What the store is asked for an allowed task: remove_owned's key, stamp and guard.
+struct RemovalAsk {
+  store::Stamp stamp;
+  store::DeleteGuard guard = store::DeleteGuard::none;
+  std::optional<ledger::FileRecord> row; // read here; its deadline and creation never change
+};
+
+RemovalAsk ask_for(const RowLookup &find_row, const std::string &ledger_uuid, const ledger::TaskRecord &task) {
   // I8: the key is this row's, but an object there is only ours to delete if its stamp
   // names this ledger and the row that wrote it; remove_owned checks each object (and
   // version) and deletes on the condition that it is still the one checked. A missing
   // object is success (a no-op unless an incomplete upload of this very key remains).
   // A row sharing another row's object: the stamp names the row that wrote it.
-  auto row = find_row(task.record_id);
-  const int64_t writer = row ? row->stamp_id() : task.record_id;
+  RemovalAsk a;
+  a.row = find_row(task.record_id);
+  a.stamp = {ledger_uuid, a.row ? a.row->stamp_id() : task.record_id};
   // A failed upload's object was never tagged committed: its delete is guarded, so a
   // committed object (a confirmed upload) can never be deleted by it, even by mistake.
   // A user-deleted ACTIVE row's object is committed: its delete is not guarded.
-  const bool failed_row = row && row->upload_status == ledger::FileStatus::upload_failed;
-  auto removed = store.remove_owned(task.object_key, {ledger_uuid, writer},
-                                    failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none);
+  const bool failed_row = a.row && a.row->upload_status == ledger::FileStatus::upload_failed;
+  a.guard = failed_row ? store::DeleteGuard::pending_only : store::DeleteGuard::none;
+  return a;
+}
+
+// What the removal's answer makes of the task.
+TaskWork after_removal(const RowLookup &find_row, const ledger::TaskRecord &task, const RemovalAsk &ask,
+                       Result<store::Removal> removed, const CleanupSettings &s, const util::Clock &clock) {
   if (failpoint::hit("sweep.after_delete") && removed) {
     // The delete happened but its answer was lost (a timeout): the task is retried, and
     // the retry finds nothing left to delete.
@@ -190,8 +208,8 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
     for (const auto &k : removed->kept)
       what += (what.empty() ? "" : "; ") + k;
     return ignore(task, TaskWork::Then::not_ours,
-                  "not deleted (not record #" + std::to_string(writer) + " of this ledger, " + ledger_uuid +
-                      "): " + what);
+                  "not deleted (not record #" + std::to_string(ask.stamp.record_id) + " of this ledger, " +
+                      ask.stamp.ledger_uuid + "): " + what);
   }
   if (removed->refused) return refused_by_guard(find_row, task, *removed->refused);
   TaskWork w;
@@ -199,9 +217,18 @@ TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, stor
   w.end.kind = ledger::TaskEnd::Kind::finish;
   w.end.task = task;
   w.end.succeeded = true;
-  // The row read above: its deadline and creation time never change.
-  w.end.next_retry_at = verify_pass_due(row ? &*row : nullptr, clock.now_ms(), s.grace_ms);
+  w.end.next_retry_at = verify_pass_due(ask.row ? &*ask.row : nullptr, clock.now_ms(), s.grace_ms);
   return w;
+}
+
+// The store work for a task the ledger decided on: the stamped delete (or the tag).
+TaskWork work_on(const RowLookup &find_row, const std::string &ledger_uuid, store::ObjectStore &store,
+                 const ledger::TaskRecord &task, ledger::TaskDecision decision, const CleanupSettings &s,
+                 const util::Clock &clock) {
+  if (auto w = without_removal(find_row, store, task, decision, s, clock)) return std::move(*w);
+  auto ask = ask_for(find_row, ledger_uuid, task);
+  auto removed = store.remove_owned(task.object_key, ask.stamp, ask.guard);
+  return after_removal(find_row, task, ask, std::move(removed), s, clock);
 }
 
 // What the ledger's end of the task makes of the store work; said in the log.
@@ -288,6 +315,26 @@ void make_deletes_durable(store::ObjectStore &store, const std::vector<TaskWork 
   for (auto *w : work)
     if (!w->done && w->then == TaskWork::Then::deleted) *w = failed_attempt(w->end.task, s, clock, f.error());
 }
+
+// Runs lane(0..lanes-1), one thread each (lane 0 on this one), and joins them all before an
+// exception of any is rethrown.
+void in_lanes(size_t lanes, const std::function<void(size_t)> &lane) {
+  if (lanes <= 1) {
+    lane(0);
+    return;
+  }
+  util::ThreadGroup group;
+  for (size_t k = 1; k < lanes; ++k)
+    group.spawn([&lane, k] { lane(k); });
+  std::exception_ptr mine;
+  try {
+    lane(0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  group.join();
+  if (mine) std::rethrow_exception(mine);
+}
 } // namespace
 
 int64_t verify_pass_due(const ledger::FileRecord *row, int64_t now, int64_t grace_ms) {
@@ -329,31 +376,53 @@ std::vector<CleanupResult> run_claimed_batch(ledger::CleanupLedger &l,
     return l.find_file(id);
   };
   const std::string &uuid = l.uuid();
+  // Where the store batches its deletes, each lane reads its keys (plan_removal) and the
+  // first connection then deletes what they planned, in as few requests as it can.
+  const bool planned = stores.front()->batches_removals();
+  std::vector<std::optional<RemovalAsk>> asks(tasks.size());
+  std::vector<std::optional<store::PlannedRemoval>> plans(tasks.size());
   const size_t lanes = std::min(stores.size(), tasks.size());
   // Each lane then makes its own deletes durable (a flush covers what its connection did;
   // concurrent flushes of one file:// store share one syncfs).
   auto lane = [&](size_t k) {
     std::vector<TaskWork *> theirs;
     for (size_t i = k; i < tasks.size(); i += lanes) {
-      work[i] = work_on(find_row, uuid, *stores[k], tasks[i], decisions[i], s, clock);
-      theirs.push_back(&work[i]);
+      if (!planned) {
+        work[i] = work_on(find_row, uuid, *stores[k], tasks[i], decisions[i], s, clock);
+        theirs.push_back(&work[i]);
+      } else if (auto w = without_removal(find_row, *stores[k], tasks[i], decisions[i], s, clock)) {
+        work[i] = std::move(*w);
+      } else {
+        asks[i] = ask_for(find_row, uuid, tasks[i]);
+        auto p = stores[k]->plan_removal(tasks[i].object_key, asks[i]->stamp, asks[i]->guard);
+        if (p)
+          plans[i] = std::move(p.value());
+        else
+          work[i] = after_removal(find_row, tasks[i], *asks[i], p.error(), s, clock);
+      }
     }
     make_deletes_durable(*stores[k], theirs, s, clock);
   };
-  if (lanes <= 1) {
-    lane(0);
-  } else {
-    util::ThreadGroup group;
-    for (size_t k = 1; k < lanes; ++k)
-      group.spawn([&lane, k] { lane(k); });
-    std::exception_ptr mine;
-    try {
-      lane(0);
-    } catch (...) {
-      mine = std::current_exception();
+  in_lanes(lanes, lane);
+  if (planned) {
+    std::vector<size_t> at;
+    std::vector<store::PlannedRemoval> batch;
+    for (size_t i = 0; i < plans.size(); ++i)
+      if (plans[i]) {
+        at.push_back(i);
+        batch.push_back(std::move(*plans[i]));
+      }
+    auto removed = stores.front()->remove_planned(batch);
+    if (removed.size() != batch.size())
+      throw LodgeError(Errc::internal, "remove_planned returned " + std::to_string(removed.size()) +
+                                           " results for " + std::to_string(batch.size()) + " keys");
+    std::vector<TaskWork *> theirs;
+    for (size_t j = 0; j < at.size(); ++j) {
+      const size_t i = at[j];
+      work[i] = after_removal(find_row, tasks[i], *asks[i], std::move(removed[j]), s, clock);
+      theirs.push_back(&work[i]);
     }
-    group.join();
-    if (mine) std::rethrow_exception(mine);
+    make_deletes_durable(*stores.front(), theirs, s, clock);
   }
 
   std::vector<ledger::TaskEnd> ends;

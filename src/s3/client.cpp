@@ -34,12 +34,10 @@ std::string base64_of_hex(const std::string &hex) {
 }
 } // namespace
 
-Support ServerTraits::get(Feature f) const {
-  return static_cast<Support>((f == Feature::list_versions ? m_versions : m_uploads).load());
-}
+Support ServerTraits::get(Feature f) const { return static_cast<Support>(m_slots.at(static_cast<size_t>(f)).load()); }
 
 bool ServerTraits::learn(Feature f, Support s) {
-  auto &slot = f == Feature::list_versions ? m_versions : m_uploads;
+  auto &slot = m_slots.at(static_cast<size_t>(f));
   if (s == Support::absent) return slot.exchange(static_cast<int>(Support::absent)) != static_cast<int>(s);
   // Presence never overrides a learned absence (a proxy in front may answer differently).
   int unknown = static_cast<int>(Support::unknown);
@@ -314,6 +312,9 @@ void Client::learn(Feature f, const Status &outcome) {
   if (f == Feature::list_versions)
     util::log::warn(server + " does not list object versions (" + outcome.error().message +
                     "); for the rest of this run deletes remove the current version only");
+  else if (f == Feature::delete_objects)
+    util::log::warn(server + " does not take DeleteObjects (" + outcome.error().message +
+                    "); for the rest of this run objects are deleted one request each");
   else
     util::log::warn(
         server + " does not list incomplete multipart uploads (" + outcome.error().message +
@@ -333,6 +334,42 @@ Status Client::delete_object(const std::string &key, const std::string &version_
     return e;
   }
   return ok_status();
+}
+
+Result<std::vector<Status>> Client::delete_objects(const std::vector<DeleteEntry> &entries) {
+  if (entries.empty()) return std::vector<Status>{};
+  if (entries.size() > 1000) throw LodgeError(Errc::internal, "DeleteObjects takes 1000 keys at most");
+  const std::string what = "DELETE " + std::to_string(entries.size()) + " objects";
+  if (support(Feature::delete_objects) == Support::absent)
+    return Error(Errc::unsupported, what + ": the server does not take DeleteObjects");
+  std::map<std::string, size_t> index;
+  std::string xml = R"(<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>)";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto &e = entries[i];
+    if (!index.emplace(e.key, i).second) throw LodgeError(Errc::internal, "DeleteObjects: " + e.key + " twice");
+    xml += "<Object><Key>" + util::xml_escape(e.key) + "</Key>";
+    if (!e.etag.empty())
+      xml += "<ETag>" + util::xml_escape(e.etag.front() == '"' ? e.etag : "\"" + e.etag + "\"") + "</ETag>";
+    xml += "</Object>";
+  }
+  xml += "</Delete>";
+  auto r = send_xml("POST", "", {{"delete", ""}}, xml, what);
+  learn(Feature::delete_objects, r ? ok_status() : Status(r.error()));
+  if (!r) return r.error();
+  auto parsed = parse_delete_result(r->body);
+  if (!parsed) return Error(Errc::storage_error, what + ": unreadable answer");
+  std::vector<Status> out(entries.size(), ok_status());
+  for (const auto &[key, why] : parsed->errors) {
+    auto it = index.find(key);
+    if (it == index.end()) return Error(Errc::storage_error, what + ": an error for a key not asked: " + key);
+    if (why.code == "NoSuchKey") continue; // gone meanwhile: what a delete wants
+    ErrorDetails d;
+    d.s3_code = why.code;
+    out[it->second] = Error(errc_for_code(why.code).value_or(Errc::storage_error),
+                            "DELETE " + key + ": " + why.code + (why.message.empty() ? "" : " (" + why.message + ")"),
+                            d);
+  }
+  return out;
 }
 
 Status Client::list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
@@ -567,6 +604,17 @@ Result<std::string> Client::get_versioning() {
   auto status = parse_versioning(r->body);
   if (!status) return Error(Errc::storage_error, "GET VERSIONING " + m_cfg.bucket + ": unreadable answer");
   return *status;
+}
+
+bool Client::never_versioned() {
+  if (auto known = m_traits->get(Feature::never_versioned); known != Support::unknown)
+    return known == Support::present;
+  auto v = get_versioning();
+  if (!v)
+    util::log::debug("GET VERSIONING " + m_cfg.bucket + ": " + v.error().message +
+                     "; deletes read each key's versions");
+  m_traits->learn(Feature::never_versioned, v && v->empty() ? Support::present : Support::absent);
+  return m_traits->get(Feature::never_versioned) == Support::present;
 }
 
 } // namespace lodge::s3

@@ -183,6 +183,23 @@ std::optional<std::string> parse_versioning(std::string_view xml) {
   return text(root, "Status");
 }
 
+std::optional<DeleteResult> parse_delete_result(std::string_view xml) {
+  auto doc = load(xml);
+  if (!doc) return std::nullopt;
+  auto root = doc->document_element();
+  // AWS answers DeleteResult; some servers add a namespace prefix or ...Response.
+  std::string_view name = root.name();
+  if (name != "DeleteResult" && name != "DeleteObjectsResponse") return std::nullopt;
+  DeleteResult r;
+  for (auto d : root.children("Deleted"))
+    r.deleted.push_back(text(d, "Key"));
+  for (auto e : root.children("Error")) {
+    if (e.child("Key").empty()) return std::nullopt; // an error that names no key: unreadable
+    r.errors.emplace_back(text(e, "Key"), S3ErrorBody{text(e, "Code"), text(e, "Message"), {}});
+  }
+  return r;
+}
+
 std::optional<int64_t> parse_iso8601_ms(std::string_view s) {
   std::tm tm{};
   std::string str(s);

@@ -71,6 +71,29 @@ public:
     if (failpoint::hit("store.delete")) return injected("DELETE " + key);
     return m_inner->remove_owned(key, stamp, guard);
   }
+  bool batches_removals() override { return m_inner->batches_removals(); }
+  Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+    if (failpoint::hit("store.head")) return injected("HEAD " + key); // its stamp is read first
+    return m_inner->plan_removal(key, stamp, guard);
+  }
+  std::vector<Result<Removal>> remove_planned(const std::vector<PlannedRemoval> &plans) override {
+    // Each key meets the delete failpoint once, as remove_owned's does.
+    std::vector<std::optional<Error>> injected_at(plans.size());
+    std::vector<PlannedRemoval> pass;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (failpoint::hit("store.delete"))
+        injected_at[i] = injected("DELETE " + plans[i].key);
+      else
+        pass.push_back(plans[i]);
+    }
+    auto done = m_inner->remove_planned(pass);
+    std::vector<Result<Removal>> out;
+    out.reserve(plans.size());
+    size_t next = 0;
+    for (auto &e : injected_at)
+      out.push_back(e ? Result<Removal>(std::move(*e)) : std::move(done.at(next++)));
+    return out;
+  }
   Status remove_small(const std::string &key) override { return m_inner->remove_small(key); }
   Status list(const std::string &prefix, const std::function<bool(const ObjectInfo &)> &visit) override {
     if (failpoint::hit("store.list")) return injected("LIST " + prefix);
@@ -127,6 +150,22 @@ private:
 
 std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner) {
   return std::make_unique<FailpointStore>(std::move(inner));
+}
+
+Result<PlannedRemoval> ObjectStore::plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard) {
+  PlannedRemoval p;
+  p.key = key;
+  p.stamp = stamp;
+  p.guard = guard;
+  return p;
+}
+
+std::vector<Result<Removal>> ObjectStore::remove_planned(const std::vector<PlannedRemoval> &plans) {
+  std::vector<Result<Removal>> out;
+  out.reserve(plans.size());
+  for (const auto &p : plans)
+    out.push_back(p.per_object ? remove_owned(p.key, p.stamp, p.guard) : Result<Removal>(p.found));
+  return out;
 }
 
 Result<std::string> ObjectStore::presign_get(const std::string &key, int64_t /*expires_s*/) {

@@ -375,10 +375,11 @@ class LoopbackServer:
 
 
 class Moto(LoopbackServer):
-    """A moto_server on 127.0.0.1, started and stopped by PID."""
+    """A moto_server on 127.0.0.1, started and stopped by PID: motos3.py, moto evaluating the
+    ETag of each key of a DeleteObjects request as S3 does."""
 
     NAME = "moto_server"
-    ARGV = ["moto_server"]
+    ARGV = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "motos3.py")]
 
     def __init__(self, extra_env=None):
         self.port = free_port()

@@ -42,6 +42,7 @@ import urllib.parse
 from datetime import datetime, timezone
 
 import moto.server
+import motos3  # noqa: F401  (DeleteObjects evaluates each key's ETag, as S3 does)
 from moto.core.authorization import ActionAuthenticatorMixin
 from moto.core.responses import BaseResponse
 

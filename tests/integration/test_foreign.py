@@ -144,6 +144,45 @@ class Foreign(S3TestCase):
         self.assertIn("0000-other", t[0]["last_error"])
         self.assertIn("#77", t[0]["last_error"])
 
+    def test_sweep_deletes_in_batches_and_still_only_its_own(self):
+        """A bucket never versioned: sweep reads each key once (HEAD, the stamp), deletes a
+        claimed batch with one DeleteObjects (each key's ETag its condition) and looks for
+        staged uploads with one listing per batch; no key's versions or uploads are listed on
+        their own. What is not its own stays, as on the per-object path."""
+        self.assertEqual(self.lodge("init").rc, 0)
+        n = 130  # three claims of 64
+        for i in range(n):
+            self.write(f"tree/f{i:03d}.txt", f"file {i}\n")
+        up = self.lodge("upload", "--json", os.path.join(self.dir, "tree"))
+        self.assertEqual(up.rc, 0, up)
+        rows = sorted(up.json_lines()[:-1], key=lambda r: r["id"])
+        self.assertEqual(len(rows), n)
+        self.assertEqual(self.lodge("delete", *[r["id"] for r in rows]).rc, 0)
+        theirs, gone, staged = rows[5]["object_key"], rows[7]["object_key"], rows[9]["object_key"]
+        aws(self.moto.endpoint, "s3api", "put-object", "--bucket", self.bucket, "--key", theirs,
+            "--body", self.write("theirs.txt", "written by aws\n"))
+        self.delete_object(gone)
+        self.start_staged(staged)
+        proxy = self.through_proxy()
+        sw = self.lodge("sweep", "--json", later=LATER)
+        self.assertEqual(sw.rc, 0, sw)
+        self.assertEqual((sw.json()["claimed"], sw.json()["deleted"], sw.json()["kept"]), (n, n - 1, 1), sw)
+        self.assertEqual(self.objects(), {theirs: len("written by aws\n")})
+        self.assertEqual(self.staged(), [])
+        seen = {}
+        for e in proxy.entries():
+            path, _, query = e["path"].partition("?")
+            names = sorted(q.split("=")[0] for q in query.split("&") if q)
+            kind = e["method"] + (" ?" + ",".join(names) if names else "")
+            if "/.lodge/" not in path:
+                seen[kind] = seen.get(kind, 0) + 1
+        self.assertEqual(seen.get("HEAD"), n, seen)
+        self.assertEqual(seen.get("POST ?delete"), 3, seen)
+        self.assertEqual(seen.get("GET ?versioning"), 1, seen)
+        self.assertEqual(seen.get("GET ?prefix,uploads"), 3, seen)
+        self.assertNotIn("DELETE", seen, seen)
+        self.assertFalse([k for k in seen if "versions" in k], seen)
+
     def test_an_aws_cli_object_at_a_dead_rows_key_before_sweep_survives_sweep_and_reconcile_apply(self):
         self.assertEqual(self.lodge("init").rc, 0)
         mine = self.upload("a.txt", "mine\n")

@@ -35,7 +35,7 @@ class StoreAgainstMoto(unittest.TestCase):
         p = run_suite("contract,s3only", {"LODGE_TEST_STORE": "s3", "LODGE_TEST_S3_ENDPOINT": self.moto.endpoint})
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("Status: SUCCESS", p.stdout)
-        self.assertRegex(p.stdout, r"test cases:\s+1[0-9] \|\s+1[0-9] passed")
+        self.assertRegex(p.stdout, r"test cases:\s+2[0-9] \|\s+2[0-9] passed")
 
     def test_fault_suite_passes_through_the_proxy(self):
         p = run_suite("faults", {

@@ -3,6 +3,7 @@
 // return typed errors (Errc + HTTP status, S3 code, request id). Transient failures are
 // retried with exponential backoff and full jitter, bounded, honouring Retry-After.
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -28,8 +29,10 @@ using http::Sleeper;
 
 // What a server was found, from its answers, to implement or not (HTTP 405/501,
 // MethodNotAllowed, NotImplemented). Shared by every client of one server in a process,
-// so a run learns each absence once and warns once.
-enum class Feature { list_versions, list_uploads };
+// so a run learns each absence once and warns once. never_versioned is a fact of the bucket,
+// not of the server: present once GetBucketVersioning answered that versioning was never
+// turned on (so a key holds one object at most), absent once it was (or could not be read).
+enum class Feature { list_versions, list_uploads, delete_objects, never_versioned };
 enum class Support { unknown, present, absent };
 class ServerTraits {
 public:
@@ -38,8 +41,7 @@ public:
   bool learn(Feature f, Support s);
 
 private:
-  std::atomic<int> m_versions{0};
-  std::atomic<int> m_uploads{0};
+  std::array<std::atomic<int>, 4> m_slots{}; // by Feature; 0 = unknown
 };
 // One ServerTraits per name (endpoint and bucket) for the whole process.
 [[nodiscard]] std::shared_ptr<ServerTraits> traits_for(const std::string &server);
@@ -134,6 +136,17 @@ public:
   // current object's ETag is that one (PRECONDITION_FAILED otherwise).
   Status delete_object(const std::string &key, const std::string &version_id = {},
                        const std::string &if_match = {});
+  // One key of a DeleteObjects request; with `etag`, deleted only while the current object's
+  // ETag is that one (S3 evaluates it per key, as If-Match).
+  struct DeleteEntry {
+    std::string key;
+    std::string etag;
+  };
+  // DeleteObjects: up to 1,000 distinct keys in one request. One Status per entry, in order:
+  // ok (deleted, or already gone), PRECONDITION_FAILED (its ETag differs now) or its error.
+  // UNSUPPORTED for the whole call (without a request once learned) where the server does
+  // not take it.
+  Result<std::vector<Status>> delete_objects(const std::vector<DeleteEntry> &entries);
   // Calls visit for each object under prefix in key order, page by page; visit may stop
   // the listing by returning false.
   Status list_objects(const std::string &prefix, const std::function<bool(const ListedObject &)> &visit,
@@ -170,6 +183,9 @@ public:
   Status put_bucket_lifecycle(const std::string &xml);
   // The bucket's versioning status: "Enabled", "Suspended", or "" when never versioned.
   Result<std::string> get_versioning();
+  // Whether the bucket was never versioned (GetBucketVersioning answered no Status), asked
+  // once per process and bucket; false when it was, or when the answer could not be read.
+  bool never_versioned();
 
   [[nodiscard]] const ClientConfig &config() const { return m_cfg; }
 

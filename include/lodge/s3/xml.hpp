@@ -91,6 +91,13 @@ struct CompleteResult {
 [[nodiscard]] std::optional<std::map<std::string, std::string>> parse_tagging(std::string_view xml);
 // GetBucketVersioning's <Status>: "Enabled", "Suspended", or "" for a bucket never versioned.
 [[nodiscard]] std::optional<std::string> parse_versioning(std::string_view xml);
+// DeleteObjects' answer: each key it could not delete, with S3's code and message (a quiet
+// request's answer lists nothing else; `deleted` holds the keys a verbose one reports).
+struct DeleteResult {
+  std::vector<std::string> deleted;
+  std::vector<std::pair<std::string, S3ErrorBody>> errors; // key, why
+};
+[[nodiscard]] std::optional<DeleteResult> parse_delete_result(std::string_view xml);
 
 // "2010-11-10T20:48:34.000Z" to ms since the epoch; nullopt when malformed.
 [[nodiscard]] std::optional<int64_t> parse_iso8601_ms(std::string_view s);

@@ -249,6 +249,20 @@ struct Removal {
   int removed = 0; // objects and versions removed
 };
 
+// One removal remove_owned would make, looked at but not yet made (plan_removal): the object
+// at `key` read and its stamp and guard checked, so that remove_planned can delete many in one
+// request where the store can. A plan deletes exactly what remove_owned would (I8): only an
+// object it read with the required stamp, on the condition that it is still that object.
+struct PlannedRemoval {
+  std::string key;
+  Stamp stamp;
+  DeleteGuard guard = DeleteGuard::none;
+  Removal found;          // what was kept or refused (then nothing is deleted at the key)
+  bool present = false;   // an object to delete while its ETag is still `etag`
+  std::string etag;       //
+  bool per_object = true; // remove_planned runs remove_owned for this key (nothing was read)
+};
+
 // The backstop rule that deletes what sweep missed, in the store's own format.
 struct LifecycleRule {
   std::string format;     // "s3-lifecycle-xml" or "azure-management-policy-json"
@@ -283,6 +297,18 @@ public:
   // store returns; the exact key is the row's own). A missing key is success. An object that
   // changes between the read and the delete is looked at again; an error if it keeps changing.
   virtual Result<Removal> remove_owned(const std::string &key, const Stamp &stamp, DeleteGuard guard) = 0;
+  // Whether this connection removes in batches (plan_removal, then remove_planned): asked
+  // before a batch; a store may ask its server once (S3: a bucket never versioned). When
+  // false, remove_owned per key is the way (and what the defaults below do).
+  virtual bool batches_removals() { return false; }
+  // The first half of remove_owned for one key: what is there, read and checked. By default
+  // nothing is read (the plan is per_object). Safe to call on several connections at once.
+  virtual Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard);
+  // The second half for many keys, one result per plan in order (remove_owned's meaning):
+  // the planned deletes in as few requests as the store allows, each on its condition; a key
+  // whose condition failed, or that a plan could not settle, goes through remove_owned; then
+  // the incomplete staged uploads at the keys from which nothing was kept are aborted.
+  virtual std::vector<Result<Removal>> remove_planned(const std::vector<PlannedRemoval> &plans);
   // Removes one of lodge's own small objects (get_small/put_small: the doctor's probe), every
   // version of it. No stamp is checked: never for a row's key.
   virtual Status remove_small(const std::string &key) = 0;
