@@ -27,6 +27,10 @@ from lodgetest import S3TestCase, check_invariants, converge, main, wait_until  
 
 DEADLINE = "20s"
 LATER = "+2m"  # past every deadline and grace of the policy below
+# How long a receive (consume, debug queue receive) waits for a message that is not there yet;
+# what the tests receive was published and confirmed before, so this is also what a run
+# spends on the empty receive that ends it (SQS counts whole seconds: 1 s is its least wait).
+WAIT = "1s"
 CONFIG = {"policies": {"default": {"deadline": DEADLINE, "grace": "1s"}},
           "sweep": {"max_retries": 2, "backoff_base": "1s", "backoff_max": "2s"}}
 
@@ -55,7 +59,7 @@ class OutboxMixin:
         self.env["LODGE_CONFIG"] = self.write("config.json", json.dumps(cfg))
 
     # --- the broker, as a test sees it (lodge debug queue: independent of relay/consume) ---
-    def receive(self, url, ack=True, most=1000, wait="1s"):
+    def receive(self, url, ack=True, most=1000, wait=WAIT):
         args = ["debug", "queue", "receive", url, "--max", str(most), "--wait", wait]
         r = self.lodge(*(args + (["--ack"] if ack else [])))
         self.assertEqual(r.rc, 0, r)
@@ -67,7 +71,7 @@ class OutboxMixin:
 
     def dead_letters(self):
         return [json.loads(m["body"]) if m["body"].startswith("{") else m["body"]
-                for m in self.receive(self.dlq_url, ack=False, wait="2s")]
+                for m in self.receive(self.dlq_url, ack=False)]
 
     # --- lodge ---
     def upload(self, name, data, env=None, check=True):
@@ -84,7 +88,7 @@ class OutboxMixin:
         return r
 
     def consume(self, *args, later=LATER, env=None, rc=0):
-        r = self.lodge("consume", "--json", "--wait", "2s", *args, later=later, env=env)
+        r = self.lodge("consume", "--json", "--wait", WAIT, *args, later=later, env=env)
         if rc is not None:
             self.assertEqual(r.rc, rc, r)
         return r
@@ -139,7 +143,7 @@ class OutboxMixin:
         r = self.upload("ok.txt", b"kept\n")
         key = r.json_lines()[0]["object_key"]
         self.assertEqual(self.relay(later="+1d").json()["cleanup_published"], 0)
-        self.assertEqual(self.receive(self.cleanup_url, ack=False, wait="1s"), [])
+        self.assertEqual(self.receive(self.cleanup_url, ack=False), [])
         self.assertIn(key, self.objects())
 
     def test_event_for_a_row_confirmed_since_is_consumed_and_the_object_kept(self):
@@ -187,6 +191,7 @@ class OutboxMixin:
         self.assertEqual(self.lodge("repair", later=LATER).rc, 0)
         self.relay()
         # A short lease: SQS hands the message out again once it ends (its visibility timeout).
+        self.hand_back_after(2)
         k = self.consume("--lease", "2s", env={"LODGE_FAILPOINTS": "consume.before_ack=crash"}, rc=None)
         self.assertEqual(k.rc, -signal.SIGKILL, k)
         self.assertNotIn(key, self.objects())
@@ -201,7 +206,7 @@ class OutboxMixin:
             return c.json()["received"] >= 1
         wait_until(redelivered, timeout=60, what="the unacknowledged message to come back")
         self.assertEqual((seen["duplicates"], seen["deleted"]), (1, 0), seen)
-        self.assertEqual(self.receive(self.cleanup_url, ack=False, wait="1s"), [])
+        self.assertEqual(self.receive(self.cleanup_url, ack=False), [])
         self.converged()
 
     def test_a_store_refusing_deletes_ends_in_both_dead_letter_queues_then_retry_revives_it(self):
@@ -277,7 +282,7 @@ class OutboxMixin:
         self.assertEqual(self.lodge("delete", str(self.sql("SELECT MIN(id) FROM file_upload")[0][0])).rc, 0)
         self.relay(later=None)
         events = {}
-        for m in self.receive(self.events_url, wait="2s"):
+        for m in self.receive(self.events_url):
             body = json.loads(m["body"])
             events.setdefault(body["id"], body)  # de-duplicated by the event's id
         rows = {r["id"]: r for r in self.ledger_files()}
@@ -299,6 +304,16 @@ class OutboxSqs(OutboxMixin, S3TestCase):
     def queue_url(self, name):
         return f"sqs+{self.moto.endpoint}/123456789012/{name}"
 
+    def hand_back_after(self, seconds):
+        """The cleanup queue's own visibility timeout made `seconds`: consume does not send its
+        --lease as the receive's VisibilityTimeout, so the queue's (30 s unless set) is what
+        holds an unacknowledged message."""
+        import boto3
+        sqs = boto3.client("sqs", endpoint_url=self.moto.endpoint, region_name="us-east-1",
+                           aws_access_key_id="testing", aws_secret_access_key="testing")
+        sqs.set_queue_attributes(QueueUrl=self.cleanup_url[len("sqs+"):],
+                                 Attributes={"VisibilityTimeout": str(seconds)})
+
 
 class OutboxRabbit(OutboxMixin, S3TestCase):
     @classmethod
@@ -313,6 +328,10 @@ class OutboxRabbit(OutboxMixin, S3TestCase):
 
     def queue_url(self, name):
         return self.rabbit.url(name)
+
+    def hand_back_after(self, seconds):
+        """Nothing to set: RabbitMQ hands an unacknowledged message back as soon as its
+        consumer's connection closes."""
 
 
 if __name__ == "__main__":
