@@ -49,7 +49,7 @@ void abort_staged(s3::Client &client, const std::vector<PlannedRemoval> &plans, 
   if (at.empty()) return;
   std::vector<std::pair<std::string, std::string>> uploads; // key, upload id
   auto listed = client.list_multipart_uploads(common_prefix(keys), [&](const s3::ListedUpload &u) {
-    if (at.count(u.key) != 0) uploads.emplace_back(u.key, u.upload_id);
+    if (at.contains(u.key)) uploads.emplace_back(u.key, u.upload_id);
     return true;
   });
   auto fail = [&](const std::string &key, const Error &e) {
@@ -107,25 +107,26 @@ Result<PlannedRemoval> s3_plan_removal(s3::Client &client, bool tag_state, const
   return p;
 }
 
-std::vector<Result<Removal>> s3_remove_planned(s3::Client &client, const std::vector<PlannedRemoval> &plans,
-                                               const std::function<Result<Removal>(const PlannedRemoval &)> &per_object) {
+std::vector<Result<Removal>>
+s3_remove_planned(s3::Client &client, const std::vector<PlannedRemoval> &plans,
+                  const std::function<Result<Removal>(const PlannedRemoval &)> &per_object) {
   Results out(plans.size());
   std::vector<size_t> slow;  // through remove_owned, after the batch
   std::vector<size_t> batch; // deleted together, each on its ETag
   std::set<std::string> seen;
   for (size_t i = 0; i < plans.size(); ++i) {
     const auto &p = plans[i];
-    if (p.per_object) {
+    // Nothing read (per_object), or a second task at a key: it looks again once the first is done.
+    const bool again =
+        p.per_object || (p.present && p.found.kept.empty() && !p.found.refused && !seen.insert(p.key).second);
+    if (again)
       slow.push_back(i);
-    } else if (!p.found.kept.empty() || p.found.refused) {
+    else if (!p.found.kept.empty() || p.found.refused)
       out[i] = p.found;
-    } else if (!p.present) {
+    else if (!p.present)
       out[i] = Removal{};
-    } else if (!seen.insert(p.key).second) {
-      slow.push_back(i); // a second task at the key: it looks again once the first is done
-    } else {
+    else
       batch.push_back(i);
-    }
   }
   for (size_t from = 0; from < batch.size(); from += k_batch_keys) {
     const size_t to = std::min(batch.size(), from + k_batch_keys);
