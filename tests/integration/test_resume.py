@@ -1,9 +1,9 @@
 """Resume: a large file whose upload died mid-transfer is resumed by the next `lodge upload`
 of it from the parts already stored, on moto, Azurite and file://.
 
-Each case sends a 64 MiB file in 8 MiB parts at --bwlimit 8M and interrupts it once three
-parts are stored (awaited through the `upload.after_part` failpoint's log, never a fixed
-sleep): killed with SIGKILL, failed by the policy's stall (the fault proxy's `stall` rule
+Each case sends a 40 MiB file in 5 MiB parts (S3's smallest) at --bwlimit 8M and interrupts
+it once three parts are stored (awaited through the `upload.after_part` failpoint's log, never
+a fixed sleep): killed with SIGKILL, failed by the policy's stall (the fault proxy's `stall` rule
 takes part of the fourth part's body and then nothing), or interrupted by Ctrl-C twice. The
 next upload of the same file resumes the same record: ACTIVE, the bytes read back equal to
 the file's, `resumed_bytes` at least the three parts, and the bytes sent the second time
@@ -23,13 +23,13 @@ from lodgetest import (AzureTestCase, LodgeTestCase, S3TestCase, check_invariant
                        converge, main, wait_until)
 
 MIB = 1 << 20
-SIZE = 64 * MIB
-PART = 8 * MIB
-CONFIG = {"multipart_threshold": "16MiB", "part_size": "8MiB", "part_concurrency": 1,
+PART = 5 * MIB
+SIZE = 8 * PART  # three parts stored before the interruption, five more to send
+CONFIG = {"multipart_threshold": "8MiB", "part_size": "5MiB", "part_concurrency": 1,
           "policies": {"default": {"deadline": "60s", "stall": "10s", "grace": "10s", "max_size": "1GiB"}}}
 # The stall: a part of 8 MiB takes a second at --bwlimit 8M, but through the Python fault proxy
 # on a loaded two-core machine (the suite runs two tests at once) the first one measured over
-# 3 s, which failed the first upload before it could be interrupted.
+# 3 s, which failed the first upload before it could be interrupted (parts are 5 MiB now).
 
 
 class Resume:
