@@ -1,14 +1,14 @@
 """A deadline renewed by progress, against moto: a multipart upload held to 4 MiB/s by
---bwlimit, of a file that takes far longer than its policy's 4 s deadline, becomes ACTIVE
+--bwlimit, of a file that takes far longer than its policy's 2 s deadline, becomes ACTIVE
 because each finished part renews its record's deadline; `lodge repair` run over and over
 in a parallel process meanwhile never fails the progressing record. A transfer whose third
 part goes into a black hole (the fault proxy's `blackhole`: the body is taken, no answer
 comes) fails DEADLINE_EXCEEDED after the policy's `stall`, long before its deadline, and
 repair and sweep converge after it.
 
-Without renewal the same upload fails DEADLINE_EXCEEDED after about 3.6 s (the deadline less
-the uploader's margin). Timing: 40 MiB at 4 MiB/s is at least 9.9 s; parts of 5 MiB take
-about 1.25 s each, well inside the deadline from the last renewal."""
+Without renewal the same upload fails DEADLINE_EXCEEDED after about 1.8 s (the deadline less
+the uploader's margin). Timing: 20 MiB at 4 MiB/s is at least 4.9 s, two and a half deadlines;
+parts of 5 MiB take about 1.25 s each, and their bytes renew the deadline as they flow."""
 
 import json
 import os
@@ -19,9 +19,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from lodgetest import FaultProxy, LodgeTestCase, S3TestCase, check_invariants, converge, main  # noqa: E402
 
 MIB = 1 << 20
-DEADLINE_MS = 4000
+DEADLINE_MS = 2000
+BIG = 20 * MIB
 CONFIG = {"multipart_threshold": "8MiB", "part_size": "5MiB", "part_concurrency": 1,
-          "policies": {"default": {"deadline": "4s", "grace": "2s"}}}
+          "policies": {"default": {"deadline": "2s", "grace": "2s"}}}
 
 
 class Renewal(S3TestCase):
@@ -35,7 +36,7 @@ class Renewal(S3TestCase):
         return rows[0]
 
     def test_a_transfer_longer_than_its_deadline_that_keeps_progressing_becomes_active(self):
-        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        big = self.write("in/big.bin", os.urandom(BIG))
         start = time.monotonic()
         r = self.lodge("--json", "upload", "--bwlimit", "4M", big)
         secs = time.monotonic() - start
@@ -47,11 +48,11 @@ class Renewal(S3TestCase):
         self.assertEqual(status, "ACTIVE")
         # Renewed: the deadline the record shows is well past the reserve's.
         self.assertGreater(deadline, created + DEADLINE_MS + 3000)
-        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        self.assertEqual(list(self.objects().values()), [BIG])
         check_invariants(self)
 
     def test_repair_in_a_loop_never_fails_the_progressing_record(self):
-        big = self.write("in/big.bin", os.urandom(40 * MIB))
+        big = self.write("in/big.bin", os.urandom(BIG))
         up = self.spawn("--json", "upload", "--bwlimit", "4M", big)
         repairs = 0
         while up.poll() is None:
@@ -62,7 +63,7 @@ class Renewal(S3TestCase):
         self.assertEqual(up.returncode, 0, out + err)
         self.assertGreaterEqual(repairs, 3, "repair ran while the upload was in flight")
         self.assertEqual(self.row()[0], "ACTIVE")
-        self.assertEqual(list(self.objects().values()), [40 * MIB])
+        self.assertEqual(list(self.objects().values()), [BIG])
         check_invariants(self)
 
     def test_a_stalled_transfer_fails_after_the_stall_time_and_converges(self):
