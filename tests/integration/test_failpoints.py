@@ -6,6 +6,8 @@ stays consistent (and converges); sleep: fired, normal result; pause: blocks unt
 file exists, then the normal result. A point added to the table without a scenario here
 fails test_every_point_has_a_scenario."""
 
+import concurrent.futures
+import copy
 import json
 import os
 import signal
@@ -27,6 +29,9 @@ CONFIG = {
     "status": {"sweep_max_age": "1d"},
 }
 LATER = "+20s"  # past deadline (10s) + grace (5s)
+# Pairs exercised at once: each has its own ledger, bucket, directory and log, and spends most
+# of its time starting lodge and waiting on moto.
+PARALLEL_PAIRS = 4
 STRAY = "lodge/stray.bin"  # an object no lodge wrote
 
 
@@ -433,25 +438,36 @@ class Failpoints(S3TestCase):
             self.assertTrue({"crash", "sleep", "pause"} <= set(actions), name)
             self.assertEqual("error" in actions, POINTS[name].error is not None, name)
 
-    def test_crash(self):
-        for name, point in self.pairs("crash"):
+    def exercise_apart(self, name, point, action):
+        """exercise() on a copy of this test whose directory (and with it its ledger, bucket,
+        configuration and log) and environment are the pair's own, so that pairs run at once."""
+        tc = copy.copy(self)
+        tc.dir = os.path.join(self.dir, f"{name}-{action}")
+        os.makedirs(tc.dir)
+        tc.env = dict(self.env)
+        tc.exercise(name, point, action)
+
+    def exercise_every_pair(self, action):
+        """Every pair of `action`, PARALLEL_PAIRS at once; each one's outcome (its failure
+        raised again here) in a subtest of its own, in the table's order."""
+        with concurrent.futures.ThreadPoolExecutor(PARALLEL_PAIRS) as pool:
+            runs = [(name, pool.submit(self.exercise_apart, name, point, action))
+                    for name, point in self.pairs(action)]
+        for name, run in runs:
             with self.subTest(name):
-                self.exercise(name, point, "crash")
+                run.result()
+
+    def test_crash(self):
+        self.exercise_every_pair("crash")
 
     def test_error(self):
-        for name, point in self.pairs("error"):
-            with self.subTest(name):
-                self.exercise(name, point, "error")
+        self.exercise_every_pair("error")
 
     def test_sleep(self):
-        for name, point in self.pairs("sleep"):
-            with self.subTest(name):
-                self.exercise(name, point, "sleep")
+        self.exercise_every_pair("sleep")
 
     def test_pause(self):
-        for name, point in self.pairs("pause"):
-            with self.subTest(name):
-                self.exercise(name, point, "pause")
+        self.exercise_every_pair("pause")
 
     def test_a_refused_action_is_a_usage_error_naming_the_pair(self):
         refusing = [n for n, a in self.declared.items() if "error" not in a]
