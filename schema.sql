@@ -78,10 +78,13 @@ CREATE TABLE file_upload (
 -- per (owner, sha256), and at most one alive such row that is not 'none'-scope per (owner,
 -- run_prefix, sha256); rows sharing an object are not counted. The reserve transaction
 -- implements the rest of the rule (which alive rows make a request a duplicate).
+-- The second one's key is (owner, sha256, run_prefix): unique on the same three columns, and
+-- with the digest second it is also the de-dup lookup of every alive row that wrote its own
+-- object and is not 'none'-scope, by (owner, sha256) whatever its prefix.
 CREATE UNIQUE INDEX file_upload_alive_owner_digest
   ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
 CREATE UNIQUE INDEX file_upload_alive_prefix_digest
-  ON file_upload (owner_id, run_prefix, sha256)
+  ON file_upload (owner_id, sha256, run_prefix)
   WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
 -- I5 for shared objects: which alive rows still use an object key (sweep, reconcile).
 CREATE INDEX file_upload_content_key
@@ -94,9 +97,11 @@ CREATE UNIQUE INDEX file_upload_idempotency
 -- The repair scan: alive UPLOADING rows by deadline.
 CREATE INDEX file_upload_overdue
   ON file_upload (upload_deadline_at) WHERE upload_status = 'UPLOADING' AND is_deleted = 0;
--- The de-dup lookup of reserve: an owner's alive rows with a digest, whatever their scope.
-CREATE INDEX file_upload_alive_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+-- The rest of the de-dup lookup: the alive rows file_upload_alive_prefix_digest leaves out
+-- ('none'-scope rows and rows sharing an object), so that the two hold every alive row once.
+-- Most rows are in the unique index alone: one index with a random key less per file.
+CREATE INDEX file_upload_alive_other_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND (dedup_scope = 'none' OR content_of IS NOT NULL);
 -- `prune --expired`: the alive rows with an expiry, by it.
 CREATE INDEX file_upload_expiry
   ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
@@ -169,7 +174,13 @@ CREATE TABLE cleanup_task (
   UNIQUE (record_id, task_type)
 ) STRICT;
 
-CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at);
+-- The live tasks by status and time (claim, the dry run's due tasks, the relay, status's due
+-- and expired counts). An ended task (IGNORED, SUCCESS, FAILED: nearly every task) is not in
+-- it. The condition is written as the queries write theirs (status IN ('PENDING', 'RETRY')
+-- ... OR status = 'PROCESSING' ...): SQLite takes a partial index only for a query whose
+-- terms name its condition, each arm of an OR on its own.
+CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at)
+  WHERE status IN ('PENDING', 'RETRY') OR status = 'PROCESSING';
 
 -- The fencing token only ever increases.
 CREATE TRIGGER cleanup_task_lease_monotonic

@@ -41,6 +41,13 @@ namespace {
 // version-10 ledger was ever sent), outbox_event with its index and triggers (no event is
 // written until ledger_meta 'event_types' names one), and jobs 'relay' and 'consume'
 // (job_run rebuilt again).
+// Version 11 wrote three indexes with a random key per file and kept every task in
+// cleanup_task_due: file_upload_alive_digest held every alive row a second time beside the
+// I4 index on (owner, run_prefix, sha256), and the ended tasks (nearly all) stayed in the due
+// index. Version 12 keys that I4 index (owner, sha256, run_prefix) (the same uniqueness; the
+// de-dup lookup of the rows it holds), keeps in file_upload_alive_other_digest only the alive
+// rows it leaves out ('none'-scope and sharing rows), and makes cleanup_task_due partial on the
+// live statuses. No row changes.
 // std::to_array deduces the count from the initializers, so a version bump without its
 // step (or a step too many) is a compile error below, never an empty migration at run time.
 constexpr auto k_steps = std::to_array<std::string_view>({
@@ -234,6 +241,18 @@ INSERT INTO job_run (id, job, worker_id, started_at, finished_at, outcome, count
   SELECT id, job, worker_id, started_at, finished_at, outcome, counts FROM job_run_v10;
 DROP TABLE job_run_v10;
 CREATE INDEX job_run_latest ON job_run (job, started_at);
+)sql",
+    R"sql(
+DROP INDEX file_upload_alive_digest;
+DROP INDEX file_upload_alive_prefix_digest;
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, sha256, run_prefix)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+CREATE INDEX file_upload_alive_other_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND (dedup_scope = 'none' OR content_of IS NOT NULL);
+DROP INDEX cleanup_task_due;
+CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at)
+  WHERE status IN ('PENDING', 'RETRY') OR status = 'PROCESSING';
 )sql",
 });
 static_assert(k_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_schema_version),

@@ -27,7 +27,10 @@ constexpr int k_oldest_pg_schema_version = 4;
 // expires_at and created_at, job 'prune' (as SQLite's step).
 // Version 10 -> 11: the outbox: cleanup_task.sent_at and message_id, outbox_event, its
 // index and trigger, jobs 'relay' and 'consume' (as SQLite's step).
-constexpr std::array<std::string_view, 7> k_pg_steps{
+// Version 11 -> 12: the leaner indexes (as SQLite's step): the I4 index on (owner, sha256,
+// run_prefix), file_upload_alive_other_digest for the alive rows it leaves out, and
+// cleanup_task_due on the live tasks only.
+constexpr std::array<std::string_view, 8> k_pg_steps{
     R"sql(
 DROP INDEX file_upload_owner_alive;
 CREATE INDEX file_upload_alive_digest
@@ -149,6 +152,18 @@ CREATE TRIGGER file_upload_event
 ALTER TABLE job_run DROP CONSTRAINT job_run_job_check;
 ALTER TABLE job_run ADD CONSTRAINT job_run_job_check
   CHECK (job IN ('sweep', 'repair', 'reconcile', 'prune', 'relay', 'consume'));
+)sql",
+    R"sql(
+DROP INDEX file_upload_alive_digest;
+DROP INDEX file_upload_alive_prefix_digest;
+CREATE UNIQUE INDEX file_upload_alive_prefix_digest
+  ON file_upload (owner_id, sha256, run_prefix)
+  WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
+CREATE INDEX file_upload_alive_other_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND (dedup_scope = 'none' OR content_of IS NOT NULL);
+DROP INDEX cleanup_task_due;
+CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at)
+  WHERE status IN ('PENDING', 'RETRY') OR status = 'PROCESSING';
 )sql"};
 static_assert(k_pg_steps.size() == static_cast<size_t>(k_schema_version - k_oldest_pg_schema_version),
               "every PostgreSQL schema version after the oldest needs exactly one step in k_pg_steps");

@@ -3,8 +3,8 @@
 -- types: every integer is BIGINT (times stay integer ms since the Unix epoch, UTC, so both
 -- backends share the ledger's SQL), every text is TEXT COLLATE "C" (keys compare and sort
 -- in byte order, the order S3 lists them in). Applied by `lodge init` to a database with no
--- lodge tables, in one transaction under the schema advisory lock (src/ledger/pg_driver.cpp);
--- later versions are reached by the steps in pg_driver.cpp. The version lives in
+-- lodge tables, in one transaction under the schema advisory lock (src/ledger/pg_schema.cpp);
+-- later versions are reached by the steps in pg_schema.cpp. The version lives in
 -- ledger_meta ('schema_version'). The tables go into the first schema of the connection's
 -- search_path (normally public); other tables may share the database.
 
@@ -64,11 +64,12 @@ CREATE TABLE file_upload (
 
 -- I4 (scoped, ARCHITECTURE.md): at most one alive 'owner'-scope row per (owner, sha256), and
 -- at most one alive row that is not 'none'-scope per (owner, run_prefix, sha256); rows sharing
--- an object are not counted.
+-- an object are not counted. The second one, keyed (owner, sha256, run_prefix), is also the
+-- de-dup lookup of the rows it holds (see schema.sql).
 CREATE UNIQUE INDEX file_upload_alive_owner_digest
   ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND dedup_scope = 'owner' AND content_of IS NULL;
 CREATE UNIQUE INDEX file_upload_alive_prefix_digest
-  ON file_upload (owner_id, run_prefix, sha256)
+  ON file_upload (owner_id, sha256, run_prefix)
   WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL;
 -- Which alive rows still use an object key (sweep, reconcile).
 CREATE INDEX file_upload_content_key
@@ -81,9 +82,10 @@ CREATE UNIQUE INDEX file_upload_idempotency
 -- The repair scan: alive UPLOADING rows by deadline.
 CREATE INDEX file_upload_overdue
   ON file_upload (upload_deadline_at) WHERE upload_status = 'UPLOADING' AND is_deleted = 0;
--- The de-dup lookup of reserve: an owner's alive rows with a digest, whatever their scope.
-CREATE INDEX file_upload_alive_digest
-  ON file_upload (owner_id, sha256) WHERE is_deleted = 0;
+-- The rest of the de-dup lookup: the alive rows file_upload_alive_prefix_digest leaves out
+-- (see schema.sql).
+CREATE INDEX file_upload_alive_other_digest
+  ON file_upload (owner_id, sha256) WHERE is_deleted = 0 AND (dedup_scope = 'none' OR content_of IS NOT NULL);
 -- `prune --expired`: the alive rows with an expiry, by it.
 CREATE INDEX file_upload_expiry
   ON file_upload (expires_at) WHERE expires_at IS NOT NULL AND is_deleted = 0;
@@ -153,7 +155,9 @@ CREATE TABLE cleanup_task (
   UNIQUE (record_id, task_type)
 );
 
-CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at);
+-- The live tasks by status and time; an ended task is not in it (see schema.sql).
+CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at)
+  WHERE status IN ('PENDING', 'RETRY') OR status = 'PROCESSING';
 
 -- The fencing token only ever increases.
 CREATE FUNCTION cleanup_task_lease_monotonic() RETURNS trigger LANGUAGE plpgsql AS $lodge$

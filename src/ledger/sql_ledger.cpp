@@ -69,6 +69,8 @@ StatusReport SqlLedger::status(int64_t now, int64_t failed_since) {
     for (auto s : k_task_statuses)
       r.tasks[to_string(s)] = 0;
     {
+      // Every task, ended ones included: a read of the table (cleanup_task_due holds only the
+      // live tasks), as the count of the files above reads theirs.
       auto st = q("SELECT status, count(*) FROM cleanup_task GROUP BY 1");
       while (st.step())
         r.tasks[st.col_text(0)] = st.col_int(1);

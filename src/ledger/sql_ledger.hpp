@@ -29,6 +29,11 @@ extern const char *const k_file_cols;
 // them is at this index.
 inline constexpr int k_file_col_count = 32;
 [[nodiscard]] FileRecord read_file(const sql::Stmt &st);
+// The alive rows of the owner with the digest (`owner`, `sha256`: parameters, "?N"), as a
+// condition on file_upload ("id IN (...)"): the rows of the unique index on (owner, sha256,
+// run_prefix) and those of file_upload_alive_other_digest, which together hold every alive
+// row once. Each probe names its index's condition, as SQLite needs to take a partial index.
+[[nodiscard]] std::string alive_with_digest(const std::string &owner, const std::string &sha256);
 // The same for cleanup_task, in the order read_task reads them.
 extern const char *const k_task_cols;
 [[nodiscard]] TaskRecord read_task(const sql::Stmt &st);

@@ -17,8 +17,10 @@ constexpr const char *k_event_types_key = "event_types";
 constexpr const char *k_relayable =
     "status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1 AND sent_at IS NULL"
     " AND verify_pass < 2 AND tag_owed = 0";
-// A cleanup event in flight: sent, its task not ended.
-constexpr const char *k_in_flight = "sent_at IS NOT NULL AND status IN ('PENDING', 'RETRY', 'PROCESSING')";
+// A cleanup event in flight: sent, its task not ended. The statuses as cleanup_task_due's
+// condition names them, so that SQLite reads that index (of the live tasks only).
+constexpr const char *k_in_flight =
+    "sent_at IS NOT NULL AND (status IN ('PENDING', 'RETRY') OR status = 'PROCESSING')";
 
 std::string joined(const std::vector<EventType> &types) {
   std::string out;

@@ -107,9 +107,9 @@ std::optional<ReserveResult> SqlLedger::dedup_answer(const ReserveRequest &req,
   // every alive row of the owner with this digest (whatever its prefix or scope); under
   // "prefix", those with this run prefix too. Of several, one in this run prefix first, then
   // an ACTIVE one, then the oldest. Whether its object is really there is the caller's to check.
-  auto alive = file_where("owner_id = ?1 AND sha256 = ?2 AND is_deleted = 0 AND (?3 = 1 OR run_prefix = ?4)"
-                          " ORDER BY CASE WHEN run_prefix = ?4 THEN 0 ELSE 1 END,"
-                          " CASE WHEN upload_status = 'ACTIVE' THEN 0 ELSE 1 END, id LIMIT 1",
+  auto alive = file_where(alive_with_digest("?1", "?2") + " AND (?3 = 1 OR run_prefix = ?4)" +
+                              " ORDER BY CASE WHEN run_prefix = ?4 THEN 0 ELSE 1 END,"
+                              " CASE WHEN upload_status = 'ACTIVE' THEN 0 ELSE 1 END, id LIMIT 1",
                           [&](Stmt &s) {
                             s.bind(1, req.owner_id)
                                 .bind(2, req.sha256)

@@ -26,6 +26,13 @@ const char *const k_task_cols =
     " lease_until, lease_version, last_error, created_at, updated_at, verify_pass, tag_owed, sent_at,"
     " message_id";
 
+std::string alive_with_digest(const std::string &owner, const std::string &sha256) {
+  const std::string rows = "SELECT id FROM file_upload WHERE owner_id = " + owner +
+                           " AND sha256 = " + sha256 + " AND is_deleted = 0 AND ";
+  return "id IN (" + rows + "dedup_scope <> 'none' AND content_of IS NULL UNION ALL " + rows +
+         "(dedup_scope = 'none' OR content_of IS NOT NULL))";
+}
+
 namespace {
 
 // A state as stored: the schema's CHECK admits only the names of the enum's table.

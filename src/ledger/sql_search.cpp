@@ -91,8 +91,16 @@ Selection select_of(const FileQuery &q, sql::Dialect dialect) {
   // SQLite the owner's term is made no index's ('+'), so created_at's index serves.
   const bool by_time = (q.since || q.until) && !by_attr && !q.run_prefix && q.run_prefixes.empty() &&
                        !q.path && !q.sha256 && !q.expired_by;
-  if (q.owner != "*")
-    w.add((by_time && dialect == sql::Dialect::sqlite ? "+owner_id = " : "owner_id = ") + w.param(q.owner));
+  const bool alive_only = !q.include_dead || q.latest || q.expired_by;
+  // An owner's alive rows of a digest are found through the digest indexes (alive_with_digest):
+  // on SQLite the owner's term is made no index's, so that they drive.
+  const bool by_digest = q.sha256 && q.owner != "*" && alive_only;
+  std::string owner;
+  if (q.owner != "*") {
+    owner = w.param(q.owner);
+    w.add(((by_time || by_digest) && dialect == sql::Dialect::sqlite ? "+owner_id = " : "owner_id = ") +
+          owner);
+  }
   if (q.run_prefix) w.add("run_prefix = " + w.param(*q.run_prefix));
   if (!q.run_prefixes.empty()) {
     std::string in;
@@ -103,11 +111,14 @@ Selection select_of(const FileQuery &q, sql::Dialect dialect) {
   if (q.prefix_start) starts_with(w, "run_prefix", *q.prefix_start);
   if (q.path_prefix) starts_with(w, "relative_path", *q.path_prefix);
   if (q.path) w.add("relative_path = " + w.param(*q.path));
-  if (!q.include_dead || q.latest || q.expired_by) w.add("is_deleted = 0");
+  if (alive_only) w.add("is_deleted = 0");
   if (q.latest) w.add("upload_status = 'ACTIVE'");
   if (q.since) w.add("created_at >= " + w.param(*q.since));
   if (q.until) w.add("created_at <= " + w.param(*q.until));
-  if (q.sha256) w.add("sha256 = " + w.param(*q.sha256));
+  if (by_digest)
+    w.add(alive_with_digest(owner, w.param(*q.sha256)));
+  else if (q.sha256)
+    w.add("sha256 = " + w.param(*q.sha256));
   if (q.min_size) w.add("size >= " + w.param(*q.min_size));
   if (q.max_size) w.add("size <= " + w.param(*q.max_size));
   // IS NOT NULL spelled out: SQLite takes the partial index only when the query's terms

@@ -14,7 +14,9 @@ namespace lodge::ledger {
 
 namespace {
 
-// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired.
+// Due: PENDING/RETRY whose time has come, or PROCESSING whose lease has expired. Each arm
+// names one side of cleanup_task_due's condition (the index of the live tasks), so SQLite
+// searches that index for each.
 constexpr const char *k_due = "((status IN ('PENDING', 'RETRY') AND next_retry_at <= ?1)"
                               " OR (status = 'PROCESSING' AND lease_until < ?1))";
 } // namespace

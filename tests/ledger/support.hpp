@@ -36,10 +36,25 @@ inline ledger::ReserveRequest request(const std::string &owner, const std::strin
   return r;
 }
 
-// Takes back, on a closed ledger, what schema version 11 added (the outbox: outbox_event, its
-// triggers, cleanup_task's sent_at and message_id; job_run's 'relay' and 'consume' may
-// stay), as a version-10 ledger had it, and says the ledger is at version 10.
+// Takes back, on a closed ledger, what schema version 12 changed (its indexes), as a
+// version-11 ledger had them, and says the ledger is at version 11.
+inline void as_schema_v11(const FreshLedger &f) {
+  f.exec_raw("DROP INDEX file_upload_alive_other_digest");
+  f.exec_raw("CREATE INDEX file_upload_alive_digest ON file_upload (owner_id, sha256) WHERE is_deleted = 0");
+  f.exec_raw("DROP INDEX file_upload_alive_prefix_digest");
+  f.exec_raw(
+      "CREATE UNIQUE INDEX file_upload_alive_prefix_digest ON file_upload (owner_id, run_prefix, sha256)"
+      " WHERE is_deleted = 0 AND dedup_scope <> 'none' AND content_of IS NULL");
+  f.exec_raw("DROP INDEX cleanup_task_due");
+  f.exec_raw("CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at)");
+  f.set_schema_version(11);
+}
+
+// Takes back, on a closed ledger, what schema versions 12 and 11 added (11: the outbox:
+// outbox_event, its triggers, cleanup_task's sent_at and message_id; job_run's 'relay' and
+// 'consume' may stay), as a version-10 ledger had it, and says the ledger is at version 10.
 inline void as_schema_v10(const FreshLedger &f) {
+  as_schema_v11(f);
   if (f.kind() == Backend::sqlite) {
     for (const char *t : {"file_upload_event_insert", "file_upload_event_active", "file_upload_event_failed",
                           "file_upload_event_deleted"})
@@ -53,7 +68,7 @@ inline void as_schema_v10(const FreshLedger &f) {
   f.set_schema_version(10);
 }
 
-// Takes back, on a closed ledger, what schema versions 11 and 10 added (10: expires_at,
+// Takes back, on a closed ledger, what schema versions 12 to 10 added (10: expires_at,
 // file_attr, their indexes; job_run's 'prune' may stay), as a version-9 ledger had it, and
 // says the ledger is at version 9: a migration test starts there (or earlier, taking back more).
 inline void as_schema_v9(const FreshLedger &f) {

@@ -250,10 +250,16 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
     return db.sql("SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
                   " WHERE n.nspname = 'public' ORDER BY 1");
   };
+  auto indexes = [&db] {
+    return db.sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1");
+  };
   auto want = shape();
+  auto want_indexes = indexes();
   db.sql(
-      "DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
-      " DROP TABLE owner_usage; DROP INDEX file_upload_alive_digest;"
+      // version 12's indexes (dropping content_of below drops file_upload_alive_other_digest)
+      "DROP INDEX cleanup_task_due; CREATE INDEX cleanup_task_due ON cleanup_task (status, next_retry_at);"
+      " DROP TRIGGER file_upload_usage ON file_upload; DROP FUNCTION file_upload_usage();"
+      " DROP TABLE owner_usage;"
       " CREATE INDEX file_upload_owner_alive ON file_upload (owner_id) WHERE is_deleted = 0;"
       " ALTER TABLE file_upload DROP COLUMN holder;"
       " ALTER TABLE file_upload DROP COLUMN content_type, DROP COLUMN object_options,"
@@ -280,6 +286,7 @@ TEST_CASE("pg: a version-4 ledger is migrated: the (owner, sha256) index and the
   auto c = open(url, false); // migrates
   CHECK(c->schema_version() == k_schema_version);
   CHECK(shape() == want);
+  CHECK(indexes() == want_indexes); // each as a new ledger defines it (version 12's among them)
   CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"
                " AND column_name = 'holder'") == "1"); // version 6's
   CHECK(db.one("SELECT count(*) FROM information_schema.columns WHERE table_name = 'file_upload'"

@@ -6,7 +6,7 @@ namespace lodge::ledger {
 
 extern const char *const k_schema_sql;
 // PRAGMA user_version of a ledger this build writes.
-inline constexpr int k_schema_version = 11;
+inline constexpr int k_schema_version = 12;
 // The oldest user_version this build can migrate from.
 inline constexpr int k_oldest_schema_version = 1;
 
