@@ -527,6 +527,39 @@ def azblob(endpoint, *args, check=True, raw=False, timeout=120):
     return json.loads(p.stdout) if p.stdout.strip() else None
 
 
+def create_container(endpoint, name, key=AZURITE_KEY):
+    """Creates container `name` at `endpoint` (Azurite's path-style account endpoint), as
+    `azblob create-container` does, with one Create Container request signed with the account
+    key (Shared Key) from here: a test's fresh container without starting node and loading the
+    SDK. A refusal raises AzBlobError (409 ContainerAlreadyExists for a name in use)."""
+    import base64
+    import email.utils
+    import hashlib
+    import hmac
+    import urllib.error
+    import urllib.parse
+    parts = urllib.parse.urlsplit(endpoint)
+    account = parts.path.strip("/").split("/")[0]
+    path = parts.path.rstrip("/") + "/" + name
+    headers = {"x-ms-date": email.utils.formatdate(usegmt=True), "x-ms-version": "2021-08-06"}
+    # The string to sign: the verb, eleven empty standard headers (a zero Content-Length is
+    # signed as empty), the x-ms- headers, then the resource: the account and the path (which,
+    # path-style, starts with the account again) and the query.
+    to_sign = ("PUT" + "\n" * 12 + "".join(f"{k}:{v}\n" for k, v in sorted(headers.items())) +
+               f"/{account}{path}\nrestype:container")
+    digest = hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()
+    headers.update({"Authorization": f"SharedKey {account}:{base64.b64encode(digest).decode()}",
+                    "Content-Length": "0"})
+    request = urllib.request.Request(f"{parts.scheme}://{parts.netloc}{path}?restype=container", method="PUT",
+                                     headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            r.read()
+    except urllib.error.HTTPError as e:
+        raise AzBlobError(["create-container", name], {"status": e.code, "code": e.headers.get("x-ms-error-code"),
+                                                       "message": e.read().decode(errors="replace")[:500]}) from None
+
+
 # AWS_EC2_METADATA_DISABLED: a lodge (or aws CLI) that finds no credentials never reaches
 # past loopback for the instance metadata service.
 AWS_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
@@ -909,7 +942,7 @@ class AzureTestCase(LodgeTestCase):
         super().setUp()
         import uuid
         self.container = "c-" + uuid.uuid4().hex[:20]
-        self.az("create-container", self.container)
+        create_container(self.azurite.endpoint, self.container)
         self.prefix = "lodge"
         self.store = f"az://{self.container}/{self.prefix}"
         self.env.update({"LODGE_STORE": self.store, "LODGE_ENDPOINT": self.azurite.endpoint,

@@ -21,7 +21,7 @@ import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
 from lodgetest import (AzBlobError, AzureTestCase, FaultProxy, azblob, azurite_server,  # noqa: E402
-                       check_invariants, converge, main, wait_until)
+                       check_invariants, converge, create_container, main, wait_until)
 
 CONFIG = {
     # The crash scenarios here test the deadline rule (rows of another host keep it); the
@@ -46,7 +46,7 @@ class AzuriteAnswers(unittest.TestCase):
 
     def setUp(self):
         self.container = "x-" + uuid.uuid4().hex[:20]
-        self.az("create-container", self.container)
+        create_container(self.azurite.endpoint, self.container)
         self.body = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"azblob-{uuid.uuid4().hex}")
         with open(self.body, "wb") as f:
             f.write(b"written by the SDK\n")

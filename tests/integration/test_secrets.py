@@ -30,8 +30,8 @@ import unittest
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from lodgetest import (AZURITE_ACCOUNT, AZURITE_KEY, LODGE, Moto, azblob, azurite_server, free_port,  # noqa: E402
-                       is_ci_variable, main, pg_server, s3_client)
+from lodgetest import (AZURITE_ACCOUNT, AZURITE_KEY, LODGE, Moto, azurite_server, create_container,  # noqa: E402
+                       free_port, is_ci_variable, main, pg_server, s3_client)
 from brokers import RabbitMQ  # noqa: E402
 
 MARK = "SeCrEt"
@@ -295,7 +295,7 @@ class Secrets(unittest.TestCase):
 
     def container(self):
         c = "c-" + uuid.uuid4().hex[:20]
-        azblob(self.azurite.endpoint, "create-container", c)
+        create_container(self.azurite.endpoint, c)
         return c
 
     def s3_args(self):
