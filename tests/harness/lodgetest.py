@@ -1120,16 +1120,18 @@ def check_invariants(tc, objects=None, max_files=None):
         tc.assertEqual(len(tasks_of.get(rid, [])), 1, f"row {rid} has exactly one cleanup task")
 
 
-def converge(tc, later="+1h"):
+def converge(tc, later="+1h", wait="1s"):
     """I7: with storage reachable, after deadline + grace and one run each of repair then
     sweep (on a ledger whose cleanup runs through a queue: repair, relay, consume, sweep), no
-    UPLOADING row is overdue, no task is due, and reconcile finds nothing."""
+    UPLOADING row is overdue, no task is due, and reconcile finds nothing. `wait`: consume's
+    --wait (its closing empty receive waits that long; "0s" on moto's SQS, which answers at
+    once with every visible message)."""
     r = tc.lodge("repair", "--json", later=later)
     tc.assertEqual(r.rc, 0, r)
     if tc.lodge("status", "--json", later=later).json()["outbox"]["cleanup_via"] == "queue":
         # Cleanup through a queue: the relay publishes the due deletes, a consumer runs them;
         # sweep keeps the verify passes.
-        for args in (["relay", "--json"], ["consume", "--json", "--wait", "1s"]):
+        for args in (["relay", "--json"], ["consume", "--json", "--wait", wait]):
             q = tc.lodge(*args, later=later)
             tc.assertEqual(q.rc, 0, q)
     s = tc.lodge("sweep", "--json", later=later)

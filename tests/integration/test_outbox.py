@@ -107,8 +107,8 @@ class OutboxMixin:
     def converged(self):
         """I7 in queue mode (the harness's converge runs repair, relay, consume, sweep), then
         once more past every back-off: nothing is left in flight."""
-        converge(self, later="+1h")
-        st = converge(self, later="+3h")
+        converge(self, later="+1h", wait=self.wait)
+        st = converge(self, later="+3h", wait=self.wait)
         self.assertEqual(st["outbox"]["cleanup_in_flight"], 0, st)
         check_invariants(self)
 
