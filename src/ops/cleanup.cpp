@@ -175,7 +175,8 @@ struct RemovalAsk {
   std::optional<ledger::FileRecord> row; // read here; its deadline and creation never change
 };
 
-RemovalAsk ask_for(const RowLookup &find_row, const std::string &ledger_uuid, const ledger::TaskRecord &task) {
+RemovalAsk ask_for(const RowLookup &find_row, const std::string &ledger_uuid,
+                   const ledger::TaskRecord &task) {
   // I8: the key is this row's, but an object there is only ours to delete if its stamp
   // names this ledger and the row that wrote it; remove_owned checks each object (and
   // version) and deletes on the condition that it is still the one checked. A missing

@@ -34,7 +34,9 @@ std::string base64_of_hex(const std::string &hex) {
 }
 } // namespace
 
-Support ServerTraits::get(Feature f) const { return static_cast<Support>(m_slots.at(static_cast<size_t>(f)).load()); }
+Support ServerTraits::get(Feature f) const {
+  return static_cast<Support>(m_slots.at(static_cast<size_t>(f)).load());
+}
 
 bool ServerTraits::learn(Feature f, Support s) {
   auto &slot = m_slots.at(static_cast<size_t>(f));
@@ -346,7 +348,8 @@ Result<std::vector<Status>> Client::delete_objects(const std::vector<DeleteEntry
   std::string xml = R"(<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Quiet>true</Quiet>)";
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto &e = entries[i];
-    if (!index.emplace(e.key, i).second) throw LodgeError(Errc::internal, "DeleteObjects: " + e.key + " twice");
+    if (!index.emplace(e.key, i).second)
+      throw LodgeError(Errc::internal, "DeleteObjects: " + e.key + " twice");
     xml += "<Object><Key>" + util::xml_escape(e.key) + "</Key>";
     if (!e.etag.empty())
       xml += "<ETag>" + util::xml_escape(e.etag.front() == '"' ? e.etag : "\"" + e.etag + "\"") + "</ETag>";
@@ -365,9 +368,9 @@ Result<std::vector<Status>> Client::delete_objects(const std::vector<DeleteEntry
     if (why.code == "NoSuchKey") continue; // gone meanwhile: what a delete wants
     ErrorDetails d;
     d.s3_code = why.code;
-    out[it->second] = Error(errc_for_code(why.code).value_or(Errc::storage_error),
-                            "DELETE " + key + ": " + why.code + (why.message.empty() ? "" : " (" + why.message + ")"),
-                            d);
+    out[it->second] =
+        Error(errc_for_code(why.code).value_or(Errc::storage_error),
+              "DELETE " + key + ": " + why.code + (why.message.empty() ? "" : " (" + why.message + ")"), d);
   }
   return out;
 }

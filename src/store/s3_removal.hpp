@@ -15,8 +15,9 @@ namespace lodge::store {
 // What plan_removal reads: the current object's stamp and ETag, and (pending_only, with
 // state tags) its tags. A key S3's XML cannot carry, or a version that shows the bucket is
 // versioned now, is left per_object.
-[[nodiscard]] Result<PlannedRemoval> s3_plan_removal(s3::Client &client, bool tag_state, const std::string &key,
-                                                     const Stamp &stamp, DeleteGuard guard);
+[[nodiscard]] Result<PlannedRemoval> s3_plan_removal(s3::Client &client, bool tag_state,
+                                                     const std::string &key, const Stamp &stamp,
+                                                     DeleteGuard guard);
 
 // remove_planned: `per_object` is the store's remove_owned, for what the batch does not settle.
 [[nodiscard]] std::vector<Result<Removal>>

@@ -264,12 +264,13 @@ public:
   // A bucket never versioned holds one object per key at most: its deletes go in batches
   // (s3_removal.hpp), without listing each key's versions and uploads.
   bool batches_removals() override { return m_client->never_versioned(); }
-  Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+  Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp,
+                                      DeleteGuard guard) override {
     return s3_plan_removal(*m_client, m_tag_state, key, stamp, guard);
   }
   std::vector<Result<Removal>> remove_planned(const std::vector<PlannedRemoval> &plans) override {
-    return s3_remove_planned(*m_client, plans,
-                             [this](const PlannedRemoval &p) { return remove_owned(p.key, p.stamp, p.guard); });
+    return s3_remove_planned(
+        *m_client, plans, [this](const PlannedRemoval &p) { return remove_owned(p.key, p.stamp, p.guard); });
   }
 
   Status remove_small(const std::string &key) override { return m_client->delete_everything(key); }

@@ -72,7 +72,8 @@ public:
     return m_inner->remove_owned(key, stamp, guard);
   }
   bool batches_removals() override { return m_inner->batches_removals(); }
-  Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard) override {
+  Result<PlannedRemoval> plan_removal(const std::string &key, const Stamp &stamp,
+                                      DeleteGuard guard) override {
     if (failpoint::hit("store.head")) return injected("HEAD " + key); // its stamp is read first
     return m_inner->plan_removal(key, stamp, guard);
   }
@@ -152,7 +153,8 @@ std::unique_ptr<ObjectStore> with_failpoints(std::unique_ptr<ObjectStore> inner)
   return std::make_unique<FailpointStore>(std::move(inner));
 }
 
-Result<PlannedRemoval> ObjectStore::plan_removal(const std::string &key, const Stamp &stamp, DeleteGuard guard) {
+Result<PlannedRemoval> ObjectStore::plan_removal(const std::string &key, const Stamp &stamp,
+                                                 DeleteGuard guard) {
   PlannedRemoval p;
   p.key = key;
   p.stamp = stamp;
