@@ -320,8 +320,9 @@ class OutboxSqs(OutboxMixin, S3TestCase):
 
 
 class OutboxRabbit(OutboxMixin, S3TestCase):
-    # A consumer's deliveries come after it subscribes: the first is waited for.
-    wait = "1s"
+    # A consumer's deliveries come after it subscribes: the first is waited for, from once the
+    # consumer is subscribed (a message already queued comes within milliseconds on loopback).
+    wait = "500ms"
 
     @classmethod
     def setUpClass(cls):
