@@ -202,7 +202,10 @@ TEST_CASE("write_list_json's object_options: copied when canonical, else parsed 
       {R"({"Z":1,"a":2,"\u00e9":3})", false},
       {"{\"Z\":1,\"a\":2,\"\xC3\xA9\":3}", true}, // byte order: 'Z' < 'a' < 0xC3
   };
-  for (const auto &[text, canonical] : texts) {
+  // (Not a structured binding: clang 14 cannot capture one, and CAPTURE captures.)
+  for (const auto &entry : texts) {
+    const std::string &text = entry.first;
+    const bool canonical = entry.second;
     CAPTURE(text);
     CHECK(ops::is_canonical_json(text) == canonical);
     ledger::FileRecord f;
