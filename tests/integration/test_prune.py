@@ -8,6 +8,7 @@ tool's object under a removed build's prefix, stay); the quota is freed; a re-ru
 nothing; an empty policy exits 2. Files given --expire-after are deleted by prune --expired
 once past it. The CI's metadata finds a build: list --metadata, get --latest --metadata."""
 
+import concurrent.futures
 import json
 import os
 import re
@@ -357,17 +358,21 @@ class PruneFile(PruneMixin, LodgeTestCase):
         glob = argv[argv.index("--prefix-glob") + 1]
         self.assertEqual(glob.count("*"), 1, "a build's prefix is the glob with its run id for the '*'")
         refs = ("feature/x", "renovate/@types-node", "v1.2.3+build.7", "main")
-        runs = {}  # ref -> [run ids], oldest first
-        run_id = 100
-        for n in range(keep + 1):
-            for ref in refs:
-                run_id += 1
+        # Run ids 101, 102, ... build by build, each build's refs in turn: ref -> [run ids], oldest first.
+        runs = {ref: [101 + n * len(refs) + i for n in range(keep + 1)] for i, ref in enumerate(refs)}
+
+        def upload_builds_of(ref):
+            for n, run_id in enumerate(runs[ref]):  # in order: "last" is by upload time
                 self.write(f"r{run_id}/app.bin", f"app {run_id}\n".encode())
                 tag = ("--tag", "keep=yes") if (n, ref) == (0, "main") else ()
                 r = self.lodge("upload", "--ci-metadata", "--prefix", glob.replace("*", str(run_id)), *tag,
                                os.path.join(self.dir, f"r{run_id}"), env=github_env(ref, run_id))
                 self.assertEqual(r.rc, 0, r)
-                runs.setdefault(ref, []).append(run_id)
+
+        # The refs are groups of their own: their builds upload at once, one ref to a thread.
+        with concurrent.futures.ThreadPoolExecutor(len(refs)) as pool:
+            for done in [pool.submit(upload_builds_of, ref) for ref in refs]:
+                done.result()
         r = self.lodge(*argv[1:])
         self.assertEqual(r.rc, 0, r)
         alive = {j["prefix"] for j in self.lodge("--json", "list").json_lines()}
