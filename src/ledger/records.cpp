@@ -86,4 +86,18 @@ UploadLedger::confirm_later(int64_t id, const std::string &etag, const std::stri
     return confirm(id, etag, version_id, now, tag, retire);
   });
 }
+std::vector<Result<ReserveResult>> UploadLedger::reserve_batch(const std::vector<ReserveRequest> &reqs,
+                                                               int64_t now) {
+  std::vector<Result<ReserveResult>> out;
+  out.reserve(reqs.size());
+  for (const auto &req : reqs) {
+    try {
+      out.emplace_back(reserve(req, now));
+    } catch (const LodgeError &e) {
+      out.emplace_back(e.error());
+    }
+  }
+  return out;
+}
+
 } // namespace lodge::ledger

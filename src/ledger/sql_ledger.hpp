@@ -57,6 +57,8 @@ public:
   [[nodiscard]] BindResult bind_store(const StoreBinding &b, Rebind rebind) override;
 
   [[nodiscard]] ReserveResult reserve(const ReserveRequest &req, int64_t now) override;
+  [[nodiscard]] std::vector<Result<ReserveResult>> reserve_batch(const std::vector<ReserveRequest> &reqs,
+                                                                 int64_t now) override;
   [[nodiscard]] SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                            int64_t now) override;
   [[nodiscard]] RenewOutcome renew(int64_t id, const std::string &holder, int64_t new_deadline,
@@ -176,6 +178,8 @@ private:
   // ReserveRequest::resume: the newest resumable row revived with its task (outcome
   // resumed), or nullopt when there is none (the caller inserts).
   std::optional<ReserveResult> revive_resumable(const ReserveRequest &req, int64_t now);
+  // reserve_batch's reserves, inside its transaction (a batch of the group, or its own).
+  std::vector<Result<ReserveResult>> reserve_each(const std::vector<ReserveRequest> &reqs, int64_t now);
   // Inserts the new row (UPLOADING, or ACTIVE sharing `share`'s object) and its task.
   ReserveResult insert_reserved(const ReserveRequest &req, const std::optional<FileRecord> &share,
                                 int64_t now);

@@ -45,6 +45,38 @@ ReserveResult SqlLedger::reserve(const ReserveRequest &req, int64_t now) {
   });
 }
 
+std::vector<Result<ReserveResult>> SqlLedger::reserve_batch(const std::vector<ReserveRequest> &reqs,
+                                                            int64_t now) {
+  // One group request (SQLite) or one transaction (PostgreSQL) for them all: one commit, one
+  // wait. Each reserve is a savepoint of it, so one that throws (a key too long) is undone
+  // alone; one the ledger itself failed under (the transaction gone) fails them all.
+  // The group's batch is the transaction already: each reserve is a savepoint of it directly
+  // (a savepoint more around them all would copy every page they touch once more).
+  if (m_group) return m_group->run([&](SqlLedger &w) { return w.reserve_each(reqs, now); });
+  return m_c->write([&](sql::Tx &tx) {
+    auto out = reserve_each(reqs, now);
+    tx.commit();
+    return out;
+  });
+}
+
+std::vector<Result<ReserveResult>> SqlLedger::reserve_each(const std::vector<ReserveRequest> &reqs,
+                                                           int64_t now) {
+  std::vector<Result<ReserveResult>> out;
+  out.reserve(reqs.size());
+  for (const auto &req : reqs) {
+    try {
+      out.emplace_back(reserve(req, now));
+    } catch (const sql::TransientConflict &) {
+      throw; // the whole batch runs again
+    } catch (const LodgeError &e) {
+      if (!m_c->in_transaction()) throw; // the transaction is gone: so is every reserve of it
+      out.emplace_back(e.error());
+    }
+  }
+  return out;
+}
+
 std::optional<ReserveResult> SqlLedger::replay_by_key(const ReserveRequest &req, int64_t now) {
   if (!req.idempotency_key) return std::nullopt;
   auto prior = file_where(

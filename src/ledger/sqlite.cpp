@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstring>
 #include <lodge/ledger/sqlite.hpp>
+#include <mutex>
 #include <sqlite3.h>
 
 namespace lodge::ledger {
@@ -158,6 +159,11 @@ std::string file_uri(const std::string &path, std::string_view query) {
 
 Db::Db(const std::string &path, int64_t busy_timeout_ms, bool read_only, bool immutable)
     : m_path(path), m_read_only(read_only || immutable) {
+  // SQLite counts every allocation in process-wide statistics under one global mutex, which
+  // the upload's connections then contend for; lodge never reads them. Set before SQLite
+  // initializes (the first open); later it is refused, harmlessly.
+  static std::once_flag no_memstatus;
+  std::call_once(no_memstatus, [] { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   sqlite3 *raw = nullptr;
   int flags = (m_read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOFOLLOW |
               SQLITE_OPEN_NOMUTEX;

@@ -242,6 +242,9 @@ SqliteConn::SqliteConn(const OpenOptions &opts)
                        opts.location + ": cannot switch the ledger to WAL mode (got " + mode + ")");
     // A reservation must be durable before its PUT starts.
     m_db.exec("PRAGMA synchronous = FULL");
+    // A savepoint's undo pages (each group-committed request has one) in memory, not in a
+    // temporary file: a write per page a reserve touches.
+    m_db.exec("PRAGMA temp_store = MEMORY");
     initialise_or_migrate();
   } catch (const LodgeError &e) {
     if (e.error().code == Errc::internal) {

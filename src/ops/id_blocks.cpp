@@ -134,6 +134,27 @@ Result<ledger::ReserveResult> IdBlocks::reserve(ledger::ReserveLedger &l, store:
                                         std::to_string(k_attempts) + " rounds");
 }
 
+std::vector<Result<ledger::ReserveResult>> IdBlocks::reserve_batch(ledger::ReserveLedger &l,
+                                                                   store::ObjectStore &s,
+                                                                   std::vector<ledger::ReserveRequest> reqs,
+                                                                   int64_t now, const util::Clock &clock) {
+  {
+    std::lock_guard lock(m_mutex);
+    if (!m_opened) {
+      if (auto a = advance_locked(l, s, 0, true, clock); !a)
+        return std::vector<Result<ledger::ReserveResult>>(reqs.size(), a.error());
+      m_opened = true;
+    }
+    for (auto &req : reqs)
+      req.id_limit = m_end;
+  }
+  auto out = l.reserve_batch(reqs, now);
+  for (size_t i = 0; i < out.size() && i < reqs.size(); ++i)
+    if (out[i] && out[i].value().outcome == ledger::ReserveOutcome::id_limit_reached)
+      out[i] = reserve(l, s, reqs[i], now, clock); // rolled back: the block advances, and it goes alone
+  return out;
+}
+
 Result<std::optional<ledger::Divergence>> check_divergence(ledger::MarkLedger &l, store::ObjectStore &s,
                                                            const util::Clock &clock) {
   auto m = read_id_marker(s, l.uuid());

@@ -99,10 +99,16 @@ class KilledRuns(StoreTestCase):
         self.assertEqual(self.rows()[0][1], "UPLOADING")  # the other boot's row: its deadline decides
 
 
+    @staticmethod
+    def one_by_one(text):
+        """A file's content over half of what a worker reserves together (1 MiB of small
+        files): no two of them go in one batch, so a worker reserves one file ahead of its PUT."""
+        return text * (600_000 // len(text))
+
     def test_two_runs_over_the_same_files_wait_for_each_other_and_report_duplicates(self):
         tree = os.path.join(self.dir, "same")
         for i in range(3):
-            self.write(f"same/f{i}.txt", f"same file {i}\n")
+            self.write(f"same/f{i}.txt", self.one_by_one(f"same file {i}\n"))
         gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
         a = self.spawn("upload", "--json", "--jobs", "1", tree,
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
@@ -155,7 +161,7 @@ class KilledRuns(StoreTestCase):
     def test_a_first_signal_finishes_the_uploads_in_flight_and_starts_no_new_one(self):
         tree = os.path.join(self.dir, "tree")
         for i in range(5):
-            self.write(f"tree/f{i}.txt", f"file {i}\n")
+            self.write(f"tree/f{i}.txt", self.one_by_one(f"file {i}\n"))
         gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
         p = self.spawn("upload", "--jobs", "1", tree,
                        env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
@@ -180,13 +186,37 @@ class KilledRuns(StoreTestCase):
         self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
         check_invariants(self, self.objects())
 
+    def test_small_files_reserved_together_are_in_flight_together_and_all_finish(self):
+        # A worker takes the small files queued behind its file with it and reserves them in
+        # one transaction: all five are in flight from then on, and a signal finishes them all.
+        tree = os.path.join(self.dir, "tree")
+        for i in range(5):
+            self.write(f"tree/f{i}.txt", f"file {i}\n")
+        gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
+        p = self.spawn("upload", "--jobs", "1", tree,
+                       env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
+        lines, reader = self.stderr_lines(p)
+        wait_until(lambda: self.fired(log), what="the first file's PUT")
+        self.assertEqual(sorted(r[1] for r in self.rows()), ["UPLOADING"] * 5)  # reserved before the first PUT
+        self.signal_once_held(p, lines, gate)
+        p.wait(timeout=60)
+        with p.stdout, p.stderr:
+            p.stdout.read()
+            reader.join(timeout=60)
+        err = "".join(lines)
+        self.assertEqual(p.returncode, 130, err)
+        self.assertIn("lodge: finishing 5 uploads in flight (Ctrl-C again to abort them)\n", err)
+        self.assertIn("5 files: 5 active", err)
+        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 5)
+        check_invariants(self, self.objects())
+
     def test_a_file_waiting_for_its_confirm_is_in_flight_and_is_finished(self):
         # In flight means taken up and not reported: a stored file whose confirm is pending
         # (a worker keeps up to 16 while it goes on with the next file) counts, beside the
         # file being sent.
         tree = os.path.join(self.dir, "tree")
         for i in range(5):
-            self.write(f"tree/f{i}.txt", f"file {i}\n")
+            self.write(f"tree/f{i}.txt", self.one_by_one(f"file {i}\n"))
         reserve, put = os.path.join(self.dir, "reserve"), os.path.join(self.dir, "put")
         log = os.path.join(self.dir, "fp.log")
         p = self.spawn("upload", "--jobs", "1", tree, env={

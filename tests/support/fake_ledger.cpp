@@ -555,6 +555,15 @@ std::optional<ReserveResult> FakeLedger::dedup_answer(const ReserveRequest &req,
   return res;
 }
 
+std::vector<Result<ReserveResult>> FakeLedger::reserve_batch(const std::vector<ReserveRequest> &reqs,
+                                                             int64_t now) {
+  {
+    std::lock_guard lock(m_s->mutex);
+    m_s->calls.emplace_back("reserve_batch");
+  }
+  return UploadLedger::reserve_batch(reqs, now);
+}
+
 ReserveResult FakeLedger::reserve(const ReserveRequest &req, int64_t now) {
   return call("reserve", [&] {
     ReserveResult res;

@@ -111,6 +111,9 @@ public:
   [[nodiscard]] ledger::BindResult bind_store(const ledger::StoreBinding &b, ledger::Rebind rebind) override;
 
   [[nodiscard]] ledger::ReserveResult reserve(const ledger::ReserveRequest &req, int64_t now) override;
+  // Recorded as "reserve_batch", then each request's reserve as UploadLedger's default makes it.
+  [[nodiscard]] std::vector<Result<ledger::ReserveResult>>
+  reserve_batch(const std::vector<ledger::ReserveRequest> &reqs, int64_t now) override;
   [[nodiscard]] ledger::SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                                    int64_t now) override;
   [[nodiscard]] ledger::RenewOutcome renew(int64_t id, const std::string &holder, int64_t new_deadline,

@@ -270,7 +270,9 @@ TEST_CASE("run: with no progress wanted, no snapshots; a files-from stream is re
 
 TEST_CASE("run: a stop after N files starts nothing new, and the files in flight finish") {
   World w;
-  for (int i = 0; i < 40; ++i)
+  // More than two workers can have in flight: each takes up a batch of small files at once,
+  // and leaves as many confirms pending.
+  for (int i = 0; i < 100; ++i)
     w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
   w.spec.jobs = 2;
   Recorder obs;
@@ -289,7 +291,7 @@ TEST_CASE("run: a stop after N files starts nothing new, and the files in flight
   REQUIRE(in_flight_at_stop >= 0);
   // Exactly the files in flight at the stop were reported after it; none began later.
   CHECK(obs.results.size() == reported_at_stop + static_cast<size_t>(in_flight_at_stop));
-  CHECK(obs.results.size() < 40);
+  CHECK(obs.results.size() < 100);
   CHECK(w.l.count("reserve") == obs.results.size());
   // Each one finished: no row is left UPLOADING.
   for (const auto &row : w.l.list_files({.owner = "o", .include_dead = true}))
@@ -387,8 +389,8 @@ struct PutWatch {
 };
 } // namespace
 
-TEST_CASE("run: a PUT begins only after its row and task committed; the next file is reserved meanwhile, "
-          "one ahead at most") {
+TEST_CASE("run: a PUT begins only after its row and task committed; the next files are reserved meanwhile, "
+          "one batch of small files in one transaction") {
   World w;
   constexpr int k_files = 6;
   for (int i = 0; i < k_files; ++i)
@@ -422,12 +424,38 @@ TEST_CASE("run: a PUT begins only after its row and task committed; the next fil
   CHECK(watch.problems.empty());
   CHECK(watch.puts == k_files);
   CHECK(watch.overlapped == k_files - 1);
-  // At most the next file is reserved ahead of the PUT in flight.
-  CHECK(watch.max_reserved_ahead <= 1);
+  // The six small files were reserved together, in one ledger transaction, before the first
+  // PUT; each then waits for the PUTs ahead of it, a batch's bytes at most.
+  CHECK(w.l.count("reserve_batch") == 1);
+  CHECK(w.l.count("reserve") == k_files);
+  CHECK(watch.max_reserved_ahead == k_files - 1);
   // One worker: results in the files' order.
   REQUIRE(obs.results.size() == static_cast<size_t>(k_files));
   for (int i = 0; i < k_files; ++i)
     CHECK(obs.events[static_cast<size_t>(i)] == "result f" + std::to_string(i) + ".txt active");
+}
+
+TEST_CASE("run: files that together pass a batch's bytes are reserved one at a time, one ahead at most") {
+  World w;
+  constexpr int k_files = 4;
+  // Each over half a batch's bytes: no two fit in one, so each waits for one PUT at most.
+  const std::string big(ops::Uploader::k_batch_bytes / 2 + 1, 'x');
+  for (int i = 0; i < k_files; ++i)
+    w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", big + std::to_string(i)));
+  w.spec.jobs = 1;
+  PutWatch watch;
+  watch.arm(w.l);
+  w.store.on_put = [&](const std::string &) {
+    std::unique_lock lock(watch.mutex);
+    const int n = ++watch.puts;
+    watch.max_reserved_ahead = std::max(watch.max_reserved_ahead, watch.reserves_begun - n);
+  };
+  Recorder obs;
+  auto rep = w.run(obs);
+  CHECK(rep.tally.active == k_files);
+  CHECK(w.l.count("reserve_batch") == 0);
+  CHECK(w.l.count("reserve") == k_files);
+  CHECK(watch.max_reserved_ahead <= 1);
 }
 
 TEST_CASE("run: a file whose content is the PUT in flight waits for it and is its duplicate, in order") {

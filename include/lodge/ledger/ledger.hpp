@@ -319,6 +319,13 @@ public:
   // and its cleanup task (due at deadline + grace). The key is made here. With
   // ReserveRequest::resume, a resumable failed row is revived instead of the insert.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
+  // Several files' reserves in one transaction, one commit for them all: each as reserve()
+  // makes it, in the order given, each in a savepoint of its own (one that throws leaves
+  // the others standing). An element is that reserve's result, or the error it threw; an
+  // error of the transaction itself (the ledger locked past its timeout) is every element's.
+  // Not for a dry run. The default reserves them one by one.
+  [[nodiscard]] virtual std::vector<Result<ReserveResult>>
+  reserve_batch(const std::vector<ReserveRequest> &reqs, int64_t now);
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
   [[nodiscard]] virtual SetUploadIdOutcome set_multipart_upload_id(int64_t id, const std::string &upload_id,
                                                                    int64_t now) = 0;

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lodge::ops {
 
@@ -49,6 +50,12 @@ public:
   [[nodiscard]] Result<ledger::ReserveResult> reserve(ledger::ReserveLedger &l, store::ObjectStore &s,
                                                       ledger::ReserveRequest req, int64_t now,
                                                       const util::Clock &clock);
+  // The same for several requests in one ledger transaction (UploadLedger::reserve_batch),
+  // each element as reserve would answer it: one the block's end stopped is reserved again
+  // on its own, after the block advanced.
+  [[nodiscard]] std::vector<Result<ledger::ReserveResult>>
+  reserve_batch(ledger::ReserveLedger &l, store::ObjectStore &s, std::vector<ledger::ReserveRequest> reqs,
+                int64_t now, const util::Clock &clock);
   // Makes the ledger's block end at least `need` (a new block regardless when `fresh`),
   // writing the store's marker first. Safe with other processes: the ledger's
   // transaction decides who advances, the marker is replaced only over the version read.

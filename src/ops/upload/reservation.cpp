@@ -77,9 +77,22 @@ ledger::ReserveRequest Reservation::request(const std::string &name, const FileR
   return req;
 }
 
+std::vector<Asked> Reservation::ask_batch(std::vector<ledger::ReserveRequest> reqs) {
+  const int64_t wall = m_clock.now_ms();
+  const int64_t steady = util::steady_ms();
+  for (auto &req : reqs)
+    req.expires_at = expiry_at(m_s, wall);
+  auto answers = m_id_blocks->reserve_batch(m_ledger, m_store, std::move(reqs), wall, m_clock);
+  std::vector<Asked> out;
+  out.reserve(answers.size());
+  for (auto &a : answers)
+    out.push_back(Asked{std::move(a), wall, steady});
+  return out;
+}
+
 Reserved Reservation::reserve(const ledger::ReserveRequest &req, const FileResult &r,
                               const std::function<void(const ledger::FileRecord &)> &own_duplicate,
-                              const std::function<void()> &settle_own) {
+                              const std::function<void()> &settle_own, std::optional<Asked> first) {
   // A duplicate is reported, and an object shared, only once the object is verified in the
   // store. A row whose object is gone is retired (soft-deleted, its task harmless) and the
   // reservation is made again, which then finds the next alive copy or makes a new row.
@@ -94,12 +107,19 @@ Reserved Reservation::reserve(const ledger::ReserveRequest &req, const FileResul
   int missing = 0;
   int waits = 0;
   for (int round = 0;; ++round) {
-    out.wall_at_reserve = m_clock.now_ms();
-    out.steady_at_reserve = util::steady_ms();
-    ask.expires_at = expiry_at(m_s, out.wall_at_reserve);
-    // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
-    auto reserved = m_s.dry_run ? Result<ledger::ReserveResult>(m_ledger.reserve(ask, out.wall_at_reserve))
-                                : m_id_blocks->reserve(m_ledger, m_store, ask, out.wall_at_reserve, m_clock);
+    auto reserved = [&]() -> Result<ledger::ReserveResult> {
+      if (first && round == 0) { // asked already, with the others of its batch
+        out.wall_at_reserve = first->wall_at_reserve;
+        out.steady_at_reserve = first->steady_at_reserve;
+        return std::move(first->res);
+      }
+      out.wall_at_reserve = m_clock.now_ms();
+      out.steady_at_reserve = util::steady_ms();
+      ask.expires_at = expiry_at(m_s, out.wall_at_reserve);
+      // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
+      if (m_s.dry_run) return m_ledger.reserve(ask, out.wall_at_reserve);
+      return m_id_blocks->reserve(m_ledger, m_store, ask, out.wall_at_reserve, m_clock);
+    }();
     if (!reserved) return end(refused(r, UploadOutcome::failed, reserved.error()));
     out.res = reserved.value();
     const auto &res = out.res;

@@ -3,6 +3,7 @@
 // adaptive gate are in run_queue.hpp; how a run is stopped and its exit status, run_exit.cpp.
 #include "run_queue.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -170,9 +171,9 @@ private:
   // nullopt when they could not be opened: the run stops (a fixed run, or fewer workers than
   // it starts with), or this worker ends and the adaptive bound comes down to those open.
   std::optional<WorkerKit> open_worker(int i);
-  // Takes `file` up and reports its results (and earlier files' that finished meanwhile).
-  // false: the run is stopped, and nothing new begins.
-  bool send(Uploader &up, const InputFile &file);
+  // Takes `files` up (one, or a batch: Uploader::upload_batch) and reports their results (and
+  // earlier files' that finished meanwhile). false: the run is stopped, and nothing new begins.
+  bool send(Uploader &up, std::vector<InputFile> &files);
   // The slots a file takes in an adaptive run: 1, or the parts a large file sends at once.
   [[nodiscard]] int weight(const InputFile &file) const;
   // Feeds the controller (m_out held) and applies a change of level.
@@ -355,22 +356,31 @@ std::optional<Run::WorkerKit> Run::open_worker(int i) {
   return k;
 }
 
-bool Run::send(Uploader &up, const InputFile &file) {
+bool Run::send(Uploader &up, std::vector<InputFile> &files) {
   // In flight from here until reported (a pending confirm included); none begins once
   // the run is stopped.
-  if (!m_deps.cancel.begin_file()) {
-    m_queue.clear();
-    return false;
+  size_t began = 0;
+  while (began < files.size() && m_deps.cancel.begin_file()) {
+    ++m_in_flight;
+    ++began;
   }
-  ++m_in_flight;
-  for (auto &r : up.upload_next(file)) {
+  const bool stopped = began < files.size();
+  if (stopped) {
+    m_queue.clear();
+    files.resize(began);
+    if (files.empty()) return false;
+  }
+  auto results = files.size() == 1 ? up.upload_next(files.front()) : up.upload_batch(files);
+  for (auto &r : results) {
     if (!m_settings.idempotency_key && held_elsewhere(r)) {
       // The content of a file another worker or process is sending (empty files, copies
       // in one tree): tried again once the workers are done. Only a reserve answers so:
-      // this file's, never the pending one's. Not in flight while it waits: a stop
+      // one of these files', never a pending one's. Not in flight while it waits: a stop
       // meanwhile means it is not tried again.
+      auto it =
+          std::find_if(files.begin(), files.end(), [&](const InputFile &f) { return f.path == r.file; });
       std::lock_guard lock(m_retry_mutex);
-      m_retry_later.push_back(file);
+      m_retry_later.push_back(it != files.end() ? *it : files.front());
       --m_in_flight;
       m_deps.cancel.end_file();
       continue;
@@ -378,7 +388,7 @@ bool Run::send(Uploader &up, const InputFile &file) {
     if (held_elsewhere(r)) r.outcome = UploadOutcome::in_progress; // its idempotency key's upload
     report(r, true);
   }
-  return true;
+  return !stopped;
 }
 
 void Run::work(int i) {
@@ -427,7 +437,18 @@ void Run::work(int i) {
       }
       m_gate->set_busy(busy, held);
     }
-    if (!send(*kit->up, *file)) break;
+    std::vector<InputFile> batch{std::move(*file)};
+    // Small files waiting behind it go with it, their reserves asked together: a fair share
+    // of what is queued, so the other workers still get theirs.
+    if (kit->up->batch_fits(batch.front(), 0)) {
+      uint64_t bytes = batch.front().size;
+      m_queue.pop_more(batch, Uploader::k_batch_files, m_workers_open.load(), [&](const InputFile &f) {
+        if (!kit->up->batch_fits(f, bytes)) return false;
+        bytes += f.size;
+        return true;
+      });
+    }
+    if (!send(*kit->up, batch)) break;
   }
   settle();
 }

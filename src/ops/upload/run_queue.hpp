@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <utility>
+#include <vector>
 
 namespace lodge::ops {
 
@@ -53,6 +54,22 @@ public:
     m_items.pop_front();
     m_not_full.notify_one();
     return v;
+  }
+  // Adds to `batch` (which holds a popped item) the items queued right behind it while
+  // `fits` says yes, up to `max` in all and no more than a fair share of what is queued
+  // among `workers`; never waits.
+  void pop_more(std::vector<InputFile> &batch, size_t max, int workers,
+                const std::function<bool(const InputFile &)> &fits) {
+    std::lock_guard lock(m_mutex);
+    const size_t share = m_items.size() / static_cast<size_t>(std::max(workers, 1));
+    const size_t until = std::min(max, batch.size() + share);
+    size_t taken = 0;
+    while (batch.size() < until && !m_items.empty() && fits(m_items.front())) {
+      batch.push_back(std::move(m_items.front()));
+      m_items.pop_front();
+      ++taken;
+    }
+    if (taken > 0) m_not_full.notify_all();
   }
   // Returns an item a worker popped but cannot take up (its connections failed to open):
   // first again, for another worker. Dropped once the queue is closed.

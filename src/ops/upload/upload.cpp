@@ -215,16 +215,29 @@ Result<Digests> Uploader::digest_and_type(const OpenedFile &f, FileResult &r) {
 }
 
 std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r) {
+  bool cacheable = false;
+  ledger::ReserveRequest req = reserve_request(f, digests, r, cacheable);
+  (void)failpoint::hit("upload.before_reserve");
+  return send_reserved(f, digests, r, req, cacheable, std::nullopt);
+}
+
+ledger::ReserveRequest Uploader::reserve_request(const OpenedFile &f, const Digests &digests,
+                                                 const FileResult &r, bool &cacheable) const {
   ledger::ReserveRequest req = m_reservation.request(f.name, r);
   req.deadline_ms = m_s.policy.deadline_ms;
   // A staged upload an earlier run of the same content left behind is resumed.
   req.resume = !digests.parts.empty();
   if (const auto &me = this_process()) req.holder = me->text();
   // A racily clean stat is never recorded: the next run reads the file again.
-  const bool cacheable = !ops::racily_clean(f.file_stat, f.stat_taken_ms);
+  cacheable = !ops::racily_clean(f.file_stat, f.stat_taken_ms);
   if (cacheable) req.stat = f.file_stat;
   req.dry_run = m_s.dry_run;
-  (void)failpoint::hit("upload.before_reserve");
+  return req;
+}
+
+std::optional<FileResult> Uploader::send_reserved(OpenedFile &f, const Digests &digests, FileResult &r,
+                                                  const ledger::ReserveRequest &req, bool cacheable,
+                                                  std::optional<Asked> first) {
   auto own_duplicate = [&](const ledger::FileRecord &dup) {
     if (!m_s.dry_run && cacheable && dup.owner_id == m_s.owner && dup.run_prefix == m_s.run_prefix &&
         dup.relative_path == r.relative_path && dup.upload_status == ledger::FileStatus::active &&
@@ -232,7 +245,8 @@ std::optional<FileResult> Uploader::reserve_and_send(OpenedFile &f, const Digest
       (void)m_ledger.record_stat(dup.id, f.file_stat, m_clock.now_ms());
   };
   // This worker's own PUT in flight, or its pending confirm, may hold the same content.
-  Reserved got = m_reservation.reserve(req, r, own_duplicate, [this] { m_confirms.settle_all(); });
+  Reserved got = m_reservation.reserve(
+      req, r, own_duplicate, [this] { m_confirms.settle_all(); }, std::move(first));
   if (got.done) return got.done;
   const auto &rec = got.res.record;
   if (m_s.dry_run) {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lodge::ops {
 
@@ -40,6 +41,14 @@ struct Reserved {
   std::optional<FileResult> done;
 };
 
+// A reserve already asked with others (Reservation::ask_batch), and when: what reserve()
+// takes as its first answer instead of asking the ledger.
+struct Asked {
+  Result<ledger::ReserveResult> res;
+  int64_t wall_at_reserve = 0;
+  int64_t steady_at_reserve = 0;
+};
+
 class Reservation {
 public:
   Reservation(ledger::UploaderLedger &ledger, store::ObjectStore &store, const UploadSettings &settings,
@@ -52,9 +61,15 @@ public:
   // verified in the store (own_duplicate, when set, is told of one of this very path). When
   // this process's own upload holds the same content, settle_own (when set) settles this
   // worker's pending work and the reserve is asked again (wait_for_own). r is the file so far.
+  // With `first`, that answer is the first round's (the rounds after it ask alone).
   [[nodiscard]] Reserved reserve(const ledger::ReserveRequest &req, const FileResult &r,
                                  const std::function<void(const ledger::FileRecord &)> &own_duplicate = {},
-                                 const std::function<void()> &settle_own = {});
+                                 const std::function<void()> &settle_own = {},
+                                 std::optional<Asked> first = std::nullopt);
+  // Several files' first reserves asked together, in one ledger transaction (one commit and
+  // one wait for them all), each with its expiry from now; in the requests' order. Not for a
+  // dry run.
+  [[nodiscard]] std::vector<Asked> ask_batch(std::vector<ledger::ReserveRequest> reqs);
   // The stat cache: r as the unchanged duplicate of its path's row (the file stat `stat`,
   // extension `ext`), or nullopt when the file is to be read.
   [[nodiscard]] std::optional<FileResult> unchanged(const FileResult &r, const std::string &ext,

@@ -51,6 +51,20 @@ public:
   // unless it is now pending. finish() ends every pending one.
   [[nodiscard]] std::vector<FileResult> upload_next(const InputFile &file);
   [[nodiscard]] std::vector<FileResult> finish();
+  // upload_next of several files, their first reserves asked together: the files are opened
+  // and hashed one after another, then reserved in one ledger transaction (one commit and one
+  // wait for them all), then sent one after another (each PUT behind the one before it, on
+  // the sender) and their confirms queued. Only for files that fit batch_fits; a dry run or a
+  // single file goes through upload_next.
+  [[nodiscard]] std::vector<FileResult> upload_batch(const std::vector<InputFile> &files);
+  // Whether a file may go in a batch with `bytes_before` bytes of files ahead of it: a
+  // single PUT, and the batch no bigger than k_batch_bytes, so that the last file reserved
+  // waits no longer for the PUTs ahead of it than a file waits for one PUT ahead without
+  // batches (the largest single PUT is far larger).
+  [[nodiscard]] bool batch_fits(const InputFile &file, uint64_t bytes_before) const;
+  // The files one batch holds at most, and their bytes at most.
+  static constexpr size_t k_batch_files = 16;
+  static constexpr uint64_t k_batch_bytes = 1ULL << 20;
   // How many files' confirms one Uploader leaves pending at most.
   static constexpr size_t k_pending_confirms = ConfirmPipeline::k_pending_confirms;
 
@@ -67,6 +81,13 @@ private:
   // Reserves the file's row, sends its bytes before the row's deadline and queues its confirm:
   // nullopt once the confirm is pending in the confirm pipeline, else r's final result.
   std::optional<FileResult> reserve_and_send(OpenedFile &f, const Digests &digests, FileResult &r);
+  // reserve_and_send in its two halves: the request (`cacheable`: whether the file's stat
+  // may be recorded), and the reserve (with `first`: asked already) with what follows it.
+  ledger::ReserveRequest reserve_request(const OpenedFile &f, const Digests &digests, const FileResult &r,
+                                         bool &cacheable) const;
+  std::optional<FileResult> send_reserved(OpenedFile &f, const Digests &digests, FileResult &r,
+                                          const ledger::ReserveRequest &req, bool cacheable,
+                                          std::optional<Asked> first);
   // digest_file through m_buf, the hashing pass shown on the run's Progress.
   Result<Digests> hash_file(int fd, uint64_t size, bool multipart);
 
