@@ -186,30 +186,6 @@ class KilledRuns(StoreTestCase):
         self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 2)  # of 5
         check_invariants(self, self.objects())
 
-    def test_small_files_reserved_together_are_in_flight_together_and_all_finish(self):
-        # A worker takes the small files queued behind its file with it and reserves them in
-        # one transaction: all five are in flight from then on, and a signal finishes them all.
-        tree = os.path.join(self.dir, "tree")
-        for i in range(5):
-            self.write(f"tree/f{i}.txt", f"file {i}\n")
-        gate, log = os.path.join(self.dir, "go"), os.path.join(self.dir, "fp.log")
-        p = self.spawn("upload", "--jobs", "1", tree,
-                       env={"LODGE_FAILPOINTS": f"upload.after_put=pause:{gate}", "LODGE_FAILPOINTS_LOG": log})
-        lines, reader = self.stderr_lines(p)
-        wait_until(lambda: self.fired(log), what="the first file's PUT")
-        self.assertEqual(sorted(r[1] for r in self.rows()), ["UPLOADING"] * 5)  # reserved before the first PUT
-        self.signal_once_held(p, lines, gate)
-        p.wait(timeout=60)
-        with p.stdout, p.stderr:
-            p.stdout.read()
-            reader.join(timeout=60)
-        err = "".join(lines)
-        self.assertEqual(p.returncode, 130, err)
-        self.assertIn("lodge: finishing 5 uploads in flight (Ctrl-C again to abort them)\n", err)
-        self.assertIn("5 files: 5 active", err)
-        self.assertEqual([r[1:3] for r in self.rows()], [("ACTIVE", 0)] * 5)
-        check_invariants(self, self.objects())
-
     def test_a_file_waiting_for_its_confirm_is_in_flight_and_is_finished(self):
         # In flight means taken up and not reported: a stored file whose confirm is pending
         # (a worker keeps up to 16 while it goes on with the next file) counts, beside the

@@ -272,6 +272,7 @@ TEST_CASE("run: a stop after N files starts nothing new, and the files in flight
   World w;
   // More than two workers can have in flight: each takes up a batch of small files at once,
   // and leaves as many confirms pending.
+  w.spec.settings.batch_files = ops::Uploader::k_batch_files;
   for (int i = 0; i < 100; ++i)
     w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
   w.spec.jobs = 2;
@@ -393,6 +394,7 @@ TEST_CASE("run: a PUT begins only after its row and task committed; the next fil
           "one batch of small files in one transaction") {
   World w;
   constexpr int k_files = 6;
+  w.spec.settings.batch_files = ops::Uploader::k_batch_files; // not left to the measured times
   for (int i = 0; i < k_files; ++i)
     w.spec.paths.push_back(w.file("f" + std::to_string(i) + ".txt", "content " + std::to_string(i)));
   w.spec.jobs = 1;
@@ -437,6 +439,7 @@ TEST_CASE("run: a PUT begins only after its row and task committed; the next fil
 
 TEST_CASE("run: files that together pass a batch's bytes are reserved one at a time, one ahead at most") {
   World w;
+  w.spec.settings.batch_files = ops::Uploader::k_batch_files;
   constexpr int k_files = 4;
   // Each over half a batch's bytes: no two fit in one, so each waits for one PUT at most.
   const std::string big(ops::Uploader::k_batch_bytes / 2 + 1, 'x');
@@ -456,6 +459,15 @@ TEST_CASE("run: files that together pass a batch's bytes are reserved one at a t
   CHECK(w.l.count("reserve_batch") == 0);
   CHECK(w.l.count("reserve") == k_files);
   CHECK(watch.max_reserved_ahead <= 1);
+}
+
+TEST_CASE("run: a batch holds as many files as a worker's PUTs send in one ask of the ledger") {
+  using ops::batch_size_for;
+  CHECK(batch_size_for(0, 2'000, 16) == 1); // nothing measured yet
+  CHECK(batch_size_for(300, 0, 16) == 1);
+  CHECK(batch_size_for(300, 2'000, 16) == 7);    // a store on this machine: the ledger's wait rules
+  CHECK(batch_size_for(20'000, 1'500, 16) == 1); // S3's latency rules: one by one
+  CHECK(batch_size_for(10, 100'000, 16) == 16);  // never more than the most
 }
 
 TEST_CASE("run: a file whose content is the PUT in flight waits for it and is its duplicate, in order") {

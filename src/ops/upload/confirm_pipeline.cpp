@@ -1,6 +1,7 @@
 // The confirm pipeline (see lodge/ops/upload/confirm_pipeline.hpp): a PUT sent ahead on the
 // sender thread and landed, a stored file's confirm queued and settled in the files' order.
 #include <algorithm>
+#include <chrono>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/upload/confirm_pipeline.hpp>
 #include <lodge/util/log.hpp>
@@ -18,6 +19,7 @@ struct ConfirmPipeline::Flight {
   Result<store::PutResult> put = Error(Errc::internal, "the PUT did not run");
   util::TaskThread *sender = nullptr; // runs this flight's PUT until it is waited for
   uint64_t ticket = 0;                // the PUT's on the sender
+  int64_t took_us = 0;                // how long the PUT itself took, on the sender
 
   Flight() = default;
   Flight(const Flight &) = delete;
@@ -88,9 +90,13 @@ void ConfirmPipeline::send_ahead(FileResult &r, OpenedFile &f, const ledger::Fil
   raw->sender = m_sender.get();
   // Queued behind the PUT already in the air, if any: it starts the moment that one ends.
   raw->ticket = m_sender->post([raw, &via, req = std::move(req)] {
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       raw->renewal->begin();
       raw->put = Transfer::ours_if_landed(via, raw->rec, raw->renewal->explain(via.put(req)));
+      raw->took_us =
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+              .count();
     } catch (const LodgeError &e) {
       raw->put = e.error();
     } catch (const std::exception &e) {
@@ -112,6 +118,7 @@ void ConfirmPipeline::land_flights(size_t keep) {
 void ConfirmPipeline::land(Flight &fl) {
   fl.sender->wait(fl.ticket); // the task catches everything: nothing to rethrow
   fl.sender = nullptr;
+  if (fl.put && fl.took_us > 0) m_put_us = m_put_us == 0 ? fl.took_us : (7 * m_put_us + fl.took_us) / 8;
   const TransferNote note;
   auto ended = after_transfer(fl.r, fl.f, fl.rec, std::move(fl.put), *fl.renewal, note);
   if (!ended) return; // its confirm is pending, in m_tails

@@ -77,12 +77,22 @@ ledger::ReserveRequest Reservation::request(const std::string &name, const FileR
   return req;
 }
 
+template <class Ask> auto Reservation::timed(Ask &&ask) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = ask();
+  const int64_t took =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  m_wait_us = m_wait_us == 0 ? took : (7 * m_wait_us + took) / 8;
+  return out;
+}
+
 std::vector<Asked> Reservation::ask_batch(std::vector<ledger::ReserveRequest> reqs) {
   const int64_t wall = m_clock.now_ms();
   const int64_t steady = util::steady_ms();
   for (auto &req : reqs)
     req.expires_at = expiry_at(m_s, wall);
-  auto answers = m_id_blocks->reserve_batch(m_ledger, m_store, std::move(reqs), wall, m_clock);
+  auto answers =
+      timed([&] { return m_id_blocks->reserve_batch(m_ledger, m_store, std::move(reqs), wall, m_clock); });
   std::vector<Asked> out;
   out.reserve(answers.size());
   for (auto &a : answers)
@@ -118,7 +128,8 @@ Reserved Reservation::reserve(const ledger::ReserveRequest &req, const FileResul
       ask.expires_at = expiry_at(m_s, out.wall_at_reserve);
       // A dry run asks the ledger alone (its transaction rolled back): no id block is begun.
       if (m_s.dry_run) return m_ledger.reserve(ask, out.wall_at_reserve);
-      return m_id_blocks->reserve(m_ledger, m_store, ask, out.wall_at_reserve, m_clock);
+      return timed(
+          [&] { return m_id_blocks->reserve(m_ledger, m_store, ask, out.wall_at_reserve, m_clock); });
     }();
     if (!reserved) return end(refused(r, UploadOutcome::failed, reserved.error()));
     out.res = reserved.value();

@@ -216,6 +216,9 @@ private:
   uint64_t m_files_throttled = 0, m_files_failed = 0; // what the files' own failures said
   uint64_t m_ended_unstored = 0;                      // files reported, other than active
   std::atomic<int> m_workers_open{0};
+  // The workers sending at once (a fixed run's jobs, an adaptive run's level): what a batch
+  // leaves of the queue for the others is their share.
+  std::atomic<int> m_share_among{1};
 
   std::mutex m_tick_mutex;
   std::condition_variable m_tick_cv;
@@ -284,6 +287,7 @@ void Run::adapt() {
 
 void Run::apply(const LevelChange &c) {
   ++m_level_changes;
+  m_share_among = c.to;
   m_gate->set_level(c.to);
   m_obs.on_concurrency(c);
 }
@@ -440,9 +444,9 @@ void Run::work(int i) {
     std::vector<InputFile> batch{std::move(*file)};
     // Small files waiting behind it go with it, their reserves asked together: a fair share
     // of what is queued, so the other workers still get theirs.
-    if (kit->up->batch_fits(batch.front(), 0)) {
+    if (const size_t limit = kit->up->batch_limit(); limit > 1 && kit->up->batch_fits(batch.front(), 0)) {
       uint64_t bytes = batch.front().size;
-      m_queue.pop_more(batch, Uploader::k_batch_files, m_workers_open.load(), [&](const InputFile &f) {
+      m_queue.pop_more(batch, limit, m_share_among.load(), [&](const InputFile &f) {
         if (!kit->up->batch_fits(f, bytes)) return false;
         bytes += f.size;
         return true;
@@ -517,6 +521,7 @@ void Run::walk_and_work() {
   // Adaptive: a thread for every slot the level may reach, each waiting for a slot before it
   // opens its connections.
   const int threads = m_spec.jobs_fixed ? m_spec.jobs : m_control.max();
+  m_share_among = m_spec.jobs_fixed ? m_spec.jobs : m_control.level();
   for (int i = 0; i < threads; ++i)
     workers.spawn([this, i] { work(i); });
   bool fed = true;

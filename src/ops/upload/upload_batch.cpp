@@ -2,6 +2,7 @@
 // one ledger transaction. Each file is opened, checked and hashed as upload_next does it, its
 // reserve asked with the others', then reserved (the rounds after the first asked alone, as
 // always), sent and confirmed in the files' order, so results keep that order too.
+#include <algorithm>
 #include <lodge/failpoint.hpp>
 #include <lodge/ops/upload/upload.hpp>
 #include <utility>
@@ -40,6 +41,16 @@ template <class Step> std::optional<FileResult> guarded(FileResult &r, Step &&st
 bool Uploader::batch_fits(const InputFile &file, uint64_t bytes_before) const {
   return !m_s.dry_run && m_s.send_ahead && file.size <= m_s.multipart_threshold &&
          bytes_before + file.size <= k_batch_bytes;
+}
+
+size_t batch_size_for(int64_t put_us, int64_t wait_us, size_t most) {
+  if (put_us <= 0 || wait_us <= 0) return 1;
+  return std::clamp<size_t>(1 + static_cast<size_t>(wait_us / put_us), 1, std::max<size_t>(most, 1));
+}
+
+size_t Uploader::batch_limit() const {
+  if (m_s.batch_files > 0) return std::min(m_s.batch_files, k_batch_files);
+  return batch_size_for(m_confirms.put_us(), m_reservation.wait_us(), k_batch_files);
 }
 
 std::vector<FileResult> Uploader::upload_batch(const std::vector<InputFile> &files) {

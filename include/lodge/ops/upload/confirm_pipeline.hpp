@@ -58,6 +58,9 @@ public:
   std::optional<FileResult> after_transfer(FileResult &r, const OpenedFile &f, const ledger::FileRecord &rec,
                                            Result<store::PutResult> put, const Renewal &renewal,
                                            const TransferNote &note);
+  // How long a PUT sent ahead takes, on average of the recent ones (microseconds); 0 before
+  // the first landed.
+  [[nodiscard]] int64_t put_us() const { return m_put_us; }
   // Every PUT on the sender landed and every pending confirm settled, their results done.
   void settle_all();
   // A file that ended without a pending confirm: every earlier file settled first, then its
@@ -107,6 +110,7 @@ private:
   // The PUTs on the sender, oldest first: the one in the air and at most one queued behind it
   // (declared last: waited for first).
   std::deque<std::unique_ptr<Flight>> m_flights;
+  int64_t m_put_us = 0; // put_us()
 };
 
 } // namespace lodge::ops

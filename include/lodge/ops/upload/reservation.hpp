@@ -70,6 +70,9 @@ public:
   // one wait for them all), each with its expiry from now; in the requests' order. Not for a
   // dry run.
   [[nodiscard]] std::vector<Asked> ask_batch(std::vector<ledger::ReserveRequest> reqs);
+  // How long one ask of the ledger (one reserve, or one batch of them) takes, on average of
+  // the recent ones (microseconds); 0 before the first.
+  [[nodiscard]] int64_t wait_us() const { return m_wait_us; }
   // The stat cache: r as the unchanged duplicate of its path's row (the file stat `stat`,
   // extension `ext`), or nullopt when the file is to be read.
   [[nodiscard]] std::optional<FileResult> unchanged(const FileResult &r, const std::string &ext,
@@ -94,6 +97,9 @@ private:
   const util::Clock &m_clock;
   std::shared_ptr<IdBlocks> m_id_blocks; // the run's (UploadSettings::id_blocks), or one of its own
   std::string m_options_json;            // m_s.options as the row records them (without the content type)
+  int64_t m_wait_us = 0;                 // wait_us()
+  // Times one ask of the ledger into m_wait_us.
+  template <class Ask> auto timed(Ask &&ask);
 };
 
 } // namespace lodge::ops

@@ -29,6 +29,10 @@ namespace lodge::ops {
 // recorded for the stat cache; the next run reads the file again.
 [[nodiscard]] bool racily_clean(const ledger::FileStat &stat, int64_t taken_ms);
 
+// How many small files one batch holds: 1 + the files a worker's PUTs (put_us each) send in
+// the time one ask of the ledger takes (wait_us), at most `most`; 1 until both are known.
+[[nodiscard]] size_t batch_size_for(int64_t put_us, int64_t wait_us, size_t most);
+
 class Uploader {
 public:
   Uploader(ledger::UploaderLedger &ledger, store::ObjectStore &store, UploadSettings settings,
@@ -58,10 +62,16 @@ public:
   // single file goes through upload_next.
   [[nodiscard]] std::vector<FileResult> upload_batch(const std::vector<InputFile> &files);
   // Whether a file may go in a batch with `bytes_before` bytes of files ahead of it: a
-  // single PUT, and the batch no bigger than k_batch_bytes, so that the last file reserved
-  // waits no longer for the PUTs ahead of it than a file waits for one PUT ahead without
-  // batches (the largest single PUT is far larger).
+  // single PUT, and the batch no bigger than k_batch_bytes.
   [[nodiscard]] bool batch_fits(const InputFile &file, uint64_t bytes_before) const;
+  // How many files the next batch holds at most: as many as this worker's PUTs send in the
+  // time one ask of the ledger takes (1 + wait / PUT, measured on its recent ones, at most
+  // k_batch_files; 1 until both were measured; UploadSettings::batch_files fixes it). So a batch saves asks
+  // where the ledger's wait outweighs a PUT (a store on the same machine), the last file of a batch waits for
+  // the PUTs ahead of it about as long as one ask would have kept it, and where the store's
+  // latency outweighs the ledger (S3) files go one by one, each PUT overlapping the next
+  // file's reserve.
+  [[nodiscard]] size_t batch_limit() const;
   // The files one batch holds at most, and their bytes at most.
   static constexpr size_t k_batch_files = 16;
   static constexpr uint64_t k_batch_bytes = 1ULL << 20;

@@ -69,10 +69,14 @@ struct UploadSettings {
   // Pipelined (upload_next): a file's single PUT goes out on a sender thread over its own
   // connection (open_store) while the worker opens, hashes and reserves the next file, so
   // the ledger's commit and the hash hide behind the request's wait. At most one file per
-  // Uploader is reserved and not yet sent (its deadline runs from its reserve: it waits for
-  // one PUT at most); its PUT begins only after its reserve committed (I2). Parts stay on
-  // the worker.
+  // Uploader, or one batch of small files (Uploader::upload_batch), is reserved and not yet
+  // sent (a deadline runs from its reserve: it waits for one PUT, or for the batch's PUTs
+  // ahead of it, about one ask of the ledger's time); a PUT begins only after its reserve
+  // committed (I2). Parts stay on the worker.
   bool send_ahead = false;
+  // The files a batch holds at most (Uploader::batch_limit); 0: as the worker's measured PUT
+  // and ledger times say.
+  size_t batch_files = 0;
 };
 
 } // namespace lodge::ops
