@@ -1,7 +1,6 @@
 // Group commit (sql_ledger.hpp): the upload path's writes of every worker thread of one
 // process, batched into one SQLite transaction (one fsync for many files), each request in
-// its own savepoint. And the ledger pool that hands the workers their ledgers.
-#include "drivers.hpp"
+// its own savepoint. The pool that hands the workers their ledgers is ledger_pool.cpp.
 #include "sql_ledger.hpp"
 
 #include <algorithm>
@@ -214,38 +213,6 @@ GroupCommit::lead(const std::vector<std::shared_ptr<Request>> &batch) {
       if (!r->error) r->error = e;
   }
   return {};
-}
-
-namespace {
-class SqlitePool final : public LedgerPool {
-public:
-  SqlitePool(OpenOptions opts, size_t max_batch) : m_opts(std::move(opts)) {
-    m_opts.create = false;
-    m_group = std::make_shared<GroupCommit>(open_sqlite(m_opts), max_batch);
-  }
-  [[nodiscard]] std::unique_ptr<Ledger> worker() override {
-    return std::make_unique<SqlLedger>(open_sqlite(m_opts), m_group);
-  }
-
-private:
-  OpenOptions m_opts;
-  std::shared_ptr<GroupCommit> m_group;
-};
-
-class PlainPool final : public LedgerPool {
-public:
-  explicit PlainPool(OpenOptions opts) : m_opts(std::move(opts)) { m_opts.create = false; }
-  [[nodiscard]] std::unique_ptr<Ledger> worker() override { return open_ledger(m_opts); }
-
-private:
-  OpenOptions m_opts;
-};
-} // namespace
-
-std::shared_ptr<LedgerPool> open_ledger_pool(const OpenOptions &opts, const PoolOptions &pool) {
-  if (is_postgres_location(opts.location) || opts.read_only || !pool.group_commit)
-    return std::make_shared<PlainPool>(opts);
-  return std::make_shared<SqlitePool>(opts, pool.max_batch);
 }
 
 } // namespace lodge::ledger

@@ -657,15 +657,20 @@ class Ledger : public virtual LedgerMeta,
                public virtual PruneLedger,
                public virtual UploaderLedger {};
 
-// Ledgers for the worker threads of one process, one worker() per thread.
-// On SQLite, the upload path's writes of every worker (reserve, set_multipart_upload_id,
-// confirm, settle, mark_failed) go to one writer connection shared by the pool, which runs
-// whatever is queued in one transaction, each request in its own savepoint, and commits it
-// once (group commit: one fsync for many files; in-process writers queue there, never on
-// SQLite's busy handler). Each reserve still sees every earlier one (the same transaction),
-// so quota and de-duplication hold; a request's result is returned only once it committed.
-// Reads and other writes run on the worker's own connection. PostgreSQL: plain connections
-// (its server commits them in parallel).
+// Ledgers for the worker threads of one process, one worker() per thread, over one set of
+// connections per pool: a worker's ledger holds none, each call borrows one for itself (every
+// method is its own transaction) and gives it back as it returns; a connection is opened only
+// when none is free, up to a maximum, beyond which a call waits for one. So 256 workers open a
+// handful of connections, not 256.
+// On SQLite, the upload path's writes of every worker (reserve, reserve_batch,
+// set_multipart_upload_id, renew, confirm, settle, mark_failed, fail_resumable, record_stat)
+// go to one writer connection shared by the pool, which runs whatever is queued in one
+// transaction, each request in its own savepoint, and commits it once (group commit: one fsync
+// for many files; in-process writers queue there, never on SQLite's busy handler). Each reserve
+// still sees every earlier one (the same transaction), so quota and de-duplication hold; a
+// request's result is returned only once it committed. Those writes borrow no connection;
+// reads and other writes borrow one of the pool's readers (WAL readers read side by side).
+// PostgreSQL: every call on a borrowed connection (its server commits them in parallel).
 class LedgerPool {
 public:
   virtual ~LedgerPool() = default;
@@ -676,9 +681,15 @@ public:
 struct PoolOptions {
   bool group_commit = true; // false: every worker commits on its own (for comparison)
   size_t max_batch = 64;    // requests per transaction at most
+  // The most connections the pool opens for its workers' calls; SQLite's group writer is one
+  // more. 0: SQLite max(4, 2 x hardware threads); PostgreSQL 32. PostgreSQL's is also at most
+  // what the server allows, read as the pool opens (max_connections less its reserved slots
+  // and the connections open then), and at least 1.
+  size_t max_connections = 0;
 };
 
-// Opens the pool's shared writer (when it has one) at once, so a bad location fails here.
+// Opens the pool's shared writer (when it has one) and its first connection at once, so a
+// bad location fails here.
 [[nodiscard]] std::shared_ptr<LedgerPool> open_ledger_pool(const OpenOptions &opts,
                                                            const PoolOptions &pool = {});
 
