@@ -270,7 +270,7 @@ public:
                                                               CommitTag tag, std::optional<Retire> retire,
                                                               Durable durable = {}) override {
     return on_group([&](SqlLedger &l) {
-      return l.confirm_later(id, etag, version_id, now, tag, std::move(retire), std::move(durable));
+      return l.confirm_later(id, etag, version_id, now, tag, retire, std::move(durable));
     });
   }
   [[nodiscard]] std::optional<FileRecord> find_unchanged(const std::string &owner,
