@@ -81,9 +81,11 @@ void GroupCommit::abandon(const std::shared_ptr<Request> &r, std::string what) {
 void GroupCommit::wait(Request &me) {
   std::unique_lock lock(m_mu);
   if (me.deferred) m_deferred_wanted = true;
+  me.waiting = true;
+  m_waiters.push_back(&me);
   while (!me.done) {
     if (m_leading) {
-      m_cv.wait(lock);
+      me.cv.wait(lock);
       continue;
     }
     const bool take_deferred =
@@ -91,7 +93,7 @@ void GroupCommit::wait(Request &me) {
                                 std::chrono::steady_clock::now() - m_deferred.front()->queued >=
                                     std::chrono::milliseconds(k_defer_ms));
     if (m_queue.empty() && !take_deferred) { // not expected: `me` is queued, or wanted
-      m_cv.wait(lock);
+      me.cv.wait(lock);
       continue;
     }
     m_leading = true;
@@ -136,7 +138,13 @@ void GroupCommit::wait(Request &me) {
     m_stats.requests += static_cast<int64_t>(batch.size() - again.size());
     m_stats.largest = std::max<int64_t>(m_stats.largest, static_cast<int64_t>(batch.size()));
     m_leading = false;
-    m_cv.notify_all();
+    for (const auto &r : batch)
+      if (r->done && r->waiting) r->cv.notify_one();
+    for (Request *w : m_waiters)
+      if (!w->done && w != &me) { // the next leader (`me`, if still to run, leads on)
+        w->cv.notify_one();
+        break;
+      }
     if (!orphans.empty()) {
       lock.unlock();
       for (const auto &r : orphans)
@@ -144,6 +152,8 @@ void GroupCommit::wait(Request &me) {
       lock.lock();
     }
   }
+  me.waiting = false;
+  m_waiters.erase(std::find(m_waiters.begin(), m_waiters.end(), &me));
 }
 
 // Every request was enqueued after its writes, so one make() run now covers all of one domain's.

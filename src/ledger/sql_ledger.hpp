@@ -255,6 +255,9 @@ public:
     bool abandoned = false; // its enqueuer will never wait for it (abandon)
     std::string what;       // what it is, for the warning an abandoned request's failure gets
     std::chrono::steady_clock::time_point queued{};
+    // Its enqueuer waits on this (wait()): woken when it is done, or to lead the next batch.
+    std::condition_variable cv;
+    bool waiting = false;
   };
   // Queues f for the next batch without waiting: whoever leads next runs it. wait(me)
   // returns once it ran and its batch committed (leading a batch itself if none is
@@ -292,12 +295,14 @@ private:
   std::unique_ptr<SqlLedger> m_writer;
   size_t m_max;
   std::mutex m_mu;
-  std::condition_variable m_cv;
   // Owned here too: an abandoned request outlives its enqueuer's handle until it ran.
   std::deque<std::shared_ptr<Request>> m_queue;
   std::vector<std::shared_ptr<Request>> m_deferred; // enqueued with `defer`, in order
   bool m_deferred_wanted = false;                   // somebody waits for one of them
   bool m_leading = false;
+  // The requests whose enqueuers are in wait(), in the order they came: a batch's end wakes
+  // its own and the first one still to run (the next leader), never every thread.
+  std::vector<Request *> m_waiters;
   Stats m_stats;
 };
 
