@@ -1,8 +1,8 @@
 #pragma once
 // An upload run, end to end: the input (paths, a --files-from list), the walk, a bounded
-// queue, N workers each with its own ledger connection, store connection and Uploader, the
-// in-progress policy (what another sender holds), cancellation, the tally, and the exit
-// status. It reports through a RunObserver and never writes to a terminal itself: the
+// queue, N workers each with its own ledger, store connection and Uploader (a batch of small
+// files taken at once: Uploader::upload_batch), the in-progress policy (what another sender
+// holds), cancellation, the tally, and the exit status. It reports through a RunObserver and never writes to a terminal itself: the
 // observer gets fields (FileResult) and periodic snapshots (RunProgress), and renders them.
 
 #include <atomic>
@@ -92,8 +92,8 @@ struct RunSpec {
 
 struct RunDeps {
   ledger::UploaderLedger &ledger; // this thread's connection: recovery, the in-progress retries
-  // One connection per worker (thread-safe to call): a ledger::LedgerPool's worker(), or a
-  // test's handle onto its one fake.
+  // A ledger per worker (thread-safe to call): a ledger::LedgerPool's worker() (its calls
+  // share the pool's connections), or a test's handle onto its one fake.
   std::function<std::shared_ptr<ledger::Ledger>()> worker_ledger;
   store::ObjectStore &store;
   std::function<std::unique_ptr<store::ObjectStore>()> open_store; // one per worker
