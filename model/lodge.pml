@@ -39,6 +39,12 @@
  * no verify pass) and the revive inside reserve (UPLOAD_FAILED -> UPLOADING, the same key,
  * a new holder). Every row is a staged upload here; an earlier sender's completion of it may
  * still land until its own bound (put_old).
+ *
+ * BATCH: an uploader with a next attempt reserves two files in one transaction
+ * (UploadLedger::reserve_batch): its attempt's row and the next attempt's row (a file of
+ * another content), each exactly as a reserve of its own, the second seeing the first. Both
+ * PUTs are in flight from that commit; the second file then goes on with its row, no reserve
+ * of its own, its deadline and bound counted from the batch's reserve. A crash abandons both.
  */
 
 /* ---------------------------------------------------------------- bounds */
@@ -57,7 +63,13 @@
 #ifndef TMAX
 #define TMAX 3          /* the clock stops here; Final then jumps past every due time */
 #endif
+#ifndef MAX_FILES
+#ifdef BATCH
+#define MAX_FILES 2     /* BATCH: the batch's two files (two contents) fit the quota */
+#else
 #define MAX_FILES 1     /* the policy's max_files for the one owner */
+#endif
+#endif
 #ifndef CRASHES
 #define CRASHES 1       /* crashes in one execution, any process, any step */
 #endif
@@ -68,6 +80,17 @@
 #define A0 1            /* upload attempts of uploader 0 (a crash may start the next) */
 #endif
 #define A1 1            /* upload attempts of uploader 1 */
+/* BATCH: uploader 0 reserves its attempt's row and the next attempt's row in one
+   transaction (UploadLedger::reserve_batch), the second file of another content */
+#ifdef BATCH
+#if A0 < 2
+#error "BATCH reserves the next attempt's row too: it needs A0 >= 2"
+#endif
+#ifdef RESUME
+#error "BATCH with RESUME is not modelled"
+#endif
+#define BATCH_DIG 1     /* the batch's second file: a content of its own */
+#endif
 #ifndef SHARES
 #define SHARES 0        /* sharing rows (one Sharer each): 0, 1 or 2 */
 #endif
@@ -91,6 +114,9 @@
 #define NR (A0 + A1)    /* row slots; slot i is the row whose object key is key i */
 #define FOREIGN NR      /* the foreign object's key: no row of this ledger has it */
 #define SLOTS (NR + 1 + SHARES)  /* then one slot per sharing row, after FOREIGN */
+#if SLOTS > 6
+#error "the sweeps' claim counters (cl0..cl5) are written out for at most 6 slots"
+#endif
 #define NONE 255
 
 /* workers: 2 uploaders, 2 sweepers, repair, reconcile, and SHARES sharers */
@@ -187,6 +213,9 @@ hidden byte h_j;
 hidden byte h_n;
 hidden byte h_due;
 hidden byte h_sh;         /* decide: the dead row is presented as alive (SHARES) */
+#ifdef BATCH
+hidden byte h_out;        /* reserve_batch: the second file's reserve outcome */
+#endif
 
 /* ---------------------------------------------------------------- predicates */
 #define ALIVE(k)   (row_st[k] != R_NONE && !row_del[k])
@@ -788,7 +817,10 @@ inline sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3) {
        :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
        :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
 #if SLOTS > 4
-       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2) */
+       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2, or BATCH + SHARES) */
+#endif
+#if SLOTS > 5
+       :: k == 5 -> cl5++; assert(cl5 <= MAXCLAIMS)  /* no spin (BATCH + SHARES = 2) */
 #endif
        fi;
        claimed++
@@ -814,7 +846,9 @@ inline sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3) {
 
 /* ops::Uploader::upload_unguarded (+ transfer, fail, and a later lodge delete). Both
    uploaders send the same content for the same owner (de-dup and quota interact). A
-   crash starts the next attempt (the script runs lodge upload again), if any is left. */
+   crash starts the next attempt (the script runs lodge upload again), if any is left.
+   BATCH (Uploader::upload_batch): the reserve step also reserves the next attempt's file
+   (`nxt`); once this file is done (up_done) that one goes on from its answer. */
 proctype Uploader(byte first; byte attempts) {
   byte att = 0;
   byte r;
@@ -827,7 +861,20 @@ proctype Uploader(byte first; byte attempts) {
 #ifdef RESUME
   byte hold;      /* this attempt's holder name (1-based, unique) */
 #endif
+#ifdef BATCH
+  byte nxt = NONE;  /* the row the batch reserved for the next attempt (NONE: none) */
+#endif
 up_start:
+#ifdef BUG_BATCH_PUT_BEFORE_COMMIT
+  /* seeded bug: the batch's second PUT leaves before the batch's transaction commits */
+  atomic {
+    if
+    :: att + 1 < attempts ->
+       put_st[first + att + 1] = P_INFLIGHT; put_lim[first + att + 1] = now + DEADLINE
+    :: else -> skip
+    fi
+  };
+#endif
   if
   :: atomic {
        /* SqliteLedger::reserve, then the PUT leaves (Uploader::transfer, If-None-Match:
@@ -855,13 +902,34 @@ up_start:
        fi;
        CHECK_INV;
 #endif
+#ifdef BATCH
+       /* UploadLedger::reserve_batch: the next attempt's file (another content) is
+          reserved in the same transaction, after the first and seeing it, exactly as a
+          reserve of its own (its own savepoint); both commit together. Its row's deadline,
+          its task's due time and its PUT's bound count from this reserve (the clocks are
+          read once, for the batch). Its PUT leaves only after the first file's answer
+          (Uploader::upload_batch sends one after another), but a PUT not yet sent and one
+          on the way look the same to everyone else: it is in flight from here. */
+       if
+       :: att < attempts ->
+          nxt = first + att; att++;
+          reserve_check(BATCH_DIG, h_out);
+          if
+          :: h_out == O_RESERVED -> reserve_insert(nxt, BATCH_DIG); put_st[nxt] = P_INFLIGHT
+          :: else -> nxt = NONE  /* duplicate, in progress or quota: no row, no PUT */
+          fi;
+          h_out = 0; CHECK_INV
+       :: else -> skip
+       fi;
+#endif
        if
 #ifndef BUG_SPLIT_RESERVE
        :: dec == O_RESERVED -> put_st[r] = P_INFLIGHT; dec = 0
 #else
        :: dec == O_RESERVED -> dec = 0
 #endif
-       :: else -> goto up_done  /* duplicate, in progress or quota: no PUT */
+       :: else -> goto up_done  /* duplicate, in progress or quota: no PUT (with BATCH
+                                   the batch's next file goes on) */
        fi
      }
   CRASH_OPT(up_crash)
@@ -1003,6 +1071,9 @@ up_crash:
 #if RENEWS
     ren = 0;
 #endif
+#ifdef BATCH
+    nxt = NONE;  /* the batch's rows are abandoned; att already counts the pre-reserved one */
+#endif
     if
     :: att < attempts -> goto up_start  /* lodge upload runs again: a new attempt */
     :: else -> skip
@@ -1010,10 +1081,28 @@ up_crash:
   };
 up_done:
   atomic {
-    mv = 0; dec = 0; ok = 0; r = 0; att = 0;
+    mv = 0; dec = 0; ok = 0;
 #if RENEWS
     ren = 0;
 #endif
+#ifdef BATCH
+    /* Uploader::upload_batch: the batch's next file goes on with the row the batch
+       reserved (no reserve of its own), its PUT sent now */
+    if
+    :: nxt != NONE ->
+       r = nxt; nxt = NONE;
+#ifdef BUG_BATCH_DEADLINE_FROM_PUT
+       /* seeded bug: its bound counted from its PUT's start, not from the batch reserve */
+       if
+       :: put_st[r] == P_INFLIGHT -> put_lim[r] = now + DEADLINE
+       :: else -> skip
+       fi;
+#endif
+       goto up_wait
+    :: else -> skip
+    fi;
+#endif
+    r = 0; att = 0;
 #ifdef RESUME
     hold = 0;
 #endif
@@ -1089,6 +1178,9 @@ proctype Sweeper() {
 #if SLOTS > 4
   byte cl4;
 #endif
+#if SLOTS > 5
+  byte cl5;
+#endif
 sw_claim:
   if
   :: atomic {
@@ -1100,7 +1192,10 @@ sw_claim:
        :: k == 2 -> cl2++; assert(cl2 <= MAXCLAIMS)  /* no spin */
        :: k == 3 -> cl3++; assert(cl3 <= MAXCLAIMS)  /* no spin */
 #if SLOTS > 4
-       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2) */
+       :: k == 4 -> cl4++; assert(cl4 <= MAXCLAIMS)  /* no spin (SHARES = 2, or BATCH + SHARES) */
+#endif
+#if SLOTS > 5
+       :: k == 5 -> cl5++; assert(cl5 <= MAXCLAIMS)  /* no spin (BATCH + SHARES = 2) */
 #endif
        fi;
        claimed++
@@ -1179,6 +1274,9 @@ sw_crash:
 #if SLOTS > 4
     cl4 = 0;
 #endif
+#if SLOTS > 5
+    cl5 = 0;
+#endif
     goto sw_claim
   };
 sw_done:
@@ -1187,6 +1285,9 @@ sw_done:
     cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
 #if SLOTS > 4
     cl4 = 0;
+#endif
+#if SLOTS > 5
+    cl5 = 0;
 #endif
     finished++
   }
@@ -1365,6 +1466,9 @@ active proctype Final() {
 #if SLOTS > 4
   byte cl4;
 #endif
+#if SLOTS > 5
+  byte cl5;
+#endif
   byte i;
   byte phase = 0;
   finished == NWORKERS;
@@ -1382,6 +1486,9 @@ active proctype Final() {
        cl0 = 0; cl1 = 0; cl2 = 0; cl3 = 0;
 #if SLOTS > 4
        cl4 = 0;
+#endif
+#if SLOTS > 5
+       cl5 = 0;
 #endif
        sweep_run(k, mv, dec, ok, excl, claimed, cl0, cl1, cl2, cl3);
        i = 0;
