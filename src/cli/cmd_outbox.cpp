@@ -133,9 +133,11 @@ Command add_consume(CLI::App &app) {
             co.max_runtime_ms = flags::duration(o->max_runtime, "--max-runtime", 0);
             co.wait_ms = flags::duration(o->wait, "--wait", co.wait_ms);
             auto settings = outbox_of(ctx);
+            // A message received and not acknowledged (the consumer killed) comes back once its
+            // task's lease has ended, not after the queue's own timeout (SQS: 30 s by default).
             auto queue = open_message_queue(
-                ctx, ops::consume_queue(settings, ctx.cfg().outbox, ctx.ledger().location()),
-                "cleanup.queue");
+                ctx, ops::consume_queue(settings, ctx.cfg().outbox, ctx.ledger().location()), "cleanup.queue",
+                co.lease_ms);
             auto store = ctx.open_store();
             install_interrupt_handlers();
             co.queue = queue.get();

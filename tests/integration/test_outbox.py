@@ -189,8 +189,8 @@ class OutboxMixin:
         (rid, key), = self.sql("SELECT id, object_key FROM file_upload")
         self.assertEqual(self.lodge("repair", later=LATER).rc, 0)
         self.relay()
-        # A short lease: SQS hands the message out again once it ends (its visibility timeout).
-        self.hand_back_after(2)
+        # A short lease: SQS hands the message out again once it ends (the receive's visibility
+        # timeout is the lease; the queue's own is 30 s), RabbitMQ once the connection closes.
         k = self.consume("--lease", "2s", env={"LODGE_FAILPOINTS": "consume.before_ack=crash"}, rc=None)
         self.assertEqual(k.rc, -signal.SIGKILL, k)
         self.assertNotIn(key, self.objects())
@@ -203,7 +203,7 @@ class OutboxMixin:
             self.assertEqual(c.rc, 0, c)
             seen.update(c.json())
             return c.json()["received"] >= 1
-        wait_until(redelivered, timeout=60, what="the unacknowledged message to come back")
+        wait_until(redelivered, timeout=15, what="the unacknowledged message to come back")
         self.assertEqual((seen["duplicates"], seen["deleted"]), (1, 0), seen)
         self.assertEqual(self.receive(self.cleanup_url, ack=False), [])
         self.converged()
@@ -308,16 +308,6 @@ class OutboxSqs(OutboxMixin, S3TestCase):
     def queue_url(self, name):
         return f"sqs+{self.moto.endpoint}/123456789012/{name}"
 
-    def hand_back_after(self, seconds):
-        """The cleanup queue's own visibility timeout made `seconds`: consume does not send its
-        --lease as the receive's VisibilityTimeout, so the queue's (30 s unless set) is what
-        holds an unacknowledged message."""
-        import boto3
-        sqs = boto3.client("sqs", endpoint_url=self.moto.endpoint, region_name="us-east-1",
-                           aws_access_key_id="testing", aws_secret_access_key="testing")
-        sqs.set_queue_attributes(QueueUrl=self.cleanup_url[len("sqs+"):],
-                                 Attributes={"VisibilityTimeout": str(seconds)})
-
 
 class OutboxRabbit(OutboxMixin, S3TestCase):
     # A consumer's deliveries come after it subscribes: the first is waited for, from once the
@@ -336,10 +326,6 @@ class OutboxRabbit(OutboxMixin, S3TestCase):
 
     def queue_url(self, name):
         return self.rabbit.url(name)
-
-    def hand_back_after(self, seconds):
-        """Nothing to set: RabbitMQ hands an unacknowledged message back as soon as its
-        consumer's connection closes."""
 
 
 if __name__ == "__main__":
