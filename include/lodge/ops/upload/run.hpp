@@ -1,9 +1,9 @@
 #pragma once
-// An upload run, end to end: the input (paths, a --files-from list), the walk, a bounded
-// queue, N workers each with its own ledger, store connection and Uploader (a batch of small
-// files taken at once: Uploader::upload_batch), the in-progress policy (what another sender
-// holds), cancellation, the tally, and the exit status. It reports through a RunObserver and never writes to a terminal itself: the
-// observer gets fields (FileResult) and periodic snapshots (RunProgress), and renders them.
+// An upload run, end to end: the input (paths, a --files-from list), the walk, a bounded queue, N
+// workers each with its own ledger, store connection and Uploader (a batch of small files taken at
+// once: Uploader::upload_batch), the in-progress policy (what another sender holds), cancellation,
+// the tally, and the exit status. It reports through a RunObserver and never writes to a terminal
+// itself: the observer gets fields (FileResult) and periodic snapshots (RunProgress), and renders them.
 
 #include <atomic>
 #include <cstdint>
