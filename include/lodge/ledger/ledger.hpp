@@ -319,11 +319,9 @@ public:
   // and its cleanup task (due at deadline + grace). The key is made here. With
   // ReserveRequest::resume, a resumable failed row is revived instead of the insert.
   [[nodiscard]] virtual ReserveResult reserve(const ReserveRequest &req, int64_t now) = 0;
-  // Several files' reserves in one transaction, one commit for them all: each as reserve()
-  // makes it, in the order given, each in a savepoint of its own (one that throws leaves
-  // the others standing). An element is that reserve's result, or the error it threw; an
-  // error of the transaction itself (the ledger locked past its timeout) is every element's.
-  // Not for a dry run. The default reserves them one by one.
+  // Several reserves in one transaction, one commit: each as reserve() makes it, in order, in a
+  // savepoint of its own; an element is its result or the error it threw (the transaction's own
+  // error is every element's). Not for a dry run. The default reserves them one by one.
   [[nodiscard]] virtual std::vector<Result<ReserveResult>>
   reserve_batch(const std::vector<ReserveRequest> &reqs, int64_t now);
   // Records the multipart upload id on an UPLOADING row; not_uploading if the row moved on.
@@ -657,20 +655,13 @@ class Ledger : public virtual LedgerMeta,
                public virtual PruneLedger,
                public virtual UploaderLedger {};
 
-// Ledgers for the worker threads of one process, one worker() per thread, over one set of
-// connections per pool: a worker's ledger holds none, each call borrows one for itself (every
-// method is its own transaction) and gives it back as it returns; a connection is opened only
-// when none is free, up to a maximum, beyond which a call waits for one. So 256 workers open a
-// handful of connections, not 256.
-// On SQLite, the upload path's writes of every worker (reserve, reserve_batch,
-// set_multipart_upload_id, renew, confirm, settle, mark_failed, fail_resumable, record_stat)
-// go to one writer connection shared by the pool, which runs whatever is queued in one
-// transaction, each request in its own savepoint, and commits it once (group commit: one fsync
-// for many files; in-process writers queue there, never on SQLite's busy handler). Each reserve
-// still sees every earlier one (the same transaction), so quota and de-duplication hold; a
-// request's result is returned only once it committed. Those writes borrow no connection;
-// reads and other writes borrow one of the pool's readers (WAL readers read side by side).
-// PostgreSQL: every call on a borrowed connection (its server commits them in parallel).
+// Ledgers for the worker threads of one process, one worker() per thread, sharing one set of
+// connections: each call borrows one for itself (every method is its own transaction), opened
+// only when none is free, up to a bound. On SQLite the upload path's writes (reserve,
+// reserve_batch, renew, confirm, settle, mark_failed, ...) go to the pool's one writer, which
+// commits whatever is queued in one transaction, each request in its own savepoint (group
+// commit: one fsync for many; each reserve sees every earlier one, so quota and de-duplication
+// hold; a result is returned only once committed). PostgreSQL commits them in parallel.
 class LedgerPool {
 public:
   virtual ~LedgerPool() = default;
@@ -681,10 +672,8 @@ public:
 struct PoolOptions {
   bool group_commit = true; // false: every worker commits on its own (for comparison)
   size_t max_batch = 64;    // requests per transaction at most
-  // The most connections the pool opens for its workers' calls; SQLite's group writer is one
-  // more. 0: SQLite max(4, 2 x hardware threads); PostgreSQL 32. PostgreSQL's is also at most
-  // what the server allows, read as the pool opens (max_connections less its reserved slots
-  // and the connections open then), and at least 1.
+  // The pool's bound (SQLite's group writer is one more). 0: SQLite max(4, 2 x hardware threads);
+  // PostgreSQL 32, and at most what the server's max_connections leaves as the pool opens.
   size_t max_connections = 0;
 };
 
